@@ -1,0 +1,183 @@
+"""The tile configuration: the single source of truth for every size and width.
+
+The HDL (``hdl/``), the compiler and the golden model (``firmware_gen/``), the
+testbenches (``sim/``) and the reports all read their sizes from one
+:class:`TileConfig`.  Nothing else in the project restates a width by hand.
+
+Slice order (design brief, section 1): positions run west to east ::
+
+    MXM_W | SXM_W | MEM_W{n-1} .. MEM_W0 | VXM | MEM_E0 .. MEM_E{n-1} | SXM_E | MXM_E
+
+``MEM_W0`` and ``MEM_E0`` are the MEM slices next to the VXM.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+
+
+class ConfigError(ValueError):
+    """A configuration value is out of range; the message names the field and the limit."""
+
+
+def _is_pow2(n: int) -> bool:
+    return n >= 1 and (n & (n - 1)) == 0
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """Sizes of one tile.
+
+    Parameters
+    ----------
+    lanes : int
+        Vector width in bytes (one int8 per lane).  A multiple of 4, so that a vector
+        is a whole number of 32-bit host words.
+    streams : int
+        Stream registers per direction (east and west each have this many).
+    mem_slices : int
+        MEM slices per hemisphere (the tile has twice this many).
+    mem_depth : int
+        Vectors per MEM slice (a power of two).
+    iq_depth : int
+        Instructions per slice instruction queue (a power of two).
+    trace_depth : int
+        Events recorded per MEM slice by the hardware event trace (0 disables the
+        trace, for synthesis).
+    """
+
+    lanes: int = 16
+    streams: int = 8
+    mem_slices: int = 4
+    mem_depth: int = 256
+    iq_depth: int = 256
+    trace_depth: int = 256
+
+    # Fixed architectural limits (ISA field widths, see firmware_gen/isa.py).
+    MAX_STREAMS = 32          # 5-bit stream field
+    MAX_MEM_SLICES = 120      # positions must fit an 8-bit slice index
+    MAX_MEM_DEPTH = 1 << 20   # 20-bit address field
+    CYCLE_BITS = 32           # width of the cycle counter and trace timestamps
+    HOST_WORD = 32            # host interface data width in bits
+
+    def __post_init__(self):
+        def need(cond, msg):
+            if not cond:
+                raise ConfigError(msg)
+
+        for name in ("lanes", "streams", "mem_slices", "mem_depth", "iq_depth", "trace_depth"):
+            v = getattr(self, name)
+            need(isinstance(v, int) and not isinstance(v, bool),
+                 f"{name} must be an integer, got {v!r}")
+        need(self.lanes >= 4, f"lanes must be at least 4, got {self.lanes}")
+        need(self.lanes % 4 == 0,
+             f"lanes must be a multiple of 4 (a vector is a whole number of 32-bit host words), got {self.lanes}")
+        need(1 <= self.streams <= self.MAX_STREAMS,
+             f"streams per direction must be in 1..{self.MAX_STREAMS}, got {self.streams}")
+        need(1 <= self.mem_slices <= self.MAX_MEM_SLICES,
+             f"mem_slices per hemisphere must be in 1..{self.MAX_MEM_SLICES}, got {self.mem_slices}")
+        need(_is_pow2(self.mem_depth) and 2 <= self.mem_depth <= self.MAX_MEM_DEPTH,
+             f"mem_depth must be a power of two in 2..{self.MAX_MEM_DEPTH}, got {self.mem_depth}")
+        need(_is_pow2(self.iq_depth) and 2 <= self.iq_depth <= 1 << 16,
+             f"iq_depth must be a power of two in 2..65536, got {self.iq_depth}")
+        need(self.trace_depth == 0 or (_is_pow2(self.trace_depth) and self.trace_depth <= 1 << 16),
+             f"trace_depth must be 0 or a power of two up to 65536, got {self.trace_depth}")
+
+    # ---- named presets -------------------------------------------------------------
+    @classmethod
+    def default(cls) -> "TileConfig":
+        """The default tile: 16 lanes, 8 streams per direction, 4+4 MEM slices of 4 KiB."""
+        return cls()
+
+    @classmethod
+    def tiny(cls) -> "TileConfig":
+        """A tiny tile for fast tests: 4 lanes, 2 streams, 2+2 MEM slices of 32 vectors."""
+        return cls(lanes=4, streams=2, mem_slices=2, mem_depth=32, iq_depth=64, trace_depth=64)
+
+    @classmethod
+    def full_scale(cls) -> "TileConfig":
+        """TSP-v1-like proportions (320 lanes, 32 streams, 44+44 MEM slices): elaborates, too big to simulate."""
+        return cls(lanes=320, streams=32, mem_slices=44, mem_depth=8192, iq_depth=4096, trace_depth=0)
+
+    PRESETS = ("default", "tiny", "full_scale")
+
+    @classmethod
+    def preset(cls, name: str) -> "TileConfig":
+        if name not in cls.PRESETS:
+            raise ConfigError(f"unknown configuration preset {name!r}; choose one of {', '.join(cls.PRESETS)}")
+        return getattr(cls, name)()
+
+    # ---- derived sizes -------------------------------------------------------------
+    @property
+    def positions(self) -> int:
+        """Slice positions along the stream fabric."""
+        return 2 * self.mem_slices + 5
+
+    @property
+    def vxm_position(self) -> int:
+        return self.mem_slices + 2
+
+    @property
+    def slice_names(self) -> list[str]:
+        """Slice names in position order (west to east)."""
+        n = self.mem_slices
+        return (["MXM_W", "SXM_W"] + [f"MEM_W{i}" for i in reversed(range(n))] + ["VXM"]
+                + [f"MEM_E{i}" for i in range(n)] + ["SXM_E", "MXM_E"])
+
+    @property
+    def mem_names(self) -> list[str]:
+        """MEM slice names in position order (west to east); index = MEM index."""
+        return [s for s in self.slice_names if s.startswith("MEM")]
+
+    def position(self, slice_name: str) -> int:
+        try:
+            return self.slice_names.index(slice_name)
+        except ValueError:
+            raise ConfigError(f"no slice named {slice_name!r} in this tile; slices are "
+                              f"{', '.join(self.slice_names)}") from None
+
+    def kind(self, slice_name: str) -> str:
+        """'MEM', 'VXM', 'SXM' or 'MXM'."""
+        self.position(slice_name)
+        return slice_name[:3]
+
+    @property
+    def vector_bits(self) -> int:
+        return 8 * self.lanes
+
+    @property
+    def words_per_vector(self) -> int:
+        return self.lanes // 4
+
+    @property
+    def mem_addr_bits(self) -> int:
+        return (self.mem_depth - 1).bit_length()
+
+    @property
+    def iq_addr_bits(self) -> int:
+        return (self.iq_depth - 1).bit_length()
+
+    @property
+    def mem_bytes(self) -> int:
+        """SRAM bytes in the whole tile."""
+        return 2 * self.mem_slices * self.mem_depth * self.lanes
+
+    # ---- identity ------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TileConfig":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - fields
+        if unknown:
+            raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(unknown))}")
+        return cls(**d)
+
+    def key(self) -> str:
+        """A short stable name for build directories: one build per configuration."""
+        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
+        return f"l{self.lanes}s{self.streams}m{self.mem_slices}-" + hashlib.sha1(blob).hexdigest()[:8]

@@ -1,0 +1,1 @@
+"""Amaranth description of a scaled-down LP30 tile (see docs/architecture.md)."""

@@ -1,0 +1,133 @@
+"""Per-slice instruction queue (ICU): in-order issue, no interlocks.
+
+Implements the timing rules of ``firmware_gen/isa.py``: one data instruction per cycle,
+``NOP n`` waits n cycles, ``REPEAT n, d, stride`` re-issues the last data instruction n
+times every d cycles with its address advanced by ``stride``.
+"""
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from firmware_gen.isa import DATA_OPS, SLICE_OPS, Op
+
+from .layouts import host_signature, instr_layout, issue_signature
+
+
+class InstructionQueue(wiring.Component):
+    """Instruction memory plus issue logic for one slice.
+
+    Parameters
+    ----------
+    cfg : TileConfig
+    kind : str
+        Slice kind ("MEM", "VXM", "SXM", "MXM"): decides which opcodes are legal.
+
+    Members
+    -------
+    start : In(1)
+        One-cycle pulse: restart at instruction 0.  Instruction 0 issues on the next cycle.
+    run : In(1)
+        High while the tile runs.
+    issue : Out(issue_signature)
+        The instruction issued this cycle (combinational from the instruction memory).
+    halted : Out(1)
+        Set the cycle after HALT (or an illegal opcode) is decoded.
+    illegal : Out(1)
+        Sticky until the next ``start``: an opcode not legal for this slice kind was
+        decoded (the queue halts).
+    host : In(host_signature)
+        Host access to the queue's memory: word ``2*i`` is the low half of instruction
+        ``i``, ``2*i+1`` the high half.  Reads have one cycle of latency.
+    """
+
+    def __init__(self, cfg, kind):
+        self.cfg, self.kind = cfg, kind
+        super().__init__({
+            "start": In(1),
+            "run": In(1),
+            "issue": Out(issue_signature()),
+            "halted": Out(1),
+            "illegal": Out(1),
+            "host": In(host_signature(cfg)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        lay = instr_layout()
+        m.submodules.imem = imem = Memory(shape=lay.size, depth=cfg.iq_depth, init=[])
+        rd = imem.read_port()
+        wr = imem.write_port(granularity=cfg.HOST_WORD)
+
+        pc = Signal(cfg.iq_addr_bits)
+        pc_next = Signal(cfg.iq_addr_bits)
+        wait = Signal(16)             # remaining NOP cycles
+        in_rep = Signal()             # inside a REPEAT
+        rep_left = Signal(16)
+        rep_timer = Signal(8)
+        rep_delay = Signal(8)
+        rep_stride = Signal(20)
+        last = Signal(lay)            # last issued data instruction (REPEAT's operand)
+        head = lay(rd.data)           # instruction at pc (memory output is mem[pc])
+
+        # Host access: only meaningful while the tile is stopped.
+        word = self.host.addr[0]
+        m.d.comb += [
+            rd.addr.eq(Mux(self.run | self.start, pc_next, self.host.addr[1:])),
+            wr.addr.eq(self.host.addr[1:]),
+            wr.data.eq(self.host.wdata.replicate(2)),
+            wr.en.eq(Mux(self.host.sel & self.host.we & ~self.run, Mux(word, 0b10, 0b01), 0)),
+        ]
+        word_q = Signal()
+        m.d.sync += word_q.eq(word)
+        m.d.comb += self.host.rdata.eq(Mux(word_q, rd.data[32:64], rd.data[0:32]))
+
+        legal = SLICE_OPS[self.kind]
+        m.d.comb += pc_next.eq(pc)
+        m.d.sync += pc.eq(pc_next)
+
+        # REPEAT bookkeeping shared by its first (decode) cycle and the later ones.
+        rep_active = Signal()
+        cur_left, cur_timer, cur_delay, cur_stride = (Signal(16), Signal(8), Signal(8), Signal(20))
+
+        with m.If(self.start):
+            m.d.comb += pc_next.eq(0)
+            m.d.sync += [self.halted.eq(0), self.illegal.eq(0), wait.eq(0), in_rep.eq(0), last.eq(0)]
+        with m.Elif(self.run & ~self.halted):
+            with m.If(wait != 0):
+                m.d.sync += wait.eq(wait - 1)
+            with m.Elif(in_rep):
+                m.d.comb += [rep_active.eq(1), cur_left.eq(rep_left), cur_timer.eq(rep_timer),
+                             cur_delay.eq(rep_delay), cur_stride.eq(rep_stride)]
+            with m.Else():
+                with m.Switch(head.op):
+                    with m.Case(Op.HALT):
+                        m.d.sync += self.halted.eq(1)
+                    with m.Case(Op.NOP):
+                        m.d.comb += pc_next.eq(pc + 1)
+                        m.d.sync += wait.eq(head.count - 1)
+                    with m.Case(Op.REPEAT):
+                        m.d.comb += [pc_next.eq(pc + 1), rep_active.eq(1),
+                                     cur_left.eq(head.count), cur_timer.eq(head.delay - 1),
+                                     cur_delay.eq(head.delay), cur_stride.eq(head.addr)]
+                    for op in sorted(DATA_OPS & legal):
+                        with m.Case(op):
+                            m.d.comb += [pc_next.eq(pc + 1), self.issue.valid.eq(1),
+                                         self.issue.instr.eq(head)]
+                            m.d.sync += last.eq(head)
+                    with m.Default():
+                        m.d.sync += [self.halted.eq(1), self.illegal.eq(1)]
+
+        with m.If(rep_active):
+            m.d.sync += [rep_delay.eq(cur_delay), rep_stride.eq(cur_stride)]
+            with m.If(cur_timer == 0):
+                repeated = Signal(lay)
+                m.d.comb += [repeated.eq(last), repeated.addr.eq(last.addr + cur_stride),
+                             self.issue.valid.eq(1), self.issue.instr.eq(repeated)]
+                m.d.sync += [last.eq(repeated), rep_timer.eq(cur_delay - 1),
+                             rep_left.eq(cur_left - 1), in_rep.eq(cur_left != 1)]
+            with m.Else():
+                m.d.sync += [rep_timer.eq(cur_timer - 1), rep_left.eq(cur_left), in_rep.eq(1)]
+        return m

@@ -1,0 +1,114 @@
+"""MEM slice: flat SRAM on the streams, physically addressed, no cache."""
+
+from amaranth import Array, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from firmware_gen.isa import EAST, Op
+
+from .layouts import drive_signature, host_signature, issue_signature, tap_signature
+
+
+class MemSlice(wiring.Component):
+    """One MEM slice: ``mem_depth`` vectors of ``lanes`` bytes.
+
+    ``READ s, a`` issued on cycle t drives vector ``a`` onto stream ``s`` on cycle t+1
+    (``isa.READ_LATENCY``).  ``WRITE s, a`` issued on cycle t stores the value visible on
+    stream ``s`` at this position on cycle t.  The SRAM is read-before-write: a READ and
+    a WRITE of one address on one cycle read the old value.
+
+    Members
+    -------
+    issue : In(issue_signature)
+        From this slice's instruction queue.
+    tap : In(tap_signature)
+        Stream values visible at this position.
+    drive : Out(drive_signature)
+        This slice's stream write.
+    write_event : Out(1), write_addr : Out(20), write_data : Out(vector_bits)
+        A WRITE is executing this cycle (for the event trace).
+    addr_fault : Out(1)
+        Sticky until ``start``: an instruction addressed beyond ``mem_depth``.
+    busy : Out(1)
+        A READ's value is being driven this cycle.
+    host : In(host_signature)
+        Word ``row * words_per_vector + w`` is 32-bit word ``w`` (lanes ``4w..4w+3``,
+        lane ``4w`` in the low byte) of vector ``row``.  Only while the tile is stopped.
+    """
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        super().__init__({
+            "start": In(1),
+            "run": In(1),
+            "issue": In(issue_signature()),
+            "tap": In(tap_signature(cfg)),
+            "drive": Out(drive_signature(cfg)),
+            "write_event": Out(1),
+            "write_addr": Out(20),
+            "write_data": Out(cfg.vector_bits),
+            "addr_fault": Out(1),
+            "busy": Out(1),
+            "host": In(host_signature(cfg)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        wpv = cfg.words_per_vector
+        m.submodules.sram = sram = Memory(shape=cfg.vector_bits, depth=cfg.mem_depth, init=[])
+        rd = sram.read_port()
+        wr = sram.write_port(granularity=cfg.HOST_WORD)
+
+        ins = self.issue.instr
+        is_read = self.issue.valid & (ins.op == Op.READ)
+        is_write = self.issue.valid & (ins.op == Op.WRITE)
+        in_range = (ins.addr >> cfg.mem_addr_bits) == 0
+        with m.If(self.start):
+            m.d.sync += self.addr_fault.eq(0)
+        with m.Elif((is_read | is_write) & ~in_range):
+            m.d.sync += self.addr_fault.eq(1)
+
+        # Host addressing: row and word within the vector.
+        h_row = Signal(cfg.mem_addr_bits)
+        h_word = Signal(range(max(wpv, 2)))
+        m.d.comb += [h_row.eq(self.host.addr // wpv), h_word.eq(self.host.addr % wpv)]
+
+        passing = Mux(ins.dir == EAST, self.tap.east[ins.stream], self.tap.west[ins.stream])
+        with m.If(self.run):
+            m.d.comb += [
+                rd.addr.eq(ins.addr),
+                wr.addr.eq(ins.addr),
+                wr.data.eq(passing),
+                wr.en.eq(Mux(is_write & in_range, (1 << wpv) - 1, 0)),
+            ]
+        with m.Else():
+            m.d.comb += [
+                rd.addr.eq(h_row),
+                wr.addr.eq(h_row),
+                wr.data.eq(self.host.wdata.replicate(wpv)),
+                wr.en.eq(Mux(self.host.sel & self.host.we, 1 << h_word, 0)),
+            ]
+        m.d.comb += [
+            self.write_event.eq(is_write),
+            self.write_addr.eq(ins.addr),
+            self.write_data.eq(passing),
+        ]
+
+        # READ: drive the SRAM output onto the stream on the next cycle.
+        drv_dir, drv_stream = Signal(1), Signal.like(self.drive.stream)
+        m.d.sync += [self.busy.eq(is_read & in_range), drv_dir.eq(ins.dir), drv_stream.eq(ins.stream)]
+        m.d.comb += [
+            self.drive.valid.eq(self.busy),
+            self.drive.dir.eq(drv_dir),
+            self.drive.stream.eq(drv_stream),
+            self.drive.data.eq(rd.data),
+        ]
+
+        h_word_q = Signal.like(h_word)
+        m.d.sync += h_word_q.eq(h_word)
+        words = [rd.data[32 * w: 32 * (w + 1)] for w in range(wpv)]
+        m.d.comb += self.host.rdata.eq(words[0] if wpv == 1 else Array(words)[h_word_q])
+        return m
+

@@ -1,0 +1,1 @@
+"""cocotb testbenches, drivers and the runner wrapper for the LPU tile."""

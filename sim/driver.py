@@ -1,0 +1,146 @@
+"""cocotb driver for the tile's host interface: load, run, read back.
+
+All accesses are driven and sampled on the falling clock edge, so values set here are
+stable at the rising edge that samples them, and registered outputs are settled when read.
+"""
+
+from __future__ import annotations
+
+import time
+
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, FallingEdge, First, RisingEdge
+
+from firmware_gen import hostmap
+from firmware_gen.hostmap import Csr, Region
+
+
+class TileDriver:
+    """Drives one ``lpu_tile`` through its host bus."""
+
+    def __init__(self, dut, cfg, period_ns: float = 10.0):
+        self.dut, self.cfg = dut, cfg
+        self.period_ns = period_ns
+
+    async def reset(self):
+        dut = self.dut
+        Clock(dut.clk, self.period_ns, unit="ns").start()
+        dut.rst.value = 1
+        dut.we.value = 0
+        dut.re.value = 0
+        dut.addr.value = 0
+        dut.wdata.value = 0
+        await ClockCycles(dut.clk, 3)
+        await FallingEdge(dut.clk)
+        dut.rst.value = 0
+
+    async def write_words(self, items):
+        """Write ``[(address, value), ...]``, one per cycle."""
+        dut = self.dut
+        for a, v in items:
+            await FallingEdge(dut.clk)
+            dut.addr.value = a
+            dut.wdata.value = v & 0xFFFFFFFF
+            dut.we.value = 1
+        await FallingEdge(dut.clk)
+        dut.we.value = 0
+
+    async def read_words(self, addrs):
+        """Read a list of addresses, pipelined one per cycle; returns their values."""
+        dut, out, addrs = self.dut, [], list(addrs)
+        i = 0
+        while len(out) < len(addrs):
+            await FallingEdge(dut.clk)
+            if int(dut.rvalid.value):
+                out.append(int(dut.rdata.value))
+            if i < len(addrs):
+                dut.addr.value = addrs[i]
+                dut.re.value = 1
+                i += 1
+            else:
+                dut.re.value = 0
+        dut.re.value = 0
+        return out
+
+    async def read_csr(self, reg):
+        return (await self.read_words([hostmap.csr(reg)]))[0]
+
+    # ---- loading -------------------------------------------------------------------
+    def _vector_words(self, vec):
+        return [int.from_bytes(bytes(int(b) & 0xFF for b in vec[4 * w: 4 * w + 4]), "little")
+                for w in range(self.cfg.words_per_vector)]
+
+    async def load_program(self, images: dict):
+        items = []
+        for name, words in images.items():
+            p = self.cfg.position(name)
+            for i, w in enumerate(words):
+                items.append((hostmap.addr(Region.IMEM, p, 2 * i), w & 0xFFFFFFFF))
+                items.append((hostmap.addr(Region.IMEM, p, 2 * i + 1), w >> 32))
+        await self.write_words(items)
+
+    async def load_memory(self, memory: dict):
+        """``memory[name] = {row: vector}`` (only the given rows are written)."""
+        wpv = self.cfg.words_per_vector
+        items = []
+        for name, rows in memory.items():
+            i = self.cfg.mem_names.index(name)
+            for row, vec in rows.items():
+                for w, val in enumerate(self._vector_words(vec)):
+                    items.append((hostmap.addr(Region.DMEM, i, int(row) * wpv + w), val))
+        await self.write_words(items)
+
+    # ---- running -------------------------------------------------------------------
+    async def run(self, timeout_cycles: int):
+        """Start, wait for done; returns (cycle counter, wall seconds of the run)."""
+        dut = self.dut
+        t0 = time.perf_counter()
+        await self.write_words([(hostmap.csr(Csr.CTRL), 1)])
+        if not int(dut.done.value) or int(dut.running.value):
+            await First(RisingEdge(dut.done), ClockCycles(dut.clk, timeout_cycles))
+        wall = time.perf_counter() - t0
+        if not int(dut.done.value):
+            raise TimeoutError(f"tile not done after {timeout_cycles} cycles")
+        return await self.read_csr(Csr.CYCLES), wall
+
+    # ---- reading back ----------------------------------------------------------------
+    async def read_vectors(self, name: str, rows):
+        wpv = self.cfg.words_per_vector
+        i = self.cfg.mem_names.index(name)
+        words = await self.read_words([hostmap.addr(Region.DMEM, i, r * wpv + w)
+                                       for r in rows for w in range(wpv)])
+        return [_words_to_bytes(words[k * wpv:(k + 1) * wpv]) for k in range(len(rows))]
+
+    async def read_trace(self):
+        """Every MEM write the hardware recorded: ``[(cycle, slice, addr, bytes), ...]``."""
+        cfg, tw = self.cfg, hostmap.trace_words(self.cfg)
+        events = []
+        counts = await self.read_words([hostmap.csr(Csr.TRACE_COUNT_BASE + i)
+                                        for i in range(len(cfg.mem_names))])
+        for i, (name, n) in enumerate(zip(cfg.mem_names, counts)):
+            words = await self.read_words([hostmap.addr(Region.TRACE, i, e * tw + k)
+                                           for e in range(n) for k in range(tw)])
+            for e in range(n):
+                w = words[e * tw:(e + 1) * tw]
+                events.append((w[0], name, w[1], _words_to_bytes(w[2:])))
+        events.sort(key=lambda ev: (ev[0], cfg.position(ev[1])))
+        return events
+
+    async def read_status(self):
+        cfg = self.cfg
+        regs = [Csr.STATUS, Csr.CYCLES]
+        regs += [Csr.ILLEGAL_BASE + k for k in range((cfg.positions + 31) // 32)]
+        regs += [Csr.ADDR_FAULT_BASE + k for k in range((2 * cfg.mem_slices + 31) // 32)]
+        regs += [Csr.BUSY_BASE + p for p in range(cfg.positions)]
+        vals = await self.read_words([hostmap.csr(r) for r in regs])
+        nill = (cfg.positions + 31) // 32
+        nadf = (2 * cfg.mem_slices + 31) // 32
+        illegal = sum(v << (32 * k) for k, v in enumerate(vals[2:2 + nill]))
+        addr_fault = sum(v << (32 * k) for k, v in enumerate(vals[2 + nill:2 + nill + nadf]))
+        busy = dict(zip(cfg.slice_names, vals[2 + nill + nadf:]))
+        return {"status": vals[0], "cycles": vals[1], "illegal": illegal,
+                "addr_fault": addr_fault, "busy": busy}
+
+
+def _words_to_bytes(words):
+    return [(w >> (8 * b)) & 0xFF for w in words for b in range(4)]

@@ -1,0 +1,55 @@
+"""cocotb testbench: runs a list of jobs (programs with memory images) on one tile build.
+
+The jobs come from the JSON file named by ``LPU_JOBS``; the observations (cycle count,
+status, busy counters, the hardware trace of every MEM write, read-back rows, wall time)
+go to ``LPU_RESULTS``.  Comparison against the golden model and the compiler's
+predictions happens in the caller (``sim/runner.py`` users), so the same observations
+can also be compared across simulators.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import cocotb
+
+from firmware_gen.config import TileConfig
+
+from .driver import TileDriver
+
+
+@cocotb.test()
+async def run_jobs(dut):
+    with open(os.environ["LPU_JOBS"]) as f:
+        spec = json.load(f)
+    cfg = TileConfig.from_dict(spec["config"])
+    drv = TileDriver(dut, cfg)
+    await drv.reset()
+    dirty = {n: set() for n in cfg.mem_names}  # rows that may differ from zero in the SRAM
+    results = []
+    for job in spec["jobs"]:
+        memory = job.get("memory", {})
+        writes = {}
+        for name in cfg.mem_names:
+            image = memory.get(name, [])
+            nonzero = {r for r, row in enumerate(image) if any(row)}
+            rows = sorted(nonzero | dirty[name])
+            zero = [0] * cfg.lanes
+            writes[name] = {r: (image[r] if r < len(image) else zero) for r in rows}
+            dirty[name] = nonzero
+        await drv.load_memory(writes)
+        await drv.load_program(job["images"])
+        cycles, wall = await drv.run(job.get("timeout_cycles", 1_000_000))
+        status = await drv.read_status()
+        events = await drv.read_trace() if cfg.trace_depth else []
+        for _, name, addr, _ in events:
+            dirty[name].add(addr)
+        readback = {}
+        for name, rows in job.get("read_back", {}).items():
+            readback[name] = await drv.read_vectors(name, rows)
+        results.append({"name": job.get("name", ""), "cycles": cycles, "wall_run_s": wall,
+                        **status, "events": events, "read_back": readback})
+        dut._log.info("job %s: %d cycles, %d events", job.get("name", ""), cycles, len(events))
+    with open(os.environ["LPU_RESULTS"], "w") as f:
+        json.dump({"results": results}, f)
