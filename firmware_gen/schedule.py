@@ -1,0 +1,238 @@
+"""The data-movement scheduler: copies between MEM slices, placed on streams and cycles.
+
+``Scheduler.copy(src, a, dst, b, count)`` moves ``count`` consecutive vectors from MEM
+slice ``src`` (from address ``a``) to ``dst`` (from address ``b``).  The scheduler picks
+the stream and the issue cycle, checks that no stream carries two live values at one
+position on one cycle, honours memory dependencies in program order, and predicts the
+cycle of every write by addition (``isa.py`` timing rules):
+
+    write cycle = read cycle + READ_LATENCY + |position(dst) - position(src)|
+
+A sweep is one ``READ`` plus one ``REPEAT`` on the source queue and one ``WRITE`` plus one
+``REPEAT`` on the destination queue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import TileConfig
+from .isa import COUNT_MAX, EAST, READ_LATENCY, WEST, Instr, Op
+from .program import Program
+
+
+class ScheduleError(ValueError):
+    """The requested schedule is impossible; the message names the conflict or the limit."""
+
+
+@dataclass(frozen=True)
+class Transfer:
+    index: int
+    src: str
+    src_addr: int
+    dst: str
+    dst_addr: int
+    count: int
+    stream: int
+    dir: int
+    read_cycle: int
+    distance: int
+
+    @property
+    def write_cycle(self) -> int:
+        """Cycle of the first WRITE at the destination."""
+        return self.read_cycle + READ_LATENCY + self.distance
+
+    @property
+    def stream_name(self) -> str:
+        return f"{'EW'[self.dir]}{self.stream}"
+
+    def __str__(self):
+        return (f"#{self.index} {self.src}[{self.src_addr}:{self.src_addr + self.count}] -> "
+                f"{self.dst}[{self.dst_addr}:{self.dst_addr + self.count}] on {self.stream_name}, "
+                f"read @{self.read_cycle}, write @{self.write_cycle}")
+
+
+@dataclass(frozen=True)
+class PredictedWrite:
+    cycle: int
+    slice: str
+    addr: int
+    data: tuple
+    transfer: int
+
+
+class Scheduler:
+    """Builds one tile program from a sequence of copies (program order = dependency order)."""
+
+    def __init__(self, cfg: TileConfig):
+        self.cfg = cfg
+        self.transfers: list[Transfer] = []
+        self.initial = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
+        self._value = {n: m.copy() for n, m in self.initial.items()}  # transfer-level semantics
+        self._predicted: list[PredictedWrite] = []
+        self._slots: dict[str, dict[int, int]] = {n: {} for n in cfg.mem_names}  # cycle -> transfer
+        self._occ: dict[tuple, list[tuple[int, int, int]]] = {}  # (dir, stream, diag) -> [(lo, hi, xfer)]
+        self._last_write: dict[tuple[str, int], int] = {}
+        self._last_read: dict[tuple[str, int], int] = {}
+
+    # ---- inputs ----------------------------------------------------------------------
+    def _check_mem(self, name: str, addr: int, count: int, what: str):
+        cfg = self.cfg
+        if name not in cfg.mem_names:
+            raise ScheduleError(f"{what} {name!r} is not a MEM slice; MEM slices are {', '.join(cfg.mem_names)}")
+        if addr < 0 or addr + count > cfg.mem_depth:
+            raise ScheduleError(f"{what} {name}[{addr}:{addr + count}] is outside the slice: a MEM slice "
+                                f"holds addresses 0..{cfg.mem_depth - 1}")
+
+    def load(self, name: str, addr: int, vectors) -> None:
+        """Initial contents: ``vectors`` (rows x lanes) at ``name[addr:]`` before cycle 0."""
+        v = np.asarray(vectors)
+        if v.ndim == 1:
+            v = v[None, :]
+        if v.ndim != 2 or v.shape[1] != self.cfg.lanes:
+            raise ScheduleError(f"vectors must have {self.cfg.lanes} lanes, got shape {v.shape}")
+        self._check_mem(name, addr, len(v), "load into")
+        if self.transfers:
+            raise ScheduleError("load() initial memory before scheduling any copy")
+        self.initial[name][addr:addr + len(v)] = v.astype(np.int64) & 0xFF
+        self._value[name][addr:addr + len(v)] = self.initial[name][addr:addr + len(v)]
+
+    # ---- scheduling ------------------------------------------------------------------
+    def _route(self, src: str, dst: str) -> tuple[int, int]:
+        ps, pd = self.cfg.position(src), self.cfg.position(dst)
+        if ps == pd:
+            raise ScheduleError(f"copy within one slice ({src}) is not a stream transfer: a slice "
+                                "cannot read its own write (copy through another slice instead)")
+        return (EAST if pd > ps else WEST), abs(pd - ps)
+
+    def _diag(self, dir: int, p_src: int, drive_cycle: int) -> int:
+        # Along a stream a value keeps (cycle - position) east-bound, (cycle + position) west-bound.
+        return drive_cycle - p_src if dir == EAST else drive_cycle + p_src
+
+    def _span(self, dir: int, p_src: int, dist: int) -> tuple[int, int]:
+        """Positions a value occupies on its way (the source's own position excluded)."""
+        return (p_src + 1, p_src + dist) if dir == EAST else (p_src - dist, p_src - 1)
+
+    def _stream_conflict(self, dir, stream, p_src, dist, t, count):
+        lo, hi = self._span(dir, p_src, dist)
+        for k in range(count):
+            diag = self._diag(dir, p_src, t + k + READ_LATENCY)
+            for olo, ohi, other in self._occ.get((dir, stream, diag), ()):
+                if olo <= hi and lo <= ohi:
+                    pos = max(lo, olo) if dir == EAST else min(hi, ohi)
+                    cyc = diag + pos if dir == EAST else diag - pos
+                    return (f"stream {'EW'[dir]}{stream} at {self.cfg.slice_names[pos]} on cycle {cyc} "
+                            f"already carries a value of transfer #{other} ({self.transfers[other]})")
+        return None
+
+    def _slot_conflict(self, name, t, count):
+        used = self._slots[name]
+        for c in range(t, t + count):
+            if c in used:
+                return f"{name} already issues an instruction on cycle {c} (transfer #{used[c]})"
+        return None
+
+    def _earliest(self, src, a, dst, b, count, dist) -> int:
+        t = 0
+        for k in range(count):
+            t = max(t, self._last_write.get((src, a + k), -1) + 1 - k)            # RAW on the source
+            w_off = k + READ_LATENCY + dist
+            t = max(t, self._last_read.get((dst, b + k), -1) - w_off)             # WAR on the destination
+            t = max(t, self._last_write.get((dst, b + k), -1) + 1 - w_off)        # WAW on the destination
+        return t
+
+    def copy(self, src: str, src_addr: int, dst: str, dst_addr: int, count: int = 1, *,
+             stream: int | None = None, cycle: int | None = None) -> Transfer:
+        """Schedule a copy of ``count`` vectors; returns the placed :class:`Transfer`.
+
+        ``stream`` and ``cycle`` (the READ issue cycle) pin the choice; a pinned choice
+        that conflicts raises :class:`ScheduleError` naming the conflict."""
+        cfg = self.cfg
+        if not 1 <= count <= COUNT_MAX + 1:
+            raise ScheduleError(f"count must be in 1..{COUNT_MAX + 1} (one READ plus a REPEAT), got {count}")
+        self._check_mem(src, src_addr, count, "source")
+        self._check_mem(dst, dst_addr, count, "destination")
+        if stream is not None and not 0 <= stream < cfg.streams:
+            raise ScheduleError(f"stream {stream} does not exist; the tile has {cfg.streams} per direction")
+        dir, dist = self._route(src, dst)
+        p_src = cfg.position(src)
+        earliest = self._earliest(src, src_addr, dst, dst_addr, count, dist)
+        streams = [stream] if stream is not None else list(range(cfg.streams))
+
+        def problem(t, s):
+            if t < earliest:
+                return (f"cycle {t} is too early: a memory dependency on an earlier transfer "
+                        f"needs the READ at cycle {earliest} or later")
+            return (self._slot_conflict(src, t, count)
+                    or self._slot_conflict(dst, t + READ_LATENCY + dist, count)
+                    or self._stream_conflict(dir, s, p_src, dist, t, count))
+
+        if cycle is not None:
+            msgs = [problem(cycle, s) for s in streams]
+            if all(msgs):
+                raise ScheduleError(f"cannot copy {src}[{src_addr}] -> {dst}[{dst_addr}] with the READ "
+                                    f"on cycle {cycle}: {msgs[0]}")
+            t, s = cycle, streams[msgs.index(None)]
+        else:
+            t = earliest
+            while True:
+                free = [s for s in streams if problem(t, s) is None]
+                if free:
+                    s = free[0]
+                    break
+                t += 1
+        xfer = Transfer(len(self.transfers), src, src_addr, dst, dst_addr, count, s, dir, t, dist)
+        self._commit(xfer, p_src)
+        return xfer
+
+    def _commit(self, x: Transfer, p_src: int) -> None:
+        self.transfers.append(x)
+        lo, hi = self._span(x.dir, p_src, x.distance)
+        for k in range(x.count):
+            self._slots[x.src][x.read_cycle + k] = x.index
+            self._slots[x.dst][x.write_cycle + k] = x.index
+            diag = self._diag(x.dir, p_src, x.read_cycle + k + READ_LATENCY)
+            self._occ.setdefault((x.dir, x.stream, diag), []).append((lo, hi, x.index))
+            self._last_read[(x.src, x.src_addr + k)] = max(self._last_read.get((x.src, x.src_addr + k), -1),
+                                                          x.read_cycle + k)
+            self._last_write[(x.dst, x.dst_addr + k)] = x.write_cycle + k
+        block = self._value[x.src][x.src_addr:x.src_addr + x.count].copy()
+        self._value[x.dst][x.dst_addr:x.dst_addr + x.count] = block
+        for k in range(x.count):
+            self._predicted.append(PredictedWrite(x.write_cycle + k, x.dst, x.dst_addr + k,
+                                                  tuple(int(v) for v in block[k]), x.index))
+
+    # ---- outputs ---------------------------------------------------------------------
+    def predicted_writes(self) -> list[PredictedWrite]:
+        """Every MEM write, in (cycle, position) order, with the value the copy semantics give."""
+        return sorted(self._predicted, key=lambda w: (w.cycle, self.cfg.position(w.slice)))
+
+    def predicted_cycles(self) -> int:
+        """The tile's cycle counter at done: each queue halts after its last instruction, the
+        tile is done on the cycle after the last halt, and the counter has then counted it."""
+        last_issue = max((c for slots in self._slots.values() for c in slots), default=-1)
+        return (last_issue + 1) + 1 + 1
+
+    def program(self) -> Program:
+        """Lower the placed transfers to one instruction queue per slice, gaps as NOPs."""
+        timed: dict[str, list[tuple[int, list[Instr]]]] = {n: [] for n in self.cfg.mem_names}
+        for x in self.transfers:
+            rep = [Instr.repeat(x.count - 1, 1, +1)] if x.count > 1 else []
+            timed[x.src].append((x.read_cycle, [Instr.read(x.stream, x.dir, x.src_addr)] + rep))
+            timed[x.dst].append((x.write_cycle, [Instr.write(x.stream, x.dir, x.dst_addr)] + rep))
+        queues = {}
+        for name, entries in timed.items():
+            q, now = [], 0
+            for c, instrs in sorted(entries, key=lambda e: e[0]):
+                gap = c - now
+                assert gap >= 0, "issue slots overlap"  # guaranteed by _slot_conflict
+                while gap > 0:
+                    q.append(Instr.nop(min(gap, COUNT_MAX)))
+                    gap -= min(gap, COUNT_MAX)
+                q += instrs
+                now = c + sum(i.duration() for i in instrs)
+            queues[name] = q
+        return Program(self.cfg, queues, self.initial).validate()

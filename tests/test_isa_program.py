@@ -1,0 +1,91 @@
+"""ISA, configuration, assembler and disassembler: round trips and clear errors."""
+
+import numpy as np
+import pytest
+
+from firmware_gen import ConfigError, TileConfig
+from firmware_gen.isa import Instr, IsaError, Op
+from firmware_gen.program import Program, ProgramError
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(lanes=0), "lanes must be at least 4"),
+    (dict(lanes=6), "multiple of 4"),
+    (dict(streams=0), "streams per direction must be in 1..32"),
+    (dict(mem_slices=0), "mem_slices per hemisphere must be in 1..120"),
+    (dict(mem_slices=500), "mem_slices per hemisphere must be in 1..120"),
+    (dict(mem_depth=100), "mem_depth must be a power of two"),
+    (dict(iq_depth=3), "iq_depth must be a power of two"),
+    (dict(lanes=16.0), "lanes must be an integer"),
+])
+def test_bad_config(kwargs, words):
+    with pytest.raises(ConfigError, match=words):
+        TileConfig(**kwargs)
+
+
+def test_presets_and_positions():
+    cfg = TileConfig.default()
+    assert cfg.slice_names == ["MXM_W", "SXM_W", "MEM_W3", "MEM_W2", "MEM_W1", "MEM_W0", "VXM",
+                               "MEM_E0", "MEM_E1", "MEM_E2", "MEM_E3", "SXM_E", "MXM_E"]
+    assert cfg.position("VXM") == cfg.vxm_position
+    with pytest.raises(ConfigError, match="unknown configuration preset"):
+        TileConfig.preset("huge")
+    with pytest.raises(ConfigError, match="no slice named 'MEM_X'"):
+        cfg.position("MEM_X")
+    TileConfig.full_scale()
+
+
+def test_encode_decode_round_trip():
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        op = Op(int(rng.integers(1, len(Op))))
+        if op == Op.NOP:
+            i = Instr.nop(int(rng.integers(1, 65536)))
+        elif op == Op.REPEAT:
+            i = Instr.repeat(int(rng.integers(1, 65536)), int(rng.integers(1, 256)),
+                             int(rng.integers(-(1 << 19), 1 << 19)))
+        else:
+            i = Instr(op, stream=int(rng.integers(0, 32)), dir=int(rng.integers(0, 2)),
+                      addr=int(rng.integers(0, 1 << 20))).checked()
+        assert Instr.decode(i.encode()) == i
+        assert Instr.parse(str(i)) == i
+
+
+def test_unknown_opcode_in_image_is_named():
+    cfg = TileConfig.tiny()
+    with pytest.raises(IsaError, match=r"unknown opcode 45 .* at MEM_E0 word 1"):
+        Program.from_images(cfg, {"MEM_E0": [Instr.nop(3).encode(), 45, 0]})
+    with pytest.raises(ProgramError, match="has no HALT"):
+        Program.from_images(cfg, {"MEM_E0": [Instr.nop(3).encode()]})
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[MEM_E0]\nREAD E0, 32", "address 32 is beyond MEM_E0's depth of 32"),
+    ("[MEM_E0]\nREAD E5, 1", "stream 5 does not exist"),
+    ("[VXM]\nREAD E0, 1", "READ is not an instruction of a VXM slice"),
+    ("[MEM_E0]\nREPEAT 3, 1, 1", "REPEAT with no earlier data instruction"),
+    ("[MEM_E0]\nREAD E0, 30\nREPEAT 3, 1, +1", "last repetition addresses 33"),
+    ("[MEM_E0]\nFLY E0, 1", "unknown mnemonic 'FLY'"),
+    ("[MEM_E0]\nNOP 0", "NOP count must be in 1..65535"),
+    ("READ E0, 1", "before any \\[SLICE\\] header"),
+    ("[MEM_Q]\nNOP 1", "no slice named 'MEM_Q'"),
+])
+def test_assembler_errors(text, words):
+    with pytest.raises((IsaError, ProgramError, ConfigError), match=words):
+        Program.assemble(TileConfig.tiny(), text)
+
+
+def test_queue_capacity_error():
+    cfg = TileConfig.tiny()
+    with pytest.raises(ProgramError, match=f"needs {cfg.iq_depth + 1} instructions .* holds {cfg.iq_depth}"):
+        Program(cfg, {"MEM_E0": [Instr.nop(1)] * cfg.iq_depth}).validate()
+
+
+def test_program_json_round_trip():
+    cfg = TileConfig.tiny()
+    p = Program.assemble(cfg, "[MEM_W1]\nREAD E1, 6\nREPEAT 4, 2, -1\n[MEM_E1]\nNOP 7\nWRITE E1, 9\n")
+    p.set_memory("MEM_W1", np.arange(8 * cfg.lanes).reshape(8, cfg.lanes))
+    q = Program.from_json(p.to_json())
+    assert q.images() == p.images()
+    assert all((q.memory[n] == p.memory[n]).all() for n in cfg.mem_names)
+    assert Program.assemble(cfg, p.disassemble()).images() == p.images()

@@ -1,0 +1,88 @@
+"""The scheduler against the architectural model (no HDL): predictions and clear errors."""
+
+import numpy as np
+import pytest
+
+from firmware_gen import TileConfig, archmodel
+from firmware_gen.schedule import Scheduler, ScheduleError
+
+
+def random_schedule(cfg, n, seed, max_count=5):
+    rng = np.random.default_rng(seed)
+    s = Scheduler(cfg)
+    for name in cfg.mem_names:
+        s.load(name, 0, rng.integers(0, 256, (cfg.mem_depth, cfg.lanes)))
+    for _ in range(n):
+        a, b = rng.choice(cfg.mem_names, 2, replace=False)
+        cnt = int(rng.integers(1, max_count + 1))
+        s.copy(str(a), int(rng.integers(0, cfg.mem_depth - cnt + 1)),
+               str(b), int(rng.integers(0, cfg.mem_depth - cnt + 1)), cnt)
+    return s
+
+
+@pytest.mark.parametrize("preset, n", [("tiny", 12), ("default", 250)])
+@pytest.mark.parametrize("seed", range(3))
+def test_predictions_match_architectural_model(preset, n, seed):
+    cfg = TileConfig.preset(preset)
+    s = random_schedule(cfg, n, seed)
+    gold = archmodel.run(s.program())
+    assert [(w.cycle, w.slice, w.addr, w.data) for w in s.predicted_writes()] == \
+           [e.as_tuple() for e in gold.events]
+    assert s.predicted_cycles() == gold.cycles
+    for name in cfg.mem_names:       # copy semantics (in program order) == final memory
+        assert (s._value[name] == gold.memory[name]).all()
+
+
+def test_write_cycle_is_distance_plus_latency():
+    cfg = TileConfig.default()
+    s = Scheduler(cfg)
+    x = s.copy("MEM_W3", 0, "MEM_E3", 0)
+    assert x.write_cycle == x.read_cycle + 1 + (cfg.position("MEM_E3") - cfg.position("MEM_W3"))
+    y = s.copy("MEM_E3", 5, "MEM_W3", 5)
+    assert y.dir == 1 and y.write_cycle == y.read_cycle + 1 + y.distance
+
+
+def test_dependency_orders_transfers():
+    cfg = TileConfig.tiny()
+    s = Scheduler(cfg)
+    s.load("MEM_W1", 0, np.full((1, cfg.lanes), 7))
+    a = s.copy("MEM_W1", 0, "MEM_E1", 3)
+    b = s.copy("MEM_E1", 3, "MEM_W0", 9)      # must read after a's write
+    assert b.read_cycle > a.write_cycle
+    gold = archmodel.run(s.program())
+    assert gold.memory["MEM_W0"][9].tolist() == [7] * cfg.lanes
+
+
+def test_two_writes_one_stream_one_position_one_cycle():
+    cfg = TileConfig.default()
+    s = Scheduler(cfg)
+    s.copy("MEM_W3", 0, "MEM_E3", 0, stream=2, cycle=0)
+    # MEM_W0 sits on the path; a READ there on cycle 3 would drive E2 where the first value passes.
+    with pytest.raises(ScheduleError, match=r"stream E2 at VXM on cycle 5 already carries a value of transfer #0"):
+        s.copy("MEM_W0", 1, "MEM_E2", 1, stream=2, cycle=3)
+    # Unpinned, the scheduler picks another stream or cycle.
+    x = s.copy("MEM_W0", 1, "MEM_E2", 1)
+    assert (x.stream, x.read_cycle) != (2, 3)
+
+
+def test_issue_slot_conflict_is_named():
+    s = Scheduler(TileConfig.tiny())
+    s.copy("MEM_W1", 0, "MEM_E1", 0, count=4, cycle=0)
+    with pytest.raises(ScheduleError, match=r"MEM_W1 already issues an instruction on cycle 2"):
+        s.copy("MEM_W1", 8, "MEM_W0", 8, cycle=2)
+
+
+@pytest.mark.parametrize("args, words", [
+    (("MEM_W1", 30, "MEM_E1", 0, 4), r"source MEM_W1\[30:34\] is outside the slice: .* 0..31"),
+    (("MEM_W1", 0, "MEM_E1", 31, 2), r"destination MEM_E1\[31:33\] is outside"),
+    (("MEM_W1", 0, "VXM", 0, 1), "'VXM' is not a MEM slice"),
+    (("MEM_W1", 0, "MEM_W1", 4, 1), "copy within one slice"),
+])
+def test_bad_copies(args, words):
+    with pytest.raises(ScheduleError, match=words):
+        Scheduler(TileConfig.tiny()).copy(*args)
+
+
+def test_pinned_stream_out_of_range():
+    with pytest.raises(ScheduleError, match="stream 9 does not exist; the tile has 2"):
+        Scheduler(TileConfig.tiny()).copy("MEM_W1", 0, "MEM_E1", 0, stream=9)
