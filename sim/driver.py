@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, FallingEdge, First, RisingEdge
+from cocotb.triggers import ClockCycles, FallingEdge, First, RisingEdge, Timer
 
 from firmware_gen import hostmap
 from firmware_gen.hostmap import Csr, Region
@@ -97,7 +97,8 @@ class TileDriver:
         t0 = time.perf_counter()
         await self.write_words([(hostmap.csr(Csr.CTRL), 1)])
         if not int(dut.done.value) or int(dut.running.value):
-            await First(RisingEdge(dut.done), ClockCycles(dut.clk, timeout_cycles))
+            # A Timer, not ClockCycles: counting edges would call into Python every cycle.
+            await First(RisingEdge(dut.done), Timer(timeout_cycles * self.period_ns, unit="ns"))
         wall = time.perf_counter() - t0
         if not int(dut.done.value):
             raise TimeoutError(f"tile not done after {timeout_cycles} cycles")

@@ -1,0 +1,44 @@
+# LPU tile: two commands on a fresh machine.
+#   make sim    build the tile and run the demo on Verilator (creates .venv on first use)
+#   make test   the whole test suite on Verilator and Icarus
+#   make bench  simulator speed (JSON + Markdown in bench/results/)
+
+VENV    ?= .venv
+PYTHON  ?= python3
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+JOBS    ?= 2
+SIM     ?= verilator
+CONFIG  ?= default
+export PYTHONHASHSEED := 0
+
+.PHONY: sim test bench env check-icarus clean help
+
+help:
+	@sed -n '2,5p' Makefile
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	@touch $@
+
+env: $(STAMP)
+
+check-icarus:
+	@command -v iverilog >/dev/null && command -v vvp >/dev/null || { \
+	  echo "error: Icarus Verilog is needed by the tests and is not on PATH."; \
+	  echo "       Install it with: sudo apt-get install iverilog   (macOS: brew install icarus-verilog)"; \
+	  exit 1; }
+
+sim: $(STAMP)
+	$(PY) -m sim.demo --sim $(SIM) --config $(CONFIG) $(if $(WAVES),--waves)
+
+test: $(STAMP) check-icarus
+	$(PY) -m pytest -n $(JOBS) -q
+
+bench: $(STAMP) check-icarus
+	$(PY) -m sim.bench --config $(CONFIG)
+
+clean:
+	rm -rf build bench/results .pytest_cache
