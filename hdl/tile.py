@@ -30,6 +30,8 @@ class Tile(wiring.Component):
         Read data, ``hostmap.READ_LATENCY`` (2) cycles after ``re``.
     running : Out(1), done : Out(1)
         Run state; ``done`` stays high until the next start.
+    fault : Out(1)
+        Any sticky fault flag (illegal opcode, address fault) is set.
     """
 
     def __init__(self, cfg):
@@ -38,7 +40,7 @@ class Tile(wiring.Component):
         super().__init__({
             "addr": In(32), "wdata": In(32), "we": In(1), "re": In(1),
             "rdata": Out(32), "rvalid": Out(1),
-            "running": Out(1), "done": Out(1),
+            "running": Out(1), "done": Out(1), "fault": Out(1),
         })
 
     def elaborate(self, platform):
@@ -107,6 +109,7 @@ class Tile(wiring.Component):
         illegal = Cat(q.illegal for q in queues)
         addr_fault = Cat(mem.addr_fault for mem in mems)
         overflow = Cat(Const(0, 1), *(t.overflow for t in traces)).any()
+        m.d.comb += self.fault.eq(illegal.any() | addr_fault.any())
         status = Signal(32)
         m.d.comb += status.eq(self.running * Status.RUNNING | self.done * Status.DONE
                               | illegal.any() * Status.ILLEGAL_OP | addr_fault.any() * Status.ADDR_FAULT

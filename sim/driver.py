@@ -26,13 +26,14 @@ class TileDriver:
         dut = self.dut
         Clock(dut.clk, self.period_ns, unit="ns").start()
         dut.rst.value = 1
-        dut.we.value = 0
-        dut.re.value = 0
-        dut.addr.value = 0
-        dut.wdata.value = 0
+        self._idle()
         await ClockCycles(dut.clk, 3)
         await FallingEdge(dut.clk)
         dut.rst.value = 0
+
+    def _idle(self):
+        for name in ("we", "re", "addr", "wdata"):
+            getattr(self.dut, name).value = 0
 
     async def write_words(self, items):
         """Write ``[(address, value), ...]``, one per cycle."""
@@ -61,6 +62,12 @@ class TileDriver:
                 dut.re.value = 0
         dut.re.value = 0
         return out
+
+    async def wait_done(self, timeout_cycles: int):
+        dut = self.dut
+        if not int(dut.done.value) or int(dut.running.value):
+            # A Timer, not ClockCycles: counting edges would call into Python every cycle.
+            await First(RisingEdge(dut.done), Timer(timeout_cycles * self.period_ns, unit="ns"))
 
     async def read_csr(self, reg):
         return (await self.read_words([hostmap.csr(reg)]))[0]
@@ -96,9 +103,7 @@ class TileDriver:
         dut = self.dut
         t0 = time.perf_counter()
         await self.write_words([(hostmap.csr(Csr.CTRL), 1)])
-        if not int(dut.done.value) or int(dut.running.value):
-            # A Timer, not ClockCycles: counting edges would call into Python every cycle.
-            await First(RisingEdge(dut.done), Timer(timeout_cycles * self.period_ns, unit="ns"))
+        await self.wait_done(timeout_cycles)
         wall = time.perf_counter() - t0
         if not int(dut.done.value):
             raise TimeoutError(f"tile not done after {timeout_cycles} cycles")
@@ -145,3 +150,41 @@ class TileDriver:
 
 def _words_to_bytes(words):
     return [(w >> (8 * b)) & 0xFF for w in words for b in range(4)]
+
+
+class UartTileDriver(TileDriver):
+    """The same driver over the UART host bridge (``hdl/host_bridge.py``): only the
+    transport differs; everything above ``write_words``/``read_words`` is shared."""
+
+    def __init__(self, dut, cfg, divisor: int, period_ns: float = 10.0):
+        from .uart_model import UartSink, UartSource
+        super().__init__(dut, cfg, period_ns)
+        bit_ns = divisor * period_ns
+        self.source = UartSource(dut.rx, bit_ns)
+        self.sink = UartSink(dut.tx, bit_ns)
+
+    def _idle(self):
+        self.dut.rx.value = 1
+
+    async def write_words(self, items):
+        from firmware_gen.hostlink import ACK, write_cmd
+        for a, v in items:
+            await self.source.send(write_cmd(a, v))
+            ack = await self.sink.recv(1)
+            if ack[0] != ACK:
+                raise RuntimeError(f"bridge answered {ack!r} to a write, expected {bytes([ACK])!r}")
+
+    async def read_words(self, addrs):
+        from firmware_gen.hostlink import read_cmd
+        out = []
+        for a in addrs:
+            await self.source.send(read_cmd(a))
+            out.append(int.from_bytes(await self.sink.recv(4), "little"))
+        return out
+
+    async def wait_done(self, timeout_cycles: int):
+        # Over UART the host polls STATUS, as a real host would.
+        from firmware_gen.hostmap import Status
+        for _ in range(max(1, timeout_cycles // 100)):
+            if await self.read_csr(Csr.STATUS) & Status.DONE:
+                return

@@ -24,7 +24,8 @@ from firmware_gen.program import Program
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = Path(os.environ.get("LPU_BUILD_DIR", ROOT / "build"))
 SIMULATORS = ("verilator", "icarus")
-TOPLEVEL = "lpu_tile"
+TOPS = {"tile": "lpu_tile", "uart": "lpu_uart_tile"}   # what to simulate -> HDL toplevel
+UART_SIM_DIVISOR = 8     # clock cycles per UART bit in simulation (fast, still 8N1)
 TIMESCALE = ("1ns", "1ps")
 # Amaranth emits width-extending assignments, initialised regs and case statements after
 # default assignments; these warnings are understood and do not indicate bugs.
@@ -75,19 +76,27 @@ def _locked(path: Path):
 class TileSim:
     """One built tile for one configuration on one simulator."""
 
-    def __init__(self, cfg: TileConfig, sim: str = "verilator", waves: bool | None = None):
-        self.cfg, self.sim = cfg, sim
+    def __init__(self, cfg: TileConfig, sim: str = "verilator", waves: bool | None = None,
+                 top: str = "tile"):
+        if top not in TOPS:
+            raise SimSetupError(f"unknown top {top!r}; choose one of {', '.join(TOPS)}")
+        self.cfg, self.sim, self.top, self.toplevel = cfg, sim, top, TOPS[top]
         self.waves = waves_requested() if waves is None else waves
         _prepare_tools(sim)
-        self.build_dir = BUILD / f"{sim}-{cfg.key()}{'-waves' if self.waves else ''}"
+        self.build_dir = BUILD / f"{sim}-{top}-{cfg.key()}{'-waves' if self.waves else ''}"
         self._build()
 
     def _build(self):
         from cocotb_tools.runner import get_runner
-        from hdl.tile import to_verilog
+        from amaranth.back import verilog as amaranth_verilog
+
+        from hdl.host_bridge import UartTile
+        from hdl.tile import Tile
 
         os.environ.setdefault("PYTHONHASHSEED", "0")
-        verilog = to_verilog(self.cfg, TOPLEVEL)
+        design = Tile(self.cfg) if self.top == "tile" else UartTile(self.cfg, UART_SIM_DIVISOR)
+        verilog = amaranth_verilog.convert(design, name=self.toplevel, emit_src=False,
+                                           strip_internal_attrs=True)
         args = VERILATOR_ARGS + (["--trace-fst", "--trace-structs"] if self.waves else []) \
             if self.sim == "verilator" else []
         stamp = hashlib.sha256((verilog + json.dumps(args)).encode()).hexdigest()
@@ -99,12 +108,12 @@ class TileSim:
             os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
         with _locked(self.build_dir.with_suffix(".lock")):
             self.build_dir.mkdir(parents=True, exist_ok=True)
-            src = self.build_dir / f"{TOPLEVEL}.v"
+            src = self.build_dir / f"{self.toplevel}.v"
             stamp_file = self.build_dir / "stamp"
             fresh = not (stamp_file.exists() and stamp_file.read_text() == stamp)
             if fresh:
                 src.write_text(verilog)
-            self.runner.build(sources=[src], hdl_toplevel=TOPLEVEL, build_dir=self.build_dir,
+            self.runner.build(sources=[src], hdl_toplevel=self.toplevel, build_dir=self.build_dir,
                               build_args=args, timescale=TIMESCALE, waves=self.waves,
                               always=fresh, log_file=self.build_dir / "build.log")
             stamp_file.write_text(stamp)
@@ -114,11 +123,13 @@ class TileSim:
         from cocotb_tools.check_results import get_results
 
         work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.build_dir))
-        (work / "jobs.json").write_text(json.dumps({"config": self.cfg.to_dict(), "jobs": jobs}))
+        spec = {"config": self.cfg.to_dict(), "jobs": jobs,
+                "uart_divisor": UART_SIM_DIVISOR if self.top == "uart" else 0}
+        (work / "jobs.json").write_text(json.dumps(spec))
         results_file = work / "results.json"
         env = {"LPU_JOBS": str(work / "jobs.json"), "LPU_RESULTS": str(results_file),
                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        xml = self.runner.test(test_module="sim.tb_tile", hdl_toplevel=TOPLEVEL,
+        xml = self.runner.test(test_module="sim.tb_tile", hdl_toplevel=self.toplevel,
                                build_dir=self.build_dir, test_dir=work, extra_env=env,
                                waves=self.waves, timescale=TIMESCALE,
                                results_xml=str(work / "results.xml"),

@@ -1,6 +1,7 @@
 """cocotb testbench: runs a list of jobs (programs with memory images) on one tile build.
 
-The jobs come from the JSON file named by ``LPU_JOBS``; the observations (cycle count,
+It drives either the bare tile (``lpu_tile``, host bus pins) or the tile behind the UART
+host bridge (``lpu_uart_tile``), with the same driver API.  The jobs come from the JSON file named by ``LPU_JOBS``; the observations (cycle count,
 status, busy counters, the hardware trace of every MEM write, read-back rows, wall time)
 go to ``LPU_RESULTS``.  Comparison against the golden model and the compiler's
 predictions happens in the caller (``sim/runner.py`` users), so the same observations
@@ -16,7 +17,7 @@ import cocotb
 
 from firmware_gen.config import TileConfig
 
-from .driver import TileDriver
+from .driver import TileDriver, UartTileDriver
 
 
 @cocotb.test()
@@ -24,7 +25,10 @@ async def run_jobs(dut):
     with open(os.environ["LPU_JOBS"]) as f:
         spec = json.load(f)
     cfg = TileConfig.from_dict(spec["config"])
-    drv = TileDriver(dut, cfg)
+    if spec.get("uart_divisor"):
+        drv = UartTileDriver(dut, cfg, spec["uart_divisor"])
+    else:
+        drv = TileDriver(dut, cfg)
     await drv.reset()
     dirty = {n: set() for n in cfg.mem_names}  # rows that may differ from zero in the SRAM
     results = []
