@@ -1,0 +1,464 @@
+"""Integer numerics of the FFN: the bit-exact golden model the MXM and VXM will reproduce.
+
+Two FFN kinds (``H`` model width, ``I`` intermediate width, ``x`` of shape ``(H,)``)::
+
+    swiglu   y = W2 (act(W1 x) * (W3 x))          act is normally SiLU
+    classic  y = W2 act(W1 x + b1) + b2
+
+Rounding rules (``docs/numerics.md`` restates them with worked examples):
+
+* **Hardware requantisation** (:func:`requantise`, int32 -> int8):
+  ``p = acc * multiplier`` exactly (``multiplier`` in 1..32767, ``shift`` in 0..46, so
+  ``|p| < 2**46`` fits int64); ``r = (p + (1 << (shift - 1))) >> shift`` for
+  ``shift > 0`` (arithmetic shift = floor, so ties round half toward +infinity:
+  2.5 -> 3, -2.5 -> -2), ``r = p`` for ``shift == 0``; then saturate to -128..127.
+  Multiplier and shift may be per output channel (one per row of the weight matrix).
+* **Matmul** (:func:`matmul_int32`): int8 x int8 products summed exactly; a result
+  outside int32 raises :class:`NumericsError` (the compiler must never emit it).
+* **Bias add** (:func:`add_int32`): two's-complement int32, wrapping like the hardware
+  adder.  The compiler keeps biases small, so wrapping never happens in practice.
+* **Elementwise multiply** (:func:`elementwise_multiply`): exact int8 x int8 product
+  (fits int16: -16256..16384), then :func:`requantise`.
+* **Compiler-side rounding** (activation tables, weight/activation/bias quantisation,
+  :func:`quantise_scale`): round half away from zero (2.5 -> 3, -2.5 -> -3), computed
+  exactly from the float64 value, then saturate.
+* **Activation tables**: 256 int8 entries indexed by the input byte read as unsigned
+  (entry ``i`` is for ``x = i if i < 128 else i - 256``);
+  ``table[i] = sat8(round_half_away(f(x * in_scale) / out_scale))``.
+  GELU is the tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``;
+  SiLU is ``x * sigmoid(x)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+INT8_MIN, INT8_MAX = -128, 127
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+MULT_MAX = 32767      # requant multiplier: 15-bit unsigned, 1..MULT_MAX
+SHIFT_MAX = 46        # requant shift: 0..SHIFT_MAX
+TABLE_SIZE = 256
+KINDS = ("swiglu", "classic")
+
+
+class NumericsError(ValueError):
+    """A value or parameter is out of range; the message names it and the limit."""
+
+
+def _sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))        # overflow-free form of 1 / (1 + e^-x)
+
+
+ACTIVATIONS = {
+    "silu": lambda x: x * _sigmoid(x),
+    "gelu": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
+    "relu": lambda x: np.maximum(x, 0.0),
+    "identity": lambda x: x,
+}
+"""Float64 activation functions by name (GELU is the tanh approximation)."""
+
+
+# ---- validation helpers ---------------------------------------------------------------
+def _ints(a, name, lo, hi, what=None):
+    """``a`` as an int64 array, checking it holds integers in ``lo..hi``."""
+    a = np.asarray(a)
+    if a.dtype.kind not in "iu":
+        raise NumericsError(f"{name} must hold integers, got dtype {a.dtype}")
+    if a.size and (a.min() < lo or a.max() > hi):
+        bad = a.min() if a.min() < lo else a.max()
+        raise NumericsError(f"{name} must hold {what or 'values'} in {lo}..{hi}; found {int(bad)}")
+    return a.astype(np.int64)
+
+
+def _int8(a, name):
+    return _ints(a, name, INT8_MIN, INT8_MAX, "int8 values")
+
+
+def _int32(a, name):
+    return _ints(a, name, INT32_MIN, INT32_MAX, "int32 values")
+
+
+def _positive(v, name):
+    v = float(v)
+    if not (math.isfinite(v) and v > 0):
+        raise NumericsError(f"{name} must be a finite number > 0, got {v!r}")
+    return v
+
+
+def _activation(name):
+    if name not in ACTIVATIONS:
+        raise NumericsError(f"unknown activation {name!r}; choose one of {', '.join(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+def _shape(a):
+    return "x".join(str(n) for n in np.shape(a))
+
+
+def round_half_away_from_zero(x):
+    """Round float64 values to the nearest integer, ties away from zero (exact, no ``x + 0.5``)."""
+    x = np.asarray(x, dtype=np.float64)
+    a = np.abs(x)
+    f = np.floor(a)
+    return np.copysign(f + (a - f >= 0.5), x)
+
+
+def _sat8(x):
+    return np.clip(x, INT8_MIN, INT8_MAX).astype(np.int8)
+
+
+# ---- hardware primitives -----------------------------------------------------------------
+def requantise(acc, multiplier, shift):
+    """Scale int32 accumulators to int8, exactly as the hardware requant unit does.
+
+    Parameters
+    ----------
+    acc : array_like of int
+        int32 values (any integer dtype; int64 arrays holding int32 values are usual).
+    multiplier : int or array_like of int
+        1..32767; an array broadcasts against ``acc`` (per-channel requantisation).
+    shift : int or array_like of int
+        0..46; broadcasts like ``multiplier``.
+
+    Returns
+    -------
+    numpy.ndarray of int8
+        ``sat8((acc * multiplier + (1 << (shift - 1))) >> shift)``, the rounding term
+        being 0 when ``shift == 0``: round(acc * multiplier / 2**shift), ties toward +inf.
+    """
+    acc = _int32(acc, "acc")
+    m = _ints(multiplier, "multiplier", 1, MULT_MAX, "integers")
+    s = _ints(shift, "shift", 0, SHIFT_MAX, "integers")
+    half = np.where(s > 0, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
+    return _sat8((acc * m + half) >> s)
+
+
+def quantise_scale(real_scale):
+    """Fixed-point form ``(multiplier, shift)`` of a positive real scale.
+
+    The shift is the largest in 0..46 for which ``multiplier = round_half_away(real_scale *
+    2**shift)`` is at most 32767, so the multiplier keeps 15 significant bits when it can.
+
+    Raises
+    ------
+    NumericsError
+        If ``real_scale`` is not finite and > 0, is above 32767 (after rounding) or below
+        2**-47 (the multiplier would round to 0 even with shift 46).
+    """
+    r = _positive(real_scale, "real_scale")
+    if r >= MULT_MAX + 0.5:
+        raise NumericsError(f"real_scale {r!r} is too large: the largest representable scale is "
+                            f"{MULT_MAX} (multiplier 1..{MULT_MAX}, shift 0..{SHIFT_MAX})")
+    shift = next(s for s in range(SHIFT_MAX, -1, -1)
+                 if round_half_away_from_zero(math.ldexp(r, s)) <= MULT_MAX)
+    m = int(round_half_away_from_zero(math.ldexp(r, shift)))
+    if m < 1:
+        raise NumericsError(f"real_scale {r!r} is too small: the smallest representable scale is "
+                            f"2**-{SHIFT_MAX + 1} (multiplier 1, shift {SHIFT_MAX})")
+    return m, shift
+
+
+def add_int32(a, b):
+    """Two's-complement int32 addition that wraps like the hardware adder (bias add).
+
+    The compiler keeps biases small, so the wrap never happens for a compiled FFN; it is
+    modelled so that the golden model and the hardware agree even if it does.
+    """
+    s = _int32(a, "a") + _int32(b, "b")
+    return ((s - INT32_MIN) & 0xFFFFFFFF) + INT32_MIN
+
+
+def matmul_int32(w_int8, x_int8, name="W x"):
+    """Exact int8 matrix product ``x @ w.T`` (``w`` is N x K, ``x`` is (K,) or (B, K)).
+
+    Returns int64 values that fit int32; raises :class:`NumericsError` naming ``name`` if
+    any accumulator leaves int32 (the MXM accumulator is 32 bits).
+    """
+    acc = _int8(x_int8, "x") @ _int8(w_int8, "weights").T
+    if acc.size and (acc.min() < INT32_MIN or acc.max() > INT32_MAX):
+        bad = acc.min() if acc.min() < INT32_MIN else acc.max()
+        raise NumericsError(f"int32 overflow in {name}: an accumulator reaches {int(bad)}, "
+                            f"outside {INT32_MIN}..{INT32_MAX}")
+    return acc
+
+
+def elementwise_multiply(a_int8, b_int8, multiplier, shift):
+    """Lane-wise int8 x int8 product (exact, int16 range) requantised to int8."""
+    return requantise(_int8(a_int8, "a") * _int8(b_int8, "b"), multiplier, shift)
+
+
+# ---- activation tables ---------------------------------------------------------------------
+def activation_table(name, in_scale, out_scale):
+    """256-entry int8 lookup table for activation ``name`` (see the module docstring).
+
+    Entry ``i`` is ``sat8(round_half_away(f(v * in_scale) / out_scale))`` with
+    ``v = i if i < 128 else i - 256``, i.e. the table is indexed by the input byte.
+    """
+    f = _activation(name)
+    in_scale, out_scale = _positive(in_scale, "in_scale"), _positive(out_scale, "out_scale")
+    v = np.arange(TABLE_SIZE).astype(np.int8).astype(np.float64)   # byte i read as int8
+    return _sat8(round_half_away_from_zero(f(v * in_scale) / out_scale))
+
+
+def check_table(table):
+    """Validate an activation table (256 integers in -128..127); returns it as int8."""
+    t = np.asarray(table)
+    if t.ndim != 1 or t.size != TABLE_SIZE:
+        raise NumericsError(f"activation table has {t.size} entries; it must have {TABLE_SIZE}")
+    return _ints(t, "activation table", INT8_MIN, INT8_MAX, "int8 values").astype(np.int8)
+
+
+def apply_table(table, x_int8):
+    """Look up every int8 value of ``x_int8`` in ``table`` (indexed by the unsigned byte)."""
+    return check_table(table)[_int8(x_int8, "x") & 0xFF]
+
+
+# ---- quantisation (compiler side) ---------------------------------------------------------
+def _range_scale(a):
+    """Symmetric scale max|a| / 127, or 1.0 for an all-zero array."""
+    amax = float(np.max(np.abs(a))) if np.size(a) else 0.0
+    return amax / INT8_MAX if amax > 0 else 1.0
+
+
+def _finite(a, name):
+    a = np.asarray(a, dtype=np.float64)
+    if not np.all(np.isfinite(a)):
+        raise NumericsError(f"{name} must be finite")
+    return a
+
+
+def quantise_weights(w_float, per_row=True):
+    """Symmetric int8 weights: ``w ~= w_int8 * scales[:, None]``.
+
+    ``scale = max|row| / 127`` per row (or ``max|w| / 127`` for the whole tensor, repeated
+    for every row); an all-zero row (tensor) gets scale 1.0.  Rounding is half away from
+    zero, so values lie in -127..127.  Returns ``(w_int8, scales)`` with ``scales`` a
+    float64 array of one entry per row.
+    """
+    w = _finite(w_float, "w_float")
+    if w.ndim != 2:
+        raise NumericsError(f"w_float must be a 2-D matrix, got shape {w.shape}")
+    if per_row:
+        scales = np.array([_range_scale(row) for row in w])
+    else:
+        scales = np.full(w.shape[0], _range_scale(w))
+    return _sat8(round_half_away_from_zero(w / scales[:, None])), scales
+
+
+def quantise_activations(x_float, scale=None):
+    """Symmetric per-tensor int8 activations: ``x ~= x_int8 * scale``.
+
+    ``scale`` defaults to ``max|x| / 127`` (1.0 if ``x`` is all zero).  Rounding is half
+    away from zero and the result saturates to -127..127.  Returns ``(x_int8, scale)``.
+    """
+    x = _finite(x_float, "x_float")
+    scale = _range_scale(x) if scale is None else _positive(scale, "scale")
+    q = np.clip(round_half_away_from_zero(x / scale), -INT8_MAX, INT8_MAX)
+    return q.astype(np.int8), scale
+
+
+# ---- the FFN ---------------------------------------------------------------------------------
+def _check_shapes(kind, W1, W2, W3, b1, b2):
+    """Check the FFN's shapes; returns ``(I, H)``.  Biases may be None for 'classic'."""
+    if kind not in KINDS:
+        raise NumericsError(f"kind must be 'swiglu' or 'classic', got {kind!r}")
+    if np.ndim(W1) != 2:
+        raise NumericsError(f"W1 must be a 2-D I x H matrix, got shape {np.shape(W1)}")
+    I, H = np.shape(W1)
+    if np.shape(W2) != (H, I):
+        raise NumericsError(f"W1 is {I}x{H} but W2 is {_shape(W2)}: W2 must be H x I = {H}x{I}")
+    if kind == "swiglu":
+        if W3 is None:
+            raise NumericsError("kind 'swiglu' needs W3 (I x H)")
+        if np.shape(W3) != (I, H):
+            raise NumericsError(f"W1 is {I}x{H} but W3 is {_shape(W3)}: W3 must be I x H = {I}x{H}")
+        if b1 is not None or b2 is not None:
+            raise NumericsError("biases are only used by kind 'classic'; pass b1=None, b2=None")
+        return I, H
+    if W3 is not None:
+        raise NumericsError("W3 is only used by kind 'swiglu'; pass W3=None for 'classic'")
+    for b, name, n, dim in ((b1, "b1", I, "I"), (b2, "b2", H, "H")):
+        if b is not None and np.shape(b) != (n,):
+            raise NumericsError(f"{name} has shape {np.shape(b)} but W1 is {I}x{H}: "
+                                f"{name} must have {dim} = {n} entries")
+    return I, H
+
+
+def _check_rq(rq, name, n):
+    if rq is None or len(rq) != 2:
+        raise NumericsError(f"{name} must be a (multiplier, shift) pair")
+    m = _ints(rq[0], f"{name} multiplier", 1, MULT_MAX, "integers")
+    s = _ints(rq[1], f"{name} shift", 0, SHIFT_MAX, "integers")
+    for a in (m, s):
+        if a.ndim > 1 or a.size not in (1, n):
+            raise NumericsError(f"{name} parameters must be scalars or have {n} entries, got shape {a.shape}")
+    return m, s
+
+
+@dataclass
+class FfnSpec:
+    """A quantised FFN: int8 weights, int32 biases, requant parameters and the table.
+
+    Attributes
+    ----------
+    kind : {'swiglu', 'classic'}
+    W1, W2, W3 : int8 arrays, I x H, H x I and I x H (``W3`` for 'swiglu' only, else None).
+    b1, b2 : int32 arrays of I and H entries ('classic' only, else None), in the
+        accumulator's units (scale ``x_scale * w_scale[row]``).
+    rq1 : (multiplier, shift) for ``W1 x (+ b1)`` -> int8, scalars or one per row of W1.
+    rq2 : (multiplier, shift) for ``W2 . (+ b2)`` -> int8 output, scalars or one per row of W2.
+    rq3 : (multiplier, shift) for ``W3 x`` -> int8 ('swiglu' only, else None).
+    rq_mul : (multiplier, shift) for the gate product ('swiglu' only, else None).
+    table : int8 array of 256 entries, the activation applied to the rq1 output.
+    x_scale, out_scale : float
+        Real value of one LSB of the int8 input and of the int8 output.
+    """
+
+    kind: str
+    W1: np.ndarray
+    W2: np.ndarray
+    table: np.ndarray
+    rq1: tuple
+    rq2: tuple
+    W3: np.ndarray | None = None
+    b1: np.ndarray | None = None
+    b2: np.ndarray | None = None
+    rq3: tuple | None = None
+    rq_mul: tuple | None = None
+    x_scale: float = 1.0
+    out_scale: float = 1.0
+
+    def __post_init__(self):
+        I, H = _check_shapes(self.kind, self.W1, self.W2, self.W3, self.b1, self.b2)
+        self.W1, self.W2 = _int8(self.W1, "W1").astype(np.int8), _int8(self.W2, "W2").astype(np.int8)
+        self.table = check_table(self.table)
+        self.rq1, self.rq2 = _check_rq(self.rq1, "rq1", I), _check_rq(self.rq2, "rq2", H)
+        if self.kind == "swiglu":
+            self.W3 = _int8(self.W3, "W3").astype(np.int8)
+            self.rq3, self.rq_mul = _check_rq(self.rq3, "rq3", I), _check_rq(self.rq_mul, "rq_mul", 1)
+        else:
+            if self.b1 is None or self.b2 is None:
+                raise NumericsError("kind 'classic' needs int32 biases b1 and b2")
+            self.b1, self.b2 = _int32(self.b1, "b1").astype(np.int32), _int32(self.b2, "b2").astype(np.int32)
+        self.x_scale, self.out_scale = _positive(self.x_scale, "x_scale"), _positive(self.out_scale, "out_scale")
+
+    @property
+    def H(self):
+        return self.W1.shape[1]
+
+    @property
+    def I(self):
+        return self.W1.shape[0]
+
+    @classmethod
+    def from_float(cls, kind, W1, W2, W3=None, b1=None, b2=None, *, x_calibration, activation="silu"):
+        """Quantise a float FFN, calibrating every int8 stage on ``x_calibration`` ((B, H) or (H,)).
+
+        Weights get per-row scales (:func:`quantise_weights`); the input, each int8
+        intermediate and the output get the per-tensor scale ``max|v| / 127`` of their
+        float64 values over the calibration batch (1.0 if all zero); biases are rounded
+        half away from zero at their accumulator's scale; each stage's ``(multiplier,
+        shift)`` is :func:`quantise_scale` of ``in_scale * w_scale[row] / out_scale``.
+        Classic biases that are None mean zero.
+        """
+        _check_shapes(kind, W1, W2, W3, b1, b2)
+        W1, W2 = _finite(W1, "W1"), _finite(W2, "W2")
+        I, H = W1.shape
+        x = _finite(x_calibration, "x_calibration")
+        if x.shape[-1:] != (H,) or x.ndim > 2:
+            raise NumericsError(f"x_calibration has shape {x.shape} but W1 is {I}x{H}: it must be (B, {H}) or ({H},)")
+        f = _activation(activation)
+        x_scale = _range_scale(x)
+        w1q, w1s = quantise_weights(W1)
+        w2q, w2s = quantise_weights(W2)
+
+        def rq(real):
+            pairs = [quantise_scale(r) for r in np.atleast_1d(real)]
+            return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+        def qbias(b, scale, name):
+            q = round_half_away_from_zero(_finite(b, name) / scale)
+            if np.any(np.abs(q) > INT32_MAX):
+                raise NumericsError(f"{name} does not fit int32 at its accumulator scale: "
+                                    f"{int(np.max(np.abs(q)))} > {INT32_MAX}")
+            return q.astype(np.int32)
+
+        b1 = np.zeros(I) if kind == "classic" and b1 is None else b1
+        b2 = np.zeros(H) if kind == "classic" and b2 is None else b2
+        h1 = x @ W1.T + (0.0 if b1 is None else b1)
+        h1_scale = _range_scale(h1)
+        g = f(h1)
+        g_scale = _range_scale(g)
+        table = activation_table(activation, h1_scale, g_scale)
+        common = dict(kind=kind, W1=w1q, table=table, x_scale=x_scale,
+                      rq1=rq(x_scale * w1s / h1_scale))
+        if kind == "swiglu":
+            W3 = _finite(W3, "W3")
+            w3q, w3s = quantise_weights(W3)
+            h3 = x @ W3.T
+            h3_scale = _range_scale(h3)
+            z = g * h3
+            z_scale = _range_scale(z)
+            y = z @ W2.T
+            out_scale = _range_scale(y)
+            return cls(W2=w2q, W3=w3q, rq3=rq(x_scale * w3s / h3_scale),
+                       rq_mul=rq(g_scale * h3_scale / z_scale),
+                       rq2=rq(z_scale * w2s / out_scale), out_scale=out_scale, **common)
+        y = g @ W2.T + b2
+        out_scale = _range_scale(y)
+        return cls(W2=w2q, b1=qbias(b1, x_scale * w1s, "b1"), b2=qbias(b2, g_scale * w2s, "b2"),
+                   rq2=rq(g_scale * w2s / out_scale), out_scale=out_scale, **common)
+
+
+def ffn_int(spec: FfnSpec, x_int8):
+    """The bit-exact integer FFN on int8 input ``x_int8`` of shape (H,) or (B, H).
+
+    swiglu: ``a = requantise(W1 x, *rq1)``, ``g = apply_table(table, a)``,
+    ``u = requantise(W3 x, *rq3)``, ``z = elementwise_multiply(g, u, *rq_mul)``,
+    ``y = requantise(W2 z, *rq2)``.
+    classic: ``a = requantise(add_int32(W1 x, b1), *rq1)``, ``g = apply_table(table, a)``,
+    ``y = requantise(add_int32(W2 g, b2), *rq2)``.
+    Matmuls are :func:`matmul_int32` (exact, overflow raises).  Returns int8, same shape as x.
+    """
+    x = _int8(x_int8, "x_int8")
+    if x.ndim not in (1, 2) or x.shape[-1] != spec.H:
+        raise NumericsError(f"x_int8 has shape {x.shape} but the FFN has H = {spec.H}: "
+                            f"it must be ({spec.H},) or (B, {spec.H})")
+    if spec.kind == "swiglu":
+        g = apply_table(spec.table, requantise(matmul_int32(spec.W1, x, "W1 x"), *spec.rq1))
+        u = requantise(matmul_int32(spec.W3, x, "W3 x"), *spec.rq3)
+        z = elementwise_multiply(g, u, *spec.rq_mul)
+        return requantise(matmul_int32(spec.W2, z, "W2 z"), *spec.rq2)
+    a = requantise(add_int32(matmul_int32(spec.W1, x, "W1 x"), spec.b1), *spec.rq1)
+    g = apply_table(spec.table, a)
+    return requantise(add_int32(matmul_int32(spec.W2, g, "W2 g"), spec.b2), *spec.rq2)
+
+
+def ffn_float(kind, W1, W2, W3, b1, b2, x, activation="silu"):
+    """Float64 reference FFN (classic biases that are None mean zero); x is (H,) or (B, H)."""
+    _check_shapes(kind, W1, W2, W3, b1, b2)
+    f, x = _activation(activation), np.asarray(x, dtype=np.float64)
+    W1, W2 = np.asarray(W1, dtype=np.float64), np.asarray(W2, dtype=np.float64)
+    if kind == "swiglu":
+        return (f(x @ W1.T) * (x @ np.asarray(W3, dtype=np.float64).T)) @ W2.T
+    b1 = 0.0 if b1 is None else np.asarray(b1, dtype=np.float64)
+    b2 = 0.0 if b2 is None else np.asarray(b2, dtype=np.float64)
+    return f(x @ W1.T + b1) @ W2.T + b2
+
+
+def error_report(y_int8, out_scale, y_float):
+    """Compare the dequantised int8 result ``y_int8 * out_scale`` with ``y_float``.
+
+    Returns ``{"cosine": cosine similarity over all elements, "max_abs_error": float}``;
+    the cosine is 1.0 when both are all zero and 0.0 when exactly one is.
+    """
+    yq = np.asarray(y_int8, dtype=np.float64).ravel() * _positive(out_scale, "out_scale")
+    yf = np.asarray(y_float, dtype=np.float64).ravel()
+    if yq.shape != yf.shape:
+        raise NumericsError(f"y_int8 has {yq.size} elements but y_float has {yf.size}")
+    nq, nf = np.linalg.norm(yq), np.linalg.norm(yf)
+    cos = 1.0 if nq == nf == 0 else (0.0 if nq == 0 or nf == 0 else float(yq @ yf / (nq * nf)))
+    return {"cosine": cos, "max_abs_error": float(np.max(np.abs(yq - yf), initial=0.0))}
