@@ -2,6 +2,7 @@
 #   make sim    build the tile and run the demo on Verilator (creates .venv on first use)
 #   make test   the whole test suite on Verilator and Icarus
 #   make bench  simulator speed (JSON + Markdown in bench/results/)
+#   make synth  ECP5 bitstream + resource/Fmax report (BOARD=ulx3s-85f CONFIG=default)
 
 VENV    ?= .venv
 PYTHON  ?= python3
@@ -12,10 +13,12 @@ SIM     ?= verilator
 CONFIG  ?= default
 export PYTHONHASHSEED := 0
 
-.PHONY: sim test bench env check-icarus clean help
+BOARD   ?= ulx3s-85f
+
+.PHONY: sim test bench synth env check-icarus clean help
 
 help:
-	@sed -n '2,5p' Makefile
+	@sed -n '2,6p' Makefile
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +42,9 @@ test: $(STAMP) check-icarus
 
 bench: $(STAMP) check-icarus
 	$(PY) -m sim.bench --config $(CONFIG)
+
+synth: $(STAMP)
+	$(PY) -m hdl.synth --board $(BOARD) --config $(CONFIG)
 
 clean:
 	rm -rf build bench/results .pytest_cache

@@ -25,3 +25,4 @@ def simulator(request):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "sim: runs an HDL simulator")
+    config.addinivalue_line("markers", "synth: runs the ECP5 FPGA flow")
