@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import TileConfig
-from .isa import COUNT_MAX, EAST, READ_LATENCY, WEST, Instr, Op
+from .isa import COUNT_MAX, EAST, READ_LATENCY, WEST, Instr
 from .program import Program
 
 

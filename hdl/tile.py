@@ -158,8 +158,3 @@ class Tile(wiring.Component):
         m.d.sync += self.rvalid.eq(r_re)
         return m
 
-
-def to_verilog(cfg, name="lpu_tile") -> str:
-    """Verilog for one configuration (reproducible: no source locations)."""
-    from amaranth.back import verilog
-    return verilog.convert(Tile(cfg), name=name, emit_src=False, strip_internal_attrs=True)

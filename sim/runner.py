@@ -13,8 +13,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
-import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -159,6 +157,3 @@ def observed_events(result: dict) -> list[tuple]:
     """Hardware trace as comparable tuples ``(cycle, slice, addr, data)``."""
     return [(c, s, a, tuple(d)) for c, s, a, d in result["events"]]
 
-
-if __name__ == "__main__":  # pragma: no cover - manual smoke run
-    sys.exit("use `python -m sim.demo` or `make test`")

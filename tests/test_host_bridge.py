@@ -1,14 +1,13 @@
 """The UART host bridge: a program loaded, run and read back entirely over the serial
 line, checked against the golden model and the compiler's prediction."""
 
+import numpy as np
 import pytest
 
 from firmware_gen import TileConfig, archmodel
 from firmware_gen.schedule import Scheduler
 from sim.runner import TileSim, job
 from sim.scoreboard import check_run
-
-import numpy as np
 
 pytestmark = pytest.mark.sim
 
