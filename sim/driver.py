@@ -134,13 +134,13 @@ class TileDriver:
 
     async def read_status(self):
         cfg = self.cfg
+        nill = (cfg.positions + 31) // 32          # 32-bit words of the ILLEGAL mask
+        nadf = (2 * cfg.mem_slices + 31) // 32     # 32-bit words of the ADDR_FAULT mask
         regs = [Csr.STATUS, Csr.CYCLES]
-        regs += [Csr.ILLEGAL_BASE + k for k in range((cfg.positions + 31) // 32)]
-        regs += [Csr.ADDR_FAULT_BASE + k for k in range((2 * cfg.mem_slices + 31) // 32)]
+        regs += [Csr.ILLEGAL_BASE + k for k in range(nill)]
+        regs += [Csr.ADDR_FAULT_BASE + k for k in range(nadf)]
         regs += [Csr.BUSY_BASE + p for p in range(cfg.positions)]
         vals = await self.read_words([hostmap.csr(r) for r in regs])
-        nill = (cfg.positions + 31) // 32
-        nadf = (2 * cfg.mem_slices + 31) // 32
         illegal = sum(v << (32 * k) for k, v in enumerate(vals[2:2 + nill]))
         addr_fault = sum(v << (32 * k) for k, v in enumerate(vals[2 + nill:2 + nill + nadf]))
         busy = dict(zip(cfg.slice_names, vals[2 + nill + nadf:]))
