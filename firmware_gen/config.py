@@ -47,14 +47,24 @@ class TileConfig:
     trace_depth : int
         Events recorded per MEM slice by the hardware event trace (0 disables the
         trace, for synthesis).
+    mxm_acc_depth : int
+        int32 accumulator rows (vectors of ``lanes`` int32) per MXM.
+    mxm_xbuf_depth : int
+        x slots (int8 vectors) per MXM, the operands MM reads with its XBUF flag.
+    vxm_param_depth : int
+        Entries of the VXM parameter memory (per-lane bias, requantisation multiplier
+        and shift for one VOP).
     """
 
     lanes: int = 16
     streams: int = 8
     mem_slices: int = 4
-    mem_depth: int = 256
+    mem_depth: int = 2048
     iq_depth: int = 256
     trace_depth: int = 256
+    mxm_acc_depth: int = 128
+    mxm_xbuf_depth: int = 512
+    vxm_param_depth: int = 64
 
     # Fixed architectural limits (ISA field widths, see firmware_gen/isa.py).
     MAX_STREAMS = 32          # 5-bit stream field
@@ -62,13 +72,16 @@ class TileConfig:
     MAX_MEM_DEPTH = 1 << 20   # 20-bit address field
     CYCLE_BITS = 32           # width of the cycle counter and trace timestamps
     HOST_WORD = 32            # host interface data width in bits
+    MM_INDEX_BITS = 10        # MM's acc and slot operands (firmware_gen/isa.py)
+    INT32_PLANES = 4          # byte-plane streams per int32 vector
 
     def __post_init__(self):
         def need(cond, msg):
             if not cond:
                 raise ConfigError(msg)
 
-        for name in ("lanes", "streams", "mem_slices", "mem_depth", "iq_depth", "trace_depth"):
+        for name in ("lanes", "streams", "mem_slices", "mem_depth", "iq_depth", "trace_depth",
+                     "mxm_acc_depth", "mxm_xbuf_depth", "vxm_param_depth"):
             v = getattr(self, name)
             need(isinstance(v, int) and not isinstance(v, bool),
                  f"{name} must be an integer, got {v!r}")
@@ -85,22 +98,33 @@ class TileConfig:
              f"iq_depth must be a power of two in 2..65536, got {self.iq_depth}")
         need(self.trace_depth == 0 or (_is_pow2(self.trace_depth) and self.trace_depth <= 1 << 16),
              f"trace_depth must be 0 or a power of two up to 65536, got {self.trace_depth}")
+        for name in ("mxm_acc_depth", "mxm_xbuf_depth"):
+            v = getattr(self, name)
+            need(_is_pow2(v) and 2 <= v <= 1 << self.MM_INDEX_BITS,
+                 f"{name} must be a power of two in 2..{1 << self.MM_INDEX_BITS} (MM's operand field), got {v}")
+        need(_is_pow2(self.vxm_param_depth) and 2 <= self.vxm_param_depth <= 4096,
+             f"vxm_param_depth must be a power of two in 2..4096, got {self.vxm_param_depth}")
+        need(self.streams >= self.INT32_PLANES,
+             f"streams per direction must be at least {self.INT32_PLANES} (an int32 vector travels "
+             f"as {self.INT32_PLANES} byte-plane streams), got {self.streams}")
 
     # ---- named presets -------------------------------------------------------------
     @classmethod
     def default(cls) -> "TileConfig":
-        """The default tile: 16 lanes, 8 streams per direction, 4+4 MEM slices of 4 KiB."""
+        """The default tile: 16 lanes, 8 streams per direction, 4+4 MEM slices of 32 KiB."""
         return cls()
 
     @classmethod
     def tiny(cls) -> "TileConfig":
-        """A tiny tile for fast tests: 4 lanes, 2 streams, 2+2 MEM slices of 32 vectors."""
-        return cls(lanes=4, streams=2, mem_slices=2, mem_depth=32, iq_depth=64, trace_depth=64)
+        """A tiny tile for fast tests: 4 lanes, 4 streams, 2+2 MEM slices of 64 vectors."""
+        return cls(lanes=4, streams=4, mem_slices=2, mem_depth=64, iq_depth=64, trace_depth=64,
+                   mxm_acc_depth=16, mxm_xbuf_depth=64, vxm_param_depth=16)
 
     @classmethod
     def full_scale(cls) -> "TileConfig":
         """TSP-v1-like proportions (320 lanes, 32 streams, 44+44 MEM slices): elaborates, too big to simulate."""
-        return cls(lanes=320, streams=32, mem_slices=44, mem_depth=8192, iq_depth=4096, trace_depth=0)
+        return cls(lanes=320, streams=32, mem_slices=44, mem_depth=8192, iq_depth=4096, trace_depth=0,
+                   mxm_acc_depth=1024, mxm_xbuf_depth=1024, vxm_param_depth=256)
 
     PRESETS = ("default", "tiny", "full_scale")
 

@@ -23,6 +23,8 @@ class Region(enum.IntEnum):
     IMEM = 1
     DMEM = 2
     TRACE = 3
+    VXM_PARAM = 4   # word (entry * lanes + lane) * VXM_PARAM_WORDS + k, see vxm_param_words
+    VXM_TABLE = 5   # word i = activation table entry i (low byte)
 
 
 class Csr(enum.IntEnum):
@@ -46,6 +48,18 @@ class Status(enum.IntFlag):
     TRACE_OVERFLOW = 16  # sticky until start: a trace buffer filled up (events lost)
 
 
+# VXM parameter entry, per lane (one VOP's operands; ranges in firmware_gen/numerics.py):
+VXM_FIELDS = ("bias_a", "bias_b", "m_a", "s_a", "m_b", "s_b", "m_c", "s_c")
+VXM_PARAM_WORDS = 5   # w0 bias_a, w1 bias_b, w2 m_a | s_a << 16, w3 m_b | s_b << 16, w4 m_c | s_c << 16
+
+
+def vxm_param_words(lane: dict) -> list[int]:
+    """The 5 host words of one lane of one VXM parameter entry (``lane[field]`` ints)."""
+    return [lane["bias_a"] & 0xFFFFFFFF, lane["bias_b"] & 0xFFFFFFFF,
+            lane["m_a"] | lane["s_a"] << 16, lane["m_b"] | lane["s_b"] << 16,
+            lane["m_c"] | lane["s_c"] << 16]
+
+
 def check_fits(cfg: TileConfig) -> None:
     """The address map limits the configuration; say which limit is broken."""
     if cfg.positions > 256:
@@ -53,6 +67,9 @@ def check_fits(cfg: TileConfig) -> None:
     if cfg.mem_depth * cfg.words_per_vector > WORD_MASK + 1:
         raise ConfigError(f"a MEM slice of {cfg.mem_depth} x {cfg.lanes} bytes exceeds the host "
                           f"map's {WORD_MASK + 1} words per slice")
+    if cfg.vxm_param_depth * cfg.lanes * VXM_PARAM_WORDS > WORD_MASK + 1:
+        raise ConfigError(f"the VXM parameter memory ({cfg.vxm_param_depth} entries x {cfg.lanes} lanes x "
+                          f"{VXM_PARAM_WORDS} words) exceeds the host map's {WORD_MASK + 1} words")
 
 
 def addr(region: Region, slice_index: int = 0, word: int = 0) -> int:

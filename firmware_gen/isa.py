@@ -10,10 +10,15 @@ Every instruction is one 64-bit word::
     0-5    op       opcode (Op)
     6      dir      stream direction: 0 = east-flowing, 1 = west-flowing
     7-11   stream   stream index within the direction
-    12-31  addr     MEM vector address (REPEAT: signed address stride)
-    32-47  count    NOP: cycles; REPEAT: repetitions
-    48-55  delay    REPEAT: cycles between repetitions
-    56-63  aux      reserved, must be 0
+    12-31  addr     MEM vector address (REPEAT: signed address stride; see OPERANDS)
+    32-47  count    NOP: cycles; REPEAT: repetitions (see OPERANDS)
+    48-55  delay    REPEAT: cycles between repetitions (see OPERANDS)
+    56-63  aux      flags of MM and VOP (FLAGS); must be 0 for every other opcode
+
+The compute instructions (LW, MM, LX, VOP) put named operands into these fields;
+``OPERANDS`` lists where, and ``docs/isa.md`` gives their meaning.  REPEAT advances the
+whole ``addr`` field by its stride, so for MM (``addr = acc | slot << 10``) a stride of
+1 steps the accumulator row, 1024 the x slot, 1025 both.
 
 Timing (all in cycles of the tile clock; "issue" is the cycle the instruction queue
 hands the instruction to its slice):
@@ -30,6 +35,18 @@ hands the instruction to its slice):
   cycle and stores it at ``a``; a READ issued on a later cycle sees it.
 * A value driven at position ``p`` on cycle ``t`` is visible at ``p + d`` (east) or
   ``p - d`` (west) on cycle ``t + d``, for d >= 1.
+* ``LW s, n, d`` (MXM) loads the shadow weight block (``lanes`` rows): row ``r`` is
+  sampled from stream ``s + r % n`` on cycle ``issue + d + r // n``; from cycle
+  ``issue + d + lanes/n`` the loaded block is the active one (the old active block
+  becomes the shadow).
+* ``MM`` (MXM) on issue cycle t takes x (stream s on cycle t, or x slot ``slot``),
+  computes ``p = W_active . x`` (int32 per lane), sets ``acc[acc] = p`` (or ``+= p`` with
+  ACC) and, with EMIT, drives the new ``acc[acc]`` as 4 byte planes on streams
+  ``out..out+3`` (towards the VXM) on cycle ``t + MXM_LATENCY``.
+* ``LX s, slot`` (MXM) stores stream s (sampled on the issue cycle) in x slot ``slot``.
+* ``VOP`` (VXM) on issue cycle t takes int32 A from streams ``s..s+3`` (direction dir)
+  and, with GATE, int32 B from the same streams in the other direction, and drives the
+  int8 result on stream ``out`` on cycle ``t + VXM_LATENCY`` (see firmware_gen/numerics.py).
 """
 
 from __future__ import annotations
@@ -49,6 +66,10 @@ class Op(enum.IntEnum):
     REPEAT = 2
     READ = 3
     WRITE = 4
+    LW = 5      # MXM: load the shadow weight block from n streams
+    MM = 6      # MXM: matrix-vector product into an accumulator row
+    LX = 7      # MXM: store a stream vector in an x slot
+    VOP = 8     # VXM: bias, requantise, table, gate-multiply, requantise, in one pass
 
 
 # (name, lsb, width, signed) -- the one place field positions are written down.
@@ -73,17 +94,46 @@ DIR_NAMES = {EAST: "E", WEST: "W"}
 
 READ_LATENCY = 1   # READ issue -> value driven onto the stream at the MEM slice
 WRITE_LATENCY = 0  # WRITE issue -> stream sampled (the MEM write event's cycle)
+MXM_LATENCY = 2    # MM issue -> EMIT's accumulator value driven at the MXM
+VXM_LATENCY = 2    # VOP issue -> result driven at the VXM
+INT32_PLANES = 4   # an int32 vector travels as 4 byte-plane streams, plane b on stream s+b
 
 CONTROL_OPS = frozenset({Op.HALT, Op.NOP, Op.REPEAT})
-DATA_OPS = frozenset({Op.READ, Op.WRITE})
+DATA_OPS = frozenset({Op.READ, Op.WRITE, Op.LW, Op.MM, Op.LX, Op.VOP})
 # Which slice kinds execute which opcodes.  Any other opcode at a slice is illegal:
 # the hardware raises its sticky ILLEGAL_OP flag and halts that queue.
 SLICE_OPS = {
     "MEM": CONTROL_OPS | {Op.READ, Op.WRITE},
-    "VXM": CONTROL_OPS,
+    "VXM": CONTROL_OPS | {Op.VOP},
     "SXM": CONTROL_OPS,
-    "MXM": CONTROL_OPS,
+    "MXM": CONTROL_OPS | {Op.LW, Op.MM, Op.LX},
 }
+
+# Named operands of the compute instructions: name -> (field, lsb within the field, width).
+MM_ACC_BITS = MM_SLOT_BITS = 10
+OPERANDS = {
+    Op.LW: {"n": ("count", 0, 16), "delay": ("delay", 0, 8)},
+    Op.MM: {"acc": ("addr", 0, MM_ACC_BITS), "slot": ("addr", MM_ACC_BITS, MM_SLOT_BITS),
+            "out": ("count", 0, 5)},
+    Op.LX: {"slot": ("addr", 0, 20)},
+    Op.VOP: {"param": ("addr", 0, 20), "out": ("count", 0, 5)},
+}
+
+
+class MMFlag(enum.IntFlag):
+    ACC = 1     # accumulate into acc[acc] (else overwrite it)
+    EMIT = 2    # drive the new acc[acc] on streams out..out+3 MXM_LATENCY cycles later
+    XBUF = 4    # x comes from x slot ``slot`` (else from the stream)
+
+
+class VopFlag(enum.IntFlag):
+    TABLE = 1   # apply the activation table to requantise(A + bias_a)
+    GATE = 2    # multiply by requantise(B + bias_b), requantise the product (m_c, s_c)
+    OUT_E = 4   # drive the result east-flowing
+    OUT_W = 8   # drive the result west-flowing (both may be set)
+
+
+FLAGS = {Op.MM: MMFlag, Op.VOP: VopFlag}
 
 
 @dataclass(frozen=True)
@@ -91,9 +141,10 @@ class Instr:
     op: Op
     stream: int = 0
     dir: int = EAST
-    addr: int = 0          # READ/WRITE address; REPEAT: signed stride
-    count: int = 0         # NOP n / REPEAT n
-    delay: int = 0         # REPEAT d
+    addr: int = 0          # READ/WRITE address; REPEAT: signed stride; else see OPERANDS
+    count: int = 0         # NOP n / REPEAT n; else see OPERANDS
+    delay: int = 0         # REPEAT d; else see OPERANDS
+    aux: int = 0           # MM / VOP flags
 
     # ---- constructors ------------------------------------------------------------
     @classmethod
@@ -116,6 +167,40 @@ class Instr:
     def halt(cls) -> "Instr":
         return cls(Op.HALT)
 
+    @classmethod
+    def lw(cls, stream: int, dir: int, n: int, delay: int = 0) -> "Instr":
+        return cls.compute(Op.LW, stream, dir, n=n, delay=delay)
+
+    @classmethod
+    def mm(cls, stream: int, dir: int, acc: int, slot: int = 0, out: int = 0, flags: int = 0) -> "Instr":
+        return cls.compute(Op.MM, stream, dir, acc=acc, slot=slot, out=out, flags=flags)
+
+    @classmethod
+    def lx(cls, stream: int, dir: int, slot: int) -> "Instr":
+        return cls.compute(Op.LX, stream, dir, slot=slot)
+
+    @classmethod
+    def vop(cls, stream: int, dir: int, param: int, out: int, flags: int = 0) -> "Instr":
+        return cls.compute(Op.VOP, stream, dir, param=param, out=out, flags=flags)
+
+    @classmethod
+    def compute(cls, op: Op, stream: int, dir: int, flags: int = 0, **operands) -> "Instr":
+        """Build a compute instruction from its named operands (``OPERANDS[op]``)."""
+        fields = {"addr": 0, "count": 0, "delay": 0}
+        spec = OPERANDS[op]
+        for name, value in operands.items():
+            if name not in spec:
+                raise IsaError(f"{op.name} has no operand {name!r}; its operands are {', '.join(spec)}")
+            field, lsb, width = spec[name]
+            if not 0 <= int(value) < (1 << width):
+                raise IsaError(f"{op.name} operand {name} must be in 0..{(1 << width) - 1}, got {value}")
+            fields[field] |= int(value) << lsb
+        return cls(op, stream=stream, dir=dir, aux=int(flags), **fields).checked()
+
+    def operand(self, name: str) -> int:
+        field, lsb, width = OPERANDS[self.op][name]
+        return (getattr(self, field) >> lsb) & ((1 << width) - 1)
+
     def checked(self) -> "Instr":
         if self.op == Op.NOP and not 1 <= self.count <= COUNT_MAX:
             raise IsaError(f"NOP count must be in 1..{COUNT_MAX}, got {self.count}")
@@ -133,6 +218,21 @@ class Instr:
                 raise IsaError(f"direction must be 0 (east) or 1 (west), got {self.dir}")
             if not 0 <= self.addr < (1 << ADDR_BITS):
                 raise IsaError(f"address must be in 0..{(1 << ADDR_BITS) - 1}, got {self.addr}")
+        if self.op in FLAGS:
+            known = sum(FLAGS[self.op])
+            if self.aux & ~known:
+                raise IsaError(f"{self.op.name} flags {self.aux:#x} set unknown bits; known flags are "
+                               f"{', '.join(f.name for f in FLAGS[self.op])}")
+        elif self.aux:
+            raise IsaError(f"{self.op.name} takes no flags (aux must be 0), got {self.aux:#x}")
+        if self.op in OPERANDS:
+            for fname in ("addr", "count", "delay"):
+                used = sum(((1 << w) - 1) << lsb for f, lsb, w in OPERANDS[self.op].values() if f == fname)
+                if getattr(self, fname) & ~used:
+                    raise IsaError(f"{self.op.name} uses no bits {getattr(self, fname) & ~used:#x} of field "
+                                   f"{fname} (they must be 0)")
+        if self.op == Op.LW and self.operand("n") < 1:
+            raise IsaError("LW needs n >= 1 rows per cycle")
         return self
 
     # ---- timing ------------------------------------------------------------------
@@ -149,7 +249,7 @@ class Instr:
         self.checked()
         vals = {"op": int(self.op), "dir": self.dir, "stream": self.stream,
                 "addr": self.addr & ((1 << ADDR_BITS) - 1), "count": self.count,
-                "delay": self.delay, "aux": 0}
+                "delay": self.delay, "aux": self.aux}
         word = 0
         for name, lsb, width, _ in FIELDS:
             word |= (vals[name] & ((1 << width) - 1)) << lsb
@@ -167,14 +267,12 @@ class Instr:
         except ValueError:
             raise IsaError(f"unknown opcode {f['op']} in instruction word {int(word):#018x}{at}; "
                            f"known opcodes are {', '.join(f'{o.name}={o.value}' for o in Op)}") from None
-        if f["aux"]:
-            raise IsaError(f"reserved field aux is {f['aux']} (must be 0) in {int(word):#018x}{at}")
         addr = f["addr"]
         if op == Op.REPEAT and addr >> (ADDR_BITS - 1):
             addr -= 1 << ADDR_BITS
         try:
             return cls(op, stream=f["stream"], dir=f["dir"], addr=addr, count=f["count"],
-                       delay=f["delay"]).checked()
+                       delay=f["delay"], aux=f["aux"]).checked()
         except IsaError as e:
             raise IsaError(f"{e}{at}") from None
 
@@ -182,6 +280,13 @@ class Instr:
     def __str__(self) -> str:
         if self.op in (Op.READ, Op.WRITE):
             return f"{self.op.name} {DIR_NAMES[self.dir]}{self.stream}, {self.addr}"
+        if self.op in OPERANDS:
+            parts = [f"{DIR_NAMES[self.dir]}{self.stream}"]
+            parts += [f"{n}={self.operand(n)}" for n in OPERANDS[self.op]]
+            if self.op in FLAGS:
+                names = [f.name for f in FLAGS[self.op] if self.aux & f]
+                parts.append("flags=" + ("|".join(names) if names else "0"))
+            return f"{self.op.name} " + ", ".join(parts)
         if self.op == Op.NOP:
             return f"NOP {self.count}"
         if self.op == Op.REPEAT:
@@ -193,7 +298,9 @@ class Instr:
     @classmethod
     def parse(cls, text: str) -> "Instr":
         """Parse one line of assembly: ``READ E3, 12``, ``WRITE W0, 7``, ``NOP 4``,
-        ``REPEAT 15, 1, +1``, ``HALT``."""
+        ``REPEAT 15, 1, +1``, ``HALT``, and the compute instructions with named operands:
+        ``LW W0, n=4, delay=0``, ``MM W4, acc=0, slot=3, out=0, flags=ACC|EMIT|XBUF``,
+        ``LX W4, slot=3``, ``VOP E0, param=2, out=4, flags=TABLE|GATE|OUT_E``."""
         m = cls._TEXT.match(text)
         if not m:
             raise IsaError(f"cannot parse instruction {text!r}")
@@ -214,13 +321,38 @@ class Instr:
             if len(args) != k:
                 raise IsaError(f"{name} takes {k} operand(s), got {len(args)} in {text!r}")
 
+        def stream(arg):
+            sm = re.fullmatch(r"([EWew])(\d+)", arg)
+            if not sm:
+                raise IsaError(f"expected a stream like E3 or W0, got {arg!r} in {text!r}")
+            return int(sm[2]), (EAST if sm[1].upper() == "E" else WEST)
+
         if op in (Op.READ, Op.WRITE):
             nargs(2)
-            sm = re.fullmatch(r"([EWew])(\d+)", args[0])
-            if not sm:
-                raise IsaError(f"expected a stream like E3 or W0, got {args[0]!r} in {text!r}")
-            d = EAST if sm[1].upper() == "E" else WEST
-            return cls(op, stream=int(sm[2]), dir=d, addr=num(args[1])).checked()
+            s, d = stream(args[0])
+            return cls(op, stream=s, dir=d, addr=num(args[1])).checked()
+        if op in OPERANDS:
+            if not args:
+                raise IsaError(f"{name} needs a stream operand in {text!r}")
+            s, d = stream(args[0])
+            kw, flags = {}, 0
+            for a in args[1:]:
+                key, eq, val = a.partition("=")
+                key = key.strip().lower()
+                if not eq:
+                    raise IsaError(f"expected name=value, got {a!r} in {text!r}")
+                if key == "flags" and op in FLAGS:
+                    for fname in (v.strip().upper() for v in val.split("|")):
+                        if fname in ("", "0"):
+                            continue
+                        try:
+                            flags |= FLAGS[op][fname]
+                        except KeyError:
+                            raise IsaError(f"unknown {name} flag {fname!r} in {text!r}; known: "
+                                           f"{', '.join(f.name for f in FLAGS[op])}") from None
+                else:
+                    kw[key] = num(val.strip())
+            return cls.compute(op, s, d, flags=flags, **kw)
         if op == Op.NOP:
             nargs(1)
             return cls.nop(num(args[0]))

@@ -12,7 +12,9 @@ import json
 import numpy as np
 
 from .config import TileConfig
-from .isa import DATA_OPS, SLICE_OPS, Instr, IsaError, Op
+from .hostmap import VXM_FIELDS
+from .isa import DATA_OPS, INT32_PLANES, SLICE_OPS, Instr, IsaError, MMFlag, Op
+from .numerics import MULT_MAX, SHIFT_MAX, TABLE_SIZE
 
 
 class ProgramError(ValueError):
@@ -24,9 +26,13 @@ class Program:
 
     ``queues[name]`` lists the instructions without the final HALT; the assembler adds it.
     ``memory[name]`` is a ``(mem_depth, lanes)`` uint8 array for each MEM slice.
+    ``vxm_params`` is a ``(vxm_param_depth, lanes, 8)`` int64 array: per entry and lane the
+    fields ``hostmap.VXM_FIELDS`` (bias_a, bias_b, m_a, s_a, m_b, s_b, m_c, s_c); unused
+    entries are the identity (bias 0, multiplier 1, shift 0).
+    ``table`` is the VXM activation table, 256 int8 (identity unless set).
     """
 
-    def __init__(self, config: TileConfig, queues=None, memory=None):
+    def __init__(self, config: TileConfig, queues=None, memory=None, vxm_params=None, table=None):
         self.config = config
         self.queues: dict[str, list[Instr]] = {n: [] for n in config.slice_names}
         for name, instrs in (queues or {}).items():
@@ -36,6 +42,39 @@ class Program:
             n: np.zeros((config.mem_depth, config.lanes), np.uint8) for n in config.mem_names}
         for name, img in (memory or {}).items():
             self.set_memory(name, img)
+        self.vxm_params = np.zeros((config.vxm_param_depth, config.lanes, len(VXM_FIELDS)), np.int64)
+        for f in ("m_a", "m_b", "m_c"):
+            self.vxm_params[:, :, VXM_FIELDS.index(f)] = 1
+        if vxm_params is not None:
+            self.set_vxm_params(vxm_params)
+        self.table = np.arange(TABLE_SIZE).astype(np.uint8).astype(np.int8)
+        if table is not None:
+            self.set_table(table)
+
+    def set_vxm_params(self, params) -> None:
+        cfg = self.config
+        p = np.asarray(params, dtype=np.int64)
+        want = (cfg.vxm_param_depth, cfg.lanes, len(VXM_FIELDS))
+        if p.ndim != 3 or p.shape[0] > want[0] or p.shape[1:] != want[1:]:
+            raise ProgramError(f"VXM parameters have shape {p.shape}; they must be (entries <= {want[0]}, "
+                               f"{want[1]} lanes, {want[2]} fields {', '.join(VXM_FIELDS)})")
+        for f, lo, hi in (("bias_a", -(1 << 31), (1 << 31) - 1), ("bias_b", -(1 << 31), (1 << 31) - 1),
+                          ("m_a", 1, MULT_MAX), ("m_b", 1, MULT_MAX), ("m_c", 1, MULT_MAX),
+                          ("s_a", 0, SHIFT_MAX), ("s_b", 0, SHIFT_MAX), ("s_c", 0, SHIFT_MAX)):
+            v = p[:, :, VXM_FIELDS.index(f)]
+            if v.size and (v.min() < lo or v.max() > hi):
+                bad = np.argwhere((v < lo) | (v > hi))[0]
+                raise ProgramError(f"VXM parameter {f} of entry {bad[0]}, lane {bad[1]} is "
+                                   f"{int(v[tuple(bad)])}; it must be in {lo}..{hi}")
+        self.vxm_params[: p.shape[0]] = p
+
+    def set_table(self, table) -> None:
+        t = np.asarray(table)
+        if t.shape != (TABLE_SIZE,):
+            raise ProgramError(f"the activation table has shape {t.shape}; it must have {TABLE_SIZE} entries")
+        if t.min() < -128 or t.max() > 127:
+            raise ProgramError("activation table entries must be int8 values in -128..127")
+        self.table = t.astype(np.int8)
 
     def set_memory(self, name: str, img) -> None:
         cfg = self.config
@@ -67,22 +106,55 @@ class Program:
                 if ins.op == Op.HALT:
                     raise ProgramError(f"{where}: HALT inside a program (the assembler appends it)")
                 if ins.op in DATA_OPS:
-                    if ins.stream >= cfg.streams:
-                        raise ProgramError(f"{where}: stream {ins.stream} does not exist; "
-                                           f"the tile has {cfg.streams} per direction")
-                    if ins.addr >= cfg.mem_depth:
-                        raise ProgramError(f"{where}: address {ins.addr} is beyond {name}'s depth "
-                                           f"of {cfg.mem_depth} vectors")
+                    self._check_data(ins, name, where)
                     last = ins
                 elif ins.op == Op.REPEAT:
                     if last is None:
                         raise ProgramError(f"{where}: REPEAT with no earlier data instruction to repeat")
-                    end = last.addr + ins.count * ins.addr
-                    if not 0 <= end < cfg.mem_depth:
-                        raise ProgramError(f"{where}: the last repetition addresses {end}, outside "
-                                           f"{name}'s 0..{cfg.mem_depth - 1}")
-                    last = Instr(last.op, last.stream, last.dir, end)
+                    for k in range(1, ins.count + 1):
+                        rep = Instr(last.op, last.stream, last.dir, last.addr + k * ins.addr,
+                                    last.count, last.delay, last.aux)
+                        if not 0 <= rep.addr < 1 << 20:
+                            raise ProgramError(f"{where}: repetition {k} has address field {rep.addr}, "
+                                               "outside 0..1048575")
+                        self._check_data(rep, name, f"{where} (repetition {k} of {last})")
+                    last = rep
         return self
+
+    def _check_data(self, ins: Instr, name: str, where: str) -> None:
+        """Operand ranges of one data instruction against the tile."""
+        cfg = self.config
+
+        def need(cond, msg):
+            if not cond:
+                raise ProgramError(f"{where}: {msg}")
+
+        need(ins.stream < cfg.streams, f"stream {ins.stream} does not exist; the tile has {cfg.streams} per direction")
+        if ins.op in (Op.READ, Op.WRITE):
+            need(ins.addr < cfg.mem_depth, f"address {ins.addr} is beyond {name}'s depth of {cfg.mem_depth} vectors")
+        elif ins.op == Op.LW:
+            n = ins.operand("n")
+            need(cfg.lanes % n == 0, f"LW loads n = {n} rows per cycle; n must divide the {cfg.lanes} lanes")
+            need(ins.stream + n <= cfg.streams, f"LW reads streams {ins.stream}..{ins.stream + n - 1}; "
+                                                f"the tile has {cfg.streams} per direction")
+        elif ins.op == Op.MM:
+            need(ins.operand("acc") < cfg.mxm_acc_depth,
+                 f"accumulator row {ins.operand('acc')} is beyond the MXM's {cfg.mxm_acc_depth}")
+            need(not ins.aux & MMFlag.XBUF or ins.operand("slot") < cfg.mxm_xbuf_depth,
+                 f"x slot {ins.operand('slot')} is beyond the MXM's {cfg.mxm_xbuf_depth}")
+            need(not ins.aux & MMFlag.EMIT or ins.operand("out") + INT32_PLANES <= cfg.streams,
+                 f"EMIT drives streams {ins.operand('out')}..{ins.operand('out') + INT32_PLANES - 1}; "
+                 f"the tile has {cfg.streams} per direction")
+        elif ins.op == Op.LX:
+            need(ins.operand("slot") < cfg.mxm_xbuf_depth,
+                 f"x slot {ins.operand('slot')} is beyond the MXM's {cfg.mxm_xbuf_depth}")
+        elif ins.op == Op.VOP:
+            need(ins.operand("param") < cfg.vxm_param_depth,
+                 f"parameter entry {ins.operand('param')} is beyond the VXM's {cfg.vxm_param_depth}")
+            need(ins.stream + INT32_PLANES <= cfg.streams,
+                 f"VOP reads int32 planes on streams {ins.stream}..{ins.stream + INT32_PLANES - 1}; "
+                 f"the tile has {cfg.streams} per direction")
+            need(ins.operand("out") < cfg.streams, f"output stream {ins.operand('out')} does not exist")
 
     # ---- binary images -----------------------------------------------------------
     def images(self) -> dict[str, list[int]]:
@@ -147,10 +219,17 @@ class Program:
             "config": self.config.to_dict(),
             "images": self.images(),
             "memory": {n: m.tolist() for n, m in self.memory.items() if m.any()},
+            "vxm_params": self.vxm_params.tolist(),
+            "table": self.table.tolist(),
         })
 
     @classmethod
     def from_json(cls, text: str) -> "Program":
         d = json.loads(text)
         cfg = TileConfig.from_dict(d["config"])
-        return cls.from_images(cfg, d["images"], {n: np.array(m, np.uint8) for n, m in d["memory"].items()})
+        prog = cls.from_images(cfg, d["images"], {n: np.array(m, np.uint8) for n, m in d["memory"].items()})
+        if "vxm_params" in d:
+            prog.set_vxm_params(d["vxm_params"])
+        if "table" in d:
+            prog.set_table(d["table"])
+        return prog

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from firmware_gen import ConfigError, TileConfig
-from firmware_gen.isa import Instr, IsaError, Op
+from firmware_gen.isa import FLAGS, OPERANDS, Instr, IsaError, Op
 from firmware_gen.program import Program, ProgramError
 
 
@@ -17,6 +17,9 @@ from firmware_gen.program import Program, ProgramError
     (dict(mem_depth=100), "mem_depth must be a power of two"),
     (dict(iq_depth=3), "iq_depth must be a power of two"),
     (dict(lanes=16.0), "lanes must be an integer"),
+    (dict(streams=2), "streams per direction must be at least 4"),
+    (dict(mxm_acc_depth=2048), "mxm_acc_depth must be a power of two in 2..1024"),
+    (dict(vxm_param_depth=3), "vxm_param_depth must be a power of two"),
 ])
 def test_bad_config(kwargs, words):
     with pytest.raises(ConfigError, match=words):
@@ -44,6 +47,11 @@ def test_encode_decode_round_trip():
         elif op == Op.REPEAT:
             i = Instr.repeat(int(rng.integers(1, 65536)), int(rng.integers(1, 256)),
                              int(rng.integers(-(1 << 19), 1 << 19)))
+        elif op in OPERANDS:
+            ops = {n: int(rng.integers(op == Op.LW and n == "n", 1 << w)) for n, (_, _, w) in OPERANDS[op].items()}
+            flags = int(rng.integers(0, sum(FLAGS[op]) + 1)) if op in FLAGS else 0
+            i = Instr.compute(op, int(rng.integers(0, 32)), int(rng.integers(0, 2)), flags=flags, **ops)
+            assert all(i.operand(n) == v for n, v in ops.items())
         else:
             i = Instr(op, stream=int(rng.integers(0, 32)), dir=int(rng.integers(0, 2)),
                       addr=int(rng.integers(0, 1 << 20))).checked()
@@ -60,11 +68,21 @@ def test_unknown_opcode_in_image_is_named():
 
 
 @pytest.mark.parametrize("text, words", [
-    ("[MEM_E0]\nREAD E0, 32", "address 32 is beyond MEM_E0's depth of 32"),
+    ("[MEM_E0]\nREAD E0, 64", "address 64 is beyond MEM_E0's depth of 64"),
     ("[MEM_E0]\nREAD E5, 1", "stream 5 does not exist"),
     ("[VXM]\nREAD E0, 1", "READ is not an instruction of a VXM slice"),
     ("[MEM_E0]\nREPEAT 3, 1, 1", "REPEAT with no earlier data instruction"),
-    ("[MEM_E0]\nREAD E0, 30\nREPEAT 3, 1, +1", "last repetition addresses 33"),
+    ("[MEM_E0]\nREAD E0, 62\nREPEAT 3, 1, +1", r"repetition 2 .*address 64 is beyond MEM_E0's depth"),
+    ("[MXM_W]\nLW W1, n=3", "n = 3 rows per cycle; n must divide the 4 lanes"),
+    ("[MXM_W]\nLW W2, n=4", "LW reads streams 2..5; the tile has 4"),
+    ("[MXM_W]\nMM W0, acc=16", "accumulator row 16 is beyond the MXM's 16"),
+    ("[MXM_W]\nMM W0, slot=64, flags=XBUF", "x slot 64 is beyond the MXM's 64"),
+    ("[MXM_W]\nMM W0, out=1, flags=EMIT", "EMIT drives streams 1..4"),
+    ("[MXM_W]\nMM W0, flags=TABLE", "unknown MM flag 'TABLE'"),
+    ("[MXM_W]\nMM W0, bogus=1", "MM has no operand 'bogus'"),
+    ("[VXM]\nVOP E0, param=16", "parameter entry 16 is beyond the VXM's 16"),
+    ("[VXM]\nVOP E1, param=0", "VOP reads int32 planes on streams 1..4"),
+    ("[MEM_E0]\nMM E0, acc=0", "MM is not an instruction of a MEM slice"),
     ("[MEM_E0]\nFLY E0, 1", "unknown mnemonic 'FLY'"),
     ("[MEM_E0]\nNOP 0", "NOP count must be in 1..65535"),
     ("READ E0, 1", "before any \\[SLICE\\] header"),

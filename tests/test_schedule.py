@@ -73,8 +73,8 @@ def test_issue_slot_conflict_is_named():
 
 
 @pytest.mark.parametrize("args, words", [
-    (("MEM_W1", 30, "MEM_E1", 0, 4), r"source MEM_W1\[30:34\] is outside the slice: .* 0..31"),
-    (("MEM_W1", 0, "MEM_E1", 31, 2), r"destination MEM_E1\[31:33\] is outside"),
+    (("MEM_W1", 62, "MEM_E1", 0, 4), r"source MEM_W1\[62:66\] is outside the slice: .* 0..63"),
+    (("MEM_W1", 0, "MEM_E1", 63, 2), r"destination MEM_E1\[63:65\] is outside"),
     (("MEM_W1", 0, "VXM", 0, 1), "'VXM' is not a MEM slice"),
     (("MEM_W1", 0, "MEM_W1", 4, 1), "copy within one slice"),
 ])
@@ -84,5 +84,5 @@ def test_bad_copies(args, words):
 
 
 def test_pinned_stream_out_of_range():
-    with pytest.raises(ScheduleError, match="stream 9 does not exist; the tile has 2"):
+    with pytest.raises(ScheduleError, match="stream 9 does not exist; the tile has 4"):
         Scheduler(TileConfig.tiny()).copy("MEM_W1", 0, "MEM_E1", 0, stream=9)
