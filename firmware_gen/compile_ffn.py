@@ -1,0 +1,537 @@
+"""The FFN compiler: from a quantised FFN to per-slice programs, memory images and a
+manifest that predicts the cycle of every output write.
+
+Dataflow (``docs/compiler.md`` explains it with the timing):
+
+* Shapes are padded to whole ``lanes x lanes`` blocks with zero weights (and identity
+  requantisation); padded output lanes are 0 and are written like the others.
+* Each MXM streams its weight blocks from its own hemisphere's MEM slices: ``LW`` takes
+  ``n`` rows per cycle, row ``r`` of a block from MEM slice ``r % n`` of the hemisphere
+  on stream ``r % n``.  A block is ``lanes/n`` cycles of SRAM reads; the next block loads
+  into the shadow buffer while the current one computes.
+* The input x is copied once into both MXMs' x slots (``LX``); MMs read x slots only.
+* SwiGLU: ``W1`` runs on ``MXM_W`` and ``W3`` on ``MXM_E`` in lockstep, so both
+  accumulators of one output block reach the VXM on one cycle and one ``VOP``
+  (``TABLE|GATE``) makes ``h``.  Classic: ``W1``'s output blocks alternate between the
+  MXMs and ``VOP TABLE`` adds ``b1``.  ``h`` goes straight from the VXM to both MXMs' x
+  slots.  ``W2``'s output blocks are split between the MXMs (first half west), swept in
+  h-block order so that they start as soon as ``h``'s first block exists; a last ``VOP``
+  (bias ``b2``) requantises ``y``, which a ``WRITE`` stores in a MEM slice.
+* Every issue slot and stream position goes through :class:`Reservations`; operations are
+  placed greedily in program order at the earliest cycle that is free.  The predicted
+  cycle of each write is this placement, made by addition from the ISA's latencies.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import TileConfig
+from .hostmap import VXM_FIELDS
+from .isa import (COUNT_MAX, DELAY_MAX, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, STRIDE_MAX,
+                  STRIDE_MIN, VXM_LATENCY, WEST, Instr, MMFlag, Op, VopFlag)
+from .numerics import FfnSpec, NumericsError, ffn_int
+from .program import Program
+from .reserve import Reservations
+from .schedule import PredictedWrite
+
+
+class CompileError(ValueError):
+    """The FFN does not fit this tile; the message names what is needed and the limit."""
+
+
+SIDES = ("MXM_W", "MXM_E")
+
+
+@dataclass
+class Manifest:
+    """What the compiler promises: every output write and the totals, plus the bounds."""
+    kind: str
+    H: int
+    I: int
+    batch: int
+    padded: tuple                     # (Hp, Ip)
+    cycles: int                       # predicted cycle counter at done
+    writes: list                      # PredictedWrite, (cycle, position) order
+    outputs: dict                     # (b, block) -> (slice, addr) of y's vector
+    busy: dict                        # predicted data-instruction issues per slice
+    mm_count: int
+    weight_vectors: int
+    sram_bound: int                   # cycles to read every weight vector once, all MEM slices busy
+    mac_bound: int                    # cycles for every MM with both MXMs busy
+    instructions: dict = field(default_factory=dict)
+
+    @property
+    def bound(self) -> int:
+        return max(self.sram_bound, self.mac_bound)
+
+    @property
+    def efficiency(self) -> float:
+        """bound / cycles (1.0 = the configuration's limit)."""
+        return self.bound / self.cycles
+
+    @property
+    def mxm_utilisation(self) -> float:
+        return self.mm_count / (2 * self.cycles)
+
+    def summary(self) -> dict:
+        return {"kind": self.kind, "H": self.H, "I": self.I, "batch": self.batch,
+                "padded_H": self.padded[0], "padded_I": self.padded[1], "cycles": self.cycles,
+                "sram_bound": self.sram_bound, "mac_bound": self.mac_bound,
+                "efficiency": round(self.efficiency, 4),
+                "ratio_to_sram_bound": round(self.cycles / self.sram_bound, 4),
+                "mxm_utilisation": round(self.mxm_utilisation, 4), "mm_count": self.mm_count,
+                "weight_vectors": self.weight_vectors, "output_writes": len(self.writes),
+                "instructions": self.instructions, "busy": self.busy}
+
+
+def _pad(a, shape):
+    out = np.zeros(shape, np.int64)
+    out[tuple(slice(0, s) for s in np.shape(a))] = a
+    return out
+
+
+def _per_row(rq, n, pad_to):
+    m, s = (np.broadcast_to(np.asarray(v, np.int64), (n,)) for v in rq)
+    return _pad(m, (pad_to,)) + np.r_[np.zeros(n, np.int64), np.ones(pad_to - n, np.int64)], _pad(s, (pad_to,))
+
+
+def padded_spec(spec: FfnSpec, lanes: int) -> FfnSpec:
+    """The FFN the hardware computes: H and I rounded up to whole blocks, zero weights,
+    zero biases and identity requantisation (multiplier 1, shift 0) in the padding."""
+    Hp, Ip = -(-spec.H // lanes) * lanes, -(-spec.I // lanes) * lanes
+    kw = dict(kind=spec.kind, W1=_pad(spec.W1, (Ip, Hp)), W2=_pad(spec.W2, (Hp, Ip)), table=spec.table,
+              rq1=_per_row(spec.rq1, spec.I, Ip), rq2=_per_row(spec.rq2, spec.H, Hp),
+              x_scale=spec.x_scale, out_scale=spec.out_scale)
+    if spec.kind == "swiglu":
+        kw.update(W3=_pad(spec.W3, (Ip, Hp)), rq3=_per_row(spec.rq3, spec.I, Ip), rq_mul=spec.rq_mul)
+    else:
+        kw.update(b1=_pad(spec.b1, (Ip,)), b2=_pad(spec.b2, (Hp,)))
+    return FfnSpec(**kw)
+
+
+class _Ffn:
+    """One compilation (state of the placement)."""
+
+    def __init__(self, cfg: TileConfig, spec: FfnSpec, x):
+        self.cfg, self.spec = cfg, spec
+        L = cfg.lanes
+        x = np.asarray(x)
+        if x.ndim == 1:
+            x = x[None, :]
+        if x.ndim != 2 or x.shape[1] != spec.H:
+            raise CompileError(f"x has shape {np.shape(x)}; the FFN has H = {spec.H}, so x must be "
+                               f"({spec.H},) or (batch, {spec.H})")
+        if x.shape[0] < 1:
+            raise CompileError("the batch is empty")
+        self.B = B = x.shape[0]
+        self.p = padded_spec(spec, L)
+        self.Hp, self.Ip = self.p.H, self.p.I
+        self.KH, self.KI = self.Hp // L, self.Ip // L
+        self.x = _pad(x, (B, self.Hp))
+        # Rows per cycle: the most MEM slices whose count divides the lanes, one stream each,
+        # leaving stream n for x/h.
+        self.n = max(d for d in range(1, min(cfg.mem_slices, cfg.streams - 1) + 1) if L % d == 0)
+        self.chunks = L // self.n
+        self.lx_stream = self.n
+        self.res = Reservations(cfg)
+        self.timed: dict[str, list[tuple[int, Instr]]] = {n: [] for n in cfg.slice_names}
+        self.memory = {n: np.zeros((cfg.mem_depth, L), np.uint8) for n in cfg.mem_names}
+        self.next_free = {n: 0 for n in cfg.mem_names}
+        self.params = Program(cfg).vxm_params.copy()
+        self.n_params = 0
+        self.slot_ready = {s: {} for s in SIDES}
+        self.loader_free = {s: 0 for s in SIDES}   # first cycle a new LW may issue
+        self.last_mm = {s: -1 for s in SIDES}
+        self.mm_count = 0
+        self.writes: list[PredictedWrite] = []
+        self.outputs = {}
+        self._check_capacity()
+
+    # ---- geometry ----------------------------------------------------------------------
+    def pos(self, name):
+        return self.cfg.position(name)
+
+    def hemi(self, side):
+        return "W" if side == "MXM_W" else "E"
+
+    def in_dir(self, side):
+        """Direction of the streams flowing into the MXM on ``side``."""
+        return WEST if side == "MXM_W" else EAST
+
+    def mem(self, side, j):
+        return f"MEM_{self.hemi(side)}{j}"
+
+    def emit(self, name, cycle, instr):
+        self.timed[name].append((cycle, instr))
+
+    # ---- capacity -----------------------------------------------------------------------
+    def _jobs_per_side(self):
+        KH, KI = self.KH, self.KI
+        w2 = [(KH + 1) // 2 * KI, KH // 2 * KI]
+        if self.spec.kind == "swiglu":
+            return [KI * KH + w2[0], KI * KH + w2[1]]
+        return [(KI + 1) // 2 * KH + w2[0], KI // 2 * KH + w2[1]]
+
+    def _check_capacity(self):
+        cfg, B, L = self.cfg, self.B, self.cfg.lanes
+        jobs = self._jobs_per_side()
+        rows_needed = max(jobs) * self.chunks + B * self.KH + B * self.KH
+        if rows_needed > cfg.mem_depth:
+            mats = 3 if self.spec.kind == "swiglu" else 2
+            need = mats * self.Hp * self.Ip + 2 * B * self.Hp * 2
+            have = self.n * 2 * cfg.mem_depth * L
+            raise CompileError(
+                f"the FFN does not fit the tile's SRAM: its {mats} weight matrices ({self.Hp}x{self.Ip} after "
+                f"padding to {L}-lane blocks) plus x and y need {need} bytes ({rows_needed} rows in each of "
+                f"the {self.n} weight slices per hemisphere), the {2 * self.n} weight slices hold {have} bytes "
+                f"({cfg.mem_depth} rows each)")
+        slots = B * (self.KH + self.KI)
+        if slots > cfg.mxm_xbuf_depth:
+            raise CompileError(f"x and h need {slots} x slots per MXM (batch {B} x ({self.KH} + {self.KI}) blocks); "
+                               f"an MXM has {cfg.mxm_xbuf_depth}")
+        accs = B * (1 + (self.KH + 1) // 2)
+        if accs > cfg.mxm_acc_depth:
+            raise CompileError(f"the schedule needs {accs} accumulator rows per MXM (batch {B} x "
+                               f"{1 + (self.KH + 1) // 2}); an MXM has {cfg.mxm_acc_depth}")
+        if self.KI + self.KH > cfg.vxm_param_depth:
+            raise CompileError(f"the VXM needs {self.KI + self.KH} parameter entries (one per output block); "
+                               f"it has {cfg.vxm_param_depth}")
+        if B * self.KH > DELAY_MAX:
+            pass
+
+    # ---- placement ----------------------------------------------------------------------
+    def place_x(self):
+        """Copy x into both MXMs' x slots: slot ``k*B + b`` holds block k of column b."""
+        B = self.B
+        for side in SIDES:
+            src = self.mem(side, 0)
+            base = self.alloc(src, B * self.KH)
+            for k in range(self.KH):
+                for b in range(B):
+                    slot, addr = k * B + b, base + k * B + b
+                    self.memory[src][addr] = self.x[b, k * self.cfg.lanes:(k + 1) * self.cfg.lanes] & 0xFF
+                    d = self.in_dir(side)
+                    dist = abs(self.pos(src) - self.pos(side))
+                    t = 0
+                    while not (self.res.slot_free(src, t)
+                               and self.res.slot_free(side, t + READ_LATENCY + dist)
+                               and self.res.stream_free(d, self.lx_stream, self.pos(src), self.pos(side),
+                                                        t + READ_LATENCY)):
+                        t += 1
+                    who = f"x[{b}] block {k} -> {side} slot {slot}"
+                    self.res.take_slot(src, t, who)
+                    self.res.take_slot(side, t + READ_LATENCY + dist, who)
+                    self.res.take_stream(d, self.lx_stream, self.pos(src), self.pos(side), t + READ_LATENCY, who)
+                    self.emit(src, t, Instr.read(self.lx_stream, d, addr))
+                    self.emit(side, t + READ_LATENCY + dist, Instr.lx(self.lx_stream, d, slot))
+                    self.slot_ready[side][slot] = t + READ_LATENCY + dist + 1
+
+    def alloc(self, name, rows):
+        a = self.next_free[name]
+        self.next_free[name] += rows
+        assert self.next_free[name] <= self.cfg.mem_depth, "capacity was checked"
+        return a
+
+    def new_param(self, **fields):
+        e = self.n_params
+        self.n_params += 1
+        for f, v in fields.items():
+            self.params[e, :, VXM_FIELDS.index(f)] = v
+        return e
+
+    def _window_ok(self, side, t_s):
+        """Can the n weight slices of ``side``'s hemisphere feed a block starting on ``t_s``?"""
+        d = self.in_dir(side)
+        for c in range(self.chunks):
+            for j in range(self.n):
+                m = self.mem(side, j)
+                dist = abs(self.pos(m) - self.pos(side))
+                r = t_s + c - READ_LATENCY - dist
+                if not (self.res.slot_free(m, r)
+                        and self.res.stream_free(d, j, self.pos(m), self.pos(side), r + READ_LATENCY)):
+                    return False
+        return True
+
+    def _take_window(self, side, t_s, block, who):
+        d, L = self.in_dir(side), self.cfg.lanes
+        for c in range(self.chunks):
+            for j in range(self.n):
+                m = self.mem(side, j)
+                dist = abs(self.pos(m) - self.pos(side))
+                r = t_s + c - READ_LATENCY - dist
+                addr = self.alloc(m, 1)
+                self.memory[m][addr] = np.asarray(block[c * self.n + j], np.int64) & 0xFF
+                self.res.take_slot(m, r, who)
+                self.res.take_stream(d, j, self.pos(m), self.pos(side), r + READ_LATENCY, who)
+                self.emit(m, r, Instr.read(j, d, addr))
+
+    def place_blocks(self, sides, blocks, mms, on_emit, label):
+        """Load ``blocks[i]`` into ``sides[i]`` (lockstep when two) and issue its MMs.
+
+        ``mms`` is a list of (slot, acc, flags) for every MXM alike; ``on_emit(t, b)``
+        places what follows an EMIT on cycle t for MM number b and returns False if it
+        cannot on that cycle."""
+        ch = self.chunks
+        t_s = max(max(self.loader_free[s], self.last_mm[s] + 1 - ch) for s in sides)
+        while True:
+            if all(self._window_ok(s, t_s) for s in sides):
+                lw_slot = max(self.loader_free[s] for s in sides)
+                lw_slot = max(lw_slot, t_s - DELAY_MAX)
+                while lw_slot <= t_s and not all(self.res.slot_free(s, lw_slot) for s in sides):
+                    lw_slot += 1
+                if lw_slot <= t_s:
+                    break
+            t_s += 1
+        swap = t_s + ch
+        for s, blk in zip(sides, blocks):
+            who = f"{label} on {s}"
+            self._take_window(s, t_s, blk, who)
+            self.res.take_slot(s, lw_slot, who + " LW")
+            self.emit(s, lw_slot, Instr.lw(0, self.in_dir(s), self.n, t_s - lw_slot))
+            self.loader_free[s] = swap
+        # MMs: after the swap, leaving the swap cycle itself for the next block's LW.
+        t = swap + 1
+        for b, (slot, acc, flags) in enumerate(mms):
+            while True:
+                ok = all(self.res.slot_free(s, t) and self.slot_ready[s].get(slot, 1 << 62) <= t
+                         for s in sides)
+                if ok and flags & MMFlag.EMIT:
+                    ok = all(self._emit_free(s, t) for s in sides) and on_emit(t, b, dry=True)
+                if ok:
+                    break
+                t += 1
+            for s in sides:
+                who = f"{label} MM {b} on {s}"
+                self.res.take_slot(s, t, who)
+                out = 0
+                self.emit(s, t, Instr.mm(0, self.in_dir(s), acc=acc, slot=slot, out=out, flags=flags))
+                if flags & MMFlag.EMIT:
+                    self._take_emit(s, t, who)
+                self.last_mm[s] = t
+                self.mm_count += 1
+            if flags & MMFlag.EMIT:
+                on_emit(t, b, dry=False)
+            t += 1
+
+    def _emit_free(self, side, t):
+        out_dir = EAST if side == "MXM_W" else WEST
+        v = self.cfg.vxm_position
+        return all(self.res.stream_free(out_dir, pl, self.pos(side), v, t + MXM_LATENCY)
+                   for pl in range(INT32_PLANES))
+
+    def _take_emit(self, side, t, who):
+        out_dir = EAST if side == "MXM_W" else WEST
+        for pl in range(INT32_PLANES):
+            self.res.take_stream(out_dir, pl, self.pos(side), self.cfg.vxm_position, t + MXM_LATENCY, who)
+
+    def vop_cycle(self, side, t_mm):
+        return t_mm + MXM_LATENCY + abs(self.cfg.vxm_position - self.pos(side))
+
+    # ---- what follows an EMIT ----------------------------------------------------------
+    def h_to_mxms(self, t_vop, slot, dry, who):
+        """VOP result (h) driven both ways on the x stream into both MXMs' slot ``slot``."""
+        v, s = self.cfg.vxm_position, self.lx_stream
+        arrive = {side: t_vop + VXM_LATENCY + abs(v - self.pos(side)) for side in SIDES}
+        dirs = {"MXM_W": WEST, "MXM_E": EAST}
+        ok = all(self.res.slot_free(side, arrive[side])
+                 and self.res.stream_free(dirs[side], s, v, self.pos(side), t_vop + VXM_LATENCY)
+                 for side in SIDES)
+        if dry or not ok:
+            return ok
+        for side in SIDES:
+            self.res.take_slot(side, arrive[side], who + f" LX {side}")
+            self.res.take_stream(dirs[side], s, v, self.pos(side), t_vop + VXM_LATENCY, who)
+            self.emit(side, arrive[side], Instr.lx(s, dirs[side], slot))
+            self.slot_ready[side][slot] = arrive[side] + 1
+        return True
+
+    def y_to_mem(self, t_vop, dry, who):
+        """VOP result (y) to the nearest MEM slice with a free write slot; returns
+        (flags, slice, cycle) or None."""
+        v, s = self.cfg.vxm_position, self.lx_stream
+        for k in range(self.cfg.mem_slices):
+            for hemi, d, flag in (("E", EAST, VopFlag.OUT_E), ("W", WEST, VopFlag.OUT_W)):
+                m = f"MEM_{hemi}{k}"
+                t_w = t_vop + VXM_LATENCY + abs(v - self.pos(m))
+                if (self.res.slot_free(m, t_w) and self.next_free[m] < self.cfg.mem_depth
+                        and self.res.stream_free(d, s, v, self.pos(m), t_vop + VXM_LATENCY)):
+                    if not dry:
+                        self.res.take_slot(m, t_w, who + " WRITE")
+                        self.res.take_stream(d, s, v, self.pos(m), t_vop + VXM_LATENCY, who)
+                    return flag, m, t_w, d
+        return None
+
+    def place_vop(self, t_vop, dir_a, param, flags, who):
+        self.res.take_slot("VXM", t_vop, who)
+        self.emit("VXM", t_vop, Instr.vop(0, dir_a, param=param, out=self.lx_stream, flags=flags))
+
+    # ---- the FFN ------------------------------------------------------------------------
+    def compile(self):
+        p, B, L, KH, KI = self.p, self.B, self.cfg.lanes, self.KH, self.KI
+        self.place_x()
+
+        def blk(w, i, k):
+            return w[i * L:(i + 1) * L, k * L:(k + 1) * L]
+
+        def rows(a, i):
+            return a[i * L:(i + 1) * L]
+
+        h_slot = lambda i, b: B * KH + i * B + b   # noqa: E731
+        m1, s1 = p.rq1
+        if p.kind == "swiglu":
+            m3, s3 = p.rq3
+            mc, sc = (np.broadcast_to(np.asarray(v, np.int64), (1,))[0] for v in p.rq_mul)
+            for i in range(KI):
+                e = self.new_param(m_a=rows(m1, i), s_a=rows(s1, i), m_b=rows(m3, i), s_b=rows(s3, i),
+                                   m_c=mc, s_c=sc)
+                for k in range(KH):
+                    self._phase1_block(("MXM_W", "MXM_E"), (blk(p.W1, i, k), blk(p.W3, i, k)), i, k, e,
+                                       VopFlag.TABLE | VopFlag.GATE, h_slot)
+        else:
+            for i in range(KI):
+                side = SIDES[i % 2]
+                e = self.new_param(bias_a=rows(p.b1, i), m_a=rows(m1, i), s_a=rows(s1, i))
+                for k in range(KH):
+                    self._phase1_block((side,), (blk(p.W1, i, k),), i, k, e, VopFlag.TABLE, h_slot)
+        # W2: output blocks j split between the MXMs, swept in h-block order.
+        m2, s2 = p.rq2
+        half = (KH + 1) // 2
+        params = {j: self.new_param(bias_a=rows(p.b2, j) if p.kind == "classic" else 0,
+                                    m_a=rows(m2, j), s_a=rows(s2, j)) for j in range(KH)}
+        sides_of = {j: ("MXM_W" if j < half else "MXM_E", j if j < half else j - half) for j in range(KH)}
+        order = [(i, jl) for i in range(KI) for jl in range(half)]
+        for i, jl in order:
+            for side, j in (("MXM_W", jl), ("MXM_E", half + jl)):
+                if j >= KH:
+                    continue
+                self._phase2_block(side, blk(p.W2, j, i), i, j, sides_of[j][1], params[j], h_slot)
+        return self
+
+    def _phase1_block(self, sides, blocks, i, k, e, vflags, h_slot):
+        B, KH = self.B, self.KH
+        flags = MMFlag.XBUF | (MMFlag.ACC if k else 0) | (MMFlag.EMIT if k == KH - 1 else 0)
+        mms = [(k * B + b, b, flags) for b in range(B)]
+        dir_a = EAST if sides[0] == "MXM_W" else WEST
+
+        def on_emit(t, b, dry):
+            t_v = self.vop_cycle(sides[0], t)
+            who = f"h block {i} col {b}"
+            if not self.res.slot_free("VXM", t_v):
+                return False
+            if not self.h_to_mxms(t_v, h_slot(i, b), dry, who):
+                return False
+            if not dry:
+                self.place_vop(t_v, dir_a, e, vflags | VopFlag.OUT_E | VopFlag.OUT_W, who)
+            return True
+
+        self.place_blocks(sides, blocks, mms, on_emit, f"W1/W3 block ({i},{k})")
+
+    def _phase2_block(self, side, block, i, j, jl, e, h_slot):
+        B, KI = self.B, self.KI
+        flags = MMFlag.XBUF | (MMFlag.ACC if i else 0) | (MMFlag.EMIT if i == KI - 1 else 0)
+        mms = [(h_slot(i, b), B + jl * B + b, flags) for b in range(B)]
+        dir_a = EAST if side == "MXM_W" else WEST
+
+        def on_emit(t, b, dry):
+            t_v = self.vop_cycle(side, t)
+            who = f"y block {j} col {b}"
+            if not self.res.slot_free("VXM", t_v):
+                return False
+            got = self.y_to_mem(t_v, dry, who)
+            if got is None:
+                return False
+            if not dry:
+                flag, m, t_w, d = got
+                self.place_vop(t_v, dir_a, e, flag, who)
+                addr = self.alloc(m, 1)
+                self.emit(m, t_w, Instr.write(self.lx_stream, d, addr))
+                self.outputs[(b, j)] = (m, addr, t_w)
+            return True
+
+        self.place_blocks((side,), (block,), mms, on_emit, f"W2 block ({j},{i})")
+
+    # ---- lowering ------------------------------------------------------------------------
+    def program(self) -> Program:
+        queues = {name: lower(entries) for name, entries in self.timed.items()}
+        prog = Program(self.cfg, queues, self.memory, vxm_params=self.params, table=self.p.table)
+        for name, q in prog.queues.items():
+            if len(q) + 1 > self.cfg.iq_depth:
+                raise CompileError(f"the schedule needs {len(q) + 1} instructions in {name}'s queue; "
+                                   f"it holds {self.cfg.iq_depth} (use a larger iq_depth or a smaller FFN)")
+        return prog.validate()
+
+
+def lower(entries: list[tuple[int, Instr]]) -> list[Instr]:
+    """Timed instructions of one queue -> instruction list: runs that differ only in
+    address by a constant stride at a constant spacing become one REPEAT, gaps NOPs."""
+    entries = sorted(entries, key=lambda e: e[0])
+    q, now, i = [], 0, 0
+    while i < len(entries):
+        c0, ins = entries[i]
+        assert c0 >= now, "two instructions on one cycle"
+        gap = c0 - now
+        while gap > 0:
+            q.append(Instr.nop(min(gap, COUNT_MAX)))
+            gap -= min(gap, COUNT_MAX)
+        q.append(ins)
+        now = c0 + 1
+        j = i + 1
+        if j < len(entries):
+            c1, nxt = entries[j]
+            d, stride = c1 - c0, nxt.addr - ins.addr
+            same = lambda a, b: (a.op, a.stream, a.dir, a.count, a.delay, a.aux) == \
+                (b.op, b.stream, b.dir, b.count, b.delay, b.aux)  # noqa: E731
+            if 1 <= d <= DELAY_MAX and STRIDE_MIN <= stride <= STRIDE_MAX and same(ins, nxt):
+                n = 0
+                while (j + n < len(entries) and n < COUNT_MAX and same(ins, entries[j + n][1])
+                       and entries[j + n][0] == c0 + (n + 1) * d
+                       and entries[j + n][1].addr == ins.addr + (n + 1) * stride):
+                    n += 1
+                q.append(Instr.repeat(n, d, stride))
+                now = c0 + 1 + n * d
+                j += n
+        i = j
+    return q
+
+
+def compile_ffn(spec: FfnSpec, x, cfg: TileConfig | None = None) -> tuple[Program, Manifest]:
+    """Compile a quantised FFN applied to int8 input ``x`` ((H,) or (batch, H)).
+
+    Returns the program (queues, memory images, VXM parameters and table) and the
+    :class:`Manifest` with the predicted cycle and value of every output write."""
+    cfg = cfg or TileConfig.default()
+    if not isinstance(spec, FfnSpec):
+        raise CompileError(f"spec must be a numerics.FfnSpec, got {type(spec).__name__}")
+    try:
+        c = _Ffn(cfg, spec, np.asarray(x)).compile()
+        y = ffn_int(c.p, c.x)
+    except NumericsError as e:
+        raise CompileError(str(e)) from None
+    prog = c.program()
+    writes = []
+    for (b, j), (m, addr, t_w) in c.outputs.items():
+        vec = tuple(int(v) & 0xFF for v in y[b, j * cfg.lanes:(j + 1) * cfg.lanes])
+        writes.append(PredictedWrite(t_w, m, addr, vec, j))
+    writes.sort(key=lambda w: (w.cycle, cfg.position(w.slice)))
+    mats = 3 if spec.kind == "swiglu" else 2
+    weight_vectors = mats * c.Hp * c.Ip // cfg.lanes
+    man = Manifest(
+        kind=spec.kind, H=spec.H, I=spec.I, batch=c.B, padded=(c.Hp, c.Ip), cycles=c.res.done_cycles(),
+        writes=writes, outputs={k: v[:2] for k, v in c.outputs.items()}, busy=c.res.busy(),
+        mm_count=c.mm_count, weight_vectors=weight_vectors,
+        sram_bound=math.ceil(weight_vectors / (2 * cfg.mem_slices)),
+        mac_bound=math.ceil(mats * c.KH * c.KI * c.B / 2),
+        instructions={n: len(q) + 1 for n, q in prog.queues.items() if q})
+    return prog, man
+
+
+def output_matrix(manifest: Manifest, memory: dict, lanes: int, H: int) -> np.ndarray:
+    """Gather y (batch, H) int8 from final MEM contents using the manifest's locations."""
+    out = np.zeros((manifest.batch, manifest.padded[0]), np.int64)
+    for (b, j), (m, addr) in manifest.outputs.items():
+        out[b, j * lanes:(j + 1) * lanes] = np.asarray(memory[m][addr], np.uint8).astype(np.int8)
+    return out[:, :H].astype(np.int8)
