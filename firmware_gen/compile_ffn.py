@@ -120,11 +120,10 @@ class _Ffn:
         self.cfg, self.spec = cfg, spec
         L = cfg.lanes
         x = np.asarray(x)
-        if x.ndim == 1:
-            x = x[None, :]
-        if x.ndim != 2 or x.shape[1] != spec.H:
+        if x.ndim not in (1, 2) or x.shape[-1] != spec.H:
             raise CompileError(f"x has shape {np.shape(x)}; the FFN has H = {spec.H}, so x must be "
                                f"({spec.H},) or (batch, {spec.H})")
+        x = x.reshape(-1, spec.H)
         if x.shape[0] < 1:
             raise CompileError("the batch is empty")
         self.B = B = x.shape[0]
@@ -182,13 +181,11 @@ class _Ffn:
         rows_needed = max(jobs) * self.chunks + B * self.KH + B * self.KH
         if rows_needed > cfg.mem_depth:
             mats = 3 if self.spec.kind == "swiglu" else 2
-            need = mats * self.Hp * self.Ip + 2 * B * self.Hp * 2
-            have = self.n * 2 * cfg.mem_depth * L
             raise CompileError(
                 f"the FFN does not fit the tile's SRAM: its {mats} weight matrices ({self.Hp}x{self.Ip} after "
-                f"padding to {L}-lane blocks) plus x and y need {need} bytes ({rows_needed} rows in each of "
-                f"the {self.n} weight slices per hemisphere), the {2 * self.n} weight slices hold {have} bytes "
-                f"({cfg.mem_depth} rows each)")
+                f"padding to {L}-lane blocks), x and y need {rows_needed} rows in each of the {self.n} weight "
+                f"slices per hemisphere ({2 * self.n * rows_needed * L} bytes in all); a MEM slice holds "
+                f"{cfg.mem_depth} rows ({2 * self.n * cfg.mem_depth * L} bytes in those slices)")
         slots = B * (self.KH + self.KI)
         if slots > cfg.mxm_xbuf_depth:
             raise CompileError(f"x and h need {slots} x slots per MXM (batch {B} x ({self.KH} + {self.KI}) blocks); "
@@ -200,8 +197,6 @@ class _Ffn:
         if self.KI + self.KH > cfg.vxm_param_depth:
             raise CompileError(f"the VXM needs {self.KI + self.KH} parameter entries (one per output block); "
                                f"it has {cfg.vxm_param_depth}")
-        if B * self.KH > DELAY_MAX:
-            pass
 
     # ---- placement ----------------------------------------------------------------------
     def place_x(self):
@@ -535,3 +530,39 @@ def output_matrix(manifest: Manifest, memory: dict, lanes: int, H: int) -> np.nd
     for (b, j), (m, addr) in manifest.outputs.items():
         out[b, j * lanes:(j + 1) * lanes] = np.asarray(memory[m][addr], np.uint8).astype(np.int8)
     return out[:, :H].astype(np.int8)
+
+
+@dataclass
+class Example:
+    """A random float FFN, its quantised form and int8 input, for demos, tests and benches."""
+    spec: FfnSpec
+    x_int8: np.ndarray
+    y_float: np.ndarray
+    activation: str
+
+    def error_vs_float(self, y_int8) -> dict:
+        from .numerics import error_report
+        return error_report(y_int8, self.spec.out_scale, self.y_float)
+
+
+def example_ffn(kind: str = "swiglu", H: int = 64, I: int = 128, batch: int = 1, seed: int = 0,
+                activation: str | None = None) -> Example:
+    """Gaussian weights (std 1/sqrt(fan-in)) and inputs, quantised by ``FfnSpec.from_float``
+    with the input itself as the calibration batch."""
+    from .numerics import KINDS, ffn_float, quantise_activations
+    if kind not in KINDS:
+        raise CompileError(f"unknown FFN kind {kind!r}; choose one of {', '.join(KINDS)}")
+    for name, v in (("H", H), ("I", I), ("batch", batch)):
+        if not isinstance(v, (int, np.integer)) or v < 1:
+            raise CompileError(f"{name} must be a positive integer, got {v!r}")
+    activation = activation or ("silu" if kind == "swiglu" else "gelu")
+    rng = np.random.default_rng(seed)
+    W1 = rng.normal(size=(I, H)) / math.sqrt(H)
+    W2 = rng.normal(size=(H, I)) / math.sqrt(I)
+    W3 = rng.normal(size=(I, H)) / math.sqrt(H) if kind == "swiglu" else None
+    b1 = rng.normal(size=I) * 0.1 if kind == "classic" else None
+    b2 = rng.normal(size=H) * 0.1 if kind == "classic" else None
+    x = rng.normal(size=(batch, H))
+    spec = FfnSpec.from_float(kind, W1, W2, W3, b1, b2, x_calibration=x, activation=activation)
+    xq, _ = quantise_activations(x, spec.x_scale)
+    return Example(spec, xq, ffn_float(kind, W1, W2, W3, b1, b2, xq * spec.x_scale, activation), activation)

@@ -1,0 +1,115 @@
+"""The FFN compiler against the golden models, without a simulator: the architectural
+model runs the compiled program; its output must equal the integer FFN bit for bit and
+its MEM writes must happen exactly where and when the compiler predicted."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from firmware_gen import TileConfig, archmodel
+from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn, lower, output_matrix
+from firmware_gen.isa import Instr, Op
+from firmware_gen.numerics import FfnSpec, NumericsError, ffn_int
+
+
+def check_compiled(cfg, ex):
+    prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
+    gold = archmodel.run(prog)
+    y = output_matrix(man, gold.memory, cfg.lanes, ex.spec.H)
+    assert np.array_equal(y, ffn_int(ex.spec, ex.x_int8)), "golden model output != integer FFN"
+    assert [e.as_tuple() for e in gold.events] == [(w.cycle, w.slice, w.addr, w.data) for w in man.writes]
+    assert gold.cycles == man.cycles
+    assert gold.busy == man.busy
+    assert sum(gold.mm_count.values()) == man.mm_count
+    return prog, man, y
+
+
+@pytest.mark.parametrize("kind", ["swiglu", "classic"])
+@pytest.mark.parametrize("preset, H, I, batch", [
+    ("tiny", 4, 4, 1), ("tiny", 4, 8, 1), ("tiny", 5, 7, 1), ("tiny", 6, 10, 3), ("tiny", 8, 12, 4),
+    ("default", 16, 16, 1), ("default", 17, 33, 1), ("default", 48, 80, 2), ("default", 64, 128, 1),
+    ("default", 32, 64, 16),
+])
+def test_ffn_bit_and_cycle_exact_on_the_golden_model(kind, preset, H, I, batch):
+    cfg = TileConfig.preset(preset)
+    ex = example_ffn(kind, H, I, batch, seed=H * 31 + I)
+    _, man, y = check_compiled(cfg, ex)
+    assert len(man.writes) == batch * -(-H // cfg.lanes)
+    err = ex.error_vs_float(y)
+    assert err["cosine"] > 0.9, err
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_seeds_and_activations(seed):
+    cfg = TileConfig.tiny()
+    for act in ("silu", "gelu", "relu", "identity"):
+        check_compiled(cfg, example_ffn("classic", 7, 9, 2, seed=seed, activation=act))
+
+
+def test_padding_is_invisible():
+    """The padded lanes of the last output block come out as 0 and the rest equals the
+    unpadded FFN."""
+    cfg = TileConfig.tiny()
+    ex = example_ffn("swiglu", 5, 6, 2, seed=4)
+    prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
+    gold = archmodel.run(prog)
+    full = output_matrix(man, gold.memory, cfg.lanes, man.padded[0])
+    assert not full[:, 5:].any()
+
+
+def test_decode_is_close_to_the_sram_bound():
+    cfg = TileConfig.default()
+    ex = example_ffn("swiglu", 64, 128, 1)
+    _, man = compile_ffn(ex.spec, ex.x_int8, cfg)
+    assert man.sram_bound == 3 * 64 * 128 // cfg.lanes // (2 * cfg.mem_slices)
+    assert man.cycles <= 1.15 * man.sram_bound, man.summary()
+
+
+def test_lower_makes_repeats_and_nops():
+    r = Instr.read(0, 0, 5)
+    entries = [(3, r), (4, Instr.read(0, 0, 6)), (5, Instr.read(0, 0, 7)), (9, Instr.read(0, 0, 3))]
+    q = lower(entries)
+    assert [str(i) for i in q] == ["NOP 3", "READ E0, 5", "REPEAT 2, 1, +1", "NOP 3", "READ E0, 3"]
+    assert archmodel.expand(q)[0] == [(c, i) for c, i in entries]
+
+
+def test_weights_that_do_not_fit_name_bytes_and_limit():
+    cfg = TileConfig.tiny()
+    ex = example_ffn("swiglu", 32, 64, 1)
+    with pytest.raises(CompileError, match=r"does not fit the tile's SRAM: .* need \d+ rows .* \(\d+ bytes in all\); a MEM slice holds 64 rows"):
+        compile_ffn(ex.spec, ex.x_int8, cfg)
+
+
+def test_other_limits_are_named():
+    cfg = dataclasses.replace(TileConfig.tiny(), mem_depth=1024)
+    with pytest.raises(CompileError, match=r"x slots per MXM .* an MXM has 64"):
+        ex = example_ffn("classic", 8, 8, 20)
+        compile_ffn(ex.spec, ex.x_int8, cfg)
+    ex = example_ffn("classic", 8, 8, 1)
+    with pytest.raises(CompileError, match=r"x has shape \(9,\); the FFN has H = 8"):
+        compile_ffn(ex.spec, np.zeros(9, np.int8), cfg)
+    with pytest.raises(CompileError, match="unknown FFN kind 'moe'"):
+        example_ffn("moe")
+
+
+def test_bad_specs_are_named():
+    ex = example_ffn("swiglu", 8, 8, 1)
+    s = ex.spec
+    with pytest.raises(NumericsError, match="activation table has 255 entries; it must have 256"):
+        FfnSpec("swiglu", s.W1, s.W2, s.table[:255], s.rq1, s.rq2, W3=s.W3, rq3=s.rq3, rq_mul=s.rq_mul)
+    with pytest.raises(NumericsError, match=r"multiplier"):
+        FfnSpec("swiglu", s.W1, s.W2, s.table, (0, 3), s.rq2, W3=s.W3, rq3=s.rq3, rq_mul=s.rq_mul)
+    with pytest.raises(NumericsError, match=r"W2"):
+        FfnSpec("swiglu", s.W1, s.W2[:, :5], s.table, s.rq1, s.rq2, W3=s.W3, rq3=s.rq3, rq_mul=s.rq_mul)
+
+
+def test_program_round_trips_through_json():
+    from firmware_gen.program import Program
+    cfg = TileConfig.tiny()
+    ex = example_ffn("classic", 6, 6, 2)
+    prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
+    again = Program.from_json(prog.to_json())
+    assert [e.as_tuple() for e in archmodel.run(again).events] == \
+        [(w.cycle, w.slice, w.addr, w.data) for w in man.writes]
+    assert any(i.op == Op.VOP for i in again.queues["VXM"])
