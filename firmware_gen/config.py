@@ -60,7 +60,7 @@ class TileConfig:
     streams: int = 8
     mem_slices: int = 4
     mem_depth: int = 2048
-    iq_depth: int = 256
+    iq_depth: int = 2048
     trace_depth: int = 256
     mxm_acc_depth: int = 128
     mxm_xbuf_depth: int = 512
