@@ -3,7 +3,8 @@
 It executes the same binary images as the hardware, cycle by cycle: each instruction
 queue issues exactly as the ICU does (``isa.py`` gives the rules), MEM slices read and
 write their SRAM, the MXMs load weights, multiply and accumulate, the VXM runs its
-requantise/table/gate chain (``numerics.py`` arithmetic), and the east/west stream
+requantise/table/gate chain (``numerics.py`` arithmetic), the SXMs move lanes
+(:func:`sxm_apply`), and the east/west stream
 registers advance one position per cycle.
 The result is the trace of every MEM write (cycle, slice, address, value), the final
 memories and the cycle count at which the tile reports done.
@@ -17,8 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .hostmap import VXM_FIELDS
-from .isa import (DATA_OPS, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, VXM_LATENCY, WEST, Instr,
-                  MMFlag, Op, VopFlag)
+from .isa import (DATA_OPS, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY, VXM_LATENCY, WEST,
+                  Instr, MMFlag, Op, SxmFlag, VopFlag)
 from .numerics import add_int32, requantise
 from .program import Program
 
@@ -123,12 +124,43 @@ class _Mxm:
             self.loader = None
 
 
+def sxm_apply(ins: Instr, x, aux_vec=None, buf=None) -> np.ndarray:
+    """The lane mapping of one SXM instruction (uint8 vectors in, uint8 vector out).
+
+    * ``SHIFT k``: ``y[i] = x[i - k]`` (``DOWN``: ``x[i + k]``), 0 where that lane does not
+      exist, or the lane taken modulo ``lanes`` with ``ROT``.
+    * ``PERM map=m``: ``y[i] = x[idx[i]]`` where ``idx`` is the vector on stream ``m`` (same
+      direction, same cycle), read as unsigned bytes; an index >= lanes gives 0.
+    * ``DIST k, g``: ``y[i] = x[k + i % g]``: g = 1 broadcasts lane k, a larger g (a power of
+      two dividing lanes, k + g <= lanes) replicates lanes k..k+g-1 across the vector.
+    * ``TRO col``: ``y[i] = buf[i][col]``, column ``col`` of the rows stored by ``TRI``.
+    """
+    x = np.asarray(x, np.uint8)
+    L = len(x)
+    i = np.arange(L)
+    if ins.op == Op.SHIFT:
+        k = ins.operand("k")
+        src = i + k if ins.aux & SxmFlag.DOWN else i - k
+        if ins.aux & SxmFlag.ROT:
+            return x[src % L]
+        return np.where((src >= 0) & (src < L), x[np.clip(src, 0, L - 1)], 0).astype(np.uint8)
+    if ins.op == Op.PERM:
+        idx = np.asarray(aux_vec, np.int64)
+        return np.where(idx < L, x[np.minimum(idx, L - 1)], 0).astype(np.uint8)
+    if ins.op == Op.DIST:
+        return x[ins.operand("k") + i % ins.operand("g")]
+    if ins.op == Op.TRO:
+        return np.asarray(buf, np.uint8)[:, ins.operand("col")].copy()
+    raise ValueError(f"{ins.op.name} is not an SXM mapping")
+
+
 def run(program: Program) -> RunResult:
     cfg = program.config
     program.validate()
     P, S, L = cfg.positions, cfg.streams, cfg.lanes
     mem = {n: program.memory[n].copy() for n in cfg.mem_names}
     mxms = {n: _Mxm(cfg, n) for n in ("MXM_W", "MXM_E")}
+    sxm_buf = {n: np.zeros((L, L), np.uint8) for n in ("SXM_W", "SXM_E")}
     params = {f: program.vxm_params[:, :, i] for i, f in enumerate(VXM_FIELDS)}
     table = program.table.astype(np.int64)
 
@@ -206,6 +238,13 @@ def run(program: Program) -> RunResult:
                 for flag, od in ((VopFlag.OUT_E, EAST), (VopFlag.OUT_W, WEST)):
                     if ins.aux & flag:
                         drive(t + VXM_LATENCY, p, od, ins.operand("out"), out)
+            elif ins.op in (Op.SHIFT, Op.PERM, Op.DIST, Op.TRO):
+                x = tap(ins.dir, ins.stream, p)
+                m = tap(ins.dir, ins.operand("map"), p) if ins.op == Op.PERM else None
+                out = sxm_apply(ins, x, m, sxm_buf[name])
+                for flag, od in ((SxmFlag.OUT_E, EAST), (SxmFlag.OUT_W, WEST)):
+                    if ins.aux & flag:
+                        drive(t + SXM_LATENCY, p, od, ins.operand("out"), out)
         for p, ins in now:
             name = names[p]
             if ins.op == Op.WRITE:
@@ -216,6 +255,8 @@ def run(program: Program) -> RunResult:
                 m = mxms[name]
                 a, new = m.pending_acc
                 m.acc[a], m.acc_ok[a] = new, True
+            elif ins.op == Op.TRI:
+                sxm_buf[name][ins.operand("row")] = tap(ins.dir, ins.stream, p)
             elif ins.op == Op.LX:
                 m = mxms[name]
                 slot = ins.operand("slot")

@@ -47,6 +47,9 @@ hands the instruction to its slice):
 * ``VOP`` (VXM) on issue cycle t takes int32 A from streams ``s..s+3`` (direction dir)
   and, with GATE, int32 B from the same streams in the other direction, and drives the
   int8 result on stream ``out`` on cycle ``t + VXM_LATENCY`` (see firmware_gen/numerics.py).
+* The SXM instructions sample their input stream(s) on the issue cycle t and drive the
+  result on stream ``out`` on cycle ``t + SXM_LATENCY`` (``sxm_apply`` in archmodel.py
+  gives each one's lane mapping); ``TRI`` only stores a row.
 """
 
 from __future__ import annotations
@@ -70,6 +73,11 @@ class Op(enum.IntEnum):
     MM = 6      # MXM: matrix-vector product into an accumulator row
     LX = 7      # MXM: store a stream vector in an x slot
     VOP = 8     # VXM: bias, requantise, table, gate-multiply, requantise, in one pass
+    SHIFT = 9   # SXM: shift or rotate across lanes
+    PERM = 10   # SXM: permute lanes by a map vector from another stream
+    DIST = 11   # SXM: distribute: broadcast one lane or replicate a group of lanes
+    TRI = 12    # SXM: transpose in: store a row of the lanes x lanes transpose buffer
+    TRO = 13    # SXM: transpose out: drive a column of the transpose buffer
 
 
 # (name, lsb, width, signed) -- the one place field positions are written down.
@@ -96,16 +104,18 @@ READ_LATENCY = 1   # READ issue -> value driven onto the stream at the MEM slice
 WRITE_LATENCY = 0  # WRITE issue -> stream sampled (the MEM write event's cycle)
 MXM_LATENCY = 2    # MM issue -> EMIT's accumulator value driven at the MXM
 VXM_LATENCY = 2    # VOP issue -> result driven at the VXM
+SXM_LATENCY = 1    # SHIFT/PERM/DIST/TRO issue -> result driven at the SXM
 INT32_PLANES = 4   # an int32 vector travels as 4 byte-plane streams, plane b on stream s+b
 
 CONTROL_OPS = frozenset({Op.HALT, Op.NOP, Op.REPEAT})
-DATA_OPS = frozenset({Op.READ, Op.WRITE, Op.LW, Op.MM, Op.LX, Op.VOP})
+DATA_OPS = frozenset({Op.READ, Op.WRITE, Op.LW, Op.MM, Op.LX, Op.VOP,
+                      Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO})
 # Which slice kinds execute which opcodes.  Any other opcode at a slice is illegal:
 # the hardware raises its sticky ILLEGAL_OP flag and halts that queue.
 SLICE_OPS = {
     "MEM": CONTROL_OPS | {Op.READ, Op.WRITE},
     "VXM": CONTROL_OPS | {Op.VOP},
-    "SXM": CONTROL_OPS,
+    "SXM": CONTROL_OPS | {Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO},
     "MXM": CONTROL_OPS | {Op.LW, Op.MM, Op.LX},
 }
 
@@ -117,6 +127,11 @@ OPERANDS = {
             "out": ("count", 0, 5)},
     Op.LX: {"slot": ("addr", 0, 20)},
     Op.VOP: {"param": ("addr", 0, 20), "out": ("count", 0, 5)},
+    Op.SHIFT: {"k": ("addr", 0, 10), "out": ("count", 0, 5)},
+    Op.PERM: {"map": ("delay", 0, 5), "out": ("count", 0, 5)},
+    Op.DIST: {"k": ("addr", 0, 10), "g": ("delay", 0, 8), "out": ("count", 0, 5)},
+    Op.TRI: {"row": ("addr", 0, 10)},
+    Op.TRO: {"col": ("addr", 0, 10), "out": ("count", 0, 5)},
 }
 
 
@@ -133,7 +148,15 @@ class VopFlag(enum.IntFlag):
     OUT_W = 8   # drive the result west-flowing (both may be set)
 
 
-FLAGS = {Op.MM: MMFlag, Op.VOP: VopFlag}
+class SxmFlag(enum.IntFlag):
+    ROT = 1     # SHIFT: rotate (lanes leaving one end enter the other) instead of zero fill
+    DOWN = 2    # SHIFT: towards lane 0 (else towards the last lane)
+    OUT_E = 4   # drive the result east-flowing
+    OUT_W = 8   # drive the result west-flowing (both may be set)
+
+
+FLAGS = {Op.MM: MMFlag, Op.VOP: VopFlag, Op.SHIFT: SxmFlag, Op.PERM: SxmFlag, Op.DIST: SxmFlag,
+         Op.TRO: SxmFlag}
 
 
 @dataclass(frozen=True)

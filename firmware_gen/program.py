@@ -155,6 +155,23 @@ class Program:
                  f"VOP reads int32 planes on streams {ins.stream}..{ins.stream + INT32_PLANES - 1}; "
                  f"the tile has {cfg.streams} per direction")
             need(ins.operand("out") < cfg.streams, f"output stream {ins.operand('out')} does not exist")
+        elif ins.op in (Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO):
+            L = cfg.lanes
+            if ins.op != Op.TRI:
+                need(ins.operand("out") < cfg.streams, f"output stream {ins.operand('out')} does not exist")
+            if ins.op == Op.SHIFT:
+                need(ins.operand("k") < L, f"SHIFT by {ins.operand('k')} lanes; it must be below the {L} lanes")
+            elif ins.op == Op.PERM:
+                need(ins.operand("map") < cfg.streams, f"map stream {ins.operand('map')} does not exist")
+            elif ins.op == Op.DIST:
+                k, g = ins.operand("k"), ins.operand("g")
+                need(g >= 1 and g & (g - 1) == 0 and L % g == 0,
+                     f"DIST group g = {g} must be a power of two dividing the {L} lanes")
+                need(k + g <= L, f"DIST takes lanes {k}..{k + g - 1}; the vector has {L}")
+            elif ins.op == Op.TRI:
+                need(ins.operand("row") < L, f"TRI row {ins.operand('row')} is beyond the {L} rows")
+            else:
+                need(ins.operand("col") < L, f"TRO column {ins.operand('col')} is beyond the {L} columns")
 
     # ---- binary images -----------------------------------------------------------
     def images(self) -> dict[str, list[int]]:
