@@ -54,6 +54,24 @@ class TileConfig:
     vxm_param_depth : int
         Entries of the VXM parameter memory (per-lane bias, requantisation multiplier
         and shift for one VOP).
+    links : int
+        Chip-to-chip links of the tile (0: a single tile without C2C slices).  With
+        links, ``C2C_W`` (even links) and ``C2C_E`` (odd links) sit between the SXMs
+        and the MEM slices.
+    link_width : int
+        Data bits per flit (one flit per link per cycle); a vector is
+        ``vector_bits / link_width`` flits.
+    link_latency_min, link_latency_max : int
+        Declared range of a link's wire latency, in the sender's cycles.
+    max_ppm : int
+        Specified clock tolerance: every tile's frequency is within this many ppm of the
+        root tile's.
+    epoch : int
+        HAC epoch in cycles (a power of two): DESKEW waits for an epoch boundary.
+    sync_interval : int
+        Cycles between a parent's HAC updates to its children.
+    rx_depth : int
+        Vectors the receive buffer of each link holds.
     """
 
     lanes: int = 16
@@ -65,6 +83,14 @@ class TileConfig:
     mxm_acc_depth: int = 128
     mxm_xbuf_depth: int = 512
     vxm_param_depth: int = 64
+    links: int = 0
+    link_width: int = 32
+    link_latency_min: int = 2
+    link_latency_max: int = 16
+    max_ppm: int = 1000
+    epoch: int = 1024
+    sync_interval: int = 64
+    rx_depth: int = 8
 
     # Fixed architectural limits (ISA field widths, see firmware_gen/isa.py).
     MAX_STREAMS = 32          # 5-bit stream field
@@ -74,6 +100,7 @@ class TileConfig:
     HOST_WORD = 32            # host interface data width in bits
     MM_INDEX_BITS = 10        # MM's acc and slot operands (firmware_gen/isa.py)
     INT32_PLANES = 4          # byte-plane streams per int32 vector
+    MAX_LINKS = 7             # C2C links per tile (all-to-all tray of 8)
 
     def __post_init__(self):
         def need(cond, msg):
@@ -81,7 +108,8 @@ class TileConfig:
                 raise ConfigError(msg)
 
         for name in ("lanes", "streams", "mem_slices", "mem_depth", "iq_depth", "trace_depth",
-                     "mxm_acc_depth", "mxm_xbuf_depth", "vxm_param_depth"):
+                     "mxm_acc_depth", "mxm_xbuf_depth", "vxm_param_depth", "links", "link_width",
+                     "link_latency_min", "link_latency_max", "max_ppm", "epoch", "sync_interval", "rx_depth"):
             v = getattr(self, name)
             need(isinstance(v, int) and not isinstance(v, bool),
                  f"{name} must be an integer, got {v!r}")
@@ -104,6 +132,19 @@ class TileConfig:
                  f"{name} must be a power of two in 2..{1 << self.MM_INDEX_BITS} (MM's operand field), got {v}")
         need(_is_pow2(self.vxm_param_depth) and 2 <= self.vxm_param_depth <= 4096,
              f"vxm_param_depth must be a power of two in 2..4096, got {self.vxm_param_depth}")
+        need(0 <= self.links <= self.MAX_LINKS, f"links must be in 0..{self.MAX_LINKS}, got {self.links}")
+        need(self.link_width >= 8 and self.vector_bits % self.link_width == 0,
+             f"link_width must be at least 8 and divide the {self.vector_bits}-bit vector, got {self.link_width}")
+        need(1 <= self.link_latency_min <= self.link_latency_max <= 255,
+             f"link latency range must satisfy 1 <= min <= max <= 255, got "
+             f"{self.link_latency_min}..{self.link_latency_max}")
+        need(0 <= self.max_ppm <= 100_000, f"max_ppm must be in 0..100000, got {self.max_ppm}")
+        need(_is_pow2(self.epoch) and 64 <= self.epoch <= 1 << 16,
+             f"epoch must be a power of two in 64..65536 cycles, got {self.epoch}")
+        need(8 <= self.sync_interval <= self.epoch,
+             f"sync_interval must be in 8..epoch ({self.epoch}) cycles, got {self.sync_interval}")
+        need(_is_pow2(self.rx_depth) and 2 <= self.rx_depth <= 256,
+             f"rx_depth must be a power of two in 2..256 vectors, got {self.rx_depth}")
         need(self.streams >= self.INT32_PLANES,
              f"streams per direction must be at least {self.INT32_PLANES} (an int32 vector travels "
              f"as {self.INT32_PLANES} byte-plane streams), got {self.streams}")
@@ -136,20 +177,36 @@ class TileConfig:
 
     # ---- derived sizes -------------------------------------------------------------
     @property
+    def c2c(self) -> int:
+        """C2C slices per hemisphere (1 with links, else 0)."""
+        return 1 if self.links else 0
+
+    @property
     def positions(self) -> int:
         """Slice positions along the stream fabric."""
-        return 2 * self.mem_slices + 5
+        return 2 * (self.mem_slices + self.c2c) + 5
 
     @property
     def vxm_position(self) -> int:
-        return self.mem_slices + 2
+        return self.mem_slices + self.c2c + 2
 
     @property
     def slice_names(self) -> list[str]:
         """Slice names in position order (west to east)."""
         n = self.mem_slices
-        return (["MXM_W", "SXM_W"] + [f"MEM_W{i}" for i in reversed(range(n))] + ["VXM"]
-                + [f"MEM_E{i}" for i in range(n)] + ["SXM_E", "MXM_E"])
+        c_w, c_e = (["C2C_W"], ["C2C_E"]) if self.links else ([], [])
+        return (["MXM_W", "SXM_W"] + c_w + [f"MEM_W{i}" for i in reversed(range(n))] + ["VXM"]
+                + [f"MEM_E{i}" for i in range(n)] + c_e + ["SXM_E", "MXM_E"])
+
+    def link_slice(self, link: int) -> str:
+        """The C2C slice that serves ``link``: C2C_W the even links, C2C_E the odd ones."""
+        if not 0 <= link < self.links:
+            raise ConfigError(f"link {link} does not exist; the tile has {self.links} link(s)")
+        return "C2C_W" if link % 2 == 0 else "C2C_E"
+
+    @property
+    def flits_per_vector(self) -> int:
+        return self.vector_bits // self.link_width
 
     @property
     def mem_names(self) -> list[str]:
@@ -164,7 +221,7 @@ class TileConfig:
                               f"{', '.join(self.slice_names)}") from None
 
     def kind(self, slice_name: str) -> str:
-        """'MEM', 'VXM', 'SXM' or 'MXM'."""
+        """'MEM', 'VXM', 'SXM', 'MXM' or 'C2C'."""
         self.position(slice_name)
         return slice_name[:3]
 

@@ -78,6 +78,10 @@ class Op(enum.IntEnum):
     DIST = 11   # SXM: distribute: broadcast one lane or replicate a group of lanes
     TRI = 12    # SXM: transpose in: store a row of the lanes x lanes transpose buffer
     TRO = 13    # SXM: transpose out: drive a column of the transpose buffer
+    SEND = 14   # C2C: put a stream vector on a link
+    RECV = 15   # C2C: put the next vector received on a link onto a stream
+    DESKEW = 16           # C2C: stall the tile until the next HAC epoch boundary
+    RUNTIME_DESKEW = 17   # C2C: stall until the HAC reaches the program's time plus slack
 
 
 # (name, lsb, width, signed) -- the one place field positions are written down.
@@ -105,17 +109,20 @@ WRITE_LATENCY = 0  # WRITE issue -> stream sampled (the MEM write event's cycle)
 MXM_LATENCY = 2    # MM issue -> EMIT's accumulator value driven at the MXM
 VXM_LATENCY = 2    # VOP issue -> result driven at the VXM
 SXM_LATENCY = 1    # SHIFT/PERM/DIST/TRO issue -> result driven at the SXM
+C2C_LATENCY = 1    # RECV issue -> received vector driven at the C2C slice
 INT32_PLANES = 4   # an int32 vector travels as 4 byte-plane streams, plane b on stream s+b
 
 CONTROL_OPS = frozenset({Op.HALT, Op.NOP, Op.REPEAT})
 DATA_OPS = frozenset({Op.READ, Op.WRITE, Op.LW, Op.MM, Op.LX, Op.VOP,
-                      Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO})
+                      Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO,
+                      Op.SEND, Op.RECV, Op.DESKEW, Op.RUNTIME_DESKEW})
 # Which slice kinds execute which opcodes.  Any other opcode at a slice is illegal:
 # the hardware raises its sticky ILLEGAL_OP flag and halts that queue.
 SLICE_OPS = {
     "MEM": CONTROL_OPS | {Op.READ, Op.WRITE},
     "VXM": CONTROL_OPS | {Op.VOP},
     "SXM": CONTROL_OPS | {Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO},
+    "C2C": CONTROL_OPS | {Op.SEND, Op.RECV, Op.DESKEW, Op.RUNTIME_DESKEW},
     "MXM": CONTROL_OPS | {Op.LW, Op.MM, Op.LX},
 }
 
@@ -132,7 +139,12 @@ OPERANDS = {
     Op.DIST: {"k": ("addr", 0, 10), "g": ("delay", 0, 8), "out": ("count", 0, 5)},
     Op.TRI: {"row": ("addr", 0, 10)},
     Op.TRO: {"col": ("addr", 0, 10), "out": ("count", 0, 5)},
+    Op.SEND: {"link": ("addr", 0, 3)},
+    Op.RECV: {"link": ("addr", 0, 3)},
+    Op.DESKEW: {},
+    Op.RUNTIME_DESKEW: {"slack": ("count", 0, 16)},
 }
+NO_STREAM_OPS = frozenset({Op.DESKEW, Op.RUNTIME_DESKEW})   # text form has no stream operand
 
 
 class MMFlag(enum.IntFlag):
@@ -254,6 +266,8 @@ class Instr:
                 if getattr(self, fname) & ~used:
                     raise IsaError(f"{self.op.name} uses no bits {getattr(self, fname) & ~used:#x} of field "
                                    f"{fname} (they must be 0)")
+        if self.op in NO_STREAM_OPS and (self.stream or self.dir):
+            raise IsaError(f"{self.op.name} uses no stream (stream and dir must be 0)")
         if self.op == Op.LW and self.operand("n") < 1:
             raise IsaError("LW needs n >= 1 rows per cycle")
         return self
@@ -304,19 +318,19 @@ class Instr:
         if self.op in (Op.READ, Op.WRITE):
             return f"{self.op.name} {DIR_NAMES[self.dir]}{self.stream}, {self.addr}"
         if self.op in OPERANDS:
-            parts = [f"{DIR_NAMES[self.dir]}{self.stream}"]
+            parts = [] if self.op in NO_STREAM_OPS else [f"{DIR_NAMES[self.dir]}{self.stream}"]
             parts += [f"{n}={self.operand(n)}" for n in OPERANDS[self.op]]
             if self.op in FLAGS:
                 names = [f.name for f in FLAGS[self.op] if self.aux & f]
                 parts.append("flags=" + ("|".join(names) if names else "0"))
-            return f"{self.op.name} " + ", ".join(parts)
+            return (f"{self.op.name} " + ", ".join(parts)).rstrip()
         if self.op == Op.NOP:
             return f"NOP {self.count}"
         if self.op == Op.REPEAT:
             return f"REPEAT {self.count}, {self.delay}, {self.addr:+d}"
         return self.op.name
 
-    _TEXT = re.compile(r"^\s*(?P<op>[A-Za-z]+)\s*(?P<args>.*?)\s*$")
+    _TEXT = re.compile(r"^\s*(?P<op>[A-Za-z_]+)\s*(?P<args>.*?)\s*$")
 
     @classmethod
     def parse(cls, text: str) -> "Instr":
@@ -355,11 +369,14 @@ class Instr:
             s, d = stream(args[0])
             return cls(op, stream=s, dir=d, addr=num(args[1])).checked()
         if op in OPERANDS:
-            if not args:
+            if op in NO_STREAM_OPS:
+                s, d, named = 0, EAST, args
+            elif not args:
                 raise IsaError(f"{name} needs a stream operand in {text!r}")
-            s, d = stream(args[0])
+            else:
+                (s, d), named = stream(args[0]), args[1:]
             kw, flags = {}, 0
-            for a in args[1:]:
+            for a in named:
                 key, eq, val = a.partition("=")
                 key = key.strip().lower()
                 if not eq:

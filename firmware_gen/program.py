@@ -155,6 +155,11 @@ class Program:
                  f"VOP reads int32 planes on streams {ins.stream}..{ins.stream + INT32_PLANES - 1}; "
                  f"the tile has {cfg.streams} per direction")
             need(ins.operand("out") < cfg.streams, f"output stream {ins.operand('out')} does not exist")
+        elif ins.op in (Op.SEND, Op.RECV):
+            link = ins.operand("link")
+            need(link < cfg.links, f"link {link} does not exist; the tile has {cfg.links} link(s)")
+            need(cfg.link_slice(link) == name, f"link {link} is served by {cfg.link_slice(link)}, not {name} "
+                                               "(C2C_W serves the even links, C2C_E the odd ones)")
         elif ins.op in (Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO):
             L = cfg.lanes
             if ins.op != Op.TRI:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from firmware_gen import ConfigError, TileConfig
-from firmware_gen.isa import FLAGS, OPERANDS, Instr, IsaError, Op
+from firmware_gen.isa import FLAGS, NO_STREAM_OPS, OPERANDS, Instr, IsaError, Op
 from firmware_gen.program import Program, ProgramError
 
 
@@ -50,7 +50,8 @@ def test_encode_decode_round_trip():
         elif op in OPERANDS:
             ops = {n: int(rng.integers(op == Op.LW and n == "n", 1 << w)) for n, (_, _, w) in OPERANDS[op].items()}
             flags = int(rng.integers(0, sum(FLAGS[op]) + 1)) if op in FLAGS else 0
-            i = Instr.compute(op, int(rng.integers(0, 32)), int(rng.integers(0, 2)), flags=flags, **ops)
+            st, d = (0, 0) if op in NO_STREAM_OPS else (int(rng.integers(0, 32)), int(rng.integers(0, 2)))
+            i = Instr.compute(op, st, d, flags=flags, **ops)
             assert all(i.operand(n) == v for n, v in ops.items())
         else:
             i = Instr(op, stream=int(rng.integers(0, 32)), dir=int(rng.integers(0, 2)),
