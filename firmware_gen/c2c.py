@@ -1,0 +1,144 @@
+"""Chip-to-chip link: flit format, error code and the timing rules the compiler uses.
+
+One place for the numbers the link hardware (``hdl/c2c.py``), the golden model and the
+compiler share.  ``docs/c2c.md`` explains the mechanism.
+
+Flit (one per link per sender cycle)::
+
+    valid | kind (2 bits) | payload (link_width bits) | check (SECDED, ecc_bits)
+
+``kind``: DATA (a piece of a vector, flit ``f`` carries bits ``f*W..f*W+W-1``), SYNC (the
+parent's HAC), PROBE (the child's HAC, echoed back), ECHO.  The check bits are a
+Hamming code over ``kind + payload`` plus an overall parity bit: every single-bit error is
+corrected, every double-bit error detected.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+
+from .config import TileConfig
+
+
+class Kind(enum.IntEnum):
+    DATA = 0
+    SYNC = 1
+    PROBE = 2
+    ECHO = 3
+
+
+KIND_BITS = 2
+
+# ---- SECDED Hamming code ----------------------------------------------------------------------
+
+
+def hamming_positions(k: int) -> list[int]:
+    """Codeword position (1-based, powers of two are parity) of each of ``k`` data bits."""
+    pos, p = [], 1
+    while len(pos) < k:
+        if p & (p - 1):
+            pos.append(p)
+        p += 1
+    return pos
+
+
+def parity_bits(k: int) -> int:
+    """Hamming parity bits for ``k`` data bits (the overall parity bit not included)."""
+    r = 0
+    while (1 << r) < k + r + 1:
+        r += 1
+    return r
+
+
+def ecc_bits(k: int) -> int:
+    return parity_bits(k) + 1
+
+
+def parity_masks(k: int) -> list[int]:
+    """Mask of the data bits each Hamming parity bit covers (parity i = XOR of data & mask)."""
+    pos = hamming_positions(k)
+    return [sum(1 << j for j, p in enumerate(pos) if p >> i & 1) for i in range(parity_bits(k))]
+
+
+def _popcount(v: int) -> int:
+    return bin(v).count("1")
+
+
+def ecc_encode(data: int, k: int) -> int:
+    """Check bits of ``data`` (k bits): Hamming parity bits, then the overall parity bit
+    (of data and Hamming parity) in the top bit."""
+    r = parity_bits(k)
+    par = sum((_popcount(data & m) & 1) << i for i, m in enumerate(parity_masks(k)))
+    overall = (_popcount(data) + _popcount(par)) & 1
+    return par | overall << r
+
+
+class EccStatus(enum.IntEnum):
+    OK = 0
+    CORRECTED = 1
+    UNCORRECTABLE = 2
+
+
+def ecc_decode(data: int, check: int, k: int) -> tuple[int, EccStatus]:
+    """Correct a single flipped bit anywhere in ``data`` or ``check``; detect two."""
+    r = parity_bits(k)
+    par, overall = check & ((1 << r) - 1), check >> r & 1
+    syndrome = par ^ (ecc_encode(data, k) & ((1 << r) - 1))
+    odd = (_popcount(data) + _popcount(par) + overall) & 1
+    if not syndrome and not odd:
+        return data, EccStatus.OK
+    if not odd:
+        return data, EccStatus.UNCORRECTABLE          # two bits flipped
+    if syndrome == 0 or syndrome & (syndrome - 1) == 0:
+        return data, EccStatus.CORRECTED              # the overall or a Hamming parity bit
+    pos = hamming_positions(k)
+    if syndrome in pos:
+        return data ^ (1 << pos.index(syndrome)), EccStatus.CORRECTED
+    return data, EccStatus.UNCORRECTABLE              # syndrome outside the codeword
+
+
+def flit_data_bits(cfg: TileConfig) -> int:
+    """Bits the check covers: kind + payload."""
+    return KIND_BITS + cfg.link_width
+
+
+def flit_bits(cfg: TileConfig) -> int:
+    """valid + kind + payload + check bits."""
+    return 1 + flit_data_bits(cfg) + ecc_bits(flit_data_bits(cfg))
+
+
+# ---- timing -----------------------------------------------------------------------------------
+TX_START = 1       # SEND issued on SAC t: its first flit leaves the sender on t + TX_START
+RX_PIPE_MAX = 8    # receiver cycles from a flit entering the elastic buffer to its vector being
+                   # ready for RECV: clock-domain crossing (at most 4) + decode + assembly (4)
+HAC_ERROR_MAX = 2  # |HAC(child) - HAC(parent)| at any instant, in cycles (probe rounding + crossing)
+
+
+def drift(cfg: TileConfig, cycles: int) -> int:
+    """Worst-case cycles two tiles drift apart over ``cycles``: each may be ``max_ppm``
+    away from the root, in opposite directions."""
+    return math.ceil(2 * cfg.max_ppm * 1e-6 * cycles)
+
+
+def deskew_interval(cfg: TileConfig, budget: int = 4) -> int:
+    """SAC cycles between RUNTIME_DESKEWs so that tiles drift at most ``budget`` cycles
+    apart in between (a power of two, at most 65536)."""
+    if cfg.max_ppm == 0:
+        return 1 << 16
+    n = budget / (2 * cfg.max_ppm * 1e-6)
+    return min(1 << 16, 1 << max(6, int(math.floor(math.log2(n)))))
+
+
+def deskew_slack(cfg: TileConfig) -> int:
+    """RUNTIME_DESKEW's slack: the most a tile can fall behind the root between two
+    deskews, plus the HAC error, so that no tile arrives late."""
+    return math.ceil(cfg.max_ppm * 1e-6 * deskew_interval(cfg)) + HAC_ERROR_MAX + 1
+
+
+def min_distance(cfg: TileConfig) -> int:
+    """Fewest SAC cycles from a SEND to the RECV of the same vector on the other tile:
+    serialisation + the longest declared wire + the receive pipeline + skew (HAC error,
+    drift between deskews, one cycle of phase)."""
+    skew = HAC_ERROR_MAX + drift(cfg, deskew_interval(cfg)) + 1
+    return TX_START + cfg.flits_per_vector + cfg.link_latency_max + RX_PIPE_MAX + skew
