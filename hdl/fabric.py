@@ -4,8 +4,6 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_gen.isa import EAST
-
 from .layouts import drive_signature, stream_bundle, tap_signature
 
 
@@ -15,6 +13,7 @@ class StreamFabric(wiring.Component):
     A value driven at position ``p`` on cycle ``t`` is visible at ``p + d`` (east) or
     ``p - d`` (west) on cycle ``t + d``.  A drive replaces the passing value; there is
     no arbiter (the compiler guarantees one writer per stream, position and cycle).
+    A slice may drive any set of streams in both directions on one cycle.
     Values leaving either edge are dropped; the edges feed zeros.
 
     Members
@@ -22,7 +21,8 @@ class StreamFabric(wiring.Component):
     taps : ``Out(tap_signature).array(positions)``
         ``taps[p].east[s]`` / ``taps[p].west[s]``: the value visible at position ``p``.
     drives : ``In(drive_signature).array(positions)``
-        ``drives[p]``: the write, if any, of the slice at position ``p`` this cycle.
+        ``drives[p].east`` / ``drives[p].west``: the writes of the slice at position ``p``
+        this cycle; stream ``s`` takes ``data[s]`` where ``mask`` bit ``s`` is set.
     """
 
     def __init__(self, cfg):
@@ -46,9 +46,8 @@ class StreamFabric(wiring.Component):
                 m.d.comb += self.taps[p].west.eq(west[p + 1])
             drv = self.drives[p]
             for s in range(cfg.streams):
-                hit = drv.valid & (drv.stream == s)
                 m.d.sync += [
-                    east[p][s].eq(Mux(hit & (drv.dir == EAST), drv.data, self.taps[p].east[s])),
-                    west[p][s].eq(Mux(hit & (drv.dir != EAST), drv.data, self.taps[p].west[s])),
+                    east[p][s].eq(Mux(drv.east.mask[s], drv.east.data[s], self.taps[p].east[s])),
+                    west[p][s].eq(Mux(drv.west.mask[s], drv.west.data[s], self.taps[p].west[s])),
                 ]
         return m

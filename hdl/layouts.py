@@ -34,14 +34,16 @@ def tap_signature(cfg) -> wiring.Signature:
     return wiring.Signature({"east": Out(stream_bundle(cfg)), "west": Out(stream_bundle(cfg))})
 
 
+def drive_port_signature(cfg) -> wiring.Signature:
+    """One direction of a slice's stream writes this cycle: ``mask`` bit ``s`` set means
+    stream ``s`` takes ``data[s]``, replacing the passing value."""
+    return wiring.Signature({"mask": Out(cfg.streams), "data": Out(stream_bundle(cfg))})
+
+
 def drive_signature(cfg) -> wiring.Signature:
-    """One slice's stream write this cycle (slice -> fabric): it replaces the passing value."""
-    return wiring.Signature({
-        "valid": Out(1),
-        "dir": Out(1),
-        "stream": Out(range(max(cfg.streams, 2))),
-        "data": Out(cfg.vector_bits),
-    })
+    """One slice's stream writes this cycle (slice -> fabric), per direction: a slice may
+    drive several streams on one cycle (MM's four planes, VOP both ways)."""
+    return wiring.Signature({"east": Out(drive_port_signature(cfg)), "west": Out(drive_port_signature(cfg))})
 
 
 def host_signature(cfg) -> wiring.Signature:

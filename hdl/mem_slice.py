@@ -25,7 +25,7 @@ class MemSlice(wiring.Component):
     tap : In(tap_signature)
         Stream values visible at this position.
     drive : Out(drive_signature)
-        This slice's stream write.
+        This slice's stream write (at most one stream per cycle).
     write_event : Out(1), write_addr : Out(20), write_data : Out(vector_bits)
         A WRITE is executing this cycle (for the event trace).
     addr_fault : Out(1)
@@ -97,14 +97,16 @@ class MemSlice(wiring.Component):
         ]
 
         # READ: drive the SRAM output onto the stream on the next cycle.
-        drv_dir, drv_stream = Signal(1), Signal.like(self.drive.stream)
+        drv_dir, drv_stream = Signal(1), Signal.like(ins.stream)
         m.d.sync += [self.busy.eq(is_read & in_range), drv_dir.eq(ins.dir), drv_stream.eq(ins.stream)]
-        m.d.comb += [
-            self.drive.valid.eq(self.busy),
-            self.drive.dir.eq(drv_dir),
-            self.drive.stream.eq(drv_stream),
-            self.drive.data.eq(rd.data),
-        ]
+        for s in range(cfg.streams):
+            hit = self.busy & (drv_stream == s)
+            m.d.comb += [
+                self.drive.east.mask[s].eq(hit & (drv_dir == EAST)),
+                self.drive.west.mask[s].eq(hit & (drv_dir != EAST)),
+                self.drive.east.data[s].eq(rd.data),
+                self.drive.west.data[s].eq(rd.data),
+            ]
 
         h_word_q = Signal.like(h_word)
         m.d.sync += h_word_q.eq(h_word)

@@ -11,7 +11,9 @@ from firmware_gen.hostmap import Csr, Region, Status
 from .fabric import StreamFabric
 from .icu import InstructionQueue
 from .mem_slice import MemSlice
+from .mxm import MXM
 from .trace import EventTrace
+from .vxm import VXM
 
 
 class Tile(wiring.Component):
@@ -62,7 +64,8 @@ class Tile(wiring.Component):
                          port.addr.eq(word), port.wdata.eq(self.wdata),
                          port.we.eq(self.we), port.re.eq(self.re)]
 
-        queues, mems, traces = [], [], []
+        queues, mems, traces, computes = [], [], [], []
+        vxm = None
         for p, name in enumerate(cfg.slice_names):
             kind = cfg.kind(name)
             icu = InstructionQueue(cfg, kind)
@@ -87,12 +90,31 @@ class Tile(wiring.Component):
                                  tr.cycle.eq(cycle), tr.addr.eq(mem.write_addr), tr.data.eq(mem.write_data)]
                     host_port(tr.host, Region.TRACE, i)
                     traces.append(tr)
-            # VXM, SXM and MXM positions are pass-through for now: their queues run
-            # (control instructions only) and they never drive a stream.
+            elif kind == "MXM":
+                mxm = MXM(cfg, side=name[-1])
+                m.submodules[f"slice_{name}"] = mxm
+                m.d.comb += mxm.start.eq(start)
+                wiring.connect(m, icu.issue, mxm.issue)
+                wiring.connect(m, fabric.taps[p], mxm.tap)
+                wiring.connect(m, fabric.drives[p], mxm.drive)
+                computes.append(mxm)
+            elif kind == "VXM":
+                vxm = VXM(cfg)
+                m.submodules[f"slice_{name}"] = vxm
+                m.d.comb += vxm.run.eq(self.running)
+                wiring.connect(m, icu.issue, vxm.issue)
+                wiring.connect(m, fabric.taps[p], vxm.tap)
+                wiring.connect(m, fabric.drives[p], vxm.drive)
+                host_port(vxm.host_param, Region.VXM_PARAM, 0)
+                host_port(vxm.host_table, Region.VXM_TABLE, 0)
+                computes.append(vxm)
+            # SXM positions are pass-through: their queues run control instructions only
+            # and they never drive a stream.
 
         # ---- run control and counters ------------------------------------------------
         all_halted = Cat(q.halted for q in queues).all()
-        any_busy = Cat(mem.busy for mem in mems).any()
+        # A slice is busy on every cycle it drives a stream (READ, EMIT, VOP results).
+        any_busy = Cat(*(x.busy for x in mems + computes)).any()
         busy_count = [Signal(cfg.CYCLE_BITS, name=f"busy_{n}") for n in cfg.slice_names]
         with m.If(start):
             m.d.sync += [self.running.eq(1), self.done.eq(0), cycle.eq(0)]
@@ -155,6 +177,10 @@ class Tile(wiring.Component):
                 m.d.sync += self.rdata.eq(pick(mems))
             with m.Case(Region.TRACE):
                 m.d.sync += self.rdata.eq(pick(traces))
+            with m.Case(Region.VXM_PARAM):
+                m.d.sync += self.rdata.eq(vxm.host_param.rdata)
+            with m.Case(Region.VXM_TABLE):
+                m.d.sync += self.rdata.eq(vxm.host_table.rdata)
         m.d.sync += self.rvalid.eq(r_re)
         return m
 

@@ -1,0 +1,237 @@
+"""VXM slice: the vector unit at the centre of the tile.
+
+Implements ``VOP`` of ``firmware_gen/isa.py`` (``docs/isa.md``, "Compute slices"): per
+lane, bias add and requantisation of int32 A, optional activation table, optional gate
+(requantised int32 B, int8 x int8 product, requantised again), driven as int8 on one
+stream east and/or west ``VXM_LATENCY`` (2) cycles after issue.
+
+Pipeline of ``VOP`` issued on cycle t::
+
+    t     sample A (streams s..s+3, direction dir) and B (same streams, the other
+          direction); address the parameter entry
+    t+1   a = requantise(A + bias_a, m_a, s_a), b = requantise(B + bias_b, m_b, s_b);
+          address the activation table with a's byte
+    t+2   a = table[a] (TABLE); a = requantise(a * b, m_c, s_c) (GATE); drive a
+
+``requantise(v, m, s) = sat8((v * m + (s ? 1 << (s-1) : 0)) >> s)`` with an arithmetic
+shift, exactly ``firmware_gen.numerics.requantise``: ``v * m`` needs 47 signed bits,
+the rounded sum 48.
+
+Parameters and table are host-writable while the tile is stopped
+(``hostmap.Region.VXM_PARAM`` and ``Region.VXM_TABLE``) and power up as a fresh
+``Program``'s: identity parameters (bias 0, multiplier 1, shift 0) and identity table.
+"""
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from firmware_gen.hostmap import VXM_FIELDS, VXM_PARAM_WORDS, vxm_param_words
+from firmware_gen.isa import EAST, INT32_PLANES, Op, VopFlag
+from firmware_gen.numerics import TABLE_SIZE
+
+from .layouts import drive_signature, host_signature, issue_signature, stream_bundle, tap_signature
+
+MULT_BITS, SHIFT_BITS = 15, 6   # requantisation multiplier (1..32767) and shift (0..46)
+
+
+# ---- host words (shared with the driver) ---------------------------------------------
+def param_words(cfg, params) -> list[int]:
+    """Host words of a whole parameter memory; index = word address in ``Region.VXM_PARAM``.
+
+    ``params`` is ``(entries, lanes, len(VXM_FIELDS))`` in ``VXM_FIELDS`` order (the shape of
+    ``Program.vxm_params``)."""
+    out = []
+    for entry in params:
+        for lane in entry:
+            out += vxm_param_words(dict(zip(VXM_FIELDS, (int(v) for v in lane))))
+    return out
+
+
+def table_words(table) -> list[int]:
+    """Host words of the activation table; index = word address in ``Region.VXM_TABLE``."""
+    return [int(v) & 0xFF for v in table]
+
+
+def reset_words(cfg) -> tuple[list[int], list[int]]:
+    """The parameter and table words the VXM holds at power-up: a fresh ``Program``'s."""
+    from firmware_gen.program import Program
+    p = Program(cfg)
+    return param_words(cfg, p.vxm_params), table_words(p.table)
+
+
+# ---- arithmetic helpers -----------------------------------------------------------------
+def _flag(flag) -> int:
+    return int(flag).bit_length() - 1
+
+
+def requantise(m, v, mult, shift, name):
+    """``sat8((v * mult + (shift ? 1 << (shift-1) : 0)) >> shift)``, arithmetic shift.
+
+    ``v`` signed (up to 32 bits), ``mult`` unsigned(15), ``shift`` unsigned(6)."""
+    prod = Signal(signed(48), name=f"{name}_prod")      # |v * mult| < 2**46
+    half = Signal(47, name=f"{name}_half")              # 1 << (shift-1), or 0
+    total = Signal(signed(49), name=f"{name}_sum")      # |prod + half| < 2**47
+    shifted = Signal(signed(49), name=f"{name}_shr")
+    out = Signal(signed(8), name=name)
+    m.d.comb += [
+        prod.eq(v * mult),
+        half.eq((Const(1, 1) << shift)[1:]),
+        total.eq(prod + half),
+        shifted.eq(total >> shift),
+        out.eq(Mux(shifted > 127, 127, Mux(shifted < -128, -128, shifted[:8]))),
+    ]
+    return out
+
+
+def divmod_const(m, x, d: int, name: str):
+    """``(x // d, x % d)`` of an unsigned value by a constant, by reciprocal multiplication
+    (exact for every value of ``x``; no divider in the netlist)."""
+    a = (d & -d).bit_length() - 1           # d = odd << a
+    odd = d >> a
+    y = x >> a
+    q = Signal(len(x), name=f"{name}_q")
+    if odd == 1:
+        m.d.comb += q.eq(y)
+    else:
+        k = len(y) + odd.bit_length()       # y * (M*odd - 2**k) < 2**k for every y
+        mult = -(-(1 << k) // odd)
+        m.d.comb += q.eq((y * mult) >> k)
+    r = Signal(range(d), name=f"{name}_r")
+    m.d.comb += r.eq(x - q * d)
+    return q, r
+
+
+class VXM(wiring.Component):
+    """The VXM.
+
+    Members
+    -------
+    run : In(1)
+        High while the tile runs (host accesses are honoured only while it is low).
+    issue : In(issue_signature)
+        From this slice's instruction queue.
+    tap : In(tap_signature)
+        Stream values visible at this position.
+    drive : Out(drive_signature)
+        The int8 result on stream ``out``, east and/or west.
+    busy : Out(1)
+        A result is being driven this cycle.
+    host_param : In(host_signature)
+        ``Region.VXM_PARAM``: word ``(entry * lanes + lane) * VXM_PARAM_WORDS + k``
+        (``hostmap.vxm_param_words``); reads return the word as written.
+    host_table : In(host_signature)
+        ``Region.VXM_TABLE``: word ``i`` (``i < 256``) is table entry ``i`` in the low byte.
+    """
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        super().__init__({
+            "run": In(1),
+            "issue": In(issue_signature()),
+            "tap": In(tap_signature(cfg)),
+            "drive": Out(drive_signature(cfg)),
+            "busy": Out(1),
+            "host_param": In(host_signature(cfg)),
+            "host_table": In(host_signature(cfg)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        L, S = cfg.lanes, cfg.streams
+        W = VXM_PARAM_WORDS
+        ins = self.issue.instr
+        is_vop = self.issue.valid & (ins.op == Op.VOP)
+
+        # ---- parameter memory: one row per entry, lanes x 5 host words ------------------
+        p_init, t_init = reset_words(cfg)
+        row_words = L * W
+        rows = [sum(w << (32 * k) for k, w in enumerate(p_init[e * row_words:(e + 1) * row_words]))
+                for e in range(cfg.vxm_param_depth)]
+        m.submodules.params = params = Memory(shape=unsigned(32 * row_words), depth=cfg.vxm_param_depth,
+                                              init=rows)
+        pw = params.write_port(granularity=32)
+        pr = params.read_port(domain="sync")
+        pbits = max((cfg.vxm_param_depth - 1).bit_length(), 1)
+        hp = self.host_param
+        h_entry, h_sub = divmod_const(m, hp.addr, row_words, "h_param")
+        h_ok = hp.sel & hp.we & ~self.run & (h_entry < cfg.vxm_param_depth)
+        m.d.comb += [
+            pw.addr.eq(h_entry[:pbits]),
+            pw.data.eq(hp.wdata.replicate(row_words)),
+            pw.en.eq(Cat(h_ok & (h_sub == k) for k in range(row_words))),
+            pr.addr.eq(Mux(self.run, ins.addr[:pbits], h_entry[:pbits])),
+        ]
+        h_sub_q = Signal.like(h_sub)
+        m.d.sync += h_sub_q.eq(h_sub)
+        m.d.comb += hp.rdata.eq(Array(pr.data[32 * k: 32 * k + 32] for k in range(row_words))[h_sub_q])
+
+        # ---- activation table: one read port per lane (lane 0's also serves the host) ---
+        m.submodules.table = table = Memory(shape=unsigned(8), depth=TABLE_SIZE, init=t_init)
+        tw = table.write_port()
+        tr = [table.read_port(domain="sync") for _ in range(L)]
+        ht = self.host_table
+        m.d.comb += [
+            tw.addr.eq(ht.addr[:8]),
+            tw.data.eq(ht.wdata[:8]),
+            tw.en.eq(ht.sel & ht.we & ~self.run & (ht.addr < TABLE_SIZE)),
+            ht.rdata.eq(tr[0].data),
+        ]
+
+        # ---- stage 0 (t): sample A and B ------------------------------------------------
+        def bundle(east):
+            v = Signal(stream_bundle(cfg))
+            m.d.comb += v.eq(Mux(east, self.tap.east.as_value(), self.tap.west.as_value()))
+            return Array(v[s] for s in range(S))
+
+        a_streams, b_streams = bundle(ins.dir == EAST), bundle(ins.dir != EAST)
+
+        def int32_lanes(streams):
+            planes = [streams[ins.stream + b] for b in range(INT32_PLANES)]
+            return Cat(*(planes[b][8 * l: 8 * l + 8] for l in range(L) for b in range(INT32_PLANES)))
+
+        q_vop, q_flags, q_out = Signal(), Signal(8), Signal.like(ins.stream)
+        q_a, q_b = Signal(32 * L), Signal(32 * L)
+        m.d.sync += [q_vop.eq(is_vop), q_flags.eq(ins.aux), q_out.eq(ins.count[:5]),
+                     q_a.eq(int32_lanes(a_streams)), q_b.eq(int32_lanes(b_streams))]
+
+        # ---- stage 1 (t+1): bias, requantise A and B ------------------------------------
+        r_vop, r_flags, r_out = Signal(), Signal(8), Signal.like(ins.stream)
+        m.d.sync += [r_vop.eq(q_vop), r_flags.eq(q_flags), r_out.eq(q_out)]
+        r_a, r_b, r_mc, r_sc = [], [], [], []
+        for l in range(L):
+            w = [pr.data[32 * (l * W + k): 32 * (l * W + k) + 32] for k in range(W)]
+            m_a, s_a = w[2][:MULT_BITS], w[2][16:16 + SHIFT_BITS]
+            m_b, s_b = w[3][:MULT_BITS], w[3][16:16 + SHIFT_BITS]
+            va, vb = Signal(signed(32), name=f"va_{l}"), Signal(signed(32), name=f"vb_{l}")
+            m.d.comb += [va.eq(q_a[32 * l: 32 * l + 32] + w[0]),     # int32 wrap-around adds
+                         vb.eq(q_b[32 * l: 32 * l + 32] + w[1])]
+            ra = requantise(m, va, m_a, s_a, f"ra_{l}")
+            rb = requantise(m, vb, m_b, s_b, f"rb_{l}")
+            m.d.comb += tr[l].addr.eq(Mux(self.run, ra.as_unsigned(), ht.addr[:8]) if l == 0 else ra.as_unsigned())
+            qa, qb = Signal(signed(8), name=f"qa_{l}"), Signal(signed(8), name=f"qb_{l}")
+            mc, sc = Signal(MULT_BITS, name=f"mc_{l}"), Signal(SHIFT_BITS, name=f"sc_{l}")
+            m.d.sync += [qa.eq(ra), qb.eq(rb), mc.eq(w[4][:MULT_BITS]), sc.eq(w[4][16:16 + SHIFT_BITS])]
+            r_a.append(qa), r_b.append(qb), r_mc.append(mc), r_sc.append(sc)
+
+        # ---- stage 2 (t+2): table, gate, drive ------------------------------------------
+        res = []
+        for l in range(L):
+            a = Signal(signed(8), name=f"ta_{l}")
+            m.d.comb += a.eq(Mux(r_flags[_flag(VopFlag.TABLE)], tr[l].data.as_signed(), r_a[l]))
+            g = requantise(m, a * r_b[l], r_mc[l], r_sc[l], f"rc_{l}")
+            res.append(Mux(r_flags[_flag(VopFlag.GATE)], g, a))
+        result = Cat(*res)
+        out_e = r_vop & r_flags[_flag(VopFlag.OUT_E)]
+        out_w = r_vop & r_flags[_flag(VopFlag.OUT_W)]
+        for s in range(S):
+            m.d.comb += [
+                self.drive.east.mask[s].eq(out_e & (r_out == s)),
+                self.drive.west.mask[s].eq(out_w & (r_out == s)),
+                self.drive.east.data[s].eq(result),
+                self.drive.west.data[s].eq(result),
+            ]
+        m.d.comb += self.busy.eq(out_e | out_w)
+        return m
