@@ -19,8 +19,12 @@ class TileDriver:
     """Drives one ``lpu_tile`` through its host bus."""
 
     def __init__(self, dut, cfg, period_ns: float = 10.0):
+        from hdl.vxm import reset_words
         self.dut, self.cfg = dut, cfg
         self.period_ns = period_ns
+        # What the VXM's parameter and table memories hold (they power up as a fresh
+        # Program's and are not cleared by a start), so load_vxm writes only changes.
+        self.vxm_words = reset_words(cfg)
 
     async def reset(self):
         dut = self.dut
@@ -96,6 +100,32 @@ class TileDriver:
                 for w, val in enumerate(self._vector_words(vec)):
                     items.append((hostmap.addr(Region.DMEM, i, int(row) * wpv + w), val))
         await self.write_words(items)
+
+    async def load_vxm(self, params=None, table=None, force: bool = False):
+        """Write the VXM parameter memory (``(entries, lanes, 8)`` in ``VXM_FIELDS`` order,
+        like ``Program.vxm_params``; fewer entries leave the rest alone) and the 256-entry
+        activation table; only words that differ from what the tile holds, unless ``force``.
+        Returns the number of words written."""
+        from hdl.vxm import param_words, table_words
+        items = []
+        for region, k, words in ((Region.VXM_PARAM, 0, None if params is None else param_words(self.cfg, params)),
+                                 (Region.VXM_TABLE, 1, None if table is None else table_words(table))):
+            if words is None:
+                continue
+            held = self.vxm_words[k]
+            for i, w in enumerate(words):
+                if force or held[i] != w:
+                    items.append((hostmap.addr(region, 0, i), w))
+                    held[i] = w
+        await self.write_words(items)
+        return len(items)
+
+    async def read_vxm(self):
+        """Read back the whole VXM parameter memory and table: ``(param words, table words)``."""
+        n = len(self.vxm_words[0])
+        params = await self.read_words([hostmap.addr(Region.VXM_PARAM, 0, i) for i in range(n)])
+        table = await self.read_words([hostmap.addr(Region.VXM_TABLE, 0, i) for i in range(len(self.vxm_words[1]))])
+        return params, table
 
     # ---- running -------------------------------------------------------------------
     async def run(self, timeout_cycles: int):

@@ -116,22 +116,35 @@ class TileSim:
                               always=fresh, log_file=self.build_dir / "build.log")
             stamp_file.write_text(stamp)
 
-    def run(self, jobs: list[dict], name: str = "run") -> list[dict]:
-        """Run jobs (see ``job()``) in one simulator invocation; returns their observations."""
+    def run(self, jobs: list[dict], name: str = "run", progress=None) -> list[dict]:
+        """Run jobs (see ``job()``) in one simulator invocation; returns their observations.
+
+        ``progress``, if given, is called from a thread with events read from the
+        simulator's log while it runs (``sim/progress.py``).  ``self.last_work`` is the
+        run's directory (kept with waveforms: Verilator writes ``dump.fst`` there)."""
         from cocotb_tools.check_results import get_results
 
         work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.build_dir))
+        self.last_work = work
         spec = {"config": self.cfg.to_dict(), "jobs": jobs,
                 "uart_divisor": UART_SIM_DIVISOR if self.top == "uart" else 0}
         (work / "jobs.json").write_text(json.dumps(spec))
         results_file = work / "results.json"
         env = {"LPU_JOBS": str(work / "jobs.json"), "LPU_RESULTS": str(results_file),
                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        xml = self.runner.test(test_module="sim.tb_tile", hdl_toplevel=self.toplevel,
-                               build_dir=self.build_dir, test_dir=work, extra_env=env,
-                               waves=self.waves, timescale=TIMESCALE,
-                               results_xml=str(work / "results.xml"),
-                               log_file=work / "sim.log")
+        watcher = None
+        if progress is not None:
+            from .progress import LogWatcher
+            watcher = LogWatcher(work / "sim.log", len(jobs), progress)
+        try:
+            xml = self.runner.test(test_module="sim.tb_tile", hdl_toplevel=self.toplevel,
+                                   build_dir=self.build_dir, test_dir=work, extra_env=env,
+                                   waves=self.waves, timescale=TIMESCALE,
+                                   results_xml=str(work / "results.xml"),
+                                   log_file=work / "sim.log")
+        finally:
+            if watcher is not None:
+                watcher.stop()
         _, fails = get_results(Path(xml))
         if fails or not results_file.exists():
             log = (work / "sim.log").read_text()[-3000:] if (work / "sim.log").exists() else ""
@@ -142,13 +155,19 @@ class TileSim:
         return out
 
 
-def job(program: Program, name: str = "", read_back=None, timeout_cycles: int = 1_000_000) -> dict:
-    """A job for ``TileSim.run``: the program's binary images and memory images."""
+def job(program: Program, name: str = "", read_back=None, timeout_cycles: int = 1_000_000,
+        read_vxm: bool = False) -> dict:
+    """A job for ``TileSim.run``: the program's binary images, memory images, VXM parameters
+    and activation table (the testbench writes only what differs from what the tile holds).
+    ``read_vxm`` reads the VXM's parameter and table words back after the run."""
     return {
         "name": name,
         "images": program.images(),
         "memory": {n: m.tolist() for n, m in program.memory.items() if m.any()},
+        "vxm_params": program.vxm_params.tolist(),
+        "table": program.table.tolist(),
         "read_back": read_back or {},
+        "read_vxm": read_vxm,
         "timeout_cycles": timeout_cycles,
     }
 

@@ -1,9 +1,11 @@
 """cocotb testbench: runs a list of jobs (programs with memory images) on one tile build.
 
 It drives either the bare tile (``lpu_tile``, host bus pins) or the tile behind the UART
-host bridge (``lpu_uart_tile``), with the same driver API.  The jobs come from the JSON file named by ``LPU_JOBS``; the observations (cycle count,
-status, busy counters, the hardware trace of every MEM write, read-back rows, wall time)
-go to ``LPU_RESULTS``.  Comparison against the golden model and the compiler's
+host bridge (``lpu_uart_tile``), with the same driver API.  The jobs come from the JSON
+file named by ``LPU_JOBS`` (MEM images, VXM parameters and table, binary images); the
+observations (cycle count, status, busy counters, the hardware trace of every MEM write,
+read-back rows, with ``read_vxm`` the VXM's parameter and table words, wall time) go to
+``LPU_RESULTS``.  Comparison against the golden model and the compiler's
 predictions happens in the caller (``sim/runner.py`` users), so the same observations
 can also be compared across simulators.
 """
@@ -43,6 +45,8 @@ async def run_jobs(dut):
             writes[name] = {r: (image[r] if r < len(image) else zero) for r in rows}
             dirty[name] = nonzero
         await drv.load_memory(writes)
+        if "vxm_params" in job or "table" in job:
+            await drv.load_vxm(job.get("vxm_params"), job.get("table"))
         await drv.load_program(job["images"])
         cycles, wall = await drv.run(job.get("timeout_cycles", 1_000_000))
         status = await drv.read_status()
@@ -52,8 +56,11 @@ async def run_jobs(dut):
         readback = {}
         for name, rows in job.get("read_back", {}).items():
             readback[name] = await drv.read_vectors(name, rows)
+        extra = {}
+        if job.get("read_vxm"):
+            extra["vxm_words"] = await drv.read_vxm()
         results.append({"name": job.get("name", ""), "cycles": cycles, "wall_run_s": wall,
-                        **status, "events": events, "read_back": readback})
+                        **status, "events": events, "read_back": readback, **extra})
         dut._log.info("job %s: %d cycles, %d events", job.get("name", ""), cycles, len(events))
     with open(os.environ["LPU_RESULTS"], "w") as f:
         json.dump({"results": results}, f)
