@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .hostmap import VXM_FIELDS
-from .isa import (DATA_OPS, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY, VXM_LATENCY, WEST,
+from .isa import (C2C_LATENCY, DATA_OPS, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY, VXM_LATENCY, WEST,
                   Instr, MMFlag, Op, SxmFlag, VopFlag)
 from .numerics import add_int32, requantise
 from .program import Program
@@ -47,6 +47,7 @@ class RunResult:
     memory: dict = field(default_factory=dict)
     busy: dict = field(default_factory=dict)   # issue cycles per slice (data instructions)
     mm_count: dict = field(default_factory=dict)  # MM instructions per MXM
+    sent: list = field(default_factory=list)       # LinkVector per SEND, in order
 
 
 def expand(instrs: list[Instr]) -> tuple[list[tuple[int, Instr]], int]:
@@ -154,53 +155,83 @@ def sxm_apply(ins: Instr, x, aux_vec=None, buf=None) -> np.ndarray:
     raise ValueError(f"{ins.op.name} is not an SXM mapping")
 
 
-def run(program: Program) -> RunResult:
-    cfg = program.config
-    program.validate()
-    P, S, L = cfg.positions, cfg.streams, cfg.lanes
-    mem = {n: program.memory[n].copy() for n in cfg.mem_names}
-    mxms = {n: _Mxm(cfg, n) for n in ("MXM_W", "MXM_E")}
-    sxm_buf = {n: np.zeros((L, L), np.uint8) for n in ("SXM_W", "SXM_E")}
-    params = {f: program.vxm_params[:, :, i] for i, f in enumerate(VXM_FIELDS)}
-    table = program.table.astype(np.int64)
+@dataclass(frozen=True)
+class LinkVector:
+    """A vector on a C2C link: sent on SAC cycle ``sent`` by ``tile`` on its ``link``."""
+    sent: int
+    data: tuple
+    tile: int = 0
+    link: int = 0
 
-    issues: dict[int, list[tuple[int, Instr]]] = {}   # cycle -> [(position, instr)]
-    halt_at, busy = [], {}
-    for name, q in program.queues.items():
-        timeline, h = expand(q)
-        halt_at.append(h)
-        busy[name] = len(timeline)
-        p = cfg.position(name)
-        for c, ins in timeline:
-            issues.setdefault(c, []).append((p, ins))
-    names = cfg.slice_names
-    latest = max([max(halt_at)] + list(issues))
 
-    # east[p] / west[p]: the value visible at position p in the current cycle.
-    east = np.zeros((P, S, L), np.uint8)
-    west = np.zeros((P, S, L), np.uint8)
-    drives: dict[int, list] = {}          # cycle -> [(position, dir, stream, data)]
-    events = []
-    last_drive = -1
+class TileModel:
+    """One tile, advanced a cycle at a time (:meth:`step`), so that several tiles can run
+    in lockstep SAC time (:func:`run_system`).  ``run`` is the single-tile case.
 
-    def drive(t, p, d, s, data):
-        nonlocal last_drive
-        drives.setdefault(t, []).append((p, d, s, np.asarray(data, np.int64).astype(np.uint8)))
-        last_drive = max(last_drive, t)
+    C2C: ``SEND`` appends a :class:`LinkVector` to ``self.sent``; ``RECV`` pops the oldest
+    vector of ``self.rx[link]`` (filled by the system) and checks that it can have arrived:
+    ``recv cycle >= sent + min_distance``.  ``DESKEW`` and ``RUNTIME_DESKEW`` take one SAC
+    cycle (their stalls are invisible in SAC time)."""
 
-    t = 0
-    while t <= max(latest, last_drive) or any(m.loader for m in mxms.values()):
-        def tap(d, s, p=None):
-            return (east if d == EAST else west)[p, s]
+    def __init__(self, program: Program, tile: int = 0, min_distance: int | None = None):
+        cfg = self.cfg = program.config
+        program.validate()
+        P, S, L = cfg.positions, cfg.streams, cfg.lanes
+        self.tile = tile
+        self.mem = {n: program.memory[n].copy() for n in cfg.mem_names}
+        self.mxms = {n: _Mxm(cfg, n) for n in ("MXM_W", "MXM_E")}
+        self.sxm_buf = {n: np.zeros((L, L), np.uint8) for n in ("SXM_W", "SXM_E")}
+        self.params = {f: program.vxm_params[:, :, i] for i, f in enumerate(VXM_FIELDS)}
+        self.table = program.table.astype(np.int64)
+        self.rx = {link: [] for link in range(cfg.links)}
+        self.sent: list[LinkVector] = []
+        if min_distance is None:
+            from .c2c import min_distance as _md
+            min_distance = _md(cfg) if cfg.links else 0
+        self.min_distance = min_distance
+        self.issues: dict[int, list[tuple[int, Instr]]] = {}   # cycle -> [(position, instr)]
+        self.halt_at, self.busy = [], {}
+        for name, q in program.queues.items():
+            timeline, h = expand(q)
+            self.halt_at.append(h)
+            self.busy[name] = len(timeline)
+            p = cfg.position(name)
+            for c, ins in timeline:
+                self.issues.setdefault(c, []).append((p, ins))
+        self.names = cfg.slice_names
+        self.latest = max([max(self.halt_at)] + list(self.issues))
+        # east[p] / west[p]: the value visible at position p in the current cycle.
+        self.east = np.zeros((P, S, L), np.uint8)
+        self.west = np.zeros((P, S, L), np.uint8)
+        self.drives: dict[int, list] = {}          # cycle -> [(position, dir, stream, data)]
+        self.events: list[WriteEvent] = []
+        self.last_drive = -1
+        self.t = 0
 
-        now = sorted(issues.get(t, []), key=lambda x: x[0])
+    def _drive(self, t, p, d, s, data):
+        self.drives.setdefault(t, []).append((p, d, s, np.asarray(data, np.int64).astype(np.uint8)))
+        self.last_drive = max(self.last_drive, t)
+
+    def _tap(self, d, s, p):
+        return (self.east if d == EAST else self.west)[p, s]
+
+    def busy_running(self) -> bool:
+        """More cycles to simulate (instructions, values in flight, a weight load)."""
+        return (self.t <= max(self.latest, self.last_drive)
+                or any(m.loader for m in self.mxms.values()))
+
+    def step(self) -> None:
+        t, cfg, names, tap = self.t, self.cfg, self.names, self._tap
+        now = sorted(self.issues.get(t, []), key=lambda x: x[0])
         # Reads of state happen before this cycle's writes commit (read-before-write).
         for p, ins in now:
             name, where = names[p], f"{names[p]} on cycle {t} ({ins})"
+            if self.tile:
+                where = f"tile {self.tile} {where}"
             if ins.op == Op.READ:
-                drive(t + READ_LATENCY, p, ins.dir, ins.stream, mem[name][ins.addr])
+                self._drive(t + READ_LATENCY, p, ins.dir, ins.stream, self.mem[name][ins.addr])
             elif ins.op == Op.MM:
-                m = mxms[name]
+                m = self.mxms[name]
                 if ins.aux & MMFlag.XBUF:
                     slot = ins.operand("slot")
                     if not m.x_ok[slot]:
@@ -220,70 +251,113 @@ def run(program: Program) -> RunResult:
                 if ins.aux & MMFlag.EMIT:
                     planes = to_planes(new)
                     for b in range(INT32_PLANES):
-                        drive(t + MXM_LATENCY, p, m.out_dir, ins.operand("out") + b, planes[b])
+                        self._drive(t + MXM_LATENCY, p, m.out_dir, ins.operand("out") + b, planes[b])
                 m.pending_acc = (a, new)
             elif ins.op == Op.VOP:
-                d, s = ins.dir, ins.stream
-                e = ins.operand("param")
-                A = from_planes([tap(d, s + b, p) for b in range(INT32_PLANES)])
-                val = requantise(add_int32(A, params["bias_a"][e]), params["m_a"][e], params["s_a"][e])
-                val = val.astype(np.int64)
-                if ins.aux & VopFlag.TABLE:
-                    val = table[val & 0xFF]
-                if ins.aux & VopFlag.GATE:
-                    B = from_planes([tap(1 - d, s + b, p) for b in range(INT32_PLANES)])
-                    gb = requantise(add_int32(B, params["bias_b"][e]), params["m_b"][e], params["s_b"][e])
-                    val = requantise(val * gb.astype(np.int64), params["m_c"][e], params["s_c"][e])
-                out = np.asarray(val, np.int64) & 0xFF
-                for flag, od in ((VopFlag.OUT_E, EAST), (VopFlag.OUT_W, WEST)):
-                    if ins.aux & flag:
-                        drive(t + VXM_LATENCY, p, od, ins.operand("out"), out)
+                self._drive_many(t + VXM_LATENCY, p, ins, VopFlag, self._vop(ins, p))
             elif ins.op in (Op.SHIFT, Op.PERM, Op.DIST, Op.TRO):
                 x = tap(ins.dir, ins.stream, p)
-                m = tap(ins.dir, ins.operand("map"), p) if ins.op == Op.PERM else None
-                out = sxm_apply(ins, x, m, sxm_buf[name])
-                for flag, od in ((SxmFlag.OUT_E, EAST), (SxmFlag.OUT_W, WEST)):
-                    if ins.aux & flag:
-                        drive(t + SXM_LATENCY, p, od, ins.operand("out"), out)
+                mp = tap(ins.dir, ins.operand("map"), p) if ins.op == Op.PERM else None
+                self._drive_many(t + SXM_LATENCY, p, ins, SxmFlag, sxm_apply(ins, x, mp, self.sxm_buf[name]))
+            elif ins.op == Op.RECV:
+                link = ins.operand("link")
+                if not self.rx[link]:
+                    raise ModelError(f"{where}: RECV with nothing sent on link {link} (receive buffer underflow)")
+                v = self.rx[link].pop(0)
+                if t < v.sent + self.min_distance:
+                    raise ModelError(f"{where}: the vector tile {v.tile} sent on cycle {v.sent} cannot arrive "
+                                     f"before cycle {v.sent + self.min_distance} (SEND-to-RECV distance "
+                                     f"{self.min_distance})")
+                self._drive(t + C2C_LATENCY, p, ins.dir, ins.stream, v.data)
         for p, ins in now:
             name = names[p]
             if ins.op == Op.WRITE:
                 data = tap(ins.dir, ins.stream, p).copy()
-                mem[name][ins.addr] = data
-                events.append(WriteEvent(t, name, ins.addr, tuple(int(x) for x in data)))
+                self.mem[name][ins.addr] = data
+                self.events.append(WriteEvent(t, name, ins.addr, tuple(int(x) for x in data)))
             elif ins.op == Op.MM:
-                m = mxms[name]
+                m = self.mxms[name]
                 a, new = m.pending_acc
                 m.acc[a], m.acc_ok[a] = new, True
             elif ins.op == Op.TRI:
-                sxm_buf[name][ins.operand("row")] = tap(ins.dir, ins.stream, p)
+                self.sxm_buf[name][ins.operand("row")] = tap(ins.dir, ins.stream, p)
             elif ins.op == Op.LX:
-                m = mxms[name]
+                m = self.mxms[name]
                 slot = ins.operand("slot")
                 m.xbuf[slot], m.x_ok[slot] = _s8(tap(ins.dir, ins.stream, p)), True
             elif ins.op == Op.LW:
-                m = mxms[name]
+                m = self.mxms[name]
                 if m.loader is not None:
                     raise ModelError(f"{name} on cycle {t} ({ins}): LW while the previous LW is still loading")
                 m.loader = (t + ins.operand("delay"), ins.operand("n"), ins.stream, ins.dir)
-        for name, m in mxms.items():
+            elif ins.op == Op.SEND:
+                data = tuple(int(x) for x in tap(ins.dir, ins.stream, p))
+                self.sent.append(LinkVector(t, data, self.tile, ins.operand("link")))
+        for name, m in self.mxms.items():
             p = cfg.position(name)
             m.load_step(t, lambda d, s, p=p: tap(d, s, p))
         # Advance the stream registers; a drive replaces the passing value.
         seen = set()
-        ne, nw = np.zeros_like(east), np.zeros_like(west)
-        ne[1:] = east[:-1]
-        nw[:-1] = west[1:]
-        for p, d, s, data in drives.pop(t, []):
+        ne, nw = np.zeros_like(self.east), np.zeros_like(self.west)
+        ne[1:] = self.east[:-1]
+        nw[:-1] = self.west[1:]
+        for p, d, s, data in self.drives.pop(t, []):
             if (p, d, s) in seen:
                 raise ModelError(f"two writes to stream {'EW'[d]}{s} at {names[p]} on cycle {t}")
             seen.add((p, d, s))
-            if d == EAST and p + 1 < P:
+            if d == EAST and p + 1 < cfg.positions:
                 ne[p + 1, s] = data
             elif d != EAST and p > 0:
                 nw[p - 1, s] = data
-        east, west = ne, nw
-        t += 1
-    done_cycle = max(max(halt_at), last_drive) + 1
-    return RunResult(cycles=done_cycle + 1, events=events, memory=mem, busy=busy,
-                     mm_count={n: m.mm_count for n, m in mxms.items()})
+        self.east, self.west = ne, nw
+        self.t += 1
+
+    def _vop(self, ins, p):
+        d, s, e, prm = ins.dir, ins.stream, ins.operand("param"), self.params
+        A = from_planes([self._tap(d, s + b, p) for b in range(INT32_PLANES)])
+        val = requantise(add_int32(A, prm["bias_a"][e]), prm["m_a"][e], prm["s_a"][e]).astype(np.int64)
+        if ins.aux & VopFlag.TABLE:
+            val = self.table[val & 0xFF]
+        if ins.aux & VopFlag.GATE:
+            B = from_planes([self._tap(1 - d, s + b, p) for b in range(INT32_PLANES)])
+            gb = requantise(add_int32(B, prm["bias_b"][e]), prm["m_b"][e], prm["s_b"][e])
+            val = requantise(val * gb.astype(np.int64), prm["m_c"][e], prm["s_c"][e])
+        return np.asarray(val, np.int64) & 0xFF
+
+    def _drive_many(self, t, p, ins, flags, out):
+        for flag, od in ((flags.OUT_E, EAST), (flags.OUT_W, WEST)):
+            if ins.aux & flag:
+                self._drive(t, p, od, ins.operand("out"), out)
+
+    def result(self) -> RunResult:
+        done_cycle = max(max(self.halt_at), self.last_drive) + 1
+        return RunResult(cycles=done_cycle + 1, events=self.events, memory=self.mem, busy=self.busy,
+                         mm_count={n: m.mm_count for n, m in self.mxms.items()}, sent=self.sent)
+
+
+def run(program: Program) -> RunResult:
+    """Run one tile to done."""
+    tm = TileModel(program)
+    while tm.busy_running():
+        tm.step()
+    return tm.result()
+
+
+def run_system(programs: list[Program], peer, min_distance: int | None = None) -> list[RunResult]:
+    """Run several tiles in lockstep SAC time.  ``peer(tile, link) -> (tile', link')``: where
+    a vector sent by ``tile`` on ``link`` is received.  Every vector must be received
+    exactly once (a vector left in a receive buffer is an error)."""
+    tiles = [TileModel(p, i, min_distance) for i, p in enumerate(programs)]
+    while any(t.busy_running() for t in tiles):
+        for tm in tiles:
+            n = len(tm.sent)
+            tm.step()
+            for v in tm.sent[n:]:
+                dst, dlink = peer(tm.tile, v.link)
+                tiles[dst].rx[dlink].append(v)
+    for tm in tiles:
+        for link, q in tm.rx.items():
+            if q:
+                raise ModelError(f"tile {tm.tile} link {link}: {len(q)} vector(s) sent and never received "
+                                 f"(first sent by tile {q[0].tile} on cycle {q[0].sent})")
+    return [tm.result() for tm in tiles]

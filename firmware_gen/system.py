@@ -1,0 +1,257 @@
+"""Several tiles in one schedule: topology, and MEM-to-MEM transfers across C2C links.
+
+Every time here is SAC time (the program's cycle count, which the deskew stalls do not
+advance), so one schedule holds for every tile whatever its clock.  A transfer of one
+vector from tile A to tile B is::
+
+    A: READ (MEM) -> stream -> SEND on SAC s        (the link carries it for F cycles)
+    B: RECV on SAC v >= s + c2c.min_distance(cfg) -> stream -> WRITE (MEM)
+
+The scheduler keeps one vector per link per ``flits_per_vector`` cycles (bandwidth),
+receive order equal to send order (the receive buffer is a FIFO), and at most
+``rx_depth`` vectors between SEND and RECV on any link (buffer depth).  Every tile's
+program starts with ``DESKEW`` and gets a ``RUNTIME_DESKEW`` every
+``c2c.deskew_interval`` cycles, on the same SAC cycles in every tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import c2c
+from .config import ConfigError, TileConfig
+from .isa import C2C_LATENCY, EAST, READ_LATENCY, WEST, Instr, Op
+from .program import Program
+from .reserve import Reservations
+from .schedule import PredictedWrite, ScheduleError
+
+TILE_COUNTS = (2, 4, 8)
+
+
+class Topology:
+    """All-to-all: tile ``i``'s link ``k`` goes to tile ``k`` if ``k < i`` else ``k + 1``."""
+
+    def __init__(self, tiles: int):
+        if tiles not in TILE_COUNTS:
+            raise ConfigError(f"a system of {tiles} tiles is not supported; the all-to-all topology "
+                              f"takes {', '.join(map(str, TILE_COUNTS))} tiles")
+        self.tiles = tiles
+
+    @property
+    def links_per_tile(self) -> int:
+        return self.tiles - 1
+
+    def link_to(self, i: int, j: int) -> int:
+        if i == j or not (0 <= i < self.tiles and 0 <= j < self.tiles):
+            raise ScheduleError(f"no link from tile {i} to tile {j} in a system of {self.tiles} tiles")
+        return j if j < i else j - 1
+
+    def peer(self, i: int, link: int) -> tuple[int, int]:
+        j = link if link < i else link + 1
+        return j, self.link_to(j, i)
+
+    def parent(self, i: int):
+        """HAC tree: tile 0 is the root and every other tile its child (one hop)."""
+        return None if i == 0 else self.link_to(i, 0)
+
+    @property
+    def pairs(self) -> list[tuple[int, int]]:
+        return [(i, j) for i in range(self.tiles) for j in range(i + 1, self.tiles)]
+
+
+@dataclass(frozen=True)
+class LinkTransfer:
+    src: int
+    dst: int
+    link: int          # on the sender
+    send: int          # SAC cycle of SEND
+    recv: int          # SAC cycle of RECV
+    write: int         # SAC cycle of the WRITE on the receiver
+
+
+class SystemScheduler:
+    """Transfers between MEM slices of different tiles (and their programs)."""
+
+    def __init__(self, cfg: TileConfig, tiles: int = 2):
+        self.topo = Topology(tiles)
+        if cfg.links < self.topo.links_per_tile:
+            raise ConfigError(f"{tiles} tiles all-to-all need {self.topo.links_per_tile} links per tile; "
+                              f"the configuration has links={cfg.links}")
+        self.cfg = cfg
+        self.D = c2c.min_distance(cfg)
+        self.F = cfg.flits_per_vector
+        self.interval = c2c.deskew_interval(cfg)
+        self.slack = c2c.deskew_slack(cfg)
+        self.res = [Reservations(cfg) for _ in range(tiles)]
+        self.timed = [{n: [] for n in cfg.slice_names} for _ in range(tiles)]
+        self.memory = [{n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
+                       for _ in range(tiles)]
+        self.value = [{n: m.copy() for n, m in mem.items()} for mem in self.memory]
+        self.link_busy = [[set() for _ in range(cfg.links)] for _ in range(tiles)]   # SEND side
+        self.last_send = [[-1] * cfg.links for _ in range(tiles)]
+        self.last_recv = [[-1] * cfg.links for _ in range(tiles)]   # receiver tile, receiver link
+        self.in_flight = [[[] for _ in range(cfg.links)] for _ in range(tiles)]    # (send, recv) per rx link
+        self.transfers: list[LinkTransfer] = []
+        self.predicted: list[list[PredictedWrite]] = [[] for _ in range(tiles)]
+        self.horizon = 0
+        for t in range(tiles):
+            self._deskew_slot(t, 0, Instr.compute(Op.DESKEW, 0, EAST))
+
+    # ---- deskews -------------------------------------------------------------------------
+    def _deskew_slot(self, tile, cycle, ins):
+        self.res[tile].take_slot("C2C_W", cycle, ins.op.name)
+        self.timed[tile]["C2C_W"].append((cycle, ins))
+
+    def _extend_deskews(self, upto: int):
+        """RUNTIME_DESKEW every interval up to ``upto`` (reserved before anything else uses
+        the slot)."""
+        while self.horizon + self.interval <= upto + self.interval:
+            self.horizon += self.interval
+            for t in range(self.topo.tiles):
+                self._deskew_slot(t, self.horizon, Instr.compute(Op.RUNTIME_DESKEW, 0, EAST, slack=self.slack))
+
+    # ---- inputs --------------------------------------------------------------------------
+    def load(self, tile: int, name: str, addr: int, vectors) -> None:
+        v = np.atleast_2d(np.asarray(vectors, np.int64)) & 0xFF
+        if name not in self.cfg.mem_names or addr < 0 or addr + len(v) > self.cfg.mem_depth:
+            raise ScheduleError(f"cannot load {len(v)} vector(s) into {name}[{addr}] of tile {tile}")
+        self.memory[tile][name][addr:addr + len(v)] = v
+        self.value[tile][name][addr:addr + len(v)] = v
+
+    # ---- placement -----------------------------------------------------------------------
+    def send(self, src: int, src_mem: str, src_addr: int, dst: int, dst_mem: str, dst_addr: int,
+             count: int = 1, *, send_cycle: int | None = None, recv_cycle: int | None = None):
+        """Move ``count`` vectors; ``send_cycle``/``recv_cycle`` pin the first vector's SEND
+        and RECV (a pinned schedule the link cannot carry is a ScheduleError)."""
+        out = []
+        for k in range(count):
+            out.append(self._one(src, src_mem, src_addr + k, dst, dst_mem, dst_addr + k,
+                                 None if send_cycle is None else send_cycle + k * self.F,
+                                 None if recv_cycle is None else recv_cycle + k * self.F))
+        return out
+
+    def _one(self, src, sm, sa, dst, dm, da, pin_send, pin_recv):
+        cfg, pos = self.cfg, self.cfg.position
+        link = self.topo.link_to(src, dst)
+        _, rlink = self.topo.peer(src, link)
+        cs, cr = cfg.link_slice(link), cfg.link_slice(rlink)
+        rs, rr = self.res[src], self.res[dst]
+        d_in = WEST if pos(cs) < pos(sm) else EAST            # MEM -> C2C slice on the sender
+        d_out = EAST if pos(dm) > pos(cr) else WEST           # C2C slice -> MEM on the receiver
+        dist_in, dist_out = abs(pos(sm) - pos(cs)), abs(pos(dm) - pos(cr))
+        if pin_send is not None and pin_recv is not None and pin_recv < pin_send + self.D:
+            raise ScheduleError(f"tile {dst} would RECV on cycle {pin_recv} a vector tile {src} SENDs on cycle "
+                                f"{pin_send}: it cannot arrive before cycle {pin_send + self.D} "
+                                f"(serialisation {self.F} + link latency up to {cfg.link_latency_max} + "
+                                f"receive pipeline + skew)")
+
+        def send_ok(s):
+            r = s - READ_LATENCY - dist_in
+            if s <= self.last_send[src][link] + self.F - 1 or s < 1:
+                return None
+            if any(c in self.link_busy[src][link] for c in range(s, s + self.F)):
+                return None
+            for st in range(cfg.streams):
+                if (rs.slot_free(sm, r) and rs.slot_free(cs, s)
+                        and rs.stream_free(d_in, st, pos(sm), pos(cs), r + READ_LATENCY)):
+                    return r, st
+            return None
+
+        def recv_ok(v):
+            w = v + C2C_LATENCY + dist_out
+            if v <= self.last_recv[dst][rlink]:
+                return None
+            for st in range(cfg.streams):
+                if (rr.slot_free(cr, v) and rr.slot_free(dm, w)
+                        and rr.stream_free(d_out, st, pos(cr), pos(dm), v + C2C_LATENCY)):
+                    return w, st
+            return None
+
+        s = pin_send if pin_send is not None else max(1, self.last_send[src][link] + self.F)
+        while True:
+            self._extend_deskews(s + self.D + 64)
+            got = send_ok(s)
+            if got is None:
+                if pin_send is not None:
+                    raise ScheduleError(f"tile {src} cannot SEND on link {link} on cycle {pin_send}: the link or "
+                                        f"the slices are busy (one vector per {self.F} cycles per link)")
+                s += 1
+                continue
+            # The earliest RECV for this SEND; a full receive buffer delays the SEND instead.
+            v = pin_recv if pin_recv is not None else max(s + self.D, self.last_recv[dst][rlink] + 1)
+            while True:
+                self._extend_deskews(v + 64)
+                rgot = recv_ok(v)
+                if rgot is not None or pin_recv is not None:
+                    break
+                v += 1
+            if rgot is None:
+                raise ScheduleError(f"tile {dst} cannot RECV on link {rlink} on cycle {pin_recv}: the slices "
+                                    "are busy or the receive order would differ from the send order")
+            if not self._depth_ok(dst, rlink, s, v):
+                if pin_send is not None or pin_recv is not None:
+                    raise ScheduleError(f"link {link} from tile {src} to tile {dst}: the receive buffer would hold "
+                                        f"more than its {cfg.rx_depth} vectors between SEND on cycle {s} and "
+                                        f"RECV on cycle {v}")
+                s += 1
+                continue
+            break
+        r, st_in = got
+        got = rgot
+        w, st_out = got
+        who = f"tile {src} {sm}[{sa}] -> tile {dst} {dm}[{da}]"
+        rs.take_slot(sm, r, who)
+        rs.take_slot(cs, s, who)
+        rs.take_stream(d_in, st_in, pos(sm), pos(cs), r + READ_LATENCY, who)
+        rr.take_slot(cr, v, who)
+        rr.take_slot(dm, w, who)
+        rr.take_stream(d_out, st_out, pos(cr), pos(dm), v + C2C_LATENCY, who)
+        self.timed[src][sm].append((r, Instr.read(st_in, d_in, sa)))
+        self.timed[src][cs].append((s, Instr.compute(Op.SEND, st_in, d_in, link=link)))
+        self.timed[dst][cr].append((v, Instr.compute(Op.RECV, st_out, d_out, link=rlink)))
+        self.timed[dst][dm].append((w, Instr.write(st_out, d_out, da)))
+        self.link_busy[src][link].update(range(s, s + self.F))
+        self.last_send[src][link] = s
+        self.last_recv[dst][rlink] = v
+        self.in_flight[dst][rlink].append((s, v))
+        vec = self.value[src][sm][sa].copy()
+        self.value[dst][dm][da] = vec
+        self.predicted[dst].append(PredictedWrite(w, dm, da, tuple(int(x) for x in vec), len(self.transfers)))
+        x = LinkTransfer(src, dst, link, s, v, w)
+        self.transfers.append(x)
+        return x
+
+    def _depth_ok(self, tile, link, s, v) -> bool:
+        """At most rx_depth vectors between SEND and RECV at any cycle of [s, v]."""
+        spans = self.in_flight[tile][link] + [(s, v)]
+        for c in range(s, v + 1):
+            if sum(a <= c <= b for a, b in spans) > self.cfg.rx_depth:
+                return False
+        return True
+
+    # ---- outputs -------------------------------------------------------------------------
+    def _last_work(self) -> int:
+        """The last SAC cycle of any tile's work (deskews excluded)."""
+        return max((c for tm in self.timed for entries in tm.values() for c, i in entries
+                    if i.op not in (Op.DESKEW, Op.RUNTIME_DESKEW)), default=0)
+
+    def _timed(self, tile):
+        """Tile's timed instructions, without the RUNTIME_DESKEWs after the last work."""
+        last = self._last_work()
+        return {n: [(c, i) for c, i in e if not (i.op == Op.RUNTIME_DESKEW and c > last)]
+                for n, e in self.timed[tile].items()}
+
+    def programs(self) -> list[Program]:
+        from .compile_ffn import lower
+        return [Program(self.cfg, {n: lower(e) for n, e in self._timed(t).items()}, self.memory[t]).validate()
+                for t in range(self.topo.tiles)]
+
+    def predicted_writes(self, tile: int) -> list[PredictedWrite]:
+        return sorted(self.predicted[tile], key=lambda w: (w.cycle, self.cfg.position(w.slice)))
+
+    def predicted_cycles(self, tile: int) -> int:
+        """Cycle counter at done (same rule as the single tile; deskews drop beyond the end)."""
+        issues = [c for e in self._timed(tile).values() for c, _ in e]
+        return max(max(issues) + 1, self.res[tile].last_drive) + 1 + 1
