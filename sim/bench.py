@@ -27,6 +27,7 @@ from firmware_gen import TileConfig, archmodel
 from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
 from firmware_gen.schedule import Scheduler
 
+from .progress import ProgressPrinter
 from .runner import ROOT, SIMULATORS, SimSetupError, TileSim, job
 from .scoreboard import check_run
 
@@ -56,8 +57,9 @@ def run_ffns(cfg, sims) -> tuple[list, list]:
     for sim in sims:
         tile = TileSim(cfg, sim, waves=False)
         print(f"running {len(compiled)} FFNs on {sim} ...", flush=True)
+        progress = ProgressPrinter(sim, expected=[m.cycles for _, m, _ in compiled])
         results = tile.run([job(p, name=f"{m.kind} {m.H}x{m.I} b{m.batch}") for p, m, _ in compiled],
-                           name="bench-ffn")
+                           name="bench-ffn", progress=progress)
         cycles = sum(r["cycles"] for r in results)
         secs = sum(r["wall_run_s"] for r in results)
         speed.append({"simulator": sim, "program": "ffn suite", "cycles": cycles, "run_seconds": round(secs, 4),
@@ -109,7 +111,8 @@ def run_sweep(base, sims, passes):
     rows = []
     for sim in sims:
         print(f"running the sweep program on {sim} ...", flush=True)
-        res = TileSim(cfg, sim, waves=False).run([job(prog, timeout_cycles=10 * gold.cycles)], name="bench")[0]
+        res = TileSim(cfg, sim, waves=False).run([job(prog, timeout_cycles=10 * gold.cycles)], name="bench",
+                                                 progress=ProgressPrinter(sim, expected=[gold.cycles]))[0]
         rows.append({"simulator": sim, "program": f"sweep ({len(s.transfers)} copies)", "cycles": res["cycles"],
                      "run_seconds": round(res["wall_run_s"], 4),
                      "cycles_per_second": round(res["cycles"] / res["wall_run_s"], 1),
