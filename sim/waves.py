@@ -1,0 +1,150 @@
+"""Waveforms of a run and a saved GTKWave view of them.
+
+With waves on (``TileSim(..., waves=True)``, ``lpu sim --waves``, ``make sim WAVES=1``)
+each simulator writes an FST file:
+
+* Verilator: ``dump.fst`` in the run's directory (``TileSim.last_work``); building it
+  needs lz4's headers (Debian: ``liblz4-dev``);
+* Icarus: ``<toplevel>.fst`` in the build directory, overwritten by the next run there.
+
+:func:`write_gtkw` writes a GTKWave save file next to a dump: the tile's clock, cycle
+counter, running, done and fault, then one group per slice, west to east, with the
+instruction queue's issue (valid, opcode by name, direction, stream, address, halted) and
+the slice's stream drive masks (bit ``s`` set = the slice drives stream ``s`` this
+cycle).  Signal names are taken from the Verilog that was simulated, so slices the
+hardware does not build yet are simply absent.  Open it with ``gtkwave VIEW.gtkw`` (the
+view names its dump file).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from firmware_gen.config import TileConfig
+from firmware_gen.isa import Op
+
+# GTKWave trace flags (analyzer.h): hex 0x2, dec 0x4, bin 0x8, right-justify 0x20,
+# blank 0x200, file translate filter 0x2000, group begin 0x800000, group end 0x1000000.
+HEX, DEC, BIN = "@22", "@24", "@28"
+DEC_NAMED = "@2024"
+GROUP_BEGIN, GROUP_END = "@800200", "@1000200"
+OPS_FILTER = "lpu_ops.txt"
+
+_MODULE = re.compile(r"^module\s+(\\\S+|\w+)\s*\(")
+_DECL = re.compile(r"^\s*(?:input|output|inout|wire|reg)\s+(?:signed\s+)?(?:\[(\d+):(\d+)\]\s+)?(\\\S+|[A-Za-z_][\w$]*)")
+
+
+class WavesError(RuntimeError):
+    """Waveforms cannot be made or found; the message says what to install or where to look."""
+
+
+def dump_file(tile) -> Path:
+    """Where the last ``tile.run`` wrote its waveform."""
+    if tile.sim == "verilator":
+        return Path(tile.last_work) / "dump.fst"
+    return Path(tile.build_dir) / f"{tile.toplevel}.fst"
+
+
+def build_failure_hint(sim: str, build_dir: Path) -> str | None:
+    """A clear reason for a failed waveform build, from its log, or None."""
+    log = Path(build_dir) / "build.log"
+    if sim == "verilator" and log.exists() and "lz4.h" in log.read_text(errors="replace"):
+        return ("Verilator's FST waveforms need lz4's headers: install them with "
+                "`sudo apt-get install liblz4-dev` (macOS: `brew install lz4`), or use --sim icarus")
+    return None
+
+
+def declared_signals(verilog: str, top: str) -> dict[str, dict[str, tuple]]:
+    """``{scope: {name: (msb, lsb) or None}}`` for the Verilog Amaranth wrote: the top module
+    is scope ``top``; a submodule ``\\top.a.b`` is instance scope ``top.a.b``."""
+    scopes, cur = {}, None
+    for line in verilog.splitlines():
+        m = _MODULE.match(line)
+        if m:
+            name = m[1].lstrip("\\")
+            cur = scopes.setdefault(name, {})
+            continue
+        if cur is None:
+            continue
+        m = _DECL.match(line)
+        if m:
+            cur.setdefault(m[3], (int(m[1]), int(m[2])) if m[1] is not None else None)
+    return {k: v for k, v in scopes.items() if k == top or k.startswith(top + ".")}
+
+
+def _ref(sim, scope, name, rng):
+    # Icarus keeps the backslash of an escaped identifier (``\issue__instr.op``); Verilator drops it.
+    shown = name if sim == "icarus" else name.lstrip("\\")
+    return f"{scope}.{shown}" + (f"[{rng[0]}:{rng[1]}]" if rng is not None else "")
+
+
+def write_gtkw(cfg: TileConfig, sim: str, dump: Path, verilog: Path, out: Path | None = None,
+               top: str = "lpu_tile") -> Path:
+    """Write ``<dump stem>.gtkw`` (or ``out``) and the opcode names file next to it."""
+    dump = Path(dump).resolve()
+    out = Path(out) if out else dump.with_suffix(".gtkw")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        sigs = declared_signals(Path(verilog).read_text(), top)
+    except OSError as e:
+        raise WavesError(f"cannot read the simulated Verilog {verilog}: {e}") from None
+    ops = out.parent / OPS_FILTER
+    ops.write_text("".join(f"{int(o)} {o.name if o != Op.HALT else '-'}\n" for o in Op))
+
+    lines = ["[*] lpu tile: one group per slice, west to east (written by sim/waves.py)",
+             f'[dumpfile] "{dump}"', f'[savefile] "{out.resolve()}"', "[timestart] 0",
+             "[size] 1600 1000", "[pos] -1 -1", "[sst_width] 260", "[signals_width] 300",
+             "[sst_expanded] 1", "[sst_vpaned_height] 300"]
+
+    def add(scope_key, name, fmt, alias, named=False):
+        scope = sigs.get(scope_key)
+        if scope is None or name not in scope:
+            return False
+        if named:
+            lines.append(f"^1 {ops.resolve()}")
+        lines.append(fmt)
+        lines.append(f"+{{{alias}}} {_ref(sim, scope_key, name, scope[name])}")
+        return True
+
+    def group(title, body):
+        start = len(lines)
+        lines.extend([GROUP_BEGIN, f"-{title}"])
+        if not any([f() for f in body]):
+            del lines[start:]
+            return
+        lines.extend([GROUP_END, f"-{title}"])
+
+    group("tile", [lambda: add(top, "clk", BIN, "clk"), lambda: add(top, "cycle", DEC, "cycle"),
+                   lambda: add(top, "running", BIN, "running"), lambda: add(top, "done", BIN, "done"),
+                   lambda: add(top, "fault", BIN, "fault")])
+    for p, s in enumerate(cfg.slice_names):
+        icu, sl = f"{top}.icu_{s}", f"{top}.slice_{s}"
+        body = [lambda icu=icu, s=s: add(icu, "issue__valid", BIN, f"{s} issue"),
+                lambda icu=icu, s=s: add(icu, "\\issue__instr.op", DEC_NAMED, f"{s} op", named=True),
+                lambda icu=icu, s=s: add(icu, "\\issue__instr.dir", BIN, f"{s} dir (1=W)"),
+                lambda icu=icu, s=s: add(icu, "\\issue__instr.stream", DEC, f"{s} stream"),
+                lambda icu=icu, s=s: add(icu, "\\issue__instr.addr", DEC, f"{s} addr"),
+                lambda sl=sl, s=s: add(sl, "drive__east__mask", BIN, f"{s} drives E"),
+                lambda sl=sl, s=s: add(sl, "drive__west__mask", BIN, f"{s} drives W"),
+                lambda icu=icu, s=s: add(icu, "halted", BIN, f"{s} halted")]
+        group(f"{s} (position {p})", body)
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def save_waves(tile, cfg: TileConfig, dest: Path | None = None) -> tuple[Path, Path]:
+    """After ``tile.run``: move the dump to ``dest/<simulator>.fst`` (if given) and write the
+    GTKWave view next to it.  Returns ``(dump, view)``."""
+    dump = dump_file(tile)
+    if not dump.exists():
+        raise WavesError(f"the {tile.sim} run wrote no waveform at {dump}")
+    if dest is not None:
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        target = dest / f"{tile.sim}.fst"
+        shutil.move(str(dump), target)
+        dump = target
+    view = write_gtkw(cfg, tile.sim, dump, Path(tile.build_dir) / f"{tile.toplevel}.v", top=tile.toplevel)
+    return dump, view
