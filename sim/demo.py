@@ -15,12 +15,15 @@ import time
 import numpy as np
 
 from firmware_gen import ConfigError, TileConfig, archmodel
-from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn, output_matrix
-from firmware_gen.numerics import NumericsError, ffn_int
+from firmware_gen.compile_ffn import CompileError, output_matrix
+from firmware_gen.numerics import NumericsError
 from firmware_gen.schedule import Scheduler
 
-from .runner import SIMULATORS, SimSetupError, TileSim, job, observed_events
+from .runner import BUILD, SIMULATORS, SimSetupError, TileSim, job, observed_events
+from .compiled import ArtifactError
+from .progress import ProgressPrinter
 from .scoreboard import check_run
+from .waves import WavesError
 
 
 def demo_schedule(cfg: TileConfig, seed: int) -> Scheduler:
@@ -39,62 +42,118 @@ def demo_schedule(cfg: TileConfig, seed: int) -> Scheduler:
     return s
 
 
-def _build(cfg, args):
+def build_tile(cfg, sim: str, waves: bool = False, out=None) -> TileSim:
+    """Build (or reuse) the tile for ``sim``, saying so on ``out``."""
+    out = out or sys.stdout
     t0 = time.perf_counter()
-    print(f"building the tile for {args.sim} ...", flush=True)
-    tile = TileSim(cfg, args.sim, waves=args.waves)
-    print(f"  built in {time.perf_counter() - t0:.1f} s ({tile.build_dir})")
+    print(f"building the tile for {sim} ...", file=out, flush=True)
+    try:
+        tile = TileSim(cfg, sim, waves=waves)
+    except (SimSetupError, KeyboardInterrupt):
+        raise
+    except Exception as e:    # the simulator's build failed: say why if the log tells
+        from .waves import build_failure_hint
+        d = BUILD / f"{sim}-tile-{cfg.key()}{'-waves' if waves else ''}"
+        hint = build_failure_hint(sim, d)
+        raise SimSetupError(hint or f"the {sim} build failed ({e}); see {d / 'build.log'}") from None
+    print(f"  built in {time.perf_counter() - t0:.1f} s ({tile.build_dir})", file=out, flush=True)
     return tile
 
 
-def run_ffn(cfg, args) -> int:
-    ex = example_ffn(args.kind, args.H, args.I, args.batch, seed=args.seed)
-    prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
-    print(f"FFN: {args.kind} ({ex.activation}), H={args.H}, I={args.I}, batch={args.batch} "
-          f"(padded to {man.padded[0]}x{man.padded[1]}), {man.weight_vectors * cfg.lanes} weight bytes")
+def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=None, progress=None,
+                   out=None) -> dict:
+    """Run a compiled FFN (``sim.compiled.CompiledFfn``) on the RTL tile and check it.
+
+    Checks, against the golden model (``archmodel.run``) and the compiler's manifest: every
+    output write (cycle, slice, address, value), the cycle count and per-slice busy counts
+    (``scoreboard.check_run``); the output gathered from the hardware's trace against the
+    integer FFN (bit-exact); and reports the error against the float FFN.  Prints the
+    summary table on ``out`` (default stdout) and returns it as a dict whose ``passed``
+    is the verdict.  With ``waves``, the waveform (moved to ``waves_dir`` if given) and a
+    GTKWave view next to it (``sim/waves.py``).  ``progress``: see ``TileSim.run``."""
+    out = out or sys.stdout
+    cfg, prog, man = c.config, c.program, c.manifest
+
+    def say(*a):
+        print(*a, file=out, flush=True)
+
+    say(f"FFN: {man.kind} ({c.source.get('activation', '?')}), H={man.H}, I={man.I}, batch={man.batch} "
+        f"(padded to {man.padded[0]}x{man.padded[1]}), {man.weight_vectors * cfg.lanes} weight bytes")
     gold = archmodel.run(prog)
-    tile = _build(cfg, args)
-    res = tile.run([job(prog, name="ffn")], name="demo-ffn")[0]
+    tile = build_tile(cfg, sim, waves, out)
+    res = tile.run([job(prog, name=c.name or "ffn")], name="ffn", progress=progress)[0]
     problems = check_run(res, gold, man.writes, man.cycles)
     problems += [f"busy {n}: predicted {v}, hardware {res['busy'].get(n)}"
                  for n, v in man.busy.items() if res["busy"].get(n) != v]
     # The hardware's output values, gathered from its trace, against the integer FFN.
-    got = {(s, a): d for _, s, a, d in observed_events(res)}
     mem = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
-    for (s, a), d in got.items():
+    for _, s, a, d in observed_events(res):
         mem[s][a] = d
-    y_hw = output_matrix(man, mem, cfg.lanes, args.H)
-    exact = bool(np.array_equal(y_hw, ffn_int(ex.spec, ex.x_int8)))
-    err = ex.error_vs_float(y_hw)
-    print(f"\ncycles taken          {res['cycles']:>8}   (compiler predicted {man.cycles}, golden model {gold.cycles})")
-    print(f"SRAM-read bound       {man.sram_bound:>8}   (every weight vector read once, all "
-          f"{2 * cfg.mem_slices} MEM slices every cycle)")
-    print(f"MAC bound             {man.mac_bound:>8}   ({man.mm_count} MMs on 2 MXMs)")
-    print(f"efficiency            {man.bound / res['cycles']:>8.3f}   (bound / cycles; "
-          f"{res['cycles'] / man.sram_bound:.3f}x the SRAM-read bound)")
-    print(f"MXM utilisation       {man.mm_count / (2 * res['cycles']):>8.3f}")
-    print("busy cycles (hardware / predicted): "
-          + ", ".join(f"{n} {res['busy'][n]}/{man.busy[n]}" for n in cfg.slice_names if man.busy[n]))
+    y_hw = output_matrix(man, mem, cfg.lanes, man.H)
+    exact = None if c.y_int8 is None else bool(np.array_equal(y_hw, np.asarray(c.y_int8).reshape(y_hw.shape)))
+    err = c.error_vs_float(y_hw)
     writes_ok = observed_events(res) == [(w.cycle, w.slice, w.addr, w.data) for w in man.writes]
-    print(f"output writes         {len(res['events']):>8}   predicted == observed: {'yes' if writes_ok else 'NO'}")
-    print(f"bit-exact vs integer FFN: {'PASS' if exact else 'FAIL'}")
-    print(f"error vs float: cosine {err['cosine']:.4f}, max abs error {err['max_abs_error']:.4f} "
-          f"(output LSB {ex.spec.out_scale:.4f})")
+    cyc = res["cycles"]
+    verdict = bool(exact is not False and writes_ok and not problems)
+    report = {
+        "passed": verdict, "simulator": sim, "name": c.name, "kind": man.kind, "H": man.H, "I": man.I,
+        "batch": man.batch, "cycles": cyc, "predicted_cycles": man.cycles, "golden_model_cycles": gold.cycles,
+        "sram_bound": man.sram_bound, "mac_bound": man.mac_bound, "efficiency": round(man.bound / cyc, 4),
+        "ratio_to_sram_bound": round(cyc / man.sram_bound, 4),
+        "mxm_utilisation": round(man.mm_count / (2 * cyc), 4),
+        "busy": {n: {"hardware": res["busy"].get(n), "predicted": man.busy[n]}
+                 for n in cfg.slice_names if man.busy.get(n)},
+        "output_writes": len(res["events"]), "writes_as_predicted": writes_ok, "bit_exact": exact,
+        "error_vs_float": err, "problems": problems, "run_seconds": round(res["wall_run_s"], 3),
+        "cycles_per_second": round(cyc / res["wall_run_s"], 1) if res["wall_run_s"] > 0 else None,
+        "build_dir": str(tile.build_dir),
+    }
+    rows = [
+        ("cycles taken", f"{cyc:>8}", f"compiler predicted {man.cycles}, golden model {gold.cycles}"),
+        ("SRAM-read bound", f"{man.sram_bound:>8}",
+         f"every weight vector read once, all {2 * cfg.mem_slices} MEM slices every cycle"),
+        ("MAC bound", f"{man.mac_bound:>8}", f"{man.mm_count} MMs on 2 MXMs"),
+        ("efficiency", f"{man.bound / cyc:>8.3f}",
+         f"bound / cycles; {cyc / man.sram_bound:.3f}x the SRAM-read bound"),
+        ("MXM utilisation", f"{man.mm_count / (2 * cyc):>8.3f}", ""),
+        ("output writes", f"{len(res['events']):>8}", f"predicted == observed: {'yes' if writes_ok else 'NO'}"),
+        ("bit-exact vs int FFN", f"{ {True: 'PASS', False: 'FAIL', None: '-'}[exact]:>8}",
+         "" if exact is not None else "no reference output in this program directory"),
+    ]
+    if err is not None:
+        rows.append(("error vs float", f"{err['cosine']:>8.4f}",
+                     f"cosine; max abs error {err['max_abs_error']:.4f} (output LSB {c.out_scale:.4f})"))
+    rows.append(("simulation", f"{res['wall_run_s']:>7.2f}s",
+                 f"{report['cycles_per_second'] or 0:,.0f} tile-cycles/s on {sim} (run only, after loading)"))
+    say("")
+    for label, value, note in rows:
+        say(f"{label:<22}{value}   {note}".rstrip())
+    say("busy cycles (hardware / predicted): "
+        + ", ".join(f"{n} {res['busy'][n]}/{man.busy[n]}" for n in cfg.slice_names if man.busy[n]))
     for p in problems:
-        print("  " + p)
-    verdict = exact and writes_ok and not problems
-    print(f"\n{'PASS' if verdict else 'FAIL'}: FFN on {args.sim}, {res['cycles']} cycles, every output "
-          f"{'bit-exact and at its predicted cycle' if verdict else 'checked (see above)'}")
-    if args.waves:
-        print(f"waveforms in {tile.build_dir}")
-    return 0 if verdict else 1
+        say("  " + p)
+    say(f"\n{'PASS' if verdict else 'FAIL'}: FFN on {sim}, {cyc} cycles, every output "
+        f"{'bit-exact and at its predicted cycle' if verdict else 'checked (see above)'}")
+    if waves:
+        from .waves import save_waves
+        dump, view = save_waves(tile, cfg, waves_dir)
+        report["waves"] = {"dump": str(dump), "gtkw": str(view)}
+        say(f"waveform: {dump}\nGTKWave view (signals grouped by slice): gtkwave {view}")
+    return report
+
+
+def run_ffn(cfg, args) -> int:
+    from .compiled import from_example
+    c = from_example(cfg, args.kind, args.H, args.I, args.batch, seed=args.seed, preset=args.config)
+    progress = ProgressPrinter(args.sim, expected=[c.manifest.cycles])
+    return 0 if run_ffn_on_rtl(c, args.sim, args.waves, progress=progress)["passed"] else 1
 
 
 def run_copy(cfg, args) -> int:
     s = demo_schedule(cfg, args.seed)
     prog = s.program()
     gold = archmodel.run(prog)
-    tile = _build(cfg, args)
+    tile = build_tile(cfg, args.sim, args.waves)
     res = tile.run([job(prog)], name="demo")[0]
     obs = {(sl, a): (c, d) for c, sl, a, d in observed_events(res)}
     print(f"\n{'transfer':<44} {'stream':>6} {'write cycles predicted':>24} {'observed':>12}  values")
@@ -118,6 +177,10 @@ def run_copy(cfg, args) -> int:
     verdict = ok_all and not problems
     print(f"\n{'PASS' if verdict else 'FAIL'}: {len(res['events'])} MEM writes on {args.sim}, every value "
           f"and cycle {'as predicted' if verdict else 'checked (see above)'}")
+    if args.waves:
+        from .waves import save_waves
+        dump, view = save_waves(tile, cfg)
+        print(f"waveform: {dump}\nGTKWave view (signals grouped by slice): gtkwave {view}")
     return 0 if verdict else 1
 
 
@@ -130,7 +193,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default: verilator)")
     ap.add_argument("--config", choices=TileConfig.PRESETS[:2], default="default",
                     help="tile configuration preset (default: default)")
-    ap.add_argument("--waves", action="store_true", help="dump waveforms (FST on Verilator, FST/VCD on Icarus)")
+    ap.add_argument("--waves", action="store_true",
+                    help="dump waveforms (FST) and write a GTKWave view next to them")
     ap.add_argument("--seed", type=int, default=1, help="seed for weights and inputs (default: 1)")
     ap.add_argument("--copy", action="store_true", help="run the MEM-to-MEM data-movement demo instead")
     args = ap.parse_args(argv)
@@ -141,7 +205,7 @@ def main(argv=None) -> int:
               f"2 MXMs of {cfg.lanes}x{cfg.lanes}")
         print("slices (west -> east): " + " | ".join(cfg.slice_names))
         return run_copy(cfg, args) if args.copy else run_ffn(cfg, args)
-    except (ConfigError, SimSetupError, CompileError, NumericsError) as e:
+    except (ConfigError, SimSetupError, CompileError, NumericsError, ArtifactError, WavesError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,237 @@
+"""A compiled FFN on disk: what ``lpu compile`` writes and ``lpu sim`` / ``lpu show`` read.
+
+A compiled program directory holds two files:
+
+``program.json``
+    ``Program.to_json()``: the configuration, every queue's binary image, the MEM images,
+    the VXM parameters and the activation table.
+``manifest.json``
+    ``Manifest.summary()`` (shape, predicted cycles, bounds, efficiency, busy counts, ...)
+    and, under ``writes``, every predicted output write (cycle, slice, address, the 8-bit
+    lanes, output block), under ``outputs`` where each ``(batch column, output block)``
+    of y lands, and under ``reference`` the expected int8 output (the integer FFN), the
+    float FFN's output and the output scale, so that a later ``lpu sim`` can check the
+    hardware without recompiling.  ``source`` says where the weights came from.
+
+Weights come either from a seeded random example (``compile_ffn.example_ffn``) or from a
+``.npz`` file of float arrays (see :func:`from_npz`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from firmware_gen.compile_ffn import Example, Manifest, compile_ffn, example_ffn
+from firmware_gen.config import TileConfig
+from firmware_gen.numerics import ACTIVATIONS, FfnSpec, NumericsError, ffn_float, ffn_int, quantise_activations
+from firmware_gen.program import Program
+from firmware_gen.schedule import PredictedWrite
+
+FORMAT = "lpu-compiled/1"
+PROGRAM_FILE, MANIFEST_FILE = "program.json", "manifest.json"
+NPZ_KEYS = ("W1", "W2", "W3", "b1", "b2", "x")
+
+
+class ArtifactError(ValueError):
+    """A weights file or a compiled program directory is unusable; the message says why."""
+
+
+@dataclass
+class CompiledFfn:
+    """A compiled FFN with what is needed to check it later."""
+    name: str
+    program: Program
+    manifest: Manifest
+    source: dict = field(default_factory=dict)   # kind, activation, seed or weights file, preset
+    y_int8: np.ndarray | None = None              # (batch, H): the integer FFN's output
+    y_float: np.ndarray | None = None             # (batch, H): the float FFN's output
+    out_scale: float | None = None
+
+    @property
+    def config(self) -> TileConfig:
+        return self.program.config
+
+    def error_vs_float(self, y_int8) -> dict | None:
+        from firmware_gen.numerics import error_report
+        if self.y_float is None or self.out_scale is None:
+            return None
+        return error_report(y_int8, self.out_scale, self.y_float)
+
+    # ---- writing and reading -----------------------------------------------------
+    def manifest_dict(self) -> dict:
+        m = self.manifest
+        d = {"format": FORMAT, "name": self.name, "source": self.source, **m.summary(),
+             "predicted_cycles": m.cycles,
+             "writes": [{"cycle": w.cycle, "slice": w.slice, "addr": w.addr, "data": list(w.data),
+                         "block": w.transfer} for w in m.writes],
+             "outputs": [{"batch": b, "block": j, "slice": s, "addr": a}
+                         for (b, j), (s, a) in sorted(m.outputs.items())]}
+        if self.y_int8 is not None:
+            d["reference"] = {"y_int8": np.asarray(self.y_int8).tolist(),
+                              "y_float": None if self.y_float is None else np.asarray(self.y_float).tolist(),
+                              "out_scale": self.out_scale}
+        return d
+
+    def save(self, out: Path) -> dict:
+        """Write ``program.json`` and ``manifest.json`` into ``out``; returns their paths."""
+        out = Path(out)
+        if out.exists() and not out.is_dir():
+            raise ArtifactError(f"output {out} exists and is not a directory")
+        out.mkdir(parents=True, exist_ok=True)
+        (out / PROGRAM_FILE).write_text(self.program.to_json())
+        (out / MANIFEST_FILE).write_text(json.dumps(self.manifest_dict(), indent=1) + "\n")
+        return {"program": str(out / PROGRAM_FILE), "manifest": str(out / MANIFEST_FILE)}
+
+    @classmethod
+    def load(cls, path) -> "CompiledFfn":
+        """Read a directory written by :meth:`save` (or the path of its ``program.json``)."""
+        path = Path(path)
+        d = path.parent if path.name in (PROGRAM_FILE, MANIFEST_FILE) else path
+        if not d.is_dir():
+            raise ArtifactError(f"{path} is not a compiled program directory (it does not exist); "
+                                "make one with `lpu compile --out DIR`")
+        prog = load_program(d / PROGRAM_FILE)
+        mf = d / MANIFEST_FILE
+        if not mf.exists():
+            raise ArtifactError(f"{d} has no {MANIFEST_FILE} (the compiler's predictions); "
+                                "make the directory with `lpu compile --out DIR`")
+        try:
+            m = json.loads(mf.read_text())
+            if m.get("format") != FORMAT:
+                raise ArtifactError(f"{mf} is not an lpu manifest (format {m.get('format')!r}, expected {FORMAT!r})")
+            man = Manifest(
+                kind=m["kind"], H=m["H"], I=m["I"], batch=m["batch"], padded=(m["padded_H"], m["padded_I"]),
+                cycles=m["cycles"],
+                writes=[PredictedWrite(w["cycle"], w["slice"], w["addr"], tuple(w["data"]), w["block"])
+                        for w in m["writes"]],
+                outputs={(o["batch"], o["block"]): (o["slice"], o["addr"]) for o in m["outputs"]},
+                busy=m["busy"], mm_count=m["mm_count"], weight_vectors=m["weight_vectors"],
+                sram_bound=m["sram_bound"], mac_bound=m["mac_bound"], instructions=m.get("instructions", {}))
+            ref = m.get("reference") or {}
+        except (KeyError, TypeError, json.JSONDecodeError) as e:
+            raise ArtifactError(f"{mf} is damaged or from another version ({type(e).__name__}: {e})") from None
+        return cls(name=m.get("name", d.name), program=prog, manifest=man, source=m.get("source", {}),
+                   y_int8=None if ref.get("y_int8") is None else np.asarray(ref["y_int8"], np.int8),
+                   y_float=None if ref.get("y_float") is None else np.asarray(ref["y_float"], np.float64),
+                   out_scale=ref.get("out_scale"))
+
+
+def load_program(path) -> Program:
+    path = Path(path)
+    if not path.exists():
+        raise ArtifactError(f"{path.parent} is not a compiled program directory (no {path.name}); "
+                            "make one with `lpu compile --out DIR`")
+    try:
+        return Program.from_json(path.read_text())
+    except (KeyError, TypeError, json.JSONDecodeError) as e:
+        raise ArtifactError(f"{path} is not a program JSON ({type(e).__name__}: {e})") from None
+
+
+# ---- making one -----------------------------------------------------------------------
+def _compile(name, ex: Example, cfg: TileConfig, source: dict) -> CompiledFfn:
+    prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
+    B = man.batch
+    return CompiledFfn(name=name, program=prog, manifest=man, source=source,
+                       y_int8=np.asarray(ffn_int(ex.spec, ex.x_int8)).reshape(B, -1),
+                       y_float=np.asarray(ex.y_float, np.float64).reshape(B, -1),
+                       out_scale=float(ex.spec.out_scale))
+
+
+def from_example(cfg: TileConfig, kind: str = "swiglu", H: int = 64, I: int = 128, batch: int = 1,
+                 seed: int = 1, activation: str | None = None, preset: str | None = None) -> CompiledFfn:
+    """Compile the seeded random FFN of ``compile_ffn.example_ffn``."""
+    _check_activation(activation)
+    ex = example_ffn(kind, H, I, batch, seed=seed, activation=activation)
+    name = f"{kind}-H{H}-I{I}-b{batch}-s{seed}" + (f"-{preset}" if preset and preset != "default" else "")
+    return _compile(name, ex, cfg, {"weights": "example", "kind": kind, "activation": ex.activation,
+                                    "seed": seed, "config": preset})
+
+
+def from_npz(path, cfg: TileConfig, kind: str | None = None, activation: str | None = None,
+             preset: str | None = None) -> CompiledFfn:
+    """Quantise and compile the float FFN in an ``.npz`` file.
+
+    Arrays (float; names are case-sensitive):
+
+    * ``W1`` (I, H), ``W2`` (H, I): the two projections, ``y = W2 . act(W1 x ...)``;
+    * ``W3`` (I, H): the gate projection of a SwiGLU FFN, ``y = W2 . (act(W1 x) * W3 x)``;
+      its presence makes the FFN SwiGLU, its absence classic;
+    * ``b1`` (I,), ``b2`` (H,): optional biases of a classic FFN (zero if absent);
+    * ``x`` (H,) or (batch, H): the input, also used to calibrate the int8 scales.
+
+    Quantisation is ``FfnSpec.from_float`` (per-row weight scales, per-tensor activation
+    scales calibrated on ``x``); x itself is quantised to int8 with the calibrated scale.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ArtifactError(f"weights file {path} does not exist")
+    if not zipfile.is_zipfile(path):
+        raise ArtifactError(f"{path} is not a .npz file (numpy.savez writes one)")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: np.asarray(z[k]) for k in z.files}
+    except Exception as e:   # not a zip, pickled objects, truncated file, ...
+        raise ArtifactError(f"cannot read {path} as a .npz of arrays ({type(e).__name__}: {e})") from None
+    unknown = sorted(set(arrays) - set(NPZ_KEYS))
+    if unknown:
+        raise ArtifactError(f"{path.name} has unknown array(s) {', '.join(unknown)}; expected "
+                            f"{', '.join(NPZ_KEYS)} (W3 for SwiGLU, b1/b2 optional for classic)")
+    missing = [k for k in ("W1", "W2", "x") if k not in arrays]
+    if missing:
+        raise ArtifactError(f"{path.name} lacks {', '.join(missing)}; it needs W1 (I,H), W2 (H,I), x (H,) or "
+                            "(batch,H), and W3 (I,H) for SwiGLU")
+    for k, a in arrays.items():
+        if not np.issubdtype(a.dtype, np.number) or np.iscomplexobj(a):
+            raise ArtifactError(f"array {k} in {path.name} has dtype {a.dtype}; it must be real numbers")
+    found = "swiglu" if "W3" in arrays else "classic"
+    if kind is not None and kind != found:
+        raise ArtifactError(f"--kind {kind} but {path.name} " + ("has a W3 (a SwiGLU FFN)" if found == "swiglu"
+                                                                 else "has no W3 (a classic FFN)"))
+    if found == "swiglu" and ("b1" in arrays or "b2" in arrays):
+        raise ArtifactError(f"{path.name} has W3 (SwiGLU) and biases; SwiGLU FFNs here have no biases")
+    _check_activation(activation)
+    activation = activation or ("silu" if found == "swiglu" else "gelu")
+    W1, W2, W3, b1, b2, x = (arrays.get(k) for k in NPZ_KEYS)
+    try:
+        x = np.asarray(x, np.float64)
+        spec = FfnSpec.from_float(found, W1, W2, W3, b1, b2, x_calibration=x, activation=activation)
+        xq, _ = quantise_activations(x, spec.x_scale)
+        y = ffn_float(found, W1, W2, W3, b1, b2, xq * spec.x_scale, activation)
+    except NumericsError as e:
+        raise ArtifactError(f"{path.name}: {e}") from None
+    ex = Example(spec, xq, y, activation)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", path.stem) + (f"-{preset}" if preset and preset != "default" else "")
+    return _compile(name, ex, cfg, {"weights": str(path), "kind": found, "activation": activation,
+                                    "config": preset})
+
+
+def _check_activation(activation):
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ArtifactError(f"unknown activation {activation!r}; choose one of {', '.join(ACTIVATIONS)}")
+
+
+def summary_rows(c: CompiledFfn) -> list[tuple[str, str]]:
+    """The compile summary as (label, text) rows."""
+    m, cfg = c.manifest, c.config
+    return [
+        ("FFN", f"{m.kind} ({c.source.get('activation', '?')}), H={m.H}, I={m.I}, batch={m.batch}, "
+                f"padded to {m.padded[0]}x{m.padded[1]}, {m.weight_vectors * cfg.lanes:,} weight bytes"),
+        ("tile", f"{cfg.lanes} lanes, {cfg.streams} streams per direction, {cfg.mem_slices}+{cfg.mem_slices} "
+                 f"MEM slices x {cfg.mem_depth} vectors"),
+        ("predicted cycles", f"{m.cycles:,}"),
+        ("SRAM-read bound", f"{m.sram_bound:,}  (every weight vector read once, {2 * cfg.mem_slices} MEM "
+                            "slices every cycle)"),
+        ("MAC bound", f"{m.mac_bound:,}  ({m.mm_count:,} MMs on 2 MXMs)"),
+        ("efficiency", f"{m.efficiency:.3f}  (max bound / cycles; {m.cycles / m.sram_bound:.3f}x the "
+                       "SRAM-read bound)"),
+        ("MXM utilisation", f"{m.mxm_utilisation:.3f}"),
+        ("output writes", f"{len(m.writes)}"),
+        ("instructions", ", ".join(f"{n} {k}" for n, k in m.instructions.items())),
+    ]
+
