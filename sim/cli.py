@@ -1,0 +1,421 @@
+"""The ``lpu`` command line: compile an FFN, simulate it on the RTL, picture its schedule,
+benchmark the simulators, synthesise the tile.
+
+    lpu compile [FFN options] [--out DIR] [--json]
+    lpu sim     [DIR | FFN options] [--sim verilator|icarus] [--waves] [--json]
+    lpu show    [DIR | FFN options] [--chart FILE.svg|.png] [--window A:B] [--asm] [--json]
+    lpu bench   [--config default|tiny] [--sims verilator,icarus] [--sweep] [--out DIR] [--json]
+    lpu synth   [--board ulx3s-85f] [--config default|tiny] [--out DIR] [--json]
+
+``lpu SUBCOMMAND --help`` documents each.  A bad argument or an impossible request (an
+FFN that does not fit, a missing file) is one line on stderr naming the problem and exit
+status 2; ``lpu sim`` exits 0 when every check passes and 1 when one fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+PRESETS = ("default", "tiny")
+DEFAULT_SHAPE = {"default": (128, 512), "tiny": (8, 16)}   # (H, I) when not given
+
+NPZ_HELP = """\
+weights file (--weights FILE.npz): float arrays, by name
+  W1  (I, H)           first projection
+  W2  (H, I)           output projection
+  W3  (I, H)           gate projection; present = SwiGLU: y = W2 (act(W1 x) * W3 x)
+  b1  (I,), b2  (H,)   optional biases of a classic FFN: y = W2 act(W1 x + b1) + b2
+  x   (H,) or (B, H)   the input (also calibrates the int8 scales)
+They are quantised to int8 with per-row weight scales and per-tensor activation scales
+(numerics.FfnSpec.from_float), then compiled.  Example:
+  python -c "import numpy as r; g=r.random.default_rng(0); r.savez('ffn.npz', \\
+    W1=g.normal(size=(96,32)), W3=g.normal(size=(96,32)), W2=g.normal(size=(32,96)), x=g.normal(size=32))"
+"""
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage dump) that point at --help."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog):
+        super().__init__(prog, max_help_position=30, width=100)
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return v
+
+
+def _nonneg(text: str) -> int:
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
+    return v
+
+
+def _window(text: str) -> tuple[int, int]:
+    a, sep, b = text.partition(":")
+    try:
+        lo, hi = int(a) if a else 0, int(b) if b else 1 << 62
+    except ValueError:
+        lo = hi = None
+    if not sep or lo is None or lo < 0 or hi < lo:
+        raise argparse.ArgumentTypeError(f"expected FIRST:LAST cycles like 100:400 (either may be empty), got {text!r}")
+    return lo, hi
+
+
+# ---- the FFN to work on ---------------------------------------------------------------------
+def _ffn_options(p: argparse.ArgumentParser, with_out: bool = True):
+    from firmware_gen.numerics import ACTIVATIONS
+    g = p.add_argument_group("FFN to compile (when no program directory is given)")
+    g.add_argument("--kind", choices=("swiglu", "classic"), default=None,
+                   help="FFN kind (default: swiglu; with --weights, W3 decides)")
+    g.add_argument("--H", type=_positive, default=None, metavar="N",
+                   help="model width H (default: 128 on the default tile, 8 on tiny)")
+    g.add_argument("--I", type=_positive, default=None, metavar="N",
+                   help="intermediate width I (default: 512 on the default tile, 16 on tiny)")
+    g.add_argument("--batch", type=_positive, default=None, metavar="B", help="batch columns, 1 = decode (default: 1)")
+    g.add_argument("--activation", choices=tuple(ACTIVATIONS), default=None,
+                   help="activation (default: silu for swiglu, gelu for classic)")
+    g.add_argument("--seed", type=_nonneg, default=None, help="seed of the random weights and input (default: 1)")
+    g.add_argument("--weights", type=Path, default=None, metavar="FILE.npz",
+                   help="float weights and input instead of random ones (format: lpu compile --help)")
+    g.add_argument("--config", choices=PRESETS, default=None,
+                   help="tile configuration preset (default: default)")
+    if with_out:
+        g.add_argument("--out", type=Path, default=None, metavar="DIR",
+                       help="where to write program.json and manifest.json (default: build/lpu/<name>)")
+
+
+def _given_ffn_options(args) -> list[str]:
+    return [f"--{k}" for k in ("kind", "H", "I", "batch", "activation", "seed", "weights")
+            if getattr(args, k, None) is not None]
+
+
+def _compile_from_args(args, quiet=False):
+    from firmware_gen.config import TileConfig
+
+    from .compiled import from_example, from_npz
+    preset = args.config or "default"
+    cfg = TileConfig.preset(preset)
+    if args.weights is not None:
+        shape_opts = [f"--{k}" for k in ("H", "I", "batch", "seed") if getattr(args, k) is not None]
+        if shape_opts:
+            raise CliError(f"{', '.join(shape_opts)} cannot be used with --weights (the arrays give the shape)")
+        return from_npz(args.weights, cfg, kind=args.kind, activation=args.activation, preset=preset)
+    H0, I0 = DEFAULT_SHAPE[preset]
+    return from_example(cfg, args.kind or "swiglu", args.H or H0, args.I or I0, args.batch or 1,
+                        seed=1 if args.seed is None else args.seed, activation=args.activation, preset=preset)
+
+
+def _load_or_compile(args, need_manifest=True):
+    """``(CompiledFfn or None, Program, directory)`` from ``args.program`` or the FFN options
+    (then compiled and saved to ``--out``).  Without ``need_manifest`` a bare program JSON
+    (any ``Program.to_json``) will do."""
+    from .compiled import MANIFEST_FILE, PROGRAM_FILE, CompiledFfn, load_program
+    if args.program is None:
+        c = _compile_from_args(args)
+        out = Path(getattr(args, "out", None) or Path("build") / "lpu" / c.name)
+        c.save(out)
+        print(f"compiled {c.name} -> {out}/", file=sys.stderr if args.json else sys.stdout)
+        return c, c.program, out
+    given = _given_ffn_options(args) + (["--out"] if getattr(args, "out", None) is not None else [])
+    if given:
+        raise CliError(f"give either a compiled program directory ({args.program}) or FFN options "
+                       f"({', '.join(given)}), not both")
+    path = Path(args.program)
+    if path.is_file() and path.name not in (PROGRAM_FILE, MANIFEST_FILE):
+        if need_manifest:
+            raise CliError(f"{path} is a file; give the directory lpu compile wrote (program.json and manifest.json)")
+        c, prog, d = None, load_program(path), path.parent
+    else:
+        d = path.parent if path.name in (PROGRAM_FILE, MANIFEST_FILE) else path
+        if not need_manifest and (d / PROGRAM_FILE).exists() and not (d / MANIFEST_FILE).exists():
+            c, prog = None, load_program(d / PROGRAM_FILE)
+        else:
+            c = CompiledFfn.load(d)
+            prog = c.program
+    if args.config is not None:
+        from firmware_gen.config import TileConfig
+        if TileConfig.preset(args.config) != prog.config:
+            raise CliError(f"--config {args.config} does not match the tile {path} was compiled for")
+    return c, prog, d
+
+
+def _print_table(rows, out):
+    width = max(len(r[0]) for r in rows)
+    for label, text in rows:
+        print(f"  {label:<{width}}  {text}", file=out)
+
+
+# ---- subcommands -----------------------------------------------------------------------------
+def cmd_compile(args) -> int:
+    from .compiled import summary_rows
+    c = _compile_from_args(args)
+    out = args.out or Path("build") / "lpu" / c.name
+    files = c.save(out)
+    if args.json:
+        print(json.dumps({"name": c.name, "dir": str(out), "files": files, "source": c.source,
+                          **c.manifest.summary()}, indent=1))
+        return EXIT_OK
+    print(f"compiled {c.name} -> {out}/")
+    _print_table(summary_rows(c), sys.stdout)
+    print(f"next: lpu sim {out}   |   lpu show {out} --chart {Path(out) / 'schedule.svg'}")
+    return EXIT_OK
+
+
+def cmd_sim(args) -> int:
+    from .demo import run_ffn_on_rtl
+    from .progress import ProgressPrinter
+    from .runner import SimSetupError
+    from .waves import WavesError
+    human = sys.stderr if args.json else sys.stdout
+    c, _, d = _load_or_compile(args)
+    progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=[c.manifest.cycles])
+    try:
+        report = run_ffn_on_rtl(c, args.sim, args.waves, waves_dir=d / "waves" if args.waves else None,
+                                progress=progress, out=human)
+    except RuntimeError as e:     # the testbench itself failed (timeout, crash): a FAIL, with its log
+        if isinstance(e, (SimSetupError, WavesError)):
+            raise
+        print(f"FAIL: {e}", file=human)
+        if args.json:
+            print(json.dumps({"passed": False, "simulator": args.sim, "program_dir": str(d), "error": str(e)}))
+        return EXIT_FAIL
+    report["program_dir"] = str(d)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    return EXIT_OK if report["passed"] else EXIT_FAIL
+
+
+def cmd_show(args) -> int:
+    import time
+
+    from firmware_gen.chart import FORMATS, schedule_chart
+    human = sys.stderr if args.json else sys.stdout
+    if args.chart is not None and args.chart.suffix.lower() not in FORMATS:    # before any work
+        raise CliError(f"cannot write a chart as {args.chart.suffix or 'a file without extension'!r} "
+                       f"({args.chart.name}); use a name ending in {' or '.join(FORMATS)}")
+    c, prog, d = _load_or_compile(args, need_manifest=False)
+    if args.chart:
+        chart = args.chart
+    elif args.program is not None and Path(args.program).is_file() and c is None:
+        chart = Path(args.program).with_suffix(".svg")
+    else:
+        chart = d / "schedule.svg"
+    title = None
+    if c is not None:
+        m, cfg = c.manifest, c.config
+        title = (f"{m.kind} FFN ({c.source.get('activation', '?')}) H={m.H} I={m.I} batch {m.batch} on the "
+                 f"{cfg.lanes}-lane tile: {m.cycles:,} cycles predicted, SRAM-read bound {m.sram_bound:,}, "
+                 f"MAC bound {m.mac_bound:,}, efficiency {m.efficiency:.3f}")
+    t0 = time.perf_counter()
+    path = schedule_chart(prog, chart, title=title, window=args.window)
+    secs = time.perf_counter() - t0
+    if args.asm:
+        print(prog.disassemble(), end="", file=human)
+    if args.json:
+        print(json.dumps({"chart": str(path), "bytes": path.stat().st_size, "program_dir": str(d),
+                          "seconds": round(secs, 2)}, indent=1))
+    else:
+        print(f"chart: {path} ({path.stat().st_size:,} bytes, {secs:.1f} s)")
+    return EXIT_OK
+
+
+def cmd_bench(args) -> int:
+    from . import bench
+    from .runner import SIMULATORS
+    sims = [s for s in args.sims.split(",") if s]
+    bad = [s for s in sims if s not in SIMULATORS]
+    if bad or not sims:
+        raise CliError(f"unknown simulator(s) {', '.join(bad) or '(none given)'} in --sims; "
+                       f"choose from {', '.join(SIMULATORS)}")
+    argv = ["--config", args.config, "--sims", ",".join(sims), "--passes", str(args.passes)]
+    argv += ["--sweep"] if args.sweep else []
+    argv += ["--out", str(args.out)] if args.out else []
+    if not args.json:
+        return bench.main(argv)
+    with contextlib.redirect_stdout(sys.stderr):
+        code = bench.main(argv)
+    out = Path(args.out) if args.out else bench.ROOT / "bench" / "results"
+    if (out / "bench.json").exists() and code != EXIT_USAGE:
+        print((out / "bench.json").read_text(), end="")
+    return code
+
+
+def cmd_synth(args) -> int:
+    from firmware_gen.config import TileConfig
+    from hdl import synth
+    out = args.out or synth.ROOT / "build" / f"synth-{args.board}-{args.config}"
+    human = sys.stderr if args.json else sys.stdout
+    print(f"synthesising the {args.config} tile for {args.board} in {out} ...", file=human, flush=True)
+    report = synth.synthesise(TileConfig.preset(args.config), args.board, Path(out), args.baud)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(synth.markdown(report))
+        print(f"bitstream and reports in {out}")
+    return EXIT_OK if report["fits"] else EXIT_FAIL
+
+
+# ---- the parser ------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    from hdl.synth import BOARDS
+
+    from .runner import SIMULATORS
+    ap = _Parser(prog="lpu", formatter_class=_Formatter,
+                 description="Compile FFNs for the LPU tile, run them on its RTL, picture their schedules.",
+                 epilog="Start with:  lpu show --config tiny --H 8 --I 16 --chart schedule.svg\n"
+                        "Each subcommand has its own --help.")
+    ap.add_argument("--version", action="version", version=f"lpu {_version()}")
+    sub = ap.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
+
+    p = sub.add_parser("compile", formatter_class=_Formatter, help="compile an FFN to a program directory",
+                       description="Compile an FFN (random weights from --seed, or --weights FILE.npz) for the tile.\n"
+                                   "Writes DIR/program.json (the program: queues, MEM images, VXM parameters)\n"
+                                   "and DIR/manifest.json (the compiler's summary and every predicted output\n"
+                                   "write, with the reference output), and prints shape, predicted cycles,\n"
+                                   "bounds and efficiency.",
+                       epilog=NPZ_HELP + "\nexamples:\n  lpu compile --kind classic --H 64 --I 256\n"
+                              "  lpu compile --config tiny --H 8 --I 16 --batch 4 --out /tmp/ffn\n"
+                              "  lpu compile --weights ffn.npz --json")
+    _ffn_options(p)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("sim", formatter_class=_Formatter, help="run a compiled FFN on the RTL and check it",
+                       description="Run an FFN on the RTL tile (compiling it first unless DIR is given) and check\n"
+                                   "every output write's cycle and value against the compiler's prediction and\n"
+                                   "the golden model, the cycle count and busy counters, the output bit-exact\n"
+                                   "against the integer FFN; report the error against the float FFN.\n"
+                                   "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments or setup.",
+                       epilog="Progress (jobs done, cycles, rate, a heartbeat on long runs) goes to stderr.\n"
+                              "--waves writes DIR/waves/<sim>.fst and a GTKWave view DIR/waves/<sim>.gtkw\n"
+                              "(signals grouped by slice): open it with  gtkwave DIR/waves/<sim>.gtkw\n"
+                              "(Verilator's FST needs lz4 headers: sudo apt-get install liblz4-dev).\n\n"
+                              "examples:\n  lpu sim --config tiny --H 8 --I 16\n  lpu compile --out /tmp/ffn && "
+                              "lpu sim /tmp/ffn --sim icarus --waves\n  lpu sim /tmp/ffn --json > result.json")
+    p.add_argument("program", nargs="?", type=Path, metavar="DIR",
+                   help="a directory written by lpu compile (else compile from the FFN options)")
+    _ffn_options(p)
+    p.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default: verilator)")
+    p.add_argument("--waves", action="store_true", help="record waveforms and write a GTKWave view")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout (the table goes to stderr)")
+    p.set_defaults(func=cmd_sim)
+
+    p = sub.add_parser("show", formatter_class=_Formatter, help="draw the schedule of a program",
+                       description="Draw a compiled program's schedule (SVG or PNG by the file name):\n"
+                                   "  issue: one row per slice, west to east, a bar per issued data\n"
+                                   "         instruction coloured by opcode, on the cycle it issues;\n"
+                                   "  east- and west-flowing stream occupancy: at each position and cycle,\n"
+                                   "         how many streams carry a live value (one a slice downstream\n"
+                                   "         still reads: from the position after its driver to its last reader).\n"
+                                   "DIR may also be any program JSON (Program.to_json), e.g. a scheduler's copies.",
+                       epilog="examples:\n  lpu show build/lpu/swiglu-H128-I512-b1-s1\n"
+                              "  lpu show --kind classic --H 64 --I 128 --chart classic.png\n"
+                              "  lpu show /tmp/ffn --window 0:200 --chart start.svg")
+    p.add_argument("program", nargs="?", type=Path, metavar="DIR",
+                   help="a directory written by lpu compile, or a program .json (else compile from the FFN options)")
+    _ffn_options(p)
+    p.add_argument("--chart", type=Path, default=None, metavar="FILE",
+                   help="picture to write, .svg or .png (default: DIR/schedule.svg)")
+    p.add_argument("--window", type=_window, default=None, metavar="FIRST:LAST",
+                   help="only these cycles, e.g. 0:300 (default: the whole program)")
+    p.add_argument("--asm", action="store_true", help="also print the program's disassembly")
+    p.add_argument("--json", action="store_true", help="print what was written as JSON on stdout")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("bench", formatter_class=_Formatter, help="FFN suite: cycles vs bounds, simulator speed",
+                       description="Run the FFN benchmark suite (sim.bench) on each simulator: per FFN the\n"
+                                   "hardware's cycles against the SRAM-read and MAC bounds and the targets,\n"
+                                   "per simulator tile-cycles per second.  Writes bench.json and bench.md.\n"
+                                   "Exit status 0 when every run is exact and every target met, else 1.",
+                       epilog="example:\n  lpu bench --config tiny --sims verilator --out /tmp/bench --json")
+    p.add_argument("--config", choices=PRESETS, default="default", help="tile preset (default: default)")
+    p.add_argument("--sims", default=",".join(SIMULATORS), metavar="LIST",
+                   help=f"comma-separated simulators (default: {','.join(SIMULATORS)})")
+    p.add_argument("--sweep", action="store_true", help="also run the MEM-to-MEM sweep program")
+    p.add_argument("--passes", type=_positive, default=4, help="sweep passes with --sweep (default: 4)")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR", help="output directory (default: bench/results)")
+    p.add_argument("--json", action="store_true", help="print bench.json on stdout (the tables go to stderr)")
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("synth", formatter_class=_Formatter, help="ECP5 bitstream and resource/Fmax report",
+                       description="Synthesise the tile behind its UART host bridge for an ECP5 board with the\n"
+                                   "YoWASP Yosys/nextpnr (hdl.synth) and report LUTs, flip-flops, block RAMs,\n"
+                                   "DSPs, Fmax and logic per unit.  Exit status 1 when it does not fit.",
+                       epilog="example:\n  lpu synth --config tiny --board ulx3s-85f")
+    p.add_argument("--board", choices=tuple(BOARDS), default="ulx3s-85f", help="board (default: ulx3s-85f)")
+    p.add_argument("--config", choices=PRESETS, default="default", help="tile preset (default: default)")
+    p.add_argument("--baud", type=_positive, default=115200, help="UART baud rate (default: 115200)")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="build directory (default: build/synth-<board>-<config>)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    p.set_defaults(func=cmd_synth)
+    return ap
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("lpu-tile")
+    except Exception:
+        return "0+unknown"
+
+
+def main(argv=None) -> int:
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    from firmware_gen.chart import ChartError
+    from firmware_gen.compile_ffn import CompileError
+    from firmware_gen.config import ConfigError
+    from firmware_gen.isa import IsaError
+    from firmware_gen.numerics import NumericsError
+    from firmware_gen.program import ProgramError
+    from hdl.synth import SynthError
+
+    from .compiled import ArtifactError
+    from .runner import SimSetupError
+    from .waves import WavesError
+    user_errors = (CliError, CompileError, ConfigError, NumericsError, ProgramError, IsaError, ArtifactError,
+                   ChartError, SimSetupError, WavesError, SynthError)
+    try:
+        return args.func(args)
+    except user_errors as e:
+        msg = " ".join(str(e).split("\n")[0].split())
+        print(f"lpu {args.command}: error: {msg}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as e:
+        print(f"lpu {args.command}: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"lpu {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

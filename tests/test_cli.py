@@ -1,0 +1,283 @@
+"""The `lpu` command line end to end (compile, sim, show, bench, synth's argument checks),
+its schedule pictures and the GTKWave view written with waveforms."""
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from firmware_gen import TileConfig
+from firmware_gen.chart import schedule_chart, stream_occupancy
+from firmware_gen.isa import EAST, Op
+from firmware_gen.program import Program
+from sim import cli
+from sim.compiled import CompiledFfn
+from sim.progress import LogWatcher
+
+from .conftest import SIMS
+
+TINY = ["--config", "tiny", "--H", "8", "--I", "16"]
+LPU = Path(sys.executable).parent / "lpu"
+
+
+def run(capsys, *argv):
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """One tiny SwiGLU compiled once for the tests that only read it."""
+    d = tmp_path_factory.mktemp("ffn")
+    assert cli.main(["compile", *TINY, "--out", str(d)]) == 0
+    return d
+
+
+# ---- help and errors --------------------------------------------------------------------------
+@pytest.mark.parametrize("sub, words", [
+    ("compile", ["--kind", "--weights", "W3", "--config", "--out", "--json"]),
+    ("sim", ["--sim", "--waves", "gtkwave", "Exit status"]),
+    ("show", ["--chart", "--window", "occupancy"]),
+    ("bench", ["--sims", "--sweep", "--json"]),
+    ("synth", ["--board", "ulx3s-85f", "--config"]),
+])
+def test_every_subcommand_has_a_complete_help(capsys, sub, words):
+    with pytest.raises(SystemExit) as e:
+        cli.main([sub, "--help"])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    for w in words:
+        assert w in text, (sub, w)
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["compile", "--H", "0"], "--H: must be a positive integer, got '0'"),
+    (["compile", "--config", "huge"], "invalid choice: 'huge'"),
+    (["compile", "--config", "tiny", "--H", "512", "--I", "512"], "does not fit the tile's SRAM"),
+    (["compile", "--weights", "no/such.npz"], "weights file no/such.npz does not exist"),
+    (["compile", "--weights", "x.npz", "--H", "8"], "--H cannot be used with --weights"),
+    (["show", "no/such/dir"], "no/such/dir is not a compiled program directory"),
+    (["show", *TINY, "--chart", "schedule.pdf"], "cannot write a chart as '.pdf'"),
+    (["show", *TINY, "--window", "9:3"], "--window: expected FIRST:LAST"),
+    (["sim", "--sim", "modelsim"], "invalid choice: 'modelsim'"),
+    (["bench", "--sims", "verilator,xsim"], "unknown simulator(s) xsim"),
+    (["synth", "--board", "ulx3s-99f"], "invalid choice: 'ulx3s-99f'"),
+    (["synth", "--baud", "fast"], "--baud: must be a positive integer"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+])
+def test_bad_arguments_give_one_clear_line_and_exit_2(capsys, tmp_path, monkeypatch, argv, names):
+    monkeypatch.chdir(tmp_path)
+    if "x.npz" in argv:
+        np.savez(tmp_path / "x.npz", W1=np.ones((4, 4)), W2=np.ones((4, 4)), x=np.ones(4))
+    try:
+        code = cli.main(argv)
+    except SystemExit as e:          # argparse's own errors
+        code = e.code
+    out, err = capsys.readouterr()
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and names in lines[0], err
+    assert "Traceback" not in err and not out
+
+
+def test_installed_command(tmp_path):
+    if not LPU.exists():
+        pytest.skip("the lpu script is not installed (pip install -e .)")
+    ok = subprocess.run([LPU, "--version"], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.startswith("lpu ")
+    bad = subprocess.run([LPU, "compile", "--batch", "-1"], capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip() == ("lpu compile: error: argument --batch: must be a positive integer, "
+                                  "got '-1' (see lpu compile --help)")
+
+
+# ---- compile ----------------------------------------------------------------------------------
+def test_compile_writes_program_and_manifest(capsys, tmp_path):
+    out = tmp_path / "ffn"
+    code, text, _ = run(capsys, "compile", *TINY, "--batch", "2", "--out", out, "--json")
+    assert code == 0
+    s = json.loads(text)
+    assert (s["kind"], s["H"], s["I"], s["batch"]) == ("swiglu", 8, 16, 2)
+    assert s["cycles"] >= max(s["sram_bound"], s["mac_bound"]) and 0 < s["efficiency"] <= 1
+    prog = Program.from_json((out / "program.json").read_text())
+    assert prog.config == TileConfig.tiny()
+    man = json.loads((out / "manifest.json").read_text())
+    assert len(man["writes"]) == man["output_writes"] == 2 * 8 // 4      # batch x output blocks
+    assert man["predicted_cycles"] == s["cycles"]
+    c = CompiledFfn.load(out)
+    assert c.manifest.cycles == s["cycles"] and c.y_int8.shape == (2, 8)
+    # The human summary names shape, cycles, bounds and efficiency.
+    code, text, _ = run(capsys, "compile", *TINY, "--out", tmp_path / "again")
+    for w in ("H=8, I=16", "predicted cycles", "SRAM-read bound", "MAC bound", "efficiency"):
+        assert w in text
+
+
+def test_compile_weights_file(capsys, tmp_path):
+    rng = np.random.default_rng(3)
+    H, I = 6, 10
+    np.savez(tmp_path / "classic.npz", W1=rng.normal(size=(I, H)), W2=rng.normal(size=(H, I)),
+             b1=rng.normal(size=I) * 0.1, b2=rng.normal(size=H) * 0.1, x=rng.normal(size=(3, H)))
+    code, text, _ = run(capsys, "compile", "--weights", tmp_path / "classic.npz", "--config", "tiny",
+                        "--activation", "relu", "--out", tmp_path / "c", "--json")
+    assert code == 0
+    s = json.loads(text)
+    assert (s["kind"], s["H"], s["I"], s["batch"], s["source"]["activation"]) == ("classic", H, I, 3, "relu")
+    np.savez(tmp_path / "odd.npz", W1=np.ones((4, 4)), W2=np.ones((4, 4)), x=np.ones(4), W4=np.ones(2))
+    code, _, err = run(capsys, "compile", "--weights", tmp_path / "odd.npz")
+    assert code == 2 and "unknown array(s) W4" in err
+
+
+# ---- show -------------------------------------------------------------------------------------
+def test_show_svg_has_the_slices_and_opcodes(capsys, compiled, tmp_path):
+    chart = tmp_path / "schedule.svg"
+    code, text, _ = run(capsys, "show", compiled, "--chart", chart, "--json")
+    assert code == 0 and json.loads(text)["chart"] == str(chart)
+    assert chart.stat().st_size > 0
+    root = ET.parse(chart).getroot()
+    words = " ".join(t.strip() for el in root.iter() for t in [el.text or ""] if t.strip())
+    for name in TileConfig.tiny().slice_names + ["READ", "LW", "MM", "LX", "VOP", "WRITE"]:
+        assert name in words, name
+
+
+def test_show_png_of_a_fresh_compile(capsys, tmp_path):
+    chart = tmp_path / "pic.png"
+    code, text, _ = run(capsys, "show", "--config", "tiny", "--kind", "classic", "--H", "8", "--I", "8",
+                        "--out", tmp_path / "c", "--chart", chart, "--window", "0:30", "--asm")
+    assert code == 0 and "chart:" in text and "[MXM_W]" in text
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "c" / "program.json").exists()
+
+
+def test_show_a_bare_program_json(capsys, tmp_path):
+    """Any Program.to_json (here hand-written copies) can be pictured, without a manifest."""
+    cfg = TileConfig.tiny()
+    prog = Program.assemble(cfg, "[MEM_W1]\n READ E0, 0\n REPEAT 3, 1, +1\n[MEM_E1]\n NOP 5\n WRITE E0, 8\n"
+                                 " REPEAT 3, 1, +1\n")
+    (tmp_path / "copy.json").write_text(prog.to_json())
+    code, text, _ = run(capsys, "show", tmp_path / "copy.json")
+    assert code == 0 and (tmp_path / "copy.svg").stat().st_size > 0
+
+
+def test_stream_occupancy_follows_a_value_to_its_reader():
+    cfg = TileConfig.tiny()
+    src, dst = cfg.position("MEM_W1"), cfg.position("MEM_E1")
+    d = dst - src
+    prog = Program.assemble(cfg, f"[MEM_W1]\n READ E2, 0\n[MEM_E1]\n NOP {1 + d}\n WRITE E2, 1\n"
+                                 "[MEM_E0]\n READ E3, 0\n")           # MEM_E0's value: nobody reads it
+    east, west = stream_occupancy(prog)
+    want = np.zeros_like(east)
+    for k in range(1, d + 1):                  # driven on cycle 1 at src, at src + k on cycle 1 + k
+        want[src + k, 1 + k] = 1
+    assert np.array_equal(east, want) and not west.any()
+
+
+def test_long_program_renders_in_seconds(tmp_path):
+    cfg = TileConfig.default()
+    n = 12000
+    d = cfg.position("MEM_E3") - cfg.position("MEM_W3")
+    prog = Program.assemble(cfg, f"""
+        [MEM_W3]
+            READ E1, 0
+            REPEAT {n}, 1, +0
+        [MEM_E3]
+            NOP {1 + d}
+            WRITE E1, 5
+            REPEAT {n // 2}, 2, +0
+        [MEM_E2]
+            READ W2, 7
+            REPEAT {n // 3}, 3, +0
+        [MEM_W0]
+            NOP {1 + cfg.position('MEM_E2') - cfg.position('MEM_W0')}
+            WRITE W2, 9
+            REPEAT {n // 3}, 3, +0
+        """)
+    t0 = time.perf_counter()
+    for ext in ("png", "svg"):
+        schedule_chart(prog, tmp_path / f"long.{ext}")
+    assert time.perf_counter() - t0 < 20
+    assert (tmp_path / "long.svg").stat().st_size > 0
+    east, _ = stream_occupancy(prog)
+    assert east.shape[1] > n and east.max() == 1
+
+
+# ---- sim --------------------------------------------------------------------------------------
+@pytest.mark.sim
+def test_sim_passes_on_a_compiled_directory(capsys, compiled):
+    sim = SIMS[0]
+    code, text, err = run(capsys, "sim", compiled, "--sim", sim, "--json")
+    r = json.loads(text)
+    assert code == 0 and r["passed"], r
+    assert r["cycles"] == r["predicted_cycles"] == r["golden_model_cycles"]
+    assert r["bit_exact"] and r["writes_as_predicted"] and r["error_vs_float"]["cosine"] > 0.99
+    assert f"[{sim}] job 1/1 done" in err                   # progress from the testbench's log
+    assert "PASS: FFN on" in err                            # the table goes to stderr with --json
+
+
+@pytest.mark.sim
+def test_sim_fails_when_the_prediction_is_wrong(capsys, compiled, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(compiled, bad)
+    m = json.loads((bad / "manifest.json").read_text())
+    m["writes"][0]["cycle"] += 1
+    (bad / "manifest.json").write_text(json.dumps(m))
+    code, text, _ = run(capsys, "sim", bad, "--sim", SIMS[0], "-q")
+    assert code == 1 and "FAIL" in text and "compiler prediction" in text
+
+
+@pytest.mark.sim
+def test_sim_waves_write_a_gtkwave_view(capsys, tmp_path):
+    sim = "icarus" if "icarus" in SIMS else SIMS[0]
+    out = tmp_path / "w"
+    code, text, err = run(capsys, "sim", "--config", "tiny", "--H", "4", "--I", "4", "--out", out, "--sim", sim,
+                          "--waves", "-q")
+    if code == 2 and "liblz4-dev" in err:
+        pytest.skip("Verilator FST needs liblz4-dev")
+    assert code == 0, text
+    view = out / "waves" / f"{sim}.gtkw"
+    gtkw = view.read_text()
+    dump = gtkw.split('[dumpfile] "')[1].split('"')[0]
+    assert Path(dump).stat().st_size > 0 and f"gtkwave {view}" in text
+    for name in TileConfig.tiny().slice_names:
+        assert f"-{name} (position" in gtkw
+        assert f"+{{{name} issue}} lpu_tile.icu_{name}.issue__valid" in gtkw
+    assert "+{MEM_W0 drives W} lpu_tile.slice_MEM_W0.drive__west__mask[3:0]" in gtkw
+    assert "+{cycle} lpu_tile.cycle[31:0]" in gtkw and "+{running} lpu_tile.running" in gtkw
+    ops = (out / "waves" / "lpu_ops.txt").read_text()
+    assert f"{int(Op.READ)} READ" in ops and f"{int(Op.VOP)} VOP" in ops
+
+
+def test_progress_events_from_the_log(tmp_path):
+    log = tmp_path / "sim.log"
+    log.write_text("")
+    seen = []
+    w = LogWatcher(log, 2, seen.append, tick_s=0.05, poll_s=0.02)
+    with open(log, "a") as f:
+        f.write("  5795.00ns INFO     cocotb.lpu_tile   job ffn: a: 41 cycles, 2 events\n")
+        f.flush()
+        time.sleep(0.2)
+        f.write("  9000.00ns INFO     cocotb.lpu_tile   job second: 1234 cycles, 0 ev")
+        f.flush()
+        time.sleep(0.1)
+        f.write("ents\n")
+    w.stop()
+    jobs = [e for e in seen if e["event"] == "job"]
+    assert [(e["index"], e["name"], e["cycles"], e["events"]) for e in jobs] == [(1, "ffn: a", 41, 2),
+                                                                                 (2, "second", 1234, 0)]
+    assert any(e["event"] == "tick" for e in seen)
+
+
+# ---- bench --------------------------------------------------------------------------------------
+@pytest.mark.sim
+def test_bench_on_the_tiny_tile(capsys, tmp_path):
+    code, text, err = run(capsys, "bench", "--config", "tiny", "--sims", SIMS[0], "--out", tmp_path, "--json")
+    r = json.loads(text)
+    assert code == 0 and r["ffn"] and all(row["exact"] for row in r["ffn"])
+    assert (tmp_path / "bench.md").read_text().startswith("FFNs on the tiny tile")
+    assert "job 1/" in err
