@@ -1,0 +1,357 @@
+"""Chip-to-chip link hardware: transmitter, elastic receiver, HAC and deskew.
+
+``docs/c2c.md`` describes the mechanism; the flit format, the error code and the timing
+budget are in ``firmware_gen/c2c.py``.  Every unit here runs on its tile's clock
+("sync") and is *not* stalled by DESKEW (the tile core is): the HAC keeps counting and
+flits keep flowing while the program waits.
+
+* :class:`LinkTx` sends a vector as ``flits_per_vector`` DATA flits on consecutive cycles
+  starting the cycle after SEND, and control flits (SYNC, PROBE, ECHO) when idle.
+* :class:`LinkRx` writes arriving flits into an ``AsyncFIFO`` on the *sender's* clock
+  (the clock that comes with the data, as in a source-synchronous link) and reads them on
+  its own: the elastic buffer.  It corrects/flags errors, reassembles vectors into the
+  receive buffer (``rx_depth`` vectors) that RECV pops, and keeps sticky status.
+* :class:`HacUnit` keeps the HAC: the root's free-runs and is sent to its children every
+  ``sync_interval`` cycles; a child measures its parent link's latency at start-up
+  (PROBE/ECHO) and then sets its HAC to every received SYNC value plus that latency.
+* :class:`DeskewUnit` stalls the tile core for DESKEW (until an epoch boundary) and
+  RUNTIME_DESKEW (until the HAC reaches the program's time plus slack).
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.cdc import FFSynchronizer
+from amaranth.lib.fifo import AsyncFIFO, SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from firmware_gen.c2c import HAC_ERROR_MAX, KIND_BITS, EccStatus, Kind, ecc_bits, flit_bits, flit_data_bits
+
+from .ecc import EccDecoder, EccEncoder
+
+HAC_BITS = 32
+ECHO_TURNAROUND = 2      # PROBE decoded -> its ECHO in the parent's transmit register
+ELASTIC_DEPTH = 16       # flits in the elastic (clock-crossing) buffer
+
+
+def flit_fields(cfg):
+    """(lsb, width) of valid, kind, payload and check inside a flit."""
+    W = cfg.link_width
+    return {"valid": (0, 1), "kind": (1, KIND_BITS), "payload": (1 + KIND_BITS, W),
+            "check": (1 + KIND_BITS + W, ecc_bits(flit_data_bits(cfg)))}
+
+
+def _field(v, cfg, name):
+    lsb, w = flit_fields(cfg)[name]
+    return v[lsb:lsb + w]
+
+
+class LinkTx(wiring.Component):
+    """Transmit side of one link (sender's clock).
+
+    Members
+    -------
+    send : In(1), send_data : In(vector_bits)
+        SEND this cycle (already qualified by the core not being stalled).
+    ctrl_req : In(1), ctrl_kind : In(2), ctrl_payload : In(link_width), ctrl_ack : Out(1)
+        A control flit; taken (``ctrl_ack``) on a cycle without DATA.  SYNC and PROBE
+        carry ``hac + 1`` (the HAC on the cycle the flit is in the output register)
+        instead of ``ctrl_payload``.
+    hac : In(32)
+    flit : Out(flit_bits)
+        The output register (the wire starts here).
+    overrun : Out(1)
+        Sticky: a SEND arrived while the previous vector was still being sent.
+    """
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        super().__init__({
+            "send": In(1), "send_data": In(cfg.vector_bits),
+            "ctrl_req": In(1), "ctrl_kind": In(KIND_BITS), "ctrl_payload": In(cfg.link_width),
+            "ctrl_ack": Out(1), "hac": In(HAC_BITS),
+            "flit": Out(flit_bits(cfg)), "overrun": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        W, F = cfg.link_width, cfg.flits_per_vector
+        m.submodules.enc = enc = EccEncoder(flit_data_bits(cfg))
+        shift = Signal(cfg.vector_bits)
+        left = Signal(range(F + 1))
+        valid, kind, payload = Signal(), Signal(KIND_BITS), Signal(W)
+
+        with m.If(self.send):
+            with m.If(left != 0):
+                m.d.sync += self.overrun.eq(1)
+            # The first flit goes out now; the rest on the following cycles.
+            m.d.comb += [valid.eq(1), kind.eq(Kind.DATA), payload.eq(self.send_data[:W])]
+            m.d.sync += [shift.eq(self.send_data >> W), left.eq(F - 1)]
+        with m.Elif(left != 0):
+            m.d.comb += [valid.eq(1), kind.eq(Kind.DATA), payload.eq(shift[:W])]
+            m.d.sync += [shift.eq(shift >> W), left.eq(left - 1)]
+        with m.Elif(self.ctrl_req):
+            timed = (self.ctrl_kind == Kind.SYNC) | (self.ctrl_kind == Kind.PROBE)
+            m.d.comb += [valid.eq(1), kind.eq(self.ctrl_kind), self.ctrl_ack.eq(1),
+                         payload.eq(Mux(timed, self.hac + 1, self.ctrl_payload))]
+        m.d.comb += enc.data.eq(Cat(kind, payload))
+        m.d.sync += self.flit.eq(Mux(valid, Cat(valid, kind, payload, enc.check), 0))
+        return m
+
+
+class LinkRx(wiring.Component):
+    """Receive side of one link: elastic buffer, error correction, vector assembly.
+
+    ``flit`` is in the sender's clock domain ``w_domain``; everything else in "sync".
+
+    Members
+    -------
+    recv : In(1)
+        RECV this cycle (qualified by the core not being stalled): pop the oldest vector.
+    recv_data : Out(vector_bits)
+        The popped vector, on the cycle after ``recv`` (0 on underflow).
+    sync_valid / probe_valid / echo_valid : Out(1), ctrl_value : Out(link_width)
+        A control flit was received (one cycle pulse) with its payload.
+    level : Out, max_level : Out
+        Vectors in the receive buffer now, and the most since the last ``clear``.
+    overflow, underflow, uncorrectable : Out(1)
+        Sticky: a flit found the elastic buffer full or a vector the receive buffer full;
+        a RECV found it empty; a flit had an uncorrectable error.
+    corrected : Out(16), uncorrected : Out(16)
+        Flits corrected / found uncorrectable (saturating counters).
+    clear : In(1)
+        Clears the sticky flags, counters and ``max_level`` (tile start).
+    """
+
+    def __init__(self, cfg, w_domain: str):
+        self.cfg, self.w_domain = cfg, w_domain
+        super().__init__({
+            "flit": In(flit_bits(cfg)),
+            "recv": In(1), "recv_data": Out(cfg.vector_bits),
+            "sync_valid": Out(1), "probe_valid": Out(1), "echo_valid": Out(1),
+            "ctrl_value": Out(cfg.link_width),
+            "level": Out(range(cfg.rx_depth + 1)), "max_level": Out(range(cfg.rx_depth + 1)),
+            "overflow": Out(1), "underflow": Out(1), "uncorrectable": Out(1),
+            "corrected": Out(16), "uncorrected": Out(16),
+            "clear": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        W, F = cfg.link_width, cfg.flits_per_vector
+        body = flit_bits(cfg) - 1
+        m.submodules.elastic = elastic = AsyncFIFO(width=body, depth=ELASTIC_DEPTH,
+                                                   r_domain="sync", w_domain=self.w_domain)
+        valid = _field(self.flit, cfg, "valid")
+        m.d.comb += [elastic.w_en.eq(valid), elastic.w_data.eq(self.flit[1:])]
+        # Overflow of the elastic buffer happens on the sender's clock: sticky there,
+        # synchronised into this clock.
+        w_ovf = Signal()
+        with m.If(valid & ~elastic.w_rdy):
+            m.d[self.w_domain] += w_ovf.eq(1)
+        ovf_sync = Signal()
+        m.submodules.ovf_sync = FFSynchronizer(w_ovf, ovf_sync)
+
+        # Stage 1: pop and register.  Stage 2: decode and register.
+        s1_valid, s1 = Signal(), Signal(body)
+        m.d.comb += elastic.r_en.eq(1)
+        m.d.sync += [s1_valid.eq(elastic.r_rdy), s1.eq(elastic.r_data)]
+        k = flit_data_bits(cfg)
+        m.submodules.dec = dec = EccDecoder(k)
+        m.d.comb += [dec.data.eq(s1[:k]), dec.check.eq(s1[k:])]
+        s2_valid, s2_kind, s2_payload = Signal(), Signal(KIND_BITS), Signal(W)
+        m.d.sync += [s2_valid.eq(s1_valid), s2_kind.eq(dec.out[:KIND_BITS]), s2_payload.eq(dec.out[KIND_BITS:])]
+
+        with m.If(self.clear):
+            m.d.sync += [self.corrected.eq(0), self.uncorrected.eq(0), self.uncorrectable.eq(0)]
+        with m.Elif(s1_valid):
+            with m.If((dec.status == EccStatus.CORRECTED) & (self.corrected != 0xFFFF)):
+                m.d.sync += self.corrected.eq(self.corrected + 1)
+            with m.If(dec.status == EccStatus.UNCORRECTABLE):
+                m.d.sync += self.uncorrectable.eq(1)
+                with m.If(self.uncorrected != 0xFFFF):
+                    m.d.sync += self.uncorrected.eq(self.uncorrected + 1)
+
+        # Control flits leave as pulses.
+        m.d.comb += [
+            self.ctrl_value.eq(s2_payload),
+            self.sync_valid.eq(s2_valid & (s2_kind == Kind.SYNC)),
+            self.probe_valid.eq(s2_valid & (s2_kind == Kind.PROBE)),
+            self.echo_valid.eq(s2_valid & (s2_kind == Kind.ECHO)),
+        ]
+
+        # DATA flits: reassemble (flit f = bits f*W..) and push whole vectors.
+        m.submodules.buf = buf = SyncFIFOBuffered(width=cfg.vector_bits, depth=cfg.rx_depth)
+        acc = Signal(cfg.vector_bits)
+        got = Signal(range(F))
+        whole = Signal(cfg.vector_bits)
+        m.d.comb += whole.eq(Cat(acc[W:], s2_payload) if F > 1 else s2_payload)
+        push = Signal()
+        with m.If(s2_valid & (s2_kind == Kind.DATA)):
+            with m.If(got == F - 1):
+                m.d.sync += got.eq(0)
+                m.d.comb += push.eq(1)
+            with m.Else():
+                m.d.sync += got.eq(got + 1)
+            m.d.sync += acc.eq(whole)
+        m.d.comb += [buf.w_en.eq(push), buf.w_data.eq(whole)]
+        m.d.comb += self.level.eq(buf.level)
+
+        # RECV: pop and register (C2C_LATENCY = 1).
+        m.d.comb += buf.r_en.eq(self.recv)
+        m.d.sync += self.recv_data.eq(Mux(self.recv & buf.r_rdy, buf.r_data, 0))
+
+        with m.If(self.clear):
+            m.d.sync += [self.overflow.eq(ovf_sync), self.underflow.eq(0), self.max_level.eq(buf.level)]
+        with m.Else():
+            with m.If(ovf_sync | (push & ~buf.w_rdy)):
+                m.d.sync += self.overflow.eq(1)
+            with m.If(self.recv & ~buf.r_rdy):
+                m.d.sync += self.underflow.eq(1)
+            with m.If(buf.level > self.max_level):
+                m.d.sync += self.max_level.eq(buf.level)
+        return m
+
+
+class HacUnit(wiring.Component):
+    """The tile's hardware-aligned counter and its alignment protocol.
+
+    Parameters
+    ----------
+    links : int
+        Links of the tile.
+    parent : int or None
+        The link to the HAC parent (None: this tile is the root).
+    children : list of int
+        Links to HAC children (SYNC goes out on these).
+
+    Members
+    -------
+    hac : Out(32)
+    locked : Out(1)
+        Root: always.  Child: the link latency is measured and a SYNC has been applied.
+    lock_lost : Out(1)
+        Sticky: a SYNC found the HAC off by more than ``HAC_ERROR_MAX`` after lock.
+    latency : Out(16)
+        Measured one-way latency of the parent link (child), in this tile's cycles.
+    error : Out(signed(16))
+        The HAC error the last SYNC corrected (own HAC minus parent's, before correcting).
+    tx_req/tx_kind/tx_payload (Out) and tx_ack (In), per link: control flit requests.
+    rx_sync/rx_probe/rx_echo (In), rx_value (In), per link: received control flits.
+    """
+
+    def __init__(self, cfg, parent, children):
+        self.cfg, self.parent, self.children = cfg, parent, list(children)
+        n = cfg.links
+        super().__init__({
+            "hac": Out(HAC_BITS), "locked": Out(1), "lock_lost": Out(1),
+            "latency": Out(16), "error": Out(signed(16)), "clear": In(1),
+            "tx_req": Out(n), "tx_kind": Out(KIND_BITS).array(n), "tx_payload": Out(cfg.link_width).array(n),
+            "tx_ack": In(n),
+            "rx_sync": In(n), "rx_probe": In(n), "rx_echo": In(n), "rx_value": In(cfg.link_width).array(n),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        hac_next = Signal(HAC_BITS)
+        m.d.comb += hac_next.eq(self.hac + 1)
+        m.d.sync += self.hac.eq(hac_next)
+        if self.parent is None:
+            m.d.comb += self.locked.eq(1)
+
+        sync_due = Signal()
+        m.d.comb += sync_due.eq(self.hac[:(cfg.sync_interval - 1).bit_length()] == 0
+                                if cfg.sync_interval & (cfg.sync_interval - 1) == 0
+                                else (self.hac % cfg.sync_interval) == 0)
+        for link in range(cfg.links):
+            echo_pending, echo_value = Signal(name=f"echo_pending_{link}"), Signal(cfg.link_width, name=f"echo_{link}")
+            sync_pending = Signal(name=f"sync_pending_{link}")
+            probe_pending = Signal(name=f"probe_pending_{link}")
+            with m.If(self.rx_probe[link]):
+                m.d.sync += [echo_pending.eq(1), echo_value.eq(self.rx_value[link])]
+            if link in self.children:
+                with m.If(sync_due):
+                    m.d.sync += sync_pending.eq(1)
+            # One request at a time, ECHO first (its timing is part of the latency probe).
+            with m.If(echo_pending):
+                m.d.comb += [self.tx_req[link].eq(1), self.tx_kind[link].eq(Kind.ECHO),
+                             self.tx_payload[link].eq(echo_value)]
+                with m.If(self.tx_ack[link]):
+                    m.d.sync += echo_pending.eq(0)
+            with m.Elif(probe_pending):
+                m.d.comb += [self.tx_req[link].eq(1), self.tx_kind[link].eq(Kind.PROBE)]
+                with m.If(self.tx_ack[link]):
+                    m.d.sync += probe_pending.eq(0)
+            with m.Elif(sync_pending):
+                m.d.comb += [self.tx_req[link].eq(1), self.tx_kind[link].eq(Kind.SYNC)]
+                with m.If(self.tx_ack[link]):
+                    m.d.sync += sync_pending.eq(0)
+
+            if link == self.parent:
+                measured = Signal(name="latency_measured")
+                # Probe every 64 cycles until the echo comes back.
+                with m.If(~measured & (self.hac[:6] == 0)):
+                    m.d.sync += probe_pending.eq(1)
+                with m.If(self.rx_echo[link] & ~measured):
+                    rtt = Signal(HAC_BITS, name="rtt")
+                    m.d.comb += rtt.eq(self.hac - self.rx_value[link])
+                    m.d.sync += [measured.eq(1), self.latency.eq((rtt - ECHO_TURNAROUND) >> 1)]
+                with m.If(self.rx_sync[link] & measured):
+                    expect = Signal(HAC_BITS, name="hac_expected")
+                    err = Signal(signed(HAC_BITS), name="hac_error")
+                    m.d.comb += [expect.eq(self.rx_value[link] + self.latency), err.eq(self.hac - expect)]
+                    m.d.sync += [self.hac.eq(expect + 1), self.error.eq(err), self.locked.eq(1)]
+                    with m.If(self.locked & ((err > HAC_ERROR_MAX) | (err < -HAC_ERROR_MAX))):
+                        m.d.sync += self.lock_lost.eq(1)
+        with m.If(self.clear):
+            m.d.sync += self.lock_lost.eq(0)
+        return m
+
+
+class DeskewUnit(wiring.Component):
+    """Stalls the tile core for DESKEW and RUNTIME_DESKEW (docs/c2c.md).
+
+    ``stall`` is combinational: on a stalled cycle the core holds every register.  An
+    instruction issued on cycle c (not stalled) starts waiting on c + 1.
+
+    * DESKEW: wait until ``hac % epoch == 0``.
+    * RUNTIME_DESKEW slack: wait until ``hac == offset + sac + 1 + slack``, where ``sac``
+      is the SAC of the issue cycle.
+    On release, ``offset = hac - (sac + 1)``: the next SAC cycle runs at that HAC.  A
+    release more than ``HAC_ERROR_MAX`` cycles after its target sets the sticky ``late``.
+    """
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        super().__init__({
+            "hac": In(HAC_BITS), "sac": In(HAC_BITS),
+            "deskew": In(1), "runtime": In(1), "slack": In(16), "clear": In(1),
+            "stall": Out(1), "late": Out(1), "offset": Out(HAC_BITS), "waiting": Out(1),
+            "stalled_cycles": Out(HAC_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        mode_epoch = Signal()
+        target, next_sac = Signal(HAC_BITS), Signal(HAC_BITS)
+        behind = Signal(signed(HAC_BITS))
+        m.d.comb += behind.eq(self.hac - target)
+        at_boundary = self.hac[:(cfg.epoch - 1).bit_length()] == 0
+        m.d.comb += self.stall.eq(self.waiting & Mux(mode_epoch, ~at_boundary, behind < 0))
+        with m.If(self.waiting & self.stall):
+            m.d.sync += self.stalled_cycles.eq(self.stalled_cycles + 1)
+        with m.If(self.waiting & ~self.stall):
+            m.d.sync += [self.waiting.eq(0), self.offset.eq(self.hac - next_sac)]
+            with m.If(~mode_epoch & (behind > HAC_ERROR_MAX)):
+                m.d.sync += self.late.eq(1)
+        with m.If(self.deskew):
+            m.d.sync += [self.waiting.eq(1), mode_epoch.eq(1), next_sac.eq(self.sac + 1)]
+        with m.Elif(self.runtime):
+            m.d.sync += [self.waiting.eq(1), mode_epoch.eq(0), next_sac.eq(self.sac + 1),
+                         target.eq(self.offset + self.sac + 1 + self.slack)]
+        with m.If(self.clear):
+            m.d.sync += [self.late.eq(0), self.stalled_cycles.eq(0), self.waiting.eq(0)]
+        return m
