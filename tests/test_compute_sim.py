@@ -490,3 +490,37 @@ def test_vxm_memories_read_back(simulator):
     res, _ = run_checked(cfg, simulator, [prog, Program(cfg)], read_vxm=True)
     assert res[0]["vxm_words"] == [param_words(cfg, prog.vxm_params), table_words(prog.table)]
     assert res[1]["vxm_words"] == list(reset_words(cfg))
+
+
+def test_vop_over_uart(simulator):
+    """The VXM's parameters and table loaded over the UART host bridge (the shared driver):
+    VOPs on empty streams (A = B = 0) show the biases, multipliers, shifts and table."""
+    from sim.runner import TileSim
+    cfg = TileConfig.tiny()
+    L = cfg.lanes
+    rng = np.random.default_rng(8)
+    pl = Plan(cfg)
+    prm = pl.params
+    prm[5, :, F["bias_a"]] = rng.integers(-4000, 4000, L)
+    prm[5, :, F["bias_b"]] = [-(1 << 31), (1 << 31) - 1, 300, -300]
+    prm[5, :, F["m_a"]], prm[5, :, F["s_a"]] = rng.integers(1, 32768, L), [12, 13, 14, 15]
+    prm[5, :, F["m_b"]], prm[5, :, F["s_b"]] = [1, 32767, 3, 5], [24, 40, 2, 3]
+    prm[5, :, F["m_c"]], prm[5, :, F["s_c"]] = [32767, 1, 77, 5000], [16, 0, 7, 13]
+    pl.table = np.arange(256).astype(np.uint8).astype(np.int8).astype(np.int64)
+    a = requantise(prm[5, :, F["bias_a"]], prm[5, :, F["m_a"]], prm[5, :, F["s_a"]]).astype(np.int64)
+    pl.table[a & 0xFF] = rng.integers(-128, 128, L)
+    pl.at("VXM", 3, Instr.vop(0, EAST, param=5, out=1, flags=TABLE | GATE | OUT_E))
+    pl.at("VXM", 4, Instr.vop(0, WEST, param=5, out=3, flags=OUT_W | OUT_E))
+    pl.catch("VXM", 3 + VXM_LATENCY, "MEM_E0", 1, 7)
+    pl.catch("VXM", 4 + VXM_LATENCY, "MEM_W0", 3, 8)
+    pl.catch("VXM", 4 + VXM_LATENCY, "MEM_E1", 3, 9)
+    prog = pl.program()
+    gold = archmodel.run(prog)
+    res = TileSim(cfg, simulator, top="uart").run([job(prog)])[0]
+    problems = check_run(res, gold)
+    assert not problems, "\n".join(problems)
+    got = written(res)
+    zero = np.zeros(L, np.int64)
+    assert np.array_equal(s8(got[("MEM_E0", 7)]), vop_reference(zero, zero, prog.vxm_params[5], prog.table, TABLE | GATE))
+    assert np.array_equal(s8(got[("MEM_W0", 8)]), a)
+    assert np.array_equal(s8(got[("MEM_E1", 9)]), a)
