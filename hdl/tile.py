@@ -12,6 +12,7 @@ from .fabric import StreamFabric
 from .icu import InstructionQueue
 from .mem_slice import MemSlice
 from .mxm import MXM
+from .sxm import SXM
 from .trace import EventTrace
 from .vxm import VXM
 
@@ -108,8 +109,13 @@ class Tile(wiring.Component):
                 host_port(vxm.host_param, Region.VXM_PARAM, 0)
                 host_port(vxm.host_table, Region.VXM_TABLE, 0)
                 computes.append(vxm)
-            # SXM positions are pass-through: their queues run control instructions only
-            # and they never drive a stream.
+            elif kind == "SXM":
+                sxm = SXM(cfg)
+                m.submodules[f"slice_{name}"] = sxm
+                wiring.connect(m, icu.issue, sxm.issue)
+                wiring.connect(m, fabric.taps[p], sxm.tap)
+                wiring.connect(m, fabric.drives[p], sxm.drive)
+                computes.append(sxm)
 
         # ---- run control and counters ------------------------------------------------
         all_halted = Cat(q.halted for q in queues).all()
