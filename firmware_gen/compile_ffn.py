@@ -116,7 +116,9 @@ def padded_spec(spec: FfnSpec, lanes: int) -> FfnSpec:
 class _Ffn:
     """One compilation (state of the placement)."""
 
-    def __init__(self, cfg: TileConfig, spec: FfnSpec, x):
+    def __init__(self, cfg: TileConfig, spec: FfnSpec, x, i_blocks=None, j_blocks=None, store_h=False):
+        """``i_blocks``/``j_blocks``: the intermediate and output blocks this tile computes
+        (default all); ``store_h``: also WRITE every h vector to a MEM slice (to send it)."""
         self.cfg, self.spec = cfg, spec
         L = cfg.lanes
         x = np.asarray(x)
@@ -131,6 +133,10 @@ class _Ffn:
         self.Hp, self.Ip = self.p.H, self.p.I
         self.KH, self.KI = self.Hp // L, self.Ip // L
         self.x = _pad(x, (B, self.Hp))
+        self.i_blocks = list(range(self.KI)) if i_blocks is None else list(i_blocks)
+        self.j_blocks = list(range(self.KH)) if j_blocks is None else list(j_blocks)
+        self.store_h = store_h
+        self.h_stored = {}                        # (i, b) -> (slice, addr, write cycle)
         # Rows per cycle: the most MEM slices whose count divides the lanes, one stream each,
         # leaving stream n for x/h.
         self.n = max(d for d in range(1, min(cfg.mem_slices, cfg.streams - 1) + 1) if L % d == 0)
@@ -169,16 +175,16 @@ class _Ffn:
 
     # ---- capacity -----------------------------------------------------------------------
     def _jobs_per_side(self):
-        KH, KI = self.KH, self.KI
-        w2 = [(KH + 1) // 2 * KI, KH // 2 * KI]
+        KH, KI, KIl, KHl = self.KH, self.KI, len(self.i_blocks), len(self.j_blocks)
+        w2 = [(KHl + 1) // 2 * KI, KHl // 2 * KI]
         if self.spec.kind == "swiglu":
-            return [KI * KH + w2[0], KI * KH + w2[1]]
-        return [(KI + 1) // 2 * KH + w2[0], KI // 2 * KH + w2[1]]
+            return [KIl * KH + w2[0], KIl * KH + w2[1]]
+        return [(KIl + 1) // 2 * KH + w2[0], KIl // 2 * KH + w2[1]]
 
     def _check_capacity(self):
         cfg, B, L = self.cfg, self.B, self.cfg.lanes
         jobs = self._jobs_per_side()
-        rows_needed = max(jobs) * self.chunks + B * self.KH + B * self.KH
+        rows_needed = max(jobs) * self.chunks + B * self.KH + B * len(self.j_blocks) + B * len(self.i_blocks)
         if rows_needed > cfg.mem_depth:
             mats = 3 if self.spec.kind == "swiglu" else 2
             raise CompileError(
@@ -190,12 +196,14 @@ class _Ffn:
         if slots > cfg.mxm_xbuf_depth:
             raise CompileError(f"x and h need {slots} x slots per MXM (batch {B} x ({self.KH} + {self.KI}) blocks); "
                                f"an MXM has {cfg.mxm_xbuf_depth}")
-        accs = B * (1 + (self.KH + 1) // 2)
+        half = (len(self.j_blocks) + 1) // 2
+        accs = B * (1 + half)
         if accs > cfg.mxm_acc_depth:
             raise CompileError(f"the schedule needs {accs} accumulator rows per MXM (batch {B} x "
-                               f"{1 + (self.KH + 1) // 2}); an MXM has {cfg.mxm_acc_depth}")
-        if self.KI + self.KH > cfg.vxm_param_depth:
-            raise CompileError(f"the VXM needs {self.KI + self.KH} parameter entries (one per output block); "
+                               f"{1 + half}); an MXM has {cfg.mxm_acc_depth}")
+        entries = len(self.i_blocks) + len(self.j_blocks)
+        if entries > cfg.vxm_param_depth:
+            raise CompileError(f"the VXM needs {entries} parameter entries (one per output block); "
                                f"it has {cfg.vxm_param_depth}")
 
     # ---- placement ----------------------------------------------------------------------
@@ -344,6 +352,17 @@ class _Ffn:
             self.slot_ready[side][slot] = arrive[side] + 1
         return True
 
+    def h_store_slot(self, t_vop):
+        """A MEM slice on h's way to the MXMs with a free slot when h passes: (slice, cycle, dir)."""
+        v = self.cfg.vxm_position
+        for k in range(self.cfg.mem_slices):
+            for hemi, d in (("W", WEST), ("E", EAST)):
+                m = f"MEM_{hemi}{k}"
+                t_w = t_vop + VXM_LATENCY + abs(v - self.pos(m))
+                if self.res.slot_free(m, t_w) and self.next_free[m] < self.cfg.mem_depth:
+                    return m, t_w, d
+        return None
+
     def y_to_mem(self, t_vop, dry, who):
         """VOP result (y) to the nearest MEM slice with a free write slot; returns
         (flags, slice, cycle) or None."""
@@ -366,47 +385,61 @@ class _Ffn:
 
     # ---- the FFN ------------------------------------------------------------------------
     def compile(self):
-        p, B, L, KH, KI = self.p, self.B, self.cfg.lanes, self.KH, self.KI
         self.place_x()
+        self.phase1()
+        self.phase2(list(range(self.KI)))
+        return self
 
-        def blk(w, i, k):
-            return w[i * L:(i + 1) * L, k * L:(k + 1) * L]
+    def blk(self, w, i, k):
+        L = self.cfg.lanes
+        return w[i * L:(i + 1) * L, k * L:(k + 1) * L]
 
-        def rows(a, i):
-            return a[i * L:(i + 1) * L]
+    def rows(self, a, i):
+        L = self.cfg.lanes
+        return a[i * L:(i + 1) * L]
 
-        h_slot = lambda i, b: B * KH + i * B + b   # noqa: E731
+    def h_slot(self, i, b):
+        return self.B * self.KH + i * self.B + b
+
+    def phase1(self):
+        """W1 (and W3) for this tile's intermediate blocks: h into both MXMs' x slots."""
+        p, KH, blk, rows = self.p, self.KH, self.blk, self.rows
         m1, s1 = p.rq1
         if p.kind == "swiglu":
             m3, s3 = p.rq3
             mc, sc = (np.broadcast_to(np.asarray(v, np.int64), (1,))[0] for v in p.rq_mul)
-            for i in range(KI):
+            for i in self.i_blocks:
                 e = self.new_param(m_a=rows(m1, i), s_a=rows(s1, i), m_b=rows(m3, i), s_b=rows(s3, i),
                                    m_c=mc, s_c=sc)
                 for k in range(KH):
                     self._phase1_block(("MXM_W", "MXM_E"), (blk(p.W1, i, k), blk(p.W3, i, k)), i, k, e,
-                                       VopFlag.TABLE | VopFlag.GATE, h_slot)
+                                       VopFlag.TABLE | VopFlag.GATE)
         else:
-            for i in range(KI):
-                side = SIDES[i % 2]
+            for n, i in enumerate(self.i_blocks):
+                side = SIDES[n % 2]
                 e = self.new_param(bias_a=rows(p.b1, i), m_a=rows(m1, i), s_a=rows(s1, i))
                 for k in range(KH):
-                    self._phase1_block((side,), (blk(p.W1, i, k),), i, k, e, VopFlag.TABLE, h_slot)
-        # W2: output blocks j split between the MXMs, swept in h-block order.
-        m2, s2 = p.rq2
-        half = (KH + 1) // 2
-        params = {j: self.new_param(bias_a=rows(p.b2, j) if p.kind == "classic" else 0,
-                                    m_a=rows(m2, j), s_a=rows(s2, j)) for j in range(KH)}
-        sides_of = {j: ("MXM_W" if j < half else "MXM_E", j if j < half else j - half) for j in range(KH)}
-        order = [(i, jl) for i in range(KI) for jl in range(half)]
-        for i, jl in order:
-            for side, j in (("MXM_W", jl), ("MXM_E", half + jl)):
-                if j >= KH:
-                    continue
-                self._phase2_block(side, blk(p.W2, j, i), i, j, sides_of[j][1], params[j], h_slot)
-        return self
+                    self._phase1_block((side,), (blk(p.W1, i, k),), i, k, e, VopFlag.TABLE)
 
-    def _phase1_block(self, sides, blocks, i, k, e, vflags, h_slot):
+    def phase2(self, i_order):
+        """W2 for this tile's output blocks, split between the MXMs (first half west),
+        accumulating over the h blocks in ``i_order``."""
+        p, blk, rows = self.p, self.blk, self.rows
+        m2, s2 = p.rq2
+        js = self.j_blocks
+        half = (len(js) + 1) // 2
+        params = {j: self.new_param(bias_a=rows(p.b2, j) if p.kind == "classic" else 0,
+                                    m_a=rows(m2, j), s_a=rows(s2, j)) for j in js}
+        for n, i in enumerate(i_order):
+            for jl in range(half):
+                for side, jn in (("MXM_W", jl), ("MXM_E", half + jl)):
+                    if jn >= len(js):
+                        continue
+                    j = js[jn]
+                    self._phase2_block(side, blk(p.W2, j, i), i, j, jn if jn < half else jn - half, params[j],
+                                       first=n == 0, last=n == len(i_order) - 1)
+
+    def _phase1_block(self, sides, blocks, i, k, e, vflags):
         B, KH = self.B, self.KH
         flags = MMFlag.XBUF | (MMFlag.ACC if k else 0) | (MMFlag.EMIT if k == KH - 1 else 0)
         mms = [(k * B + b, b, flags) for b in range(B)]
@@ -417,18 +450,28 @@ class _Ffn:
             who = f"h block {i} col {b}"
             if not self.res.slot_free("VXM", t_v):
                 return False
-            if not self.h_to_mxms(t_v, h_slot(i, b), dry, who):
+            if not self.h_to_mxms(t_v, self.h_slot(i, b), True, who):
+                return False
+            store = self.h_store_slot(t_v) if self.store_h else None
+            if self.store_h and store is None:
                 return False
             if not dry:
+                self.h_to_mxms(t_v, self.h_slot(i, b), False, who)
                 self.place_vop(t_v, dir_a, e, vflags | VopFlag.OUT_E | VopFlag.OUT_W, who)
+                if store:
+                    m, t_w, d = store
+                    self.res.take_slot(m, t_w, who + " WRITE")
+                    addr = self.alloc(m, 1)
+                    self.emit(m, t_w, Instr.write(self.lx_stream, d, addr))
+                    self.h_stored[(i, b)] = (m, addr, t_w)
             return True
 
         self.place_blocks(sides, blocks, mms, on_emit, f"W1/W3 block ({i},{k})")
 
-    def _phase2_block(self, side, block, i, j, jl, e, h_slot):
-        B, KI = self.B, self.KI
-        flags = MMFlag.XBUF | (MMFlag.ACC if i else 0) | (MMFlag.EMIT if i == KI - 1 else 0)
-        mms = [(h_slot(i, b), B + jl * B + b, flags) for b in range(B)]
+    def _phase2_block(self, side, block, i, j, jl, e, first, last):
+        B = self.B
+        flags = MMFlag.XBUF | (0 if first else MMFlag.ACC) | (MMFlag.EMIT if last else 0)
+        mms = [(self.h_slot(i, b), B + jl * B + b, flags) for b in range(B)]
         dir_a = EAST if side == "MXM_W" else WEST
 
         def on_emit(t, b, dry):
