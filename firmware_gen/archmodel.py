@@ -315,6 +315,8 @@ class TileModel:
     def _vop(self, ins, p):
         d, s, e, prm = ins.dir, ins.stream, ins.operand("param"), self.params
         A = from_planes([self._tap(d, s + b, p) for b in range(INT32_PLANES)])
+        if ins.aux & VopFlag.ADD:
+            A = add_int32(A, from_planes([self._tap(1 - d, s + b, p) for b in range(INT32_PLANES)]))
         val = requantise(add_int32(A, prm["bias_a"][e]), prm["m_a"][e], prm["s_a"][e]).astype(np.int64)
         if ins.aux & VopFlag.TABLE:
             val = self.table[val & 0xFF]

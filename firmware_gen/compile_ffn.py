@@ -88,6 +88,11 @@ class Manifest:
                 "instructions": self.instructions, "busy": self.busy}
 
 
+def _slot(slot, side):
+    """An MM's x slot: one for every MXM, or a per-MXM dict."""
+    return slot[side] if isinstance(slot, dict) else slot
+
+
 def _pad(a, shape):
     out = np.zeros(shape, np.int64)
     out[tuple(slice(0, s) for s in np.shape(a))] = a
@@ -137,6 +142,7 @@ class _Ffn:
         self.j_blocks = list(range(self.KH)) if j_blocks is None else list(j_blocks)
         self.store_h = store_h
         self.h_stored = {}                        # (i, b) -> (slice, addr, write cycle)
+        self.on_h_stored = None                   # callback(i, b, slice, addr, cycle), e.g. to send h
         # Rows per cycle: the most MEM slices whose count divides the lanes, one stream each,
         # leaving stream n for x/h.
         self.n = max(d for d in range(1, min(cfg.mem_slices, cfg.streams - 1) + 1) if L % d == 0)
@@ -176,7 +182,7 @@ class _Ffn:
     # ---- capacity -----------------------------------------------------------------------
     def _jobs_per_side(self):
         KH, KI, KIl, KHl = self.KH, self.KI, len(self.i_blocks), len(self.j_blocks)
-        w2 = [(KHl + 1) // 2 * KI, KHl // 2 * KI]
+        w2 = [KHl // 2 * KI + KHl % 2 * (KI + 1) // 2] * 2
         if self.spec.kind == "swiglu":
             return [KIl * KH + w2[0], KIl * KH + w2[1]]
         return [(KIl + 1) // 2 * KH + w2[0], KIl // 2 * KH + w2[1]]
@@ -196,11 +202,11 @@ class _Ffn:
         if slots > cfg.mxm_xbuf_depth:
             raise CompileError(f"x and h need {slots} x slots per MXM (batch {B} x ({self.KH} + {self.KI}) blocks); "
                                f"an MXM has {cfg.mxm_xbuf_depth}")
-        half = (len(self.j_blocks) + 1) // 2
-        accs = B * (1 + half)
+        rows_per_col = 1 + len(self.j_blocks) // 2 + len(self.j_blocks) % 2
+        accs = B * rows_per_col
         if accs > cfg.mxm_acc_depth:
             raise CompileError(f"the schedule needs {accs} accumulator rows per MXM (batch {B} x "
-                               f"{1 + half}); an MXM has {cfg.mxm_acc_depth}")
+                               f"{rows_per_col}); an MXM has {cfg.mxm_acc_depth}")
         entries = len(self.i_blocks) + len(self.j_blocks)
         if entries > cfg.vxm_param_depth:
             raise CompileError(f"the VXM needs {entries} parameter entries (one per output block); "
@@ -300,7 +306,7 @@ class _Ffn:
         t = swap + 1
         for b, (slot, acc, flags) in enumerate(mms):
             while True:
-                ok = all(self.res.slot_free(s, t) and self.slot_ready[s].get(slot, 1 << 62) <= t
+                ok = all(self.res.slot_free(s, t) and self.slot_ready[s].get(_slot(slot, s), 1 << 62) <= t
                          for s in sides)
                 if ok and flags & MMFlag.EMIT:
                     ok = all(self._emit_free(s, t) for s in sides) and on_emit(t, b, dry=True)
@@ -311,7 +317,7 @@ class _Ffn:
                 who = f"{label} MM {b} on {s}"
                 self.res.take_slot(s, t, who)
                 out = 0
-                self.emit(s, t, Instr.mm(0, self.in_dir(s), acc=acc, slot=slot, out=out, flags=flags))
+                self.emit(s, t, Instr.mm(0, self.in_dir(s), acc=acc, slot=_slot(slot, s), out=out, flags=flags))
                 if flags & MMFlag.EMIT:
                     self._take_emit(s, t, who)
                 self.last_mm[s] = t
@@ -422,22 +428,31 @@ class _Ffn:
                     self._phase1_block((side,), (blk(p.W1, i, k),), i, k, e, VopFlag.TABLE)
 
     def phase2(self, i_order):
-        """W2 for this tile's output blocks, split between the MXMs (first half west),
-        accumulating over the h blocks in ``i_order``."""
+        """W2 for this tile's output blocks, accumulating over the h blocks in ``i_order``.
+        An even number of output blocks splits between the MXMs (first half west); an odd
+        one out runs on both MXMs at once, each over half of the h blocks, and the VXM adds
+        the two partial sums (``VOP ADD``)."""
         p, blk, rows = self.p, self.blk, self.rows
         m2, s2 = p.rq2
         js = self.j_blocks
-        half = (len(js) + 1) // 2
+        half = len(js) // 2
         params = {j: self.new_param(bias_a=rows(p.b2, j) if p.kind == "classic" else 0,
                                     m_a=rows(m2, j), s_a=rows(s2, j)) for j in js}
+        odd = js[-1] if len(js) % 2 else None
+        zero = np.zeros((self.cfg.lanes, self.cfg.lanes), np.int64)
+        pairs = [(i_order[n], i_order[n + 1] if n + 1 < len(i_order) else None)
+                 for n in range(0, len(i_order), 2)]
         for n, i in enumerate(i_order):
             for jl in range(half):
-                for side, jn in (("MXM_W", jl), ("MXM_E", half + jl)):
-                    if jn >= len(js):
-                        continue
-                    j = js[jn]
-                    self._phase2_block(side, blk(p.W2, j, i), i, j, jn if jn < half else jn - half, params[j],
+                for side, j in (("MXM_W", js[jl]), ("MXM_E", js[half + jl])):
+                    self._phase2_block((side,), (blk(p.W2, j, i),), (i, i), j, jl, params[j],
                                        first=n == 0, last=n == len(i_order) - 1)
+            if odd is not None and n % 2 == 1 or (odd is not None and n == len(i_order) - 1 and n % 2 == 0):
+                q = n // 2
+                ia, ib = pairs[q]
+                wb = blk(p.W2, odd, ib) if ib is not None else zero
+                self._phase2_block(("MXM_W", "MXM_E"), (blk(p.W2, odd, ia), wb), (ia, ia if ib is None else ib),
+                                   odd, half, params[odd], first=q == 0, last=q == len(pairs) - 1)
 
     def _phase1_block(self, sides, blocks, i, k, e, vflags):
         B, KH = self.B, self.KH
@@ -464,18 +479,24 @@ class _Ffn:
                     addr = self.alloc(m, 1)
                     self.emit(m, t_w, Instr.write(self.lx_stream, d, addr))
                     self.h_stored[(i, b)] = (m, addr, t_w)
+                    if self.on_h_stored:
+                        self.on_h_stored(i, b, m, addr, t_w)
             return True
 
         self.place_blocks(sides, blocks, mms, on_emit, f"W1/W3 block ({i},{k})")
 
-    def _phase2_block(self, side, block, i, j, jl, e, first, last):
+    def _phase2_block(self, sides, blocks, iis, j, jl, e, first, last):
+        """One W2 block on one MXM, or two (one per MXM, h blocks ``iis``) whose partial
+        sums the VXM adds."""
         B = self.B
         flags = MMFlag.XBUF | (0 if first else MMFlag.ACC) | (MMFlag.EMIT if last else 0)
-        mms = [(self.h_slot(i, b), B + jl * B + b, flags) for b in range(B)]
-        dir_a = EAST if side == "MXM_W" else WEST
+        slots = {s: i for s, i in zip(sides, iis)}
+        mms = [({s: self.h_slot(i, b) for s, i in slots.items()}, B + jl * B + b, flags) for b in range(B)]
+        dir_a = EAST if sides[0] == "MXM_W" else WEST
+        vflag = VopFlag.ADD if len(sides) == 2 else 0
 
         def on_emit(t, b, dry):
-            t_v = self.vop_cycle(side, t)
+            t_v = self.vop_cycle(sides[0], t)
             who = f"y block {j} col {b}"
             if not self.res.slot_free("VXM", t_v):
                 return False
@@ -484,13 +505,13 @@ class _Ffn:
                 return False
             if not dry:
                 flag, m, t_w, d = got
-                self.place_vop(t_v, dir_a, e, flag, who)
+                self.place_vop(t_v, dir_a, e, flag | vflag, who)
                 addr = self.alloc(m, 1)
                 self.emit(m, t_w, Instr.write(self.lx_stream, d, addr))
                 self.outputs[(b, j)] = (m, addr, t_w)
             return True
 
-        self.place_blocks((side,), (block,), mms, on_emit, f"W2 block ({j},{i})")
+        self.place_blocks(sides, blocks, mms, on_emit, f"W2 block ({j},{'+'.join(map(str, iis))})")
 
     # ---- lowering ------------------------------------------------------------------------
     def program(self) -> Program:

@@ -158,6 +158,7 @@ class VopFlag(enum.IntFlag):
     GATE = 2    # multiply by requantise(B + bias_b), requantise the product (m_c, s_c)
     OUT_E = 4   # drive the result east-flowing
     OUT_W = 8   # drive the result west-flowing (both may be set)
+    ADD = 16    # A := A + B (int32, wrapping) before bias_a: sums two MXMs' partial results
 
 
 class SxmFlag(enum.IntFlag):
@@ -266,6 +267,8 @@ class Instr:
                 if getattr(self, fname) & ~used:
                     raise IsaError(f"{self.op.name} uses no bits {getattr(self, fname) & ~used:#x} of field "
                                    f"{fname} (they must be 0)")
+        if self.op == Op.VOP and self.aux & VopFlag.ADD and self.aux & VopFlag.GATE:
+            raise IsaError("VOP flags ADD and GATE both use B; set one of them")
         if self.op in NO_STREAM_OPS and (self.stream or self.dir):
             raise IsaError(f"{self.op.name} uses no stream (stream and dir must be 0)")
         if self.op == Op.LW and self.operand("n") < 1:

@@ -413,16 +413,12 @@ class FfnSpec:
                    rq2=rq(g_scale * w2s / out_scale), out_scale=out_scale, **common)
 
 
-def ffn_int(spec: FfnSpec, x_int8):
-    """The bit-exact integer FFN on int8 input ``x_int8`` of shape (H,) or (B, H).
+def ffn_hidden(spec: FfnSpec, x_int8):
+    """The int8 intermediate ``h`` that ``W2`` multiplies (shape (I,) or (B, I)).
 
-    swiglu: ``a = requantise(W1 x, *rq1)``, ``g = apply_table(table, a)``,
-    ``u = requantise(W3 x, *rq3)``, ``z = elementwise_multiply(g, u, *rq_mul)``,
-    ``y = requantise(W2 z, *rq2)``.
-    classic: ``a = requantise(add_int32(W1 x, b1), *rq1)``, ``g = apply_table(table, a)``,
-    ``y = requantise(add_int32(W2 g, b2), *rq2)``.
-    Matmuls are :func:`matmul_int32` (exact, overflow raises).  Returns int8, same shape as x.
-    """
+    swiglu: ``h = elementwise_multiply(apply_table(table, requantise(W1 x, *rq1)),
+    requantise(W3 x, *rq3), *rq_mul)``; classic: ``h = apply_table(table,
+    requantise(add_int32(W1 x, b1), *rq1))``.  Matmuls are :func:`matmul_int32`."""
     x = _int8(x_int8, "x_int8")
     if x.ndim not in (1, 2) or x.shape[-1] != spec.H:
         raise NumericsError(f"x_int8 has shape {x.shape} but the FFN has H = {spec.H}: "
@@ -430,11 +426,21 @@ def ffn_int(spec: FfnSpec, x_int8):
     if spec.kind == "swiglu":
         g = apply_table(spec.table, requantise(matmul_int32(spec.W1, x, "W1 x"), *spec.rq1))
         u = requantise(matmul_int32(spec.W3, x, "W3 x"), *spec.rq3)
-        z = elementwise_multiply(g, u, *spec.rq_mul)
-        return requantise(matmul_int32(spec.W2, z, "W2 z"), *spec.rq2)
-    a = requantise(add_int32(matmul_int32(spec.W1, x, "W1 x"), spec.b1), *spec.rq1)
-    g = apply_table(spec.table, a)
-    return requantise(add_int32(matmul_int32(spec.W2, g, "W2 g"), spec.b2), *spec.rq2)
+        return elementwise_multiply(g, u, *spec.rq_mul)
+    return apply_table(spec.table, requantise(add_int32(matmul_int32(spec.W1, x, "W1 x"), spec.b1), *spec.rq1))
+
+
+def ffn_int(spec: FfnSpec, x_int8):
+    """The bit-exact integer FFN on int8 input ``x_int8`` of shape (H,) or (B, H).
+
+    ``y = requantise(W2 h, *rq2)`` (swiglu) or ``requantise(add_int32(W2 h, b2), *rq2)``
+    (classic) with ``h = ffn_hidden(spec, x)``.  Returns int8, same shape as x.
+    """
+    h = ffn_hidden(spec, x_int8)
+    acc = matmul_int32(spec.W2, h, "W2 h")
+    if spec.kind == "classic":
+        acc = add_int32(acc, spec.b2)
+    return requantise(acc, *spec.rq2)
 
 
 def ffn_float(kind, W1, W2, W3, b1, b2, x, activation="silu"):

@@ -61,6 +61,39 @@ class Topology:
         return [(i, j) for i in range(self.tiles) for j in range(i + 1, self.tiles)]
 
 
+class LinkBook:
+    """Per-link bookkeeping shared by every multi-tile scheduler: one vector per
+    ``flits_per_vector`` cycles per link (bandwidth), receive order equal to send order,
+    at most ``rx_depth`` vectors between SEND and RECV (receive-buffer depth)."""
+
+    def __init__(self, cfg: TileConfig, tiles: int):
+        self.cfg, self.F = cfg, cfg.flits_per_vector
+        self.busy = [[set() for _ in range(cfg.links)] for _ in range(tiles)]       # sender side
+        self.last_send = [[-1] * cfg.links for _ in range(tiles)]
+        self.last_recv = [[-1] * cfg.links for _ in range(tiles)]                   # receiver side
+        self.in_flight = [[[] for _ in range(cfg.links)] for _ in range(tiles)]    # (send, recv)
+
+    def first_send(self, tile, link) -> int:
+        return max(1, self.last_send[tile][link] + self.F)
+
+    def send_free(self, tile, link, s) -> bool:
+        return (s > self.last_send[tile][link] + self.F - 1 and s >= 1
+                and not any(c in self.busy[tile][link] for c in range(s, s + self.F)))
+
+    def first_recv(self, tile, link, s, distance) -> int:
+        return max(s + distance, self.last_recv[tile][link] + 1)
+
+    def depth_ok(self, tile, link, s, v) -> bool:
+        spans = self.in_flight[tile][link] + [(s, v)]
+        return all(sum(a <= c <= b for a, b in spans) <= self.cfg.rx_depth for c in range(s, v + 1))
+
+    def take(self, src, link, dst, rlink, s, v) -> None:
+        self.busy[src][link].update(range(s, s + self.F))
+        self.last_send[src][link] = s
+        self.last_recv[dst][rlink] = v
+        self.in_flight[dst][rlink].append((s, v))
+
+
 @dataclass(frozen=True)
 class LinkTransfer:
     src: int
@@ -89,10 +122,7 @@ class SystemScheduler:
         self.memory = [{n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
                        for _ in range(tiles)]
         self.value = [{n: m.copy() for n, m in mem.items()} for mem in self.memory]
-        self.link_busy = [[set() for _ in range(cfg.links)] for _ in range(tiles)]   # SEND side
-        self.last_send = [[-1] * cfg.links for _ in range(tiles)]
-        self.last_recv = [[-1] * cfg.links for _ in range(tiles)]   # receiver tile, receiver link
-        self.in_flight = [[[] for _ in range(cfg.links)] for _ in range(tiles)]    # (send, recv) per rx link
+        self.book = LinkBook(cfg, tiles)
         self.transfers: list[LinkTransfer] = []
         self.predicted: list[list[PredictedWrite]] = [[] for _ in range(tiles)]
         self.horizon = 0
@@ -149,9 +179,7 @@ class SystemScheduler:
 
         def send_ok(s):
             r = s - READ_LATENCY - dist_in
-            if s <= self.last_send[src][link] + self.F - 1 or s < 1:
-                return None
-            if any(c in self.link_busy[src][link] for c in range(s, s + self.F)):
+            if not self.book.send_free(src, link, s):
                 return None
             for st in range(cfg.streams):
                 if (rs.slot_free(sm, r) and rs.slot_free(cs, s)
@@ -161,7 +189,7 @@ class SystemScheduler:
 
         def recv_ok(v):
             w = v + C2C_LATENCY + dist_out
-            if v <= self.last_recv[dst][rlink]:
+            if v <= self.book.last_recv[dst][rlink]:
                 return None
             for st in range(cfg.streams):
                 if (rr.slot_free(cr, v) and rr.slot_free(dm, w)
@@ -169,7 +197,7 @@ class SystemScheduler:
                     return w, st
             return None
 
-        s = pin_send if pin_send is not None else max(1, self.last_send[src][link] + self.F)
+        s = pin_send if pin_send is not None else self.book.first_send(src, link)
         while True:
             self._extend_deskews(s + self.D + 64)
             got = send_ok(s)
@@ -180,7 +208,7 @@ class SystemScheduler:
                 s += 1
                 continue
             # The earliest RECV for this SEND; a full receive buffer delays the SEND instead.
-            v = pin_recv if pin_recv is not None else max(s + self.D, self.last_recv[dst][rlink] + 1)
+            v = pin_recv if pin_recv is not None else self.book.first_recv(dst, rlink, s, self.D)
             while True:
                 self._extend_deskews(v + 64)
                 rgot = recv_ok(v)
@@ -190,7 +218,7 @@ class SystemScheduler:
             if rgot is None:
                 raise ScheduleError(f"tile {dst} cannot RECV on link {rlink} on cycle {pin_recv}: the slices "
                                     "are busy or the receive order would differ from the send order")
-            if not self._depth_ok(dst, rlink, s, v):
+            if not self.book.depth_ok(dst, rlink, s, v):
                 if pin_send is not None or pin_recv is not None:
                     raise ScheduleError(f"link {link} from tile {src} to tile {dst}: the receive buffer would hold "
                                         f"more than its {cfg.rx_depth} vectors between SEND on cycle {s} and "
@@ -212,24 +240,13 @@ class SystemScheduler:
         self.timed[src][cs].append((s, Instr.compute(Op.SEND, st_in, d_in, link=link)))
         self.timed[dst][cr].append((v, Instr.compute(Op.RECV, st_out, d_out, link=rlink)))
         self.timed[dst][dm].append((w, Instr.write(st_out, d_out, da)))
-        self.link_busy[src][link].update(range(s, s + self.F))
-        self.last_send[src][link] = s
-        self.last_recv[dst][rlink] = v
-        self.in_flight[dst][rlink].append((s, v))
+        self.book.take(src, link, dst, rlink, s, v)
         vec = self.value[src][sm][sa].copy()
         self.value[dst][dm][da] = vec
         self.predicted[dst].append(PredictedWrite(w, dm, da, tuple(int(x) for x in vec), len(self.transfers)))
         x = LinkTransfer(src, dst, link, s, v, w)
         self.transfers.append(x)
         return x
-
-    def _depth_ok(self, tile, link, s, v) -> bool:
-        """At most rx_depth vectors between SEND and RECV at any cycle of [s, v]."""
-        spans = self.in_flight[tile][link] + [(s, v)]
-        for c in range(s, v + 1):
-            if sum(a <= c <= b for a, b in spans) > self.cfg.rx_depth:
-                return False
-        return True
 
     # ---- outputs -------------------------------------------------------------------------
     def _last_work(self) -> int:

@@ -9,7 +9,7 @@ Pipeline of ``VOP`` issued on cycle t::
 
     t     sample A (streams s..s+3, direction dir) and B (same streams, the other
           direction); address the parameter entry
-    t+1   a = requantise(A + bias_a, m_a, s_a), b = requantise(B + bias_b, m_b, s_b);
+    t+1   a = requantise(A (+ B with ADD) + bias_a, m_a, s_a), b = requantise(B + bias_b, m_b, s_b);
           address the activation table with a's byte
     t+2   a = table[a] (TABLE); a = requantise(a * b, m_c, s_c) (GATE); drive a
 
@@ -206,7 +206,8 @@ class VXM(wiring.Component):
             m_a, s_a = w[2][:MULT_BITS], w[2][16:16 + SHIFT_BITS]
             m_b, s_b = w[3][:MULT_BITS], w[3][16:16 + SHIFT_BITS]
             va, vb = Signal(signed(32), name=f"va_{l}"), Signal(signed(32), name=f"vb_{l}")
-            m.d.comb += [va.eq(q_a[32 * l: 32 * l + 32] + w[0]),     # int32 wrap-around adds
+            add_b = Mux(q_flags[_flag(VopFlag.ADD)], q_b[32 * l: 32 * l + 32], 0)
+            m.d.comb += [va.eq(q_a[32 * l: 32 * l + 32] + add_b + w[0]),     # int32 wrap-around adds
                          vb.eq(q_b[32 * l: 32 * l + 32] + w[1])]
             ra = requantise(m, va, m_a, s_a, f"ra_{l}")
             rb = requantise(m, vb, m_b, s_b, f"rb_{l}")

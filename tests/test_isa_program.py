@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from firmware_gen import ConfigError, TileConfig
-from firmware_gen.isa import FLAGS, NO_STREAM_OPS, OPERANDS, Instr, IsaError, Op
+from firmware_gen.isa import FLAGS, NO_STREAM_OPS, OPERANDS, Instr, IsaError, Op, VopFlag
 from firmware_gen.program import Program, ProgramError
 
 
@@ -50,6 +50,8 @@ def test_encode_decode_round_trip():
         elif op in OPERANDS:
             ops = {n: int(rng.integers(op == Op.LW and n == "n", 1 << w)) for n, (_, _, w) in OPERANDS[op].items()}
             flags = int(rng.integers(0, sum(FLAGS[op]) + 1)) if op in FLAGS else 0
+            if op == Op.VOP and flags & VopFlag.GATE:
+                flags &= ~VopFlag.ADD           # ADD and GATE exclude each other
             st, d = (0, 0) if op in NO_STREAM_OPS else (int(rng.integers(0, 32)), int(rng.integers(0, 2)))
             i = Instr.compute(op, st, d, flags=flags, **ops)
             assert all(i.operand(n) == v for n, v in ops.items())
@@ -83,6 +85,7 @@ def test_unknown_opcode_in_image_is_named():
     ("[MXM_W]\nMM W0, bogus=1", "MM has no operand 'bogus'"),
     ("[VXM]\nVOP E0, param=16", "parameter entry 16 is beyond the VXM's 16"),
     ("[VXM]\nVOP E1, param=0", "VOP reads int32 planes on streams 1..4"),
+    ("[VXM]\nVOP E0, flags=ADD|GATE", "ADD and GATE both use B"),
     ("[MEM_E0]\nMM E0, acc=0", "MM is not an instruction of a MEM slice"),
     ("[MEM_E0]\nFLY E0, 1", "unknown mnemonic 'FLY'"),
     ("[MEM_E0]\nNOP 0", "NOP count must be in 1..65535"),

@@ -1,0 +1,248 @@
+"""An FFN split across a tray of tiles (2, 4 or 8, all-to-all).
+
+Partition (``docs/tray.md`` says why): tensor-parallel over the intermediate dimension for
+``W1``/``W3`` and over the output dimension for ``W2``, with an all-gather of ``h``:
+
+1. Every tile holds all of x, its share of ``W1``/``W3``'s rows (intermediate blocks) and
+   its share of ``W2``'s rows (output blocks): 1/N of every matrix.
+2. Each tile computes its h blocks (as on one tile); the VXM result goes into both local
+   MXMs' x slots and, on its way, into a MEM slice.
+3. Each h vector is read back and sent to every other tile (``SEND``; links are
+   all-to-all).  The receiver's C2C slice (``RECV``) hands it to the SXM next to it, which
+   drives it both ways (``SHIFT k=0``) into both MXMs' x slots.
+4. Each tile computes its output blocks of ``y = W2 h`` over all h blocks, its own first,
+   the others in arrival order, and writes them to its MEM.
+
+The integers are the single tile's: h is exchanged as int8 after its requantisation, and
+each output block is accumulated on one MXM over all of I, so the output is bit-identical
+to ``numerics.ffn_int``.  Everything is in SAC time; every tile's program starts with
+``DESKEW`` and has a ``RUNTIME_DESKEW`` every ``c2c.deskew_interval`` cycles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import c2c
+from .compile_ffn import SIDES, CompileError, Manifest, _Ffn, lower
+from .config import TileConfig
+from .isa import C2C_LATENCY, EAST, READ_LATENCY, SXM_LATENCY, WEST, Instr, Op, SxmFlag
+from .numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
+from .program import Program
+from .schedule import PredictedWrite
+from .system import LinkBook, Topology
+
+
+@dataclass
+class TrayManifest:
+    tiles: int
+    tile: list                 # Manifest per tile
+    transfers: int             # vectors sent over links
+    link_busy_cycles: int      # sum over links of cycles carrying flits
+    min_distance: int
+
+    @property
+    def cycles(self) -> int:
+        """SAC cycles until the last tile is done (deskew stalls not counted)."""
+        return max(m.cycles for m in self.tile)
+
+    @property
+    def c2c_share(self) -> float:
+        """Share of link capacity used: busy link-cycles / (links x cycles)."""
+        links = self.tiles * (self.tiles - 1)
+        return self.link_busy_cycles / (links * self.cycles)
+
+    def summary(self) -> dict:
+        return {"tiles": self.tiles, "cycles": self.cycles, "transfers": self.transfers,
+                "c2c_share": round(self.c2c_share, 4), "min_distance": self.min_distance,
+                "per_tile_cycles": [m.cycles for m in self.tile]}
+
+
+def tray_config(cfg: TileConfig, tiles: int) -> TileConfig:
+    """``cfg`` with the links an all-to-all tray of ``tiles`` needs."""
+    Topology(tiles)
+    return cfg if cfg.links >= tiles - 1 else dataclasses.replace(cfg, links=tiles - 1)
+
+
+def _split(n: int, parts: int) -> list[list[int]]:
+    """0..n-1 in ``parts`` contiguous runs, the first ones one longer."""
+    out, start = [], 0
+    for p in range(parts):
+        size = n // parts + (p < n % parts)
+        out.append(list(range(start, start + size)))
+        start += size
+    return out
+
+
+class _Tray:
+    def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int):
+        self.topo = Topology(tiles)
+        self.cfg = cfg = tray_config(cfg, tiles)
+        probe = _Ffn(cfg, spec, x, i_blocks=[], j_blocks=[])
+        self.part_i, self.part_j = _split(probe.KI, tiles), _split(probe.KH, tiles)
+        self.f = []
+        for t in range(tiles):
+            try:
+                self.f.append(_Ffn(cfg, spec, x, self.part_i[t], self.part_j[t], store_h=True))
+            except CompileError as e:
+                raise CompileError(f"tile {t} of {tiles}: {e}") from None
+        self.D = c2c.min_distance(cfg)
+        self.book = LinkBook(cfg, tiles)
+        # Streams for h traffic: those the weights (0..n-1) and x/h (n) do not use first.
+        n = self.f[0].n
+        self.spare = list(range(n + 1, cfg.streams)) + [n] + list(range(n))
+        self.transfers = 0
+        interval, slack = c2c.deskew_interval(cfg), c2c.deskew_slack(cfg)
+        for f in self.f:
+            f.res.take_slot("C2C_W", 0, "DESKEW")
+            f.emit("C2C_W", 0, Instr.compute(Op.DESKEW, 0, EAST))
+            for c in range(interval, 1 << 16, interval):
+                f.res.take_slot("C2C_W", c, "RUNTIME_DESKEW")
+                f.emit("C2C_W", c, Instr.compute(Op.RUNTIME_DESKEW, 0, EAST, slack=slack))
+
+    def compile(self):
+        for t, f in enumerate(self.f):
+            f.place_x()
+        for t, f in enumerate(self.f):
+            # All-gather of h: each vector goes to every other tile as soon as it is stored.
+            f.on_h_stored = lambda i, b, m, addr, t_w, t=t: [
+                self._send_h(t, u, m, addr, t_w, self.f[u].h_slot(i, b))
+                for u in range(self.topo.tiles) if u != t]
+            f.phase1()
+        for f in self.f:
+            ready = {i: max(f.slot_ready[s].get(f.h_slot(i, b), 1 << 62) for s in SIDES for b in range(f.B))
+                     for i in range(f.KI)}
+            if f.j_blocks:
+                f.phase2(sorted(range(f.KI), key=lambda i: (ready[i], i)))
+        return self
+
+    def _send_h(self, t, u, m, addr, t_w, slot):
+        """h vector at tile t's MEM ``m[addr]`` (written on ``t_w``) into both MXMs' ``slot`` on tile u."""
+        cfg, pos, D = self.cfg, self.cfg.position, self.D
+        ft, fu = self.f[t], self.f[u]
+        link = self.topo.link_to(t, u)
+        _, rlink = self.topo.peer(t, link)
+        cs, cr = cfg.link_slice(link), cfg.link_slice(rlink)
+        sx = "SXM_W" if cr == "C2C_W" else "SXM_E"
+        d_in = WEST if pos(cs) < pos(m) else EAST
+        d_rx = WEST if sx == "SXM_W" else EAST
+        who = f"h {m}[{addr}] tile {t} -> tile {u}"
+        s = max(self.book.first_send(t, link), t_w + 1 + READ_LATENCY + abs(pos(m) - pos(cs)))
+        while True:
+            r = s - READ_LATENCY - abs(pos(m) - pos(cs))
+            st_in = next((st for st in self.spare
+                          if ft.res.stream_free(d_in, st, pos(m), pos(cs), r + READ_LATENCY)), None)
+            if not (self.book.send_free(t, link, s) and st_in is not None
+                    and ft.res.slot_free(m, r) and ft.res.slot_free(cs, s)):
+                s += 1
+                continue
+            v = self.book.first_recv(u, rlink, s, D)
+            got = None
+            while got is None and v < s + D + 4096:
+                got = self._recv_path(fu, cr, sx, d_rx, v)
+                v += got is None
+            if got is None or not self.book.depth_ok(u, rlink, s, v):
+                s += 1
+                continue
+            break
+        st_rx, st_out, arrive = got
+        ft.res.take_slot(m, r, who)
+        ft.res.take_slot(cs, s, who)
+        ft.res.take_stream(d_in, st_in, pos(m), pos(cs), r + READ_LATENCY, who)
+        ft.emit(m, r, Instr.read(st_in, d_in, addr))
+        ft.emit(cs, s, Instr.compute(Op.SEND, st_in, d_in, link=link))
+        t_sx = v + C2C_LATENCY + 1
+        fu.res.take_slot(cr, v, who)
+        fu.res.take_stream(d_rx, st_rx, pos(cr), pos(sx), v + C2C_LATENCY, who)
+        fu.emit(cr, v, Instr.compute(Op.RECV, st_rx, d_rx, link=rlink))
+        fu.res.take_slot(sx, t_sx, who)
+        fu.emit(sx, t_sx, Instr.compute(Op.SHIFT, st_rx, d_rx, k=0, out=st_out,
+                                        flags=SxmFlag.OUT_E | SxmFlag.OUT_W))
+        for side, d in (("MXM_W", WEST), ("MXM_E", EAST)):
+            fu.res.take_stream(d, st_out, pos(sx), pos(side), t_sx + SXM_LATENCY, who)
+            fu.res.take_slot(side, arrive[side], who + f" LX {side}")
+            fu.emit(side, arrive[side], Instr.lx(st_out, d, slot))
+            fu.slot_ready[side][slot] = arrive[side] + 1
+        self.book.take(t, link, u, rlink, s, v)
+        self.transfers += 1
+
+    def _recv_path(self, fu, cr, sx, d_rx, v):
+        """Free streams and slots for RECV on ``v`` -> SXM -> both MXMs, or None."""
+        pos = self.cfg.position
+        if not fu.res.slot_free(cr, v):
+            return None
+        t_sx = v + C2C_LATENCY + 1
+        if not fu.res.slot_free(sx, t_sx):
+            return None
+        st_rx = next((st for st in self.spare
+                      if fu.res.stream_free(d_rx, st, pos(cr), pos(sx), v + C2C_LATENCY)), None)
+        if st_rx is None:
+            return None
+        arrive = {side: t_sx + SXM_LATENCY + abs(pos(sx) - pos(side)) for side in SIDES}
+        if not all(fu.res.slot_free(side, arrive[side]) for side in SIDES):
+            return None
+        for st in self.spare:
+            if all(fu.res.stream_free(d, st, pos(sx), pos(side), t_sx + SXM_LATENCY)
+                   for side, d in (("MXM_W", WEST), ("MXM_E", EAST))):
+                return st_rx, st, arrive
+        return None
+
+    def programs(self) -> list[Program]:
+        progs = []
+        for f in self.f:
+            last = max(c for e in f.timed.values() for c, i in e if i.op not in (Op.DESKEW, Op.RUNTIME_DESKEW))
+            f.timed["C2C_W"] = [(c, i) for c, i in f.timed["C2C_W"]
+                                if not (i.op == Op.RUNTIME_DESKEW and c > last)]
+            for c in [c for c in f.res.slots["C2C_W"] if c > last and f.res.slots["C2C_W"][c] == "RUNTIME_DESKEW"]:
+                del f.res.slots["C2C_W"][c]
+            progs.append(f.program())
+        return progs
+
+
+def compile_ffn_tray(spec: FfnSpec, x, cfg: TileConfig | None = None, tiles: int = 8):
+    """Compile an FFN for ``tiles`` tiles; returns (programs, TrayManifest).
+
+    Each tile's :class:`Manifest` predicts its own MEM writes (its share of y's blocks and
+    the h vectors it stores to send, ``transfer`` = -1 - h block) and its cycle count, in
+    SAC time."""
+    cfg = cfg or TileConfig.default()
+    try:
+        tr = _Tray(cfg, spec, x, tiles).compile()
+    except NumericsError as e:
+        raise CompileError(str(e)) from None
+    progs = tr.programs()
+    y = ffn_int(tr.f[0].p, tr.f[0].x)
+    h = ffn_hidden(tr.f[0].p, tr.f[0].x)
+    cfg = tr.cfg
+    L = cfg.lanes
+
+    def vec(a, b, j):
+        return tuple(int(v) & 0xFF for v in a[b, j * L:(j + 1) * L])
+    mans = []
+    mats = 3 if spec.kind == "swiglu" else 2
+    for f in tr.f:
+        writes = [PredictedWrite(t_w, m, a, vec(y, b, j), j) for (b, j), (m, a, t_w) in f.outputs.items()]
+        writes += [PredictedWrite(t_w, m, a, vec(h, b, i), -1 - i) for (i, b), (m, a, t_w) in f.h_stored.items()]
+        writes.sort(key=lambda w: (w.cycle, cfg.position(w.slice)))
+        wv = mats * f.Hp * f.Ip // cfg.lanes
+        mans.append(Manifest(kind=spec.kind, H=spec.H, I=spec.I, batch=f.B, padded=(f.Hp, f.Ip),
+                             cycles=f.res.done_cycles(), writes=writes, outputs={k: v[:2] for k, v in f.outputs.items()},
+                             busy=f.res.busy(), mm_count=f.mm_count, weight_vectors=wv // tiles,
+                             sram_bound=-(-wv // (2 * cfg.mem_slices * tiles)),
+                             mac_bound=-(-mats * f.KH * f.KI * f.B // (2 * tiles)),
+                             instructions={n: len(q) + 1 for n, q in progs[len(mans)].queues.items() if q}))
+    busy = sum(len(b) for per_tile in tr.book.busy for b in per_tile)
+    return progs, TrayManifest(tiles, mans, tr.transfers, busy, tr.D)
+
+
+def tray_output(manifest: TrayManifest, memories: list, lanes: int, H: int) -> np.ndarray:
+    """Gather y from every tile's final MEM contents."""
+    m0 = manifest.tile[0]
+    out = np.zeros((m0.batch, m0.padded[0]), np.int64)
+    for man, mem in zip(manifest.tile, memories):
+        for (b, j), (m, addr) in man.outputs.items():
+            out[b, j * lanes:(j + 1) * lanes] = np.asarray(mem[m][addr], np.uint8).astype(np.int8)
+    return out[:, :H].astype(np.int8)
