@@ -81,6 +81,14 @@ class _Tray:
     def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int):
         self.topo = Topology(tiles)
         self.cfg = cfg = tray_config(cfg, tiles)
+        L = cfg.lanes
+        Hp, Ip = -(-spec.H // L) * L, -(-spec.I // L) * L
+        mats = 3 if spec.kind == "swiglu" else 2
+        need, have = mats * Hp * Ip, tiles * cfg.mem_bytes
+        if need > have:
+            raise CompileError(f"the FFN is too large for a tray of {tiles} tiles: its weights need {need} bytes "
+                               f"({mats} matrices of {Hp}x{Ip} after padding); the tray's SRAM holds "
+                               f"{have} bytes ({tiles} x {cfg.mem_bytes})")
         probe = _Ffn(cfg, spec, x, i_blocks=[], j_blocks=[])
         self.part_i, self.part_j = _split(probe.KI, tiles), _split(probe.KH, tiles)
         self.f = []

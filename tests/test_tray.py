@@ -1,0 +1,55 @@
+"""The FFN split across 2, 4 and 8 tiles, on the multi-tile golden model: output
+bit-exact against the integer FFN, every tile's MEM writes and cycle count as the
+compiler predicted, and the limits named."""
+
+import numpy as np
+import pytest
+
+from firmware_gen import ConfigError, TileConfig, archmodel
+from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
+from firmware_gen.numerics import ffn_int
+from firmware_gen.system import Topology
+from firmware_gen.tray import compile_ffn_tray, tray_output
+
+
+def check_tray(cfg, ex, tiles):
+    progs, man = compile_ffn_tray(ex.spec, ex.x_int8, cfg, tiles)
+    res = archmodel.run_system(progs, Topology(tiles).peer, man.min_distance)
+    y = tray_output(man, [r.memory for r in res], progs[0].config.lanes, ex.spec.H)
+    assert np.array_equal(y, ffn_int(ex.spec, ex.x_int8))
+    for t, (r, m) in enumerate(zip(res, man.tile)):
+        assert [e.as_tuple() for e in r.events] == [(w.cycle, w.slice, w.addr, w.data) for w in m.writes], t
+        assert r.cycles == m.cycles and r.busy == m.busy, t
+    return progs, man
+
+
+@pytest.mark.parametrize("tiles", [2, 4, 8])
+@pytest.mark.parametrize("kind, H, I, batch", [("swiglu", 8, 16, 1), ("classic", 12, 20, 2), ("swiglu", 12, 24, 1)])
+def test_tray_ffn_on_the_golden_model(tiles, kind, H, I, batch):
+    check_tray(TileConfig.tiny(), example_ffn(kind, H, I, batch, seed=tiles), tiles)
+
+
+def test_default_tray_speedup_and_c2c_share():
+    cfg = TileConfig.default()
+    ex = example_ffn("swiglu", 128, 512, 1, seed=1)
+    _, one = compile_ffn(ex.spec, ex.x_int8, cfg)
+    _, man = check_tray(cfg, ex, 8)
+    assert man.transfers == 7 * 32                        # every h vector to every other tile
+    assert one.cycles / man.cycles > 4, (one.cycles, man.cycles)
+    assert 0 < man.c2c_share < 1
+
+
+def test_an_ffn_too_large_for_one_tile_runs_on_eight():
+    cfg = TileConfig.default()
+    ex = example_ffn("swiglu", 256, 1024, 1, seed=3)
+    with pytest.raises(CompileError, match="does not fit the tile's SRAM"):
+        compile_ffn(ex.spec, ex.x_int8, cfg)
+    check_tray(cfg, ex, 8)
+
+
+def test_limits_are_named():
+    with pytest.raises(ConfigError, match="a system of 3 tiles is not supported; .* takes 2, 4, 8 tiles"):
+        compile_ffn_tray(example_ffn("swiglu", 8, 8).spec, np.zeros(8, np.int8), TileConfig.tiny(), 3)
+    ex = example_ffn("swiglu", 64, 256, 1)
+    with pytest.raises(CompileError, match=r"too large for a tray of 2 tiles: its weights need \d+ bytes .* holds \d+"):
+        compile_ffn_tray(ex.spec, ex.x_int8, TileConfig.tiny(), 2)
