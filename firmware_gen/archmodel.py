@@ -290,9 +290,11 @@ class TileModel:
                 if m.loader is not None:
                     raise ModelError(f"{name} on cycle {t} ({ins}): LW while the previous LW is still loading")
                 m.loader = (t + ins.operand("delay"), ins.operand("n"), ins.stream, ins.dir)
-            elif ins.op == Op.SEND:
+            elif ins.op in (Op.SEND, Op.SENDM):
                 data = tuple(int(x) for x in tap(ins.dir, ins.stream, p))
-                self.sent.append(LinkVector(t, data, self.tile, ins.operand("link")))
+                links = ([ins.operand("link")] if ins.op == Op.SEND else
+                         [k for k in range(7) if ins.operand("links") >> k & 1])
+                self.sent += [LinkVector(t, data, self.tile, link) for link in links]
         for name, m in self.mxms.items():
             p = cfg.position(name)
             m.load_step(t, lambda d, s, p=p: tap(d, s, p))

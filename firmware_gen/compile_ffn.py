@@ -143,6 +143,7 @@ class _Ffn:
         self.store_h = store_h
         self.h_stored = {}                        # (i, b) -> (slice, addr, write cycle)
         self.on_h_stored = None                   # callback(i, b, slice, addr, cycle), e.g. to send h
+        self.h_send = None                        # callback(t_vop, i, b, dry) -> bool: send h as it passes
         # Rows per cycle: the most MEM slices whose count divides the lanes, one stream each,
         # leaving stream n for x/h.
         self.n = max(d for d in range(1, min(cfg.mem_slices, cfg.streams - 1) + 1) if L % d == 0)
@@ -470,7 +471,11 @@ class _Ffn:
             store = self.h_store_slot(t_v) if self.store_h else None
             if self.store_h and store is None:
                 return False
+            if self.h_send and not self.h_send(t_v, i, b, True):
+                return False
             if not dry:
+                if self.h_send:
+                    self.h_send(t_v, i, b, False)
                 self.h_to_mxms(t_v, self.h_slot(i, b), False, who)
                 self.place_vop(t_v, dir_a, e, vflags | VopFlag.OUT_E | VopFlag.OUT_W, who)
                 if store:

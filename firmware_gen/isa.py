@@ -82,6 +82,7 @@ class Op(enum.IntEnum):
     RECV = 15   # C2C: put the next vector received on a link onto a stream
     DESKEW = 16           # C2C: stall the tile until the next HAC epoch boundary
     RUNTIME_DESKEW = 17   # C2C: stall until the HAC reaches the program's time plus slack
+    SENDM = 18  # C2C: put a stream vector on several links at once (multicast)
 
 
 # (name, lsb, width, signed) -- the one place field positions are written down.
@@ -115,14 +116,14 @@ INT32_PLANES = 4   # an int32 vector travels as 4 byte-plane streams, plane b on
 CONTROL_OPS = frozenset({Op.HALT, Op.NOP, Op.REPEAT})
 DATA_OPS = frozenset({Op.READ, Op.WRITE, Op.LW, Op.MM, Op.LX, Op.VOP,
                       Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO,
-                      Op.SEND, Op.RECV, Op.DESKEW, Op.RUNTIME_DESKEW})
+                      Op.SEND, Op.RECV, Op.DESKEW, Op.RUNTIME_DESKEW, Op.SENDM})
 # Which slice kinds execute which opcodes.  Any other opcode at a slice is illegal:
 # the hardware raises its sticky ILLEGAL_OP flag and halts that queue.
 SLICE_OPS = {
     "MEM": CONTROL_OPS | {Op.READ, Op.WRITE},
     "VXM": CONTROL_OPS | {Op.VOP},
     "SXM": CONTROL_OPS | {Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO},
-    "C2C": CONTROL_OPS | {Op.SEND, Op.RECV, Op.DESKEW, Op.RUNTIME_DESKEW},
+    "C2C": CONTROL_OPS | {Op.SEND, Op.RECV, Op.DESKEW, Op.RUNTIME_DESKEW, Op.SENDM},
     "MXM": CONTROL_OPS | {Op.LW, Op.MM, Op.LX},
 }
 
@@ -143,6 +144,7 @@ OPERANDS = {
     Op.RECV: {"link": ("addr", 0, 3)},
     Op.DESKEW: {},
     Op.RUNTIME_DESKEW: {"slack": ("count", 0, 16)},
+    Op.SENDM: {"links": ("addr", 0, 7)},
 }
 NO_STREAM_OPS = frozenset({Op.DESKEW, Op.RUNTIME_DESKEW})   # text form has no stream operand
 

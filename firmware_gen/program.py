@@ -160,6 +160,13 @@ class Program:
             need(link < cfg.links, f"link {link} does not exist; the tile has {cfg.links} link(s)")
             need(cfg.link_slice(link) == name, f"link {link} is served by {cfg.link_slice(link)}, not {name} "
                                                "(C2C_W serves the even links, C2C_E the odd ones)")
+        elif ins.op == Op.SENDM:
+            mask = ins.operand("links")
+            need(mask != 0, "SENDM names no link (links mask 0)")
+            for link in (k for k in range(7) if mask >> k & 1):
+                need(link < cfg.links, f"link {link} does not exist; the tile has {cfg.links} link(s)")
+                need(cfg.link_slice(link) == name, f"link {link} is served by {cfg.link_slice(link)}, not {name} "
+                                                   "(C2C_W serves the even links, C2C_E the odd ones)")
         elif ins.op in (Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO):
             L = cfg.lanes
             if ins.op != Op.TRI:

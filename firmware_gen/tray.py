@@ -29,7 +29,7 @@ import numpy as np
 from . import c2c
 from .compile_ffn import SIDES, CompileError, Manifest, _Ffn, lower
 from .config import TileConfig
-from .isa import C2C_LATENCY, EAST, READ_LATENCY, SXM_LATENCY, WEST, Instr, Op, SxmFlag
+from .isa import C2C_LATENCY, EAST, SXM_LATENCY, VXM_LATENCY, WEST, Instr, Op, SxmFlag
 from .numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
 from .program import Program
 from .schedule import PredictedWrite
@@ -94,7 +94,7 @@ class _Tray:
         self.f = []
         for t in range(tiles):
             try:
-                self.f.append(_Ffn(cfg, spec, x, self.part_i[t], self.part_j[t], store_h=True))
+                self.f.append(_Ffn(cfg, spec, x, self.part_i[t], self.part_j[t]))
             except CompileError as e:
                 raise CompileError(f"tile {t} of {tiles}: {e}") from None
         self.D = c2c.min_distance(cfg)
@@ -115,10 +115,10 @@ class _Tray:
         for t, f in enumerate(self.f):
             f.place_x()
         for t, f in enumerate(self.f):
-            # All-gather of h: each vector goes to every other tile as soon as it is stored.
-            f.on_h_stored = lambda i, b, m, addr, t_w, t=t: [
-                self._send_h(t, u, m, addr, t_w, self.f[u].h_slot(i, b))
-                for u in range(self.topo.tiles) if u != t]
+            # All-gather of h: as the VXM drives h towards both MXMs it passes both C2C
+            # slices, and each multicasts it (SENDM) on its links to the other tiles.
+            f.store_h = False
+            f.h_send = lambda t_v, i, b, dry, t=t: self._multicast_h(t, t_v, i, b, dry)
             f.phase1()
         for f in self.f:
             ready = {i: max(f.slot_ready[s].get(f.h_slot(i, b), 1 << 62) for s in SIDES for b in range(f.B))
@@ -127,41 +127,48 @@ class _Tray:
                 f.phase2(sorted(range(f.KI), key=lambda i: (ready[i], i)))
         return self
 
-    def _send_h(self, t, u, m, addr, t_w, slot):
-        """h vector at tile t's MEM ``m[addr]`` (written on ``t_w``) into both MXMs' ``slot`` on tile u."""
-        cfg, pos, D = self.cfg, self.cfg.position, self.D
-        ft, fu = self.f[t], self.f[u]
-        link = self.topo.link_to(t, u)
+    def _multicast_h(self, t, t_v, i, b, dry) -> bool:
+        """SENDM of h (driven by the VXM on ``t_v``) from tile t's C2C slices to every other tile."""
+        cfg, pos, ft = self.cfg, self.cfg.position, self.f[t]
+        v = cfg.vxm_position
+        by_slice = {}
+        for u in range(self.topo.tiles):
+            if u != t:
+                link = self.topo.link_to(t, u)
+                by_slice.setdefault(cfg.link_slice(link), []).append((u, link))
+        sends = {}
+        for cs, peers in by_slice.items():
+            s = t_v + VXM_LATENCY + abs(v - pos(cs))
+            if not (ft.res.slot_free(cs, s) and all(self.book.send_free(t, link, s) for _, link in peers)):
+                return False
+            sends[cs] = (s, peers)
+        if dry:
+            return True
+        for cs, (s, peers) in sends.items():
+            d = WEST if pos(cs) < v else EAST
+            ft.res.take_slot(cs, s, f"h block {i} col {b} SENDM")
+            ft.emit(cs, s, Instr.compute(Op.SENDM, ft.lx_stream, d, links=sum(1 << link for _, link in peers)))
+            for u, link in peers:
+                self._receive(t, u, link, s, self.f[u].h_slot(i, b), f"h block {i} col {b} tile {t} -> {u}")
+        return True
+
+    def _receive(self, t, u, link, s, slot, who):
+        """RECV on tile u of the vector tile t sent on ``link`` on ``s``, into both MXMs' ``slot``."""
+        cfg, pos = self.cfg, self.cfg.position
+        fu = self.f[u]
         _, rlink = self.topo.peer(t, link)
-        cs, cr = cfg.link_slice(link), cfg.link_slice(rlink)
+        cr = cfg.link_slice(rlink)
         sx = "SXM_W" if cr == "C2C_W" else "SXM_E"
-        d_in = WEST if pos(cs) < pos(m) else EAST
         d_rx = WEST if sx == "SXM_W" else EAST
-        who = f"h {m}[{addr}] tile {t} -> tile {u}"
-        s = max(self.book.first_send(t, link), t_w + 1 + READ_LATENCY + abs(pos(m) - pos(cs)))
-        while True:
-            r = s - READ_LATENCY - abs(pos(m) - pos(cs))
-            st_in = next((st for st in self.spare
-                          if ft.res.stream_free(d_in, st, pos(m), pos(cs), r + READ_LATENCY)), None)
-            if not (self.book.send_free(t, link, s) and st_in is not None
-                    and ft.res.slot_free(m, r) and ft.res.slot_free(cs, s)):
-                s += 1
-                continue
-            v = self.book.first_recv(u, rlink, s, D)
-            got = None
-            while got is None and v < s + D + 4096:
-                got = self._recv_path(fu, cr, sx, d_rx, v)
-                v += got is None
-            if got is None or not self.book.depth_ok(u, rlink, s, v):
-                s += 1
-                continue
-            break
+        v = self.book.first_recv(u, rlink, s, self.D)
+        got = None
+        while got is None:
+            got = self._recv_path(fu, cr, sx, d_rx, v)
+            v += got is None
+        if not self.book.depth_ok(u, rlink, s, v):
+            raise CompileError(f"{who}: the receive buffer of tile {u} link {rlink} would hold more than "
+                               f"{cfg.rx_depth} vectors")
         st_rx, st_out, arrive = got
-        ft.res.take_slot(m, r, who)
-        ft.res.take_slot(cs, s, who)
-        ft.res.take_stream(d_in, st_in, pos(m), pos(cs), r + READ_LATENCY, who)
-        ft.emit(m, r, Instr.read(st_in, d_in, addr))
-        ft.emit(cs, s, Instr.compute(Op.SEND, st_in, d_in, link=link))
         t_sx = v + C2C_LATENCY + 1
         fu.res.take_slot(cr, v, who)
         fu.res.take_stream(d_rx, st_rx, pos(cr), pos(sx), v + C2C_LATENCY, who)

@@ -35,7 +35,7 @@ def test_default_tray_speedup_and_c2c_share():
     _, one = compile_ffn(ex.spec, ex.x_int8, cfg)
     _, man = check_tray(cfg, ex, 8)
     assert man.transfers == 7 * 32                        # every h vector to every other tile
-    assert one.cycles / man.cycles > 4, (one.cycles, man.cycles)
+    assert one.cycles / man.cycles >= 6, (one.cycles, man.cycles)     # the tray's target
     assert 0 < man.c2c_share < 1
 
 
