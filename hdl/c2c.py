@@ -19,6 +19,7 @@ flits keep flowing while the program waits.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import ResetInserter
 from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.fifo import AsyncFIFO, SyncFIFOBuffered
@@ -61,6 +62,8 @@ class LinkTx(wiring.Component):
         The output register (the wire starts here).
     overrun : Out(1)
         Sticky: a SEND arrived while the previous vector was still being sent.
+    clear : In(1)
+        Clears ``overrun`` (tile start).
     """
 
     def __init__(self, cfg):
@@ -69,7 +72,7 @@ class LinkTx(wiring.Component):
             "send": In(1), "send_data": In(cfg.vector_bits),
             "ctrl_req": In(1), "ctrl_kind": In(KIND_BITS), "ctrl_payload": In(cfg.link_width),
             "ctrl_ack": Out(1), "hac": In(HAC_BITS),
-            "flit": Out(flit_bits(cfg)), "overrun": Out(1),
+            "flit": Out(flit_bits(cfg)), "overrun": Out(1), "clear": In(1),
         })
 
     def elaborate(self, platform):
@@ -94,6 +97,8 @@ class LinkTx(wiring.Component):
             timed = (self.ctrl_kind == Kind.SYNC) | (self.ctrl_kind == Kind.PROBE)
             m.d.comb += [valid.eq(1), kind.eq(self.ctrl_kind), self.ctrl_ack.eq(1),
                          payload.eq(Mux(timed, self.hac + 1, self.ctrl_payload))]
+        with m.If(self.clear):
+            m.d.sync += self.overrun.eq(0)
         m.d.comb += enc.data.eq(Cat(kind, payload))
         m.d.sync += self.flit.eq(Mux(valid, Cat(valid, kind, payload, enc.check), 0))
         return m
@@ -109,18 +114,23 @@ class LinkRx(wiring.Component):
     recv : In(1)
         RECV this cycle (qualified by the core not being stalled): pop the oldest vector.
     recv_data : Out(vector_bits)
-        The popped vector, on the cycle after ``recv`` (0 on underflow).
+        The popped vector, from the cycle after ``recv`` until the next ``recv`` (0 after an
+        underflow).  Holding it lets a core stalled right after RECV drive it later.
     sync_valid / probe_valid / echo_valid : Out(1), ctrl_value : Out(link_width)
-        A control flit was received (one cycle pulse) with its payload.
+        A control flit was received (one cycle pulse) with its payload.  A control flit
+        with an uncorrectable error is dropped (counted and flagged, never acted on).
     level : Out, max_level : Out
         Vectors in the receive buffer now, and the most since the last ``clear``.
+    elastic_level : Out
+        Flits in the elastic buffer now (as the read side sees it).
     overflow, underflow, uncorrectable : Out(1)
         Sticky: a flit found the elastic buffer full or a vector the receive buffer full;
         a RECV found it empty; a flit had an uncorrectable error.
     corrected : Out(16), uncorrected : Out(16)
         Flits corrected / found uncorrectable (saturating counters).
     clear : In(1)
-        Clears the sticky flags, counters and ``max_level`` (tile start).
+        Tile start: empties the receive buffer and clears the sticky flags, the counters
+        and ``max_level``.
     """
 
     def __init__(self, cfg, w_domain: str):
@@ -131,6 +141,7 @@ class LinkRx(wiring.Component):
             "sync_valid": Out(1), "probe_valid": Out(1), "echo_valid": Out(1),
             "ctrl_value": Out(cfg.link_width),
             "level": Out(range(cfg.rx_depth + 1)), "max_level": Out(range(cfg.rx_depth + 1)),
+            "elastic_level": Out(range(ELASTIC_DEPTH + 1)),
             "overflow": Out(1), "underflow": Out(1), "uncorrectable": Out(1),
             "corrected": Out(16), "uncorrected": Out(16),
             "clear": In(1),
@@ -145,13 +156,19 @@ class LinkRx(wiring.Component):
                                                    r_domain="sync", w_domain=self.w_domain)
         valid = _field(self.flit, cfg, "valid")
         m.d.comb += [elastic.w_en.eq(valid), elastic.w_data.eq(self.flit[1:])]
-        # Overflow of the elastic buffer happens on the sender's clock: sticky there,
-        # synchronised into this clock.
-        w_ovf = Signal()
+        m.d.comb += self.elastic_level.eq(elastic.r_level)
+        # Overflow of the elastic buffer happens on the sender's clock: a Gray-coded count of
+        # dropped flits there (one bit changes per event, so it crosses safely), synchronised
+        # into this clock; any change since the last look is an overflow.
+        w_ovf_bin, w_ovf_gray = Signal(4), Signal(4)
         with m.If(valid & ~elastic.w_rdy):
-            m.d[self.w_domain] += w_ovf.eq(1)
+            m.d[self.w_domain] += [w_ovf_bin.eq(w_ovf_bin + 1),
+                                   w_ovf_gray.eq((w_ovf_bin + 1) ^ ((w_ovf_bin + 1) >> 1))]
+        ovf_gray, ovf_seen = Signal(4), Signal(4)
+        m.submodules.ovf_sync = FFSynchronizer(w_ovf_gray, ovf_gray)
         ovf_sync = Signal()
-        m.submodules.ovf_sync = FFSynchronizer(w_ovf, ovf_sync)
+        m.d.comb += ovf_sync.eq(ovf_gray != ovf_seen)
+        m.d.sync += ovf_seen.eq(ovf_gray)
 
         # Stage 1: pop and register.  Stage 2: decode and register.
         s1_valid, s1 = Signal(), Signal(body)
@@ -160,8 +177,9 @@ class LinkRx(wiring.Component):
         k = flit_data_bits(cfg)
         m.submodules.dec = dec = EccDecoder(k)
         m.d.comb += [dec.data.eq(s1[:k]), dec.check.eq(s1[k:])]
-        s2_valid, s2_kind, s2_payload = Signal(), Signal(KIND_BITS), Signal(W)
-        m.d.sync += [s2_valid.eq(s1_valid), s2_kind.eq(dec.out[:KIND_BITS]), s2_payload.eq(dec.out[KIND_BITS:])]
+        s2_valid, s2_kind, s2_payload, s2_bad = Signal(), Signal(KIND_BITS), Signal(W), Signal()
+        m.d.sync += [s2_valid.eq(s1_valid), s2_kind.eq(dec.out[:KIND_BITS]), s2_payload.eq(dec.out[KIND_BITS:]),
+                     s2_bad.eq(dec.status == EccStatus.UNCORRECTABLE)]
 
         with m.If(self.clear):
             m.d.sync += [self.corrected.eq(0), self.uncorrected.eq(0), self.uncorrectable.eq(0)]
@@ -173,18 +191,21 @@ class LinkRx(wiring.Component):
                 with m.If(self.uncorrected != 0xFFFF):
                     m.d.sync += self.uncorrected.eq(self.uncorrected + 1)
 
-        # Control flits leave as pulses.
+        # Control flits leave as pulses (a damaged one is dropped: a wrong HAC value would do
+        # more harm than a missing one).
+        ctrl_ok = s2_valid & ~s2_bad
         m.d.comb += [
             self.ctrl_value.eq(s2_payload),
-            self.sync_valid.eq(s2_valid & (s2_kind == Kind.SYNC)),
-            self.probe_valid.eq(s2_valid & (s2_kind == Kind.PROBE)),
-            self.echo_valid.eq(s2_valid & (s2_kind == Kind.ECHO)),
+            self.sync_valid.eq(ctrl_ok & (s2_kind == Kind.SYNC)),
+            self.probe_valid.eq(ctrl_ok & (s2_kind == Kind.PROBE)),
+            self.echo_valid.eq(ctrl_ok & (s2_kind == Kind.ECHO)),
         ]
 
         # DATA flits: reassemble (flit f = bits f*W..) and push whole vectors.
-        m.submodules.buf = buf = SyncFIFOBuffered(width=cfg.vector_bits, depth=cfg.rx_depth)
+        m.submodules.buf = buf = ResetInserter(self.clear)(SyncFIFOBuffered(width=cfg.vector_bits,
+                                                                            depth=cfg.rx_depth))
         acc = Signal(cfg.vector_bits)
-        got = Signal(range(F))
+        got = Signal(range(max(F, 2)))
         whole = Signal(cfg.vector_bits)
         m.d.comb += whole.eq(Cat(acc[W:], s2_payload) if F > 1 else s2_payload)
         push = Signal()
@@ -195,15 +216,18 @@ class LinkRx(wiring.Component):
             with m.Else():
                 m.d.sync += got.eq(got + 1)
             m.d.sync += acc.eq(whole)
+        with m.If(self.clear):
+            m.d.sync += got.eq(0)
         m.d.comb += [buf.w_en.eq(push), buf.w_data.eq(whole)]
         m.d.comb += self.level.eq(buf.level)
 
-        # RECV: pop and register (C2C_LATENCY = 1).
+        # RECV: pop and register (C2C_LATENCY = 1); held until the next RECV.
         m.d.comb += buf.r_en.eq(self.recv)
-        m.d.sync += self.recv_data.eq(Mux(self.recv & buf.r_rdy, buf.r_data, 0))
+        with m.If(self.recv):
+            m.d.sync += self.recv_data.eq(Mux(buf.r_rdy, buf.r_data, 0))
 
         with m.If(self.clear):
-            m.d.sync += [self.overflow.eq(ovf_sync), self.underflow.eq(0), self.max_level.eq(buf.level)]
+            m.d.sync += [self.overflow.eq(ovf_sync), self.underflow.eq(0), self.max_level.eq(0)]
         with m.Else():
             with m.If(ovf_sync | (push & ~buf.w_rdy)):
                 m.d.sync += self.overflow.eq(1)
@@ -316,11 +340,14 @@ class DeskewUnit(wiring.Component):
     ``stall`` is combinational: on a stalled cycle the core holds every register.  An
     instruction issued on cycle c (not stalled) starts waiting on c + 1.
 
-    * DESKEW: wait until ``hac % epoch == 0``.
+    * DESKEW: wait until ``hac % epoch == 0`` (the first epoch boundary after the issue
+      cycle: ``target = (hac_issue + epoch) & -epoch``).
     * RUNTIME_DESKEW slack: wait until ``hac == offset + sac + 1 + slack``, where ``sac``
       is the SAC of the issue cycle.
-    On release, ``offset = hac - (sac + 1)``: the next SAC cycle runs at that HAC.  A
-    release more than ``HAC_ERROR_MAX`` cycles after its target sets the sticky ``late``.
+    Both release on the first cycle with ``hac - target >= 0`` (signed), so a HAC that a
+    SYNC moves by a cycle across the target still releases there.  On release,
+    ``offset = hac - (sac + 1)``: the next SAC cycle runs at that HAC.  A RUNTIME_DESKEW
+    released more than ``HAC_ERROR_MAX`` cycles after its target sets the sticky ``late``.
     """
 
     def __init__(self, cfg):
@@ -339,8 +366,7 @@ class DeskewUnit(wiring.Component):
         target, next_sac = Signal(HAC_BITS), Signal(HAC_BITS)
         behind = Signal(signed(HAC_BITS))
         m.d.comb += behind.eq(self.hac - target)
-        at_boundary = self.hac[:(cfg.epoch - 1).bit_length()] == 0
-        m.d.comb += self.stall.eq(self.waiting & Mux(mode_epoch, ~at_boundary, behind < 0))
+        m.d.comb += self.stall.eq(self.waiting & (behind < 0))
         with m.If(self.waiting & self.stall):
             m.d.sync += self.stalled_cycles.eq(self.stalled_cycles + 1)
         with m.If(self.waiting & ~self.stall):
@@ -348,10 +374,98 @@ class DeskewUnit(wiring.Component):
             with m.If(~mode_epoch & (behind > HAC_ERROR_MAX)):
                 m.d.sync += self.late.eq(1)
         with m.If(self.deskew):
-            m.d.sync += [self.waiting.eq(1), mode_epoch.eq(1), next_sac.eq(self.sac + 1)]
+            m.d.sync += [self.waiting.eq(1), mode_epoch.eq(1), next_sac.eq(self.sac + 1),
+                         target.eq((self.hac + cfg.epoch)[:HAC_BITS] & Const((1 << HAC_BITS) - cfg.epoch, HAC_BITS))]
         with m.Elif(self.runtime):
             m.d.sync += [self.waiting.eq(1), mode_epoch.eq(0), next_sac.eq(self.sac + 1),
                          target.eq(self.offset + self.sac + 1 + self.slack)]
         with m.If(self.clear):
             m.d.sync += [self.late.eq(0), self.stalled_cycles.eq(0), self.waiting.eq(0)]
+        return m
+
+
+class C2cSlice(wiring.Component):
+    """A C2C slice (``C2C_W``: the even links, ``C2C_E``: the odd ones), part of the tile core.
+
+    Executes ``SEND``, ``SENDM``, ``RECV``, ``DESKEW`` and ``RUNTIME_DESKEW``
+    (``firmware_gen/isa.py``).
+    The strobes it raises go to units that are *not* stalled (the links, the deskew unit),
+    so the tile qualifies them with "not stalled"; on a stalled cycle the issue port
+    still shows the instruction that will issue when the stall ends.
+
+    Parameters
+    ----------
+    links : list of int
+        The links this slice serves; a SEND or RECV naming another link does nothing.
+
+    Members
+    -------
+    issue : In(issue_signature), tap : In(tap_signature), drive : Out(drive_signature)
+    send : Out(len(links))
+        SEND to ``links[i]`` (or SENDM with its bit set) this cycle; ``send_data`` is the
+        stream value at this position.
+    recv : Out(len(links))
+        RECV from ``links[i]`` this cycle (pop the oldest vector of its receive buffer).
+    recv_data : In(vector_bits).array(len(links))
+        The links' popped vectors (held from the cycle after ``recv``).
+    deskew, runtime : Out(1), slack : Out(16)
+        DESKEW / RUNTIME_DESKEW issued this cycle, with RUNTIME_DESKEW's slack.
+    busy : Out(1)
+        A RECV's vector is being driven this cycle (``C2C_LATENCY`` = 1 after issue).
+    """
+
+    def __init__(self, cfg, links):
+        from .layouts import drive_signature, issue_signature, tap_signature
+        self.cfg, self.links = cfg, list(links)
+        n = max(len(self.links), 1)
+        super().__init__({
+            "issue": In(issue_signature()), "tap": In(tap_signature(cfg)), "drive": Out(drive_signature(cfg)),
+            "send": Out(n), "send_data": Out(cfg.vector_bits),
+            "recv": Out(n), "recv_data": In(cfg.vector_bits).array(n),
+            "deskew": Out(1), "runtime": Out(1), "slack": Out(16),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        from amaranth import Array
+        from firmware_gen.isa import C2C_LATENCY, EAST, OPERANDS, Op
+        assert C2C_LATENCY == 1, "the C2C slice drives a received vector one cycle after RECV"
+        m = Module()
+        cfg = self.cfg
+        ins, valid = self.issue.instr, self.issue.valid
+        _, lsb, width = OPERANDS[Op.SEND]["link"]
+        link = ins.addr[lsb:lsb + width]
+        _, mlsb, mwidth = OPERANDS[Op.SENDM]["links"]
+        mask = ins.addr[mlsb:mlsb + mwidth]
+        _, slsb, swidth = OPERANDS[Op.RUNTIME_DESKEW]["slack"]
+        east = Array(self.tap.east[s] for s in range(cfg.streams))
+        west = Array(self.tap.west[s] for s in range(cfg.streams))
+        m.d.comb += [
+            self.send_data.eq(Mux(ins.dir == EAST, east[ins.stream], west[ins.stream])),
+            self.deskew.eq(valid & (ins.op == Op.DESKEW)),
+            self.runtime.eq(valid & (ins.op == Op.RUNTIME_DESKEW)),
+            self.slack.eq(ins.count[slsb:slsb + swidth]),
+        ]
+        # RECV: remember where to drive; the vector comes from the link (held there).
+        d_valid, d_dir, d_stream = Signal(), Signal(), Signal.like(ins.stream)
+        d_sel = Signal(range(max(len(self.links), 2)))
+        is_recv = valid & (ins.op == Op.RECV)
+        m.d.sync += [d_valid.eq(0), d_dir.eq(ins.dir), d_stream.eq(ins.stream)]
+        for i, l in enumerate(self.links):
+            hit = link == l
+            multi = (ins.op == Op.SENDM) & mask[l] if l < mwidth else 0
+            m.d.comb += [self.send[i].eq(valid & (((ins.op == Op.SEND) & hit) | multi)),
+                         self.recv[i].eq(is_recv & hit)]
+            with m.If(is_recv & hit):
+                m.d.sync += [d_valid.eq(1), d_sel.eq(i)]
+        data = Array(self.recv_data)[d_sel] if self.links else 0
+        for s in range(cfg.streams):
+            hit = d_valid & (d_stream == s)
+            m.d.comb += [
+                self.drive.east.mask[s].eq(hit & (d_dir == EAST)),
+                self.drive.west.mask[s].eq(hit & (d_dir != EAST)),
+                self.drive.east.data[s].eq(data),
+                self.drive.west.data[s].eq(data),
+            ]
+        m.d.comb += self.busy.eq(d_valid)
         return m
