@@ -28,16 +28,64 @@ class Region(enum.IntEnum):
 
 
 class Csr(enum.IntEnum):
-    """Control and status registers (word index inside the CSR region)."""
-    CTRL = 0        # write: bit 0 = start
+    """Control and status registers (word index inside the CSR region).
+
+    The registers from ``START_HAC`` on exist only in tiles with C2C links
+    (``cfg.links > 0``, ``docs/c2c.md``); they read as 0 in a tile without."""
+    CTRL = 0        # write: see Ctrl
     STATUS = 1      # read: see Status
     CYCLES = 2      # read: cycle counter (frozen at done)
     CONFIG0 = 3     # read: lanes | streams << 16
     CONFIG1 = 4     # read: mem_slices | log2(mem_depth) << 8 | log2(iq_depth) << 16 | log2(trace_depth+1) << 24
+    START_HAC = 5   # read/write: the HAC value of cycle 0 for a start armed with Ctrl.START_AT_HAC
+    HAC = 6         # read: the tile's hardware-aligned counter now
+    HAC_STATUS = 7  # read: see HacStatus
+    HAC_LATENCY = 8  # read: measured one-way latency of the HAC parent link, in this tile's cycles
+    HAC_ERROR = 9   # read: the HAC error the last SYNC corrected (own - parent's), signed 32-bit
+    DESKEW_OFFSET = 10   # read: HAC - SAC since the last DESKEW/RUNTIME_DESKEW released the core
+    DESKEW_STALLED = 11  # read: cycles the core was stalled by deskews since the start
+    DESKEW_STATUS = 12   # read: see DeskewStatus
     ILLEGAL_BASE = 0x10     # read: word k, bit b = queue at position 32k+b decoded an illegal opcode
     ADDR_FAULT_BASE = 0x18  # read: word k, bit b = MEM slice 32k+b addressed beyond its depth
     BUSY_BASE = 0x100       # read: BUSY_BASE + p = cycles slice p issued a data instruction
     TRACE_COUNT_BASE = 0x200  # read: TRACE_COUNT_BASE + i = events recorded by MEM slice i
+    LINK_BASE = 0x300       # read: LINK_BASE + LINK_WORDS * l + LinkReg: link l's receiver and transmitter
+
+
+class Ctrl(enum.IntFlag):
+    """Bits of a ``CTRL`` write (ignored while the tile runs)."""
+    START = 1          # start now: cycle 0 is the cycle after the write
+    START_AT_HAC = 2   # arm: start so that cycle 0 is the cycle the HAC equals START_HAC (C2C tiles)
+
+
+class LinkReg(enum.IntEnum):
+    """Per-link registers, word ``Csr.LINK_BASE + LINK_WORDS * link + LinkReg``."""
+    LEVEL = 0          # vectors in the receive buffer now
+    MAX_LEVEL = 1      # most vectors in the receive buffer since the start
+    FLAGS = 2          # see LinkFlag (sticky until the next start)
+    CORRECTED = 3      # flits with a corrected single-bit error since the start (saturates at 0xFFFF)
+    UNCORRECTED = 4    # flits with an uncorrectable error since the start (saturates at 0xFFFF)
+    ELASTIC_LEVEL = 5  # flits in the elastic (clock-crossing) buffer now
+
+
+LINK_WORDS = 8
+
+
+class LinkFlag(enum.IntFlag):
+    OVERFLOW = 1        # a flit found the elastic buffer full, or a vector the receive buffer full
+    UNDERFLOW = 2       # a RECV found the receive buffer empty
+    UNCORRECTABLE = 4   # a flit had an uncorrectable (double-bit) error
+    TX_OVERRUN = 8      # a SEND came while the previous vector was still being sent
+
+
+class HacStatus(enum.IntFlag):
+    LOCKED = 1      # root: always; child: latency measured and a SYNC applied
+    LOCK_LOST = 2   # sticky until start: a SYNC found the HAC off by more than c2c.HAC_ERROR_MAX
+
+
+class DeskewStatus(enum.IntFlag):
+    LATE = 1        # sticky until start: a RUNTIME_DESKEW released more than HAC_ERROR_MAX after its target
+    WAITING = 2     # the core is waiting in a DESKEW or RUNTIME_DESKEW
 
 
 class Status(enum.IntFlag):
@@ -46,6 +94,19 @@ class Status(enum.IntFlag):
     ILLEGAL_OP = 4       # sticky until start: some queue decoded an illegal opcode
     ADDR_FAULT = 8       # sticky until start: some MEM access beyond its depth
     TRACE_OVERFLOW = 16  # sticky until start: a trace buffer filled up (events lost)
+    # C2C tiles only (sticky until start; the per-link and HAC/deskew registers say which):
+    LINK_OVERFLOW = 32        # some link's elastic or receive buffer overflowed
+    LINK_UNDERFLOW = 64       # some RECV found its receive buffer empty
+    LINK_UNCORRECTABLE = 128  # some link received a flit with an uncorrectable error
+    LINK_TX_OVERRUN = 256     # some SEND came while its link was still sending
+    DESKEW_LATE = 512         # a RUNTIME_DESKEW released late: this tile fell behind the HAC
+    HAC_LOCK_LOST = 1024      # the HAC drifted further from its parent than HAC_ERROR_MAX
+    ARMED = 2048              # not a fault: a start at START_HAC is pending
+    HAC_LOCKED = 4096         # not a fault: HacStatus.LOCKED
+
+
+LINK_FAULTS = (Status.LINK_OVERFLOW | Status.LINK_UNDERFLOW | Status.LINK_UNCORRECTABLE
+               | Status.LINK_TX_OVERRUN | Status.DESKEW_LATE | Status.HAC_LOCK_LOST)
 
 
 # VXM parameter entry, per lane (one VOP's operands; ranges in firmware_gen/numerics.py):
@@ -70,6 +131,11 @@ def check_fits(cfg: TileConfig) -> None:
     if cfg.vxm_param_depth * cfg.lanes * VXM_PARAM_WORDS > WORD_MASK + 1:
         raise ConfigError(f"the VXM parameter memory ({cfg.vxm_param_depth} entries x {cfg.lanes} lanes x "
                           f"{VXM_PARAM_WORDS} words) exceeds the host map's {WORD_MASK + 1} words")
+
+
+def link_csr(link: int, reg: LinkReg) -> int:
+    """Host address of per-link register ``reg`` of ``link``."""
+    return csr(Csr.LINK_BASE + LINK_WORDS * link + int(reg))
 
 
 def addr(region: Region, slice_index: int = 0, word: int = 0) -> int:

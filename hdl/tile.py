@@ -1,13 +1,22 @@
 """The tile: slices in the mirrored order of the design brief on one stream fabric, an
-instruction queue per slice, the host interface, the cycle counter and done."""
+instruction queue per slice, the host interface, the cycle counter and done.
 
-from amaranth import Array, Cat, Const, Module, Signal
+A tile with C2C links (``cfg.links > 0``, ``docs/c2c.md``) also has the C2C slices, a
+transmitter and a receiver per link, the HAC unit and the deskew unit.  Everything that
+lives in SAC time (the *core*: instruction queues, stream fabric, every slice, cycle and
+busy counters, traces, run state) is stalled as a whole while the deskew unit stalls;
+the HAC, the links, the deskew unit and the host bus's read path keep running.
+"""
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import EnableInserter
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from firmware_gen import hostmap
-from firmware_gen.hostmap import Csr, Region, Status
+from firmware_gen.hostmap import Csr, Ctrl, DeskewStatus, HacStatus, LinkFlag, LinkReg, Region, Status
 
+from .c2c import C2cSlice, DeskewUnit, HacUnit, LinkRx, LinkTx
 from .fabric import StreamFabric
 from .icu import InstructionQueue
 from .mem_slice import MemSlice
@@ -34,22 +43,56 @@ class Tile(wiring.Component):
     running : Out(1), done : Out(1)
         Run state; ``done`` stays high until the next start.
     fault : Out(1)
-        Any sticky fault flag (illegal opcode, address fault) is set.
+        Any sticky fault flag (illegal opcode, address fault; with links also the link,
+        deskew and HAC faults of ``hostmap.LINK_FAULTS``) is set.
+
+    With ``cfg.links > 0`` (``docs/c2c.md``):
+
+    flit_out : Out(flit_bits).array(links)
+        Each link's transmit register (this tile's clock).
+    flit_in : In(flit_bits).array(links)
+        Each link's incoming flits, in clock domain ``rx<link>`` (the sender's clock:
+        rename it to the peer's domain with ``DomainRenamer``).
+    hac : Out(32), stall : Out(1), rx_level / elastic_level : Out(8).array(links)
+        For observation: the HAC, the deskew stall, the receive and elastic buffer levels.
+
+    Parameters
+    ----------
+    hac_parent : int or None
+        The link to this tile's HAC parent (None: the tile is the HAC root).
+    hac_children : list of int
+        Links to HAC children (default: every link of a root, none of a child).
     """
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, hac_parent=None, hac_children=None):
         hostmap.check_fits(cfg)
         self.cfg = cfg
-        super().__init__({
+        members = {
             "addr": In(32), "wdata": In(32), "we": In(1), "re": In(1),
             "rdata": Out(32), "rvalid": Out(1),
             "running": Out(1), "done": Out(1), "fault": Out(1),
-        })
+        }
+        if cfg.links:
+            from firmware_gen.c2c import flit_bits
+            if hac_children is None:
+                hac_children = list(range(cfg.links)) if hac_parent is None else []
+            self.hac_parent, self.hac_children = hac_parent, list(hac_children)
+            members.update({
+                "flit_out": Out(flit_bits(cfg)).array(cfg.links),
+                "flit_in": In(flit_bits(cfg)).array(cfg.links),
+                "hac": Out(32), "stall": Out(1),
+                "rx_level": Out(8).array(cfg.links), "elastic_level": Out(8).array(cfg.links),
+            })
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.cfg
-        m.submodules.fabric = fabric = StreamFabric(cfg)
+        linked = cfg.links > 0
+        # The core: everything in SAC time.  Without links it is the tile's own module (the
+        # single tile is exactly as before); with links a submodule stalled by the deskew unit.
+        core = Module() if linked else m
+        core.submodules.fabric = fabric = StreamFabric(cfg)
 
         region = self.addr[hostmap.REGION_SHIFT:32]
         sel_slice = self.addr[hostmap.SLICE_SHIFT:hostmap.REGION_SHIFT]
@@ -57,91 +100,111 @@ class Tile(wiring.Component):
 
         start = Signal()
         cycle = Signal(cfg.CYCLE_BITS)
-        m.d.comb += start.eq(self.we & ~self.running & (region == Region.CSR)
-                             & (word == Csr.CTRL) & self.wdata[0])
+        host_start = Signal()
+        ctrl_write = self.we & ~self.running & (region == Region.CSR) & (word == Csr.CTRL)
+        m.d.comb += host_start.eq(ctrl_write & self.wdata[0])
+        if not linked:
+            m.d.comb += start.eq(host_start)
 
         def host_port(port, reg, index):
-            m.d.comb += [port.sel.eq((region == reg) & (sel_slice == index)),
-                         port.addr.eq(word), port.wdata.eq(self.wdata),
-                         port.we.eq(self.we), port.re.eq(self.re)]
+            core.d.comb += [port.sel.eq((region == reg) & (sel_slice == index)),
+                            port.addr.eq(word), port.wdata.eq(self.wdata),
+                            port.we.eq(self.we), port.re.eq(self.re)]
 
-        queues, mems, traces, computes = [], [], [], []
+        queues, mems, traces, computes, c2cs = [], [], [], [], {}
         vxm = None
         for p, name in enumerate(cfg.slice_names):
             kind = cfg.kind(name)
             icu = InstructionQueue(cfg, kind)
-            m.submodules[f"icu_{name}"] = icu
-            m.d.comb += [icu.start.eq(start), icu.run.eq(self.running)]
+            core.submodules[f"icu_{name}"] = icu
+            core.d.comb += [icu.start.eq(start), icu.run.eq(self.running)]
             host_port(icu.host, Region.IMEM, p)
             queues.append(icu)
             if kind == "MEM":
                 i = len(mems)
                 mem = MemSlice(cfg)
-                m.submodules[f"slice_{name}"] = mem
-                m.d.comb += [mem.start.eq(start), mem.run.eq(self.running)]
-                wiring.connect(m, icu.issue, mem.issue)
-                wiring.connect(m, fabric.taps[p], mem.tap)
-                wiring.connect(m, fabric.drives[p], mem.drive)
+                core.submodules[f"slice_{name}"] = mem
+                core.d.comb += [mem.start.eq(start), mem.run.eq(self.running)]
+                wiring.connect(core, icu.issue, mem.issue)
+                wiring.connect(core, fabric.taps[p], mem.tap)
+                wiring.connect(core, fabric.drives[p], mem.drive)
                 host_port(mem.host, Region.DMEM, i)
                 mems.append(mem)
                 if cfg.trace_depth:
                     tr = EventTrace(cfg)
-                    m.submodules[f"trace_{name}"] = tr
-                    m.d.comb += [tr.start.eq(start), tr.event.eq(mem.write_event & self.running),
-                                 tr.cycle.eq(cycle), tr.addr.eq(mem.write_addr), tr.data.eq(mem.write_data)]
+                    core.submodules[f"trace_{name}"] = tr
+                    core.d.comb += [tr.start.eq(start), tr.event.eq(mem.write_event & self.running),
+                                    tr.cycle.eq(cycle), tr.addr.eq(mem.write_addr), tr.data.eq(mem.write_data)]
                     host_port(tr.host, Region.TRACE, i)
                     traces.append(tr)
             elif kind == "MXM":
                 mxm = MXM(cfg, side=name[-1])
-                m.submodules[f"slice_{name}"] = mxm
-                m.d.comb += mxm.start.eq(start)
-                wiring.connect(m, icu.issue, mxm.issue)
-                wiring.connect(m, fabric.taps[p], mxm.tap)
-                wiring.connect(m, fabric.drives[p], mxm.drive)
+                core.submodules[f"slice_{name}"] = mxm
+                core.d.comb += mxm.start.eq(start)
+                wiring.connect(core, icu.issue, mxm.issue)
+                wiring.connect(core, fabric.taps[p], mxm.tap)
+                wiring.connect(core, fabric.drives[p], mxm.drive)
                 computes.append(mxm)
             elif kind == "VXM":
                 vxm = VXM(cfg)
-                m.submodules[f"slice_{name}"] = vxm
-                m.d.comb += vxm.run.eq(self.running)
-                wiring.connect(m, icu.issue, vxm.issue)
-                wiring.connect(m, fabric.taps[p], vxm.tap)
-                wiring.connect(m, fabric.drives[p], vxm.drive)
+                core.submodules[f"slice_{name}"] = vxm
+                core.d.comb += vxm.run.eq(self.running)
+                wiring.connect(core, icu.issue, vxm.issue)
+                wiring.connect(core, fabric.taps[p], vxm.tap)
+                wiring.connect(core, fabric.drives[p], vxm.drive)
                 host_port(vxm.host_param, Region.VXM_PARAM, 0)
                 host_port(vxm.host_table, Region.VXM_TABLE, 0)
                 computes.append(vxm)
             elif kind == "SXM":
                 sxm = SXM(cfg)
-                m.submodules[f"slice_{name}"] = sxm
-                wiring.connect(m, icu.issue, sxm.issue)
-                wiring.connect(m, fabric.taps[p], sxm.tap)
-                wiring.connect(m, fabric.drives[p], sxm.drive)
+                core.submodules[f"slice_{name}"] = sxm
+                wiring.connect(core, icu.issue, sxm.issue)
+                wiring.connect(core, fabric.taps[p], sxm.tap)
+                wiring.connect(core, fabric.drives[p], sxm.drive)
                 computes.append(sxm)
+            elif kind == "C2C":
+                served = [lk for lk in range(cfg.links) if cfg.link_slice(lk) == name]
+                c2c = C2cSlice(cfg, served)
+                core.submodules[f"slice_{name}"] = c2c
+                wiring.connect(core, icu.issue, c2c.issue)
+                wiring.connect(core, fabric.taps[p], c2c.tap)
+                wiring.connect(core, fabric.drives[p], c2c.drive)
+                computes.append(c2c)
+                c2cs[name] = c2c
 
         # ---- run control and counters ------------------------------------------------
         all_halted = Cat(q.halted for q in queues).all()
         # A slice is busy on every cycle it drives a stream (READ, EMIT, VOP results).
         any_busy = Cat(*(x.busy for x in mems + computes)).any()
         busy_count = [Signal(cfg.CYCLE_BITS, name=f"busy_{n}") for n in cfg.slice_names]
-        with m.If(start):
-            m.d.sync += [self.running.eq(1), self.done.eq(0), cycle.eq(0)]
-            m.d.sync += [b.eq(0) for b in busy_count]
-        with m.Elif(self.running):
-            m.d.sync += cycle.eq(cycle + 1)
+        with core.If(start):
+            core.d.sync += [self.running.eq(1), self.done.eq(0), cycle.eq(0)]
+            core.d.sync += [b.eq(0) for b in busy_count]
+        with core.Elif(self.running):
+            core.d.sync += cycle.eq(cycle + 1)
             for q, b in zip(queues, busy_count):
-                with m.If(q.issue.valid):
-                    m.d.sync += b.eq(b + 1)
-            with m.If(all_halted & ~any_busy):
-                m.d.sync += [self.running.eq(0), self.done.eq(1)]
+                with core.If(q.issue.valid):
+                    core.d.sync += b.eq(b + 1)
+            with core.If(all_halted & ~any_busy):
+                core.d.sync += [self.running.eq(0), self.done.eq(1)]
 
         # ---- host reads: registered select, then registered data (latency 2) ----------
         illegal = Cat(q.illegal for q in queues)
         addr_fault = Cat(mem.addr_fault for mem in mems)
         overflow = Cat(Const(0, 1), *(t.overflow for t in traces)).any()
-        m.d.comb += self.fault.eq(illegal.any() | addr_fault.any())
         status = Signal(32)
-        m.d.comb += status.eq(self.running * Status.RUNNING | self.done * Status.DONE
-                              | illegal.any() * Status.ILLEGAL_OP | addr_fault.any() * Status.ADDR_FAULT
-                              | overflow * Status.TRACE_OVERFLOW)
+        status_bits = (self.running * Status.RUNNING | self.done * Status.DONE
+                       | illegal.any() * Status.ILLEGAL_OP | addr_fault.any() * Status.ADDR_FAULT
+                       | overflow * Status.TRACE_OVERFLOW)
+        link_csrs = {}
+        if linked:
+            link_fault, link_status, link_csrs = self._links(m, core, start, host_start, ctrl_write, region,
+                                                             word, cycle, c2cs)
+            status_bits = status_bits | link_status
+            m.d.comb += self.fault.eq(illegal.any() | addr_fault.any() | link_fault)
+        else:
+            m.d.comb += self.fault.eq(illegal.any() | addr_fault.any())
+        m.d.comb += status.eq(status_bits)
 
         r_region, r_slice, r_word, r_re = (Signal.like(region), Signal.like(sel_slice),
                                            Signal.like(word), Signal())
@@ -170,6 +233,9 @@ class Tile(wiring.Component):
             for i, t in enumerate(traces):
                 with m.Case(Csr.TRACE_COUNT_BASE + i):
                     m.d.comb += csr_val.eq(t.count)
+            for reg, val in link_csrs.items():
+                with m.Case(reg):
+                    m.d.comb += csr_val.eq(val)
 
         def pick(ports):
             return Array(p.host.rdata for p in ports)[r_slice] if ports else 0
@@ -189,4 +255,89 @@ class Tile(wiring.Component):
                 m.d.sync += self.rdata.eq(vxm.host_table.rdata)
         m.d.sync += self.rvalid.eq(r_re)
         return m
+
+    # ---- C2C: links, HAC, deskew, start at a HAC value ------------------------------------
+    def _links(self, m, core, start, host_start, ctrl_write, region, word, cycle, c2cs):
+        """Build the units outside the core; return (any link fault, STATUS bits, {CSR word: value})."""
+        cfg = self.cfg
+        m.submodules.hac = hac = HacUnit(cfg, self.hac_parent, self.hac_children)
+        m.submodules.deskew = dsk = DeskewUnit(cfg)
+        stall = dsk.stall
+        m.submodules.core = EnableInserter(~stall)(core)
+        m.d.comb += [self.hac.eq(hac.hac), self.stall.eq(stall)]
+
+        # Start now (CTRL.START), or armed (CTRL.START_AT_HAC) so that cycle 0 is the cycle
+        # on which the HAC equals START_HAC: the start pulse comes the cycle before.  A HAC
+        # that a SYNC moves past the value still starts (signed comparison).
+        start_hac, armed = Signal(32), Signal()
+        csr_write = self.we & (region == Region.CSR)
+        with m.If(csr_write & (word == Csr.START_HAC)):
+            m.d.sync += start_hac.eq(self.wdata)
+        due = Signal(32)
+        m.d.comb += due.eq(hac.hac + 1 - start_hac)
+        m.d.comb += start.eq(host_start | (armed & ~self.running & ~due[31]))
+        with m.If(ctrl_write & self.wdata[1]):
+            m.d.sync += armed.eq(1)
+        with m.If(start):
+            m.d.sync += armed.eq(0)
+
+        links = []
+        for lk in range(cfg.links):
+            tx = LinkTx(cfg)
+            rx = LinkRx(cfg, w_domain=f"rx{lk}")
+            m.submodules[f"tx{lk}"], m.submodules[f"rx{lk}"] = tx, rx
+            sl = c2cs[cfg.link_slice(lk)]
+            i = sl.links.index(lk)
+            m.d.comb += [
+                tx.send.eq(sl.send[i] & ~stall), tx.send_data.eq(sl.send_data), tx.hac.eq(hac.hac),
+                tx.ctrl_req.eq(hac.tx_req[lk]), tx.ctrl_kind.eq(hac.tx_kind[lk]),
+                tx.ctrl_payload.eq(hac.tx_payload[lk]), hac.tx_ack[lk].eq(tx.ctrl_ack),
+                tx.clear.eq(start),
+                self.flit_out[lk].eq(tx.flit),
+                rx.flit.eq(self.flit_in[lk]),
+                rx.recv.eq(sl.recv[i] & ~stall), sl.recv_data[i].eq(rx.recv_data), rx.clear.eq(start),
+                hac.rx_sync[lk].eq(rx.sync_valid), hac.rx_probe[lk].eq(rx.probe_valid),
+                hac.rx_echo[lk].eq(rx.echo_valid), hac.rx_value[lk].eq(rx.ctrl_value),
+                self.rx_level[lk].eq(rx.level), self.elastic_level[lk].eq(rx.elastic_level),
+            ]
+            links.append((tx, rx))
+        m.d.comb += hac.clear.eq(start)
+
+        cw, ce = c2cs["C2C_W"], c2cs["C2C_E"]
+        m.d.comb += [
+            dsk.hac.eq(hac.hac), dsk.sac.eq(cycle), dsk.clear.eq(start),
+            dsk.deskew.eq((cw.deskew | ce.deskew) & ~stall),
+            dsk.runtime.eq((cw.runtime | ce.runtime) & ~stall),
+            dsk.slack.eq(Mux(cw.runtime, cw.slack, ce.slack)),
+        ]
+
+        ovf = Cat(rx.overflow for _, rx in links).any()
+        udf = Cat(rx.underflow for _, rx in links).any()
+        unc = Cat(rx.uncorrectable for _, rx in links).any()
+        ovr = Cat(tx.overrun for tx, _ in links).any()
+        faults = Cat(ovf, udf, unc, ovr, dsk.late, hac.lock_lost)
+        link_status = (ovf * Status.LINK_OVERFLOW | udf * Status.LINK_UNDERFLOW
+                       | unc * Status.LINK_UNCORRECTABLE | ovr * Status.LINK_TX_OVERRUN
+                       | dsk.late * Status.DESKEW_LATE | hac.lock_lost * Status.HAC_LOCK_LOST
+                       | armed * Status.ARMED | hac.locked * Status.HAC_LOCKED)
+        csrs = {
+            Csr.START_HAC: start_hac,
+            Csr.HAC: hac.hac,
+            Csr.HAC_STATUS: hac.locked * HacStatus.LOCKED | hac.lock_lost * HacStatus.LOCK_LOST,
+            Csr.HAC_LATENCY: hac.latency,
+            Csr.HAC_ERROR: hac.error.as_signed(),
+            Csr.DESKEW_OFFSET: dsk.offset,
+            Csr.DESKEW_STALLED: dsk.stalled_cycles,
+            Csr.DESKEW_STATUS: dsk.late * DeskewStatus.LATE | dsk.waiting * DeskewStatus.WAITING,
+        }
+        for lk, (tx, rx) in enumerate(links):
+            b = Csr.LINK_BASE + hostmap.LINK_WORDS * lk
+            csrs[b + LinkReg.LEVEL] = rx.level
+            csrs[b + LinkReg.MAX_LEVEL] = rx.max_level
+            csrs[b + LinkReg.FLAGS] = (rx.overflow * LinkFlag.OVERFLOW | rx.underflow * LinkFlag.UNDERFLOW
+                                       | rx.uncorrectable * LinkFlag.UNCORRECTABLE | tx.overrun * LinkFlag.TX_OVERRUN)
+            csrs[b + LinkReg.CORRECTED] = rx.corrected
+            csrs[b + LinkReg.UNCORRECTED] = rx.uncorrected
+            csrs[b + LinkReg.ELASTIC_LEVEL] = rx.elastic_level
+        return faults.any(), link_status, csrs
 
