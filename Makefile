@@ -3,6 +3,7 @@
 #   make test   the whole test suite on Verilator and Icarus
 #   make bench  simulator speed (JSON + Markdown in bench/results/)
 #   make synth  ECP5 bitstream + resource/Fmax report (BOARD=ulx3s-85f CONFIG=default)
+#   make sim-c2c  two tiles on clocks a few hundred ppm apart over a C2C link (Verilator)
 
 VENV    ?= .venv
 PYTHON  ?= python3
@@ -15,10 +16,10 @@ export PYTHONHASHSEED := 0
 
 BOARD   ?= ulx3s-85f
 
-.PHONY: sim test bench synth env check-icarus clean help
+.PHONY: sim sim-c2c test bench synth env check-icarus clean help
 
 help:
-	@sed -n '2,6p' Makefile
+	@sed -n '2,7p' Makefile
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +37,9 @@ check-icarus:
 
 sim: $(STAMP)
 	$(PY) -m sim.demo --sim $(SIM) --config $(CONFIG) $(if $(WAVES),--waves)
+
+sim-c2c: $(STAMP)
+	$(PY) -m sim.demo_c2c --sim $(SIM)
 
 test: $(STAMP) check-icarus
 	$(PY) -m pytest -n $(JOBS) -q
