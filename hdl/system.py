@@ -13,11 +13,11 @@ Ports, per tile ``i`` (each in that tile's clock domain):
 * ``t<i>_addr``, ``t<i>_wdata``, ``t<i>_we``, ``t<i>_re`` -> ``t<i>_rdata``,
   ``t<i>_rvalid``: the tile's host bus (``firmware_gen/hostmap.py``);
 * ``t<i>_running``, ``t<i>_done``, ``t<i>_fault``;
-* ``t<i>_hac``, ``t<i>_stall``, ``t<i>_rx_level`` / ``t<i>_elastic_level`` (8 bits per
-  link, link 0 in the low byte): for observation;
+* ``t<i>_hac``, ``t<i>_sac`` (the cycle counter), ``t<i>_stall``, ``t<i>_rx_level`` /
+  ``t<i>_elastic_level`` (8 bits per link, link 0 in the low byte): for observation;
 * per link ``k`` of tile ``i``: ``t<i>_l<k>_inject`` (``flit_bits`` wide, XORed into the
-  flit entering the wire on every cycle it is nonzero) and ``t<i>_l<k>_tx_valid`` (the
-  valid bit of that flit, to time an injection).
+  flit entering the wire on every cycle it is nonzero), ``t<i>_l<k>_tx_valid`` and
+  ``t<i>_l<k>_tx_kind`` (that flit's valid bit and kind, to time an injection or watch).
 """
 
 from __future__ import annotations
@@ -79,12 +79,13 @@ class System(wiring.Component):
                 f"t{i}_addr": In(32), f"t{i}_wdata": In(32), f"t{i}_we": In(1), f"t{i}_re": In(1),
                 f"t{i}_rdata": Out(32), f"t{i}_rvalid": Out(1),
                 f"t{i}_running": Out(1), f"t{i}_done": Out(1), f"t{i}_fault": Out(1),
-                f"t{i}_hac": Out(32), f"t{i}_stall": Out(1),
+                f"t{i}_hac": Out(32), f"t{i}_stall": Out(1), f"t{i}_sac": Out(32),
                 f"t{i}_rx_level": Out(8 * cfg.links), f"t{i}_elastic_level": Out(8 * cfg.links),
             })
             for k in range(cfg.links):
                 members[f"t{i}_l{k}_inject"] = In(fb)
                 members[f"t{i}_l{k}_tx_valid"] = Out(1)
+                members[f"t{i}_l{k}_tx_kind"] = Out(2)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -110,7 +111,7 @@ class System(wiring.Component):
             port = lambda name, i=i: getattr(self, f"t{i}_{name}")
             for name in ("addr", "wdata", "we", "re"):
                 m.d.comb += getattr(tile, name).eq(port(name))
-            for name in ("rdata", "rvalid", "running", "done", "fault", "hac", "stall"):
+            for name in ("rdata", "rvalid", "running", "done", "fault", "hac", "stall", "sac"):
                 m.d.comb += port(name).eq(getattr(tile, name))
             m.d.comb += [port("rx_level").eq(Cat(tile.rx_level[k] for k in range(cfg.links))),
                          port("elastic_level").eq(Cat(tile.elastic_level[k] for k in range(cfg.links)))]
@@ -120,7 +121,8 @@ class System(wiring.Component):
             for k in range(cfg.links):
                 src = tiles[i].flit_out[k]
                 inject = getattr(self, f"t{i}_l{k}_inject")
-                m.d.comb += getattr(self, f"t{i}_l{k}_tx_valid").eq(src[0])
+                m.d.comb += [getattr(self, f"t{i}_l{k}_tx_valid").eq(src[0]),
+                             getattr(self, f"t{i}_l{k}_tx_kind").eq(src[1:3])]
                 if k >= topo.links_per_tile:
                     continue
                 j, kk = topo.peer(i, k)

@@ -53,8 +53,9 @@ class Tile(wiring.Component):
     flit_in : In(flit_bits).array(links)
         Each link's incoming flits, in clock domain ``rx<link>`` (the sender's clock:
         rename it to the peer's domain with ``DomainRenamer``).
-    hac : Out(32), stall : Out(1), rx_level / elastic_level : Out(8).array(links)
-        For observation: the HAC, the deskew stall, the receive and elastic buffer levels.
+    hac : Out(32), stall : Out(1), sac : Out(32), rx_level / elastic_level : Out(8).array(links)
+        For observation: the HAC, the deskew stall, the cycle counter (SAC), the receive
+        and elastic buffer levels.
 
     Parameters
     ----------
@@ -80,7 +81,7 @@ class Tile(wiring.Component):
             members.update({
                 "flit_out": Out(flit_bits(cfg)).array(cfg.links),
                 "flit_in": In(flit_bits(cfg)).array(cfg.links),
-                "hac": Out(32), "stall": Out(1),
+                "hac": Out(32), "stall": Out(1), "sac": Out(32),
                 "rx_level": Out(8).array(cfg.links), "elastic_level": Out(8).array(cfg.links),
             })
         super().__init__(members)
@@ -264,7 +265,7 @@ class Tile(wiring.Component):
         m.submodules.deskew = dsk = DeskewUnit(cfg)
         stall = dsk.stall
         m.submodules.core = EnableInserter(~stall)(core)
-        m.d.comb += [self.hac.eq(hac.hac), self.stall.eq(stall)]
+        m.d.comb += [self.hac.eq(hac.hac), self.stall.eq(stall), self.sac.eq(cycle)]
 
         # Start now (CTRL.START), or armed (CTRL.START_AT_HAC) so that cycle 0 is the cycle
         # on which the HAC equals START_HAC: the start pulse comes the cycle before.  A HAC
