@@ -251,7 +251,7 @@ class SystemSim:
 
 def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phase_fs=None,
                start_epochs: int = 2, sample_every: int = 16, inject=None, record: int = 0,
-               timeout_cycles: int = 2_000_000) -> dict:
+               window=None, timeout_cycles: int = 2_000_000) -> dict:
     """A run for ``SystemSim.run``: one program per tile and the tiles' clocks.
 
     ``ppm[i]``: tile i's clock offset from nominal; ``phase_fs[i]``: its first rising edge
@@ -260,7 +260,8 @@ def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phas
     ``sample_every`` cycles (and keeps up to ``record`` samples as a time series).
     ``inject``: ``[{"tile", "link", "mask", "after_cycles", "count"}]``: XOR ``mask`` into
     ``count`` valid flits leaving that tile on that link, from ``after_cycles`` (sender
-    cycles) after the start."""
+    cycles) after the start.  ``window``: ``{"tile", "sac_from", "sac_to"}``: record every
+    tile's state on each of its clock edges while that tile's SAC is in the range."""
     import random
     rng = random.Random(seed)
     if phase_fs is None:
@@ -270,4 +271,4 @@ def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phas
     return {"name": name, "ppm": list(ppm), "period_fs": [period_fs(p) for p in ppm],
             "phase_fs": list(phase_fs), "jobs": [job(p, name=f"{name}/tile{i}") for i, p in enumerate(programs)],
             "start_epochs": start_epochs, "sample_every": sample_every, "inject": inject or [],
-            "record": record, "timeout_cycles": timeout_cycles, "seed": seed}
+            "record": record, "window": window, "timeout_cycles": timeout_cycles, "seed": seed}

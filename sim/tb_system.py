@@ -10,7 +10,8 @@ each run it
 3. waits until every child's HAC is locked (polling ``HAC_STATUS``), reads tile 0's HAC
    and arms every tile to start at ``HAC + start_epochs * epoch`` (``START_HAC``);
 4. while the tiles run, samples every few cycles (at one simulation instant) each
-   child's HAC error against the root and every receive and elastic buffer level, and
+   child's HAC error against the root, its SAC skew (how far its program is ahead of the
+   root's, while neither is stalled) and every receive and elastic buffer level, and
    optionally XORs fault masks into chosen flits on the wires;
 5. waits for every tile's done and reads each tile's trace, cycles, busy counters and
    status (the observation of ``sim/tb_tile.py``, so ``sim.scoreboard.check_run`` applies
@@ -73,6 +74,8 @@ class Sampler:
         self._rx = [getattr(dut, f"t{i}_rx_level") for i in range(self.n)]
         self._el = [getattr(dut, f"t{i}_elastic_level") for i in range(self.n)]
         self._stall = [getattr(dut, f"t{i}_stall") for i in range(self.n)]
+        self._sac = [getattr(dut, f"t{i}_sac") for i in range(self.n)]
+        self.skew = []           # SAC(child) - SAC(root) while both run unstalled
         self._run = [getattr(dut, f"t{i}_running") for i in range(self.n)]
 
     @staticmethod
@@ -110,17 +113,70 @@ class Sampler:
                 self._minmax(self.elastic[i][k], eli[k])
             rx.append(rxi)
             el.append(eli)
+        stall = [int(s.value) for s in self._stall]
+        running = [int(r.value) for r in self._run]
+        sac = [int(s.value) for s in self._sac]
+        skews = []
+        if all(running) and not any(stall):
+            skews = [sac[i] + frac[i] - sac[0] - frac[0] for i in range(1, self.n)]
+            self.skew += skews
         self.samples += 1
         if len(self.series) < self.record:
-            self.series.append({"t_fs": t, "hac": hac, "err": errs, "rx": rx, "elastic": el,
-                                "stall": [int(s.value) for s in self._stall],
-                                "running": [int(r.value) for r in self._run]})
+            self.series.append({"t_fs": t, "hac": hac, "sac": sac, "err": errs, "skew": skews, "rx": rx,
+                                "elastic": el, "stall": stall, "running": running})
 
     def summary(self) -> dict:
         return {"samples": self.samples,
                 "hac_error": [min(self.err, default=0.0), max(self.err, default=0.0)],
                 "hac_error_int": [min(self.err_int, default=0), max(self.err_int, default=0)],
+                "sac_skew": [min(self.skew, default=0.0), max(self.skew, default=0.0)],
                 "rx_level": self.rx, "elastic_level": self.elastic, "series": self.series}
+
+
+class Recorder:
+    """Every tile's state on each of its own rising edges (read after the edge, so each
+    record is the state during the cycle that edge starts) while tile ``tile``'s SAC is
+    in ``sac_from..sac_to``: for timing diagrams and latency measurements."""
+
+    def __init__(self, dut, cfg, drivers, tile: int, sac_from: int, sac_to: int):
+        self.dut, self.cfg, self.drivers = dut, cfg, drivers
+        self.tile, self.sac_from, self.sac_to = tile, sac_from, sac_to
+        self.records = [[] for _ in drivers]
+        self.on = self.off = False
+
+    async def loop(self):
+        d = self.drivers[self.tile]
+        sac, running = getattr(self.dut, f"t{self.tile}_sac"), d.dut.running
+        # Coarse wait (no Python per cycle) until shortly before the window.
+        while not (int(running.value) and int(sac.value) >= self.sac_from - 40):
+            await Timer(16 * d.period, unit="fs")
+        tasks = [cocotb.start_soon(self._tile(i)) for i in range(len(self.drivers))]
+        for t in tasks:
+            await t
+
+    async def _tile(self, i):
+        dut, links = self.dut, range(self.cfg.links)
+        clk = self.drivers[i].dut.clk
+        p = {name: getattr(dut, f"t{i}_{name}") for name in ("sac", "hac", "stall", "running", "rx_level",
+                                                            "elastic_level")}
+        tx = [(getattr(dut, f"t{i}_l{k}_tx_valid"), getattr(dut, f"t{i}_l{k}_tx_kind")) for k in links]
+        ref = getattr(dut, f"t{self.tile}_sac")
+        while not self.off:
+            await RisingEdge(clk)
+            await ReadOnly()
+            r = int(ref.value)
+            if i == self.tile:
+                self.on = self.on or r >= self.sac_from
+                if r > self.sac_to or not int(p["running"].value):
+                    self.off = True
+            if not self.on:
+                continue
+            rv, ev = int(p["rx_level"].value), int(p["elastic_level"].value)
+            self.records[i].append({
+                "t_fs": int(get_sim_time("fs")), "sac": int(p["sac"].value), "hac": int(p["hac"].value),
+                "stall": int(p["stall"].value), "running": int(p["running"].value),
+                "tx": [int(k.value) if int(v.value) else -1 for v, k in tx],
+                "rx": [(rv >> (8 * k)) & 0xFF for k in links], "elastic": [(ev >> (8 * k)) & 0xFF for k in links]})
 
 
 async def inject(dut, drv: TileDriver, tile: int, link: int, mask: int, after_cycles: int, count: int, log):
@@ -188,6 +244,11 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
 
     sampler = Sampler(dut, cfg, drivers, run["sample_every"], run["record"], run["seed"] + 1)
     sampling = cocotb.start_soon(sampler.loop())
+    recorder = None
+    if run.get("window"):
+        w = run["window"]
+        recorder = Recorder(dut, cfg, drivers, w["tile"], w["sac_from"], w["sac_to"])
+        recording = cocotb.start_soon(recorder.loop())
     injections = [cocotb.start_soon(inject(dut, drivers[x["tile"]], x["tile"], x["link"], x["mask"],
                                            x.get("after_cycles", 0), x.get("count", 1), log))
                   for x in run["inject"]]
@@ -202,6 +263,10 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
     wall = time.perf_counter() - t0
     sampler.stop = True
     await sampling
+    if recorder is not None:
+        recorder.off = True
+        if not recording.done():
+            recording.cancel()
     if not all(int(d.dut.done.value) for d in drivers):
         raise TimeoutError(f"run {run['name']}: not every tile is done")
     t_done = int(get_sim_time("fs"))
@@ -225,7 +290,8 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
     return {"name": run["name"], "ppm": run["ppm"], "period_fs": run["period_fs"], "phase_fs": run["phase_fs"],
             "clock_t0_fs": [d.clock_t0 for d in drivers], "start_hac": start_hac,
             "t_lock_fs": t_lock, "t_start_fs": t_start, "t_done_fs": t_done, "wall_run_s": wall,
-            "tiles": tiles, "injected": [len(x.result()) if x.done() else 0 for x in injections], **summ}
+            "tiles": tiles, "injected": [len(x.result()) if x.done() else 0 for x in injections],
+            "window": recorder.records if recorder is not None else None, **summ}
 
 
 @cocotb.test()
