@@ -95,8 +95,9 @@ def check_tiles(result: dict, sched: SystemScheduler, gold) -> list[list[str]]:
 
 
 def plot_run(result: dict, path, title: str = "") -> None:
-    """Timing diagram of a recorded run (``system_run(record=...)``): per tile its SAC
-    activity (running, stalled in a deskew), the child's HAC error and the receive buffers."""
+    """Picture of a recorded run (``system_run(record=...)``): per tile its activity
+    (running, stalled in a deskew), the child's HAC error, how far the child's program
+    (SAC) is ahead of the root's, and the receive buffers."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -107,8 +108,8 @@ def plot_run(result: dict, path, title: str = "") -> None:
     t0 = result["t_start_fs"]
     x = np.array([(s["t_fs"] - t0) / 1e6 for s in series])          # ns since the start write
     n = len(series[0]["hac"])
-    fig, axes = plt.subplots(3, 1, figsize=(10, 6.5), sharex=True,
-                             gridspec_kw={"height_ratios": [1.2, 1.5, 1.5]})
+    fig, axes = plt.subplots(4, 1, figsize=(10, 8.5), sharex=True,
+                             gridspec_kw={"height_ratios": [1.2, 1.5, 1.5, 1.3]})
     ax = axes[0]
     for i in range(n):
         run = np.array([s["running"][i] for s in series], bool)
@@ -130,15 +131,122 @@ def plot_run(result: dict, path, title: str = "") -> None:
     ax.set_ylabel("HAC error\n(cycles)")
     ax.legend(loc="upper right", fontsize=8)
     ax = axes[2]
+    for c in range(1, n):
+        pts = [(xv, s["skew"][c - 1]) for xv, s in zip(x, series) if s["skew"]]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], ".", markersize=2, label=f"SAC tile {c} - SAC tile 0")
+    ax.set_ylabel("program skew\n(cycles)")
+    ax.legend(loc="upper right", fontsize=8)
+    ax = axes[3]
     for i in range(n):
         for k in range(len(series[0]["rx"][i])):
-            ax.step(x, [s["rx"][i][k] for s in series], where="post", label=f"tile {i} link {k} receive buffer")
+            ax.step(x, [s["rx"][i][k] + 0.04 * i for s in series], where="post",
+                    label=f"tile {i} link {k} receive buffer")
     ax.set_ylabel("vectors\nwaiting")
     ax.set_xlabel("time since the host armed the start (ns)")
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_window(result: dict, path, sched: SystemScheduler | None = None, title: str = "") -> None:
+    """Cycle-by-cycle timing diagram of a run's recorded window (``system_run(window=...)``):
+    per tile its SAC (stalled cycles shaded), HAC, the flits it puts on its link and its
+    elastic and receive buffer levels, on one time axis."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    recs = result["window"]
+    if not recs or not recs[0]:
+        raise ValueError("the run recorded no window (system_run(window=...))")
+    t0 = min(r[0]["t_fs"] for r in recs if r)
+    n = len(recs)
+    lanes = ["SAC", "HAC", "flit out", "elastic buffer", "receive buffer"]
+    height = len(lanes) + 1
+    fig, ax = plt.subplots(figsize=(13, 1.0 + 0.42 * height * n))
+    ends = []
+    for i, rr in enumerate(recs):
+        per = result["period_fs"][i] / 1e6
+        base = (n - 1 - i) * height
+        for j, r in enumerate(rr):
+            x = (r["t_fs"] - t0) / 1e6
+            ends.append(x + per)
+            y = base + len(lanes) - 1          # SAC lane
+            stalled = bool(r["stall"])
+            ax.add_patch(Rectangle((x, y + 0.12), per, 0.76, facecolor="tab:orange" if stalled else "#dff0d8",
+                                   edgecolor="gray", linewidth=0.4))
+            ax.text(x + per / 2, y + 0.5, f"{r['sac'] % 100:02d}", ha="center", va="center", fontsize=5.5)
+            y -= 1                              # HAC lane
+            ax.add_patch(Rectangle((x, y + 0.12), per, 0.76, facecolor="#e8e8f8", edgecolor="gray", linewidth=0.4))
+            ax.text(x + per / 2, y + 0.5, f"{r['hac'] % 100:02d}", ha="center", va="center", fontsize=5.5)
+            y -= 1                              # flits
+            kind = r["tx"][0]
+            if kind >= 0:
+                name = c2c.Kind(kind).name
+                ax.add_patch(Rectangle((x, y + 0.12), per, 0.76, linewidth=0.4, edgecolor="black",
+                                       facecolor={"DATA": "tab:blue", "SYNC": "gray"}.get(name, "tab:purple")))
+                ax.text(x + per / 2, y + 0.5, name[0], ha="center", va="center", fontsize=6, color="white")
+        for k, (key, top) in enumerate((("elastic", 4), ("rx", 4))):
+            y = base + 1 - k
+            xs = [(r["t_fs"] - t0) / 1e6 for r in rr]
+            vs = [y + 0.12 + 0.76 * min(r[key][0], top) / top for r in rr]
+            ax.step(xs, vs, where="post", color="tab:red" if key == "rx" else "tab:brown", linewidth=1.2)
+            for r, xv in zip(rr, xs):
+                if r[key][0]:
+                    ax.text(xv + per / 2, y + 0.6, str(r[key][0]), fontsize=5.5, ha="center")
+        for k, lane in enumerate(lanes):
+            ax.text(-0.01, base + len(lanes) - 1 - k + 0.5, f"tile {i} {lane}", ha="right", va="center",
+                    fontsize=8, transform=ax.get_yaxis_transform())
+        ax.axhline(base - 0.5 + 0.5, color="black", linewidth=0.5)
+    if sched is not None:
+        # Mark the transfers' SEND and RECV cycles on the SAC lanes.
+        for x in sched.transfers:
+            for tile, cyc, what in ((x.src, x.send, "SEND"), (x.dst, x.recv, "RECV")):
+                hit = [r for r in recs[tile] if r["sac"] == cyc and not r["stall"]]
+                if hit:
+                    xv = (hit[0]["t_fs"] - t0) / 1e6
+                    yv = (n - 1 - tile) * height + len(lanes) - 0.05
+                    ax.annotate(what, (xv + result["period_fs"][tile] / 2e6, yv), fontsize=7, ha="center",
+                                va="bottom", color="tab:blue")
+    ax.set_xlim(0, max(ends))
+    ax.set_ylim(-0.5, n * height - 0.6)
+    ax.set_yticks([])
+    ax.set_xlabel("time (ns); SAC and HAC shown modulo 100; orange: core stalled by RUNTIME_DESKEW")
+    ax.set_title(title, fontsize=10)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def figures(outdir, sim: str = "verilator") -> None:
+    """The pictures of ``docs/c2c.md``, from real runs: a timing diagram of a transfer across
+    a RUNTIME_DESKEW, and a whole run's HAC error and buffer levels."""
+    from pathlib import Path
+
+    from .runner import SystemSim, system_run
+
+    cfg = c2c_config()
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    system = SystemSim(cfg, 2, cfg.link_latency_max, sim)
+    m = cfg.max_ppm
+    one = exchange(cfg, 2, per_link=2, spread=1000, seed=3, first=10)
+    iv = c2c.deskew_interval(cfg)
+    res = system.run([system_run(one.programs(), (m, -m), name="window", seed=4,
+                                 window={"tile": 0, "sac_from": iv - 18, "sac_to": iv + 24})])[0]
+    assert not any(check_tiles(res, one, archmodel.run_system(one.programs(), one.topo.peer)))
+    plot_window(res, out / "c2c-timing.png", one,
+                f"A vector each way (SEND on SAC {iv - 14}, RECV on SAC {iv + 18}) across the RUNTIME_DESKEW on "
+                f"SAC {iv}: tile 0 at +{m} ppm, tile 1 at -{m} ppm, wire latency {cfg.link_latency_max}")
+    long = exchange(cfg, 2, per_link=12, spread=700, seed=1)
+    res = system.run([system_run(long.programs(), (m, -m), name="drift", seed=5, sample_every=2,
+                                 record=200_000)])[0]
+    plot_run(res, out / "c2c-drift.png", f"Tile 0 at +{m} ppm, tile 1 at -{m} ppm: HAC error, program skew and "
+                                          f"receive buffers over a whole run ({len(long.transfers)} vectors)")
 
 
 def main(argv=None) -> int:
@@ -152,7 +260,12 @@ def main(argv=None) -> int:
     ap.add_argument("--spread", type=int, default=700, help="SAC cycles between a link's vectors")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--plot", metavar="FILE.png", help="write a timing diagram of the run")
+    ap.add_argument("--figures", metavar="DIR", help="only write the pictures of docs/c2c.md into DIR")
     args = ap.parse_args(argv)
+    if args.figures:
+        figures(args.figures, args.sim)
+        print(f"wrote {args.figures}/c2c-timing.png and {args.figures}/c2c-drift.png")
+        return 0
 
     from .runner import SystemSim, period_fs, system_run
 
@@ -187,6 +300,8 @@ def main(argv=None) -> int:
     print(f"\nHAC error (child - root, at one simulation instant, {res['samples']} samples): "
           f"{res['hac_error'][0]:+.3f}..{res['hac_error'][1]:+.3f} cycles "
           f"(budget +-{c2c.HAC_ERROR_MAX}); measured link latency {res['tiles'][1]['c2c']['latency']} cycles")
+    print(f"program skew (SAC child - SAC root while both run): {res['sac_skew'][0]:+.2f}..{res['sac_skew'][1]:+.2f}"
+          f" cycles (budget in the SEND-to-RECV distance: {c2c.HAC_ERROR_MAX + c2c.drift(cfg, c2c.deskew_interval(cfg)) + 1})")
     if args.plot:
         plot_run(res, args.plot, f"Tiles at {args.ppm[0]:+g} and {args.ppm[1]:+g} ppm, link latency "
                                   f"{args.latency}, {len(sched.transfers)} vectors")

@@ -5,6 +5,7 @@ Every run checks each tile's hardware trace and cycle count against the golden m
 the clocks: ppm offsets, random phases, a random wire latency within the declared range.
 """
 
+import os
 import random
 
 import pytest
@@ -85,6 +86,7 @@ def test_two_tiles_in_lockstep_under_drift(simulator):
     lat = results[0]["tiles"][1]["c2c"]["latency"]
     print(f"\n{simulator}: wire latency {latency(simulator)}, measured {lat}; HAC error "
           f"{min(r['hac_error'][0] for r in results):+.3f}..{max(r['hac_error'][1] for r in results):+.3f}; "
+          f"program skew {min(r['sac_skew'][0] for r in results):+.2f}..{max(r['sac_skew'][1] for r in results):+.2f}; "
           f"rx level max {max(r['rx_level'][t][0][1] for r in results for t in range(2))}; "
           f"cycles {[t['cycles'] for t in results[0]['tiles']]}; "
           f"wall {sum(r['wall_run_s'] for r in results):.1f} s for {len(results)} runs")
@@ -118,7 +120,8 @@ def test_long_run_hac_error_and_buffers(simulator):
     assert res["samples"] > 3000
     stalls = [t["c2c"]["stalled_cycles"] for t in res["tiles"]]
     print(f"\n{simulator}: {res['tiles'][0]['cycles']} cycles, HAC error {res['hac_error'][0]:+.3f}.."
-          f"{res['hac_error'][1]:+.3f} ({res['samples']} samples), rx level {res['rx_level']}, "
+          f"{res['hac_error'][1]:+.3f} ({res['samples']} samples), program skew {res['sac_skew'][0]:+.2f}.."
+          f"{res['sac_skew'][1]:+.2f}, rx level {res['rx_level']}, "
           f"elastic {res['elastic_level']}, stalled {stalls}, wall {res['wall_run_s']:.1f} s")
 
 
@@ -192,3 +195,38 @@ def test_tray_ffn_on_two_tiles(simulator, kind, H, I, batch):
         problems = check_run(obs, gold[t], man.tile[t].writes, man.tile[t].cycles)
         assert not problems, f"tile {t}:\n" + "\n".join(problems)
         assert not obs["status"] & LINK_FAULTS
+
+
+@pytest.mark.skipif("icarus" not in SIMS, reason="runs on Icarus (a system of 4 builds in seconds there)")
+@pytest.mark.parametrize("tiles", [4, pytest.param(8, marks=pytest.mark.skipif(
+    not os.environ.get("LPU_SLOW"), reason="8 tiles take about a minute on Icarus; set LPU_SLOW=1"))])
+def test_all_to_all_tiles(tiles):
+    """4 (and 8) tiles, all-to-all, every link its own latency and every tile its own clock:
+    vectors between every pair, and the tray FFN multicasting h with SENDM on links of
+    both C2C slices, as the golden model and the schedulers predict."""
+    import dataclasses
+
+    from firmware_gen.compile_ffn import example_ffn
+    from firmware_gen.system import Topology
+    from firmware_gen.tray import compile_ffn_tray
+    from sim.runner import SystemSim
+    from sim.scoreboard import check_run
+
+    cfg = dataclasses.replace(CFG, links=tiles - 1)
+    topo = Topology(tiles)
+    rng = random.Random(f"all-to-all-{tiles}")
+    lat = {p: rng.randint(cfg.link_latency_min, cfg.link_latency_max) for p in topo.pairs}
+    ppm = [rng.uniform(-cfg.max_ppm, cfg.max_ppm) for _ in range(tiles)]
+    ex = example_ffn("swiglu", 8, 16, 1, seed=tiles)
+    tray, man = compile_ffn_tray(ex.spec, ex.x_int8, cfg, tiles)
+    tray_gold = archmodel.run_system(tray, topo.peer, man.min_distance)
+    sched = exchange(cfg, tiles, per_link=2, spread=900, seed=tiles)
+    res = SystemSim(cfg, tiles, lat, "icarus").run([
+        system_run(tray, ppm, name="tray", seed=1),
+        system_run(sched.programs(), ppm[::-1], name="exchange", seed=2)], name=f"tiles{tiles}")
+    for t, obs in enumerate(res[0]["tiles"]):
+        problems = check_run(obs, tray_gold[t], man.tile[t].writes, man.tile[t].cycles)
+        assert not problems and not obs["status"] & LINK_FAULTS, f"tray tile {t}: {problems}"
+    assert_clean(res[1], sched, archmodel.run_system(sched.programs(), topo.peer))
+    for t in range(1, tiles):          # every child measured its own link's latency (docs/c2c.md)
+        assert res[1]["tiles"][t]["c2c"]["latency"] - lat[(0, t)] in (4, 5)
