@@ -1,9 +1,10 @@
 # LPU tile: two commands on a fresh machine.
 #   make sim    build the tile and run the demo on Verilator (creates .venv on first use)
 #   make test   the whole test suite on Verilator and Icarus
-#   make bench  simulator speed (JSON + Markdown in bench/results/)
+#   make bench  FFN cycles vs bounds, the tray, simulator speed (JSON + Markdown in bench/results/)
 #   make synth  ECP5 bitstream + resource/Fmax report (BOARD=ulx3s-85f CONFIG=default)
 #   make sim-c2c  two tiles on clocks a few hundred ppm apart over a C2C link (Verilator)
+#   make sim-tray one FFN on a tray of 8 tiles, each on its own clock (TILES=2|4|8, Verilator)
 
 VENV    ?= .venv
 PYTHON  ?= python3
@@ -16,10 +17,12 @@ export PYTHONHASHSEED := 0
 
 BOARD   ?= ulx3s-85f
 
-.PHONY: sim sim-c2c test bench synth env check-icarus clean help
+TILES   ?= 8
+
+.PHONY: sim sim-c2c sim-tray test bench synth env check-icarus clean help
 
 help:
-	@sed -n '2,7p' Makefile
+	@sed -n '2,8p' Makefile
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +43,9 @@ sim: $(STAMP)
 
 sim-c2c: $(STAMP)
 	$(PY) -m sim.demo_c2c --sim $(SIM)
+
+sim-tray: $(STAMP)
+	$(PY) -m sim.demo_tray --sim $(SIM) --tiles $(TILES)
 
 test: $(STAMP) check-icarus
 	$(PY) -m pytest -n $(JOBS) -q
