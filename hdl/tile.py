@@ -277,7 +277,7 @@ class Tile(wiring.Component):
         due = Signal(32)
         m.d.comb += due.eq(hac.hac + 1 - start_hac)
         m.d.comb += start.eq(host_start | (armed & ~self.running & ~due[31]))
-        with m.If(ctrl_write & self.wdata[1]):
+        with m.If(ctrl_write & (self.wdata & Ctrl.START_AT_HAC).any()):
             m.d.sync += armed.eq(1)
         with m.If(start):
             m.d.sync += armed.eq(0)
