@@ -261,6 +261,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--plot", metavar="FILE.png", help="write a timing diagram of the run")
     ap.add_argument("--figures", metavar="DIR", help="only write the pictures of docs/c2c.md into DIR")
+    ap.add_argument("--beyond-spec", action="store_true",
+                    help="allow clocks beyond the configuration's max_ppm (to see the faults flagged)")
     args = ap.parse_args(argv)
     if args.figures:
         figures(args.figures, args.sim)
@@ -272,6 +274,15 @@ def main(argv=None) -> int:
     cfg = c2c_config()
     if args.latency is None:
         args.latency = cfg.link_latency_max
+    bad = [p for p in args.ppm if abs(p) > cfg.max_ppm]
+    if bad and not args.beyond_spec:
+        print(f"error: a clock offset of {bad[0]:+g} ppm is beyond the configuration's tolerance of "
+              f"+-{cfg.max_ppm} ppm (--beyond-spec runs it anyway and shows the faults it raises)", file=sys.stderr)
+        return 2
+    if not cfg.link_latency_min <= args.latency <= cfg.link_latency_max:
+        print(f"error: link latency {args.latency} is outside the declared range "
+              f"{cfg.link_latency_min}..{cfg.link_latency_max}", file=sys.stderr)
+        return 2
     sched = exchange(cfg, 2, args.vectors, args.spread, args.seed)
     programs = sched.programs()
     gold = archmodel.run_system(programs, sched.topo.peer)
