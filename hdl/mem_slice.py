@@ -79,6 +79,7 @@ class MemSlice(wiring.Component):
         with m.If(self.run):
             m.d.comb += [
                 rd.addr.eq(ins.addr),
+                rd.en.eq(is_read),          # the SRAM output changes only when it is used
                 wr.addr.eq(ins.addr),
                 wr.data.eq(passing),
                 wr.en.eq(Mux(is_write & in_range, (1 << wpv) - 1, 0)),
@@ -86,6 +87,7 @@ class MemSlice(wiring.Component):
         with m.Else():
             m.d.comb += [
                 rd.addr.eq(h_row),
+                rd.en.eq(self.host.sel & self.host.re),
                 wr.addr.eq(h_row),
                 wr.data.eq(self.host.wdata.replicate(wpv)),
                 wr.en.eq(Mux(self.host.sel & self.host.we, 1 << h_word, 0)),
@@ -104,9 +106,11 @@ class MemSlice(wiring.Component):
             m.d.comb += [
                 self.drive.east.mask[s].eq(hit & (drv_dir == EAST)),
                 self.drive.west.mask[s].eq(hit & (drv_dir != EAST)),
-                self.drive.east.data[s].eq(rd.data),
-                self.drive.west.data[s].eq(rd.data),
             ]
+        # One assignment of the whole bundle (not one per stream): event-driven simulators
+        # then update the wide net once per change.
+        m.d.comb += [self.drive.east.data.eq(rd.data.replicate(cfg.streams)),
+                     self.drive.west.data.eq(rd.data.replicate(cfg.streams))]
 
         h_word_q = Signal.like(h_word)
         m.d.sync += h_word_q.eq(h_word)

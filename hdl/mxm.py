@@ -84,13 +84,15 @@ class MXM(wiring.Component):
         is_mm = self.issue.valid & (ins.op == Op.MM)
         is_lx = self.issue.valid & (ins.op == Op.LX)
 
-        def bundle(dir_sig):
-            """The streams of direction ``dir_sig`` at this position, as a list of vectors."""
+        def bundle(dir_sig, enable):
+            """The streams of direction ``dir_sig`` at this position while ``enable`` (else
+            zeros: the logic behind sees no changes between uses), as a list of vectors."""
             v = Signal(stream_bundle(cfg))
-            m.d.comb += v.eq(Mux(dir_sig == EAST, self.tap.east.as_value(), self.tap.west.as_value()))
+            with m.If(enable):
+                m.d.comb += v.eq(Mux(dir_sig == EAST, self.tap.east.as_value(), self.tap.west.as_value()))
             return [v[s] for s in range(S)]
 
-        ins_streams = bundle(ins.dir)
+        ins_streams = bundle(ins.dir, is_mm | is_lx)
         x_stream = Array(ins_streams)[ins.stream]
 
         # ---- weights: two blocks of L rows (row r = output lane r), active select -------
@@ -116,7 +118,7 @@ class MXM(wiring.Component):
         next_base = c_base + c_n
         last_group = next_base >= L
         m.d.sync += [ld_n.eq(c_n), ld_s.eq(c_s), ld_dir.eq(c_dir)]
-        ld_streams = bundle(c_dir)
+        ld_streams = bundle(c_dir, load_now)
         with m.If(self.start):
             m.d.sync += [ld_active.eq(0), act.eq(0)]
             m.d.sync += [w.eq(0) for blk in wbuf for w in blk]
@@ -152,15 +154,19 @@ class MXM(wiring.Component):
         mm_slot = ins.addr[MM_ACC_BITS:]
         m.d.comb += [
             xw.addr.eq(ins.addr[:xb]), xw.data.eq(x_stream), xw.en.eq(is_lx),
-            xr.addr.eq(mm_slot[:xb]),
-            ar.addr.eq(mm_acc[:ab]),
+            xr.addr.eq(mm_slot[:xb]), xr.en.eq(is_mm),
+            ar.addr.eq(mm_acc[:ab]), ar.en.eq(is_mm),
         ]
 
         # ---- MM stage 1 (t+1) -----------------------------------------------------------
         q_mm, q_flags, q_acc, q_out, q_act = Signal(), Signal(8), Signal(ab), Signal.like(ins.stream), Signal()
         q_x = Signal(VB)
-        m.d.sync += [q_mm.eq(is_mm), q_flags.eq(ins.aux), q_acc.eq(mm_acc[:ab]),
-                     q_out.eq(ins.count[:5]), q_act.eq(act), q_x.eq(x_stream)]
+        # Operands are registered only when an MM issues: between MMs the product array
+        # sees no changes (event-driven simulators then skip it).
+        m.d.sync += q_mm.eq(is_mm)
+        with m.If(is_mm):
+            m.d.sync += [q_flags.eq(ins.aux), q_acc.eq(mm_acc[:ab]), q_out.eq(ins.count[:5]),
+                         q_act.eq(act), q_x.eq(x_stream)]
         x = Signal(VB)
         m.d.comb += x.eq(Mux(q_flags[_flag(MMFlag.XBUF)], xr.data, q_x))
         xs = [x[8 * c: 8 * c + 8].as_signed() for c in range(L)]
@@ -182,14 +188,18 @@ class MXM(wiring.Component):
 
         # ---- MM stage 2 (t+2): EMIT's planes --------------------------------------------
         e_valid, e_out, e_val = Signal(), Signal.like(ins.stream), Signal(32 * L)
-        m.d.sync += [e_valid.eq(q_mm & q_flags[_flag(MMFlag.EMIT)]), e_out.eq(q_out), e_val.eq(new_vec)]
+        m.d.sync += e_valid.eq(q_mm & q_flags[_flag(MMFlag.EMIT)])
+        with m.If(q_mm):
+            m.d.sync += [e_out.eq(q_out), e_val.eq(new_vec)]
         planes = [Cat(*(e_val[32 * r + 8 * b: 32 * r + 8 * b + 8] for r in range(L)))
                   for b in range(INT32_PLANES)]
         port = self.drive.east if self.out_dir == EAST else self.drive.west
+        data = []
         for s in range(S):
             k = Signal(range(S), name=f"plane_of_{s}")     # s - out, valid when < 4
             m.d.comb += k.eq(s - e_out)
-            m.d.comb += [port.mask[s].eq(e_valid & (e_out <= s) & (k < INT32_PLANES)),
-                         port.data[s].eq(Array(planes)[k[:2]])]
+            m.d.comb += port.mask[s].eq(e_valid & (e_out <= s) & (k < INT32_PLANES))
+            data.append(Array(planes)[k[:2]])
+        m.d.comb += port.data.eq(Cat(*data))          # one assignment of the whole bundle
         m.d.comb += self.busy.eq(e_valid)
         return m

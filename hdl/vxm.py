@@ -7,11 +7,16 @@ stream east and/or west ``VXM_LATENCY`` (2) cycles after issue.
 
 Pipeline of ``VOP`` issued on cycle t::
 
-    t     sample A (streams s..s+3, direction dir) and B (same streams, the other
-          direction); address the parameter entry
-    t+1   a = requantise(A (+ B with ADD) + bias_a, m_a, s_a), b = requantise(B + bias_b, m_b, s_b);
+    t     read the parameter entry (asynchronous read port); va = A (+ B with ADD) +
+          bias_a, vb = B + bias_b (int32 wrap-around adds), A from streams s..s+3 in
+          direction dir, B from the same streams in the other direction
+    t+1   a = requantise(va, m_a, s_a), b = requantise(vb, m_b, s_b), bm = b * m_c;
           address the activation table with a's byte
-    t+2   a = table[a] (TABLE); a = requantise(a * b, m_c, s_c) (GATE); drive a
+    t+2   a = table[a] (TABLE); a = sat8((a * bm + round) >> s_c) (GATE); drive a
+
+``a * bm`` is ``(a * b) * m_c`` exactly, so the gate is ``requantise(a * b, m_c, s_c)``
+with one multiplier after the table instead of two (the stages stay balanced: each
+holds one int32 x 15-bit or int8 x 23-bit product).
 
 ``requantise(v, m, s) = sat8((v * m + (s ? 1 << (s-1) : 0)) >> s)`` with an arithmetic
 shift, exactly ``firmware_gen.numerics.requantise``: ``v * m`` needs 47 signed bits,
@@ -71,12 +76,18 @@ def requantise(m, v, mult, shift, name):
 
     ``v`` signed (up to 32 bits), ``mult`` unsigned(15), ``shift`` unsigned(6)."""
     prod = Signal(signed(48), name=f"{name}_prod")      # |v * mult| < 2**46
+    m.d.comb += prod.eq(v * mult)
+    return round_shift(m, prod, shift, name)
+
+
+def round_shift(m, prod, shift, name):
+    """``sat8((prod + (shift ? 1 << (shift-1) : 0)) >> shift)`` of a signed product
+    (``|prod| < 2**46``), arithmetic shift: the second half of :func:`requantise`."""
     half = Signal(47, name=f"{name}_half")              # 1 << (shift-1), or 0
     total = Signal(signed(49), name=f"{name}_sum")      # |prod + half| < 2**47
     shifted = Signal(signed(49), name=f"{name}_shr")
     out = Signal(signed(8), name=name)
     m.d.comb += [
-        prod.eq(v * mult),
         half.eq((Const(1, 1) << shift)[1:]),
         total.eq(prod + half),
         shifted.eq(total >> shift),
@@ -153,20 +164,19 @@ class VXM(wiring.Component):
         m.submodules.params = params = Memory(shape=unsigned(32 * row_words), depth=cfg.vxm_param_depth,
                                               init=rows)
         pw = params.write_port(granularity=32)
-        pr = params.read_port(domain="sync")
+        pr = params.read_port(domain="comb")      # the entry is needed on the issue cycle
         pbits = max((cfg.vxm_param_depth - 1).bit_length(), 1)
         hp = self.host_param
         h_entry, h_sub = divmod_const(m, hp.addr, row_words, "h_param")
         h_ok = hp.sel & hp.we & ~self.run & (h_entry < cfg.vxm_param_depth)
         m.d.comb += [
             pw.addr.eq(h_entry[:pbits]),
-            pw.data.eq(hp.wdata.replicate(row_words)),
+            pw.data.eq(Mux(hp.sel, hp.wdata, 0).replicate(row_words)),   # quiet unless selected
             pw.en.eq(Cat(h_ok & (h_sub == k) for k in range(row_words))),
-            pr.addr.eq(Mux(self.run, ins.addr[:pbits], h_entry[:pbits])),
+            pr.addr.eq(Mux(self.run, ins.addr[:pbits], Mux(hp.sel, h_entry[:pbits], 0))),
         ]
-        h_sub_q = Signal.like(h_sub)
-        m.d.sync += h_sub_q.eq(h_sub)
-        m.d.comb += hp.rdata.eq(Array(pr.data[32 * k: 32 * k + 32] for k in range(row_words))[h_sub_q])
+        with m.If(hp.sel & hp.re):
+            m.d.sync += hp.rdata.eq(Array(pr.data[32 * k: 32 * k + 32] for k in range(row_words))[h_sub])
 
         # ---- activation table: one read port per lane (lane 0's also serves the host) ---
         m.submodules.table = table = Memory(shape=unsigned(8), depth=TABLE_SIZE, init=t_init)
@@ -180,49 +190,70 @@ class VXM(wiring.Component):
             ht.rdata.eq(tr[0].data),
         ]
 
-        # ---- stage 0 (t): sample A and B ------------------------------------------------
+        # ---- stage 0 (t): A, B, parameter entry; the int32 adds --------------------------
         def bundle(east):
+            """The streams of one direction on a VOP's issue cycle, else zeros (the logic
+            behind then sees no changes between VOPs)."""
             v = Signal(stream_bundle(cfg))
-            m.d.comb += v.eq(Mux(east, self.tap.east.as_value(), self.tap.west.as_value()))
+            with m.If(is_vop):
+                m.d.comb += v.eq(Mux(east, self.tap.east.as_value(), self.tap.west.as_value()))
             return Array(v[s] for s in range(S))
 
         a_streams, b_streams = bundle(ins.dir == EAST), bundle(ins.dir != EAST)
 
         def int32_lanes(streams):
             planes = [streams[ins.stream + b] for b in range(INT32_PLANES)]
-            return Cat(*(planes[b][8 * l: 8 * l + 8] for l in range(L) for b in range(INT32_PLANES)))
+            return [Cat(*(planes[b][8 * l: 8 * l + 8] for b in range(INT32_PLANES))) for l in range(L)]
 
+        a_in, b_in = int32_lanes(a_streams), int32_lanes(b_streams)
+        add_b = ins.aux[_flag(VopFlag.ADD)]
+        # Registers are loaded only when a VOP issues (stage 1's only after one), so between
+        # VOPs the arithmetic sees no changes (event-driven simulators skip it).
         q_vop, q_flags, q_out = Signal(), Signal(8), Signal.like(ins.stream)
-        q_a, q_b = Signal(32 * L), Signal(32 * L)
-        m.d.sync += [q_vop.eq(is_vop), q_flags.eq(ins.aux), q_out.eq(ins.count[:5]),
-                     q_a.eq(int32_lanes(a_streams)), q_b.eq(int32_lanes(b_streams))]
-
-        # ---- stage 1 (t+1): bias, requantise A and B ------------------------------------
-        r_vop, r_flags, r_out = Signal(), Signal(8), Signal.like(ins.stream)
-        m.d.sync += [r_vop.eq(q_vop), r_flags.eq(q_flags), r_out.eq(q_out)]
-        r_a, r_b, r_mc, r_sc = [], [], [], []
+        m.d.sync += q_vop.eq(is_vop)
+        with m.If(is_vop):
+            m.d.sync += [q_flags.eq(ins.aux), q_out.eq(ins.count[:5])]
+        lane_q = []
         for l in range(L):
             w = [pr.data[32 * (l * W + k): 32 * (l * W + k) + 32] for k in range(W)]
-            m_a, s_a = w[2][:MULT_BITS], w[2][16:16 + SHIFT_BITS]
-            m_b, s_b = w[3][:MULT_BITS], w[3][16:16 + SHIFT_BITS]
             va, vb = Signal(signed(32), name=f"va_{l}"), Signal(signed(32), name=f"vb_{l}")
-            add_b = Mux(q_flags[_flag(VopFlag.ADD)], q_b[32 * l: 32 * l + 32], 0)
-            m.d.comb += [va.eq(q_a[32 * l: 32 * l + 32] + add_b + w[0]),     # int32 wrap-around adds
-                         vb.eq(q_b[32 * l: 32 * l + 32] + w[1])]
-            ra = requantise(m, va, m_a, s_a, f"ra_{l}")
-            rb = requantise(m, vb, m_b, s_b, f"rb_{l}")
-            m.d.comb += tr[l].addr.eq(Mux(self.run, ra.as_unsigned(), ht.addr[:8]) if l == 0 else ra.as_unsigned())
-            qa, qb = Signal(signed(8), name=f"qa_{l}"), Signal(signed(8), name=f"qb_{l}")
-            mc, sc = Signal(MULT_BITS, name=f"mc_{l}"), Signal(SHIFT_BITS, name=f"sc_{l}")
-            m.d.sync += [qa.eq(ra), qb.eq(rb), mc.eq(w[4][:MULT_BITS]), sc.eq(w[4][16:16 + SHIFT_BITS])]
-            r_a.append(qa), r_b.append(qb), r_mc.append(mc), r_sc.append(sc)
+            fields = [w[k][sl] for k in (2, 3, 4) for sl in (slice(0, MULT_BITS), slice(16, 16 + SHIFT_BITS))]
+            regs = [Signal(len(f), name=f"{n}_{l}") for f, n in zip(fields, ("ma", "sa", "mb", "sb", "mc", "sc"))]
+            with m.If(is_vop):
+                m.d.sync += [va.eq(a_in[l] + Mux(add_b, b_in[l], 0) + w[0]),     # int32 wrap-around
+                             vb.eq(b_in[l] + w[1])]
+                m.d.sync += [r.eq(f) for r, f in zip(regs, fields)]
+            lane_q.append((va, vb, *regs))
+
+        # ---- stage 1 (t+1): requantise A and B, b * m_c, table address ------------------
+        r_vop, r_flags, r_out = Signal(), Signal(8), Signal.like(ins.stream)
+        m.d.sync += r_vop.eq(q_vop)
+        with m.If(q_vop):
+            m.d.sync += [r_flags.eq(q_flags), r_out.eq(q_out)]
+        r_a, r_bm, r_sc = [], [], []
+        for l, (va, vb, ma, sa, mb, sb, mc, sc) in enumerate(lane_q):
+            ra = requantise(m, va, ma, sa, f"ra_{l}")
+            rb = requantise(m, vb, mb, sb, f"rb_{l}")
+            if l == 0:
+                m.d.comb += [tr[l].addr.eq(Mux(self.run, ra.as_unsigned(), ht.addr[:8])),
+                             tr[l].en.eq(q_vop | (~self.run & ht.sel & ht.re))]
+            else:
+                m.d.comb += [tr[l].addr.eq(ra.as_unsigned()), tr[l].en.eq(q_vop)]
+            qa = Signal(signed(8), name=f"qa_{l}")
+            bm = Signal(signed(24), name=f"bm_{l}")             # |b * m_c| <= 128 * 32767
+            qs = Signal(SHIFT_BITS, name=f"qsc_{l}")
+            with m.If(q_vop):
+                m.d.sync += [qa.eq(ra), bm.eq(rb * mc), qs.eq(sc)]
+            r_a.append(qa), r_bm.append(bm), r_sc.append(qs)
 
         # ---- stage 2 (t+2): table, gate, drive ------------------------------------------
         res = []
         for l in range(L):
             a = Signal(signed(8), name=f"ta_{l}")
             m.d.comb += a.eq(Mux(r_flags[_flag(VopFlag.TABLE)], tr[l].data.as_signed(), r_a[l]))
-            g = requantise(m, a * r_b[l], r_mc[l], r_sc[l], f"rc_{l}")
+            prod = Signal(signed(32), name=f"rc_{l}_prod")      # a * b * m_c, |.| < 2**29
+            m.d.comb += prod.eq(a * r_bm[l])
+            g = round_shift(m, prod, r_sc[l], f"rc_{l}")
             res.append(Mux(r_flags[_flag(VopFlag.GATE)], g, a))
         result = Cat(*res)
         out_e = r_vop & r_flags[_flag(VopFlag.OUT_E)]
@@ -231,8 +262,8 @@ class VXM(wiring.Component):
             m.d.comb += [
                 self.drive.east.mask[s].eq(out_e & (r_out == s)),
                 self.drive.west.mask[s].eq(out_w & (r_out == s)),
-                self.drive.east.data[s].eq(result),
-                self.drive.west.data[s].eq(result),
             ]
+        m.d.comb += [self.drive.east.data.eq(result.replicate(S)),   # one assignment each
+                     self.drive.west.data.eq(result.replicate(S))]
         m.d.comb += self.busy.eq(out_e | out_w)
         return m

@@ -22,7 +22,7 @@ from .conftest import get_sim
 pytestmark = pytest.mark.sim
 
 ACC, EMIT, XBUF = MMFlag.ACC, MMFlag.EMIT, MMFlag.XBUF
-TABLE, GATE, OUT_E, OUT_W = VopFlag.TABLE, VopFlag.GATE, VopFlag.OUT_E, VopFlag.OUT_W
+TABLE, GATE, OUT_E, OUT_W, ADD = VopFlag.TABLE, VopFlag.GATE, VopFlag.OUT_E, VopFlag.OUT_W, VopFlag.ADD
 F = {f: i for i, f in enumerate(VXM_FIELDS)}
 
 
@@ -283,7 +283,8 @@ def vop_reference(A, B, prm, table, flags):
     """The VXM chain per lane, written out with numerics.requantise (prm: (lanes, 8))."""
     def f(name):
         return prm[:, F[name]]
-    wrap = ((np.asarray(A, np.int64) + f("bias_a") + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+    A = np.asarray(A, np.int64) + (np.asarray(B, np.int64) if flags & ADD else 0)
+    wrap = ((A + f("bias_a") + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
     a = requantise(wrap, f("m_a"), f("s_a")).astype(np.int64)
     if flags & TABLE:
         a = np.asarray(table, np.int64)[a & 0xFF]
@@ -307,13 +308,16 @@ def scaled_params(rng, lanes, mag_a, mag_b):
     return prm
 
 
-ALL_FLAGS = [t | g | o for o in (OUT_E, OUT_W, OUT_E | OUT_W, 0) for t in (0, TABLE) for g in (0, GATE)]
+# Every combination of TABLE, GATE and the outputs, then ADD (which excludes GATE) with TABLE.
+ALL_FLAGS = ([t | g | o for o in (OUT_E, OUT_W, OUT_E | OUT_W, 0) for t in (0, TABLE) for g in (0, GATE)]
+             + [ADD | t | o for o in (OUT_E, OUT_W, OUT_E | OUT_W) for t in (0, TABLE)])
 
 
 def test_vop_every_flag_combination_after_mm(simulator):
     """The FFN's dataflow: MXM_W emits A east and MXM_E emits B west on the same cycle, the
-    VXM runs one VOP per cycle with every combination of TABLE, GATE, OUT_E and OUT_W (16
-    VOPs, 16 parameter entries, a random table), MEM_E0/MEM_W0 store the results."""
+    VXM runs one VOP per cycle with every combination of TABLE, GATE, OUT_E and OUT_W, and
+    ADD (A + B) with TABLE and the outputs (22 VOPs over 16 parameter entries, a random
+    table), MEM_E0/MEM_W0 store the results."""
     cfg = TileConfig.tiny()
     L = cfg.lanes
     rng = np.random.default_rng(4)
@@ -328,16 +332,16 @@ def test_vop_every_flag_combination_after_mm(simulator):
     t_mm = 10
     pl.send("MEM_W1", 8, "MXM_W", t_mm, 1, count=n)
     pl.send("MEM_E1", 8, "MXM_E", t_mm, 2, count=n)
-    pl.at("MXM_W", t_mm, Instr.mm(1, WEST, acc=0, out=0, flags=EMIT), count=n, stride=1)
-    pl.at("MXM_E", t_mm, Instr.mm(2, EAST, acc=0, out=0, flags=EMIT), count=n, stride=1)
+    pl.at("MXM_W", t_mm, Instr.mm(1, WEST, acc=0, out=0, flags=EMIT), count=n, stride=0)
+    pl.at("MXM_E", t_mm, Instr.mm(2, EAST, acc=0, out=0, flags=EMIT), count=n, stride=0)
     t_vop = t_mm + MXM_LATENCY + pl.dist("MXM_W", "VXM")
     assert t_vop == t_mm + MXM_LATENCY + pl.dist("MXM_E", "VXM")
-    for k in range(n):
+    for k in range(cfg.vxm_param_depth):
         pl.params[k] = scaled_params(rng, L, 40000, 40000)
     pl.table = rng.integers(-128, 128, 256)
     for k, flags in enumerate(ALL_FLAGS):
         out = k % cfg.streams
-        pl.at("VXM", t_vop + k, Instr.vop(0, EAST, param=k, out=out, flags=flags))
+        pl.at("VXM", t_vop + k, Instr.vop(0, EAST, param=k % cfg.vxm_param_depth, out=out, flags=flags))
         if flags & OUT_E:
             pl.catch("VXM", t_vop + k + VXM_LATENCY, "MEM_E0", out, 32 + k)
         if flags & OUT_W:
@@ -347,7 +351,7 @@ def test_vop_every_flag_combination_after_mm(simulator):
     got = written(res)
     A, B = ww @ xs.T, we @ ys.T
     for k, flags in enumerate(ALL_FLAGS):
-        want = vop_reference(A[:, k], B[:, k], prog.vxm_params[k], prog.table, flags)
+        want = vop_reference(A[:, k], B[:, k], prog.vxm_params[k % cfg.vxm_param_depth], prog.table, flags)
         for flag, where in ((OUT_E, "MEM_E0"), (OUT_W, "MEM_W0")):
             if flags & flag:
                 assert np.array_equal(s8(got[(where, 32 + k)]), want), (k, flags)
