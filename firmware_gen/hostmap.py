@@ -4,7 +4,8 @@ the (future) UART bridge.
 The host bus is word-addressed with 32-bit data.  Address bits ``[28:32]`` pick a
 region, bits ``[20:28]`` a slice (position for IMEM, MEM index for DMEM and TRACE),
 bits ``[0:20]`` a word inside it.  Reads return data two cycles after ``re``
-(``READ_LATENCY``).  IMEM and DMEM accesses are honoured only while the tile is stopped.
+(``READ_LATENCY``).  IMEM, DMEM, VXM_PARAM and VXM_TABLE writes are honoured only while
+the tile is stopped.
 """
 
 from __future__ import annotations
