@@ -16,6 +16,10 @@
 
 Everything is computed with numpy and drawn as a few collections and images, so programs
 of tens of thousands of cycles render in a few seconds.
+
+:func:`tray_chart` draws a tray (several tiles, ``tray.compile_ffn_tray``) on one SAC cycle
+axis: a band per tile with a row per slice kind, and every C2C transfer as an arrow from
+its SEND/SENDM to its RECV (:func:`tray_transfers` pairs them from the programs).
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from .archmodel import expand
-from .isa import (DATA_OPS, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY, VXM_LATENCY, WEST,
-                  MMFlag, Op, SxmFlag, VopFlag)
+from .isa import (C2C_LATENCY, DATA_OPS, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY,
+                  VXM_LATENCY, WEST, MMFlag, Op, SxmFlag, VopFlag)
 from .program import Program
 
 # One colour per opcode, fixed so that pictures of different programs compare.
@@ -36,6 +40,9 @@ OP_COLOURS = {
     Op.READ: "#1f77b4", Op.WRITE: "#ff7f0e", Op.LW: "#2ca02c", Op.MM: "#d62728", Op.LX: "#9467bd",
     Op.VOP: "#8c564b", Op.SHIFT: "#e377c2", Op.PERM: "#7f7f7f", Op.DIST: "#bcbd22", Op.TRI: "#17becf",
     Op.TRO: "#aec7e8",
+    # C2C slices (tiles with links)
+    Op.SEND: "#393b79", Op.SENDM: "#6b6ecf", Op.RECV: "#e7ba52", Op.DESKEW: "#252525",
+    Op.RUNTIME_DESKEW: "#969696",
 }
 FORMATS = (".svg", ".png")
 
@@ -68,8 +75,10 @@ def timeline(program: Program) -> Timeline:
             op, d, s = ins.op, ins.dir, ins.stream
             if op == Op.READ:
                 drives.append((d, s, p, t + READ_LATENCY))
-            elif op in (Op.WRITE, Op.LX, Op.TRI, Op.SHIFT, Op.DIST):
+            elif op in (Op.WRITE, Op.LX, Op.TRI, Op.SHIFT, Op.DIST, Op.SEND, Op.SENDM):
                 reads.append((d, s, p, t))
+            elif op == Op.RECV:
+                drives.append((d, s, p, t + C2C_LATENCY))
             elif op == Op.PERM:
                 reads += [(d, s, p, t), (d, ins.operand("map"), p, t)]
             elif op == Op.LW:
@@ -239,3 +248,214 @@ def schedule_chart(program: Program, path, *, title: str | None = None, window: 
         fig.savefig(path, bbox_inches="tight")
         plt.close(fig)
     return path
+
+
+# ---- several tiles: the tray ---------------------------------------------------------------------
+GROUPS = ("MEM", "MXM", "VXM", "SXM", "C2C")    # one row per slice kind in a tile's band
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One vector over a C2C link, in SAC time: SEND/SENDM on ``src`` (its slice
+    ``src_slice``, its ``link``) on ``send``, RECV on ``dst`` (``dst_slice``, ``dst_link``)
+    on ``recv``."""
+    src: int
+    link: int
+    src_slice: str
+    send: int
+    dst: int
+    dst_link: int
+    dst_slice: str
+    recv: int
+
+
+def tray_transfers(programs: list[Program], peer=None) -> list[Transfer]:
+    """Every C2C transfer of a multi-tile program set, paired from the programs themselves.
+
+    The tray compiler keeps no list of its transfers (``TrayManifest`` counts them), so
+    they are derived from the instructions: every ``SEND`` (its ``link``) and ``SENDM``
+    (each link of its mask that its C2C slice serves) in issue order per (tile, link), and
+    every ``RECV`` in issue order per (tile, link).  A link's receive buffer is a FIFO, so
+    the k-th vector sent on a link is the one the k-th ``RECV`` on the link's other end
+    takes.  ``peer(tile, link) -> (tile', link')`` is the topology
+    (``system.Topology(len(programs)).peer`` by default)."""
+    if peer is None:
+        from .system import Topology
+        peer = Topology(len(programs)).peer
+    sends, recvs = defaultdict(list), defaultdict(list)
+    for t, prog in enumerate(programs):
+        cfg = prog.config
+        for name in ("C2C_W", "C2C_E"):
+            if name not in cfg.slice_names:
+                continue
+            for c, ins in expand(prog.queues.get(name, []))[0]:
+                if ins.op == Op.SEND:
+                    sends[t, ins.operand("link")].append((c, name))
+                elif ins.op == Op.SENDM:
+                    mask = ins.operand("links")
+                    for link in range(cfg.links):
+                        if mask >> link & 1 and cfg.link_slice(link) == name:
+                            sends[t, link].append((c, name))
+                elif ins.op == Op.RECV:
+                    recvs[t, ins.operand("link")].append((c, name))
+    out = []
+    for (t, link), sent in sorted(sends.items()):
+        u, rlink = peer(t, link)
+        got = recvs.get((u, rlink), [])
+        if len(got) != len(sent):
+            raise ChartError(f"tile {t} sends {len(sent)} vector(s) on link {link} but tile {u} receives "
+                             f"{len(got)} on its link {rlink}: the programs do not pair up")
+        out += [Transfer(t, link, sn, s, u, rlink, rn, r) for (s, sn), (r, rn) in zip(sent, got)]
+    fed = {peer(t, link) for t, link in sends}
+    unsent = [(u, k) for (u, k), got in recvs.items() if got and (u, k) not in fed]
+    if unsent:
+        u, k = unsent[0]
+        raise ChartError(f"tile {u} receives on link {k} but nothing is sent to it")
+    return sorted(out, key=lambda x: (x.send, x.src, x.link))
+
+
+def tray_chart(programs: list[Program], path, manifest=None, *, title: str | None = None,
+               window: tuple | None = None, dpi: int = 110) -> Path:
+    """Draw a tray's schedule to ``path`` (``.svg`` or ``.png``): one band per tile, SAC
+    cycles on the x axis.
+
+    In each band, one row per slice kind (``GROUPS``: MEM, MXM, VXM, SXM, C2C), split into
+    one thin lane per slice of that kind (west to east), with a bar on every cycle a slice
+    issues, coloured by opcode as in :func:`schedule_chart`; the tile's predicted done
+    cycle (``manifest.tile[t].cycles`` of a ``tray.TrayManifest``, if given) is a black
+    tick.  Every C2C transfer (:func:`tray_transfers`, paired from the programs'
+    SEND/SENDM/RECV in order per link) is an arrow from the sending C2C slice's lane on its
+    SEND cycle to the receiving slice's lane on its RECV cycle, coloured by sending tile.
+    All cycles are SAC time, the one schedule every tile keeps (deskew stalls do not count).
+    ``window = (first, last)`` limits the cycle axis.  Returns the path written."""
+    path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        raise ChartError(f"cannot write a chart as {path.suffix or 'a file without extension'!r} "
+                         f"({path.name}); use a name ending in {' or '.join(FORMATS)}")
+    if not programs:
+        raise ChartError("no programs to draw")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch, PathPatch
+    from matplotlib.path import Path as MplPath
+
+    n = len(programs)
+    transfers = tray_transfers(programs)
+    # Rows: per tile, top to bottom, the groups present; each group's lanes one per slice.
+    lane_y, row_ticks, bands = {}, [], []
+    y = 0.0
+    gap = 0.6
+    for t, prog in enumerate(programs):
+        names = prog.config.slice_names
+        top = y
+        for g in GROUPS:
+            members = [s for s in names if s.startswith(g)]
+            if not members:
+                continue
+            h = 1.0 / len(members)
+            for k, s in enumerate(members):
+                lane_y[t, s] = (y + k * h, h)
+            row_ticks.append((y + 0.5, g))
+            y += 1.0
+        bands.append((top, y))
+        y += gap
+    height = y - gap
+
+    issues, end = {}, 0
+    for t, prog in enumerate(programs):
+        for name in prog.config.slice_names:
+            tl, halt = expand(prog.queues.get(name, []))
+            issues[t, name] = tl
+            end = max(end, halt)
+    if manifest is not None:        # room for the done ticks
+        end = max(end, max(m.cycles for m in manifest.tile) + 1)
+    lo, hi = 0, max(end - 1, 0)
+    if window is not None:
+        lo, hi = max(0, int(window[0])), min(hi, int(window[1]))
+        if hi < lo:
+            raise ChartError(f"the cycle window {window[0]}..{window[1]} holds nothing: the programs "
+                             f"run cycles 0..{max(end - 1, 0)}")
+    n_issue = sum(len(v) for v in issues.values())
+
+    with matplotlib.rc_context({"svg.fonttype": "none", "font.size": 9, "path.simplify": True}):
+        fig, ax = plt.subplots(figsize=(14, 1.0 + 0.32 * height), dpi=dpi)
+        # One compound path per opcode (every bar of every lane): small SVGs.
+        by_op = defaultdict(list)
+        for (t, name), tl in issues.items():
+            if not tl:
+                continue
+            y0, h = lane_y[t, name]
+            a, b = y0 + 0.06 * h, y0 + 0.94 * h
+            cyc = np.fromiter((c for c, _ in tl), np.int64, len(tl))
+            ops = np.fromiter((int(i.op) for _, i in tl), np.int64, len(tl))
+            order = np.argsort(cyc, kind="stable")
+            for op, start, length in _runs(cyc[order], ops[order]):
+                if start + length - 1 >= lo and start <= hi:
+                    x0, x1 = start - 0.5, start + length - 0.5
+                    by_op[op].append(((x0, a), (x1, a), (x1, b), (x0, b)))
+        many = n_issue > 20000
+        for op, polys in by_op.items():
+            ax.add_patch(PathPatch(MplPath.make_compound_path_from_polys(np.asarray(polys, float)),
+                                   facecolor=OP_COLOURS[Op(op)], linewidth=0, rasterized=many))
+        used = set(by_op)
+        if manifest is not None:
+            for t, (top, bottom) in enumerate(bands):
+                c = manifest.tile[t].cycles
+                if lo <= c <= hi + 1:
+                    ax.plot([c - 0.5, c - 0.5], [top - 0.15, bottom + 0.15], color="black", linewidth=1.2)
+        # The transfers: SEND lane -> RECV lane.
+        colours = plt.get_cmap("tab10" if n <= 10 else "tab20")
+        xs, ys, dxs, dys, cols = [], [], [], [], []
+        for x in transfers:
+            if x.recv < lo or x.send > hi:
+                continue
+            y_s, h_s = lane_y[x.src, x.src_slice]
+            y_r, h_r = lane_y[x.dst, x.dst_slice]
+            xs.append(x.send)
+            ys.append(y_s + h_s / 2)
+            dxs.append(x.recv - x.send)
+            dys.append(y_r + h_r / 2 - (y_s + h_s / 2))
+            cols.append(colours(x.src % colours.N))
+        if xs:
+            ax.quiver(xs, ys, dxs, dys, color=cols, angles="xy", scale_units="xy", scale=1, width=0.0012,
+                      headwidth=5, headlength=7, headaxislength=6, alpha=0.7, zorder=3)
+        for t, (top, bottom) in enumerate(bands):
+            ax.text(-0.065, (top + bottom) / 2, f"tile {t}", transform=ax.get_yaxis_transform(), ha="right",
+                    va="center", fontsize=10, fontweight="bold", color=colours(t % colours.N))
+            if t:
+                ax.axhline(top - gap / 2, color="0.6", linewidth=0.6)
+        ax.set_yticks([r[0] for r in row_ticks], [r[1] for r in row_ticks], fontsize=7)
+        ax.set_ylim(height + 0.2, -0.2)
+        ax.set_xlim(lo - 0.5, hi + 0.5)
+        ax.set_xlabel("SAC cycle (program time, the same on every tile)")
+        ax.grid(axis="x", alpha=0.3)
+        handles = [Patch(color=OP_COLOURS[Op(o)], label=Op(o).name) for o in sorted(used)]
+        handles.append(Line2D([], [], color="0.3", linewidth=0.8, marker=">", markevery=[1],
+                              label="C2C transfer:\nSEND -> RECV"))
+        if manifest is not None:
+            handles.append(Line2D([], [], color="black", linewidth=1.2, label="predicted done"))
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, title="issued",
+                  frameon=False)
+        if title is None:
+            title = f"tray of {n} tiles: {end} SAC cycles, {n_issue} instructions issued, {len(transfers)} " \
+                    "vectors over C2C links"
+        ax.set_title(title, loc="left")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        svg = path.suffix.lower() == ".svg"
+        fig.savefig(path, bbox_inches="tight", metadata={"Date": None} if svg else None)
+        plt.close(fig)
+    if svg:
+        _compact_svg(path)
+    return path
+
+
+def _compact_svg(path: Path) -> None:
+    """Path coordinates to 0.1 pt and one line each: the picture is the same, the file
+    about a third smaller (matplotlib writes six decimals and a line per vertex)."""
+    import re
+
+    def short(m):
+        return re.sub(r"\s*\n\s*", " ", re.sub(r"(\d+\.\d)\d+", r"\1", m.group(0)))
+    path.write_text(re.sub(r' d="[^"]*"', short, path.read_text()))

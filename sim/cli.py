@@ -4,12 +4,15 @@ benchmark the simulators, synthesise the tile.
     lpu compile [FFN options] [--out DIR] [--json]
     lpu sim     [DIR | FFN options] [--sim verilator|icarus] [--waves] [--json]
     lpu show    [DIR | FFN options] [--chart FILE.svg|.png] [--window A:B] [--asm] [--json]
+    lpu tray    [--tiles 2|4|8] [FFN options] [--chart FILE] [--no-run | --sim SIM] [--json]
+    lpu c2c     [--sim SIM] [--ppm A B] [--latency L] [--plot FILE] [--json]
     lpu bench   [--config default|tiny] [--sims verilator,icarus] [--sweep] [--out DIR] [--json]
     lpu synth   [--board ulx3s-85f] [--config default|tiny] [--out DIR] [--json]
 
 ``lpu SUBCOMMAND --help`` documents each.  A bad argument or an impossible request (an
 FFN that does not fit, a missing file) is one line on stderr naming the problem and exit
-status 2; ``lpu sim`` exits 0 when every check passes and 1 when one fails.
+status 2; ``lpu sim``, ``lpu tray`` and ``lpu c2c`` exit 0 when every check passes and 1
+when one fails.
 """
 
 from __future__ import annotations
@@ -70,6 +73,27 @@ def _int_at_least(lo: int, what: str):
 
 _positive = _int_at_least(1, "positive")
 _nonneg = _int_at_least(0, "non-negative")
+
+
+def _tiles(text: str) -> int:
+    from firmware_gen.system import TILE_COUNTS
+    try:
+        v = int(text, 0)
+    except ValueError:
+        v = None
+    if v not in TILE_COUNTS:
+        raise argparse.ArgumentTypeError(f"a tray has {', '.join(map(str, TILE_COUNTS[:-1]))} or {TILE_COUNTS[-1]} "
+                                         f"tiles (all-to-all links), got {text!r}")
+    return v
+
+
+def _picture(text: str) -> Path:
+    from firmware_gen.chart import FORMATS
+    path = Path(text)
+    if path.suffix.lower() not in FORMATS:
+        raise argparse.ArgumentTypeError(f"cannot write a picture as {path.suffix or 'a file without extension'!r} "
+                                         f"({path.name}); use a name ending in {' or '.join(FORMATS)}")
+    return path
 
 
 def _window(text: str) -> tuple[int, int]:
@@ -241,6 +265,78 @@ def cmd_show(args) -> int:
     return EXIT_OK
 
 
+def cmd_tray(args) -> int:
+    import time
+
+    from firmware_gen.chart import tray_chart, tray_transfers
+
+    from .demo_tray import compile_tray, run_tray_on_rtl
+    from .progress import ProgressPrinter
+    from .runner import SimSetupError
+    human = sys.stderr if args.json else sys.stdout
+    if args.window is not None and args.chart is None:
+        raise CliError("--window limits the picture: give --chart FILE with it")
+    ct = compile_tray(args.kind, args.H, args.I, args.tiles, args.config, args.seed, args.batch)
+    man = ct.manifest
+    chart = None
+    if args.chart is not None:
+        title = (f"{ct.kind} FFN H={ct.H} I={ct.I}{'' if ct.batch == 1 else f' batch {ct.batch}'} on {ct.tiles} "
+                 f"{ct.preset} tiles: {man.cycles:,} SAC cycles predicted"
+                 + (f" (one tile: {ct.single:,})" if ct.single else "")
+                 + f", {man.transfers} h vectors over C2C links, SEND to RECV >= {man.min_distance} cycles")
+        t0 = time.perf_counter()
+        path = tray_chart(ct.programs, args.chart, man, title=title, window=args.window)
+        chart = {"chart": str(path), "bytes": path.stat().st_size, "seconds": round(time.perf_counter() - t0, 2)}
+    if args.no_run:
+        for line in ct.describe():
+            print(line, file=human)
+        sent, got = [0] * ct.tiles, [0] * ct.tiles
+        for x in tray_transfers(ct.programs, ct.topo.peer):
+            sent[x.src] += 1
+            got[x.dst] += 1
+        print(f"\n{'tile':>4} {'predicted cycles':>16} {'output writes':>13} {'vectors sent':>12} {'received':>8}",
+              file=human)
+        for t, m in enumerate(man.tile):
+            print(f"{t:>4} {m.cycles:>16} {len(m.writes):>13} {sent[t]:>12} {got[t]:>8}", file=human)
+        print(f"\ncycles (SAC, last tile): {man.cycles}"
+              + (f"; one tile: {ct.single} ({ct.single / man.cycles:.2f}x)" if ct.single else "")
+              + f"; link capacity used: {man.c2c_share:.1%}", file=human)
+        if chart:
+            print(f"chart: {chart['chart']} ({chart['bytes']:,} bytes, {chart['seconds']:.1f} s)", file=human)
+        if args.json:
+            print(json.dumps({"ran": False, **ct.summary(), "per_tile": [
+                {"tile": t, "predicted_cycles": m.cycles, "output_writes": len(m.writes), "vectors_sent": sent[t],
+                 "vectors_received": got[t]} for t, m in enumerate(man.tile)], **(chart or {})}, indent=1))
+        return EXIT_OK
+    if chart:
+        print(f"chart: {chart['chart']} ({chart['bytes']:,} bytes, {chart['seconds']:.1f} s)", file=human)
+    progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=[man.cycles])
+    try:
+        report = run_tray_on_rtl(ct, args.sim, progress=progress, out=human)
+    except RuntimeError as e:     # the testbench itself failed (timeout, crash): a FAIL, with its log
+        if isinstance(e, SimSetupError):
+            raise
+        print(f"FAIL: {e}", file=human)
+        if args.json:
+            print(json.dumps({"ran": True, "passed": False, "simulator": args.sim, **ct.summary(), "error": str(e)}))
+        return EXIT_FAIL
+    if args.json:
+        print(json.dumps({"ran": True, **report, **(chart or {})}, indent=1))
+    return EXIT_OK if report["passed"] else EXIT_FAIL
+
+
+def cmd_c2c(args) -> int:
+    from .demo_c2c import run_c2c
+    from .progress import ProgressPrinter
+    human = sys.stderr if args.json else sys.stdout
+    progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr)
+    report = run_c2c(args.sim, tuple(args.ppm), args.latency, args.vectors, args.spread, args.seed,
+                     args.plot, args.beyond_spec, out=human, progress=progress)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    return EXIT_OK if report["passed"] else EXIT_FAIL
+
+
 def cmd_bench(args) -> int:
     from . import bench
     from .runner import SIMULATORS
@@ -281,7 +377,9 @@ def cmd_synth(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from hdl.synth import BOARDS
 
+    from .demo_c2c import c2c_config
     from .runner import SIMULATORS
+    c2c_cfg = c2c_config()
     ap = _Parser(prog="lpu", formatter_class=_Formatter,
                  description="Compile FFNs for the LPU tile, run them on its RTL, picture their schedules.",
                  epilog="Start with:  lpu show --config tiny --H 8 --I 16 --chart schedule.svg\n"
@@ -344,6 +442,78 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--asm", action="store_true", help="also print the program's disassembly")
     p.add_argument("--json", action="store_true", help="print what was written as JSON on stdout")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("tray", formatter_class=_Formatter, help="an FFN on a tray of 2, 4 or 8 tiles: picture, RTL run",
+                       description="Compile an FFN (random weights from --seed) for a tray of tiles linked all-to-all\n"
+                                   "(firmware_gen/tray.py: each tile computes 1/N of h, multicasts it over the C2C\n"
+                                   "links, computes 1/N of y over all of h).  --chart draws the tray's timeline:\n"
+                                   "one band per tile, SAC cycles across, a row per slice kind (MEM, MXM, VXM,\n"
+                                   "SXM, C2C) with a bar per issued instruction coloured by opcode, and every C2C\n"
+                                   "transfer as an arrow from its SEND/SENDM to its RECV.  Unless --no-run, it\n"
+                                   "then runs on the RTL with every tile on its own clock (random ppm within the\n"
+                                   "specification, random phases and wire latencies, all from --seed) and checks\n"
+                                   "per tile every MEM write's cycle and value and the cycle count against the\n"
+                                   "compiler and the multi-tile golden model, no link fault, and y bit-exact\n"
+                                   "against the integer FFN.\n"
+                                   "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments or an FFN that does not fit.",
+                       epilog="Every cycle is SAC time (the program's cycle count, which deskew stalls do not\n"
+                              "advance; docs/c2c.md).  Progress goes to stderr; the default tile preset is tiny\n"
+                              "so that 8 tiles build in minutes on Verilator (in seconds on Icarus for 2).\n\n"
+                              "examples:\n  lpu tray --no-run --config default --H 128 --I 512 --chart tray.svg\n"
+                              "  lpu tray --tiles 2 --H 8 --I 16 --sim icarus --json > tray.json\n"
+                              "  lpu tray --tiles 4 --kind classic --chart tray.png")
+    g = p.add_argument_group("tray and FFN")
+    g.add_argument("--tiles", type=_tiles, default=8, metavar="N", help="tiles in the tray: 2, 4 or 8 (default: 8)")
+    g.add_argument("--kind", choices=("swiglu", "classic"), default="swiglu", help="FFN kind (default: swiglu)")
+    g.add_argument("--H", type=_positive, default=32, metavar="N", help="model width H (default: 32)")
+    g.add_argument("--I", type=_positive, default=64, metavar="N", help="intermediate width I (default: 64)")
+    g.add_argument("--batch", type=_positive, default=1, metavar="B", help="batch columns, 1 = decode (default: 1)")
+    g.add_argument("--seed", type=_nonneg, default=1,
+                   help="seed of the weights, input, clocks and wire latencies (default: 1)")
+    g.add_argument("--config", choices=("tiny", "default"), default="tiny", help="tile preset (default: tiny)")
+    p.add_argument("--chart", type=_picture, default=None, metavar="FILE",
+                   help="draw the tray's timeline to FILE, .svg or .png")
+    p.add_argument("--window", type=_window, default=None, metavar="FIRST:LAST",
+                   help="with --chart: only these SAC cycles (default: the whole program)")
+    p.add_argument("--no-run", action="store_true", help="compile (and draw) only; print each tile's prediction")
+    p.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default: verilator)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--json", action="store_true",
+                   help="print the result as JSON on stdout (per tile: ppm, cycles observed, predicted and\n"
+                        "by the golden model, writes as predicted, link faults; bit_exact, y; the tables go\n"
+                        "to stderr)")
+    p.set_defaults(func=cmd_tray)
+
+    p = sub.add_parser("c2c", formatter_class=_Formatter, help="two tiles on drifting clocks over a C2C link (RTL)",
+                       description="Two tiny tiles on their own clocks exchange vectors both ways over a C2C link\n"
+                                   "(sim/demo_c2c.py), spread over several RUNTIME_DESKEW intervals, on the RTL.\n"
+                                   "Prints per tile its ppm, cycles, the HAC error range, receive and elastic\n"
+                                   "buffer fill, deskew stall cycles and whether every MEM write came at its\n"
+                                   "predicted SAC cycle with the golden model's value.  --plot draws the run:\n"
+                                   "activity (running / stalled by a deskew), HAC error, program skew and the\n"
+                                   "receive buffers over time.\n"
+                                   "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments.",
+                       epilog="examples:\n  lpu c2c --ppm 1000 -1000 --plot drift.png\n"
+                              "  lpu c2c --sim icarus --vectors 4 --spread 300 --json\n"
+                              "  lpu c2c --ppm 5000 -5000 --beyond-spec    (out of specification: faults flagged)")
+    p.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default: verilator)")
+    p.add_argument("--ppm", type=float, nargs=2, default=(350.0, -620.0), metavar=("TILE0", "TILE1"),
+                   help=f"clock offsets from nominal (10 ns) in ppm (default: +350 -620; the tile\n"
+                        f"specification allows +-{c2c_cfg.max_ppm})")
+    p.add_argument("--latency", type=_positive, default=None, metavar="CYCLES",
+                   help=f"wire latency in sender cycles, {c2c_cfg.link_latency_min}..{c2c_cfg.link_latency_max} "
+                        f"(default: the declared maximum, {c2c_cfg.link_latency_max})")
+    p.add_argument("--vectors", type=_positive, default=12, help="vectors each way (default: 12)")
+    p.add_argument("--spread", type=_nonneg, default=700, metavar="CYCLES",
+                   help="SAC cycles between a link's vectors (default: 700)")
+    p.add_argument("--seed", type=_nonneg, default=1, help="seed of the data and clock phases (default: 1)")
+    p.add_argument("--plot", type=_picture, default=None, metavar="FILE",
+                   help="picture of the run over time, .svg or .png")
+    p.add_argument("--beyond-spec", action="store_true",
+                   help="allow clocks beyond the specification (to see the faults flagged)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout (the table goes to stderr)")
+    p.set_defaults(func=cmd_c2c)
 
     p = sub.add_parser("bench", formatter_class=_Formatter, help="FFN suite: cycles vs bounds, simulator speed",
                        description="Run the FFN benchmark suite (sim.bench) on each simulator: per FFN the\n"

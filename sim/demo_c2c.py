@@ -249,7 +249,96 @@ def figures(outdir, sim: str = "verilator") -> None:
                                           f"receive buffers over a whole run ({len(long.transfers)} vectors)")
 
 
+def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = None, vectors: int = 12,
+            spread: int = 700, seed: int = 1, plot=None, beyond_spec: bool = False, out=None,
+            progress=None) -> dict:
+    """Two tiny tiles exchanging ``vectors`` each way (``spread`` SAC cycles apart) on clocks
+    ``ppm`` from nominal over a wire of ``latency`` cycles (default: the declared maximum),
+    on the RTL; prints the table on ``out`` (default stdout; the set-up lines go to stderr)
+    and returns the report (``passed``: every write as predicted and equal to the golden
+    model, no link fault, HAC error within ``HAC_ERROR_MAX``).  ``plot``: a picture of
+    the run (``plot_run``: activity, HAC error, program skew, receive buffers).  A clock
+    beyond ``max_ppm`` (unless ``beyond_spec``) or a latency outside the declared range is
+    a ``ConfigError``."""
+    from firmware_gen.config import ConfigError
+
+    from .runner import SystemSim, period_fs, system_run
+
+    out = out or sys.stdout
+    cfg = c2c_config()
+    if latency is None:
+        latency = cfg.link_latency_max
+    bad = [p for p in ppm if abs(p) > cfg.max_ppm]
+    if bad and not beyond_spec:
+        raise ConfigError(f"a clock offset of {bad[0]:+g} ppm is beyond the configuration's tolerance of "
+                          f"+-{cfg.max_ppm} ppm (--beyond-spec runs it anyway and shows the faults it raises)")
+    if not cfg.link_latency_min <= latency <= cfg.link_latency_max:
+        raise ConfigError(f"link latency {latency} is outside the declared range "
+                          f"{cfg.link_latency_min}..{cfg.link_latency_max}")
+    if vectors < 1 or spread < 0:
+        raise ConfigError(f"need at least one vector each way and a spread of 0 or more cycles "
+                          f"(got {vectors} vectors, spread {spread})")
+    sched = exchange(cfg, 2, vectors, spread, seed)
+    programs = sched.programs()
+    gold = archmodel.run_system(programs, sched.topo.peer)
+    print(f"two tiny tiles, one link of latency {latency}; {len(sched.transfers)} vectors; "
+          f"SEND-to-RECV distance {c2c.min_distance(cfg)}, RUNTIME_DESKEW every {c2c.deskew_interval(cfg)} "
+          f"cycles (slack {c2c.deskew_slack(cfg)})", file=sys.stderr)
+    t = time.perf_counter()
+    system = SystemSim(cfg, 2, latency, sim)
+    print(f"built on {sim} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    run = system_run(programs, list(ppm), name="demo", seed=seed, sample_every=4, record=100_000 if plot else 0)
+    res = system.run([run], progress=progress)[0]
+    problems = check_tiles(res, sched, gold)
+    ok = not any(problems)
+
+    def say(*a):
+        print(*a, file=out, flush=True)
+    say()
+    say(f"{'tile':>4} {'ppm':>7} {'period fs':>10} {'cycles':>7} {'writes':>6}  "
+        f"{'HAC error':>15} {'rx buffer':>9} {'elastic':>7} {'stalled':>7}  predicted == observed")
+    tiles = []
+    for i, obs in enumerate(res["tiles"]):
+        err = "(root)" if i == 0 else f"{res['hac_error'][0]:+.2f}..{res['hac_error'][1]:+.2f}"
+        rx, el = res["rx_level"][i][0], res["elastic_level"][i][0]
+        say(f"{i:>4} {res['ppm'][i]:>+7g} {period_fs(res['ppm'][i]):>10} {obs['cycles']:>7} "
+            f"{len(obs['events']):>6}  {err:>15} {f'{rx[0]}..{rx[1]}':>9} {f'{el[0]}..{el[1]}':>7} "
+            f"{obs['c2c']['stalled_cycles']:>7}  {'yes' if not problems[i] else 'NO'}")
+        for p in problems[i][:8]:
+            say(f"      {p}")
+        tiles.append({"tile": i, "ppm": res["ppm"][i], "period_fs": period_fs(res["ppm"][i]), "cycles": obs["cycles"],
+                      "predicted_cycles": sched.predicted_cycles(i), "writes": len(obs["events"]),
+                      "rx_level": list(rx), "elastic_level": list(el), "stalled_cycles": obs["c2c"]["stalled_cycles"],
+                      "as_predicted": not problems[i], "problems": problems[i]})
+    skew_budget = c2c.HAC_ERROR_MAX + c2c.drift(cfg, c2c.deskew_interval(cfg)) + 1
+    say(f"\nHAC error (child - root, at one simulation instant, {res['samples']} samples): "
+        f"{res['hac_error'][0]:+.3f}..{res['hac_error'][1]:+.3f} cycles "
+        f"(budget +-{c2c.HAC_ERROR_MAX}); measured link latency {res['tiles'][1]['c2c']['latency']} cycles")
+    say(f"program skew (SAC child - SAC root while both run): {res['sac_skew'][0]:+.2f}..{res['sac_skew'][1]:+.2f}"
+        f" cycles (budget in the SEND-to-RECV distance: {skew_budget})")
+    if plot:
+        plot_run(res, plot, f"Tiles at {ppm[0]:+g} and {ppm[1]:+g} ppm, link latency {latency}, "
+                            f"{len(sched.transfers)} vectors")
+        say(f"picture of the run: {plot}")
+    within = abs(res["hac_error"][0]) <= c2c.HAC_ERROR_MAX and abs(res["hac_error"][1]) <= c2c.HAC_ERROR_MAX
+    passed = ok and within
+    if passed:
+        say(f"\nPASS: both tiles on {sim} wrote every vector at its predicted SAC cycle, "
+            "identical to the golden model, no link fault")
+    else:
+        say("\nFAIL")
+    return {"passed": passed, "simulator": sim, "ppm": list(ppm), "latency": latency,
+            "measured_latency": res["tiles"][1]["c2c"]["latency"], "vectors": len(sched.transfers),
+            "min_distance": c2c.min_distance(cfg), "deskew_interval": c2c.deskew_interval(cfg),
+            "hac_error": [round(v, 3) for v in res["hac_error"]], "hac_error_max": c2c.HAC_ERROR_MAX,
+            "sac_skew": [round(v, 3) for v in res["sac_skew"]], "skew_budget": skew_budget,
+            "samples": res["samples"], "tiles": tiles, "plot": str(plot) if plot else None,
+            "build_dir": str(system.build_dir)}
+
+
 def main(argv=None) -> int:
+    from firmware_gen.config import ConfigError
+
     ap = argparse.ArgumentParser(prog="python -m sim.demo_c2c", description=__doc__.splitlines()[0])
     ap.add_argument("--sim", default="verilator", choices=("verilator", "icarus"))
     ap.add_argument("--ppm", type=float, nargs=2, default=(350.0, -620.0), metavar=("TILE0", "TILE1"),
@@ -268,62 +357,13 @@ def main(argv=None) -> int:
         figures(args.figures, args.sim)
         print(f"wrote {args.figures}/c2c-timing.png and {args.figures}/c2c-drift.png")
         return 0
-
-    from .runner import SystemSim, period_fs, system_run
-
-    cfg = c2c_config()
-    if args.latency is None:
-        args.latency = cfg.link_latency_max
-    bad = [p for p in args.ppm if abs(p) > cfg.max_ppm]
-    if bad and not args.beyond_spec:
-        print(f"error: a clock offset of {bad[0]:+g} ppm is beyond the configuration's tolerance of "
-              f"+-{cfg.max_ppm} ppm (--beyond-spec runs it anyway and shows the faults it raises)", file=sys.stderr)
+    try:
+        report = run_c2c(args.sim, tuple(args.ppm), args.latency, args.vectors, args.spread, args.seed, args.plot,
+                         args.beyond_spec)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
-    if not cfg.link_latency_min <= args.latency <= cfg.link_latency_max:
-        print(f"error: link latency {args.latency} is outside the declared range "
-              f"{cfg.link_latency_min}..{cfg.link_latency_max}", file=sys.stderr)
-        return 2
-    sched = exchange(cfg, 2, args.vectors, args.spread, args.seed)
-    programs = sched.programs()
-    gold = archmodel.run_system(programs, sched.topo.peer)
-    print(f"two tiny tiles, one link of latency {args.latency}; {len(sched.transfers)} vectors; "
-          f"SEND-to-RECV distance {c2c.min_distance(cfg)}, RUNTIME_DESKEW every {c2c.deskew_interval(cfg)} "
-          f"cycles (slack {c2c.deskew_slack(cfg)})", file=sys.stderr)
-    t = time.perf_counter()
-    system = SystemSim(cfg, 2, args.latency, args.sim)
-    print(f"built on {args.sim} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
-    run = system_run(programs, list(args.ppm), name="demo", seed=args.seed, sample_every=4,
-                     record=100_000 if args.plot else 0)
-    res = system.run([run])[0]
-    problems = check_tiles(res, sched, gold)
-    ok = not any(problems)
-    print()
-    print(f"{'tile':>4} {'ppm':>7} {'period fs':>10} {'cycles':>7} {'writes':>6}  "
-          f"{'HAC error':>15} {'rx buffer':>9} {'elastic':>7} {'stalled':>7}  predicted == observed")
-    for i, obs in enumerate(res["tiles"]):
-        err = "(root)" if i == 0 else f"{res['hac_error'][0]:+.2f}..{res['hac_error'][1]:+.2f}"
-        rx, el = res["rx_level"][i][0], res["elastic_level"][i][0]
-        print(f"{i:>4} {res['ppm'][i]:>+7g} {period_fs(res['ppm'][i]):>10} {obs['cycles']:>7} "
-              f"{len(obs['events']):>6}  {err:>15} {f'{rx[0]}..{rx[1]}':>9} {f'{el[0]}..{el[1]}':>7} "
-              f"{obs['c2c']['stalled_cycles']:>7}  {'yes' if not problems[i] else 'NO'}")
-        for p in problems[i][:8]:
-            print(f"      {p}")
-    print(f"\nHAC error (child - root, at one simulation instant, {res['samples']} samples): "
-          f"{res['hac_error'][0]:+.3f}..{res['hac_error'][1]:+.3f} cycles "
-          f"(budget +-{c2c.HAC_ERROR_MAX}); measured link latency {res['tiles'][1]['c2c']['latency']} cycles")
-    print(f"program skew (SAC child - SAC root while both run): {res['sac_skew'][0]:+.2f}..{res['sac_skew'][1]:+.2f}"
-          f" cycles (budget in the SEND-to-RECV distance: {c2c.HAC_ERROR_MAX + c2c.drift(cfg, c2c.deskew_interval(cfg)) + 1})")
-    if args.plot:
-        plot_run(res, args.plot, f"Tiles at {args.ppm[0]:+g} and {args.ppm[1]:+g} ppm, link latency "
-                                  f"{args.latency}, {len(sched.transfers)} vectors")
-        print(f"timing diagram: {args.plot}")
-    within = abs(res["hac_error"][0]) <= c2c.HAC_ERROR_MAX and abs(res["hac_error"][1]) <= c2c.HAC_ERROR_MAX
-    if ok and within:
-        print(f"\nPASS: both tiles on {args.sim} wrote every vector at its predicted SAC cycle, "
-              "identical to the golden model, no link fault")
-        return 0
-    print("\nFAIL")
-    return 1
+    return 0 if report["passed"] else 1
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ Compiles the FFN for the tray (``firmware_gen/tray.py``), gives every tile a ran
 offset within the specification (``max_ppm``), a random phase and every link a random wire
 latency within the declared range, runs all tiles, and checks every tile's MEM writes
 (its share of y, bit-exact) and cycle count against the compiler's prediction and the
-multi-tile golden model.
+multi-tile golden model.  :func:`compile_tray` and :func:`run_tray_on_rtl` are shared
+with ``lpu tray`` (``sim/cli.py``).
 """
 
 from __future__ import annotations
@@ -17,18 +18,164 @@ import dataclasses
 import random
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from firmware_gen import ConfigError, TileConfig, archmodel
 from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
-from firmware_gen.hostmap import LINK_FAULTS
+from firmware_gen.hostmap import LINK_FAULTS, Status
 from firmware_gen.numerics import NumericsError, ffn_int
 from firmware_gen.system import TILE_COUNTS, Topology
-from firmware_gen.tray import compile_ffn_tray, tray_config, tray_output
+from firmware_gen.tray import TrayManifest, compile_ffn_tray, tray_config, tray_output
 
 from .runner import SIMULATORS, SimSetupError, SystemSim, observed_events, system_run
 from .scoreboard import check_run
+
+PRESETS = ("tiny", "default")
+
+
+@dataclass
+class CompiledTray:
+    """An FFN compiled for a tray, with what a run on the RTL needs."""
+    kind: str
+    H: int
+    I: int
+    batch: int
+    tiles: int
+    preset: str
+    seed: int
+    base: TileConfig          # the tile as configured
+    cfg: TileConfig           # with the tray's links
+    topo: Topology
+    spec: object              # numerics.FfnSpec
+    x: np.ndarray             # int8 input, (batch, H)
+    programs: list
+    manifest: TrayManifest
+    single: int | None        # predicted cycles of the same FFN on one tile (None: it does not fit)
+
+    @property
+    def y_int8(self) -> np.ndarray:
+        """The reference output: the integer FFN (``numerics.ffn_int``)."""
+        return ffn_int(self.spec, self.x)
+
+    def clocks(self) -> tuple[dict, list]:
+        """``(latency per link pair, ppm per tile)``: random within the specification, from
+        the seed (so a run is repeatable)."""
+        rng = random.Random(self.seed)
+        lat = {p: rng.randint(self.cfg.link_latency_min, self.cfg.link_latency_max) for p in self.topo.pairs}
+        ppm = [rng.uniform(-self.cfg.max_ppm, self.cfg.max_ppm) for _ in range(self.tiles)]
+        return lat, ppm
+
+    def describe(self) -> list[str]:
+        """Two lines: the tray, and the FFN with its traffic."""
+        cfg, man = self.cfg, self.manifest
+        return [f"tray: {self.tiles} {self.preset} tiles of {cfg.lanes} lanes, all-to-all ({len(self.topo.pairs)} "
+                f"link{'s' if len(self.topo.pairs) > 1 else ''}), spec +-{cfg.max_ppm} ppm, wire latency {cfg.link_latency_min}..{cfg.link_latency_max} cycles",
+                f"FFN: {self.kind}, H={self.H}, I={self.I}, "
+                f"{'decode' if self.batch == 1 else f'batch {self.batch}'}; {man.transfers} h vectors over links, "
+                f"SEND-to-RECV distance {man.min_distance} cycles"]
+
+    def summary(self) -> dict:
+        """The compilation as JSON-able data."""
+        man = self.manifest
+        return {"tiles": self.tiles, "kind": self.kind, "H": self.H, "I": self.I, "batch": self.batch,
+                "config": self.preset, "seed": self.seed, "links": len(self.topo.pairs),
+                "predicted_cycles": man.cycles, "per_tile_predicted_cycles": [m.cycles for m in man.tile],
+                "transfers": man.transfers, "min_distance": man.min_distance, "c2c_share": round(man.c2c_share, 4),
+                "single_tile_cycles": self.single,
+                "speedup": round(self.single / man.cycles, 3) if self.single else None}
+
+
+def tray_tile_config(preset: str) -> TileConfig:
+    """The tile preset a tray uses (the tiny tile with 512-instruction queues, deep enough
+    for the tray's programs)."""
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown tile preset {preset!r} for a tray; choose one of {', '.join(PRESETS)}")
+    cfg = TileConfig.preset(preset)
+    return dataclasses.replace(cfg, iq_depth=512) if preset == "tiny" else cfg
+
+
+def compile_tray(kind: str = "swiglu", H: int = 32, I: int = 64, tiles: int = 8, preset: str = "tiny",
+                 seed: int = 1, batch: int = 1) -> CompiledTray:
+    """Compile a random FFN (``compile_ffn.example_ffn``, from ``seed``) for a tray of
+    ``tiles``; also the single tile's predicted cycles for the speed-up, when it fits one."""
+    base = tray_tile_config(preset)
+    cfg = tray_config(base, tiles)
+    topo = Topology(tiles)
+    ex = example_ffn(kind, H, I, batch, seed=seed)
+    programs, man = compile_ffn_tray(ex.spec, ex.x_int8, cfg, tiles)
+    try:
+        single = compile_ffn(ex.spec, ex.x_int8, base)[1].cycles
+    except CompileError:
+        single = None
+    x = np.atleast_2d(np.asarray(ex.x_int8))
+    return CompiledTray(kind, H, I, batch, tiles, preset, seed, base, cfg, topo, ex.spec, x, programs, man, single)
+
+
+def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out=None) -> dict:
+    """Run a compiled tray on the RTL (``hdl/system.py``: every tile on its own clock, random
+    ppm, phases and wire latencies from the seed, ``CompiledTray.clocks``) and check it.
+
+    Per tile, against the multi-tile golden model (``archmodel.run_system``) and the
+    compiler's manifest: every MEM write (cycle, slice, address, value) and the cycle count
+    (``scoreboard.check_run``), and no link fault in STATUS; y gathered from every tile's
+    writes against the integer FFN, bit-exact.  Prints the table on ``out`` (default
+    stdout) and returns the report as a dict whose ``passed`` is the verdict.
+    ``progress``: see ``TileSim.run`` (one job: the whole tray)."""
+    out = out or sys.stdout
+    cfg, man, tiles = ct.cfg, ct.manifest, ct.tiles
+
+    def say(*a):
+        print(*a, file=out, flush=True)
+
+    gold = archmodel.run_system(ct.programs, ct.topo.peer, man.min_distance)
+    lat, ppm = ct.clocks()
+    for line in ct.describe():
+        say(line)
+    t0 = time.perf_counter()
+    say(f"building the tray for {sim} ...")
+    tray = SystemSim(cfg, tiles, lat, sim)
+    say(f"  built in {time.perf_counter() - t0:.1f} s ({tray.build_dir})")
+    res = tray.run([system_run(ct.programs, ppm, name="tray", seed=ct.seed)], name="demo-tray",
+                   progress=progress)[0]
+
+    say(f"\n{'tile':>4} {'ppm':>9} {'cycles':>7} {'predicted':>9} {'writes':>6}  {'link faults':<12} "
+        "writes and cycles as predicted")
+    rows, memories = [], []
+    for t, obs in enumerate(res["tiles"]):
+        problems = check_run(obs, gold[t], man.tile[t].writes, man.tile[t].cycles)
+        faults = [f.name for f in Status if f & LINK_FAULTS & obs["status"]]
+        mem = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
+        for _, s, a, d in observed_events(obs):
+            mem[s][a] = d
+        memories.append(mem)
+        writes_ok = observed_events(obs) == [(w.cycle, w.slice, w.addr, w.data) for w in man.tile[t].writes]
+        rows.append({"tile": t, "ppm": round(ppm[t], 3), "cycles": obs["cycles"],
+                     "predicted_cycles": man.tile[t].cycles, "golden_model_cycles": gold[t].cycles,
+                     "writes": len(obs["events"]), "predicted_writes": len(man.tile[t].writes),
+                     "writes_as_predicted": writes_ok, "link_faults": faults, "problems": problems,
+                     "passed": writes_ok and not problems and not faults})
+        say(f"{t:>4} {ppm[t]:>+9.1f} {obs['cycles']:>7} {man.tile[t].cycles:>9} {len(obs['events']):>6}  "
+            f"{', '.join(faults) or 'none':<12} "
+            f"{'yes' if rows[-1]['passed'] else 'NO: ' + (problems or ['link faults'])[0]}")
+    y = tray_output(man, memories, cfg.lanes, ct.H)
+    exact = bool(np.array_equal(y, ct.y_int8.reshape(y.shape)))
+    cycles = max(o["cycles"] for o in res["tiles"])
+    lo, hi = res["hac_error"]
+    say(f"\ncycles (SAC, last tile): {cycles}"
+        + (f"; one tile: {ct.single} ({ct.single / man.cycles:.2f}x)" if ct.single else ""))
+    say(f"HAC error over the run: {lo:+.2f} .. {hi:+.2f} cycles")
+    say(f"bit-exact vs integer FFN: {'PASS' if exact else 'FAIL'}")
+    verdict = all(r["passed"] for r in rows) and exact
+    say(f"\n{'PASS' if verdict else 'FAIL'}: FFN on {tiles} tiles ({sim}), every tile's writes and "
+        f"cycles {'as predicted' if verdict else 'checked (see above)'}")
+    return {"passed": verdict, "simulator": sim, **ct.summary(), "cycles": cycles,
+            "latency": {f"{a}-{b}": v for (a, b), v in sorted(lat.items())},
+            "hac_error": [round(lo, 3), round(hi, 3)],
+            "sac_skew": [round(v, 3) for v in res["sac_skew"]] if res.get("sac_skew") else None,
+            "tile": rows, "bit_exact": exact, "y": y.tolist(), "run_seconds": round(res["wall_run_s"], 3),
+            "build_dir": str(tray.build_dir)}
 
 
 def main(argv=None) -> int:
@@ -38,64 +185,17 @@ def main(argv=None) -> int:
     ap.add_argument("--H", type=int, default=32, help="model width H (default: 32)")
     ap.add_argument("--I", type=int, default=64, help="intermediate width I (default: 64)")
     ap.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default: verilator)")
-    ap.add_argument("--config", choices=("tiny", "default"), default="tiny",
+    ap.add_argument("--config", choices=PRESETS, default="tiny",
                     help="tile preset (default: tiny, so that eight tiles build in minutes)")
     ap.add_argument("--seed", type=int, default=1, help="seed for weights, clocks and latencies (default: 1)")
     args = ap.parse_args(argv)
     try:
-        base = dataclasses.replace(TileConfig.preset(args.config), iq_depth=512) \
-            if args.config == "tiny" else TileConfig.preset(args.config)
-        cfg = tray_config(base, args.tiles)
-        topo = Topology(args.tiles)
-        ex = example_ffn(args.kind, args.H, args.I, 1, seed=args.seed)
-        programs, man = compile_ffn_tray(ex.spec, ex.x_int8, cfg, args.tiles)
-        try:
-            _, one = compile_ffn(ex.spec, ex.x_int8, base)
-            single = one.cycles
-        except CompileError:
-            single = None
-        gold = archmodel.run_system(programs, topo.peer, man.min_distance)
-        rng = random.Random(args.seed)
-        lat = {p: rng.randint(cfg.link_latency_min, cfg.link_latency_max) for p in topo.pairs}
-        ppm = [rng.uniform(-cfg.max_ppm, cfg.max_ppm) for _ in range(args.tiles)]
-        print(f"tray: {args.tiles} tiles of {cfg.lanes} lanes, all-to-all ({len(topo.pairs)} links), "
-              f"spec +-{cfg.max_ppm} ppm, wire latency {cfg.link_latency_min}..{cfg.link_latency_max} cycles")
-        print(f"FFN: {args.kind}, H={args.H}, I={args.I}, decode; {man.transfers} h vectors over links, "
-              f"SEND-to-RECV distance {man.min_distance} cycles")
-        t0 = time.perf_counter()
-        print(f"building the tray for {args.sim} ...", flush=True)
-        tray = SystemSim(cfg, args.tiles, lat, args.sim)
-        print(f"  built in {time.perf_counter() - t0:.1f} s")
-        res = tray.run([system_run(programs, ppm, name="tray", seed=args.seed)], name="demo-tray")[0]
+        ct = compile_tray(args.kind, args.H, args.I, args.tiles, args.config, args.seed)
+        report = run_tray_on_rtl(ct, args.sim)
     except (ConfigError, CompileError, NumericsError, SimSetupError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-
-    print(f"\n{'tile':>4} {'ppm':>9} {'cycles':>7} {'predicted':>9} {'writes':>6}  predicted == observed")
-    ok = True
-    memories = []
-    for t, obs in enumerate(res["tiles"]):
-        problems = check_run(obs, gold[t], man.tile[t].writes, man.tile[t].cycles)
-        if obs["status"] & LINK_FAULTS:
-            problems.append(f"link fault flags {obs['status']:#x}")
-        ok &= not problems
-        mem = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
-        for _, s, a, d in observed_events(obs):
-            mem[s][a] = d
-        memories.append(mem)
-        print(f"{t:>4} {ppm[t]:>+9.1f} {obs['cycles']:>7} {man.tile[t].cycles:>9} {len(obs['events']):>6}  "
-              f"{'yes' if not problems else 'NO: ' + problems[0]}")
-    y = tray_output(man, memories, cfg.lanes, args.H)
-    exact = bool(np.array_equal(y, ffn_int(ex.spec, ex.x_int8)))
-    lo, hi = res["hac_error"]
-    print(f"\ncycles (SAC, last tile): {max(o['cycles'] for o in res['tiles'])}"
-          + (f"; one tile: {single} ({single / man.cycles:.2f}x)" if single else ""))
-    print(f"HAC error over the run: {lo:+.2f} .. {hi:+.2f} cycles")
-    print(f"bit-exact vs integer FFN: {'PASS' if exact else 'FAIL'}")
-    verdict = ok and exact
-    print(f"\n{'PASS' if verdict else 'FAIL'}: FFN on {args.tiles} tiles ({args.sim}), every tile's writes and "
-          f"cycles {'as predicted' if verdict else 'checked (see above)'}")
-    return 0 if verdict else 1
+    return 0 if report["passed"] else 1
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """Progress of a simulation that runs in a cocotb subprocess, read from its log.
 
-``TileSim.run(jobs, progress=callback)`` tails the simulator's ``sim.log`` while it runs.
-The testbench (``sim/tb_tile.py``) logs one line per finished job
-(``job NAME: N cycles, M events``); :class:`LogWatcher` turns each into a ``"job"``
-event and sends a ``"tick"`` event every few seconds in between, so a long run is never
-silent.  :class:`ProgressPrinter` is the callback the command line uses.
+``TileSim.run(jobs, progress=callback)`` (and ``SystemSim.run``) tails the simulator's
+``sim.log`` while it runs.  The testbenches (``sim/tb_tile.py``, ``sim/tb_system.py``) log
+two lines per job: ``job NAME: loaded, running`` once its programs and memories are
+loaded over the host bus and the run starts, and ``job NAME: N cycles, M events`` when it
+has finished.  :class:`LogWatcher` turns them into ``"loaded"`` and ``"job"`` events and
+sends a ``"tick"`` event every few seconds in between, so a long run is never silent.
+:class:`ProgressPrinter` is the callback the command line uses.
 """
 
 from __future__ import annotations
@@ -16,15 +18,21 @@ import time
 from pathlib import Path
 
 JOB_LINE = re.compile(r"job (?P<name>.*): (?P<cycles>\d+) cycles, (?P<events>\d+) events\s*$")
+LOADED_LINE = re.compile(r"job (?P<name>.*): loaded, running\s*$")
 
 
 class LogWatcher:
-    """Poll a growing log file in a thread; call ``callback(event: dict)`` for each job
-    line and every ``tick_s`` seconds (3x and 6x that after one and five minutes).  Events:
+    """Poll a growing log file in a thread; call ``callback(event: dict)`` for each job's
+    lines and every ``tick_s`` seconds (3x and 6x that after one and five minutes).  Events:
 
-    * ``{"event": "job", "index": i, "total": n, "name", "cycles", "events", "seconds", "elapsed"}``
-      (``index`` counts from 1; ``seconds`` since the previous job finished, loading included)
-    * ``{"event": "tick", "done": i, "total": n, "elapsed"}``
+    * ``{"event": "loaded", "index": i, "total": n, "name", "seconds", "elapsed"}``: job i
+      (counting from 1) is loaded and runs; ``seconds`` since the previous job finished
+      (or since the watch began, simulator start-up included, for the first)
+    * ``{"event": "job", "index": i, "total": n, "name", "cycles", "events", "seconds",
+      "run_seconds", "elapsed"}``: job i finished; ``seconds`` since the previous job
+      finished (loading included), ``run_seconds`` since it was loaded (None if the log
+      had no ``loaded`` line)
+    * ``{"event": "tick", "done": i, "total": n, "phase": "loading" | "running", "elapsed"}``
     """
 
     def __init__(self, log: Path, total: int, callback, tick_s: float = 10.0, poll_s: float = 0.2):
@@ -32,6 +40,7 @@ class LogWatcher:
         self.tick_s, self.poll_s = tick_s, poll_s
         self.done = 0
         self._t0 = self._last = self._last_tick = time.perf_counter()
+        self._loaded = None            # when the running job was loaded
         self._pos, self._partial = 0, ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="lpu-progress", daemon=True)
@@ -48,14 +57,23 @@ class LogWatcher:
         lines = (self._partial + chunk).split("\n")
         self._partial = lines.pop()
         for line in lines:
+            now = time.perf_counter()
             m = JOB_LINE.search(line)
             if m:
-                now = time.perf_counter()
                 self.done += 1
+                run_s = None if self._loaded is None else now - self._loaded
                 self._emit({"event": "job", "index": self.done, "total": self.total, "name": m["name"],
                             "cycles": int(m["cycles"]), "events": int(m["events"]),
-                            "seconds": now - self._last, "elapsed": now - self._t0})
+                            "seconds": now - self._last, "run_seconds": run_s, "elapsed": now - self._t0})
                 self._last = self._last_tick = now
+                self._loaded = None
+                continue
+            m = LOADED_LINE.search(line)
+            if m:
+                self._loaded = now
+                self._emit({"event": "loaded", "index": self.done + 1, "total": self.total, "name": m["name"],
+                            "seconds": now - self._last, "elapsed": now - self._t0})
+                self._last_tick = now
 
     def _emit(self, event):
         try:
@@ -71,7 +89,8 @@ class LogWatcher:
             every = self.tick_s * (1 if now - self._t0 < 60 else 3 if now - self._t0 < 300 else 6)
             if now - self._last_tick >= every:
                 self._last_tick = now
-                self._emit({"event": "tick", "done": self.done, "total": self.total, "elapsed": now - self._t0})
+                self._emit({"event": "tick", "done": self.done, "total": self.total,
+                            "phase": "loading" if self._loaded is None else "running", "elapsed": now - self._t0})
 
     def stop(self):
         self._stop.set()
@@ -80,23 +99,35 @@ class LogWatcher:
 
 
 class ProgressPrinter:
-    """Print progress lines (to stderr by default): one per finished job, and a
-    heartbeat while a job runs.  ``expected`` lists each job's predicted cycles."""
+    """Print progress lines (to stderr by default): one when a job is loaded and starts
+    running, one when it is done, and a heartbeat in between.  ``expected`` lists each
+    job's predicted cycles."""
 
     def __init__(self, sim: str, stream=None, expected: list | None = None):
         self.sim, self.stream = sim, stream or sys.stderr
         self.expected = list(expected or [])
 
+    def _predicted(self, index: int) -> str:
+        """`` (predicted N cycles)`` for job ``index`` (from 0), if known."""
+        return f" (predicted {self.expected[index]:,} cycles)" if 0 <= index < len(self.expected) else ""
+
     def __call__(self, ev: dict):
-        if ev["event"] == "job":
+        if ev["event"] == "loaded":
+            msg = (f"[{self.sim}] job {ev['index']}/{ev['total']} loaded in {ev['seconds']:.1f} s, running"
+                   + self._predicted(ev["index"] - 1))
+        elif ev["event"] == "job":
             msg = (f"[{self.sim}] job {ev['index']}/{ev['total']} done: {ev['name'] or '-'}, "
                    f"{ev['cycles']:,} cycles, {ev['events']:,} writes traced, {ev['seconds']:.1f} s")
-            if ev["cycles"] >= 1000 and ev["seconds"] > 0:   # below that, start-up and loading dominate
+            run_s = ev.get("run_seconds")
+            if run_s is not None:
+                msg += f" (run and read-back {run_s:.1f} s"
+                msg += f", {ev['cycles'] / run_s:,.0f} cycles/s)" if ev["cycles"] >= 1000 and run_s > 0 else ")"
+            elif ev["cycles"] >= 1000 and ev["seconds"] > 0:   # below that, start-up and loading dominate
                 msg += f" ({ev['cycles'] / ev['seconds']:,.0f} cycles/s with loading)"
         elif ev["done"] < ev["total"]:
-            msg = f"[{self.sim}] simulating job {ev['done'] + 1}/{ev['total']}, {ev['elapsed']:.0f} s elapsed"
-            if ev["done"] < len(self.expected):
-                msg += f" (predicted {self.expected[ev['done']]:,} cycles)"
+            verb = "running" if ev.get("phase") == "running" else "loading"
+            msg = f"[{self.sim}] {verb} job {ev['done'] + 1}/{ev['total']}, {ev['elapsed']:.0f} s elapsed"
+            msg += self._predicted(ev["done"])
         else:
             msg = f"[{self.sim}] all {ev['total']} job(s) done, finishing, {ev['elapsed']:.0f} s elapsed"
         print(msg, file=self.stream, flush=True)

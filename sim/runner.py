@@ -239,13 +239,17 @@ class SystemSim:
         self.runner = _build(System(cfg, tiles, self.latency), self.toplevel, self.build_dir, sim,
                              self.waves, SYSTEM_TIMESCALE, SYSTEM_MAKE_FLAGS)
 
-    def run(self, runs: list[dict], name: str = "system") -> list[dict]:
+    def run(self, runs: list[dict], name: str = "system", progress=None) -> list[dict]:
         """Run ``runs`` (see ``system_run()``) in one simulator invocation (each run restarts
         the clocks, resets and reloads every tile); returns one observation per run
-        (``sim/tb_system.py``)."""
+        (``sim/tb_system.py``).  ``progress``: as for ``TileSim.run``, one job per run."""
         spec = {"config": self.cfg.to_dict(), "tiles": self.tiles,
                 "latency": [[list(p), v] for p, v in sorted(self.latency.items())], "runs": runs}
-        out, self.last_work = _run(self, "sim.tb_system", spec, name, SYSTEM_TIMESCALE)
+        watch = None
+        if progress is not None:
+            from .progress import LogWatcher
+            watch = lambda log: LogWatcher(log, len(runs), progress)   # noqa: E731
+        out, self.last_work = _run(self, "sim.tb_system", spec, name, SYSTEM_TIMESCALE, watch)
         return out
 
 

@@ -254,6 +254,7 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
                   for x in run["inject"]]
 
     # ---- start all tiles on one HAC cycle ---------------------------------------------
+    log.info("job %s: loaded, running", run["name"])     # progress (sim/progress.py): loaded and locked
     hac0 = await drivers[0].read_csr(Csr.HAC)
     start_hac = (hac0 + run["start_epochs"] * cfg.epoch) & 0xFFFFFFFF
     await _all(d.arm_start_at(start_hac) for d in drivers)
@@ -285,6 +286,8 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
         tiles.append({"name": run["jobs"][i].get("name", ""), "cycles": status["cycles"], **status,
                       "events": events, "read_back": {}, "c2c": c2c})
     summ = sampler.summary()
+    log.info("job %s: %d cycles, %d events", run["name"], max(t["cycles"] for t in tiles),
+             sum(len(t["events"]) for t in tiles))       # progress: the last tile's cycles, every tile's writes
     log.info("run %s: ppm %s, cycles %s, HAC error %.3f..%.3f, %.1f s", run["name"], run["ppm"],
              [t["cycles"] for t in tiles], summ["hac_error"][0], summ["hac_error"][1], wall)
     return {"name": run["name"], "ppm": run["ppm"], "period_fs": run["period_fs"], "phase_fs": run["phase_fs"],

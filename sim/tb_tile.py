@@ -48,6 +48,7 @@ async def run_jobs(dut):
         if "vxm_params" in job or "table" in job:
             await drv.load_vxm(job.get("vxm_params"), job.get("table"))
         await drv.load_program(job["images"])
+        dut._log.info("job %s: loaded, running", job.get("name", ""))    # progress: loading done
         cycles, wall = await drv.run(job.get("timeout_cycles", 1_000_000))
         status = await drv.read_status()
         events = await drv.read_trace() if cfg.trace_depth else []

@@ -1,6 +1,8 @@
-"""The `lpu` command line end to end (compile, sim, show, bench, synth's argument checks),
-its schedule pictures and the GTKWave view written with waveforms."""
+"""The `lpu` command line end to end (compile, sim, show, tray, c2c, bench, synth's argument
+checks), its schedule and tray pictures, progress from the testbench's log and the GTKWave
+view written with waveforms."""
 
+import io
 import json
 import shutil
 import subprocess
@@ -13,12 +15,18 @@ import numpy as np
 import pytest
 
 from firmware_gen import TileConfig
-from firmware_gen.chart import schedule_chart, stream_occupancy
+from firmware_gen import archmodel
+from firmware_gen.chart import schedule_chart, stream_occupancy, tray_chart, tray_transfers
+from firmware_gen.compile_ffn import example_ffn
 from firmware_gen.isa import EAST, Op
 from firmware_gen.program import Program
 from sim import cli
 from sim.compiled import CompiledFfn
-from sim.progress import LogWatcher
+from firmware_gen.numerics import ffn_int
+from firmware_gen.system import Topology
+from firmware_gen.tray import compile_ffn_tray, tray_config
+from sim.demo_tray import tray_tile_config
+from sim.progress import LogWatcher, ProgressPrinter
 
 from .conftest import SIMS
 
@@ -47,6 +55,8 @@ def compiled(tmp_path_factory):
     ("show", ["--chart", "--window", "occupancy"]),
     ("bench", ["--sims", "--sweep", "--json"]),
     ("synth", ["--board", "ulx3s-85f", "--config"]),
+    ("tray", ["--tiles", "--chart", "--no-run", "--sim", "SAC", "SENDM", "Exit status"]),
+    ("c2c", ["--ppm", "--latency", "--plot", "HAC error", "--beyond-spec", "Exit status"]),
 ])
 def test_every_subcommand_has_a_complete_help(capsys, sub, words):
     with pytest.raises(SystemExit) as e:
@@ -71,6 +81,13 @@ def test_every_subcommand_has_a_complete_help(capsys, sub, words):
     (["synth", "--board", "ulx3s-99f"], "invalid choice: 'ulx3s-99f'"),
     (["synth", "--baud", "fast"], "--baud: must be a positive integer"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["tray", "--tiles", "3"], "argument --tiles: a tray has 2, 4 or 8 tiles (all-to-all links), got '3'"),
+    (["tray", "--no-run", "--chart", "tray.pdf"], "cannot write a picture as '.pdf'"),
+    (["tray", "--no-run", "--window", "0:50"], "--window limits the picture: give --chart FILE"),
+    (["tray", "--no-run", "--H", "64", "--I", "128"], "the FFN is too large for a tray of 8 tiles"),
+    (["c2c", "--ppm", "2000", "0"], "+2000 ppm is beyond the configuration's tolerance"),
+    (["c2c", "--latency", "99"], "link latency 99 is outside the declared range"),
+    (["c2c", "--plot", "run.jpg"], "cannot write a picture as '.jpg'"),
 ])
 def test_bad_arguments_give_one_clear_line_and_exit_2(capsys, tmp_path, monkeypatch, argv, names):
     monkeypatch.chdir(tmp_path)
@@ -216,7 +233,8 @@ def test_sim_passes_on_a_compiled_directory(capsys, compiled):
     assert code == 0 and r["passed"], r
     assert r["cycles"] == r["predicted_cycles"] == r["golden_model_cycles"]
     assert r["bit_exact"] and r["writes_as_predicted"] and r["error_vs_float"]["cosine"] > 0.99
-    assert f"[{sim}] job 1/1 done" in err                   # progress from the testbench's log
+    assert f"[{sim}] job 1/1 loaded in" in err              # progress from the testbench's log
+    assert f"[{sim}] job 1/1 done" in err
     assert "PASS: FFN on" in err                            # the table goes to stderr with --json
 
 
@@ -271,6 +289,124 @@ def test_progress_events_from_the_log(tmp_path):
     assert [(e["index"], e["name"], e["cycles"], e["events"]) for e in jobs] == [(1, "ffn: a", 41, 2),
                                                                                  (2, "second", 1234, 0)]
     assert any(e["event"] == "tick" for e in seen)
+
+
+def test_progress_loaded_event(tmp_path):
+    """The testbench's "loaded, running" line becomes a "loaded" event (and the heartbeat
+    says which phase a job is in); the job lines still count jobs."""
+    log = tmp_path / "sim.log"
+    log.write_text("")
+    seen = []
+    w = LogWatcher(log, 2, seen.append, tick_s=0.05, poll_s=0.02)
+    with open(log, "a") as f:
+        f.write("  100.00ns INFO     cocotb.lpu_tile   job first: loaded, running\n")
+        f.flush()
+        time.sleep(0.2)
+        f.write("  5795.00ns INFO     cocotb.lpu_tile   job first: 41 cycles, 2 events\n")
+        f.write("  6000.00ns INFO     cocotb.lpu_tile   job second: loa")
+        f.flush()
+        time.sleep(0.1)
+        f.write("ded, running\n  9000.00ns INFO     cocotb.lpu_tile   job second: 1234 cycles, 0 events\n")
+    w.stop()
+    kinds = [(e["event"], e.get("index"), e.get("name")) for e in seen if e["event"] != "tick"]
+    assert kinds == [("loaded", 1, "first"), ("job", 1, "first"), ("loaded", 2, "second"), ("job", 2, "second")]
+    jobs = [e for e in seen if e["event"] == "job"]
+    assert all(e["run_seconds"] is not None and 0 <= e["run_seconds"] <= e["seconds"] for e in jobs)
+    ticks = [e for e in seen if e["event"] == "tick"]
+    assert ticks and {t["phase"] for t in ticks} <= {"loading", "running"}
+    assert any(t["phase"] == "running" and t["done"] == 0 for t in ticks)   # between job 1's two lines
+
+    out = io.StringIO()
+    show = ProgressPrinter("icarus", stream=out, expected=[41, 1234])
+    for ev in [e for e in seen if e["event"] != "tick"] + [{"event": "tick", "done": 0, "total": 2,
+                                                           "phase": "running", "elapsed": 3.0}]:
+        show(ev)
+    text = out.getvalue()
+    assert "[icarus] job 1/2 loaded in " in text and "s, running (predicted 41 cycles)" in text
+    assert "[icarus] job 2/2 done: second, 1,234 cycles, 0 writes traced" in text
+    assert "[icarus] running job 1/2, 3 s elapsed (predicted 41 cycles)" in text
+
+
+# ---- tray and c2c -----------------------------------------------------------------------------
+def _tray(tiles, preset="tiny", kind="swiglu", H=32, I=64, seed=1):
+    """The tray the command compiles for these options, compiled here from the compiler itself."""
+    ex = example_ffn(kind, H, I, 1, seed=seed)
+    programs, man = compile_ffn_tray(ex.spec, ex.x_int8, tray_config(tray_tile_config(preset), tiles), tiles)
+    return ex, programs, man
+
+
+def test_tray_transfers_pair_every_send_with_its_recv():
+    ex, programs, man = _tray(4, H=16, I=32)
+    xs = tray_transfers(programs)
+    assert len(xs) == man.transfers > 0
+    assert all(x.recv - x.send >= man.min_distance for x in xs)
+    topo = Topology(4)
+    for x in xs:
+        assert topo.peer(x.src, x.link) == (x.dst, x.dst_link)
+        assert x.src_slice == programs[x.src].config.link_slice(x.link)
+    # The sends are the golden model's, link by link.
+    gold = archmodel.run_system(programs, topo.peer, man.min_distance)
+    for t in range(4):
+        assert sorted((v.sent, v.link) for v in gold[t].sent) == sorted((x.send, x.link) for x in xs if x.src == t)
+
+
+def test_tray_no_run_draws_the_timeline(capsys, tmp_path):
+    chart = tmp_path / "tray.svg"
+    code, text, err = run(capsys, "tray", "--no-run", "--chart", chart, "--json")
+    assert code == 0, err
+    r = json.loads(text)
+    _, programs, man = _tray(8)
+    assert not r["ran"] and r["tiles"] == 8 and r["chart"] == str(chart)
+    assert r["per_tile_predicted_cycles"] == [m.cycles for m in man.tile]
+    assert r["transfers"] == man.transfers == sum(t["vectors_sent"] for t in r["per_tile"])
+    assert chart.stat().st_size > 0
+    root = ET.parse(chart).getroot()
+    words = " ".join(t.strip() for el in root.iter() for t in [el.text or ""] if t.strip())
+    for w in [f"tile {t}" for t in range(8)] + ["MEM", "MXM", "VXM", "SXM", "C2C", "SENDM", "RECV", "SEND -> RECV"]:
+        assert w in words, w
+    assert "predicted cycles" in err and "vectors sent" in err          # the table goes to stderr with --json
+    # A tile's own schedule picture shows its C2C instructions too.
+    schedule_chart(programs[3], tmp_path / "tile3.svg")
+    assert "SENDM" in (tmp_path / "tile3.svg").read_text()
+
+
+def test_eight_default_tiles_render_in_seconds(tmp_path):
+    t0 = time.perf_counter()
+    _, programs, man = _tray(8, "default", H=128, I=512)
+    for ext in ("svg", "png"):
+        tray_chart(programs, tmp_path / f"tray.{ext}", man)
+    assert time.perf_counter() - t0 < 20
+    assert (tmp_path / "tray.svg").stat().st_size > 0 and (tmp_path / "tray.png").stat().st_size > 0
+
+
+@pytest.mark.sim
+@pytest.mark.skipif("icarus" not in SIMS, reason="the tray's system builds in seconds on Icarus")
+def test_tray_runs_on_two_tiles(capsys, tmp_path):
+    code, text, err = run(capsys, "tray", "--tiles", "2", "--H", "8", "--I", "16", "--sim", "icarus", "--json")
+    r = json.loads(text)
+    ex, programs, man = _tray(2, H=8, I=16)
+    gold = archmodel.run_system(programs, Topology(2).peer, man.min_distance)
+    assert code == 0 and r["ran"] and r["passed"], r
+    assert [t["cycles"] for t in r["tile"]] == [m.cycles for m in man.tile] == [g.cycles for g in gold]
+    assert all(t["writes_as_predicted"] and t["writes"] == len(m.writes) and not t["link_faults"]
+               for t, m in zip(r["tile"], man.tile))
+    assert r["bit_exact"] and r["y"] == ffn_int(ex.spec, ex.x_int8).tolist()
+    assert "[icarus] job 1/1 loaded in" in err and "PASS: FFN on 2 tiles" in err
+
+
+@pytest.mark.sim
+@pytest.mark.skipif("icarus" not in SIMS, reason="the two-tile system builds in seconds on Icarus")
+def test_c2c_runs_and_draws(capsys, tmp_path):
+    from sim.demo_c2c import c2c_config, exchange
+    plot = tmp_path / "run.png"
+    code, text, err = run(capsys, "c2c", "--sim", "icarus", "--vectors", "1", "--spread", "0", "--plot", plot,
+                          "--json", "-q")
+    r = json.loads(text)
+    sched = exchange(c2c_config(), 2, 1, 0, 1)
+    assert code == 0 and r["passed"], r
+    assert [t["cycles"] for t in r["tiles"]] == [sched.predicted_cycles(t) for t in range(2)]
+    assert max(map(abs, r["hac_error"])) <= r["hac_error_max"]
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 # ---- bench --------------------------------------------------------------------------------------
