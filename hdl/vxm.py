@@ -36,7 +36,7 @@ from firmware_gen.hostmap import VXM_FIELDS, VXM_PARAM_WORDS, vxm_param_words
 from firmware_gen.isa import EAST, INT32_PLANES, Op, VopFlag
 from firmware_gen.numerics import TABLE_SIZE
 
-from .layouts import drive_signature, host_signature, issue_signature, stream_bundle, tap_signature
+from .layouts import drive_signature, host_signature, issue_signature, tap_signature
 
 MULT_BITS, SHIFT_BITS = 15, 6   # requantisation multiplier (1..32767) and shift (0..46)
 
@@ -179,33 +179,41 @@ class VXM(wiring.Component):
             m.d.sync += hp.rdata.eq(Array(pr.data[32 * k: 32 * k + 32] for k in range(row_words))[h_sub])
 
         # ---- activation table: one read port per lane (lane 0's also serves the host) ---
-        m.submodules.table = table = Memory(shape=unsigned(8), depth=TABLE_SIZE, init=t_init)
-        tw = table.write_port()
-        tr = [table.read_port(domain="sync") for _ in range(L)]
+        # One copy per pair of lanes, every copy written alike: a block RAM has two ports,
+        # and one memory with a read port per lane cannot be mapped (synthesis replicates
+        # it per port at best, and Yosys's memory mapper does not cope with 16 ports).
         ht = self.host_table
-        m.d.comb += [
-            tw.addr.eq(ht.addr[:8]),
-            tw.data.eq(ht.wdata[:8]),
-            tw.en.eq(ht.sel & ht.we & ~self.run & (ht.addr < TABLE_SIZE)),
-            ht.rdata.eq(tr[0].data),
-        ]
+        tr = []
+        for c in range((L + 1) // 2):
+            table = Memory(shape=unsigned(8), depth=TABLE_SIZE, init=t_init)
+            m.submodules[f"table{c}"] = table
+            tw = table.write_port()
+            m.d.comb += [
+                tw.addr.eq(ht.addr[:8]),
+                tw.data.eq(ht.wdata[:8]),
+                tw.en.eq(ht.sel & ht.we & ~self.run & (ht.addr < TABLE_SIZE)),
+            ]
+            tr += [table.read_port(domain="sync") for _ in range(min(2, L - 2 * c))]
+        m.d.comb += ht.rdata.eq(tr[0].data)
 
         # ---- stage 0 (t): A, B, parameter entry; the int32 adds --------------------------
-        def bundle(east):
+        def bundle(east, name):
             """The streams of one direction on a VOP's issue cycle, else zeros (the logic
             behind then sees no changes between VOPs)."""
-            v = Signal(stream_bundle(cfg))
+            vs = [Signal(cfg.vector_bits, name=f"{name}_{s}") for s in range(S)]
             with m.If(is_vop):
-                m.d.comb += v.eq(Mux(east, self.tap.east.as_value(), self.tap.west.as_value()))
-            return Array(v[s] for s in range(S))
+                m.d.comb += [v.eq(Mux(east, self.tap.east[s], self.tap.west[s])) for s, v in enumerate(vs)]
+            return Array(vs)
 
-        a_streams, b_streams = bundle(ins.dir == EAST), bundle(ins.dir != EAST)
+        a_streams, b_streams = bundle(ins.dir == EAST, "a_stream"), bundle(ins.dir != EAST, "b_stream")
 
-        def int32_lanes(streams):
-            planes = [streams[ins.stream + b] for b in range(INT32_PLANES)]
+        def int32_lanes(streams, name):
+            # Each plane a signal: every lane uses it (an expression would be built anew per lane).
+            planes = [Signal(cfg.vector_bits, name=f"{name}_plane{b}") for b in range(INT32_PLANES)]
+            m.d.comb += [p.eq(streams[ins.stream + b]) for b, p in enumerate(planes)]
             return [Cat(*(planes[b][8 * l: 8 * l + 8] for b in range(INT32_PLANES))) for l in range(L)]
 
-        a_in, b_in = int32_lanes(a_streams), int32_lanes(b_streams)
+        a_in, b_in = int32_lanes(a_streams, "a"), int32_lanes(b_streams, "b")
         add_b = ins.aux[_flag(VopFlag.ADD)]
         # Registers are loaded only when a VOP issues (stage 1's only after one), so between
         # VOPs the arithmetic sees no changes (event-driven simulators skip it).
@@ -263,7 +271,6 @@ class VXM(wiring.Component):
                 self.drive.east.mask[s].eq(out_e & (r_out == s)),
                 self.drive.west.mask[s].eq(out_w & (r_out == s)),
             ]
-        m.d.comb += [self.drive.east.data.eq(result.replicate(S)),   # one assignment each
-                     self.drive.west.data.eq(result.replicate(S))]
+        m.d.comb += [self.drive.east.data[0].eq(result), self.drive.west.data[0].eq(result)]
         m.d.comb += self.busy.eq(out_e | out_w)
         return m
