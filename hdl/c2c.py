@@ -464,8 +464,7 @@ class C2cSlice(wiring.Component):
             m.d.comb += [
                 self.drive.east.mask[s].eq(hit & (d_dir == EAST)),
                 self.drive.west.mask[s].eq(hit & (d_dir != EAST)),
-                self.drive.east.data[s].eq(data),
-                self.drive.west.data[s].eq(data),
             ]
+        m.d.comb += [self.drive.east.data[0].eq(data), self.drive.west.data[0].eq(data)]
         m.d.comb += self.busy.eq(d_valid)
         return m

@@ -24,26 +24,42 @@ def issue_signature() -> wiring.Signature:
     return wiring.Signature({"valid": Out(1), "instr": Out(lay)})
 
 
-def stream_bundle(cfg) -> data.ArrayLayout:
-    """All the streams of one direction at one position: ``streams`` vectors."""
-    return data.ArrayLayout(unsigned(cfg.vector_bits), cfg.streams)
+def stream_vectors(cfg, count: int):
+    """``count`` vectors, each its own signal (a member ``Out(vector_bits).array(count)``).
+
+    One signal per stream, never one signal for all of them: at full scale a direction's
+    streams are 32 x 2560 = 81920 bits, more than an Amaranth netlist cell can hold
+    (65535), and per-stream signals keep every mux and register one vector wide."""
+    return Out(cfg.vector_bits).array(count)
 
 
 def tap_signature(cfg) -> wiring.Signature:
-    """The values visible at one fabric position this cycle (fabric -> slice)."""
-    return wiring.Signature({"east": Out(stream_bundle(cfg)), "west": Out(stream_bundle(cfg))})
+    """The values visible at one fabric position this cycle (fabric -> slice):
+    ``east[s]`` / ``west[s]`` is stream ``s`` of that direction."""
+    return wiring.Signature({"east": stream_vectors(cfg, cfg.streams), "west": stream_vectors(cfg, cfg.streams)})
 
 
-def drive_port_signature(cfg) -> wiring.Signature:
+def drive_port_signature(cfg, per_stream: bool = False) -> wiring.Signature:
     """One direction of a slice's stream writes this cycle: ``mask`` bit ``s`` set means
-    stream ``s`` takes ``data[s]``, replacing the passing value."""
-    return wiring.Signature({"mask": Out(cfg.streams), "data": Out(stream_bundle(cfg))})
+    stream ``s`` takes the slice's value, replacing the passing value.
+
+    ``per_stream``: ``data[s]`` is stream ``s``'s value (the MXM's EMIT drives four
+    different byte planes); otherwise ``data[0]`` is the one value that every stream in
+    ``mask`` takes (a MEM slice, the VXM, an SXM or a C2C slice drives one vector)."""
+    return wiring.Signature({"mask": Out(cfg.streams),
+                             "data": stream_vectors(cfg, cfg.streams if per_stream else 1)})
 
 
-def drive_signature(cfg) -> wiring.Signature:
+def drive_value(port, s: int):
+    """The value a drive port gives stream ``s`` (when its ``mask`` bit ``s`` is set)."""
+    return port.data[s] if len(port.data) > 1 else port.data[0]
+
+
+def drive_signature(cfg, per_stream: bool = False) -> wiring.Signature:
     """One slice's stream writes this cycle (slice -> fabric), per direction: a slice may
     drive several streams on one cycle (MM's four planes, VOP both ways)."""
-    return wiring.Signature({"east": Out(drive_port_signature(cfg)), "west": Out(drive_port_signature(cfg))})
+    return wiring.Signature({"east": Out(drive_port_signature(cfg, per_stream)),
+                             "west": Out(drive_port_signature(cfg, per_stream))})
 
 
 def host_signature(cfg) -> wiring.Signature:

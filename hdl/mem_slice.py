@@ -1,6 +1,6 @@
 """MEM slice: flat SRAM on the streams, physically addressed, no cache."""
 
-from amaranth import Array, Module, Mux, Signal
+from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -75,7 +75,10 @@ class MemSlice(wiring.Component):
         h_word = Signal(range(max(wpv, 2)))
         m.d.comb += [h_row.eq(self.host.addr // wpv), h_word.eq(self.host.addr % wpv)]
 
-        passing = Mux(ins.dir == EAST, self.tap.east[ins.stream], self.tap.west[ins.stream])
+        # The stream a WRITE stores, one signal for both of its uses.
+        passing = Signal(cfg.vector_bits)
+        m.d.comb += passing.eq(Mux(ins.dir == EAST, Cat(*self.tap.east).word_select(ins.stream, cfg.vector_bits),
+                                   Cat(*self.tap.west).word_select(ins.stream, cfg.vector_bits)))
         with m.If(self.run):
             m.d.comb += [
                 rd.addr.eq(ins.addr),
@@ -107,10 +110,8 @@ class MemSlice(wiring.Component):
                 self.drive.east.mask[s].eq(hit & (drv_dir == EAST)),
                 self.drive.west.mask[s].eq(hit & (drv_dir != EAST)),
             ]
-        # One assignment of the whole bundle (not one per stream): event-driven simulators
-        # then update the wide net once per change.
-        m.d.comb += [self.drive.east.data.eq(rd.data.replicate(cfg.streams)),
-                     self.drive.west.data.eq(rd.data.replicate(cfg.streams))]
+        # One vector for every stream (``drive_port_signature``).
+        m.d.comb += [self.drive.east.data[0].eq(rd.data), self.drive.west.data[0].eq(rd.data)]
 
         h_word_q = Signal.like(h_word)
         m.d.sync += h_word_q.eq(h_word)

@@ -16,14 +16,15 @@ The accumulator read port is transparent for its write port, so an MM on t+1 int
 row written on t+1 reads the new value (back-to-back accumulation).
 """
 
-from amaranth import Array, Cat, Module, Mux, Signal, signed, unsigned
+from amaranth import Array, Cat, Const, Elaboratable, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from firmware_gen.isa import EAST, INT32_PLANES, MM_ACC_BITS, WEST, MMFlag, Op
 
-from .layouts import drive_signature, issue_signature, stream_bundle, tap_signature
+from .dedup import place
+from .layouts import drive_signature, issue_signature, tap_signature
 
 
 def _bits(depth: int) -> int:
@@ -70,7 +71,7 @@ class MXM(wiring.Component):
             "start": In(1),
             "issue": In(issue_signature()),
             "tap": In(tap_signature(cfg)),
-            "drive": Out(drive_signature(cfg)),
+            "drive": Out(drive_signature(cfg, per_stream=True)),
             "busy": Out(1),
         })
 
@@ -84,19 +85,23 @@ class MXM(wiring.Component):
         is_mm = self.issue.valid & (ins.op == Op.MM)
         is_lx = self.issue.valid & (ins.op == Op.LX)
 
-        def bundle(dir_sig, enable):
+        def bundle(dir_sig, enable, name):
             """The streams of direction ``dir_sig`` at this position while ``enable`` (else
             zeros: the logic behind sees no changes between uses), as a list of vectors."""
-            v = Signal(stream_bundle(cfg))
+            vs = [Signal(VB, name=f"{name}_{s}") for s in range(S)]
             with m.If(enable):
-                m.d.comb += v.eq(Mux(dir_sig == EAST, self.tap.east.as_value(), self.tap.west.as_value()))
-            return [v[s] for s in range(S)]
+                m.d.comb += [v.eq(Mux(dir_sig == EAST, self.tap.east[s], self.tap.west[s]))
+                             for s, v in enumerate(vs)]
+            return vs
 
-        ins_streams = bundle(ins.dir, is_mm | is_lx)
-        x_stream = Array(ins_streams)[ins.stream]
+        # Every expression used more than once is a signal: Amaranth builds an expression
+        # anew at each use (at full scale a weight row's mux used by 320 products would be
+        # 320 copies of a 2560-bit mux).
+        ins_streams = bundle(ins.dir, is_mm | is_lx, "ins_stream")
+        x_stream = Signal(VB)
+        m.d.comb += x_stream.eq(Array(ins_streams)[ins.stream])
 
-        # ---- weights: two blocks of L rows (row r = output lane r), active select -------
-        wbuf = [[Signal(VB, name=f"w{b}_r{r}") for r in range(L)] for b in range(2)]
+        # ---- weights: two blocks of L rows (row r = output lane r, in MxmRow r) --------
         act = Signal()                     # index of the active block
 
         # ---- LW loader ------------------------------------------------------------------
@@ -114,14 +119,27 @@ class MXM(wiring.Component):
         with m.Else():
             m.d.comb += [c_active.eq(ld_active), c_wait.eq(ld_wait), c_base.eq(ld_base),
                          c_n.eq(ld_n), c_s.eq(ld_s), c_dir.eq(ld_dir)]
-        load_now = c_active & (c_wait == 0)
-        next_base = c_base + c_n
+        load_now = Signal()
+        next_base = Signal(range(2 * L + 1))
+        m.d.comb += [load_now.eq(c_active & (c_wait == 0)), next_base.eq(c_base + c_n)]
         last_group = next_base >= L
         m.d.sync += [ld_n.eq(c_n), ld_s.eq(c_s), ld_dir.eq(c_dir)]
-        ld_streams = bundle(c_dir, load_now)
-        with m.If(self.start):
+        ld_streams = bundle(c_dir, load_now, "ld_stream")
+        # Row r loads stream (c_s + r - c_base) mod 2**sb (a stream beyond S: zeros).  One
+        # rotation of the streams by (c_s - c_base) mod 2**sb serves every row: row r takes
+        # rotated[r mod 2**sb] (a log-depth rotator instead of one S-way mux per row).
+        sb = _bits(S)
+        offset = Signal(sb)
+        m.d.comb += offset.eq(c_s - c_base)
+        rotated = ld_streams + [Const(0, VB)] * ((1 << sb) - S)
+        for k in range(sb):
+            step = 1 << k
+            stage = [Signal(VB, name=f"ld_rot{k}_{j}") for j in range(1 << sb)]
+            m.d.comb += [v.eq(Mux(offset[k], rotated[(j + step) % (1 << sb)], rotated[j]))
+                         for j, v in enumerate(stage)]
+            rotated = stage
+        with m.If(self.start):             # (the rows clear their weights)
             m.d.sync += [ld_active.eq(0), act.eq(0)]
-            m.d.sync += [w.eq(0) for blk in wbuf for w in blk]
         with m.Elif(c_active):
             with m.If(c_wait != 0):
                 m.d.sync += [ld_active.eq(1), ld_wait.eq(c_wait - 1), ld_base.eq(c_base)]
@@ -131,14 +149,6 @@ class MXM(wiring.Component):
                 m.d.sync += [ld_active.eq(~last_group), ld_wait.eq(0), ld_base.eq(next_base)]
                 with m.If(last_group):
                     m.d.sync += act.eq(~act)
-                for r in range(L):
-                    hit = (c_base <= r) & (r < next_base)
-                    src = Array(ld_streams)[(c_s + r - c_base)[:_bits(S)]]
-                    with m.If(hit):
-                        with m.If(act):
-                            m.d.sync += wbuf[0][r].eq(src)
-                        with m.Else():
-                            m.d.sync += wbuf[1][r].eq(src)
 
         # ---- x slots (LX writes on its issue cycle; MM reads the old value) -------------
         xbuf = Memory(shape=unsigned(VB), depth=cfg.mxm_xbuf_depth, init=[])
@@ -169,17 +179,15 @@ class MXM(wiring.Component):
                          q_act.eq(act), q_x.eq(x_stream)]
         x = Signal(VB)
         m.d.comb += x.eq(Mux(q_flags[_flag(MMFlag.XBUF)], xr.data, q_x))
-        xs = [x[8 * c: 8 * c + 8].as_signed() for c in range(L)]
         new = []
         for r in range(L):
-            row = Mux(q_act, wbuf[1][r], wbuf[0][r])
-            terms = [row[8 * c: 8 * c + 8].as_signed() * xs[c] for c in range(L)]
-            while len(terms) > 1:                  # balanced adder tree
-                terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i]
-                         for i in range(0, len(terms), 2)]
+            # Rows c_base .. c_base+n-1 load on a load cycle (not on a start).
+            load = Signal(name=f"load_{r}")
+            m.d.comb += load.eq(load_now & (c_base <= r) & (r < next_base))
             p = Signal(signed(32), name=f"p_{r}")
+            place(m, f"row{r}", MxmRow(cfg, start=self.start, load=load, act=act, src=rotated[r % (1 << sb)],
+                                       q_act=q_act, x=x, p=p))
             old = ar.data[32 * r: 32 * r + 32].as_signed()
-            m.d.comb += p.eq(terms[0])
             nr = Signal(signed(32), name=f"new_{r}")
             m.d.comb += nr.eq(Mux(q_flags[_flag(MMFlag.ACC)], old + p, p))
             new.append(nr)
@@ -194,12 +202,58 @@ class MXM(wiring.Component):
         planes = [Cat(*(e_val[32 * r + 8 * b: 32 * r + 8 * b + 8] for r in range(L)))
                   for b in range(INT32_PLANES)]
         port = self.drive.east if self.out_dir == EAST else self.drive.west
-        data = []
         for s in range(S):
             k = Signal(range(S), name=f"plane_of_{s}")     # s - out, valid when < 4
             m.d.comb += k.eq(s - e_out)
             m.d.comb += port.mask[s].eq(e_valid & (e_out <= s) & (k < INT32_PLANES))
-            data.append(Array(planes)[k[:2]])
-        m.d.comb += port.data.eq(Cat(*data))          # one assignment of the whole bundle
+            m.d.comb += port.data[s].eq(Array(planes)[k[:2]])
         m.d.comb += self.busy.eq(e_valid)
+        return m
+
+
+class MxmRow(Elaboratable):
+    """Output lane ``r`` of an MXM: row ``r`` of both weight blocks, its products with x
+    and their sum (an ``hdl.dedup`` unit: the ports are the MXM's signals).
+
+    ``start`` clears both rows; else on ``load`` the shadow block's row (block 0 while
+    ``act`` is 1, else block 1) takes ``src``.  ``p`` is the active block's row (block
+    ``q_act``) times ``x``, lane by lane as int8, summed (int32).
+    """
+
+    def __init__(self, cfg, *, start, load, act, src, q_act, x, p):
+        self.cfg = cfg
+        self.start, self.load, self.act, self.src, self.q_act, self.x, self.p = start, load, act, src, q_act, x, p
+
+    @property
+    def module_name(self):
+        return f"lpu_mxm_row_{self.cfg.lanes}"
+
+    def ports(self):
+        return {"start": (self.start, "i"), "load": (self.load, "i"), "act": (self.act, "i"),
+                "src": (self.src, "i"), "q_act": (self.q_act, "i"), "x": (self.x, "i"), "p": (self.p, "o")}
+
+    def standalone(self):
+        VB = self.cfg.vector_bits
+        return MxmRow(self.cfg, start=Signal(name="start"), load=Signal(name="load"), act=Signal(name="act"),
+                      src=Signal(VB, name="src"), q_act=Signal(name="q_act"), x=Signal(VB, name="x"),
+                      p=Signal(signed(32), name="p"))
+
+    def elaborate(self, platform):
+        m = Module()
+        L, VB = self.cfg.lanes, self.cfg.vector_bits
+        w0, w1 = Signal(VB, name="w0"), Signal(VB, name="w1")
+        with m.If(self.start):
+            m.d.sync += [w0.eq(0), w1.eq(0)]
+        with m.Elif(self.load):
+            with m.If(self.act):
+                m.d.sync += w0.eq(self.src)
+            with m.Else():
+                m.d.sync += w1.eq(self.src)
+        row = Signal(VB)                                # the active block's row
+        m.d.comb += row.eq(Mux(self.q_act, w1, w0))
+        terms = [row[8 * c: 8 * c + 8].as_signed() * self.x[8 * c: 8 * c + 8].as_signed() for c in range(L)]
+        while len(terms) > 1:                           # balanced adder tree
+            terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i]
+                     for i in range(0, len(terms), 2)]
+        m.d.comb += self.p.eq(terms[0])
         return m

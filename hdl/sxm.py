@@ -113,7 +113,6 @@ class SXM(wiring.Component):
         one_hot = Signal(S)
         m.d.comb += one_hot.eq(Const(1, S) << q_out)
         for port, on in ((self.drive.east, q_e), (self.drive.west, q_w)):
-            m.d.comb += [port.mask.eq(Mux(on, one_hot, 0)),
-                         port.data.eq(q_y.replicate(S))]
+            m.d.comb += [port.mask.eq(Mux(on, one_hot, 0)), port.data[0].eq(q_y)]
         m.d.comb += self.busy.eq(q_e | q_w)
         return m

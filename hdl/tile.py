@@ -16,14 +16,8 @@ from amaranth.lib.wiring import In, Out
 from firmware_gen import hostmap
 from firmware_gen.hostmap import Csr, Ctrl, DeskewStatus, HacStatus, LinkFlag, LinkReg, Region, Status
 
-from .c2c import C2cSlice, DeskewUnit, HacUnit, LinkRx, LinkTx
-from .fabric import StreamFabric
-from .icu import InstructionQueue
-from .mem_slice import MemSlice
-from .mxm import MXM
-from .sxm import SXM
-from .trace import EventTrace
-from .vxm import VXM
+from .c2c import DeskewUnit, HacUnit, LinkRx, LinkTx
+from .column import Taps, build_position, column_signature, edge_taps, served_links
 
 
 class Tile(wiring.Component):
@@ -63,11 +57,21 @@ class Tile(wiring.Component):
         The link to this tile's HAC parent (None: the tile is the HAC root).
     hac_children : list of int
         Links to HAC children (default: every link of a root, none of a child).
+    separate_columns : bool
+        Build the tile without its positions (``hdl/column.py``): each position's ports
+        (``column_signature(cfg, p, streams=False)``, from the position's side) are in
+        ``column_ports[p]``, to be connected to a ``Column`` built separately (``hdl/size.py``
+        writes the full-scale tile this way).  Tiles without links only.
     """
 
-    def __init__(self, cfg, hac_parent=None, hac_children=None):
+    def __init__(self, cfg, hac_parent=None, hac_children=None, separate_columns=False):
         hostmap.check_fits(cfg)
         self.cfg = cfg
+        if separate_columns and cfg.links:
+            raise ValueError("a tile with C2C links is built with its columns (separate_columns=False)")
+        self.separate_columns = separate_columns
+        self.column_ports = [column_signature(cfg, p, streams=False).create(path=(name,))
+                             for p, name in enumerate(cfg.slice_names)] if separate_columns else None
         members = {
             "addr": In(32), "wdata": In(32), "we": In(1), "re": In(1),
             "rdata": Out(32), "rvalid": Out(1),
@@ -93,7 +97,6 @@ class Tile(wiring.Component):
         # The core: everything in SAC time.  Without links it is the tile's own module (the
         # single tile is exactly as before); with links a submodule stalled by the deskew unit.
         core = Module() if linked else m
-        core.submodules.fabric = fabric = StreamFabric(cfg)
 
         region = self.addr[hostmap.REGION_SHIFT:32]
         sel_slice = self.addr[hostmap.SLICE_SHIFT:hostmap.REGION_SHIFT]
@@ -112,87 +115,61 @@ class Tile(wiring.Component):
                             port.addr.eq(word), port.wdata.eq(self.wdata),
                             port.we.eq(self.we), port.re.eq(self.re)]
 
-        queues, mems, traces, computes, c2cs = [], [], [], [], {}
-        vxm = None
+        # ---- the positions: queue, slice, event trace, stream registers ----------------
+        # Register east[p][s] is loaded at position p and visible at p + 1 on the next cycle,
+        # west[p][s] at p - 1; the edges feed zeros.
+        P, VB, S = cfg.positions, cfg.vector_bits, cfg.streams
+        inline = not self.separate_columns
+        east = [[Signal(VB, name=f"east_{p}_{s}") for s in range(S)] if inline and p + 1 < P else None
+                for p in range(P)]
+        west = [[Signal(VB, name=f"west_{p}_{s}") for s in range(S)] if inline and p > 0 else None
+                for p in range(P)]
+        cols, c2cs = [], {}
         for p, name in enumerate(cfg.slice_names):
             kind = cfg.kind(name)
-            icu = InstructionQueue(cfg, kind)
-            core.submodules[f"icu_{name}"] = icu
-            core.d.comb += [icu.start.eq(start), icu.run.eq(self.running)]
-            host_port(icu.host, Region.IMEM, p)
-            queues.append(icu)
-            if kind == "MEM":
-                i = len(mems)
-                mem = MemSlice(cfg)
-                core.submodules[f"slice_{name}"] = mem
-                core.d.comb += [mem.start.eq(start), mem.run.eq(self.running)]
-                wiring.connect(core, icu.issue, mem.issue)
-                wiring.connect(core, fabric.taps[p], mem.tap)
-                wiring.connect(core, fabric.drives[p], mem.drive)
-                host_port(mem.host, Region.DMEM, i)
-                mems.append(mem)
-                if cfg.trace_depth:
-                    tr = EventTrace(cfg)
-                    core.submodules[f"trace_{name}"] = tr
-                    core.d.comb += [tr.start.eq(start), tr.event.eq(mem.write_event & self.running),
-                                    tr.cycle.eq(cycle), tr.addr.eq(mem.write_addr), tr.data.eq(mem.write_data)]
-                    host_port(tr.host, Region.TRACE, i)
-                    traces.append(tr)
-            elif kind == "MXM":
-                mxm = MXM(cfg, side=name[-1])
-                core.submodules[f"slice_{name}"] = mxm
-                core.d.comb += mxm.start.eq(start)
-                wiring.connect(core, icu.issue, mxm.issue)
-                wiring.connect(core, fabric.taps[p], mxm.tap)
-                wiring.connect(core, fabric.drives[p], mxm.drive)
-                computes.append(mxm)
-            elif kind == "VXM":
-                vxm = VXM(cfg)
-                core.submodules[f"slice_{name}"] = vxm
-                core.d.comb += vxm.run.eq(self.running)
-                wiring.connect(core, icu.issue, vxm.issue)
-                wiring.connect(core, fabric.taps[p], vxm.tap)
-                wiring.connect(core, fabric.drives[p], vxm.drive)
-                host_port(vxm.host_param, Region.VXM_PARAM, 0)
-                host_port(vxm.host_table, Region.VXM_TABLE, 0)
-                computes.append(vxm)
-            elif kind == "SXM":
-                sxm = SXM(cfg)
-                core.submodules[f"slice_{name}"] = sxm
-                wiring.connect(core, icu.issue, sxm.issue)
-                wiring.connect(core, fabric.taps[p], sxm.tap)
-                wiring.connect(core, fabric.drives[p], sxm.drive)
-                computes.append(sxm)
+            if self.separate_columns:
+                col = self.column_ports[p]
+            else:
+                col = column_signature(cfg, p, streams=False).create(path=(f"col_{name}",))
+                tap = Taps(east[p - 1] if p > 0 else edge_taps(cfg), west[p + 1] if p + 1 < P else edge_taps(cfg))
+                build_position(core, cfg, p, col, tap, east[p], west[p], suffix=f"_{name}")
+            core.d.comb += [col.start.eq(start), col.run.eq(self.running)]
+            host_port(col.icu_host, Region.IMEM, p)
+            cols.append(col)
+            if kind == "VXM":
+                host_port(col.host_param, Region.VXM_PARAM, 0)
+                host_port(col.host_table, Region.VXM_TABLE, 0)
+                vxm = col
             elif kind == "C2C":
-                served = [lk for lk in range(cfg.links) if cfg.link_slice(lk) == name]
-                c2c = C2cSlice(cfg, served)
-                core.submodules[f"slice_{name}"] = c2c
-                wiring.connect(core, icu.issue, c2c.issue)
-                wiring.connect(core, fabric.taps[p], c2c.tap)
-                wiring.connect(core, fabric.drives[p], c2c.drive)
-                computes.append(c2c)
-                c2cs[name] = c2c
+                c2cs[name] = col
+        mems = [col for col, name in zip(cols, cfg.slice_names) if cfg.kind(name) == "MEM"]
+        for i, mem in enumerate(mems):
+            host_port(mem.host, Region.DMEM, i)
+            if cfg.trace_depth:
+                core.d.comb += mem.cycle.eq(cycle)
+                host_port(mem.trace_host, Region.TRACE, i)
+        traces = mems if cfg.trace_depth else []
 
         # ---- run control and counters ------------------------------------------------
-        all_halted = Cat(q.halted for q in queues).all()
+        all_halted = Cat(c.halted for c in cols).all()
         # A slice is busy on every cycle it drives a stream (READ, EMIT, VOP results).
-        any_busy = Cat(*(x.busy for x in mems + computes)).any()
+        any_busy = Cat(*(c.busy for c in cols)).any()
         busy_count = [Signal(cfg.CYCLE_BITS, name=f"busy_{n}") for n in cfg.slice_names]
         with core.If(start):
             core.d.sync += [self.running.eq(1), self.done.eq(0), cycle.eq(0)]
             core.d.sync += [b.eq(0) for b in busy_count]
         with core.Elif(self.running):
             core.d.sync += cycle.eq(cycle + 1)
-            for q, b in zip(queues, busy_count):
-                with core.If(q.issue.valid):
+            for c, b in zip(cols, busy_count):
+                with core.If(c.valid):
                     core.d.sync += b.eq(b + 1)
             with core.If(all_halted & ~any_busy):
                 core.d.sync += [self.running.eq(0), self.done.eq(1)]
 
         # ---- host reads: registered select, then registered data (latency 2) ----------
-        illegal = Cat(q.illegal for q in queues)
+        illegal = Cat(c.illegal for c in cols)
         addr_fault = Cat(mem.addr_fault for mem in mems)
-        overflow = Cat(Const(0, 1), *(t.overflow for t in traces)).any()
+        overflow = Cat(Const(0, 1), *(t.trace_overflow for t in traces)).any()
         status = Signal(32)
         status_bits = (self.running * Status.RUNNING | self.done * Status.DONE
                        | illegal.any() * Status.ILLEGAL_OP | addr_fault.any() * Status.ADDR_FAULT
@@ -233,23 +210,23 @@ class Tile(wiring.Component):
                     m.d.comb += csr_val.eq(b)
             for i, t in enumerate(traces):
                 with m.Case(Csr.TRACE_COUNT_BASE + i):
-                    m.d.comb += csr_val.eq(t.count)
+                    m.d.comb += csr_val.eq(t.trace_count)
             for reg, val in link_csrs.items():
                 with m.Case(reg):
                     m.d.comb += csr_val.eq(val)
 
         def pick(ports):
-            return Array(p.host.rdata for p in ports)[r_slice] if ports else 0
+            return Array(p.rdata for p in ports)[r_slice] if ports else 0
 
         with m.Switch(r_region):
             with m.Case(Region.CSR):
                 m.d.sync += self.rdata.eq(csr_val)
             with m.Case(Region.IMEM):
-                m.d.sync += self.rdata.eq(pick(queues))
+                m.d.sync += self.rdata.eq(pick([c.icu_host for c in cols]))
             with m.Case(Region.DMEM):
-                m.d.sync += self.rdata.eq(pick(mems))
+                m.d.sync += self.rdata.eq(pick([mem.host for mem in mems]))
             with m.Case(Region.TRACE):
-                m.d.sync += self.rdata.eq(pick(traces))
+                m.d.sync += self.rdata.eq(pick([t.trace_host for t in traces]))
             with m.Case(Region.VXM_PARAM):
                 m.d.sync += self.rdata.eq(vxm.host_param.rdata)
             with m.Case(Region.VXM_TABLE):
@@ -288,7 +265,7 @@ class Tile(wiring.Component):
             rx = LinkRx(cfg, w_domain=f"rx{lk}")
             m.submodules[f"tx{lk}"], m.submodules[f"rx{lk}"] = tx, rx
             sl = c2cs[cfg.link_slice(lk)]
-            i = sl.links.index(lk)
+            i = served_links(cfg, cfg.position(cfg.link_slice(lk))).index(lk)
             m.d.comb += [
                 tx.send.eq(sl.send[i] & ~stall), tx.send_data.eq(sl.send_data), tx.hac.eq(hac.hac),
                 tx.ctrl_req.eq(hac.tx_req[lk]), tx.ctrl_kind.eq(hac.tx_kind[lk]),
