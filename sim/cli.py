@@ -369,7 +369,10 @@ def cmd_synth(args) -> int:
         print(json.dumps(report, indent=1))
     else:
         print(synth.markdown(report))
-        print(f"bitstream and reports in {out}")
+        print(f"reports{' and bitstream' if report['placed'] else ''} in {out}")
+    problem = synth.misfit(report)
+    if problem:
+        print(f"lpu synth: {problem}", file=sys.stderr)
     return EXIT_OK if report["fits"] else EXIT_FAIL
 
 
@@ -533,7 +536,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("synth", formatter_class=_Formatter, help="ECP5 bitstream and resource/Fmax report",
                        description="Synthesise the tile behind its UART host bridge for an ECP5 board with the\n"
                                    "YoWASP Yosys/nextpnr (hdl.synth) and report LUTs, flip-flops, block RAMs,\n"
-                                   "DSPs, Fmax and logic per unit.  Exit status 1 when it does not fit.",
+                                   "DSPs, Fmax and logic per unit.  Yosys runs first; when its mapped cells\n"
+                                   "exceed the device, the flow stops there and names each resource over the\n"
+                                   "limit (exit status 1) instead of placing.  When the design has more\n"
+                                   "multipliers than the device has DSPs, the MXMs' 8x8 products are built\n"
+                                   "from logic.",
                        epilog="example:\n  lpu synth --config tiny --board ulx3s-85f")
     p.add_argument("--board", choices=tuple(BOARDS), default="ulx3s-85f", help="board (default: ulx3s-85f)")
     p.add_argument("--config", choices=PRESETS, default="default", help="tile preset (default: default)")

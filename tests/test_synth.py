@@ -27,3 +27,29 @@ def test_tiny_tile_fits_and_meets_board_clock(tmp_path_factory):
     assert (out / "lpu_board.bit").stat().st_size > 0
     assert r["utilization"]["LUT4"]["used"] > 0
     assert (out / "report.md").read_text().startswith("# Synthesis: 4-lane tile")
+
+
+def _report(used_luts, used_brams):
+    util = {"LUT4": {"used": used_luts, "available": 83640},
+            "block RAMs (DP16KD)": {"used": used_brams, "available": 208},
+            "DSPs (MULT18X18D)": {"used": 98, "available": 156}}
+    fits = used_luts <= 83640 and used_brams <= 208
+    return {"board": "ulx3s-85f", "device": "LFE5U-85F", "config": {"lanes": 16}, "utilization": util,
+            "placed": False, "fits": fits, "board_clock_mhz": 25.0, "fmax_mhz": {}, "dsp_demand": 610,
+            "mxm_products_in_luts": True, "units": {}}
+
+
+def test_a_design_that_does_not_fit_names_every_resource_over_the_device():
+    r = _report(311_656, 286)
+    assert synth.misfit(r) == ("the 16-lane tile does not fit LFE5U-85F: needs LUT4 311656 of 83640, "
+                               "block RAMs (DP16KD) 286 of 208 (estimated from Yosys's mapped cells)")
+    md = synth.markdown(r)
+    assert "fits: **NO**" in md and "286 | 208 | 137.5 % (over)" in md and "not placed" in md
+    assert "610 multipliers" in md
+    assert synth.misfit(_report(1000, 10)) is None
+
+
+def test_device_table_matches_the_boards():
+    assert set(synth.BOARDS) == {"ulx3s-85f", "ulx3s-45f", "ulx3s-25f", "ulx3s-12f"}
+    for board, (_, dev) in synth.BOARDS.items():
+        assert dev.name == "LFE5U-" + board.split("-")[1].upper()
