@@ -2,7 +2,7 @@
 #   make sim    build the tile and run the demo on Verilator (creates .venv on first use)
 #   make test   the whole test suite on Verilator and Icarus
 #   make bench  FFN cycles vs bounds, the tray, simulator speed (JSON + Markdown in bench/results/)
-#   make synth  ECP5 bitstream + resource/Fmax report (BOARD=ulx3s-85f CONFIG=default)
+#   make synth  ECP5 bitstream + resource/Fmax report (BOARD=ulx3s-85f CONFIG=tiny; default does not fit)
 #   make sim-c2c  two tiles on clocks a few hundred ppm apart over a C2C link (Verilator)
 #   make sim-tray one FFN on a tray of 8 tiles, each on its own clock (TILES=2|4|8, Verilator)
 
@@ -16,6 +16,9 @@ CONFIG  ?= default
 export PYTHONHASHSEED := 0
 
 BOARD   ?= ulx3s-85f
+# The tile that fits the board unless CONFIG is given (the default tile is too large for
+# an LFE5U-85F: make synth CONFIG=default reports by how much).
+SYNTH_CONFIG := $(if $(filter command line environment,$(origin CONFIG)),$(CONFIG),tiny)
 
 TILES   ?= 8
 
@@ -54,7 +57,7 @@ bench: $(STAMP) check-icarus
 	$(PY) -m sim.bench --config $(CONFIG)
 
 synth: $(STAMP)
-	$(PY) -m hdl.synth --board $(BOARD) --config $(CONFIG)
+	$(PY) -m hdl.synth --board $(BOARD) --config $(SYNTH_CONFIG)
 
 clean:
 	rm -rf build bench/results .pytest_cache
