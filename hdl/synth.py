@@ -149,10 +149,11 @@ def _run(cmd: list[str], cwd: Path, log: Path, what: str):
 def _breakdown(build_dir: Path, name: str) -> dict:
     """Logic per unit: a hierarchy-preserving generic Yosys pass over the same RTLIL.
 
-    Counts generic gates and flip-flops before LUT mapping, memories kept whole (they go
-    to block RAM), so the shares say which units dominate the logic."""
+    Counts generic gates and flip-flops before LUT mapping, memories and multipliers kept
+    whole (memories go to block RAM, multipliers to DSPs or to logic as the flow decides;
+    they are counted apart), so the shares say which units dominate the logic."""
     script = (f"read_verilog -lib +/ecp5/cells_bb.v; read_rtlil {name}.il; hierarchy -top {name}; "
-              "proc; opt -fast; memory -nomap; opt -fast; techmap; opt -fast; "
+              "proc; opt -fast; memory -nomap; opt -fast; techmap t:$mul %n; opt -fast; "
               "tee -q -o breakdown.json stat -json")
     subprocess.run([TOOLS["YOSYS"], "-q", "-p", script], cwd=build_dir, check=True, capture_output=True)
     text = (build_dir / "breakdown.json").read_text()
@@ -162,9 +163,14 @@ def _breakdown(build_dir: Path, name: str) -> dict:
         cells = info.get("num_cells_by_type", info.get("cell_types", {}))
         ffs = sum(v for k, v in cells.items() if "DFF" in k)
         mems = sum(v for k, v in cells.items() if k.startswith("$mem"))
-        gates = info.get("num_cells", 0) - ffs - mems
-        if gates or ffs or mems:
-            units[mod.strip("\\").removeprefix(f"{name}.")] = {"gates": gates, "FF": ffs, "memories": mems}
+        muls = cells.get("$mul", 0)
+        gates = info.get("num_cells", 0) - ffs - mems - muls
+        if gates or ffs or mems or muls:
+            # A unit's submodules (an MXM's output lanes, say) count towards the unit.
+            unit = ".".join(mod.strip("\\").removeprefix(f"{name}.").split(".")[:3])
+            u = units.setdefault(unit, {"gates": 0, "FF": 0, "memories": 0, "multipliers": 0})
+            for k, v in (("gates", gates), ("FF", ffs), ("memories", mems), ("multipliers", muls)):
+                u[k] += v
     return units
 
 
@@ -288,10 +294,12 @@ def markdown(r: dict) -> str:
                   "are built from logic, the wider ones use MULT18X18D."]
     units = sorted(r.get("units", {}).items(), key=lambda kv: -kv[1]["gates"])
     total = sum(u["gates"] for _, u in units) or 1
-    lines += ["", "Logic by unit (generic gates before LUT mapping; memories go to block RAM):", "",
-              "| unit | gates | flip-flops | memories | share of gates |", "|---|---:|---:|---:|---:|"]
+    lines += ["", "Logic by unit (generic gates before LUT mapping, multipliers and memories apart):", "",
+              "| unit | gates | flip-flops | multipliers | memories | share of gates |",
+              "|---|---:|---:|---:|---:|---:|"]
     for mod, u in units[:14]:
-        lines.append(f"| {mod} | {u['gates']} | {u['FF']} | {u['memories']} | {100 * u['gates'] / total:.1f} % |")
+        lines.append(f"| {mod} | {u['gates']} | {u['FF']} | {u.get('multipliers', 0)} | {u['memories']} | "
+                     f"{100 * u['gates'] / total:.1f} % |")
     cp = r.get("critical_path")
     if cp:
         lines += ["", f"critical path: {cp['from']} -> {cp['to']}"
