@@ -213,7 +213,8 @@ def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200, log=_
     for f in ("stat.json", f"{name}.report.json", f"{name}.bit"):
         (out / f).unlink(missing_ok=True)
     log(f"yosys: synthesising for {device.name}"
-        + (f" (8x8 MXM products in logic: {dsps} multipliers for {device.dsps} DSPs)" if soft8 else "") + " ...")
+        + (f" (8x8 MXM products in logic: the multipliers need {dsps} DSPs, the device has {device.dsps})"
+           if soft8 else "") + " ...")
     _run([TOOLS["YOSYS"], "-q", "-l", f"{name}.rpt", f"{name}.ys"], out, out / "yosys.log", "Yosys")
     text = (out / "stat.json").read_text()
     cells = json.loads(text[text.index("{"):])["design"]
@@ -289,9 +290,9 @@ def markdown(r: dict) -> str:
     lines += ["", f"fits: **{'yes' if r['fits'] else 'NO'}**; board clock {r['board_clock_mhz']:.0f} MHz; "
               f"Fmax {fmax}"]
     if r.get("mxm_products_in_luts"):
-        lines += ["", f"The design has {r['dsp_demand']} multipliers for the device's "
-                  f"{r['utilization']['DSPs (MULT18X18D)']['available']} DSPs: the MXMs' 8x8 products "
-                  "are built from logic, the wider ones use MULT18X18D."]
+        lines += ["", f"With every multiplier in a DSP the design would take {r['dsp_demand']} MULT18X18D "
+                  f"for the device's {r['utilization']['DSPs (MULT18X18D)']['available']}: the MXMs' 8x8 "
+                  "products are built from logic, the wider ones use MULT18X18D."]
     units = sorted(r.get("units", {}).items(), key=lambda kv: -kv[1]["gates"])
     total = sum(u["gates"] for _, u in units) or 1
     lines += ["", "Logic by unit (generic gates before LUT mapping, multipliers and memories apart):", "",

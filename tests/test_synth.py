@@ -45,7 +45,7 @@ def test_a_design_that_does_not_fit_names_every_resource_over_the_device():
                                "block RAMs (DP16KD) 286 of 208 (estimated from Yosys's mapped cells)")
     md = synth.markdown(r)
     assert "fits: **NO**" in md and "286 | 208 | 137.5 % (over)" in md and "not placed" in md
-    assert "610 multipliers" in md
+    assert "would take 610 MULT18X18D" in md
     assert synth.misfit(_report(1000, 10)) is None
 
 
