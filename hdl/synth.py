@@ -272,7 +272,7 @@ def _critical_path(path: dict) -> dict:
     return {"from": path.get("from"), "to": path.get("to"),
             "start_cell": cells[0] if cells else None, "end_cell": cells[-1] if cells else None,
             "logic_ns": delay("logic"), "routing_ns": delay("routing"),
-            "cells": [c for c in cells if c][:12]}
+            "cells": [c for i, c in enumerate(cells) if c and (i == 0 or c != cells[i - 1])][:12]}
 
 
 def markdown(r: dict) -> str:
@@ -306,7 +306,8 @@ def markdown(r: dict) -> str:
         lines += ["", f"critical path: {cp['from']} -> {cp['to']}"
                   + (f", {cp['logic_ns']} ns logic + {cp['routing_ns']} ns routing" if "logic_ns" in cp else "")]
         if cp.get("cells"):
-            lines.append("through cells: " + " -> ".join(f"`{x}`" for x in cp["cells"]))
+            lines += ["", f"from `{cp['start_cell']}` to `{cp['end_cell']}`, first cells: "
+                      + " -> ".join(f"`{x}`" for x in cp["cells"])]
     return "\n".join(lines) + "\n"
 
 
