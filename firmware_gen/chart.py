@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .archmodel import expand
-from .isa import (C2C_LATENCY, DATA_OPS, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY,
+from .isa import (C2C_LATENCY, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY,
                   VXM_LATENCY, WEST, MMFlag, Op, SxmFlag, VopFlag)
 from .program import Program
 

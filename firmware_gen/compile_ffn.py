@@ -32,7 +32,7 @@ import numpy as np
 from .config import TileConfig
 from .hostmap import VXM_FIELDS
 from .isa import (COUNT_MAX, DELAY_MAX, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, STRIDE_MAX,
-                  STRIDE_MIN, VXM_LATENCY, WEST, Instr, MMFlag, Op, VopFlag)
+                  STRIDE_MIN, VXM_LATENCY, WEST, Instr, MMFlag, VopFlag)
 from .numerics import FfnSpec, NumericsError, ffn_int
 from .program import Program
 from .reserve import Reservations
@@ -267,7 +267,7 @@ class _Ffn:
         return True
 
     def _take_window(self, side, t_s, block, who):
-        d, L = self.in_dir(side), self.cfg.lanes
+        d = self.in_dir(side)
         for c in range(self.chunks):
             for j in range(self.n):
                 m = self.mem(side, j)

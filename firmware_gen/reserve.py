@@ -65,6 +65,12 @@ class Reservations:
     def stream_free(self, dir, stream, p_from, p_to, drive_cycle) -> bool:
         return self.stream_clash(dir, stream, p_from, p_to, drive_cycle) is None
 
+    def free_stream(self, dir, p_from, p_to, drive_cycle, streams=None) -> int | None:
+        """The first of ``streams`` (default: every stream, lowest first) free from ``p_from``
+        to ``p_to`` for a value driven on ``drive_cycle``, or None."""
+        candidates = range(self.cfg.streams) if streams is None else streams
+        return next((st for st in candidates if self.stream_free(dir, st, p_from, p_to, drive_cycle)), None)
+
     def take_stream(self, dir, stream, p_from, p_to, drive_cycle, who) -> None:
         if (p_to > p_from) != (dir == EAST) or p_to == p_from:
             raise ReservationError(f"{who}: a value driven at position {p_from} on a "

@@ -181,21 +181,19 @@ class SystemScheduler:
             r = s - READ_LATENCY - dist_in
             if not self.book.send_free(src, link, s):
                 return None
-            for st in range(cfg.streams):
-                if (rs.slot_free(sm, r) and rs.slot_free(cs, s)
-                        and rs.stream_free(d_in, st, pos(sm), pos(cs), r + READ_LATENCY)):
-                    return r, st
-            return None
+            if not (rs.slot_free(sm, r) and rs.slot_free(cs, s)):
+                return None
+            st = rs.free_stream(d_in, pos(sm), pos(cs), r + READ_LATENCY)
+            return None if st is None else (r, st)
 
         def recv_ok(v):
             w = v + C2C_LATENCY + dist_out
             if v <= self.book.last_recv[dst][rlink]:
                 return None
-            for st in range(cfg.streams):
-                if (rr.slot_free(cr, v) and rr.slot_free(dm, w)
-                        and rr.stream_free(d_out, st, pos(cr), pos(dm), v + C2C_LATENCY)):
-                    return w, st
-            return None
+            if not (rr.slot_free(cr, v) and rr.slot_free(dm, w)):
+                return None
+            st = rr.free_stream(d_out, pos(cr), pos(dm), v + C2C_LATENCY)
+            return None if st is None else (w, st)
 
         s = pin_send if pin_send is not None else self.book.first_send(src, link)
         while True:

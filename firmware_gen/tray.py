@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import c2c
-from .compile_ffn import SIDES, CompileError, Manifest, _Ffn, lower
+from .compile_ffn import SIDES, CompileError, Manifest, _Ffn
 from .config import TileConfig
 from .isa import C2C_LATENCY, EAST, SXM_LATENCY, VXM_LATENCY, WEST, Instr, Op, SxmFlag
 from .numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
@@ -192,8 +192,7 @@ class _Tray:
         t_sx = v + C2C_LATENCY + 1
         if not fu.res.slot_free(sx, t_sx):
             return None
-        st_rx = next((st for st in self.spare
-                      if fu.res.stream_free(d_rx, st, pos(cr), pos(sx), v + C2C_LATENCY)), None)
+        st_rx = fu.res.free_stream(d_rx, pos(cr), pos(sx), v + C2C_LATENCY, self.spare)
         if st_rx is None:
             return None
         arrive = {side: t_sx + SXM_LATENCY + abs(pos(sx) - pos(side)) for side in SIDES}

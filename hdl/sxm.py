@@ -7,7 +7,7 @@ shift amount, a map byte from a second stream, or a broadcast/replicate pattern.
 result is registered and driven ``SXM_LATENCY`` (1) cycle after issue.
 """
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal, signed
+from amaranth import Array, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 

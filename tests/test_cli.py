@@ -18,7 +18,7 @@ from firmware_gen import TileConfig
 from firmware_gen import archmodel
 from firmware_gen.chart import schedule_chart, stream_occupancy, tray_chart, tray_transfers
 from firmware_gen.compile_ffn import example_ffn
-from firmware_gen.isa import EAST, Op
+from firmware_gen.isa import Op
 from firmware_gen.program import Program
 from sim import cli
 from sim.compiled import CompiledFfn
