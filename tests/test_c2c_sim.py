@@ -133,15 +133,23 @@ def test_outside_the_specification_is_flagged(simulator):
     drifting = exchange(CFG, 2, per_link=8, spread=3000, seed=7)
     bare = without_runtime_deskews(drifting.programs())
     m = CFG.max_ppm
+    # Drift beyond what one HAC update interval absorbs: more than HAC_ERROR_MAX cycles
+    # between two SYNCs.
+    lost = round(1e6 * 1.5 * c2c.HAC_ERROR_MAX / CFG.sync_interval / 2)
     res = system(simulator).run([
         system_run(programs, (far, -far), name="beyond-ppm", seed=1),
         system_run(bare, (m, -m), name="no-runtime-deskew", seed=2),
+        system_run(programs, (lost, -lost), name="lock-lost", seed=3),
     ], name="faults")
     for r in res:
         flags = [Status(t["status"] & LINK_FAULTS) for t in r["tiles"]]
         assert any(flags), f"run {r['name']}: no fault flag set, STATUS {[hex(t['status']) for t in r['tiles']]}"
         print(f"\n{simulator} {r['name']}: {flags}")
     assert res[0]["tiles"][1]["c2c"]["late"]          # the slow child falls behind its HAC
+    assert not res[0]["tiles"][1]["c2c"]["lock_lost"]  # 5x max_ppm still within one interval
+    child = res[2]["tiles"][1]["c2c"]
+    assert child["lock_lost"] and child["locked"], child
+    assert res[2]["tiles"][1]["status"] & Status.HAC_LOCK_LOST
 
 
 def test_wire_bit_flips(simulator):
