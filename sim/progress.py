@@ -121,7 +121,8 @@ class ProgressPrinter:
             run_s = ev.get("run_seconds")
             if run_s is not None:
                 msg += f" (run and read-back {run_s:.1f} s"
-                msg += f", {ev['cycles'] / run_s:,.0f} cycles/s)" if ev["cycles"] >= 1000 and run_s > 0 else ")"
+                # The log is polled (poll_s): a rate over less than a second would be noise.
+                msg += f", {ev['cycles'] / run_s:,.0f} cycles/s)" if ev["cycles"] >= 1000 and run_s >= 1.0 else ")"
             elif ev["cycles"] >= 1000 and ev["seconds"] > 0:   # below that, start-up and loading dominate
                 msg += f" ({ev['cycles'] / ev['seconds']:,.0f} cycles/s with loading)"
         elif ev["done"] < ev["total"]:
