@@ -1,8 +1,9 @@
-"""The link transmitter on its own, in Amaranth's simulator: a vector leaves as
+"""The link's transmitter and receiver on their own, in Amaranth's simulator.  Transmitter: a vector leaves as
 ``flits_per_vector`` DATA flits, low bits first, each with its SECDED check; a control
 flit waits for the data; a SEND while a vector is still leaving sets the sticky TX
 overrun flag (a scheduled program never does it: ``firmware_gen/system.py`` keeps SENDs
-on a link ``flits_per_vector`` cycles apart), which only the tile's start clears."""
+on a link ``flits_per_vector`` cycles apart), which only the tile's start clears.
+Receiver: flits faster than its clock overflow the elastic buffer, flagged sticky."""
 
 import dataclasses
 import random
@@ -80,3 +81,56 @@ def test_vector_flits_control_and_overrun():
     k = flit_data_bits(CFG)
     for f in data + [seen[ctrl[0]]]:
         assert f["check"] == ecc_encode(f["kind"] | f["payload"] << KIND_BITS, k)
+
+
+def _flit(kind: int, payload: int) -> int:
+    f = flit_fields(CFG)
+    data = kind | payload << KIND_BITS
+    return (1 | kind << f["kind"][0] | payload << f["payload"][0]
+            | ecc_encode(data, flit_data_bits(CFG)) << f["check"][0])
+
+
+def _elastic_run(tx_period: float, flits: int) -> dict:
+    """A receiver whose sender's clock has ``tx_period`` (the receiver's is 10 ns) and
+    sends a SYNC flit on each of its first ``flits`` cycles; the receiver's view after."""
+    from amaranth import ClockDomain, Module
+
+    from hdl.c2c import ELASTIC_DEPTH, LinkRx
+    top = Module()
+    top.domains.tx = ClockDomain("tx")
+    top.submodules.rx = rx = LinkRx(CFG, "tx")
+    out = {"syncs": 0}
+
+    async def sender(ctx):
+        for i in range(flits):
+            ctx.set(rx.flit, _flit(Kind.SYNC, i & 0xFF))
+            await ctx.tick("tx")
+        ctx.set(rx.flit, 0)
+
+    async def receiver(ctx):
+        for _ in range(flits * 2 + 40):
+            await ctx.tick()
+            out["syncs"] += ctx.get(rx.sync_valid)
+            out["max_elastic"] = max(out.get("max_elastic", 0), ctx.get(rx.elastic_level))
+        out["overflow"] = ctx.get(rx.overflow)
+        out["depth"] = ELASTIC_DEPTH
+
+    sim = Simulator(top)
+    sim.add_clock(10e-9)
+    sim.add_clock(tx_period, domain="tx")
+    sim.add_testbench(sender)
+    sim.add_testbench(receiver)
+    sim.run()
+    return out
+
+
+def test_elastic_buffer_overflow_is_flagged():
+    """Flits arriving faster than the receiver's clock takes them overflow the elastic
+    buffer: the sticky overflow flag rises and flits are lost.  At equal clocks nothing is
+    lost and the flag stays low."""
+    n = 100
+    same = _elastic_run(10e-9, n)
+    assert not same["overflow"] and same["syncs"] == n, same
+    fast = _elastic_run(5e-9, n)          # the sender twice as fast: far beyond any max_ppm
+    assert fast["overflow"], fast
+    assert fast["syncs"] < n, fast            # flits were dropped, and the flag says so
