@@ -108,6 +108,14 @@ def _window(text: str) -> tuple[int, int]:
 
 
 # ---- the FFN to work on ---------------------------------------------------------------------
+def _rtl_run_options(p: argparse.ArgumentParser, json_help: str):
+    """--sim, --quiet and --json of every subcommand that runs the RTL."""
+    from .runner import SIMULATORS
+    p.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default: verilator)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--json", action="store_true", help=json_help)
+
+
 def _ffn_options(p: argparse.ArgumentParser, with_out: bool = True):
     from firmware_gen.numerics import ACTIVATIONS
     g = p.add_argument_group("FFN to compile (when no program directory is given)")
@@ -207,6 +215,17 @@ def cmd_compile(args) -> int:
     return EXIT_OK
 
 
+def _testbench_failed(e: RuntimeError, args, human, setup_errors: tuple, **fields) -> int:
+    """A run whose testbench itself failed (timeout, crash): FAIL with its message (and
+    JSON with ``fields``); a setup problem is re-raised for the caller's one-line error."""
+    if isinstance(e, setup_errors):
+        raise e
+    print(f"FAIL: {e}", file=human)
+    if args.json:
+        print(json.dumps({**fields, "passed": False, "simulator": args.sim, "error": str(e)}))
+    return EXIT_FAIL
+
+
 def cmd_sim(args) -> int:
     from .demo import run_ffn_on_rtl
     from .progress import ProgressPrinter
@@ -218,13 +237,8 @@ def cmd_sim(args) -> int:
     try:
         report = run_ffn_on_rtl(c, args.sim, args.waves, waves_dir=d / "waves" if args.waves else None,
                                 progress=progress, out=human)
-    except RuntimeError as e:     # the testbench itself failed (timeout, crash): a FAIL, with its log
-        if isinstance(e, (SimSetupError, WavesError)):
-            raise
-        print(f"FAIL: {e}", file=human)
-        if args.json:
-            print(json.dumps({"passed": False, "simulator": args.sim, "program_dir": str(d), "error": str(e)}))
-        return EXIT_FAIL
+    except RuntimeError as e:
+        return _testbench_failed(e, args, human, (SimSetupError, WavesError), program_dir=str(d))
     report["program_dir"] = str(d)
     if args.json:
         print(json.dumps(report, indent=1))
@@ -287,6 +301,7 @@ def cmd_tray(args) -> int:
         t0 = time.perf_counter()
         path = tray_chart(ct.programs, args.chart, man, title=title, window=args.window)
         chart = {"chart": str(path), "bytes": path.stat().st_size, "seconds": round(time.perf_counter() - t0, 2)}
+        print(f"chart: {chart['chart']} ({chart['bytes']:,} bytes, {chart['seconds']:.1f} s)", file=human)
     if args.no_run:
         for line in ct.describe():
             print(line, file=human)
@@ -301,25 +316,16 @@ def cmd_tray(args) -> int:
         print(f"\ncycles (SAC, last tile): {man.cycles}"
               + (f"; one tile: {ct.single} ({ct.single / man.cycles:.2f}x)" if ct.single else "")
               + f"; link capacity used: {man.c2c_share:.1%}", file=human)
-        if chart:
-            print(f"chart: {chart['chart']} ({chart['bytes']:,} bytes, {chart['seconds']:.1f} s)", file=human)
         if args.json:
             print(json.dumps({"ran": False, **ct.summary(), "per_tile": [
                 {"tile": t, "predicted_cycles": m.cycles, "output_writes": len(m.writes), "vectors_sent": sent[t],
                  "vectors_received": got[t]} for t, m in enumerate(man.tile)], **(chart or {})}, indent=1))
         return EXIT_OK
-    if chart:
-        print(f"chart: {chart['chart']} ({chart['bytes']:,} bytes, {chart['seconds']:.1f} s)", file=human)
     progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=[man.cycles])
     try:
         report = run_tray_on_rtl(ct, args.sim, progress=progress, out=human)
-    except RuntimeError as e:     # the testbench itself failed (timeout, crash): a FAIL, with its log
-        if isinstance(e, SimSetupError):
-            raise
-        print(f"FAIL: {e}", file=human)
-        if args.json:
-            print(json.dumps({"ran": True, "passed": False, "simulator": args.sim, **ct.summary(), "error": str(e)}))
-        return EXIT_FAIL
+    except RuntimeError as e:
+        return _testbench_failed(e, args, human, (SimSetupError,), ran=True, **ct.summary())
     if args.json:
         print(json.dumps({"ran": True, **report, **(chart or {})}, indent=1))
     return EXIT_OK if report["passed"] else EXIT_FAIL
@@ -418,10 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("program", nargs="?", type=Path, metavar="DIR",
                    help="a directory written by lpu compile (else compile from the FFN options)")
     _ffn_options(p)
-    p.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default: verilator)")
     p.add_argument("--waves", action="store_true", help="record waveforms and write a GTKWave view")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout (the table goes to stderr)")
+    _rtl_run_options(p, "print the result as JSON on stdout (the table goes to stderr)")
     p.set_defaults(func=cmd_sim)
 
     p = sub.add_parser("show", formatter_class=_Formatter, help="draw the schedule of a program",
@@ -479,10 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=_window, default=None, metavar="FIRST:LAST",
                    help="with --chart: only these SAC cycles (default: the whole program)")
     p.add_argument("--no-run", action="store_true", help="compile (and draw) only; print each tile's prediction")
-    p.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default: verilator)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--json", action="store_true",
-                   help="print the result as JSON on stdout (per tile: ppm, cycles observed, predicted and\n"
+    _rtl_run_options(p, "print the result as JSON on stdout (per tile: ppm, cycles observed, predicted and\n"
                         "by the golden model, writes as predicted, link faults; bit_exact, y; the tables go\n"
                         "to stderr)")
     p.set_defaults(func=cmd_tray)
@@ -499,7 +500,6 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="examples:\n  lpu c2c --ppm 1000 -1000 --plot drift.png\n"
                               "  lpu c2c --sim icarus --vectors 4 --spread 300 --json\n"
                               "  lpu c2c --ppm 5000 -5000 --beyond-spec    (out of specification: faults flagged)")
-    p.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default: verilator)")
     p.add_argument("--ppm", type=float, nargs=2, default=(350.0, -620.0), metavar=("TILE0", "TILE1"),
                    help=f"clock offsets from nominal (10 ns) in ppm (default: +350 -620; the tile\n"
                         f"specification allows +-{c2c_cfg.max_ppm})")
@@ -514,8 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="picture of the run over time, .svg or .png")
     p.add_argument("--beyond-spec", action="store_true",
                    help="allow clocks beyond the specification (to see the faults flagged)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout (the table goes to stderr)")
+    _rtl_run_options(p, "print the result as JSON on stdout (the table goes to stderr)")
     p.set_defaults(func=cmd_c2c)
 
     p = sub.add_parser("bench", formatter_class=_Formatter, help="FFN suite: cycles vs bounds, simulator speed",
