@@ -233,6 +233,15 @@ def elaborate(cfg: TileConfig, want_verilog: bool = True, progress=None) -> dict
     t0 = time.perf_counter()
     built, pending, instances = {}, {}, Counter()
 
+    def enqueue(found: dict, unit: str):
+        """Units a build placed with hdl.dedup: new ones wait to be built; a copy of one built
+        or waiting already is marked used (Amaranth warns of elaboratables never used)."""
+        for n, u in found.items():
+            if n in pending or n in built:
+                u._MustUse__used = True
+            else:
+                pending[n] = (u, unit)
+
     # The tile's control logic, every position's ports on its ports.
     tile = Tile(cfg, separate_columns=True)
     glue_ports = list(_flat(tile.signature, tile))
@@ -267,11 +276,7 @@ def elaborate(cfg: TileConfig, want_verilog: bool = True, progress=None) -> dict
             for i in range(cfg.streams):
                 b.ports[f"tap__{s}__{i}"] = (cfg.vector_bits, d)
         built[mod] = b
-        for n, u in found.items():
-            if n in pending or n in built:
-                u._MustUse__used = True
-            else:
-                pending[n] = (u, unit)
+        enqueue(found, unit)
 
     # One module per distinct unit placed with hdl.dedup (the MXM's output lanes).
     while pending:
@@ -283,11 +288,7 @@ def elaborate(cfg: TileConfig, want_verilog: bool = True, progress=None) -> dict
         b, found = _build(name, u, _ports((n, v, d == "i") for n, (v, d) in u.ports().items()),
                           lambda path, unit=unit: unit, want_verilog)
         built[name] = b
-        for n, v in found.items():
-            if n in pending or n in built:
-                v._MustUse__used = True
-            else:
-                pending[n] = (v, unit)
+        enqueue(found, unit)
 
     seconds = time.perf_counter() - t0
     report = _report(cfg, built, instances)
