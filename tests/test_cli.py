@@ -271,20 +271,26 @@ def test_sim_waves_write_a_gtkwave_view(capsys, tmp_path):
     assert f"{int(Op.READ)} READ" in ops and f"{int(Op.VOP)} VOP" in ops
 
 
-def test_progress_events_from_the_log(tmp_path):
+def _watched(tmp_path, pieces) -> list[dict]:
+    """The events a LogWatcher (2 jobs) sends while ``pieces`` of a testbench log are
+    written, each piece followed by a pause of its seconds (lines may be split)."""
     log = tmp_path / "sim.log"
     log.write_text("")
     seen = []
     w = LogWatcher(log, 2, seen.append, tick_s=0.05, poll_s=0.02)
     with open(log, "a") as f:
-        f.write("  5795.00ns INFO     cocotb.lpu_tile   job ffn: a: 41 cycles, 2 events\n")
-        f.flush()
-        time.sleep(0.2)
-        f.write("  9000.00ns INFO     cocotb.lpu_tile   job second: 1234 cycles, 0 ev")
-        f.flush()
-        time.sleep(0.1)
-        f.write("ents\n")
+        for text, pause in pieces:
+            f.write(text)
+            f.flush()
+            time.sleep(pause)
     w.stop()
+    return seen
+
+
+def test_progress_events_from_the_log(tmp_path):
+    seen = _watched(tmp_path, [("  5795.00ns INFO     cocotb.lpu_tile   job ffn: a: 41 cycles, 2 events\n", 0.2),
+                               ("  9000.00ns INFO     cocotb.lpu_tile   job second: 1234 cycles, 0 ev", 0.1),
+                               ("ents\n", 0)])
     jobs = [e for e in seen if e["event"] == "job"]
     assert [(e["index"], e["name"], e["cycles"], e["events"]) for e in jobs] == [(1, "ffn: a", 41, 2),
                                                                                  (2, "second", 1234, 0)]
@@ -294,20 +300,11 @@ def test_progress_events_from_the_log(tmp_path):
 def test_progress_loaded_event(tmp_path):
     """The testbench's "loaded, running" line becomes a "loaded" event (and the heartbeat
     says which phase a job is in); the job lines still count jobs."""
-    log = tmp_path / "sim.log"
-    log.write_text("")
-    seen = []
-    w = LogWatcher(log, 2, seen.append, tick_s=0.05, poll_s=0.02)
-    with open(log, "a") as f:
-        f.write("  100.00ns INFO     cocotb.lpu_tile   job first: loaded, running\n")
-        f.flush()
-        time.sleep(0.2)
-        f.write("  5795.00ns INFO     cocotb.lpu_tile   job first: 41 cycles, 2 events\n")
-        f.write("  6000.00ns INFO     cocotb.lpu_tile   job second: loa")
-        f.flush()
-        time.sleep(0.1)
-        f.write("ded, running\n  9000.00ns INFO     cocotb.lpu_tile   job second: 1234 cycles, 0 events\n")
-    w.stop()
+    seen = _watched(tmp_path, [
+        ("  100.00ns INFO     cocotb.lpu_tile   job first: loaded, running\n", 0.2),
+        ("  5795.00ns INFO     cocotb.lpu_tile   job first: 41 cycles, 2 events\n"
+         "  6000.00ns INFO     cocotb.lpu_tile   job second: loa", 0.1),
+        ("ded, running\n  9000.00ns INFO     cocotb.lpu_tile   job second: 1234 cycles, 0 events\n", 0)])
     kinds = [(e["event"], e.get("index"), e.get("name")) for e in seen if e["event"] != "tick"]
     assert kinds == [("loaded", 1, "first"), ("job", 1, "first"), ("loaded", 2, "second"), ("job", 2, "second")]
     jobs = [e for e in seen if e["event"] == "job"]
