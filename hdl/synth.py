@@ -106,26 +106,36 @@ def _check_tools():
         os.environ.setdefault(var, exe)
 
 
+def _stat(path: Path) -> dict:
+    """Yosys's ``stat -json`` output (after whatever ``tee`` wrote before the JSON)."""
+    text = path.read_text()
+    return json.loads(text[text.index("{"):])
+
+
+def _cell_counts(info: dict) -> dict:
+    """Cell counts by type of one ``stat -json`` entry (the key changed across Yosys versions)."""
+    return info.get("num_cells_by_type", info.get("cell_types", {}))
+
+
 def _dsp_demand(out: Path, name: str) -> int:
     """MULT18X18Ds the design needs when every multiplier goes to a DSP block: Yosys's
     ECP5 synthesis up to memory mapping (seconds), counted."""
     script = f"read_rtlil {name}.il; synth_ecp5 -top {name} -run begin:map_ram; tee -q -o dsp.json stat -json"
     _run([TOOLS["YOSYS"], "-q", "-p", script], out, out / "yosys-dsp.log", "Yosys (DSP count)")
-    text = (out / "dsp.json").read_text()
-    cells = json.loads(text[text.index("{"):])["design"]
-    return int(cells.get("num_cells_by_type", cells.get("cell_types", {})).get("MULT18X18D", 0))
+    return int(_cell_counts(_stat(out / "dsp.json")["design"]).get("MULT18X18D", 0))
 
 
-def _yosys_script_after_read(soft8: bool) -> str:
-    """Map every multiplier with both operands wider than 8 bits to MULT18X18D as
-    ``synth_ecp5`` would, and leave the 8-bit ones (the MXM products) to logic: the
-    second half runs with ``synth_ecp5 -nodsp``."""
-    if not soft8:
-        return ""
-    return ("proc; flatten; opt_expr; opt_clean; wreduce; opt_clean; "
-            "techmap -map +/mul2dsp.v -map +/lattice/dsp_map_18x18.v -D DSP_A_MAXWIDTH=18 "
-            f"-D DSP_B_MAXWIDTH=18 -D DSP_A_MINWIDTH={MXM_MULT_BITS + 1} -D DSP_B_MINWIDTH=2 "
-            "-D DSP_NAME=$__MUL18X18; chtype -set $mul t:$__soft_mul")
+def _yosys_script(name: str, soft8: bool) -> str:
+    """The synthesis script (Amaranth's ECP5 script with a cell count added).  With
+    ``soft8``, every multiplier with its wider operand above 8 bits goes to MULT18X18D as
+    ``synth_ecp5`` would map it, and the 8-bit ones (the MXM products) are left to logic
+    by ``synth_ecp5 -nodsp``."""
+    dsp = ("proc; flatten; opt_expr; opt_clean; wreduce; opt_clean\n"
+           "techmap -map +/mul2dsp.v -map +/lattice/dsp_map_18x18.v -D DSP_A_MAXWIDTH=18 "
+           f"-D DSP_B_MAXWIDTH=18 -D DSP_A_MINWIDTH={MXM_MULT_BITS + 1} -D DSP_B_MINWIDTH=2 "
+           "-D DSP_NAME=$__MUL18X18\nchtype -set $mul t:$__soft_mul\n") if soft8 else ""
+    return (f"read_rtlil {name}.il\n{dsp}synth_ecp5 {'-nodsp ' if soft8 else ''}-top {name}\n"
+            f"tee -q -o stat.json stat -json\nwrite_json {name}.json\n")
 
 
 def _estimate(cells: dict) -> dict:
@@ -156,11 +166,9 @@ def _breakdown(build_dir: Path, name: str) -> dict:
               "proc; opt -fast; memory -nomap; opt -fast; techmap t:$mul %n; opt -fast; "
               "tee -q -o breakdown.json stat -json")
     subprocess.run([TOOLS["YOSYS"], "-q", "-p", script], cwd=build_dir, check=True, capture_output=True)
-    text = (build_dir / "breakdown.json").read_text()
-    stat = json.loads(text[text.index("{"):])
     units = {}
-    for mod, info in stat.get("modules", {}).items():
-        cells = info.get("num_cells_by_type", info.get("cell_types", {}))
+    for mod, info in _stat(build_dir / "breakdown.json").get("modules", {}).items():
+        cells = _cell_counts(info)
         ffs = sum(v for k, v in cells.items() if "DFF" in k)
         mems = sum(v for k, v in cells.items() if k.startswith("$mem"))
         muls = cells.get("$mul", 0)
@@ -172,6 +180,10 @@ def _breakdown(build_dir: Path, name: str) -> dict:
             for k, v in (("gates", gates), ("FF", ffs), ("memories", mems), ("multipliers", muls)):
                 u[k] += v
     return units
+
+
+def _fits(util: dict) -> bool:
+    return all(v["used"] <= v["available"] for v in util.values())
 
 
 def _stderr(msg: str):
@@ -193,32 +205,21 @@ def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200, log=_
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     log(f"elaborating the {cfg.lanes}-lane tile ...")
-    plan = _platform(board).build(BoardTop(cfg, baud), name=name, do_build=False)
+    plan = platform.build(BoardTop(cfg, baud), name=name, do_build=False,
+                          nextpnr_opts=f"--report {name}.report.json --timing-allow-fail")
     plan.extract(str(out))
+    for f in ("stat.json", f"{name}.report.json", f"{name}.bit"):
+        (out / f).unlink(missing_ok=True)
     # Every multiplier in a DSP block if the device has enough, else the 8x8 MXM products
     # in logic and the wider ones in DSPs.
     dsps = _dsp_demand(out, name)
     soft8 = dsps > device.dsps
-    if soft8:
-        plan = _platform(board).build(BoardTop(cfg, baud), name=name, do_build=False,
-                              script_after_read=_yosys_script_after_read(True),
-                              script_after_synth="tee -q -o stat.json stat -json",
-                              synth_opts="-nodsp",
-                              nextpnr_opts=f"--report {name}.report.json --timing-allow-fail")
-    else:
-        plan = _platform(board).build(BoardTop(cfg, baud), name=name, do_build=False,
-                              script_after_synth="tee -q -o stat.json stat -json",
-                              nextpnr_opts=f"--report {name}.report.json --timing-allow-fail")
-    plan.extract(str(out))
-    for f in ("stat.json", f"{name}.report.json", f"{name}.bit"):
-        (out / f).unlink(missing_ok=True)
+    (out / "synth.ys").write_text(_yosys_script(name, soft8))
     log(f"yosys: synthesising for {device.name}"
         + (f" (8x8 MXM products in logic: the multipliers need {dsps} DSPs, the device has {device.dsps})"
            if soft8 else "") + " ...")
-    _run([TOOLS["YOSYS"], "-q", "-l", f"{name}.rpt", f"{name}.ys"], out, out / "yosys.log", "Yosys")
-    text = (out / "stat.json").read_text()
-    cells = json.loads(text[text.index("{"):])["design"]
-    cells = cells.get("num_cells_by_type", cells.get("cell_types", {}))
+    _run([TOOLS["YOSYS"], "-q", "-l", f"{name}.rpt", "synth.ys"], out, out / "yosys.log", "Yosys")
+    cells = _cell_counts(_stat(out / "stat.json")["design"])
     need = _estimate(cells)
     have = {"LUT4": device.luts, "flip-flops": device.luts, "block RAMs (DP16KD)": device.brams,
             "DSPs (MULT18X18D)": device.dsps}
@@ -226,7 +227,7 @@ def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200, log=_
     report = {"board": board, "device": device.name, "config": cfg.to_dict(),
               "dsp_demand": dsps, "mxm_products_in_luts": soft8, "yosys_cells": {k: int(v) for k, v in sorted(cells.items())},
               "utilization": util, "placed": False,
-              "fits": all(v["used"] <= v["available"] for v in util.values()),
+              "fits": _fits(util),
               "board_clock_mhz": platform.default_clk_frequency / 1e6,
               "fmax_mhz": {}, "meets_board_clock": False, "critical_path": None}
     if report["fits"]:
@@ -240,7 +241,7 @@ def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200, log=_
         fmax = {k: round(v["achieved"], 2) for k, v in rep.get("fmax", {}).items()}
         crit = rep.get("critical_paths", [])
         report.update(utilization=util, placed=True,
-                      fits=all(v["used"] <= v["available"] for v in util.values()),
+                      fits=_fits(util),
                       fmax_mhz=fmax,
                       meets_board_clock=bool(fmax) and min(fmax.values()) >= report["board_clock_mhz"],
                       critical_path=_critical_path(crit[0]) if crit else None,
