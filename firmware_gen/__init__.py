@@ -1,5 +1,1 @@
-"""Schedule generator (compiler), assembler, ISA and golden models for the LPU tile."""
-
-from .config import ConfigError, TileConfig
-
-__all__ = ["TileConfig", "ConfigError"]
+"""Schedule generator (compiler), assembler and golden models for the LPU tile."""

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .hostmap import VXM_FIELDS
-from .isa import (C2C_LATENCY, DATA_OPS, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY, VXM_LATENCY, WEST,
+from lpu_arch.vxm import VXM_FIELDS
+from lpu_arch.isa import (C2C_LATENCY, DATA_OPS, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY, VXM_LATENCY, WEST,
                   Instr, MMFlag, Op, SxmFlag, VopFlag)
 from .numerics import add_int32, requantise
 from .program import Program
@@ -186,7 +186,7 @@ class TileModel:
         self.rx = {link: [] for link in range(cfg.links)}
         self.sent: list[LinkVector] = []
         if min_distance is None:
-            from .c2c import min_distance as _md
+            from lpu_arch.c2c import min_distance as _md
             min_distance = _md(cfg) if cfg.links else 0
         self.min_distance = min_distance
         self.issues: dict[int, list[tuple[int, Instr]]] = {}   # cycle -> [(position, instr)]

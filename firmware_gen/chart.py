@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .archmodel import expand
-from .isa import (C2C_LATENCY, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY,
+from lpu_arch.isa import (C2C_LATENCY, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY,
                   VXM_LATENCY, WEST, MMFlag, Op, SxmFlag, VopFlag)
 from .program import Program
 
@@ -280,7 +280,7 @@ def tray_transfers(programs: list[Program], peer=None) -> list[Transfer]:
     takes.  ``peer(tile, link) -> (tile', link')`` is the topology
     (``system.Topology(len(programs)).peer`` by default)."""
     if peer is None:
-        from .system import Topology
+        from lpu_arch.topology import Topology
         peer = Topology(len(programs)).peer
     sends, recvs = defaultdict(list), defaultdict(list)
     for t, prog in enumerate(programs):

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import TileConfig
-from .hostmap import VXM_FIELDS
-from .isa import (COUNT_MAX, DELAY_MAX, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, STRIDE_MAX,
+from lpu_arch.config import TileConfig
+from lpu_arch.vxm import VXM_FIELDS
+from lpu_arch.isa import (COUNT_MAX, DELAY_MAX, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, STRIDE_MAX,
                   STRIDE_MIN, VXM_LATENCY, WEST, Instr, MMFlag, VopFlag)
 from .numerics import FfnSpec, NumericsError, ffn_int
 from .program import Program

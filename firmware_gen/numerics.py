@@ -36,11 +36,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lpu_arch.vxm import MULT_MAX, SHIFT_MAX, TABLE_SIZE
+
 INT8_MIN, INT8_MAX = -128, 127
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-MULT_MAX = 32767      # requant multiplier: 15-bit unsigned, 1..MULT_MAX
-SHIFT_MAX = 46        # requant shift: 0..SHIFT_MAX
-TABLE_SIZE = 256
 KINDS = ("swiglu", "classic")
 
 

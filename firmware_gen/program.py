@@ -11,10 +11,9 @@ import json
 
 import numpy as np
 
-from .config import TileConfig
-from .hostmap import VXM_FIELDS
-from .isa import DATA_OPS, INT32_PLANES, SLICE_OPS, Instr, IsaError, MMFlag, Op
-from .numerics import MULT_MAX, SHIFT_MAX, TABLE_SIZE
+from lpu_arch.config import TileConfig
+from lpu_arch.isa import DATA_OPS, INT32_PLANES, SLICE_OPS, Instr, IsaError, MMFlag, Op
+from lpu_arch.vxm import IDENTITY, PARAM_FIELDS, TABLE_SIZE, VXM_FIELDS
 
 
 class ProgramError(ValueError):
@@ -27,7 +26,7 @@ class Program:
     ``queues[name]`` lists the instructions without the final HALT; the assembler adds it.
     ``memory[name]`` is a ``(mem_depth, lanes)`` uint8 array for each MEM slice.
     ``vxm_params`` is a ``(vxm_param_depth, lanes, 8)`` int64 array: per entry and lane the
-    fields ``hostmap.VXM_FIELDS`` (bias_a, bias_b, m_a, s_a, m_b, s_b, m_c, s_c); unused
+    fields ``lpu_arch.vxm.VXM_FIELDS`` (bias_a, bias_b, m_a, s_a, m_b, s_b, m_c, s_c); unused
     entries are the identity (bias 0, multiplier 1, shift 0).
     ``table`` is the VXM activation table, 256 int8 (identity unless set).
     """
@@ -42,9 +41,7 @@ class Program:
             n: np.zeros((config.mem_depth, config.lanes), np.uint8) for n in config.mem_names}
         for name, img in (memory or {}).items():
             self.set_memory(name, img)
-        self.vxm_params = np.zeros((config.vxm_param_depth, config.lanes, len(VXM_FIELDS)), np.int64)
-        for f in ("m_a", "m_b", "m_c"):
-            self.vxm_params[:, :, VXM_FIELDS.index(f)] = 1
+        self.vxm_params = np.tile(np.array(IDENTITY, np.int64), (config.vxm_param_depth, config.lanes, 1))
         if vxm_params is not None:
             self.set_vxm_params(vxm_params)
         self.table = np.arange(TABLE_SIZE).astype(np.uint8).astype(np.int8)
@@ -58,10 +55,8 @@ class Program:
         if p.ndim != 3 or p.shape[0] > want[0] or p.shape[1:] != want[1:]:
             raise ProgramError(f"VXM parameters have shape {p.shape}; they must be (entries <= {want[0]}, "
                                f"{want[1]} lanes, {want[2]} fields {', '.join(VXM_FIELDS)})")
-        for f, lo, hi in (("bias_a", -(1 << 31), (1 << 31) - 1), ("bias_b", -(1 << 31), (1 << 31) - 1),
-                          ("m_a", 1, MULT_MAX), ("m_b", 1, MULT_MAX), ("m_c", 1, MULT_MAX),
-                          ("s_a", 0, SHIFT_MAX), ("s_b", 0, SHIFT_MAX), ("s_c", 0, SHIFT_MAX)):
-            v = p[:, :, VXM_FIELDS.index(f)]
+        for i, (f, (*_, lo, hi, _reset)) in enumerate(PARAM_FIELDS.items()):
+            v = p[:, :, i]
             if v.size and (v.min() < lo or v.max() > hi):
                 bad = np.argwhere((v < lo) | (v > hi))[0]
                 raise ProgramError(f"VXM parameter {f} of entry {bad[0]}, lane {bad[1]} is "

@@ -13,7 +13,7 @@ passes it) to its reader (inclusive).
 
 from __future__ import annotations
 
-from .isa import EAST
+from lpu_arch.isa import EAST
 
 
 class ReservationError(ValueError):

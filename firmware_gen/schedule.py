@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import TileConfig
-from .isa import COUNT_MAX, EAST, READ_LATENCY, WEST, Instr
+from lpu_arch.config import TileConfig
+from lpu_arch.isa import COUNT_MAX, EAST, READ_LATENCY, WEST, Instr
 from .program import Program
 
 

@@ -20,46 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import c2c
-from .config import ConfigError, TileConfig
-from .isa import C2C_LATENCY, EAST, READ_LATENCY, WEST, Instr, Op
+from lpu_arch import c2c
+from lpu_arch.config import ConfigError, TileConfig
+from lpu_arch.topology import TILE_COUNTS, Topology
+from lpu_arch.isa import C2C_LATENCY, EAST, READ_LATENCY, WEST, Instr, Op
 from .program import Program
 from .reserve import Reservations
 from .schedule import PredictedWrite, ScheduleError
-
-TILE_COUNTS = (2, 4, 8)
-
-
-class Topology:
-    """All-to-all: tile ``i``'s link ``k`` goes to tile ``k`` if ``k < i`` else ``k + 1``."""
-
-    def __init__(self, tiles: int):
-        if tiles not in TILE_COUNTS:
-            raise ConfigError(f"a system of {tiles} tiles is not supported; the all-to-all topology "
-                              f"takes {', '.join(map(str, TILE_COUNTS))} tiles")
-        self.tiles = tiles
-
-    @property
-    def links_per_tile(self) -> int:
-        return self.tiles - 1
-
-    def link_to(self, i: int, j: int) -> int:
-        if i == j or not (0 <= i < self.tiles and 0 <= j < self.tiles):
-            raise ScheduleError(f"no link from tile {i} to tile {j} in a system of {self.tiles} tiles")
-        return j if j < i else j - 1
-
-    def peer(self, i: int, link: int) -> tuple[int, int]:
-        j = link if link < i else link + 1
-        return j, self.link_to(j, i)
-
-    def parent(self, i: int):
-        """HAC tree: tile 0 is the root and every other tile its child (one hop)."""
-        return None if i == 0 else self.link_to(i, 0)
-
-    @property
-    def pairs(self) -> list[tuple[int, int]]:
-        return [(i, j) for i in range(self.tiles) for j in range(i + 1, self.tiles)]
-
 
 class LinkBook:
     """Per-link bookkeeping shared by every multi-tile scheduler: one vector per

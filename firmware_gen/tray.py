@@ -26,14 +26,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import c2c
+from lpu_arch import c2c
 from .compile_ffn import SIDES, CompileError, Manifest, _Ffn
-from .config import TileConfig
-from .isa import C2C_LATENCY, EAST, SXM_LATENCY, VXM_LATENCY, WEST, Instr, Op, SxmFlag
+from lpu_arch.config import TileConfig
+from lpu_arch.isa import C2C_LATENCY, EAST, SXM_LATENCY, VXM_LATENCY, WEST, Instr, Op, SxmFlag
 from .numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
 from .program import Program
 from .schedule import PredictedWrite
-from .system import LinkBook, Topology
+from lpu_arch.topology import Topology
+from .system import LinkBook
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Chip-to-chip link hardware: transmitter, elastic receiver, HAC and deskew.
 
 ``docs/c2c.md`` describes the mechanism; the flit format, the error code and the timing
-budget are in ``firmware_gen/c2c.py``.  Every unit here runs on its tile's clock
+budget are in ``lpu_arch/c2c.py``.  Every unit here runs on its tile's clock
 ("sync") and is *not* stalled by DESKEW (the tile core is): the HAC keeps counting and
 flits keep flowing while the program waits.
 
@@ -25,23 +25,19 @@ from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.fifo import AsyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from firmware_gen.c2c import HAC_ERROR_MAX, KIND_BITS, EccStatus, Kind, ecc_bits, flit_bits, flit_data_bits
+from lpu_arch.c2c import HAC_ERROR_MAX, KIND_BITS, EccStatus, Kind, flit_bits, flit_data_bits, flit_fields
+
+from lpu_arch.hostmap import LINK_COUNT_BITS
+from lpu_arch.isa import OPERANDS, Op
 
 from .ecc import EccDecoder, EccEncoder
 
-HAC_BITS = 32
-ECHO_TURNAROUND = 2      # PROBE decoded -> its ECHO in the parent's transmit register
-ELASTIC_DEPTH = 16       # flits in the elastic (clock-crossing) buffer
+SLACK_BITS = OPERANDS[Op.RUNTIME_DESKEW]["slack"][2]
 
 
-def flit_fields(cfg):
-    """(lsb, width) of valid, kind, payload and check inside a flit."""
-    W = cfg.link_width
-    return {"valid": (0, 1), "kind": (1, KIND_BITS), "payload": (1 + KIND_BITS, W),
-            "check": (1 + KIND_BITS + W, ecc_bits(flit_data_bits(cfg)))}
 
-
-def _field(v, cfg, name):
+def flit_field(v, cfg, name):
+    """Field ``name`` of flit ``v`` (``lpu_arch.c2c.flit_fields``)."""
     lsb, w = flit_fields(cfg)[name]
     return v[lsb:lsb + w]
 
@@ -57,7 +53,7 @@ class LinkTx(wiring.Component):
         A control flit; taken (``ctrl_ack``) on a cycle without DATA.  SYNC and PROBE
         carry ``hac + 1`` (the HAC on the cycle the flit is in the output register)
         instead of ``ctrl_payload``.
-    hac : In(32)
+    hac : In(HAC_BITS)
     flit : Out(flit_bits)
         The output register (the wire starts here).
     overrun : Out(1)
@@ -71,7 +67,7 @@ class LinkTx(wiring.Component):
         super().__init__({
             "send": In(1), "send_data": In(cfg.vector_bits),
             "ctrl_req": In(1), "ctrl_kind": In(KIND_BITS), "ctrl_payload": In(cfg.link_width),
-            "ctrl_ack": Out(1), "hac": In(HAC_BITS),
+            "ctrl_ack": Out(1), "hac": In(cfg.HAC_BITS),
             "flit": Out(flit_bits(cfg)), "overrun": Out(1), "clear": In(1),
         })
 
@@ -141,9 +137,9 @@ class LinkRx(wiring.Component):
             "sync_valid": Out(1), "probe_valid": Out(1), "echo_valid": Out(1),
             "ctrl_value": Out(cfg.link_width),
             "level": Out(range(cfg.rx_depth + 1)), "max_level": Out(range(cfg.rx_depth + 1)),
-            "elastic_level": Out(range(ELASTIC_DEPTH + 1)),
+            "elastic_level": Out(range(cfg.ELASTIC_DEPTH + 1)),
             "overflow": Out(1), "underflow": Out(1), "uncorrectable": Out(1),
-            "corrected": Out(16), "uncorrected": Out(16),
+            "corrected": Out(LINK_COUNT_BITS), "uncorrected": Out(LINK_COUNT_BITS),
             "clear": In(1),
         })
 
@@ -152,10 +148,10 @@ class LinkRx(wiring.Component):
         cfg = self.cfg
         W, F = cfg.link_width, cfg.flits_per_vector
         body = flit_bits(cfg) - 1
-        m.submodules.elastic = elastic = AsyncFIFO(width=body, depth=ELASTIC_DEPTH,
+        m.submodules.elastic = elastic = AsyncFIFO(width=body, depth=cfg.ELASTIC_DEPTH,
                                                    r_domain="sync", w_domain=self.w_domain)
-        valid = _field(self.flit, cfg, "valid")
-        m.d.comb += [elastic.w_en.eq(valid), elastic.w_data.eq(self.flit[1:])]
+        valid = flit_field(self.flit, cfg, "valid")
+        m.d.comb += [elastic.w_en.eq(valid), elastic.w_data.eq(self.flit[flit_fields(cfg)["kind"][0]:])]
         m.d.comb += self.elastic_level.eq(elastic.r_level)
         # Overflow of the elastic buffer happens on the sender's clock: a Gray-coded count of
         # dropped flits there (one bit changes per event, so it crosses safely), synchronised
@@ -184,11 +180,11 @@ class LinkRx(wiring.Component):
         with m.If(self.clear):
             m.d.sync += [self.corrected.eq(0), self.uncorrected.eq(0), self.uncorrectable.eq(0)]
         with m.Elif(s1_valid):
-            with m.If((dec.status == EccStatus.CORRECTED) & (self.corrected != 0xFFFF)):
+            with m.If((dec.status == EccStatus.CORRECTED) & (self.corrected != (1 << LINK_COUNT_BITS) - 1)):
                 m.d.sync += self.corrected.eq(self.corrected + 1)
             with m.If(dec.status == EccStatus.UNCORRECTABLE):
                 m.d.sync += self.uncorrectable.eq(1)
-                with m.If(self.uncorrected != 0xFFFF):
+                with m.If(self.uncorrected != (1 << LINK_COUNT_BITS) - 1):
                     m.d.sync += self.uncorrected.eq(self.uncorrected + 1)
 
         # Control flits leave as pulses (a damaged one is dropped: a wrong HAC value would do
@@ -252,7 +248,7 @@ class HacUnit(wiring.Component):
 
     Members
     -------
-    hac : Out(32)
+    hac : Out(HAC_BITS)
     locked : Out(1)
         Root: always.  Child: the link latency is measured and a SYNC has been applied.
     lock_lost : Out(1)
@@ -269,8 +265,8 @@ class HacUnit(wiring.Component):
         self.cfg, self.parent, self.children = cfg, parent, list(children)
         n = cfg.links
         super().__init__({
-            "hac": Out(HAC_BITS), "locked": Out(1), "lock_lost": Out(1),
-            "latency": Out(16), "error": Out(signed(16)), "clear": In(1),
+            "hac": Out(cfg.HAC_BITS), "locked": Out(1), "lock_lost": Out(1),
+            "latency": Out(LINK_COUNT_BITS), "error": Out(signed(LINK_COUNT_BITS)), "clear": In(1),
             "tx_req": Out(n), "tx_kind": Out(KIND_BITS).array(n), "tx_payload": Out(cfg.link_width).array(n),
             "tx_ack": In(n),
             "rx_sync": In(n), "rx_probe": In(n), "rx_echo": In(n), "rx_value": In(cfg.link_width).array(n),
@@ -279,7 +275,7 @@ class HacUnit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.cfg
-        hac_next = Signal(HAC_BITS)
+        hac_next = Signal(cfg.HAC_BITS)
         m.d.comb += hac_next.eq(self.hac + 1)
         m.d.sync += self.hac.eq(hac_next)
         if self.parent is None:
@@ -319,12 +315,12 @@ class HacUnit(wiring.Component):
                 with m.If(~measured & (self.hac[:6] == 0)):
                     m.d.sync += probe_pending.eq(1)
                 with m.If(self.rx_echo[link] & ~measured):
-                    rtt = Signal(HAC_BITS, name="rtt")
+                    rtt = Signal(cfg.HAC_BITS, name="rtt")
                     m.d.comb += rtt.eq(self.hac - self.rx_value[link])
-                    m.d.sync += [measured.eq(1), self.latency.eq((rtt - ECHO_TURNAROUND) >> 1)]
+                    m.d.sync += [measured.eq(1), self.latency.eq((rtt - cfg.ECHO_TURNAROUND) >> 1)]
                 with m.If(self.rx_sync[link] & measured):
-                    expect = Signal(HAC_BITS, name="hac_expected")
-                    err = Signal(signed(HAC_BITS), name="hac_error")
+                    expect = Signal(cfg.HAC_BITS, name="hac_expected")
+                    err = Signal(signed(cfg.HAC_BITS), name="hac_error")
                     m.d.comb += [expect.eq(self.rx_value[link] + self.latency), err.eq(self.hac - expect)]
                     m.d.sync += [self.hac.eq(expect + 1), self.error.eq(err), self.locked.eq(1)]
                     with m.If(self.locked & ((err > HAC_ERROR_MAX) | (err < -HAC_ERROR_MAX))):
@@ -353,18 +349,18 @@ class DeskewUnit(wiring.Component):
     def __init__(self, cfg):
         self.cfg = cfg
         super().__init__({
-            "hac": In(HAC_BITS), "sac": In(HAC_BITS),
-            "deskew": In(1), "runtime": In(1), "slack": In(16), "clear": In(1),
-            "stall": Out(1), "late": Out(1), "offset": Out(HAC_BITS), "waiting": Out(1),
-            "stalled_cycles": Out(HAC_BITS),
+            "hac": In(cfg.HAC_BITS), "sac": In(cfg.HAC_BITS),
+            "deskew": In(1), "runtime": In(1), "slack": In(SLACK_BITS), "clear": In(1),
+            "stall": Out(1), "late": Out(1), "offset": Out(cfg.HAC_BITS), "waiting": Out(1),
+            "stalled_cycles": Out(cfg.HAC_BITS),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.cfg
         mode_epoch = Signal()
-        target, next_sac = Signal(HAC_BITS), Signal(HAC_BITS)
-        behind = Signal(signed(HAC_BITS))
+        target, next_sac = Signal(cfg.HAC_BITS), Signal(cfg.HAC_BITS)
+        behind = Signal(signed(cfg.HAC_BITS))
         m.d.comb += behind.eq(self.hac - target)
         m.d.comb += self.stall.eq(self.waiting & (behind < 0))
         with m.If(self.waiting & self.stall):
@@ -375,7 +371,7 @@ class DeskewUnit(wiring.Component):
                 m.d.sync += self.late.eq(1)
         with m.If(self.deskew):
             m.d.sync += [self.waiting.eq(1), mode_epoch.eq(1), next_sac.eq(self.sac + 1),
-                         target.eq((self.hac + cfg.epoch)[:HAC_BITS] & Const((1 << HAC_BITS) - cfg.epoch, HAC_BITS))]
+                         target.eq((self.hac + cfg.epoch)[:cfg.HAC_BITS] & Const((1 << cfg.HAC_BITS) - cfg.epoch, cfg.HAC_BITS))]
         with m.Elif(self.runtime):
             m.d.sync += [self.waiting.eq(1), mode_epoch.eq(0), next_sac.eq(self.sac + 1),
                          target.eq(self.offset + self.sac + 1 + self.slack)]
@@ -388,7 +384,7 @@ class C2cSlice(wiring.Component):
     """A C2C slice (``C2C_W``: the even links, ``C2C_E``: the odd ones), part of the tile core.
 
     Executes ``SEND``, ``SENDM``, ``RECV``, ``DESKEW`` and ``RUNTIME_DESKEW``
-    (``firmware_gen/isa.py``).
+    (``lpu_arch/isa.py``).
     The strobes it raises go to units that are *not* stalled (the links, the deskew unit),
     so the tile qualifies them with "not stalled"; on a stalled cycle the issue port
     still shows the instruction that will issue when the stall ends.
@@ -422,13 +418,13 @@ class C2cSlice(wiring.Component):
             "issue": In(issue_signature()), "tap": In(tap_signature(cfg)), "drive": Out(drive_signature(cfg)),
             "send": Out(n), "send_data": Out(cfg.vector_bits),
             "recv": Out(n), "recv_data": In(cfg.vector_bits).array(n),
-            "deskew": Out(1), "runtime": Out(1), "slack": Out(16),
+            "deskew": Out(1), "runtime": Out(1), "slack": Out(SLACK_BITS),
             "busy": Out(1),
         })
 
     def elaborate(self, platform):
         from amaranth import Array
-        from firmware_gen.isa import C2C_LATENCY, EAST, OPERANDS, Op
+        from lpu_arch.isa import C2C_LATENCY, EAST, OPERANDS, Op
         assert C2C_LATENCY == 1, "the C2C slice drives a received vector one cycle after RECV"
         m = Module()
         cfg = self.cfg

@@ -14,7 +14,7 @@ from amaranth import Const, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .c2c import C2cSlice
+from .c2c import SLACK_BITS, C2cSlice
 from .fabric import StreamStage
 from .icu import InstructionQueue
 from .layouts import host_signature, stream_vectors, tap_signature
@@ -65,7 +65,7 @@ def column_signature(cfg, p: int, streams: bool = True) -> wiring.Signature:
         n = max(len(served_links(cfg, p)), 1)
         members.update({"send": Out(n), "send_data": Out(cfg.vector_bits), "recv": Out(n),
                         "recv_data": In(cfg.vector_bits).array(n),
-                        "deskew": Out(1), "runtime": Out(1), "slack": Out(16)})
+                        "deskew": Out(1), "runtime": Out(1), "slack": Out(SLACK_BITS)})
     if streams:
         members["tap"] = In(tap_signature(cfg))
         if p + 1 < cfg.positions:

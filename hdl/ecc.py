@@ -1,6 +1,6 @@
-"""SECDED Hamming encoder and decoder for link flits (the code of ``firmware_gen/c2c.py``).
+"""SECDED Hamming encoder and decoder for link flits (the code of ``lpu_arch/c2c.py``).
 
-Both are combinational; the parity masks and bit positions come from ``firmware_gen.c2c``
+Both are combinational; the parity masks and bit positions come from ``lpu_arch.c2c``
 so that the hardware and the golden model use one code.
 """
 
@@ -8,7 +8,7 @@ from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_gen.c2c import EccStatus, ecc_bits, hamming_positions, parity_bits, parity_masks
+from lpu_arch.c2c import EccStatus, ecc_bits, hamming_positions, parity_bits, parity_masks
 
 
 def _xor_masked(data, mask: int):

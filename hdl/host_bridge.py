@@ -1,12 +1,12 @@
-"""UART host bridge: the tile's host bus (``firmware_gen/hostmap.py``) over a serial line,
-speaking the byte protocol of ``firmware_gen/hostlink.py``; and ``UartTile``, the tile
+"""UART host bridge: the tile's host bus (``lpu_arch/hostmap.py``) over a serial line,
+speaking the byte protocol of ``lpu_arch/hostlink.py``; and ``UartTile``, the tile
 behind that bridge, which is what the FPGA build and the bridge test use."""
 
 from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_gen.hostlink import ACK, CMD_READ, CMD_WRITE
+from lpu_arch.hostlink import ACK, CMD_READ, CMD_WRITE
 
 from .tile import Tile
 from .uart import UartRx, UartTx

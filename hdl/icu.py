@@ -1,6 +1,6 @@
 """Per-slice instruction queue (ICU): in-order issue, no interlocks.
 
-Implements the timing rules of ``firmware_gen/isa.py``: one data instruction per cycle,
+Implements the timing rules of ``lpu_arch/isa.py``: one data instruction per cycle,
 ``NOP n`` waits n cycles, ``REPEAT n, d, stride`` re-issues the last data instruction n
 times every d cycles with its address advanced by ``stride``.
 """
@@ -10,9 +10,9 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from firmware_gen.isa import DATA_OPS, SLICE_OPS, Op
+from lpu_arch.isa import DATA_OPS, SLICE_OPS, Op
 
-from .layouts import host_signature, instr_layout, issue_signature
+from .layouts import field_shape, host_signature, instr_layout, issue_signature
 
 
 class InstructionQueue(wiring.Component):
@@ -63,12 +63,12 @@ class InstructionQueue(wiring.Component):
 
         pc = Signal(cfg.iq_addr_bits)
         pc_next = Signal(cfg.iq_addr_bits)
-        wait = Signal(16)             # remaining NOP cycles
-        in_rep = Signal()             # inside a REPEAT
-        rep_left = Signal(16)
-        rep_timer = Signal(8)
-        rep_delay = Signal(8)
-        rep_stride = Signal(20)
+        wait = Signal(field_shape("count"))   # remaining NOP cycles
+        in_rep = Signal()                     # inside a REPEAT
+        rep_left = Signal(field_shape("count"))
+        rep_timer = Signal(field_shape("delay"))
+        rep_delay = Signal(field_shape("delay"))
+        rep_stride = Signal(field_shape("addr"))
         last = Signal(lay)            # last issued data instruction (REPEAT's operand)
         head = lay(rd.data)           # instruction at pc (memory output is mem[pc])
 
@@ -90,7 +90,8 @@ class InstructionQueue(wiring.Component):
 
         # REPEAT bookkeeping shared by its first (decode) cycle and the later ones.
         rep_active = Signal()
-        cur_left, cur_timer, cur_delay, cur_stride = (Signal(16), Signal(8), Signal(8), Signal(20))
+        cur_left, cur_timer, cur_delay, cur_stride = (Signal(len(rep_left)), Signal(len(rep_timer)),
+                                                      Signal(len(rep_delay)), Signal(len(rep_stride)))
 
         with m.If(self.start):
             m.d.comb += pc_next.eq(0)

@@ -2,13 +2,14 @@
 
 from amaranth import unsigned
 from amaranth.lib import data, wiring
-from amaranth.lib.wiring import Out
+from amaranth.lib.wiring import In, Out
 
-from firmware_gen import isa
+from lpu_arch import isa
+from lpu_arch.hostmap import HOST_ADDR_BITS, SLICE_SHIFT as SLICE_WORD_BITS
 
 
 def instr_layout() -> data.StructLayout:
-    """The 64-bit instruction word of ``firmware_gen.isa``, as an Amaranth struct."""
+    """The 64-bit instruction word of ``lpu_arch.isa``, as an Amaranth struct."""
     fields, pos = {}, 0
     for name, lsb, width, _ in isa.FIELDS:
         assert lsb == pos, "ISA fields must be contiguous"
@@ -16,6 +17,17 @@ def instr_layout() -> data.StructLayout:
         pos += width
     assert pos == isa.INSTR_BITS
     return data.StructLayout(fields)
+
+
+def field_shape(name: str):
+    """The shape of instruction field ``name`` (``isa.FIELDS``)."""
+    return unsigned(isa.FIELD[name][1])
+
+
+def operand(ins, op, name: str):
+    """Named operand ``name`` of ``op`` in the decoded instruction ``ins`` (``isa.OPERANDS``)."""
+    field, lsb, width = isa.OPERANDS[op][name]
+    return getattr(ins, field)[lsb:lsb + width]
 
 
 def issue_signature() -> wiring.Signature:
@@ -62,6 +74,18 @@ def drive_signature(cfg, per_stream: bool = False) -> wiring.Signature:
                              "west": Out(drive_port_signature(cfg, per_stream))})
 
 
+HOST_BUS_IN, HOST_BUS_OUT = ("addr", "wdata", "we", "re"), ("rdata", "rvalid")
+
+
+def host_bus_members(cfg, prefix: str = "") -> dict:
+    """The tile's host bus (``lpu_arch.hostmap``) as component members: word address,
+    ``HOST_WORD``-bit data, write and read strobes in; read data and its valid out,
+    ``HOST_READ_LATENCY`` cycles after ``re``.  ``prefix`` names one tile of several."""
+    return {f"{prefix}addr": In(HOST_ADDR_BITS), f"{prefix}wdata": In(cfg.HOST_WORD),
+            f"{prefix}we": In(1), f"{prefix}re": In(1),
+            f"{prefix}rdata": Out(cfg.HOST_WORD), f"{prefix}rvalid": Out(1)}
+
+
 def host_signature(cfg) -> wiring.Signature:
     """Host port of a slice: word-addressed 32-bit accesses decoded by the tile.
 
@@ -69,9 +93,9 @@ def host_signature(cfg) -> wiring.Signature:
     after a read (``re``)."""
     return wiring.Signature({
         "sel": Out(1),
-        "addr": Out(20),
+        "addr": Out(SLICE_WORD_BITS),
         "wdata": Out(cfg.HOST_WORD),
         "we": Out(1),
         "re": Out(1),
-        "rdata": wiring.In(cfg.HOST_WORD),
+        "rdata": In(cfg.HOST_WORD),
     })

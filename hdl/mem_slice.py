@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from firmware_gen.isa import EAST, Op
+from lpu_arch.isa import ADDR_BITS, EAST, Op
 
 from .layouts import drive_signature, host_signature, issue_signature, tap_signature
 
@@ -46,7 +46,7 @@ class MemSlice(wiring.Component):
             "tap": In(tap_signature(cfg)),
             "drive": Out(drive_signature(cfg)),
             "write_event": Out(1),
-            "write_addr": Out(20),
+            "write_addr": Out(ADDR_BITS),
             "write_data": Out(cfg.vector_bits),
             "addr_fault": Out(1),
             "busy": Out(1),

@@ -1,6 +1,6 @@
 """MXM slice: weight-stationary int8 matrix-vector unit with int32 accumulators.
 
-Implements ``LW``, ``MM`` and ``LX`` of ``firmware_gen/isa.py`` (``docs/isa.md``,
+Implements ``LW``, ``MM`` and ``LX`` of ``lpu_arch/isa.py`` (``docs/isa.md``,
 "Compute slices").  One class serves both hemispheres: ``MXM_W`` (position 0) drives
 east, ``MXM_E`` (the last position) drives west; both read the streams named by their
 instructions' ``dir`` field (in practice the ones flowing towards them).
@@ -21,10 +21,10 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from firmware_gen.isa import EAST, INT32_PLANES, MM_ACC_BITS, WEST, MMFlag, Op
+from lpu_arch.isa import EAST, INT32_PLANES, MM_ACC_BITS, WEST, MMFlag, Op
 
 from .dedup import place
-from .layouts import drive_signature, issue_signature, tap_signature
+from .layouts import drive_signature, issue_signature, operand, tap_signature
 
 
 def _bits(depth: int) -> int:
@@ -106,13 +106,13 @@ class MXM(wiring.Component):
 
         # ---- LW loader ------------------------------------------------------------------
         # Registered state, and the state seen this cycle (an LW issuing now overrides it).
-        ld_active, ld_wait = Signal(), Signal(8)
+        ld_active, ld_wait = Signal(), Signal(len(operand(ins, Op.LW, "delay")))
         ld_base, ld_n = Signal(range(L + 1)), Signal(range(L + 1))
         ld_s, ld_dir = Signal.like(ins.stream), Signal()
-        c_active, c_wait = Signal(), Signal(8)
+        c_active, c_wait = Signal(), Signal(len(ld_wait))
         c_base, c_n = Signal(range(L + 1)), Signal(range(L + 1))
         c_s, c_dir = Signal.like(ins.stream), Signal()
-        lw_n = ins.count[:16]
+        lw_n = operand(ins, Op.LW, "n")
         with m.If(is_lw):
             m.d.comb += [c_active.eq(lw_n != 0), c_wait.eq(ins.delay), c_base.eq(0),
                          c_n.eq(Mux(lw_n > L, L, lw_n)), c_s.eq(ins.stream), c_dir.eq(ins.dir)]
@@ -175,7 +175,7 @@ class MXM(wiring.Component):
         # sees no changes (event-driven simulators then skip it).
         m.d.sync += q_mm.eq(is_mm)
         with m.If(is_mm):
-            m.d.sync += [q_flags.eq(ins.aux), q_acc.eq(mm_acc[:ab]), q_out.eq(ins.count[:5]),
+            m.d.sync += [q_flags.eq(ins.aux), q_acc.eq(mm_acc[:ab]), q_out.eq(operand(ins, Op.MM, "out")),
                          q_act.eq(act), q_x.eq(x_stream)]
         x = Signal(VB)
         m.d.comb += x.eq(Mux(q_flags[_flag(MMFlag.XBUF)], xr.data, q_x))

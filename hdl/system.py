@@ -2,7 +2,7 @@
 
 ``docs/c2c.md`` describes the mechanism.  Tile ``i`` runs on clock domain ``t<i>`` (ports
 ``t<i>_clk`` and ``t<i>_rst``); its link ``k`` goes to tile ``j`` and arrives there as
-link ``k'`` (``firmware_gen.system.Topology.peer``).  Each direction of a link is a
+link ``k'`` (``lpu_arch.topology.Topology.peer``).  Each direction of a link is a
 *wire*: a delay line of ``latency`` registers in the sender's domain (a per-link
 elaboration parameter within ``cfg.link_latency_min..max``, the same both ways), with an
 XOR fault-injection input at its start.  Tile 0 is the HAC root; every other tile is its
@@ -11,7 +11,7 @@ child over its direct link.
 Ports, per tile ``i`` (each in that tile's clock domain):
 
 * ``t<i>_addr``, ``t<i>_wdata``, ``t<i>_we``, ``t<i>_re`` -> ``t<i>_rdata``,
-  ``t<i>_rvalid``: the tile's host bus (``firmware_gen/hostmap.py``);
+  ``t<i>_rvalid``: the tile's host bus (``lpu_arch/hostmap.py``);
 * ``t<i>_running``, ``t<i>_done``, ``t<i>_fault``;
 * ``t<i>_hac``, ``t<i>_sac`` (the cycle counter), ``t<i>_stall``, ``t<i>_rx_level`` /
   ``t<i>_elastic_level`` (8 bits per link, link 0 in the low byte): for observation;
@@ -27,10 +27,12 @@ from amaranth.hdl import DomainRenamer
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_gen.c2c import flit_bits
-from firmware_gen.config import ConfigError
-from firmware_gen.system import Topology
+from lpu_arch.c2c import KIND_BITS, flit_bits
+from lpu_arch.config import ConfigError
+from lpu_arch.topology import Topology
 
+from .c2c import flit_field
+from .layouts import HOST_BUS_IN, HOST_BUS_OUT, host_bus_members
 from .tile import Tile
 
 
@@ -76,16 +78,15 @@ class System(wiring.Component):
         for i in range(tiles):
             members.update({
                 f"t{i}_clk": In(1), f"t{i}_rst": In(1),
-                f"t{i}_addr": In(32), f"t{i}_wdata": In(32), f"t{i}_we": In(1), f"t{i}_re": In(1),
-                f"t{i}_rdata": Out(32), f"t{i}_rvalid": Out(1),
+                **host_bus_members(cfg, f"t{i}_"),
                 f"t{i}_running": Out(1), f"t{i}_done": Out(1), f"t{i}_fault": Out(1),
-                f"t{i}_hac": Out(32), f"t{i}_stall": Out(1), f"t{i}_sac": Out(32),
+                f"t{i}_hac": Out(cfg.HAC_BITS), f"t{i}_stall": Out(1), f"t{i}_sac": Out(cfg.HAC_BITS),
                 f"t{i}_rx_level": Out(8 * cfg.links), f"t{i}_elastic_level": Out(8 * cfg.links),
             })
             for k in range(cfg.links):
                 members[f"t{i}_l{k}_inject"] = In(fb)
                 members[f"t{i}_l{k}_tx_valid"] = Out(1)
-                members[f"t{i}_l{k}_tx_kind"] = Out(2)
+                members[f"t{i}_l{k}_tx_kind"] = Out(KIND_BITS)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -109,9 +110,9 @@ class System(wiring.Component):
             m.submodules[f"tile{i}"] = DomainRenamer(rename)(tile)
             tiles.append(tile)
             port = lambda name, i=i: getattr(self, f"t{i}_{name}")
-            for name in ("addr", "wdata", "we", "re"):
+            for name in HOST_BUS_IN:
                 m.d.comb += getattr(tile, name).eq(port(name))
-            for name in ("rdata", "rvalid", "running", "done", "fault", "hac", "stall", "sac"):
+            for name in HOST_BUS_OUT + ("running", "done", "fault", "hac", "stall", "sac"):
                 m.d.comb += port(name).eq(getattr(tile, name))
             m.d.comb += [port("rx_level").eq(Cat(tile.rx_level[k] for k in range(cfg.links))),
                          port("elastic_level").eq(Cat(tile.elastic_level[k] for k in range(cfg.links)))]
@@ -121,8 +122,8 @@ class System(wiring.Component):
             for k in range(cfg.links):
                 src = tiles[i].flit_out[k]
                 inject = getattr(self, f"t{i}_l{k}_inject")
-                m.d.comb += [getattr(self, f"t{i}_l{k}_tx_valid").eq(src[0]),
-                             getattr(self, f"t{i}_l{k}_tx_kind").eq(src[1:3])]
+                m.d.comb += [getattr(self, f"t{i}_l{k}_tx_valid").eq(flit_field(src, cfg, "valid")),
+                             getattr(self, f"t{i}_l{k}_tx_kind").eq(flit_field(src, cfg, "kind"))]
                 if k >= topo.links_per_tile:
                     continue
                 j, kk = topo.peer(i, k)

@@ -13,17 +13,18 @@ from amaranth.hdl import EnableInserter
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_gen import hostmap
-from firmware_gen.hostmap import Csr, Ctrl, DeskewStatus, HacStatus, LinkFlag, LinkReg, Region, Status
+from lpu_arch import hostmap
+from lpu_arch.hostmap import Csr, Ctrl, DeskewStatus, HacStatus, LinkFlag, LinkReg, Region, Status
 
 from .c2c import DeskewUnit, HacUnit, LinkRx, LinkTx
 from .column import Taps, build_position, column_signature, edge_taps, served_links
+from .layouts import host_bus_members
 
 
 class Tile(wiring.Component):
     """A scaled-down LP30 tile.
 
-    The host bus is word-addressed with 32-bit data; ``firmware_gen/hostmap.py`` gives the
+    The host bus is word-addressed with 32-bit data; ``lpu_arch/hostmap.py`` gives the
     map.  Writing bit 0 of ``CTRL`` starts every instruction queue at instruction 0 on the
     same cycle (cycle 0 is the cycle after the write); the tile stops and raises ``done``
     on the first cycle on which every queue has halted and no slice is still driving.
@@ -33,7 +34,7 @@ class Tile(wiring.Component):
     addr : In(32), wdata : In(32), we : In(1), re : In(1)
         Host access, one per cycle.
     rdata : Out(32), rvalid : Out(1)
-        Read data, ``hostmap.READ_LATENCY`` (2) cycles after ``re``.
+        Read data, ``hostmap.HOST_READ_LATENCY`` (2) cycles after ``re``.
     running : Out(1), done : Out(1)
         Run state; ``done`` stays high until the next start.
     fault : Out(1)
@@ -72,20 +73,16 @@ class Tile(wiring.Component):
         self.separate_columns = separate_columns
         self.column_ports = [column_signature(cfg, p, streams=False).create(path=(name,))
                              for p, name in enumerate(cfg.slice_names)] if separate_columns else None
-        members = {
-            "addr": In(32), "wdata": In(32), "we": In(1), "re": In(1),
-            "rdata": Out(32), "rvalid": Out(1),
-            "running": Out(1), "done": Out(1), "fault": Out(1),
-        }
+        members = {**host_bus_members(cfg), "running": Out(1), "done": Out(1), "fault": Out(1)}
         if cfg.links:
-            from firmware_gen.c2c import flit_bits
+            from lpu_arch.c2c import flit_bits
             if hac_children is None:
                 hac_children = list(range(cfg.links)) if hac_parent is None else []
             self.hac_parent, self.hac_children = hac_parent, list(hac_children)
             members.update({
                 "flit_out": Out(flit_bits(cfg)).array(cfg.links),
                 "flit_in": In(flit_bits(cfg)).array(cfg.links),
-                "hac": Out(32), "stall": Out(1), "sac": Out(32),
+                "hac": Out(cfg.HAC_BITS), "stall": Out(1), "sac": Out(cfg.HAC_BITS),
                 "rx_level": Out(8).array(cfg.links), "elastic_level": Out(8).array(cfg.links),
             })
         super().__init__(members)
@@ -170,7 +167,7 @@ class Tile(wiring.Component):
         illegal = Cat(c.illegal for c in cols)
         addr_fault = Cat(mem.addr_fault for mem in mems)
         overflow = Cat(Const(0, 1), *(t.trace_overflow for t in traces)).any()
-        status = Signal(32)
+        status = Signal(cfg.HOST_WORD)
         status_bits = (self.running * Status.RUNNING | self.done * Status.DONE
                        | illegal.any() * Status.ILLEGAL_OP | addr_fault.any() * Status.ADDR_FAULT
                        | overflow * Status.TRACE_OVERFLOW)
@@ -187,7 +184,7 @@ class Tile(wiring.Component):
         r_region, r_slice, r_word, r_re = (Signal.like(region), Signal.like(sel_slice),
                                            Signal.like(word), Signal())
         m.d.sync += [r_region.eq(region), r_slice.eq(sel_slice), r_word.eq(word), r_re.eq(self.re)]
-        csr_val = Signal(32)
+        csr_val = Signal(cfg.HOST_WORD)
         with m.Switch(r_word):
             with m.Case(Csr.STATUS):
                 m.d.comb += csr_val.eq(status)

@@ -9,7 +9,8 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from firmware_gen.hostmap import trace_words
+from lpu_arch.hostmap import trace_words
+from lpu_arch.isa import ADDR_BITS
 
 from .layouts import host_signature
 
@@ -34,7 +35,7 @@ class EventTrace(wiring.Component):
             "start": In(1),
             "event": In(1),
             "cycle": In(cfg.CYCLE_BITS),
-            "addr": In(20),
+            "addr": In(ADDR_BITS),
             "data": In(cfg.vector_bits),
             "count": Out(range(cfg.trace_depth + 1)),
             "overflow": Out(1),

@@ -1,6 +1,6 @@
 """VXM slice: the vector unit at the centre of the tile.
 
-Implements ``VOP`` of ``firmware_gen/isa.py`` (``docs/isa.md``, "Compute slices"): per
+Implements ``VOP`` of ``lpu_arch/isa.py`` (``docs/isa.md``, "Compute slices"): per
 lane, bias add and requantisation of int32 A, optional activation table, optional gate
 (requantised int32 B, int8 x int8 product, requantised again), driven as int8 on one
 stream east and/or west ``VXM_LATENCY`` (2) cycles after issue.
@@ -19,12 +19,12 @@ with one multiplier after the table instead of two (the stages stay balanced: ea
 holds one int32 x 15-bit or int8 x 23-bit product).
 
 ``requantise(v, m, s) = sat8((v * m + (s ? 1 << (s-1) : 0)) >> s)`` with an arithmetic
-shift, exactly ``firmware_gen.numerics.requantise``: ``v * m`` needs 47 signed bits,
+shift, exactly the golden model's ``requantise``: ``v * m`` needs 47 signed bits,
 the rounded sum 48.
 
 Parameters and table are host-writable while the tile is stopped
 (``hostmap.Region.VXM_PARAM`` and ``Region.VXM_TABLE``) and power up as a fresh
-``Program``'s: identity parameters (bias 0, multiplier 1, shift 0) and identity table.
+``lpu_arch.vxm.reset_words``: identity parameters (bias 0, multiplier 1, shift 0) and identity table.
 """
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
@@ -32,39 +32,10 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from firmware_gen.hostmap import VXM_FIELDS, VXM_PARAM_WORDS, vxm_param_words
-from firmware_gen.isa import EAST, INT32_PLANES, Op, VopFlag
-from firmware_gen.numerics import TABLE_SIZE
+from lpu_arch.isa import EAST, INT32_PLANES, Op, VopFlag
+from lpu_arch.vxm import PARAM_FIELDS, PARAM_WORDS, SHIFT_BITS, TABLE_SIZE, reset_words
 
-from .layouts import drive_signature, host_signature, issue_signature, tap_signature
-
-MULT_BITS, SHIFT_BITS = 15, 6   # requantisation multiplier (1..32767) and shift (0..46)
-
-
-# ---- host words (shared with the driver) ---------------------------------------------
-def param_words(cfg, params) -> list[int]:
-    """Host words of a whole parameter memory; index = word address in ``Region.VXM_PARAM``.
-
-    ``params`` is ``(entries, lanes, len(VXM_FIELDS))`` in ``VXM_FIELDS`` order (the shape of
-    ``Program.vxm_params``)."""
-    out = []
-    for entry in params:
-        for lane in entry:
-            out += vxm_param_words(dict(zip(VXM_FIELDS, (int(v) for v in lane))))
-    return out
-
-
-def table_words(table) -> list[int]:
-    """Host words of the activation table; index = word address in ``Region.VXM_TABLE``."""
-    return [int(v) & 0xFF for v in table]
-
-
-def reset_words(cfg) -> tuple[list[int], list[int]]:
-    """The parameter and table words the VXM holds at power-up: a fresh ``Program``'s."""
-    from firmware_gen.program import Program
-    p = Program(cfg)
-    return param_words(cfg, p.vxm_params), table_words(p.table)
-
+from .layouts import drive_signature, host_signature, issue_signature, operand, tap_signature
 
 # ---- arithmetic helpers -----------------------------------------------------------------
 def _flag(flag) -> int:
@@ -131,7 +102,7 @@ class VXM(wiring.Component):
         A result is being driven this cycle.
     host_param : In(host_signature)
         ``Region.VXM_PARAM``: word ``(entry * lanes + lane) * VXM_PARAM_WORDS + k``
-        (``hostmap.vxm_param_words``); reads return the word as written.
+        (``lpu_arch/vxm.py``); reads return the word as written.
     host_table : In(host_signature)
         ``Region.VXM_TABLE``: word ``i`` (``i < 256``) is table entry ``i`` in the low byte.
     """
@@ -152,7 +123,7 @@ class VXM(wiring.Component):
         m = Module()
         cfg = self.cfg
         L, S = cfg.lanes, cfg.streams
-        W = VXM_PARAM_WORDS
+        W = PARAM_WORDS
         ins = self.issue.instr
         is_vop = self.issue.valid & (ins.op == Op.VOP)
 
@@ -220,16 +191,18 @@ class VXM(wiring.Component):
         q_vop, q_flags, q_out = Signal(), Signal(8), Signal.like(ins.stream)
         m.d.sync += q_vop.eq(is_vop)
         with m.If(is_vop):
-            m.d.sync += [q_flags.eq(ins.aux), q_out.eq(ins.count[:5])]
+            m.d.sync += [q_flags.eq(ins.aux), q_out.eq(operand(ins, Op.VOP, "out"))]
         lane_q = []
         for l in range(L):
             w = [pr.data[32 * (l * W + k): 32 * (l * W + k) + 32] for k in range(W)]
+            f = {n: w[k][lsb:lsb + width] for n, (k, lsb, width, *_) in PARAM_FIELDS.items()}
             va, vb = Signal(signed(32), name=f"va_{l}"), Signal(signed(32), name=f"vb_{l}")
-            fields = [w[k][sl] for k in (2, 3, 4) for sl in (slice(0, MULT_BITS), slice(16, 16 + SHIFT_BITS))]
-            regs = [Signal(len(f), name=f"{n}_{l}") for f, n in zip(fields, ("ma", "sa", "mb", "sb", "mc", "sc"))]
+            names = ("m_a", "s_a", "m_b", "s_b", "m_c", "s_c")
+            fields = [f[n] for n in names]
+            regs = [Signal(len(f[n]), name=f"{n.replace('_', '')}_{l}") for n in names]
             with m.If(is_vop):
-                m.d.sync += [va.eq(a_in[l] + Mux(add_b, b_in[l], 0) + w[0]),     # int32 wrap-around
-                             vb.eq(b_in[l] + w[1])]
+                m.d.sync += [va.eq(a_in[l] + Mux(add_b, b_in[l], 0) + f["bias_a"]),     # int32 wrap-around
+                             vb.eq(b_in[l] + f["bias_b"])]
                 m.d.sync += [r.eq(f) for r, f in zip(regs, fields)]
             lane_q.append((va, vb, *regs))
 

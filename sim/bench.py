@@ -23,7 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from firmware_gen import TileConfig, archmodel
+from lpu_arch import TileConfig
+
+from firmware_gen import archmodel
 from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
 from firmware_gen.schedule import Scheduler
 
@@ -130,7 +132,7 @@ def tray_rows(cfg: TileConfig) -> list[dict]:
     checked here against the multi-tile golden model (bit-exact output, every tile's
     writes and cycle count)."""
     from firmware_gen.numerics import ffn_int
-    from firmware_gen.system import Topology
+    from lpu_arch.topology import Topology
     from firmware_gen.tray import compile_ffn_tray, tray_output
     decode = sorted((c for c in ffn_suite(cfg) if c[3] == 1), key=lambda c: (c[1] * c[2], c[0] == "swiglu"))
     for kind, H, I, B in reversed(decode):       # the largest that fits one tile (the tiny tile holds few)

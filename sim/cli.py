@@ -76,7 +76,7 @@ _nonneg = _int_at_least(0, "non-negative")
 
 
 def _tiles(text: str) -> int:
-    from firmware_gen.system import TILE_COUNTS
+    from lpu_arch.topology import TILE_COUNTS
     try:
         v = int(text, 0)
     except ValueError:
@@ -144,7 +144,7 @@ def _given_ffn_options(args) -> list[str]:
 
 
 def _compile_from_args(args, quiet=False):
-    from firmware_gen.config import TileConfig
+    from lpu_arch.config import TileConfig
 
     from .compiled import from_example, from_npz
     preset = args.config or "default"
@@ -187,7 +187,7 @@ def _load_or_compile(args, need_manifest=True):
             c = CompiledFfn.load(d)
             prog = c.program
     if args.config is not None:
-        from firmware_gen.config import TileConfig
+        from lpu_arch.config import TileConfig
         if TileConfig.preset(args.config) != prog.config:
             raise CliError(f"--config {args.config} does not match the tile {path} was compiled for")
     return c, prog, d
@@ -365,7 +365,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_synth(args) -> int:
-    from firmware_gen.config import TileConfig
+    from lpu_arch.config import TileConfig
     from hdl import synth
     out = args.out or synth.ROOT / "build" / f"synth-{args.board}-{args.config}"
     human = sys.stderr if args.json else sys.stdout
@@ -565,8 +565,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from firmware_gen.chart import ChartError
     from firmware_gen.compile_ffn import CompileError
-    from firmware_gen.config import ConfigError
-    from firmware_gen.isa import IsaError
+    from lpu_arch.config import ConfigError
+    from lpu_arch.isa import IsaError
     from firmware_gen.numerics import NumericsError
     from firmware_gen.program import ProgramError
     from hdl.synth import SynthError

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from firmware_gen.compile_ffn import Example, Manifest, compile_ffn, example_ffn
-from firmware_gen.config import TileConfig
+from lpu_arch.config import TileConfig
 from firmware_gen.numerics import ACTIVATIONS, FfnSpec, NumericsError, ffn_float, ffn_int, quantise_activations
 from firmware_gen.program import Program
 from firmware_gen.schedule import PredictedWrite

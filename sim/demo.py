@@ -14,7 +14,9 @@ import time
 
 import numpy as np
 
-from firmware_gen import ConfigError, TileConfig, archmodel
+from lpu_arch import ConfigError, TileConfig
+
+from firmware_gen import archmodel
 from firmware_gen.compile_ffn import CompileError, output_matrix
 from firmware_gen.numerics import NumericsError
 from firmware_gen.schedule import Scheduler

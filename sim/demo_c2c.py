@@ -18,10 +18,12 @@ import time
 
 import numpy as np
 
-from firmware_gen import archmodel, c2c
-from firmware_gen.config import TileConfig
-from firmware_gen.hostmap import LINK_FAULTS, Status
-from firmware_gen.isa import Instr, Op
+from lpu_arch import c2c
+
+from firmware_gen import archmodel
+from lpu_arch.config import TileConfig
+from lpu_arch.hostmap import LINK_FAULTS, Status
+from lpu_arch.isa import Instr, Op
 from firmware_gen.program import Program
 from firmware_gen.schedule import ScheduleError
 from firmware_gen.system import SystemScheduler
@@ -260,7 +262,7 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
     the run (``plot_run``: activity, HAC error, program skew, receive buffers).  A clock
     beyond ``max_ppm`` (unless ``beyond_spec``) or a latency outside the declared range is
     a ``ConfigError``."""
-    from firmware_gen.config import ConfigError
+    from lpu_arch.config import ConfigError
 
     from .runner import SystemSim, period_fs, system_run
 
@@ -337,7 +339,7 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
 
 
 def main(argv=None) -> int:
-    from firmware_gen.config import ConfigError
+    from lpu_arch.config import ConfigError
 
     ap = argparse.ArgumentParser(prog="python -m sim.demo_c2c", description=__doc__.splitlines()[0])
     ap.add_argument("--sim", default="verilator", choices=("verilator", "icarus"))

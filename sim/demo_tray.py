@@ -22,11 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from firmware_gen import ConfigError, TileConfig, archmodel
+from lpu_arch import ConfigError, TileConfig
+
+from firmware_gen import archmodel
 from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
-from firmware_gen.hostmap import LINK_FAULTS, Status
+from lpu_arch.hostmap import LINK_FAULTS, Status
 from firmware_gen.numerics import NumericsError, ffn_int
-from firmware_gen.system import TILE_COUNTS, Topology
+from lpu_arch.topology import TILE_COUNTS, Topology
 from firmware_gen.tray import TrayManifest, compile_ffn_tray, tray_config, tray_output
 
 from .runner import SIMULATORS, SimSetupError, SystemSim, observed_events, system_run

@@ -11,8 +11,9 @@ import time
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, First, RisingEdge, Timer
 
-from firmware_gen import hostmap
-from firmware_gen.hostmap import Csr, Region
+from lpu_arch import hostmap
+from lpu_arch.hostmap import Csr, Region
+from lpu_arch.vxm import param_words, reset_words, table_words
 
 
 class Ports:
@@ -34,7 +35,6 @@ class TileDriver:
     first rising edge (same unit), so that tiles of a system get unrelated clock phases."""
 
     def __init__(self, dut, cfg, period_ns: float = 10.0, *, period=None, unit: str = "ns", phase=0):
-        from hdl.vxm import reset_words
         self.dut, self.cfg = dut, cfg
         self.period_ns = period_ns
         self.period, self.unit, self.phase = (period_ns if period is None else period), unit, phase
@@ -143,9 +143,8 @@ class TileDriver:
         like ``Program.vxm_params``; fewer entries leave the rest alone) and the 256-entry
         activation table; only words that differ from what the tile holds, unless ``force``.
         Returns the number of words written."""
-        from hdl.vxm import param_words, table_words
         items = []
-        for region, k, words in ((Region.VXM_PARAM, 0, None if params is None else param_words(self.cfg, params)),
+        for region, k, words in ((Region.VXM_PARAM, 0, None if params is None else param_words(params)),
                                  (Region.VXM_TABLE, 1, None if table is None else table_words(table))):
             if words is None:
                 continue
@@ -202,13 +201,13 @@ class TileDriver:
     async def arm_start_at(self, start_hac: int):
         """Arm the tile to start so that its cycle 0 is the cycle its HAC equals ``start_hac``
         (``hostmap.Ctrl.START_AT_HAC``, C2C tiles)."""
-        from firmware_gen.hostmap import Ctrl
+        from lpu_arch.hostmap import Ctrl
         await self.write_words([(hostmap.csr(Csr.START_HAC), start_hac & 0xFFFFFFFF),
                                 (hostmap.csr(Csr.CTRL), int(Ctrl.START_AT_HAC))])
 
     async def read_c2c(self):
         """The C2C registers: HAC state, deskew state and every link's receiver/transmitter."""
-        from firmware_gen.hostmap import LINK_WORDS, DeskewStatus, HacStatus, LinkFlag, LinkReg
+        from lpu_arch.hostmap import LINK_WORDS, DeskewStatus, HacStatus, LinkFlag, LinkReg
         cfg = self.cfg
         regs = [Csr.HAC, Csr.HAC_STATUS, Csr.HAC_LATENCY, Csr.HAC_ERROR, Csr.DESKEW_OFFSET,
                 Csr.DESKEW_STALLED, Csr.DESKEW_STATUS]
@@ -262,7 +261,7 @@ class UartTileDriver(TileDriver):
         self.dut.rx.value = 1
 
     async def write_words(self, items):
-        from firmware_gen.hostlink import ACK, write_cmd
+        from lpu_arch.hostlink import ACK, write_cmd
         for a, v in items:
             await self.source.send(write_cmd(a, v))
             ack = await self.sink.recv(1)
@@ -270,7 +269,7 @@ class UartTileDriver(TileDriver):
                 raise RuntimeError(f"bridge answered {ack!r} to a write, expected {bytes([ACK])!r}")
 
     async def read_words(self, addrs):
-        from firmware_gen.hostlink import read_cmd
+        from lpu_arch.hostlink import read_cmd
         out = []
         for a in addrs:
             await self.source.send(read_cmd(a))
@@ -279,7 +278,7 @@ class UartTileDriver(TileDriver):
 
     async def wait_done(self, timeout_cycles: int):
         # Over UART the host polls STATUS, as a real host would.
-        from firmware_gen.hostmap import Status
+        from lpu_arch.hostmap import Status
         for _ in range(max(1, timeout_cycles // 100)):
             if await self.read_csr(Csr.STATUS) & Status.DONE:
                 return

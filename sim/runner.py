@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from firmware_gen.config import TileConfig
+from lpu_arch.config import TileConfig
 from firmware_gen.program import Program
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ scheduler's prediction (when the program came from the scheduler).
 from __future__ import annotations
 
 from firmware_gen.archmodel import RunResult
-from firmware_gen.hostmap import Status
+from lpu_arch.hostmap import Status
 
 
 def _fmt(ev):

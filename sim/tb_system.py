@@ -35,8 +35,8 @@ import cocotb
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge, Timer
 from cocotb.simtime import get_sim_time
 
-from firmware_gen.config import TileConfig
-from firmware_gen.hostmap import Csr, HacStatus
+from lpu_arch.config import TileConfig
+from lpu_arch.hostmap import Csr, HacStatus
 
 from .driver import Ports, TileDriver
 

@@ -17,7 +17,7 @@ import os
 
 import cocotb
 
-from firmware_gen.config import TileConfig
+from lpu_arch.config import TileConfig
 
 from .driver import TileDriver, UartTileDriver
 

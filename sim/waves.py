@@ -22,8 +22,8 @@ import re
 import shutil
 from pathlib import Path
 
-from firmware_gen.config import TileConfig
-from firmware_gen.isa import Op
+from lpu_arch.config import TileConfig
+from lpu_arch.isa import Op
 
 # GTKWave trace flags (analyzer.h): hex 0x2, dec 0x4, bin 0x8, right-justify 0x20,
 # blank 0x200, file translate filter 0x2000, group begin 0x800000, group end 0x1000000.

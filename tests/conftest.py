@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from firmware_gen import TileConfig
+from lpu_arch import TileConfig
 
 SIMS = [s for s in os.environ.get("LPU_SIMS", "verilator,icarus").split(",") if s]
 

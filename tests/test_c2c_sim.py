@@ -9,8 +9,10 @@ import random
 
 import pytest
 
-from firmware_gen import archmodel, c2c
-from firmware_gen.hostmap import LINK_FAULTS, Status
+from lpu_arch import c2c
+
+from firmware_gen import archmodel
+from lpu_arch.hostmap import LINK_FAULTS, Status
 from sim.demo_c2c import c2c_config, check_tiles, exchange, without_runtime_deskews
 from sim.runner import observed_events, system_run
 
@@ -187,7 +189,7 @@ def test_tray_ffn_on_two_tiles(simulator, kind, H, I, batch):
     the SXM, W2 over all h blocks) on two tiles at +-max_ppm: every MEM write (y bit-exact)
     and cycle count as the compiler predicted and the golden model computes."""
     from firmware_gen.compile_ffn import example_ffn
-    from firmware_gen.system import Topology
+    from lpu_arch.topology import Topology
     from firmware_gen.tray import compile_ffn_tray
     from sim.scoreboard import check_run
 
@@ -215,7 +217,7 @@ def test_all_to_all_tiles(tiles):
     import dataclasses
 
     from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
-    from firmware_gen.system import Topology
+    from lpu_arch.topology import Topology
     from firmware_gen.tray import compile_ffn_tray
     from sim.runner import SystemSim
     from sim.scoreboard import check_run

@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from firmware_gen import TileConfig
+from lpu_arch import TileConfig
 from firmware_gen import archmodel
 from firmware_gen.chart import schedule_chart, stream_occupancy, tray_chart, tray_transfers
 from firmware_gen.compile_ffn import example_ffn
-from firmware_gen.isa import Op
+from lpu_arch.isa import Op
 from firmware_gen.program import Program
 from sim import cli
 from sim.compiled import CompiledFfn
 from firmware_gen.numerics import ffn_int
-from firmware_gen.system import Topology
+from lpu_arch.topology import Topology
 from firmware_gen.tray import compile_ffn_tray, tray_config
 from sim.demo_tray import tray_tile_config
 from sim.progress import LogWatcher, ProgressPrinter

@@ -7,9 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from firmware_gen import TileConfig, archmodel
+from lpu_arch import TileConfig
+
+from firmware_gen import archmodel
 from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn, lower, output_matrix
-from firmware_gen.isa import Instr, Op
+from lpu_arch.isa import Instr, Op
 from firmware_gen.numerics import FfnSpec, NumericsError, ffn_int
 
 

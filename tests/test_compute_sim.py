@@ -8,12 +8,14 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from firmware_gen import TileConfig, archmodel
-from firmware_gen.hostmap import VXM_FIELDS
-from firmware_gen.isa import EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, VXM_LATENCY, WEST, Instr, MMFlag, VopFlag
+from lpu_arch import TileConfig
+
+from firmware_gen import archmodel
+from lpu_arch.vxm import VXM_FIELDS
+from lpu_arch.isa import EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, VXM_LATENCY, WEST, Instr, MMFlag, VopFlag
 from firmware_gen.numerics import requantise
 from firmware_gen.program import Program
-from hdl.vxm import param_words, reset_words, table_words
+from lpu_arch.vxm import param_words, reset_words, table_words
 from sim.runner import job, observed_events
 from sim.scoreboard import check_run
 
@@ -492,7 +494,7 @@ def test_vxm_memories_read_back(simulator):
     prog.set_vxm_params(prm)
     prog.set_table(rng.integers(-128, 128, 256))
     res, _ = run_checked(cfg, simulator, [prog, Program(cfg)], read_vxm=True)
-    assert res[0]["vxm_words"] == [param_words(cfg, prog.vxm_params), table_words(prog.table)]
+    assert res[0]["vxm_words"] == [param_words(prog.vxm_params), table_words(prog.table)]
     assert res[1]["vxm_words"] == list(reset_words(cfg))
 
 

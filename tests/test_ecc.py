@@ -6,7 +6,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from firmware_gen.c2c import EccStatus, ecc_bits, ecc_decode, ecc_encode
+from lpu_arch.c2c import EccStatus, ecc_bits, ecc_decode, ecc_encode
 from hdl.ecc import EccDecoder, EccEncoder
 
 

@@ -5,7 +5,9 @@ per-slice busy counters as predicted, and the two simulators identical."""
 import numpy as np
 import pytest
 
-from firmware_gen import TileConfig, archmodel
+from lpu_arch import TileConfig
+
+from firmware_gen import archmodel
 from firmware_gen.compile_ffn import compile_ffn, example_ffn
 from firmware_gen.numerics import ffn_int
 from sim.runner import job, observed_events

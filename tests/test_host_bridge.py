@@ -4,7 +4,9 @@ line, checked against the golden model and the compiler's prediction."""
 import numpy as np
 import pytest
 
-from firmware_gen import TileConfig, archmodel
+from lpu_arch import TileConfig
+
+from firmware_gen import archmodel
 from firmware_gen.schedule import Scheduler
 from sim.runner import TileSim, job
 from sim.scoreboard import check_run

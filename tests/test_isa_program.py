@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from firmware_gen import ConfigError, TileConfig
-from firmware_gen.isa import FLAGS, NO_STREAM_OPS, OPERANDS, Instr, IsaError, Op, VopFlag
+from lpu_arch import ConfigError, TileConfig
+from lpu_arch.isa import FLAGS, NO_STREAM_OPS, OPERANDS, Instr, IsaError, Op, VopFlag
 from firmware_gen.program import Program, ProgramError
 
 

@@ -10,9 +10,10 @@ import random
 
 from amaranth.sim import Simulator
 
-from firmware_gen import TileConfig
-from firmware_gen.c2c import KIND_BITS, Kind, ecc_encode, flit_data_bits
-from hdl.c2c import LinkTx, flit_fields
+from lpu_arch import TileConfig
+from lpu_arch.c2c import KIND_BITS, Kind, ecc_encode, flit_data_bits
+from hdl.c2c import LinkTx
+from lpu_arch.c2c import flit_fields
 
 CFG = dataclasses.replace(TileConfig.tiny(), links=1, link_width=8)   # 4 flits per vector
 

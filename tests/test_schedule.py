@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from firmware_gen import TileConfig, archmodel
+from lpu_arch import TileConfig
+
+from firmware_gen import archmodel
 from firmware_gen.schedule import Scheduler, ScheduleError
 
 

@@ -12,9 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from firmware_gen import TileConfig, archmodel, hostmap
+from lpu_arch import TileConfig, hostmap
+
+from firmware_gen import archmodel
 from firmware_gen.compile_ffn import compile_ffn, example_ffn
-from firmware_gen.hostmap import Csr, Region
+from lpu_arch.hostmap import Csr, Region
 from hdl.size import elaborate, main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,7 +97,7 @@ class _Raw:
 def _random_program(cfg, seed, count=150):
     """Every slice issues ``count`` random instructions of its kinds (random streams,
     directions, addresses, flags, LW delays) on consecutive cycles over random MEM contents."""
-    from firmware_gen.isa import FIELD, SLICE_OPS, DATA_OPS, Instr
+    from lpu_arch.isa import FIELD, SLICE_OPS, DATA_OPS, Instr
     rng = np.random.default_rng(seed)
     images = {}
     for name in cfg.slice_names:
@@ -113,7 +115,7 @@ def _random_program(cfg, seed, count=150):
 
 def _host_writes(cfg, prog):
     """(address, value) writes loading a program, its MEM images, VXM parameters and table."""
-    from hdl.vxm import param_words, reset_words, table_words
+    from lpu_arch.vxm import param_words, reset_words, table_words
     items = []
     for name, words in prog.images().items():
         p = cfg.position(name)
@@ -127,7 +129,7 @@ def _host_writes(cfg, prog):
                 items.append((hostmap.addr(Region.DMEM, i, int(row) * cfg.words_per_vector + w),
                               int.from_bytes(vec[4 * w: 4 * w + 4], "little")))
     p0, t0 = reset_words(cfg)
-    for k, (a, b) in enumerate(zip(param_words(cfg, prog.vxm_params), p0)):
+    for k, (a, b) in enumerate(zip(param_words(prog.vxm_params), p0)):
         if a != b:
             items.append((hostmap.addr(Region.VXM_PARAM, 0, k), a))
     for k, (a, b) in enumerate(zip(table_words(prog.table), t0)):

@@ -8,9 +8,11 @@ vectors come from numpy (np.roll, fancy indexing, .T), not from the model."""
 import numpy as np
 import pytest
 
-from firmware_gen import TileConfig, archmodel
+from lpu_arch import TileConfig
+
+from firmware_gen import archmodel
 from firmware_gen.compile_ffn import lower
-from firmware_gen.isa import EAST, SXM_LATENCY, WEST, Instr, IsaError, Op, SxmFlag
+from lpu_arch.isa import EAST, SXM_LATENCY, WEST, Instr, IsaError, Op, SxmFlag
 from firmware_gen.program import Program, ProgramError
 
 OUT = SxmFlag.OUT_E

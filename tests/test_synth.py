@@ -3,7 +3,7 @@ board's 25 MHz clock; bad boards and missing tools give clear errors."""
 
 import pytest
 
-from firmware_gen import TileConfig
+from lpu_arch import TileConfig
 from hdl import synth
 
 

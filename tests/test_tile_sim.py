@@ -4,9 +4,11 @@ against the golden model and the compiler's prediction."""
 import numpy as np
 import pytest
 
-from firmware_gen import TileConfig, archmodel
-from firmware_gen.hostmap import Status
-from firmware_gen.isa import Instr, Op
+from lpu_arch import TileConfig
+
+from firmware_gen import archmodel
+from lpu_arch.hostmap import Status
+from lpu_arch.isa import Instr, Op
 from firmware_gen.program import Program
 from firmware_gen.schedule import Scheduler
 from sim.runner import job, observed_events

@@ -5,10 +5,12 @@ compiler predicted, and the limits named."""
 import numpy as np
 import pytest
 
-from firmware_gen import ConfigError, TileConfig, archmodel
+from lpu_arch import ConfigError, TileConfig
+
+from firmware_gen import archmodel
 from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
 from firmware_gen.numerics import ffn_int
-from firmware_gen.system import Topology
+from lpu_arch.topology import Topology
 from firmware_gen.tray import compile_ffn_tray, tray_output
 
 

@@ -103,6 +103,13 @@ def flit_data_bits(cfg: TileConfig) -> int:
     return KIND_BITS + cfg.link_width
 
 
+def flit_fields(cfg: TileConfig) -> dict[str, tuple[int, int]]:
+    """(lsb, width) of valid, kind, payload and check inside a flit, low bits first."""
+    W = cfg.link_width
+    return {"valid": (0, 1), "kind": (1, KIND_BITS), "payload": (1 + KIND_BITS, W),
+            "check": (1 + KIND_BITS + W, ecc_bits(flit_data_bits(cfg)))}
+
+
 def flit_bits(cfg: TileConfig) -> int:
     """valid + kind + payload + check bits."""
     return 1 + flit_data_bits(cfg) + ecc_bits(flit_data_bits(cfg))

@@ -4,7 +4,7 @@ the (future) UART bridge.
 The host bus is word-addressed with 32-bit data.  Address bits ``[28:32]`` pick a
 region, bits ``[20:28]`` a slice (position for IMEM, MEM index for DMEM and TRACE),
 bits ``[0:20]`` a word inside it.  Reads return data two cycles after ``re``
-(``READ_LATENCY``).  IMEM, DMEM, VXM_PARAM and VXM_TABLE writes are honoured only while
+(``HOST_READ_LATENCY``).  IMEM, DMEM, VXM_PARAM and VXM_TABLE writes are honoured only while
 the tile is stopped.
 """
 
@@ -13,8 +13,11 @@ from __future__ import annotations
 import enum
 
 from .config import ConfigError, TileConfig
+from .vxm import PARAM_WORDS as VXM_PARAM_WORDS
 
-READ_LATENCY = 2
+HOST_READ_LATENCY = 2   # host bus: read data this many cycles after re
+HOST_ADDR_BITS = 32     # host bus address width (data: TileConfig.HOST_WORD)
+LINK_COUNT_BITS = 16    # LinkReg.CORRECTED/UNCORRECTED and HAC_LATENCY/HAC_ERROR widths (saturating counters)
 REGION_SHIFT, SLICE_SHIFT = 28, 20
 WORD_MASK = (1 << SLICE_SHIFT) - 1
 
@@ -24,7 +27,7 @@ class Region(enum.IntEnum):
     IMEM = 1
     DMEM = 2
     TRACE = 3
-    VXM_PARAM = 4   # word (entry * lanes + lane) * VXM_PARAM_WORDS + k, see vxm_param_words
+    VXM_PARAM = 4   # word (entry * lanes + lane) * VXM_PARAM_WORDS + k, see lpu_arch/vxm.py
     VXM_TABLE = 5   # word i = activation table entry i (low byte)
 
 
@@ -108,18 +111,6 @@ class Status(enum.IntFlag):
 
 LINK_FAULTS = (Status.LINK_OVERFLOW | Status.LINK_UNDERFLOW | Status.LINK_UNCORRECTABLE
                | Status.LINK_TX_OVERRUN | Status.DESKEW_LATE | Status.HAC_LOCK_LOST)
-
-
-# VXM parameter entry, per lane (one VOP's operands; ranges in firmware_gen/numerics.py):
-VXM_FIELDS = ("bias_a", "bias_b", "m_a", "s_a", "m_b", "s_b", "m_c", "s_c")
-VXM_PARAM_WORDS = 5   # w0 bias_a, w1 bias_b, w2 m_a | s_a << 16, w3 m_b | s_b << 16, w4 m_c | s_c << 16
-
-
-def vxm_param_words(lane: dict) -> list[int]:
-    """The 5 host words of one lane of one VXM parameter entry (``lane[field]`` ints)."""
-    return [lane["bias_a"] & 0xFFFFFFFF, lane["bias_b"] & 0xFFFFFFFF,
-            lane["m_a"] | lane["s_a"] << 16, lane["m_b"] | lane["s_b"] << 16,
-            lane["m_c"] | lane["s_c"] << 16]
 
 
 def check_fits(cfg: TileConfig) -> None:

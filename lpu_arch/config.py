@@ -18,6 +18,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from . import isa
+
 
 class ConfigError(ValueError):
     """A configuration value is out of range; the message names the field and the limit."""
@@ -92,15 +94,19 @@ class TileConfig:
     sync_interval: int = 64
     rx_depth: int = 8
 
-    # Fixed architectural limits (ISA field widths, see firmware_gen/isa.py).
-    MAX_STREAMS = 32          # 5-bit stream field
+    # Fixed architectural limits (from the ISA's field widths, lpu_arch/isa.py).
+    MAX_STREAMS = 1 << isa.FIELD["stream"][1]
     MAX_MEM_SLICES = 120      # positions must fit an 8-bit slice index
-    MAX_MEM_DEPTH = 1 << 20   # 20-bit address field
+    MAX_MEM_DEPTH = 1 << isa.ADDR_BITS
     CYCLE_BITS = 32           # width of the cycle counter and trace timestamps
     HOST_WORD = 32            # host interface data width in bits
-    MM_INDEX_BITS = 10        # MM's acc and slot operands (firmware_gen/isa.py)
-    INT32_PLANES = 4          # byte-plane streams per int32 vector
+    MM_INDEX_BITS = isa.MM_ACC_BITS   # MM's acc and slot operands
+    INT32_PLANES = isa.INT32_PLANES
     MAX_LINKS = 7             # C2C links per tile (all-to-all tray of 8)
+    # Fixed link hardware (docs/c2c.md).
+    HAC_BITS = 32             # the hardware- and software-aligned counters
+    ELASTIC_DEPTH = 16        # flits in a link's elastic (clock-crossing) buffer
+    ECHO_TURNAROUND = 2       # cycles from a PROBE decoded to its ECHO in the parent's transmit register
 
     def __post_init__(self):
         def need(cond, msg):
