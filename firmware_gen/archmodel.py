@@ -20,6 +20,7 @@ import numpy as np
 from lpu_arch.vxm import VXM_FIELDS
 from lpu_arch.isa import (C2C_LATENCY, DATA_OPS, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY, VXM_LATENCY, WEST,
                   Instr, MMFlag, Op, SxmFlag, VopFlag)
+from lpu_arch.timing import done_cycles
 from .numerics import add_int32, requantise
 from .program import Program
 
@@ -334,8 +335,7 @@ class TileModel:
                 self._drive(t, p, od, ins.operand("out"), out)
 
     def result(self) -> RunResult:
-        done_cycle = max(max(self.halt_at), self.last_drive) + 1
-        return RunResult(cycles=done_cycle + 1, events=self.events, memory=self.mem, busy=self.busy,
+        return RunResult(cycles=done_cycles(max(self.halt_at), self.last_drive), events=self.events, memory=self.mem, busy=self.busy,
                          mm_count={n: m.mm_count for n, m in self.mxms.items()}, sent=self.sent)
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lpu_arch.timing import diagonal
 from .archmodel import expand
 from lpu_arch.isa import (C2C_LATENCY, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY,
                   VXM_LATENCY, WEST, MMFlag, Op, SxmFlag, VopFlag)
@@ -118,9 +119,7 @@ def stream_occupancy(program: Program, tl: Timeline | None = None) -> tuple[np.n
     tl = tl or timeline(program)
     P, T = cfg.positions, max(tl.end, 1)
     occ = {EAST: np.zeros((P, T + P), np.int32), WEST: np.zeros((P, T + P), np.int32)}
-    # A value driven at p on cycle t is at p + k (east) / p - k (west) on cycle t + k: it
-    # keeps t - p (east) or t + p (west) constant, its diagonal.
-    diag = lambda d, p, t: t - p if d == EAST else t + p   # noqa: E731
+    diag = diagonal     # a value keeps its diagonal as it moves (lpu_arch.timing)
     drivers, readers = defaultdict(list), defaultdict(list)
     for d, s, p, t in tl.drives:
         drivers[(d, s, diag(d, p, t))].append((p, t))

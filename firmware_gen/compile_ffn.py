@@ -31,11 +31,10 @@ import numpy as np
 
 from lpu_arch.config import TileConfig
 from lpu_arch.vxm import VXM_FIELDS
-from lpu_arch.isa import (COUNT_MAX, DELAY_MAX, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, STRIDE_MAX,
-                  STRIDE_MIN, VXM_LATENCY, WEST, Instr, MMFlag, VopFlag)
+from lpu_arch.isa import DELAY_MAX, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, VXM_LATENCY, WEST, Instr, MMFlag, VopFlag
 from .numerics import FfnSpec, NumericsError, ffn_int
 from .program import Program
-from .reserve import Reservations
+from .reserve import Reservations, lower
 from .schedule import PredictedWrite
 
 
@@ -527,39 +526,6 @@ class _Ffn:
                 raise CompileError(f"the schedule needs {len(q) + 1} instructions in {name}'s queue; "
                                    f"it holds {self.cfg.iq_depth} (use a larger iq_depth or a smaller FFN)")
         return prog.validate()
-
-
-def lower(entries: list[tuple[int, Instr]]) -> list[Instr]:
-    """Timed instructions of one queue -> instruction list: runs that differ only in
-    address by a constant stride at a constant spacing become one REPEAT, gaps NOPs."""
-    entries = sorted(entries, key=lambda e: e[0])
-    q, now, i = [], 0, 0
-    while i < len(entries):
-        c0, ins = entries[i]
-        assert c0 >= now, "two instructions on one cycle"
-        gap = c0 - now
-        while gap > 0:
-            q.append(Instr.nop(min(gap, COUNT_MAX)))
-            gap -= min(gap, COUNT_MAX)
-        q.append(ins)
-        now = c0 + 1
-        j = i + 1
-        if j < len(entries):
-            c1, nxt = entries[j]
-            d, stride = c1 - c0, nxt.addr - ins.addr
-            same = lambda a, b: (a.op, a.stream, a.dir, a.count, a.delay, a.aux) == \
-                (b.op, b.stream, b.dir, b.count, b.delay, b.aux)  # noqa: E731
-            if 1 <= d <= DELAY_MAX and STRIDE_MIN <= stride <= STRIDE_MAX and same(ins, nxt):
-                n = 0
-                while (j + n < len(entries) and n < COUNT_MAX and same(ins, entries[j + n][1])
-                       and entries[j + n][0] == c0 + (n + 1) * d
-                       and entries[j + n][1].addr == ins.addr + (n + 1) * stride):
-                    n += 1
-                q.append(Instr.repeat(n, d, stride))
-                now = c0 + 1 + n * d
-                j += n
-        i = j
-    return q
 
 
 def compile_ffn(spec: FfnSpec, x, cfg: TileConfig | None = None) -> tuple[Program, Manifest]:

@@ -1,19 +1,19 @@
-"""Reservation table: who uses which issue slot and which stream, on which cycle.
+"""The scheduling core: the reservation table (who uses which issue slot and which stream,
+on which cycle) and the queue builder that lowers timed instructions to a queue.
 
 The hardware has no arbiter, so the compiler must never let two instructions issue from
 one queue on one cycle, nor two live values meet on one stream at one position.  Every
 placement goes through this table; a clash is a :class:`ReservationError` naming both
 users.
 
-A value driven onto a stream at position ``p`` on cycle ``t`` keeps ``t - p``
-(east-flowing) or ``t + p`` (west-flowing) constant as it moves: its *diagonal*.  It
-occupies the positions from ``p`` (exclusive: the driver's own position keeps whatever
-passes it) to its reader (inclusive).
+A value on a stream is keyed by its *diagonal* and occupies a span of positions
+(``lpu_arch.timing``).
 """
 
 from __future__ import annotations
 
-from lpu_arch.isa import EAST
+from lpu_arch.isa import COUNT_MAX, DELAY_MAX, EAST, STRIDE_MAX, STRIDE_MIN, Instr
+from lpu_arch.timing import diagonal, done_cycles, span
 
 
 class ReservationError(ValueError):
@@ -46,21 +46,21 @@ class Reservations:
         return cycle
 
     # ---- streams -----------------------------------------------------------------------
-    @staticmethod
-    def _diag(dir: int, pos: int, cycle: int) -> int:
-        return cycle - pos if dir == EAST else cycle + pos
-
-    @staticmethod
-    def _span(p_from: int, p_to: int) -> tuple[int, int]:
-        return (p_from + 1, p_to) if p_to > p_from else (p_to, p_from - 1)
+    def clash_at(self, dir: int, stream: int, p_from: int, p_to: int, drive_cycle: int):
+        """``(who, position, cycle)`` of the first user already on the way of a value driven
+        at ``p_from`` towards ``p_to``, or None."""
+        lo, hi = span(p_from, p_to)
+        diag = diagonal(dir, p_from, drive_cycle)
+        for olo, ohi, who in self._occ.get((dir, stream, diag), ()):
+            if olo <= hi and lo <= ohi:
+                pos = max(lo, olo) if dir == EAST else min(hi, ohi)
+                return who, pos, diag + pos if dir == EAST else diag - pos
+        return None
 
     def stream_clash(self, dir: int, stream: int, p_from: int, p_to: int, drive_cycle: int):
         """The user already on the way of a value driven at ``p_from`` towards ``p_to``, or None."""
-        lo, hi = self._span(p_from, p_to)
-        for olo, ohi, who in self._occ.get((dir, stream, self._diag(dir, p_from, drive_cycle)), ()):
-            if olo <= hi and lo <= ohi:
-                return who
-        return None
+        clash = self.clash_at(dir, stream, p_from, p_to, drive_cycle)
+        return clash and clash[0]
 
     def stream_free(self, dir, stream, p_from, p_to, drive_cycle) -> bool:
         return self.stream_clash(dir, stream, p_from, p_to, drive_cycle) is None
@@ -80,16 +80,62 @@ class Reservations:
             raise ReservationError(f"stream {'EW'[dir]}{stream} carries two values on the way from "
                                    f"{self.cfg.slice_names[p_from]} to {self.cfg.slice_names[p_to]} "
                                    f"(driven on cycle {drive_cycle}): {other} and {who}")
-        lo, hi = self._span(p_from, p_to)
-        self._occ.setdefault((dir, stream, self._diag(dir, p_from, drive_cycle)), []).append((lo, hi, who))
+        lo, hi = span(p_from, p_to)
+        self._occ.setdefault((dir, stream, diagonal(dir, p_from, drive_cycle)), []).append((lo, hi, who))
         self.last_drive = max(self.last_drive, drive_cycle)
 
     # ---- totals ------------------------------------------------------------------------
     def done_cycles(self) -> int:
-        """The tile's cycle counter at done (``archmodel`` rule): every queue halts on the
-        cycle after its last instruction, done follows the last halt or drive by a cycle."""
+        """The tile's cycle counter at done (``lpu_arch.timing.done_cycles``)."""
         last_issue = max((c for s in self.slots.values() for c in s), default=-1)
-        return max(last_issue + 1, self.last_drive) + 1 + 1
+        return done_cycles(last_issue + 1, self.last_drive)
 
     def busy(self) -> dict[str, int]:
         return {n: len(s) for n, s in self.slots.items()}
+
+
+def _plain(entry) -> bool:
+    return len(entry) < 3 or entry[2] is None
+
+
+def _same_but_addr(a: Instr, b: Instr) -> bool:
+    return (a.op, a.stream, a.dir, a.count, a.delay, a.aux) == (b.op, b.stream, b.dir, b.count, b.delay, b.aux)
+
+
+def lower(entries, merge: bool = True) -> list[Instr]:
+    """Timed instructions of one queue -> its instruction list, gaps as NOPs.
+
+    An entry is ``(cycle, instr)`` or ``(cycle, instr, repeat)``: ``repeat`` (an
+    ``Instr.repeat`` or None) follows ``instr`` in the queue.  With ``merge``, runs of plain
+    entries that differ only in address by a constant stride at a constant spacing become
+    one REPEAT.  An entry on a cycle the queue is still busy raises ReservationError."""
+    entries = sorted(entries, key=lambda e: e[0])
+    q, now, i = [], 0, 0
+    while i < len(entries):
+        c0, ins, *rep = entries[i]
+        if c0 < now:
+            raise ReservationError(f"{ins} on cycle {c0}: the queue is busy until cycle {now}")
+        gap = c0 - now
+        while gap > 0:
+            q.append(Instr.nop(min(gap, COUNT_MAX)))
+            gap -= min(gap, COUNT_MAX)
+        q.append(ins)
+        now, j = c0 + 1, i + 1
+        if rep and rep[0] is not None:
+            q.append(rep[0])
+            now += rep[0].duration()
+        elif merge and j < len(entries) and _plain(entries[j]):
+            c1, nxt = entries[j][:2]
+            d, stride = c1 - c0, nxt.addr - ins.addr
+            if 1 <= d <= DELAY_MAX and STRIDE_MIN <= stride <= STRIDE_MAX and _same_but_addr(ins, nxt):
+                n = 0
+                while (j + n < len(entries) and n < COUNT_MAX and _plain(entries[j + n])
+                       and _same_but_addr(ins, entries[j + n][1])
+                       and entries[j + n][0] == c0 + (n + 1) * d
+                       and entries[j + n][1].addr == ins.addr + (n + 1) * stride):
+                    n += 1
+                q.append(Instr.repeat(n, d, stride))
+                now = c0 + 1 + n * d
+                j += n
+        i = j
+    return q

@@ -21,6 +21,7 @@ import numpy as np
 from lpu_arch.config import TileConfig
 from lpu_arch.isa import COUNT_MAX, EAST, READ_LATENCY, WEST, Instr
 from .program import Program
+from .reserve import Reservations, lower
 
 
 class ScheduleError(ValueError):
@@ -73,8 +74,7 @@ class Scheduler:
         self.initial = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
         self._value = {n: m.copy() for n, m in self.initial.items()}  # transfer-level semantics
         self._predicted: list[PredictedWrite] = []
-        self._slots: dict[str, dict[int, int]] = {n: {} for n in cfg.mem_names}  # cycle -> transfer
-        self._occ: dict[tuple, list[tuple[int, int, int]]] = {}  # (dir, stream, diag) -> [(lo, hi, xfer)]
+        self.res = Reservations(cfg)       # issue slots and stream positions, by transfer index
         self._last_write: dict[tuple[str, int], int] = {}
         self._last_read: dict[tuple[str, int], int] = {}
 
@@ -108,28 +108,18 @@ class Scheduler:
                                 "cannot read its own write (copy through another slice instead)")
         return (EAST if pd > ps else WEST), abs(pd - ps)
 
-    def _diag(self, dir: int, p_src: int, drive_cycle: int) -> int:
-        # Along a stream a value keeps (cycle - position) east-bound, (cycle + position) west-bound.
-        return drive_cycle - p_src if dir == EAST else drive_cycle + p_src
-
-    def _span(self, dir: int, p_src: int, dist: int) -> tuple[int, int]:
-        """Positions a value occupies on its way (the source's own position excluded)."""
-        return (p_src + 1, p_src + dist) if dir == EAST else (p_src - dist, p_src - 1)
-
     def _stream_conflict(self, dir, stream, p_src, dist, t, count):
-        lo, hi = self._span(dir, p_src, dist)
+        p_dst = p_src + dist if dir == EAST else p_src - dist
         for k in range(count):
-            diag = self._diag(dir, p_src, t + k + READ_LATENCY)
-            for olo, ohi, other in self._occ.get((dir, stream, diag), ()):
-                if olo <= hi and lo <= ohi:
-                    pos = max(lo, olo) if dir == EAST else min(hi, ohi)
-                    cyc = diag + pos if dir == EAST else diag - pos
-                    return (f"stream {'EW'[dir]}{stream} at {self.cfg.slice_names[pos]} on cycle {cyc} "
-                            f"already carries a value of transfer #{other} ({self.transfers[other]})")
+            clash = self.res.clash_at(dir, stream, p_src, p_dst, t + k + READ_LATENCY)
+            if clash:
+                other, pos, cyc = clash
+                return (f"stream {'EW'[dir]}{stream} at {self.cfg.slice_names[pos]} on cycle {cyc} "
+                        f"already carries a value of transfer #{other} ({self.transfers[other]})")
         return None
 
     def _slot_conflict(self, name, t, count):
-        used = self._slots[name]
+        used = self.res.slots[name]
         for c in range(t, t + count):
             if c in used:
                 return f"{name} already issues an instruction on cycle {c} (transfer #{used[c]})"
@@ -190,12 +180,11 @@ class Scheduler:
 
     def _commit(self, x: Transfer, p_src: int) -> None:
         self.transfers.append(x)
-        lo, hi = self._span(x.dir, p_src, x.distance)
+        p_dst = self.cfg.position(x.dst)
         for k in range(x.count):
-            self._slots[x.src][x.read_cycle + k] = x.index
-            self._slots[x.dst][x.write_cycle + k] = x.index
-            diag = self._diag(x.dir, p_src, x.read_cycle + k + READ_LATENCY)
-            self._occ.setdefault((x.dir, x.stream, diag), []).append((lo, hi, x.index))
+            self.res.take_slot(x.src, x.read_cycle + k, x.index)
+            self.res.take_slot(x.dst, x.write_cycle + k, x.index)
+            self.res.take_stream(x.dir, x.stream, p_src, p_dst, x.read_cycle + k + READ_LATENCY, x.index)
             self._last_read[(x.src, x.src_addr + k)] = max(self._last_read.get((x.src, x.src_addr + k), -1),
                                                           x.read_cycle + k)
             self._last_write[(x.dst, x.dst_addr + k)] = x.write_cycle + k
@@ -211,28 +200,15 @@ class Scheduler:
         return sorted(self._predicted, key=lambda w: (w.cycle, self.cfg.position(w.slice)))
 
     def predicted_cycles(self) -> int:
-        """The tile's cycle counter at done: each queue halts after its last instruction, the
-        tile is done on the cycle after the last halt, and the counter has then counted it."""
-        last_issue = max((c for slots in self._slots.values() for c in slots), default=-1)
-        return (last_issue + 1) + 1 + 1
+        """The tile's cycle counter at done (``lpu_arch.timing.done_cycles``)."""
+        return self.res.done_cycles()
 
     def program(self) -> Program:
         """Lower the placed transfers to one instruction queue per slice, gaps as NOPs."""
-        timed: dict[str, list[tuple[int, list[Instr]]]] = {n: [] for n in self.cfg.mem_names}
+        timed: dict[str, list] = {n: [] for n in self.cfg.mem_names}
         for x in self.transfers:
-            rep = [Instr.repeat(x.count - 1, 1, +1)] if x.count > 1 else []
-            timed[x.src].append((x.read_cycle, [Instr.read(x.stream, x.dir, x.src_addr)] + rep))
-            timed[x.dst].append((x.write_cycle, [Instr.write(x.stream, x.dir, x.dst_addr)] + rep))
-        queues = {}
-        for name, entries in timed.items():
-            q, now = [], 0
-            for c, instrs in sorted(entries, key=lambda e: e[0]):
-                gap = c - now
-                assert gap >= 0, "issue slots overlap"  # guaranteed by _slot_conflict
-                while gap > 0:
-                    q.append(Instr.nop(min(gap, COUNT_MAX)))
-                    gap -= min(gap, COUNT_MAX)
-                q += instrs
-                now = c + sum(i.duration() for i in instrs)
-            queues[name] = q
+            rep = Instr.repeat(x.count - 1, 1, +1) if x.count > 1 else None
+            timed[x.src].append((x.read_cycle, Instr.read(x.stream, x.dir, x.src_addr), rep))
+            timed[x.dst].append((x.write_cycle, Instr.write(x.stream, x.dir, x.dst_addr), rep))
+        queues = {name: lower(entries, merge=False) for name, entries in timed.items()}
         return Program(self.cfg, queues, self.initial).validate()

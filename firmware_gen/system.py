@@ -22,10 +22,11 @@ import numpy as np
 
 from lpu_arch import c2c
 from lpu_arch.config import ConfigError, TileConfig
-from lpu_arch.topology import TILE_COUNTS, Topology
+from lpu_arch.timing import done_cycles
+from lpu_arch.topology import Topology
 from lpu_arch.isa import C2C_LATENCY, EAST, READ_LATENCY, WEST, Instr, Op
 from .program import Program
-from .reserve import Reservations
+from .reserve import Reservations, lower
 from .schedule import PredictedWrite, ScheduleError
 
 class LinkBook:
@@ -226,7 +227,6 @@ class SystemScheduler:
                 for n, e in self.timed[tile].items()}
 
     def programs(self) -> list[Program]:
-        from .compile_ffn import lower
         return [Program(self.cfg, {n: lower(e) for n, e in self._timed(t).items()}, self.memory[t]).validate()
                 for t in range(self.topo.tiles)]
 
@@ -236,4 +236,4 @@ class SystemScheduler:
     def predicted_cycles(self, tile: int) -> int:
         """Cycle counter at done (same rule as the single tile; deskews drop beyond the end)."""
         issues = [c for e in self._timed(tile).values() for c, _ in e]
-        return max(max(issues) + 1, self.res[tile].last_drive) + 1 + 1
+        return done_cycles(max(issues) + 1, self.res[tile].last_drive)

@@ -10,7 +10,8 @@ import pytest
 from lpu_arch import TileConfig
 
 from firmware_gen import archmodel
-from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn, lower, output_matrix
+from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn, output_matrix
+from firmware_gen.reserve import lower
 from lpu_arch.isa import Instr, Op
 from firmware_gen.numerics import FfnSpec, NumericsError, ffn_int
 

@@ -15,6 +15,7 @@ from lpu_arch.vxm import VXM_FIELDS
 from lpu_arch.isa import EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, VXM_LATENCY, WEST, Instr, MMFlag, VopFlag
 from firmware_gen.numerics import requantise
 from firmware_gen.program import Program
+from firmware_gen.reserve import lower
 from lpu_arch.vxm import param_words, reset_words, table_words
 from sim.runner import job, observed_events
 from sim.scoreboard import check_run
@@ -72,21 +73,9 @@ class Plan:
                 count, 1, every)
 
     def program(self) -> Program:
-        queues = {}
-        for name, items in self.items.items():
-            q, cur = [], 0
-            for cycle, ins, count, stride, every in sorted(items, key=lambda x: x[0]):
-                assert cycle >= cur, f"{name}: {ins} on cycle {cycle}, but the queue is busy until {cur}"
-                gap = cycle - cur
-                while gap:
-                    q.append(Instr.nop(min(gap, 65535)))
-                    gap -= min(gap, 65535)
-                q.append(ins)
-                cur = cycle + 1
-                if count > 1:
-                    q.append(Instr.repeat(count - 1, every, stride))
-                    cur = cycle + (count - 1) * every + 1
-            queues[name] = q
+        queues = {name: lower([(cycle, ins, Instr.repeat(count - 1, every, stride) if count > 1 else None)
+                               for cycle, ins, count, stride, every in items], merge=False)
+                  for name, items in self.items.items()}
         prog = Program(self.cfg, queues, self.memory, self.params)
         if self.table is not None:
             prog.set_table(self.table)

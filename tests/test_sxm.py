@@ -11,7 +11,7 @@ import pytest
 from lpu_arch import TileConfig
 
 from firmware_gen import archmodel
-from firmware_gen.compile_ffn import lower
+from firmware_gen.reserve import lower
 from lpu_arch.isa import EAST, SXM_LATENCY, WEST, Instr, IsaError, Op, SxmFlag
 from firmware_gen.program import Program, ProgramError
 

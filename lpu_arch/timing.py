@@ -1,0 +1,30 @@
+"""Timing rules of the stream fabric and the tile, stated once (``docs/isa.md``, "Timing").
+
+The golden model, every scheduler and the schedule pictures compute arrival times,
+stream occupancy and the done cycle with these functions; the instruction latencies they
+add are in ``isa.py``.
+"""
+
+from __future__ import annotations
+
+from .isa import EAST
+
+
+def diagonal(dir: int, pos: int, cycle: int) -> int:
+    """A value driven at ``pos`` on ``cycle`` is visible at ``pos ± d`` on ``cycle + d``:
+    it keeps ``cycle - pos`` (east-flowing) or ``cycle + pos`` (west-flowing) constant."""
+    return cycle - pos if dir == EAST else cycle + pos
+
+
+def span(p_from: int, p_to: int) -> tuple[int, int]:
+    """Positions (inclusive) a value driven at ``p_from`` occupies on its way to ``p_to``:
+    not the driver's own position (it keeps whatever passes it), up to the reader's."""
+    return (p_from + 1, p_to) if p_to > p_from else (p_to, p_from - 1)
+
+
+def done_cycles(last_halt: int, last_drive: int = -1) -> int:
+    """The tile's cycle counter at done.  Every queue halts on the cycle after its last
+    instruction (``last_halt``: the latest of those cycles), the tile is done on the cycle
+    after the last halt or the last stream drive, and the counter has then counted that
+    cycle too."""
+    return max(last_halt, last_drive) + 1 + 1
