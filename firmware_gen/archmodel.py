@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lpu_arch.vxm import VXM_FIELDS
-from lpu_arch.isa import (C2C_LATENCY, DATA_OPS, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY, VXM_LATENCY, WEST,
-                  Instr, MMFlag, Op, SxmFlag, VopFlag)
+from lpu_arch.effects import SXM_OUT_OPS, effects
+from lpu_arch.isa import DATA_OPS, EAST, INT32_PLANES, Instr, MMFlag, Op, SxmFlag, VopFlag
 from lpu_arch.timing import done_cycles
+from lpu_arch.vxm import VXM_FIELDS
+
 from .numerics import add_int32, requantise
 from .program import Program
 
@@ -107,7 +108,6 @@ class _Mxm:
         self.acc_ok = np.zeros(cfg.mxm_acc_depth, bool)
         self.xbuf = np.zeros((cfg.mxm_xbuf_depth, L), np.int64)
         self.x_ok = np.zeros(cfg.mxm_xbuf_depth, bool)
-        self.out_dir = EAST if name == "MXM_W" else WEST
         self.mm_count = 0
 
     def load_step(self, t, tap):
@@ -229,8 +229,9 @@ class TileModel:
             name, where = names[p], f"{names[p]} on cycle {t} ({ins})"
             if self.tile:
                 where = f"tile {self.tile} {where}"
+            out = None      # the value(s) this instruction drives (when, where: its effects)
             if ins.op == Op.READ:
-                self._drive(t + READ_LATENCY, p, ins.dir, ins.stream, self.mem[name][ins.addr])
+                out = self.mem[name][ins.addr]
             elif ins.op == Op.MM:
                 m = self.mxms[name]
                 if ins.aux & MMFlag.XBUF:
@@ -249,17 +250,14 @@ class TileModel:
                     prod = prod + m.acc[a]
                 new = _wrap32(prod)
                 m.mm_count += 1
-                if ins.aux & MMFlag.EMIT:
-                    planes = to_planes(new)
-                    for b in range(INT32_PLANES):
-                        self._drive(t + MXM_LATENCY, p, m.out_dir, ins.operand("out") + b, planes[b])
+                out = to_planes(new)        # plane b on the b-th stream driven
                 m.pending_acc = (a, new)
             elif ins.op == Op.VOP:
-                self._drive_many(t + VXM_LATENCY, p, ins, VopFlag, self._vop(ins, p))
-            elif ins.op in (Op.SHIFT, Op.PERM, Op.DIST, Op.TRO):
+                out = self._vop(ins, p)
+            elif ins.op in SXM_OUT_OPS:
                 x = tap(ins.dir, ins.stream, p)
                 mp = tap(ins.dir, ins.operand("map"), p) if ins.op == Op.PERM else None
-                self._drive_many(t + SXM_LATENCY, p, ins, SxmFlag, sxm_apply(ins, x, mp, self.sxm_buf[name]))
+                out = sxm_apply(ins, x, mp, self.sxm_buf[name])
             elif ins.op == Op.RECV:
                 link = ins.operand("link")
                 if not self.rx[link]:
@@ -269,7 +267,9 @@ class TileModel:
                     raise ModelError(f"{where}: the vector tile {v.tile} sent on cycle {v.sent} cannot arrive "
                                      f"before cycle {v.sent + self.min_distance} (SEND-to-RECV distance "
                                      f"{self.min_distance})")
-                self._drive(t + C2C_LATENCY, p, ins.dir, ins.stream, v.data)
+                out = v.data
+            for k, a in enumerate(effects(ins, name, cfg.lanes).drives):
+                self._drive(t + a.offset, p, a.dir, a.stream, out[k] if ins.op == Op.MM else out)
         for p, ins in now:
             name = names[p]
             if ins.op == Op.WRITE:
@@ -328,11 +328,6 @@ class TileModel:
             gb = requantise(add_int32(B, prm["bias_b"][e]), prm["m_b"][e], prm["s_b"][e])
             val = requantise(val * gb.astype(np.int64), prm["m_c"][e], prm["s_c"][e])
         return np.asarray(val, np.int64) & 0xFF
-
-    def _drive_many(self, t, p, ins, flags, out):
-        for flag, od in ((flags.OUT_E, EAST), (flags.OUT_W, WEST)):
-            if ins.aux & flag:
-                self._drive(t, p, od, ins.operand("out"), out)
 
     def result(self) -> RunResult:
         return RunResult(cycles=done_cycles(max(self.halt_at), self.last_drive), events=self.events, memory=self.mem, busy=self.busy,

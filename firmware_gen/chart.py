@@ -30,10 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
+from lpu_arch.effects import effects
+from lpu_arch.isa import EAST, WEST, Op
 from lpu_arch.timing import diagonal
+
 from .archmodel import expand
-from lpu_arch.isa import (C2C_LATENCY, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY,
-                  VXM_LATENCY, WEST, MMFlag, Op, SxmFlag, VopFlag)
 from .program import Program
 
 # One colour per opcode, fixed so that pictures of different programs compare.
@@ -63,7 +64,7 @@ class Timeline:
 
 def timeline(program: Program) -> Timeline:
     """Issue cycles of every data instruction, and every stream drive and read, from the
-    program and the ISA's latencies (``isa.py``)."""
+    program and the opcodes' effects (``lpu_arch/effects.py``)."""
     cfg = program.config
     L = cfg.lanes
     issues, drives, reads, end = {}, [], [], 0
@@ -73,37 +74,9 @@ def timeline(program: Program) -> Timeline:
         end = max(end, halt)
         p = cfg.position(name)
         for t, ins in tl:
-            op, d, s = ins.op, ins.dir, ins.stream
-            if op == Op.READ:
-                drives.append((d, s, p, t + READ_LATENCY))
-            elif op in (Op.WRITE, Op.LX, Op.TRI, Op.SHIFT, Op.DIST, Op.SEND, Op.SENDM):
-                reads.append((d, s, p, t))
-            elif op == Op.RECV:
-                drives.append((d, s, p, t + C2C_LATENCY))
-            elif op == Op.PERM:
-                reads += [(d, s, p, t), (d, ins.operand("map"), p, t)]
-            elif op == Op.LW:
-                n, delay = ins.operand("n"), ins.operand("delay")
-                reads += [(d, s + r % n, p, t + delay + r // n) for r in range(L)]
-            elif op == Op.MM:
-                if not ins.aux & MMFlag.XBUF:
-                    reads.append((d, s, p, t))
-                if ins.aux & MMFlag.EMIT:
-                    out_dir = EAST if name == "MXM_W" else WEST
-                    drives += [(out_dir, ins.operand("out") + b, p, t + MXM_LATENCY) for b in range(INT32_PLANES)]
-            elif op == Op.VOP:
-                reads += [(d, s + b, p, t) for b in range(INT32_PLANES)]
-                if ins.aux & VopFlag.GATE:
-                    reads += [(1 - d, s + b, p, t) for b in range(INT32_PLANES)]
-            if op == Op.VOP:
-                outs, lat = ((VopFlag.OUT_E, EAST), (VopFlag.OUT_W, WEST)), VXM_LATENCY
-            elif op in (Op.SHIFT, Op.PERM, Op.DIST, Op.TRO):
-                outs, lat = ((SxmFlag.OUT_E, EAST), (SxmFlag.OUT_W, WEST)), SXM_LATENCY
-            else:
-                outs = ()
-            for flag, od in outs:
-                if ins.aux & flag:
-                    drives.append((od, ins.operand("out"), p, t + lat))
+            eff = effects(ins, name, L)
+            reads += [(a.dir, a.stream, p, t + a.offset) for a in eff.reads]
+            drives += [(a.dir, a.stream, p, t + a.offset) for a in eff.drives]
     if drives:
         end = max(end, max(t for *_, t in drives) + 1)
     if reads:
