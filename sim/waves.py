@@ -22,15 +22,13 @@ import re
 import shutil
 from pathlib import Path
 
+from vcd.gtkw import GTKWSave, make_translation_filter
+
 from lpu_arch.config import TileConfig
 from lpu_arch.isa import Op
 
-# GTKWave trace flags (analyzer.h): hex 0x2, dec 0x4, bin 0x8, right-justify 0x20,
-# blank 0x200, file translate filter 0x2000, group begin 0x800000, group end 0x1000000.
-HEX, DEC, BIN = "@22", "@24", "@28"
-DEC_NAMED = "@2024"
-GROUP_BEGIN, GROUP_END = "@800200", "@1000200"
 OPS_FILTER = "lpu_ops.txt"
+OP = "\\issue__instr.op"
 
 _MODULE = re.compile(r"^module\s+(\\\S+|\w+)\s*\(")
 _DECL = re.compile(r"^\s*(?:input|output|inout|wire|reg)\s+(?:signed\s+)?(?:\[(\d+):(\d+)\]\s+)?(\\\S+|[A-Za-z_][\w$]*)")
@@ -91,46 +89,36 @@ def write_gtkw(cfg: TileConfig, sim: str, dump: Path, verilog: Path, out: Path |
     except OSError as e:
         raise WavesError(f"cannot read the simulated Verilog {verilog}: {e}") from None
     ops = out.parent / OPS_FILTER
-    ops.write_text("".join(f"{int(o)} {o.name if o != Op.HALT else '-'}\n" for o in Op))
-
-    lines = ["[*] lpu tile: one group per slice, west to east (written by sim/waves.py)",
-             f'[dumpfile] "{dump}"', f'[savefile] "{out.resolve()}"', "[timestart] 0",
-             "[size] 1600 1000", "[pos] -1 -1", "[sst_width] 260", "[signals_width] 300",
-             "[sst_expanded] 1", "[sst_vpaned_height] 300"]
-
-    def add(scope_key, name, fmt, alias, named=False):
-        scope = sigs.get(scope_key)
-        if scope is None or name not in scope:
-            return False
-        if named:
-            lines.append(f"^1 {ops.resolve()}")
-        lines.append(fmt)
-        lines.append(f"+{{{alias}}} {_ref(sim, scope_key, name, scope[name])}")
-        return True
-
-    def group(title, body):
-        start = len(lines)
-        lines.extend([GROUP_BEGIN, f"-{title}"])
-        if not any([f() for f in body]):
-            del lines[start:]
-            return
-        lines.extend([GROUP_END, f"-{title}"])
-
-    group("tile", [lambda: add(top, "clk", BIN, "clk"), lambda: add(top, "cycle", DEC, "cycle"),
-                   lambda: add(top, "running", BIN, "running"), lambda: add(top, "done", BIN, "done"),
-                   lambda: add(top, "fault", BIN, "fault")])
+    ops.write_text(make_translation_filter([(int(o), o.name if o != Op.HALT else "-") for o in Op], "dec") + "\n")
+    # (title, [(scope, Verilog name, display format, alias)]); absent signals are left out.
+    groups = [("tile", [(top, n, "dec" if n == "cycle" else "bin", n)
+                        for n in ("clk", "cycle", "running", "done", "fault")])]
     for p, s in enumerate(cfg.slice_names):
         icu, sl = f"{top}.icu_{s}", f"{top}.slice_{s}"
-        body = [lambda icu=icu, s=s: add(icu, "issue__valid", BIN, f"{s} issue"),
-                lambda icu=icu, s=s: add(icu, "\\issue__instr.op", DEC_NAMED, f"{s} op", named=True),
-                lambda icu=icu, s=s: add(icu, "\\issue__instr.dir", BIN, f"{s} dir (1=W)"),
-                lambda icu=icu, s=s: add(icu, "\\issue__instr.stream", DEC, f"{s} stream"),
-                lambda icu=icu, s=s: add(icu, "\\issue__instr.addr", DEC, f"{s} addr"),
-                lambda sl=sl, s=s: add(sl, "drive__east__mask", BIN, f"{s} drives E"),
-                lambda sl=sl, s=s: add(sl, "drive__west__mask", BIN, f"{s} drives W"),
-                lambda icu=icu, s=s: add(icu, "halted", BIN, f"{s} halted")]
-        group(f"{s} (position {p})", body)
-    out.write_text("\n".join(lines) + "\n")
+        groups.append((f"{s} (position {p})", [
+            (icu, "issue__valid", "bin", f"{s} issue"), (icu, OP, "dec", f"{s} op"),
+            (icu, "\\issue__instr.dir", "bin", f"{s} dir (1=W)"), (icu, "\\issue__instr.stream", "dec", f"{s} stream"),
+            (icu, "\\issue__instr.addr", "dec", f"{s} addr"), (sl, "drive__east__mask", "bin", f"{s} drives E"),
+            (sl, "drive__west__mask", "bin", f"{s} drives W"), (icu, "halted", "bin", f"{s} halted")]))
+    with open(out, "w") as f:
+        g = GTKWSave(f)
+        g.comment("lpu tile: one group per slice, west to east (written by sim/waves.py)")
+        g.dumpfile(str(dump))
+        g.savefile(str(out.resolve()))
+        g.timestart(0)
+        g.size(1600, 1000)
+        g.pos(-1, -1)
+        f.write("[sst_width] 260\n")                  # no GTKWSave method for these two
+        g.signals_width(300)
+        g.sst_expanded(True)
+        f.write("[sst_vpaned_height] 300\n")
+        for title, traces in groups:
+            present = [t for t in traces if t[1] in sigs.get(t[0], {})]
+            if present:
+                with g.group(title):
+                    for scope, name, fmt, alias in present:
+                        g.trace(_ref(sim, scope, name, sigs[scope][name]), alias, datafmt=fmt,
+                                translate_filter_file=str(ops.resolve()) if name == OP else None)
     return out
 
 

@@ -1,0 +1,575 @@
+"""Unit timing of the slices and the instruction queue, in Amaranth's own simulator.
+
+What is tested
+--------------
+* :class:`hdl.icu.InstructionQueue`: a program is loaded through the queue's host port
+  (two 32-bit words per instruction, ``Instr.encode()``), started, and the cycle, opcode,
+  stream, direction and address of every issue are recorded.  They must equal the issue
+  schedule computed by :func:`isa_schedule`, a small function that applies the timing
+  rules exactly as ``lpu_arch/isa.py``'s docstring states them: a data instruction
+  occupies 1 cycle, ``NOP n`` n cycles, and the k-th repetition of
+  ``REPEAT n, d, stride`` (k = 1..n) issues at ``s + k*d - 1``, ``s`` being the REPEAT's
+  first cycle, with the address of the last issued data instruction advanced by
+  ``k*stride``.  Covered: NOP gaps, REPEAT with d = 1 and d > 1, positive, negative,
+  zero and extreme strides, REPEAT after NOP and after REPEAT, HALT, and an opcode that
+  is illegal for the queue's slice kind (``illegal`` rises, the queue halts).
+* One latency test per slice kind.  The testbench drives the slice's ``issue`` port
+  directly for one cycle and counts the cycles until the slice's ``drive`` mask shows the
+  result, with a different stream value on every cycle so that the value driven also
+  tells which cycle was sampled.  The measured cycle must equal the constant of
+  ``lpu_arch.isa`` (``READ_LATENCY``, ``WRITE_LATENCY``, ``SXM_LATENCY``,
+  ``VXM_LATENCY``, ``MXM_LATENCY``, ``C2C_LATENCY``).
+
+Every expected cycle and value comes from the ISA's stated rules (and the value
+semantics in its docstring), never from the RTL, so a wrong entry in the ISA's table or
+an RTL that disagrees with it fails a test.  Everything runs on ``TileConfig.tiny()``.
+"""
+
+import dataclasses
+
+import pytest
+from amaranth.sim import Simulator
+
+from hdl.icu import InstructionQueue
+from hdl.layouts import drive_value
+from hdl.mem_slice import MemSlice
+from hdl.mxm import MXM
+from hdl.vxm import VXM
+from lpu_arch import TileConfig, isa
+from lpu_arch.isa import ADDR_BITS, EAST, INT32_PLANES, STRIDE_MAX, STRIDE_MIN, WEST, Instr, MMFlag, Op, SxmFlag, VopFlag
+
+# hdl.sxm is imported inside the SXM test: it asserts SXM_LATENCY == 1 at import, and a
+# module-level import would turn a wrong table entry into a collection error of every
+# test here instead of a failure of the SXM test.
+
+CFG = TileConfig.tiny()
+L, S = CFG.lanes, CFG.streams
+ADDR_MASK = (1 << ADDR_BITS) - 1
+DIR_NAME = {EAST: "east", WEST: "west"}
+
+
+# ---- helpers ---------------------------------------------------------------------------
+def simulate(dut, bench):
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def vec(lanes) -> int:
+    """A vector (lane 0 in the low byte) from ``lanes`` int8/uint8 values."""
+    return sum((int(v) & 0xFF) << (8 * i) for i, v in enumerate(lanes))
+
+
+def lanes_of(v: int) -> list[int]:
+    return [(v >> (8 * i)) & 0xFF for i in range(L)]
+
+
+def s8(b: int) -> int:
+    return b - 256 if b & 0x80 else b
+
+
+def sat8(v: int) -> int:
+    return max(-128, min(127, v))
+
+
+def tag(j: int, salt: int = 0) -> list[int]:
+    """Distinct lane bytes for cycle offset ``j`` (relative to the issue cycle)."""
+    return [(0x40 + 0x10 * j + 3 * salt + i) & 0xFF for i in range(L)]
+
+
+# ---- instruction queue -----------------------------------------------------------------
+def isa_schedule(program):
+    """Issues ``[(cycle, op, stream, dir, addr)]`` of ``program`` by the ISA's timing rules,
+    cycle 0 being the first instruction's issue cycle, and the cycle on which HALT is
+    reached (None without one)."""
+    t, last, issues = 0, None, []
+    for ins in program:
+        if ins.op == Op.HALT:
+            return issues, t
+        if ins.op == Op.NOP:
+            t += ins.count                               # NOP n occupies n cycles
+        elif ins.op == Op.REPEAT:
+            n, d, stride = ins.count, ins.delay, ins.addr
+            for k in range(1, n + 1):                    # k-th repetition at s + k*d - 1
+                issues.append((t + k * d - 1, last.op, last.stream, last.dir, (last.addr + k * stride) & ADDR_MASK))
+            last = dataclasses.replace(last, addr=(last.addr + n * stride) & ADDR_MASK)
+            t += n * d
+        else:
+            issues.append((t, ins.op, ins.stream, ins.dir, ins.addr))
+            last = ins
+            t += 1                                       # a data instruction: 1 cycle
+    return issues, None
+
+
+def words_of(program) -> list[int]:
+    """Host words of ``program`` (Instr or raw 64-bit ints): low half, then high half."""
+    words = []
+    for ins in program:
+        w = ins if isinstance(ins, int) else ins.encode()
+        words += [w & 0xFFFFFFFF, w >> 32]
+    return words
+
+
+async def host_write(ctx, port, words, base=0):
+    """Write ``words`` to word addresses ``base``.. of a slice's host port (tile stopped)."""
+    ctx.set(port.sel, 1)
+    ctx.set(port.we, 1)
+    for a, w in enumerate(words, base):
+        ctx.set(port.addr, a)
+        ctx.set(port.wdata, w)
+        await ctx.tick()
+    ctx.set(port.sel, 0)
+    ctx.set(port.we, 0)
+
+
+def run_queue(kind, program, cycles, restart=False):
+    """Load ``program`` into a ``kind`` queue, start it as the tile does (start pulse with
+    run low, run high from the next cycle) and watch it for ``cycles`` cycles; cycle 0 is
+    the cycle after the start pulse.  ``restart``: then pulse start again and watch
+    ``cycles`` more (a second trace).  Returns one trace per run:
+    ``{"issues": [(cycle, op, stream, dir, addr)], "halted": [..], "illegal": [..]}``."""
+    icu = InstructionQueue(CFG, kind)
+    traces = []
+
+    async def watch(ctx):
+        tr = {"issues": [], "halted": [], "illegal": []}
+        for c in range(cycles):
+            if ctx.get(icu.issue.valid):
+                tr["issues"].append((c, Op(ctx.get(icu.issue.instr.op)), ctx.get(icu.issue.instr.stream),
+                                     ctx.get(icu.issue.instr.dir), ctx.get(icu.issue.instr.addr)))
+            tr["halted"].append(ctx.get(icu.halted))
+            tr["illegal"].append(ctx.get(icu.illegal))
+            await ctx.tick()
+        traces.append(tr)
+
+    async def start(ctx):
+        ctx.set(icu.run, 0)
+        ctx.set(icu.start, 1)
+        await ctx.tick()
+        ctx.set(icu.start, 0)
+        ctx.set(icu.run, 1)
+
+    async def bench(ctx):
+        await host_write(ctx, icu.host, words_of(program))
+        await start(ctx)
+        await watch(ctx)
+        if restart:
+            await start(ctx)
+            await watch(ctx)
+
+    simulate(icu, bench)
+    return traces
+
+
+def fmt(issues):
+    return ", ".join(f"c{c}:{Op(op).name} {DIR_NAME[d][0].upper()}{s} @{a}" for c, op, s, d, a in issues) or "none"
+
+
+def check_schedule(kind, program, trace, expected, halt_at):
+    text = "; ".join(str(i) if isinstance(i, Instr) else hex(i) for i in program)
+    assert trace["issues"] == expected, (
+        f"{kind} queue, program [{text}]:\n  expected issues (ISA rule) {fmt(expected)}\n"
+        f"  measured issues            {fmt(trace['issues'])}")
+    if halt_at is not None:
+        # ICU: ``halted`` is set the cycle after HALT is decoded.
+        first = trace["halted"].index(1) if 1 in trace["halted"] else None
+        assert first == halt_at + 1 and all(trace["halted"][halt_at + 1:]), (
+            f"{kind} queue, program [{text}]: HALT reached on cycle {halt_at}, so halted expected from "
+            f"cycle {halt_at + 1} on; measured first halted cycle {first}")
+    assert not any(trace["illegal"]), f"{kind} queue, program [{text}]: illegal raised on a legal program"
+
+
+R, W_ = Instr.read, Instr.write
+QUEUE_PROGRAMS = {
+    "back_to_back": [R(0, EAST, 1), R(1, WEST, 2), W_(2, EAST, 3)],
+    "nop_gaps": [R(0, EAST, 5), Instr.nop(1), R(0, EAST, 6), Instr.nop(3), R(1, EAST, 7),
+                 Instr.nop(2), Instr.nop(2), W_(3, WEST, 8), Instr.nop(70), R(0, EAST, 9)],
+    "nop_first": [Instr.nop(4), R(2, EAST, 11)],
+    "repeat_d1_pos": [R(1, EAST, 10), Instr.repeat(4, 1, +1), R(0, EAST, 0)],
+    "repeat_d1_pos_big_stride": [R(1, EAST, 10), Instr.repeat(3, 1, +7)],
+    "repeat_d3_pos": [R(2, WEST, 10), Instr.repeat(3, 3, +2), R(0, EAST, 1)],
+    "repeat_d1_neg": [W_(3, EAST, 40), Instr.repeat(5, 1, -3), R(0, EAST, 2)],
+    "repeat_d4_neg": [R(0, WEST, 900), Instr.repeat(3, 4, -100), W_(1, EAST, 5)],
+    "repeat_zero_stride": [R(0, EAST, 9), Instr.repeat(3, 2, 0)],
+    "repeat_long_delay": [R(0, EAST, 3), Instr.repeat(2, 200, +1), R(1, EAST, 4)],
+    "repeat_after_nop": [R(1, EAST, 7), Instr.nop(3), Instr.repeat(3, 2, +5), Instr.nop(1), R(2, EAST, 2)],
+    "repeat_after_nop_d1": [W_(0, WEST, 30), Instr.nop(1), Instr.repeat(2, 1, -2)],
+    "repeat_after_repeat": [R(0, EAST, 3), Instr.repeat(2, 1, +1), Instr.repeat(2, 2, +10), Instr.repeat(1, 3, -4)],
+    "repeat_last_data_not_first": [R(0, EAST, 1), W_(1, WEST, 50), Instr.repeat(2, 2, -1)],
+    "stride_extremes": [R(0, EAST, 5), Instr.repeat(1, 1, STRIDE_MAX), R(0, EAST, ADDR_MASK),
+                        Instr.repeat(1, 2, STRIDE_MIN)],
+    "halt_mid_program": [R(1, EAST, 1), Instr.nop(2), Instr.halt(), R(2, EAST, 2), Instr.repeat(2, 1, +1)],
+    "halt_after_repeat": [R(1, EAST, 1), Instr.repeat(2, 3, +1), Instr.halt(), R(2, EAST, 2)],
+    "halt_first": [Instr.halt(), R(0, EAST, 1)],
+}
+
+
+@pytest.mark.parametrize("name", QUEUE_PROGRAMS)
+def test_queue_issue_timing(name):
+    """MEM queue: every issue's cycle and address as the ISA's NOP/REPEAT rules say."""
+    program = QUEUE_PROGRAMS[name]
+    if program[-1].op != Op.HALT:
+        program = program + [Instr.halt()]
+    expected, halt_at = isa_schedule(program)
+    assert expected or program[0].op == Op.HALT, "the test program issues nothing"
+    (trace,) = run_queue("MEM", program, halt_at + 8)
+    check_schedule("MEM", program, trace, expected, halt_at)
+
+
+# A data instruction of each slice kind; REPEAT advances its whole addr field.
+KIND_OPS = {
+    "MEM": Instr.read(2, WEST, 12),
+    "VXM": Instr.vop(0, EAST, param=3, out=1, flags=VopFlag.OUT_E),
+    "SXM": Instr.compute(Op.SHIFT, 1, WEST, flags=SxmFlag.OUT_E, k=1, out=2),
+    "MXM": Instr.mm(0, WEST, acc=1, slot=2, out=0, flags=MMFlag.EMIT),   # stride 1025: acc and slot
+    "C2C": Instr.compute(Op.RECV, 3, EAST, link=0),
+}
+KIND_STRIDE = {"MEM": -2, "VXM": 1, "SXM": 1, "MXM": 1025, "C2C": 1}
+
+
+@pytest.mark.parametrize("kind", KIND_OPS)
+def test_queue_issue_timing_every_kind(kind):
+    """Each slice kind's queue issues its own data instruction by the same rules."""
+    op = KIND_OPS[kind]
+    program = [op, Instr.nop(2), Instr.repeat(3, 2, KIND_STRIDE[kind]), Instr.repeat(2, 1, -KIND_STRIDE[kind]),
+               op, Instr.halt()]
+    expected, halt_at = isa_schedule(program)
+    (trace,) = run_queue(kind, program, halt_at + 6)
+    check_schedule(kind, program, trace, expected, halt_at)
+
+
+# For each kind: a data opcode of another kind, and an opcode the ISA does not define.
+FOREIGN = {"MEM": Instr.vop(0, EAST, param=0, out=0), "VXM": Instr.read(0, EAST, 1),
+           "SXM": Instr.mm(0, EAST, acc=0), "MXM": Instr.compute(Op.SHIFT, 0, EAST, k=0),
+           "C2C": Instr.write(0, EAST, 1)}
+UNDEFINED_OP = 63                        # the 6-bit op field's largest value; not in Op
+
+
+@pytest.mark.parametrize("kind", KIND_OPS)
+@pytest.mark.parametrize("bad", ["foreign", "undefined"])
+def test_queue_illegal_opcode_halts(kind, bad):
+    """An opcode not legal for the slice kind raises ``illegal`` and halts the queue (the
+    cycle after it is decoded); ``illegal`` is sticky until the next start."""
+    word = FOREIGN[kind].encode() if bad == "foreign" else UNDEFINED_OP
+    assert (word & 0x3F) not in {int(o) for o in isa.SLICE_OPS[kind]}
+    op = KIND_OPS[kind]
+    program = [op, Instr.nop(2), word, op, Instr.halt()]
+    _, decoded_at = isa_schedule(program[:2] + [Instr.halt()])   # the cycle the bad word is reached
+    assert decoded_at == 3
+    first, second = run_queue(kind, program, 12, restart=True)
+    what = f"{kind} queue, {bad} opcode {word & 0x3F} decoded on cycle {decoded_at}"
+    assert first["issues"] == [(0, op.op, op.stream, op.dir, op.addr)], (
+        f"{what}: expected only instruction 0 to issue (cycle 0), measured {fmt(first['issues'])}")
+    for name in ("illegal", "halted"):
+        flag = first[name]
+        assert flag == [0] * (decoded_at + 1) + [1] * (len(flag) - decoded_at - 1), (
+            f"{what}: expected {name} from cycle {decoded_at + 1} on, measured {flag}")
+    assert second["illegal"][0] == 0 and second["halted"][0] == 0, (
+        f"{what}: a new start must clear illegal and halted (cycle 0 of the rerun: "
+        f"illegal={second['illegal'][0]}, halted={second['halted'][0]})")
+    assert second["issues"][:1] == [(0, op.op, op.stream, op.dir, op.addr)], (
+        f"{what}: after the restart instruction 0 must issue on cycle 0, measured {fmt(second['issues'])}")
+    assert second["illegal"][decoded_at + 1] == 1, f"{what}: the rerun must hit the illegal opcode again"
+
+
+# ---- slice latencies -------------------------------------------------------------------
+async def issue_and_watch(ctx, dut, instr, each_cycle=None, before=2, after=6):
+    """Issue ``instr`` for one cycle (cycle 0) and watch ``dut.drive`` from cycle
+    ``-before`` to ``after``.  ``each_cycle(ctx, j)`` runs on every cycle after the issue
+    port is set, to present that cycle's stream values.  Returns
+    ``[(cycle, direction, mask, [value of each stream])]`` of the cycles with a drive."""
+    seen = []
+    for j in range(-before, after + 1):
+        ctx.set(dut.issue.valid, int(j == 0))
+        ctx.set(dut.issue.instr.as_value(), instr.encode() if j == 0 else 0)
+        if each_cycle is not None:
+            each_cycle(ctx, j)
+        for d, port in ((EAST, dut.drive.east), (WEST, dut.drive.west)):
+            mask = ctx.get(port.mask)
+            if mask:
+                seen.append((j, d, mask, [ctx.get(drive_value(port, s)) for s in range(S)]))
+        await ctx.tick()
+    ctx.set(dut.issue.valid, 0)          # (when after = 0 the issue cycle was the last one)
+    return seen
+
+
+def check_drive(what, seen, latency, const_name, direction, mask):
+    """Exactly one drive: on cycle ``latency`` in ``direction`` with ``mask``; returns its values."""
+    got = [(j, DIR_NAME[d], m) for j, d, m, _ in seen]
+    assert got == [(latency, DIR_NAME[direction], mask)], (
+        f"{what} issued on cycle 0: expected one drive on cycle {latency} (isa.{const_name} = {latency}), "
+        f"{DIR_NAME[direction]} mask {mask:#b}; measured (cycle, direction, mask) {got}")
+    return seen[0][3]
+
+
+def set_taps(ctx, dut, d, vectors):
+    """Stream values visible at the slice this cycle: ``vectors[s]`` on stream s of
+    direction ``d``; the other direction zero."""
+    for s in range(S):
+        ctx.set((dut.tap.east if d == EAST else dut.tap.west)[s], vectors.get(s, 0))
+        ctx.set((dut.tap.west if d == EAST else dut.tap.east)[s], 0)
+
+
+@pytest.mark.parametrize("direction", [EAST, WEST], ids=DIR_NAME.get)
+@pytest.mark.parametrize("stream", [0, S - 1], ids=lambda s: f"s{s}")
+def test_mem_read_latency(direction, stream):
+    """READ s, a drives vector a onto stream s on issue + READ_LATENCY."""
+    mem = MemSlice(CFG)
+    addr = 5
+    stored = {a: vec(tag(a, salt=7)) for a in (addr - 1, addr, addr + 1)}
+    out = {}
+
+    async def bench(ctx):
+        for a, v in stored.items():                     # host writes while stopped
+            await host_write(ctx, mem.host, [(v >> (32 * w)) & 0xFFFFFFFF for w in range(CFG.words_per_vector)],
+                             base=a * CFG.words_per_vector)
+        ctx.set(mem.run, 1)
+        out["seen"] = await issue_and_watch(ctx, mem, Instr.read(stream, direction, addr))
+
+    simulate(mem, bench)
+    what = f"MEM READ {DIR_NAME[direction]}{stream}, {addr}"
+    values = check_drive(what, out["seen"], isa.READ_LATENCY, "READ_LATENCY", direction, 1 << stream)
+    assert values[stream] == stored[addr], (
+        f"{what}: drove {values[stream]:#x} on cycle {isa.READ_LATENCY}, expected the stored vector {stored[addr]:#x}")
+
+
+@pytest.mark.parametrize("direction", [EAST, WEST], ids=DIR_NAME.get)
+def test_mem_write_samples_on_issue_cycle(direction):
+    """WRITE s, a stores the value on stream s on issue + WRITE_LATENCY (a different value
+    is on the stream every cycle; the host read-back says which one was stored), and a
+    READ issued on the next cycle sees it."""
+    mem = MemSlice(CFG)
+    addr, stream = 9, 2
+    out = {"events": []}
+
+    def taps(ctx, j):
+        set_taps(ctx, mem, direction, {stream: vec(tag(j))})
+
+    def taps_and_events(ctx, j):
+        taps(ctx, j)
+        if ctx.get(mem.write_event):
+            out["events"].append((j, ctx.get(mem.write_addr), ctx.get(mem.write_data)))
+
+    async def bench(ctx):
+        ctx.set(mem.run, 1)
+        await issue_and_watch(ctx, mem, Instr.write(stream, direction, addr), taps_and_events, after=3)
+        ctx.set(mem.run, 0)
+        ctx.set(mem.host.sel, 1)
+        ctx.set(mem.host.re, 1)
+        words = []
+        for w in range(CFG.words_per_vector):
+            ctx.set(mem.host.addr, addr * CFG.words_per_vector + w)
+            await ctx.tick()
+            words.append(ctx.get(mem.host.rdata))
+        ctx.set(mem.host.sel, 0)
+        ctx.set(mem.host.re, 0)
+        out["stored"] = sum(v << (32 * w) for w, v in enumerate(words))
+        # A READ on the cycle after a WRITE sees the new value.
+        ctx.set(mem.run, 1)
+        await issue_and_watch(ctx, mem, Instr.write(stream, direction, addr + 1), taps, before=0, after=0)
+        out["read"] = await issue_and_watch(ctx, mem, Instr.read(0, EAST, addr + 1), before=0)
+
+    simulate(mem, bench)
+    what = f"MEM WRITE {DIR_NAME[direction]}{stream}, {addr}"
+    sampled = [j for j in range(-2, 4) if vec(tag(j)) == out["stored"]]
+    assert sampled == [isa.WRITE_LATENCY], (
+        f"{what} issued on cycle 0: expected the stream value of cycle {isa.WRITE_LATENCY} "
+        f"(isa.WRITE_LATENCY = {isa.WRITE_LATENCY}) stored; host read-back {out['stored']:#x} is the value of "
+        f"cycle(s) {sampled}")
+    assert out["events"] == [(isa.WRITE_LATENCY, addr, vec(tag(isa.WRITE_LATENCY)))], (
+        f"{what}: expected one write event on cycle {isa.WRITE_LATENCY} with the stream value of that cycle, "
+        f"measured {out['events']}")
+    values = check_drive(f"MEM READ E0, {addr + 1} (the cycle after WRITE)", out["read"], isa.READ_LATENCY,
+                         "READ_LATENCY", EAST, 1)
+    assert values[0] == vec(tag(0)), (
+        f"MEM READ E0, {addr + 1} on the cycle after a WRITE of it: drove {values[0]:#x}, expected the written "
+        f"{vec(tag(0)):#x}")
+
+
+def sxm_cases():
+    """(instruction, expected output lanes from the input lanes x and map m)."""
+    out = SxmFlag.OUT_E
+    return {
+        "SHIFT_rot_up": (Instr.compute(Op.SHIFT, 0, WEST, flags=SxmFlag.ROT | out, k=1, out=2),
+                         lambda x, m: [x[(i - 1) % L] for i in range(L)]),
+        "SHIFT_down_west": (Instr.compute(Op.SHIFT, 0, EAST, flags=SxmFlag.DOWN | SxmFlag.OUT_W, k=1, out=1),
+                            lambda x, m: x[1:] + [0]),
+        "PERM": (Instr.compute(Op.PERM, 0, WEST, flags=out, map=1, out=3),
+                 lambda x, m: [x[k] if k < L else 0 for k in m]),
+        "DIST": (Instr.compute(Op.DIST, 0, WEST, flags=out | SxmFlag.OUT_W, k=2, g=2, out=0),
+                 lambda x, m: (x[2:4] * L)[:L]),
+    }
+
+
+SXM_MAP = [3, 0, L + 1, 1]
+
+
+@pytest.mark.parametrize("case", sxm_cases())
+def test_sxm_latency(case):
+    """SHIFT/PERM/DIST sample their input on the issue cycle and drive the result on
+    issue + SXM_LATENCY."""
+    from hdl.sxm import SXM       # (see the note on imports at the top)
+
+    instr, want = sxm_cases()[case]
+    assert instr.stream != 1, "stream 1 carries PERM's map"
+    sxm = SXM(CFG)
+    out = {}
+
+    def taps(ctx, j):
+        set_taps(ctx, sxm, instr.dir, {instr.stream: vec(tag(j)), 1: vec(SXM_MAP)})
+
+    async def bench(ctx):
+        out["seen"] = await issue_and_watch(ctx, sxm, instr, taps)
+
+    simulate(sxm, bench)
+    o = instr.operand("out")
+    flags = SxmFlag(instr.aux)
+    dirs = [d for d, f in ((EAST, SxmFlag.OUT_E), (WEST, SxmFlag.OUT_W)) if flags & f]
+    got = [(j, DIR_NAME[d], m) for j, d, m, _ in out["seen"]]
+    expect = [(isa.SXM_LATENCY, DIR_NAME[d], 1 << o) for d in dirs]
+    assert got == expect, (
+        f"SXM {instr} issued on cycle 0: expected drive(s) (cycle, direction, mask) {expect} "
+        f"(isa.SXM_LATENCY = {isa.SXM_LATENCY}); measured {got}")
+    x = tag(0)                                           # the input of the issue cycle
+    expected = vec(want(x, SXM_MAP))
+    for _, _, _, values in out["seen"]:
+        assert values[o] == expected, (
+            f"SXM {instr}: drove {lanes_of(values[o])} on cycle {isa.SXM_LATENCY}, expected {lanes_of(expected)} "
+            f"(the result of the input sampled on the issue cycle, {x})")
+
+
+def test_sxm_tro_latency():
+    """TRO drives a column of the rows TRI stored, on issue + SXM_LATENCY."""
+    from hdl.sxm import SXM
+
+    sxm = SXM(CFG)
+    rows = [tag(r, salt=r) for r in range(L)]
+    col, o = 2, 1
+    instr = Instr.compute(Op.TRO, 0, WEST, flags=SxmFlag.OUT_W, col=col, out=o)
+    out = {}
+
+    async def bench(ctx):
+        for r in range(L):
+            set_taps(ctx, sxm, WEST, {0: vec(rows[r])})
+            await issue_and_watch(ctx, sxm, Instr.compute(Op.TRI, 0, WEST, row=r), before=0, after=0)
+        set_taps(ctx, sxm, WEST, {})
+        out["seen"] = await issue_and_watch(ctx, sxm, instr)
+
+    simulate(sxm, bench)
+    values = check_drive(f"SXM {instr}", out["seen"], isa.SXM_LATENCY, "SXM_LATENCY", WEST, 1 << o)
+    expected = [rows[r][col] for r in range(L)]
+    assert lanes_of(values[o]) == expected, (
+        f"SXM {instr}: drove {lanes_of(values[o])}, expected column {col} of the TRI rows, {expected}")
+
+
+def vxm_a(j: int) -> list[int]:
+    """int32 A lanes on cycle offset ``j``: in int8 range, and one lane beyond (saturates)."""
+    return [5 * j - 20, 7 - 3 * j, 100 + j, (-1000 if j % 2 == 0 else 1000) * (j + 3)]
+
+
+@pytest.mark.parametrize("in_dir, flags", [(WEST, VopFlag.OUT_E), (EAST, VopFlag.OUT_W),
+                                           (EAST, VopFlag.OUT_E | VopFlag.OUT_W)],
+                         ids=["inW-outE", "inE-outW", "inE-outEW"])
+def test_vxm_latency(in_dir, flags):
+    """VOP (identity parameters, no table, no gate) takes int32 A from streams s..s+3 on
+    the issue cycle and drives sat8(A) on stream out on issue + VXM_LATENCY."""
+    vxm = VXM(CFG)
+    o = 2
+    instr = Instr.vop(0, in_dir, param=0, out=o, flags=flags)
+    out = {}
+
+    def taps(ctx, j):
+        a = [v & 0xFFFFFFFF for v in vxm_a(j)]
+        set_taps(ctx, vxm, in_dir, {b: vec([(v >> (8 * b)) & 0xFF for v in a]) for b in range(INT32_PLANES)})
+
+    async def bench(ctx):
+        ctx.set(vxm.run, 1)
+        out["seen"] = await issue_and_watch(ctx, vxm, instr, taps)
+
+    simulate(vxm, bench)
+    dirs = [d for d, f in ((EAST, VopFlag.OUT_E), (WEST, VopFlag.OUT_W)) if flags & f]
+    got = [(j, DIR_NAME[d], m) for j, d, m, _ in out["seen"]]
+    expect = [(isa.VXM_LATENCY, DIR_NAME[d], 1 << o) for d in dirs]
+    assert got == expect, (
+        f"VXM {instr} issued on cycle 0: expected drive(s) (cycle, direction, mask) {expect} "
+        f"(isa.VXM_LATENCY = {isa.VXM_LATENCY}); measured {got}")
+    expected = [sat8(v) for v in vxm_a(0)]
+    for _, _, _, values in out["seen"]:
+        assert [s8(b) for b in lanes_of(values[o])] == expected, (
+            f"VXM {instr}: drove {[s8(b) for b in lanes_of(values[o])]}, expected sat8 of the A sampled on the "
+            f"issue cycle, {expected}")
+
+
+MXM_W = [[1, 2, 0, -1], [0, 1, 0, 0], [-3, 0, 2, 1], [1, 1, 1, 1]]
+
+
+@pytest.mark.parametrize("side", ["W", "E"])
+def test_mxm_latency(side):
+    """After LW, MM with EMIT takes x from its stream on the issue cycle and drives the
+    int32 W.x as 4 byte planes on streams out..out+3 on issue + MXM_LATENCY."""
+    assert len(MXM_W) == L
+    mxm = MXM(CFG, side)
+    d_in = WEST if side == "W" else EAST             # the streams flowing towards it
+    d_out = EAST if side == "W" else WEST
+    xs = 1
+    instr = Instr.mm(xs, d_in, acc=3, out=0, flags=MMFlag.EMIT)
+    out = {}
+
+    async def bench(ctx):
+        ctx.set(mxm.start, 1)
+        await ctx.tick()
+        ctx.set(mxm.start, 0)
+        # LW s=0, n=L, delay 0: row r from stream r on the LW's issue cycle; the block is
+        # active from issue + 0 + L/L = issue + 1.
+        set_taps(ctx, mxm, d_in, {r: vec(MXM_W[r]) for r in range(L)})
+        await issue_and_watch(ctx, mxm, Instr.lw(0, d_in, n=L, delay=0), before=0, after=0)
+        set_taps(ctx, mxm, d_in, {})
+        await ctx.tick()
+        out["seen"] = await issue_and_watch(
+            ctx, mxm, instr, lambda ctx, j: set_taps(ctx, mxm, d_in, {xs: vec(tag(j, salt=30))}))
+
+    simulate(mxm, bench)
+    what = f"MXM_{side} {instr}"
+    values = check_drive(what, out["seen"], isa.MXM_LATENCY, "MXM_LATENCY", d_out, (1 << INT32_PLANES) - 1)
+    x = [s8(b) for b in tag(0, salt=30)]                  # x of the issue cycle (lanes < 0 too)
+    p = [sum(w * v for w, v in zip(row, x)) & 0xFFFFFFFF for row in MXM_W]
+    expected = [vec([(pr >> (8 * b)) & 0xFF for pr in p]) for b in range(INT32_PLANES)]
+    assert values[:INT32_PLANES] == expected, (
+        f"{what}: drove planes {[hex(v) for v in values[:INT32_PLANES]]}, expected W.x of the x sampled on the "
+        f"issue cycle, {[hex(v) for v in expected]}")
+
+
+@pytest.mark.parametrize("direction", [EAST, WEST], ids=DIR_NAME.get)
+def test_c2c_recv_latency(direction):
+    """RECV pops the link's receive buffer on its issue cycle and drives the popped vector
+    on issue + C2C_LATENCY.  ``C2cSlice`` stands alone: its ``recv_data`` is an input, so
+    the testbench plays the link's receiver as ``LinkRx`` documents it (the popped vector
+    from the cycle after ``recv``, held until the next one)."""
+    from hdl.c2c import C2cSlice
+
+    cfg = dataclasses.replace(CFG, links=1)
+    c2c = C2cSlice(cfg, links=[0])
+    old, new = vec(tag(1, salt=11)), vec(tag(2, salt=5))
+    stream = 2
+    instr = Instr.compute(Op.RECV, stream, direction, link=0)
+    out = {"pops": []}
+    state = {"pending": False}
+
+    def link(ctx, j):
+        if state["pending"]:
+            ctx.set(c2c.recv_data[0], new)
+        state["pending"] = bool(ctx.get(c2c.recv[0]))
+        if state["pending"]:
+            out["pops"].append(j)
+
+    async def bench(ctx):
+        ctx.set(c2c.recv_data[0], old)
+        out["seen"] = await issue_and_watch(ctx, c2c, instr, link)
+
+    simulate(c2c, bench)
+    what = f"C2C {instr}"
+    assert out["pops"] == [0], f"{what}: expected the link popped on the issue cycle 0, measured on {out['pops']}"
+    values = check_drive(what, out["seen"], isa.C2C_LATENCY, "C2C_LATENCY", direction, 1 << stream)
+    assert values[stream] == new, (
+        f"{what}: drove {values[stream]:#x} on cycle {isa.C2C_LATENCY}, expected the popped vector {new:#x}")
