@@ -32,7 +32,7 @@ import numpy as np
 from lpu_arch.config import TileConfig
 from lpu_arch.vxm import VXM_FIELDS
 from lpu_arch.isa import DELAY_MAX, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, VXM_LATENCY, WEST, Instr, MMFlag, VopFlag
-from .numerics import FfnSpec, NumericsError, ffn_int
+from .numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
 from .program import Program
 from .reserve import Reservations, lower
 from .schedule import PredictedWrite
@@ -117,12 +117,56 @@ def padded_spec(spec: FfnSpec, lanes: int) -> FfnSpec:
     return FfnSpec(**kw)
 
 
-class _Ffn:
-    """One compilation (state of the placement)."""
+class HRoute:
+    """Where each h vector goes besides both local MXMs' x slots (a routing strategy of
+    :class:`FfnPlan`).  The plan asks ``fits`` before it places the VOP that makes h
+    block ``i`` of column ``b`` on cycle ``t_vop`` (the VOP drives h both ways, so it
+    passes every slice between the VXM and the MXMs), then ``take`` to place it.  This
+    base class routes h to the MXMs only (one tile)."""
 
-    def __init__(self, cfg: TileConfig, spec: FfnSpec, x, i_blocks=None, j_blocks=None, store_h=False):
-        """``i_blocks``/``j_blocks``: the intermediate and output blocks this tile computes
-        (default all); ``store_h``: also WRITE every h vector to a MEM slice (to send it)."""
+    def fits(self, plan: "FfnPlan", t_vop: int, i: int, b: int) -> bool:
+        return True
+
+    def take(self, plan: "FfnPlan", t_vop: int, i: int, b: int) -> None:
+        pass
+
+
+class StoreH(HRoute):
+    """Also WRITE every h vector into a MEM slice as it passes (``plan.h_stored``; the
+    plan's manifest predicts those writes too): h becomes observable in the SRAM."""
+
+    def fits(self, plan, t_vop, i, b):
+        return plan.h_store_slot(t_vop) is not None
+
+    def take(self, plan, t_vop, i, b):
+        m, t_w, d = plan.h_store_slot(t_vop)
+        plan.res.take_slot(m, t_w, f"h block {i} col {b} WRITE")
+        addr = plan.alloc(m, 1)
+        plan.emit(m, t_w, Instr.write(plan.lx_stream, d, addr))
+        plan.h_stored[(i, b)] = (m, addr, t_w)
+
+
+class FfnPlan:
+    """The placement of one FFN (or one tile's share of it) on one tile.
+
+    ``compile()`` places x (:meth:`place_x`), the W1/W3 phase that makes h
+    (:meth:`phase1`) and the W2 phase that makes y (:meth:`phase2`), each operation
+    greedily at its earliest free cycle through :attr:`res`; a tray compiler calls the
+    three steps itself (and orders ``phase2``'s h blocks by arrival).  :meth:`program`
+    lowers the placement; :attr:`outputs` and :attr:`h_stored` say where y and h went,
+    and on which cycle.
+
+    Parameters
+    ----------
+    cfg, spec, x
+        The tile, the quantised FFN and its int8 input, ``(H,)`` or ``(batch, H)``.
+    i_blocks, j_blocks
+        The intermediate and output blocks this tile computes (default: all).
+    h_route
+        An :class:`HRoute`: where h goes besides the local MXMs (default: nowhere).
+    """
+
+    def __init__(self, cfg: TileConfig, spec: FfnSpec, x, i_blocks=None, j_blocks=None, h_route=None):
         self.cfg, self.spec = cfg, spec
         L = cfg.lanes
         x = np.asarray(x)
@@ -139,10 +183,8 @@ class _Ffn:
         self.x = _pad(x, (B, self.Hp))
         self.i_blocks = list(range(self.KI)) if i_blocks is None else list(i_blocks)
         self.j_blocks = list(range(self.KH)) if j_blocks is None else list(j_blocks)
-        self.store_h = store_h
+        self.h_route = h_route or HRoute()
         self.h_stored = {}                        # (i, b) -> (slice, addr, write cycle)
-        self.on_h_stored = None                   # callback(i, b, slice, addr, cycle), e.g. to send h
-        self.h_send = None                        # callback(t_vop, i, b, dry) -> bool: send h as it passes
         # Rows per cycle: the most MEM slices whose count divides the lanes, one stream each,
         # leaving stream n for x/h.
         self.n = max(d for d in range(1, min(cfg.mem_slices, cfg.streams - 1) + 1) if L % d == 0)
@@ -467,24 +509,12 @@ class _Ffn:
                 return False
             if not self.h_to_mxms(t_v, self.h_slot(i, b), True, who):
                 return False
-            store = self.h_store_slot(t_v) if self.store_h else None
-            if self.store_h and store is None:
-                return False
-            if self.h_send and not self.h_send(t_v, i, b, True):
+            if not self.h_route.fits(self, t_v, i, b):
                 return False
             if not dry:
-                if self.h_send:
-                    self.h_send(t_v, i, b, False)
+                self.h_route.take(self, t_v, i, b)
                 self.h_to_mxms(t_v, self.h_slot(i, b), False, who)
                 self.place_vop(t_v, dir_a, e, vflags | VopFlag.OUT_E | VopFlag.OUT_W, who)
-                if store:
-                    m, t_w, d = store
-                    self.res.take_slot(m, t_w, who + " WRITE")
-                    addr = self.alloc(m, 1)
-                    self.emit(m, t_w, Instr.write(self.lx_stream, d, addr))
-                    self.h_stored[(i, b)] = (m, addr, t_w)
-                    if self.on_h_stored:
-                        self.on_h_stored(i, b, m, addr, t_w)
             return True
 
         self.place_blocks(sides, blocks, mms, on_emit, f"W1/W3 block ({i},{k})")
@@ -527,36 +557,48 @@ class _Ffn:
                                    f"it holds {self.cfg.iq_depth} (use a larger iq_depth or a smaller FFN)")
         return prog.validate()
 
+    def manifest(self, prog: Program, tiles: int = 1) -> Manifest:
+        """What this plan promises: every MEM write it makes (y, and h when stored) with
+        its cycle and value from the integer FFN, the totals, and the bounds of this tile's
+        share (``1/tiles`` of the weights and MACs)."""
+        cfg, L = self.cfg, self.cfg.lanes
 
-def compile_ffn(spec: FfnSpec, x, cfg: TileConfig | None = None) -> tuple[Program, Manifest]:
+        def vec(a, b, j):
+            return tuple(int(v) & 0xFF for v in a[b, j * L:(j + 1) * L])
+        y = ffn_int(self.p, self.x)
+        writes = [PredictedWrite(t_w, m, a, vec(y, b, j), j) for (b, j), (m, a, t_w) in self.outputs.items()]
+        if self.h_stored:
+            h = ffn_hidden(self.p, self.x)
+            writes += [PredictedWrite(t_w, m, a, vec(h, b, i), -1 - i)
+                       for (i, b), (m, a, t_w) in self.h_stored.items()]
+        writes.sort(key=lambda w: (w.cycle, cfg.position(w.slice)))
+        mats = 3 if self.spec.kind == "swiglu" else 2
+        wv = mats * self.Hp * self.Ip // L
+        return Manifest(kind=self.spec.kind, H=self.spec.H, I=self.spec.I, batch=self.B, padded=(self.Hp, self.Ip),
+                        cycles=self.res.done_cycles(), writes=writes,
+                        outputs={k: v[:2] for k, v in self.outputs.items()}, busy=self.res.busy(),
+                        mm_count=self.mm_count, weight_vectors=wv // tiles,
+                        sram_bound=-(-wv // (2 * cfg.mem_slices * tiles)),
+                        mac_bound=-(-mats * self.KH * self.KI * self.B // (2 * tiles)),
+                        instructions={n: len(q) + 1 for n, q in prog.queues.items() if q})
+
+
+def compile_ffn(spec: FfnSpec, x, cfg: TileConfig | None = None,
+                h_route: HRoute | None = None) -> tuple[Program, Manifest]:
     """Compile a quantised FFN applied to int8 input ``x`` ((H,) or (batch, H)).
 
     Returns the program (queues, memory images, VXM parameters and table) and the
-    :class:`Manifest` with the predicted cycle and value of every output write."""
+    :class:`Manifest` with the predicted cycle and value of every output write.
+    ``h_route``: see :class:`FfnPlan` (``StoreH()`` also writes h to the SRAM)."""
     cfg = cfg or TileConfig.default()
     if not isinstance(spec, FfnSpec):
         raise CompileError(f"spec must be a numerics.FfnSpec, got {type(spec).__name__}")
     try:
-        c = _Ffn(cfg, spec, np.asarray(x)).compile()
-        y = ffn_int(c.p, c.x)
+        plan = FfnPlan(cfg, spec, np.asarray(x), h_route=h_route).compile()
+        prog = plan.program()
+        return prog, plan.manifest(prog)
     except NumericsError as e:
         raise CompileError(str(e)) from None
-    prog = c.program()
-    writes = []
-    for (b, j), (m, addr, t_w) in c.outputs.items():
-        vec = tuple(int(v) & 0xFF for v in y[b, j * cfg.lanes:(j + 1) * cfg.lanes])
-        writes.append(PredictedWrite(t_w, m, addr, vec, j))
-    writes.sort(key=lambda w: (w.cycle, cfg.position(w.slice)))
-    mats = 3 if spec.kind == "swiglu" else 2
-    weight_vectors = mats * c.Hp * c.Ip // cfg.lanes
-    man = Manifest(
-        kind=spec.kind, H=spec.H, I=spec.I, batch=c.B, padded=(c.Hp, c.Ip), cycles=c.res.done_cycles(),
-        writes=writes, outputs={k: v[:2] for k, v in c.outputs.items()}, busy=c.res.busy(),
-        mm_count=c.mm_count, weight_vectors=weight_vectors,
-        sram_bound=math.ceil(weight_vectors / (2 * cfg.mem_slices)),
-        mac_bound=math.ceil(mats * c.KH * c.KI * c.B / 2),
-        instructions={n: len(q) + 1 for n, q in prog.queues.items() if q})
-    return prog, man
 
 
 def output_matrix(manifest: Manifest, memory: dict, lanes: int, H: int) -> np.ndarray:

@@ -12,7 +12,8 @@ A value on a stream is keyed by its *diagonal* and occupies a span of positions
 
 from __future__ import annotations
 
-from lpu_arch.isa import COUNT_MAX, DELAY_MAX, EAST, STRIDE_MAX, STRIDE_MIN, Instr
+from lpu_arch import c2c
+from lpu_arch.isa import COUNT_MAX, DELAY_MAX, EAST, STRIDE_MAX, STRIDE_MIN, Instr, Op
 from lpu_arch.timing import diagonal, done_cycles, span
 
 
@@ -84,6 +85,10 @@ class Reservations:
         self._occ.setdefault((dir, stream, diagonal(dir, p_from, drive_cycle)), []).append((lo, hi, who))
         self.last_drive = max(self.last_drive, drive_cycle)
 
+    def release_after(self, slice_name: str, cycle: int) -> None:
+        """Free ``slice_name``'s issue slots after ``cycle`` (deskews past the last work)."""
+        self.slots[slice_name] = {c: w for c, w in self.slots[slice_name].items() if c <= cycle}
+
     # ---- totals ------------------------------------------------------------------------
     def done_cycles(self) -> int:
         """The tile's cycle counter at done (``lpu_arch.timing.done_cycles``)."""
@@ -139,3 +144,29 @@ def lower(entries, merge: bool = True) -> list[Instr]:
                 j += n
         i = j
     return q
+
+
+# ---- deskew policy (tiles with links, docs/c2c.md) ----------------------------------------
+DESKEW_SLICE = "C2C_W"      # the queue that carries a tile's DESKEW and RUNTIME_DESKEWs
+DESKEW_OPS = frozenset({Op.DESKEW, Op.RUNTIME_DESKEW})
+
+
+def take_deskew(cfg, res: Reservations, timed: dict, cycle: int) -> None:
+    """Reserve and emit the deskew of SAC ``cycle``: DESKEW at 0 (program start), else a
+    RUNTIME_DESKEW (on multiples of ``c2c.deskew_interval``, the same cycles on every tile)."""
+    ins = (Instr.compute(Op.DESKEW, 0, EAST) if cycle == 0 else
+           Instr.compute(Op.RUNTIME_DESKEW, 0, EAST, slack=c2c.deskew_slack(cfg)))
+    res.take_slot(DESKEW_SLICE, cycle, ins.op.name)
+    timed[DESKEW_SLICE].append((cycle, ins))
+
+
+def last_work(timed: dict) -> int:
+    """The last cycle of a tile's timed instructions, deskews excluded (0 if none)."""
+    return max((c for entries in timed.values() for c, i, *_ in entries if i.op not in DESKEW_OPS), default=0)
+
+
+def strip_deskews(timed: dict, last: int) -> dict:
+    """``timed`` without the RUNTIME_DESKEWs after ``last``: a deskew with no work after it
+    would only hold the tile back."""
+    return {n: [e for e in entries if not (e[1].op == Op.RUNTIME_DESKEW and e[0] > last)]
+            for n, entries in timed.items()}

@@ -26,7 +26,7 @@ from lpu_arch.timing import done_cycles
 from lpu_arch.topology import Topology
 from lpu_arch.isa import C2C_LATENCY, EAST, READ_LATENCY, WEST, Instr, Op
 from .program import Program
-from .reserve import Reservations, lower
+from .reserve import Reservations, last_work, lower, strip_deskews, take_deskew
 from .schedule import PredictedWrite, ScheduleError
 
 class LinkBook:
@@ -84,7 +84,6 @@ class SystemScheduler:
         self.D = c2c.min_distance(cfg)
         self.F = cfg.flits_per_vector
         self.interval = c2c.deskew_interval(cfg)
-        self.slack = c2c.deskew_slack(cfg)
         self.res = [Reservations(cfg) for _ in range(tiles)]
         self.timed = [{n: [] for n in cfg.slice_names} for _ in range(tiles)]
         self.memory = [{n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
@@ -95,20 +94,16 @@ class SystemScheduler:
         self.predicted: list[list[PredictedWrite]] = [[] for _ in range(tiles)]
         self.horizon = 0
         for t in range(tiles):
-            self._deskew_slot(t, 0, Instr.compute(Op.DESKEW, 0, EAST))
+            take_deskew(cfg, self.res[t], self.timed[t], 0)
 
     # ---- deskews -------------------------------------------------------------------------
-    def _deskew_slot(self, tile, cycle, ins):
-        self.res[tile].take_slot("C2C_W", cycle, ins.op.name)
-        self.timed[tile]["C2C_W"].append((cycle, ins))
-
     def _extend_deskews(self, upto: int):
         """RUNTIME_DESKEW every interval up to ``upto`` (reserved before anything else uses
         the slot)."""
         while self.horizon + self.interval <= upto + self.interval:
             self.horizon += self.interval
             for t in range(self.topo.tiles):
-                self._deskew_slot(t, self.horizon, Instr.compute(Op.RUNTIME_DESKEW, 0, EAST, slack=self.slack))
+                take_deskew(self.cfg, self.res[t], self.timed[t], self.horizon)
 
     # ---- inputs --------------------------------------------------------------------------
     def load(self, tile: int, name: str, addr: int, vectors) -> None:
@@ -215,16 +210,9 @@ class SystemScheduler:
         return x
 
     # ---- outputs -------------------------------------------------------------------------
-    def _last_work(self) -> int:
-        """The last SAC cycle of any tile's work (deskews excluded)."""
-        return max((c for tm in self.timed for entries in tm.values() for c, i in entries
-                    if i.op not in (Op.DESKEW, Op.RUNTIME_DESKEW)), default=0)
-
     def _timed(self, tile):
-        """Tile's timed instructions, without the RUNTIME_DESKEWs after the last work."""
-        last = self._last_work()
-        return {n: [(c, i) for c, i in e if not (i.op == Op.RUNTIME_DESKEW and c > last)]
-                for n, e in self.timed[tile].items()}
+        """Tile's timed instructions, without the RUNTIME_DESKEWs after any tile's last work."""
+        return strip_deskews(self.timed[tile], max(last_work(tm) for tm in self.timed))
 
     def programs(self) -> list[Program]:
         return [Program(self.cfg, {n: lower(e) for n, e in self._timed(t).items()}, self.memory[t]).validate()

@@ -27,13 +27,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from lpu_arch import c2c
-from .compile_ffn import SIDES, CompileError, Manifest, _Ffn
 from lpu_arch.config import TileConfig
 from lpu_arch.isa import C2C_LATENCY, EAST, SXM_LATENCY, VXM_LATENCY, WEST, Instr, Op, SxmFlag
-from .numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
-from .program import Program
-from .schedule import PredictedWrite
 from lpu_arch.topology import Topology
+
+from .compile_ffn import SIDES, CompileError, FfnPlan, HRoute
+from .numerics import FfnSpec, NumericsError
+from .program import Program
+from .reserve import DESKEW_SLICE, last_work, strip_deskews, take_deskew
 from .system import LinkBook
 
 
@@ -78,6 +79,21 @@ def _split(n: int, parts: int) -> list[list[int]]:
     return out
 
 
+class MulticastH(HRoute):
+    """Tray routing of h (the all-gather): as the VXM drives h towards both MXMs it passes
+    both C2C slices, and each multicasts it (``SENDM``) on its links to the other tiles,
+    whose plans receive it into their MXMs' x slots."""
+
+    def __init__(self, tray: "_Tray", tile: int):
+        self.tray, self.tile = tray, tile
+
+    def fits(self, plan, t_vop, i, b):
+        return self.tray._multicast_h(self.tile, t_vop, i, b, dry=True)
+
+    def take(self, plan, t_vop, i, b):
+        self.tray._multicast_h(self.tile, t_vop, i, b, dry=False)
+
+
 class _Tray:
     def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int):
         self.topo = Topology(tiles)
@@ -90,12 +106,12 @@ class _Tray:
             raise CompileError(f"the FFN is too large for a tray of {tiles} tiles: its weights need {need} bytes "
                                f"({mats} matrices of {Hp}x{Ip} after padding); the tray's SRAM holds "
                                f"{have} bytes ({tiles} x {cfg.mem_bytes})")
-        probe = _Ffn(cfg, spec, x, i_blocks=[], j_blocks=[])
+        probe = FfnPlan(cfg, spec, x, i_blocks=[], j_blocks=[])
         self.part_i, self.part_j = _split(probe.KI, tiles), _split(probe.KH, tiles)
         self.f = []
         for t in range(tiles):
             try:
-                self.f.append(_Ffn(cfg, spec, x, self.part_i[t], self.part_j[t]))
+                self.f.append(FfnPlan(cfg, spec, x, self.part_i[t], self.part_j[t], h_route=MulticastH(self, t)))
             except CompileError as e:
                 raise CompileError(f"tile {t} of {tiles}: {e}") from None
         self.D = c2c.min_distance(cfg)
@@ -104,23 +120,15 @@ class _Tray:
         n = self.f[0].n
         self.spare = list(range(n + 1, cfg.streams)) + [n] + list(range(n))
         self.transfers = 0
-        interval, slack = c2c.deskew_interval(cfg), c2c.deskew_slack(cfg)
-        for f in self.f:
-            f.res.take_slot("C2C_W", 0, "DESKEW")
-            f.emit("C2C_W", 0, Instr.compute(Op.DESKEW, 0, EAST))
-            for c in range(interval, 1 << 16, interval):
-                f.res.take_slot("C2C_W", c, "RUNTIME_DESKEW")
-                f.emit("C2C_W", c, Instr.compute(Op.RUNTIME_DESKEW, 0, EAST, slack=slack))
+        for f in self.f:      # every deskew reserved first; those past the tile's work go at the end
+            for c in range(0, 1 << 16, c2c.deskew_interval(cfg)):
+                take_deskew(cfg, f.res, f.timed, c)
 
     def compile(self):
         for t, f in enumerate(self.f):
             f.place_x()
-        for t, f in enumerate(self.f):
-            # All-gather of h: as the VXM drives h towards both MXMs it passes both C2C
-            # slices, and each multicasts it (SENDM) on its links to the other tiles.
-            f.store_h = False
-            f.h_send = lambda t_v, i, b, dry, t=t: self._multicast_h(t, t_v, i, b, dry)
-            f.phase1()
+        for f in self.f:
+            f.phase1()              # h leaves every tile through its MulticastH route
         for f in self.f:
             ready = {i: max(f.slot_ready[s].get(f.h_slot(i, b), 1 << 62) for s in SIDES for b in range(f.B))
                      for i in range(f.KI)}
@@ -206,49 +214,25 @@ class _Tray:
         return None
 
     def programs(self) -> list[Program]:
-        progs = []
         for f in self.f:
-            last = max(c for e in f.timed.values() for c, i in e if i.op not in (Op.DESKEW, Op.RUNTIME_DESKEW))
-            f.timed["C2C_W"] = [(c, i) for c, i in f.timed["C2C_W"]
-                                if not (i.op == Op.RUNTIME_DESKEW and c > last)]
-            for c in [c for c in f.res.slots["C2C_W"] if c > last and f.res.slots["C2C_W"][c] == "RUNTIME_DESKEW"]:
-                del f.res.slots["C2C_W"][c]
-            progs.append(f.program())
-        return progs
+            last = last_work(f.timed)
+            f.timed = strip_deskews(f.timed, last)
+            f.res.release_after(DESKEW_SLICE, last)
+        return [f.program() for f in self.f]
 
 
 def compile_ffn_tray(spec: FfnSpec, x, cfg: TileConfig | None = None, tiles: int = 8):
     """Compile an FFN for ``tiles`` tiles; returns (programs, TrayManifest).
 
-    Each tile's :class:`Manifest` predicts its own MEM writes (its share of y's blocks and
-    the h vectors it stores to send, ``transfer`` = -1 - h block) and its cycle count, in
-    SAC time."""
+    Each tile's :class:`Manifest` predicts its own MEM writes (its share of y's blocks) and
+    its cycle count, in SAC time."""
     cfg = cfg or TileConfig.default()
     try:
         tr = _Tray(cfg, spec, x, tiles).compile()
     except NumericsError as e:
         raise CompileError(str(e)) from None
     progs = tr.programs()
-    y = ffn_int(tr.f[0].p, tr.f[0].x)
-    h = ffn_hidden(tr.f[0].p, tr.f[0].x)
-    cfg = tr.cfg
-    L = cfg.lanes
-
-    def vec(a, b, j):
-        return tuple(int(v) & 0xFF for v in a[b, j * L:(j + 1) * L])
-    mans = []
-    mats = 3 if spec.kind == "swiglu" else 2
-    for f in tr.f:
-        writes = [PredictedWrite(t_w, m, a, vec(y, b, j), j) for (b, j), (m, a, t_w) in f.outputs.items()]
-        writes += [PredictedWrite(t_w, m, a, vec(h, b, i), -1 - i) for (i, b), (m, a, t_w) in f.h_stored.items()]
-        writes.sort(key=lambda w: (w.cycle, cfg.position(w.slice)))
-        wv = mats * f.Hp * f.Ip // cfg.lanes
-        mans.append(Manifest(kind=spec.kind, H=spec.H, I=spec.I, batch=f.B, padded=(f.Hp, f.Ip),
-                             cycles=f.res.done_cycles(), writes=writes, outputs={k: v[:2] for k, v in f.outputs.items()},
-                             busy=f.res.busy(), mm_count=f.mm_count, weight_vectors=wv // tiles,
-                             sram_bound=-(-wv // (2 * cfg.mem_slices * tiles)),
-                             mac_bound=-(-mats * f.KH * f.KI * f.B // (2 * tiles)),
-                             instructions={n: len(q) + 1 for n, q in progs[len(mans)].queues.items() if q}))
+    mans = [f.manifest(p, tiles) for f, p in zip(tr.f, progs)]
     busy = sum(len(b) for per_tile in tr.book.busy for b in per_tile)
     return progs, TrayManifest(tiles, mans, tr.transfers, busy, tr.D)
 

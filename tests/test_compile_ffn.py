@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 
 from lpu_arch import TileConfig
+from lpu_arch.isa import Instr, Op
 
 from firmware_gen import archmodel
-from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn, output_matrix
+from firmware_gen.compile_ffn import CompileError, StoreH, compile_ffn, example_ffn, output_matrix
+from firmware_gen.numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
 from firmware_gen.reserve import lower
-from lpu_arch.isa import Instr, Op
-from firmware_gen.numerics import FfnSpec, NumericsError, ffn_int
 
 
-def check_compiled(cfg, ex):
-    prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
+def check_compiled(cfg, ex, h_route=None):
+    prog, man = compile_ffn(ex.spec, ex.x_int8, cfg, h_route=h_route)
     gold = archmodel.run(prog)
     y = output_matrix(man, gold.memory, cfg.lanes, ex.spec.H)
     assert np.array_equal(y, ffn_int(ex.spec, ex.x_int8)), "golden model output != integer FFN"
@@ -41,6 +41,34 @@ def test_ffn_bit_and_cycle_exact_on_the_golden_model(kind, preset, H, I, batch):
     assert len(man.writes) == batch * -(-H // cfg.lanes)
     err = ex.error_vs_float(y)
     assert err["cosine"] > 0.9, err
+
+
+@pytest.mark.parametrize("kind, preset, H, I, batch", [
+    ("swiglu", "tiny", 6, 10, 2), ("classic", "tiny", 5, 7, 1), ("swiglu", "default", 48, 80, 1)])
+def test_stored_h_route_writes_every_h_vector_where_and_when_predicted(kind, preset, H, I, batch):
+    """StoreH: h is also written into the SRAM as it passes; the golden model's writes
+    (y and h) are the compiler's predictions, the stored h is numerics.ffn_hidden and y is
+    unchanged."""
+    cfg = TileConfig.preset(preset)
+    ex = example_ffn(kind, H, I, batch, seed=7)
+    prog, man, y = check_compiled(cfg, ex, h_route=StoreH())
+    gold = archmodel.run(prog)
+    h = np.atleast_2d(ffn_hidden(ex.spec, ex.x_int8))
+    stored = [w for w in man.writes if w.transfer < 0]
+    assert len(stored) == batch * -(-I // cfg.lanes)
+    L = cfg.lanes
+    hp = np.zeros((batch, -(-I // L) * L), np.int64)
+    hp[:, :I] = h
+    for i in range(-(-I // L)):       # per h block, the stored vectors are the batch's h vectors
+        got = sorted(tuple(np.asarray(gold.memory[w.slice][w.addr], np.uint8).astype(np.int8))
+                     for w in stored if w.transfer == -1 - i)
+        assert got == sorted(tuple(hp[b, i * L:(i + 1) * L].astype(np.int8)) for b in range(batch)), i
+    assert np.array_equal(y, compile_and_run_plain(cfg, ex))
+
+
+def compile_and_run_plain(cfg, ex):
+    prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
+    return output_matrix(man, archmodel.run(prog).memory, cfg.lanes, ex.spec.H)
 
 
 @pytest.mark.parametrize("seed", range(3))
