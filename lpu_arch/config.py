@@ -100,7 +100,6 @@ class TileConfig:
     MAX_MEM_DEPTH = 1 << isa.ADDR_BITS
     CYCLE_BITS = 32           # width of the cycle counter and trace timestamps
     HOST_WORD = 32            # host interface data width in bits
-    MM_INDEX_BITS = isa.MM_ACC_BITS   # MM's acc and slot operands
     INT32_PLANES = isa.INT32_PLANES
     MAX_LINKS = 7             # C2C links per tile (all-to-all tray of 8)
     # Fixed link hardware (docs/c2c.md).
@@ -134,8 +133,8 @@ class TileConfig:
              f"trace_depth must be 0 or a power of two up to 65536, got {self.trace_depth}")
         for name in ("mxm_acc_depth", "mxm_xbuf_depth"):
             v = getattr(self, name)
-            need(_is_pow2(v) and 2 <= v <= 1 << self.MM_INDEX_BITS,
-                 f"{name} must be a power of two in 2..{1 << self.MM_INDEX_BITS} (MM's operand field), got {v}")
+            need(_is_pow2(v) and 2 <= v <= 1 << isa.MM_ACC_BITS,
+                 f"{name} must be a power of two in 2..{1 << isa.MM_ACC_BITS} (MM's operand field), got {v}")
         need(_is_pow2(self.vxm_param_depth) and 2 <= self.vxm_param_depth <= 4096,
              f"vxm_param_depth must be a power of two in 2..4096, got {self.vxm_param_depth}")
         need(0 <= self.links <= self.MAX_LINKS, f"links must be in 0..{self.MAX_LINKS}, got {self.links}")

@@ -6,8 +6,7 @@ loads, start, status and read-backs that the simulation performs can be done fro
 * write: ``'W'`` addr[4] data[4]  ->  ``'K'`` once the write is done
 * read:  ``'R'`` addr[4]          ->  data[4]
 
-Addresses and data are 32-bit little-endian.  Any other command byte is ignored and
-counted by the bridge.
+Addresses and data are 32-bit little-endian.  Any other command byte is ignored.
 """
 
 CMD_WRITE = ord("W")
