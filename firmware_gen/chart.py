@@ -227,7 +227,7 @@ GROUPS = ("MEM", "MXM", "VXM", "SXM", "C2C")    # one row per slice kind in a ti
 
 
 @dataclass(frozen=True)
-class Transfer:
+class LinkArrow:
     """One vector over a C2C link, in SAC time: SEND/SENDM on ``src`` (its slice
     ``src_slice``, its ``link``) on ``send``, RECV on ``dst`` (``dst_slice``, ``dst_link``)
     on ``recv``."""
@@ -241,7 +241,7 @@ class Transfer:
     recv: int
 
 
-def tray_transfers(programs: list[Program], peer=None) -> list[Transfer]:
+def tray_transfers(programs: list[Program], peer=None) -> list[LinkArrow]:
     """Every C2C transfer of a multi-tile program set, paired from the programs themselves.
 
     The tray compiler keeps no list of its transfers (``TrayManifest`` counts them), so
@@ -277,7 +277,7 @@ def tray_transfers(programs: list[Program], peer=None) -> list[Transfer]:
         if len(got) != len(sent):
             raise ChartError(f"tile {t} sends {len(sent)} vector(s) on link {link} but tile {u} receives "
                              f"{len(got)} on its link {rlink}: the programs do not pair up")
-        out += [Transfer(t, link, sn, s, u, rlink, rn, r) for (s, sn), (r, rn) in zip(sent, got)]
+        out += [LinkArrow(t, link, sn, s, u, rlink, rn, r) for (s, sn), (r, rn) in zip(sent, got)]
     fed = {peer(t, link) for t, link in sends}
     unsent = [(u, k) for (u, k), got in recvs.items() if got and (u, k) not in fed]
     if unsent:

@@ -29,7 +29,8 @@ class ScheduleError(ValueError):
 
 
 @dataclass(frozen=True)
-class Transfer:
+class Copy:
+    """One placed MEM-to-MEM copy of ``count`` vectors (``Scheduler.copy``)."""
     index: int
     src: str
     src_addr: int
@@ -70,7 +71,7 @@ class Scheduler:
 
     def __init__(self, cfg: TileConfig):
         self.cfg = cfg
-        self.transfers: list[Transfer] = []
+        self.transfers: list[Copy] = []
         self.initial = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
         self._value = {n: m.copy() for n, m in self.initial.items()}  # transfer-level semantics
         self._predicted: list[PredictedWrite] = []
@@ -135,8 +136,8 @@ class Scheduler:
         return t
 
     def copy(self, src: str, src_addr: int, dst: str, dst_addr: int, count: int = 1, *,
-             stream: int | None = None, cycle: int | None = None) -> Transfer:
-        """Schedule a copy of ``count`` vectors; returns the placed :class:`Transfer`.
+             stream: int | None = None, cycle: int | None = None) -> Copy:
+        """Schedule a copy of ``count`` vectors; returns the placed :class:`Copy`.
 
         ``stream`` and ``cycle`` (the READ issue cycle) pin the choice; a pinned choice
         that conflicts raises :class:`ScheduleError` naming the conflict."""
@@ -174,11 +175,11 @@ class Scheduler:
                     s = free[0]
                     break
                 t += 1
-        xfer = Transfer(len(self.transfers), src, src_addr, dst, dst_addr, count, s, dir, t, dist)
+        xfer = Copy(len(self.transfers), src, src_addr, dst, dst_addr, count, s, dir, t, dist)
         self._commit(xfer, p_src)
         return xfer
 
-    def _commit(self, x: Transfer, p_src: int) -> None:
+    def _commit(self, x: Copy, p_src: int) -> None:
         self.transfers.append(x)
         p_dst = self.cfg.position(x.dst)
         for k in range(x.count):
