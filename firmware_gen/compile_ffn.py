@@ -294,31 +294,29 @@ class FfnPlan:
             self.params[e, :, VXM_FIELDS.index(f)] = v
         return e
 
+    def _window(self, side, t_s):
+        """The READs that feed ``side``'s LW of a block starting on ``t_s``: (chunk, slice
+        index j, MEM slice, READ cycle); row ``c*n + j`` comes from slice j on stream j."""
+        for c in range(self.chunks):
+            for j in range(self.n):
+                m = self.mem(side, j)
+                yield c, j, m, t_s + c - READ_LATENCY - abs(self.pos(m) - self.pos(side))
+
     def _window_ok(self, side, t_s):
         """Can the n weight slices of ``side``'s hemisphere feed a block starting on ``t_s``?"""
         d = self.in_dir(side)
-        for c in range(self.chunks):
-            for j in range(self.n):
-                m = self.mem(side, j)
-                dist = abs(self.pos(m) - self.pos(side))
-                r = t_s + c - READ_LATENCY - dist
-                if not (self.res.slot_free(m, r)
-                        and self.res.stream_free(d, j, self.pos(m), self.pos(side), r + READ_LATENCY)):
-                    return False
-        return True
+        return all(self.res.slot_free(m, r)
+                   and self.res.stream_free(d, j, self.pos(m), self.pos(side), r + READ_LATENCY)
+                   for _, j, m, r in self._window(side, t_s))
 
     def _take_window(self, side, t_s, block, who):
         d = self.in_dir(side)
-        for c in range(self.chunks):
-            for j in range(self.n):
-                m = self.mem(side, j)
-                dist = abs(self.pos(m) - self.pos(side))
-                r = t_s + c - READ_LATENCY - dist
-                addr = self.alloc(m, 1)
-                self.memory[m][addr] = np.asarray(block[c * self.n + j], np.int64) & 0xFF
-                self.res.take_slot(m, r, who)
-                self.res.take_stream(d, j, self.pos(m), self.pos(side), r + READ_LATENCY, who)
-                self.emit(m, r, Instr.read(j, d, addr))
+        for c, j, m, r in self._window(side, t_s):
+            addr = self.alloc(m, 1)
+            self.memory[m][addr] = np.asarray(block[c * self.n + j], np.int64) & 0xFF
+            self.res.take_slot(m, r, who)
+            self.res.take_stream(d, j, self.pos(m), self.pos(side), r + READ_LATENCY, who)
+            self.emit(m, r, Instr.read(j, d, addr))
 
     def place_blocks(self, sides, blocks, mms, on_emit, label):
         """Load ``blocks[i]`` into ``sides[i]`` (lockstep when two) and issue its MMs.
@@ -400,31 +398,32 @@ class FfnPlan:
             self.slot_ready[side][slot] = arrive[side] + 1
         return True
 
-    def h_store_slot(self, t_vop):
-        """A MEM slice on h's way to the MXMs with a free slot when h passes: (slice, cycle, dir)."""
+    def _mems_near_vxm(self, t_vop, hemis):
+        """MEM slices nearest the VXM first, with the cycle a VOP result of ``t_vop``
+        passes them: (flag, slice, cycle, dir) for the hemispheres ``hemis`` in order."""
         v = self.cfg.vxm_position
         for k in range(self.cfg.mem_slices):
-            for hemi, d in (("W", WEST), ("E", EAST)):
+            for hemi in hemis:
+                d, flag = (EAST, VopFlag.OUT_E) if hemi == "E" else (WEST, VopFlag.OUT_W)
                 m = f"MEM_{hemi}{k}"
-                t_w = t_vop + VXM_LATENCY + abs(v - self.pos(m))
-                if self.res.slot_free(m, t_w) and self.next_free[m] < self.cfg.mem_depth:
-                    return m, t_w, d
-        return None
+                if self.next_free[m] < self.cfg.mem_depth:
+                    yield flag, m, t_vop + VXM_LATENCY + abs(v - self.pos(m)), d
+
+    def h_store_slot(self, t_vop):
+        """A MEM slice on h's way to the MXMs with a free slot when h passes: (slice, cycle, dir)."""
+        return next(((m, t_w, d) for _, m, t_w, d in self._mems_near_vxm(t_vop, "WE")
+                     if self.res.slot_free(m, t_w)), None)
 
     def y_to_mem(self, t_vop, dry, who):
         """VOP result (y) to the nearest MEM slice with a free write slot; returns
-        (flags, slice, cycle) or None."""
+        (flags, slice, cycle, dir) or None."""
         v, s = self.cfg.vxm_position, self.lx_stream
-        for k in range(self.cfg.mem_slices):
-            for hemi, d, flag in (("E", EAST, VopFlag.OUT_E), ("W", WEST, VopFlag.OUT_W)):
-                m = f"MEM_{hemi}{k}"
-                t_w = t_vop + VXM_LATENCY + abs(v - self.pos(m))
-                if (self.res.slot_free(m, t_w) and self.next_free[m] < self.cfg.mem_depth
-                        and self.res.stream_free(d, s, v, self.pos(m), t_vop + VXM_LATENCY)):
-                    if not dry:
-                        self.res.take_slot(m, t_w, who + " WRITE")
-                        self.res.take_stream(d, s, v, self.pos(m), t_vop + VXM_LATENCY, who)
-                    return flag, m, t_w, d
+        for flag, m, t_w, d in self._mems_near_vxm(t_vop, "EW"):
+            if self.res.slot_free(m, t_w) and self.res.stream_free(d, s, v, self.pos(m), t_vop + VXM_LATENCY):
+                if not dry:
+                    self.res.take_slot(m, t_w, who + " WRITE")
+                    self.res.take_stream(d, s, v, self.pos(m), t_vop + VXM_LATENCY, who)
+                return flag, m, t_w, d
         return None
 
     def place_vop(self, t_vop, dir_a, param, flags, who):

@@ -40,12 +40,6 @@ class Reservations:
             raise ReservationError(f"{slice_name} issues twice on cycle {cycle}: {other} and {who}")
         self.slots[slice_name][cycle] = who
 
-    def first_free_slot(self, slice_name: str, cycle: int) -> int:
-        cycle = max(cycle, 0)
-        while cycle in self.slots[slice_name]:
-            cycle += 1
-        return cycle
-
     # ---- streams -----------------------------------------------------------------------
     def clash_at(self, dir: int, stream: int, p_from: int, p_to: int, drive_cycle: int):
         """``(who, position, cycle)`` of the first user already on the way of a value driven
