@@ -1,10 +1,10 @@
 """Hardware layouts derived from the ISA and the configuration (never restated by hand)."""
 
-from amaranth import unsigned
+from amaranth import signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from lpu_arch import isa
+from lpu_arch import isa, vxm
 from lpu_arch.hostmap import HOST_ADDR_BITS, SLICE_SHIFT as SLICE_WORD_BITS
 
 
@@ -28,6 +28,14 @@ def operand(ins, op, name: str):
     """Named operand ``name`` of ``op`` in the decoded instruction ``ins`` (``isa.OPERANDS``)."""
     field, lsb, width = isa.OPERANDS[op][name]
     return getattr(ins, field)[lsb:lsb + width]
+
+
+def vxm_lane_layout() -> data.FlexibleLayout:
+    """One lane of a VXM parameter entry as the host writes it (``lpu_arch.vxm.PARAM_FIELDS``):
+    ``PARAM_WORDS`` 32-bit words, each field at its word and bit."""
+    return data.FlexibleLayout(32 * vxm.PARAM_WORDS, {
+        name: data.Field(signed(width) if sign else unsigned(width), 32 * word + lsb)
+        for name, (word, lsb, width, sign, *_) in vxm.PARAM_FIELDS.items()})
 
 
 def issue_signature() -> wiring.Signature:

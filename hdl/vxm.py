@@ -33,9 +33,9 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from lpu_arch.isa import EAST, INT32_PLANES, Op, VopFlag
-from lpu_arch.vxm import PARAM_FIELDS, PARAM_WORDS, SHIFT_BITS, TABLE_SIZE, reset_words
+from lpu_arch.vxm import PARAM_WORDS, SHIFT_BITS, TABLE_SIZE, reset_words
 
-from .layouts import drive_signature, host_signature, issue_signature, operand, tap_signature
+from .layouts import drive_signature, host_signature, issue_signature, operand, tap_signature, vxm_lane_layout
 
 # ---- arithmetic helpers -----------------------------------------------------------------
 def _flag(flag) -> int:
@@ -193,16 +193,16 @@ class VXM(wiring.Component):
         with m.If(is_vop):
             m.d.sync += [q_flags.eq(ins.aux), q_out.eq(operand(ins, Op.VOP, "out"))]
         lane_q = []
+        lane_layout = vxm_lane_layout()
         for l in range(L):
-            w = [pr.data[32 * (l * W + k): 32 * (l * W + k) + 32] for k in range(W)]
-            f = {n: w[k][lsb:lsb + width] for n, (k, lsb, width, *_) in PARAM_FIELDS.items()}
+            f = lane_layout(pr.data[32 * W * l: 32 * W * (l + 1)])
             va, vb = Signal(signed(32), name=f"va_{l}"), Signal(signed(32), name=f"vb_{l}")
             names = ("m_a", "s_a", "m_b", "s_b", "m_c", "s_c")
             fields = [f[n] for n in names]
-            regs = [Signal(len(f[n]), name=f"{n.replace('_', '')}_{l}") for n in names]
+            regs = [Signal(len(v), name=f"{n.replace('_', '')}_{l}") for n, v in zip(names, fields)]
             with m.If(is_vop):
-                m.d.sync += [va.eq(a_in[l] + Mux(add_b, b_in[l], 0) + f["bias_a"]),     # int32 wrap-around
-                             vb.eq(b_in[l] + f["bias_b"])]
+                m.d.sync += [va.eq(a_in[l] + Mux(add_b, b_in[l], 0) + f["bias_a"].as_unsigned()),   # int32 wrap-around: 32-bit adds
+                             vb.eq(b_in[l] + f["bias_b"].as_unsigned())]
                 m.d.sync += [r.eq(f) for r, f in zip(regs, fields)]
             lane_q.append((va, vb, *regs))
 
