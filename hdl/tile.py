@@ -41,6 +41,10 @@ class Tile(wiring.Component):
         Any sticky fault flag (illegal opcode, address fault; with links also the link,
         deskew and HAC faults of ``hostmap.LINK_FAULTS``) is set.
 
+    The CSRs from ``Csr.CONFIG_VERSION`` on report the configuration the tile was built
+    from (constants: ``hostmap.config_csrs(cfg)``), which the host checks against its
+    program's before loading (``sim/driver.py``).
+
     With ``cfg.links > 0`` (``docs/c2c.md``):
 
     flit_out : Out(flit_bits).array(links)
@@ -196,6 +200,9 @@ class Tile(wiring.Component):
                 m.d.comb += csr_val.eq(cfg.mem_slices | hostmap.log2(cfg.mem_depth) << 8
                                        | hostmap.log2(cfg.iq_depth) << 16
                                        | hostmap.log2(cfg.trace_depth + 1) << 24)
+            for reg, val in hostmap.config_csrs(cfg).items():   # the whole TileConfig, constants
+                with m.Case(reg):
+                    m.d.comb += csr_val.eq(val)
             for k in range(0, len(illegal), 32):
                 with m.Case(Csr.ILLEGAL_BASE + k // 32):
                     m.d.comb += csr_val.eq(illegal[k:k + 32])

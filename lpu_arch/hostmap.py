@@ -10,7 +10,10 @@ the tile is stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import struct
+import zlib
 
 from .config import ConfigError, TileConfig
 from .vxm import PARAM_WORDS as VXM_PARAM_WORDS
@@ -34,8 +37,18 @@ class Region(enum.IntEnum):
 class Csr(enum.IntEnum):
     """Control and status registers (word index inside the CSR region).
 
-    The registers from ``START_HAC`` on exist only in tiles with C2C links
-    (``cfg.links > 0``, ``docs/c2c.md``); they read as 0 in a tile without."""
+    The registers from ``START_HAC`` to ``DESKEW_STATUS`` and the ``LINK_BASE`` block
+    exist only in tiles with C2C links (``cfg.links > 0``, ``docs/c2c.md``); they read as
+    0 in a tile without.
+
+    The configuration block (``CONFIG_VERSION`` .. ``CONFIG_BASE + CONFIG_MAX_FIELDS - 1``,
+    read-only constants fixed when the tile is built) reports the tile's whole
+    :class:`TileConfig`: word ``CONFIG_BASE + k`` is field ``k`` in
+    ``dataclasses.fields(TileConfig)`` order (:func:`config_words`), ``CONFIG_FIELDS``
+    how many there are and ``CONFIG_HASH`` a CRC-32 of the field names and values
+    (:func:`config_hash`), so that a host checks a tile with three reads and reads the
+    fields only to say what differs (:func:`config_mismatch`).  ``CONFIG0``/``CONFIG1``
+    are an older, partial summary of six fields, kept for existing readers."""
     CTRL = 0        # write: see Ctrl
     STATUS = 1      # read: see Status
     CYCLES = 2      # read: cycle counter (frozen at done)
@@ -51,6 +64,10 @@ class Csr(enum.IntEnum):
     DESKEW_STATUS = 12   # read: see DeskewStatus
     ILLEGAL_BASE = 0x10     # read: word k, bit b = queue at position 32k+b decoded an illegal opcode
     ADDR_FAULT_BASE = 0x18  # read: word k, bit b = MEM slice 32k+b addressed beyond its depth
+    CONFIG_VERSION = 0x20   # read: CONFIG_FORMAT_VERSION, the layout of this block (0: a tile without the block)
+    CONFIG_FIELDS = 0x21    # read: number of TileConfig fields the tile was built with
+    CONFIG_HASH = 0x22      # read: config_hash(cfg), CRC-32 of the field names and values
+    CONFIG_BASE = 0x40      # read: CONFIG_BASE + k = field k of TileConfig (config_words), 0 beyond CONFIG_FIELDS
     BUSY_BASE = 0x100       # read: BUSY_BASE + p = cycles slice p issued a data instruction
     TRACE_COUNT_BASE = 0x200  # read: TRACE_COUNT_BASE + i = events recorded by MEM slice i
     LINK_BASE = 0x300       # read: LINK_BASE + LINK_WORDS * l + LinkReg: link l's receiver and transmitter
@@ -73,6 +90,10 @@ class LinkReg(enum.IntEnum):
 
 
 LINK_WORDS = 8
+
+CONFIG_FORMAT_VERSION = 1  # what Csr.CONFIG_VERSION reads: the layout of the configuration block
+CONFIG_MAX_FIELDS = 0x40   # words reserved from Csr.CONFIG_BASE (0x40..0x7F)
+CONFIG_HEADER = (Csr.CONFIG_VERSION, Csr.CONFIG_FIELDS, Csr.CONFIG_HASH)  # what a host reads first
 
 
 class LinkFlag(enum.IntFlag):
@@ -145,3 +166,81 @@ def trace_words(cfg: TileConfig) -> int:
 
 def log2(n: int) -> int:
     return (n - 1).bit_length() if n > 1 else 0
+
+
+# ---- the configuration block: the tile's whole TileConfig, for the host to check --------------
+def config_field_names() -> list[str]:
+    """The fields of :class:`TileConfig` in declaration order: word ``k`` of the block is field ``k``."""
+    return [f.name for f in dataclasses.fields(TileConfig)]
+
+
+def config_words(cfg: TileConfig) -> list[int]:
+    """Field ``k`` of ``cfg`` is word ``k`` (read at ``Csr.CONFIG_BASE + k``), one 32-bit word each."""
+    names = config_field_names()
+    if len(names) > CONFIG_MAX_FIELDS:
+        raise ConfigError(f"TileConfig has {len(names)} fields; the host map reserves {CONFIG_MAX_FIELDS} "
+                          f"configuration words")
+    words = []
+    for name in names:
+        v = getattr(cfg, name)
+        if not 0 <= v < 1 << 32:
+            raise ConfigError(f"{name} = {v} does not fit a 32-bit configuration word")
+        words.append(v)
+    return words
+
+
+def config_hash(cfg: TileConfig) -> int:
+    """CRC-32 of the field names and the words of ``cfg``: equal hashes mean equal
+    configurations from the same field list (a difference confined to one word is always
+    detected; CRC-32 catches every burst of up to 32 bits)."""
+    names = ",".join(config_field_names()).encode()
+    words = config_words(cfg)
+    return zlib.crc32(struct.pack(f"<{len(words)}I", *words), zlib.crc32(names))
+
+
+def config_header(cfg: TileConfig) -> list[int]:
+    """What the words of :data:`CONFIG_HEADER` read in a tile built from ``cfg``."""
+    return [CONFIG_FORMAT_VERSION, len(config_field_names()), config_hash(cfg)]
+
+
+def config_csrs(cfg: TileConfig) -> dict[int, int]:
+    """``{CSR word: constant}`` for the whole configuration block of a tile built from ``cfg``
+    (the words from ``CONFIG_BASE + CONFIG_FIELDS`` on are not listed: they read as 0)."""
+    regs = dict(zip(CONFIG_HEADER, config_header(cfg)))
+    regs.update({Csr.CONFIG_BASE + k: w for k, w in enumerate(config_words(cfg))})
+    return regs
+
+
+def config_mismatch(cfg: TileConfig, words, header=None) -> list[str]:
+    """How a tile's configuration (``words``, read from ``CONFIG_BASE`` on, and optionally
+    its ``header``, the words of :data:`CONFIG_HEADER`) differs from ``cfg``, the
+    program's: one readable problem per line, such as
+    ``"mem_depth: tile has 64, program needs 2048"``; empty if they agree."""
+    problems = []
+    names, want = config_field_names(), config_words(cfg)
+    words = [int(w) for w in words]
+    if header is not None:
+        version, n, digest = (int(v) for v in header)
+        if version != CONFIG_FORMAT_VERSION:
+            if version == 0:
+                problems.append(f"the tile has no configuration block (CONFIG_VERSION reads 0; "
+                                f"the host expects format {CONFIG_FORMAT_VERSION}): rebuild it")
+            else:
+                problems.append(f"configuration block format: tile has {version}, host expects {CONFIG_FORMAT_VERSION}")
+            return problems
+        if n != len(names):
+            problems.append(f"number of configuration fields: tile has {n}, program needs {len(names)} "
+                            f"(the tile was built from a different TileConfig field list; the fields "
+                            f"below are compared by position)")
+        words = words[:n]
+    for k, name in enumerate(names):
+        if k >= len(words):
+            problems.append(f"{name}: tile does not report it, program needs {want[k]}")
+        elif words[k] != want[k]:
+            problems.append(f"{name}: tile has {words[k]}, program needs {want[k]}")
+    for k in range(len(names), len(words)):
+        problems.append(f"configuration word {k}: tile has {words[k]}, the program's TileConfig has no field {k}")
+    if header is not None and not problems and digest != config_hash(cfg):
+        problems.append(f"configuration hash: tile has {digest:#010x}, program needs {config_hash(cfg):#010x} "
+                        f"(same values, but the field names or their order differ)")
+    return problems

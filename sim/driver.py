@@ -28,11 +28,25 @@ class Ports:
         return getattr(self._dut, self._prefix + name)
 
 
+class ConfigMismatch(RuntimeError):
+    """The tile was built from another configuration than the driver's (the program's);
+    ``problems`` lists every difference (``hostmap.config_mismatch``)."""
+
+    def __init__(self, problems):
+        self.problems = list(problems)
+        super().__init__("the tile's configuration does not match the program's: " + "; ".join(self.problems))
+
+
 class TileDriver:
     """Drives one ``lpu_tile`` through its host bus.
 
     ``period``/``unit`` set the clock (default ``period_ns`` in ns); ``phase`` delays its
-    first rising edge (same unit), so that tiles of a system get unrelated clock phases."""
+    first rising edge (same unit), so that tiles of a system get unrelated clock phases.
+
+    Before the first load of every job (the first ``load_memory``, ``load_vxm`` or
+    ``load_program`` after a reset or a run) the driver checks the tile's configuration
+    CSRs against ``cfg`` (:meth:`check_config`, three reads) and raises
+    :class:`ConfigMismatch` naming every differing field."""
 
     def __init__(self, dut, cfg, period_ns: float = 10.0, *, period=None, unit: str = "ns", phase=0):
         self.dut, self.cfg = dut, cfg
@@ -43,6 +57,7 @@ class TileDriver:
         # What the VXM's parameter and table memories hold (they power up as a fresh
         # Program's and are not cleared by a start), so load_vxm writes only changes.
         self.vxm_words = reset_words(cfg)
+        self.config_checked = False   # check_config passed since the last reset or run
 
     async def start_clock(self):
         """Start (or restart, after ``stop_clock``) the clock: ``phase`` from now, 50:50,
@@ -68,6 +83,7 @@ class TileDriver:
             await self.start_clock()
         dut.rst.value = 1
         self._idle()
+        self.config_checked = False
         await ClockCycles(dut.clk, cycles)
         await FallingEdge(dut.clk)
         dut.rst.value = 0
@@ -113,12 +129,36 @@ class TileDriver:
     async def read_csr(self, reg):
         return (await self.read_words([hostmap.csr(reg)]))[0]
 
+    # ---- configuration check --------------------------------------------------------
+    async def check_config(self):
+        """Raise :class:`ConfigMismatch` unless the tile was built from ``self.cfg``.
+
+        Three reads (``hostmap.CONFIG_HEADER``: format, field count, hash) when the
+        configurations agree; on a difference the field words too, to name every field
+        that differs with both values."""
+        cfg = self.cfg
+        header = await self.read_words([hostmap.csr(r) for r in hostmap.CONFIG_HEADER])
+        if header != hostmap.config_header(cfg):
+            words = []
+            if header[0] == hostmap.CONFIG_FORMAT_VERSION:
+                n = min(header[1], hostmap.CONFIG_MAX_FIELDS)
+                words = await self.read_words([hostmap.csr(Csr.CONFIG_BASE + k) for k in range(n)])
+            raise ConfigMismatch(hostmap.config_mismatch(cfg, words, header)
+                                 or [f"configuration header: tile has {header}, program needs "
+                                     f"{hostmap.config_header(cfg)}"])
+        self.config_checked = True
+
+    async def _ensure_config(self):
+        if not self.config_checked:
+            await self.check_config()
+
     # ---- loading -------------------------------------------------------------------
     def _vector_words(self, vec):
         return [int.from_bytes(bytes(int(b) & 0xFF for b in vec[4 * w: 4 * w + 4]), "little")
                 for w in range(self.cfg.words_per_vector)]
 
     async def load_program(self, images: dict):
+        await self._ensure_config()
         items = []
         for name, words in images.items():
             p = self.cfg.position(name)
@@ -129,6 +169,7 @@ class TileDriver:
 
     async def load_memory(self, memory: dict):
         """``memory[name] = {row: vector}`` (only the given rows are written)."""
+        await self._ensure_config()
         wpv = self.cfg.words_per_vector
         items = []
         for name, rows in memory.items():
@@ -143,6 +184,7 @@ class TileDriver:
         like ``Program.vxm_params``; fewer entries leave the rest alone) and the 256-entry
         activation table; only words that differ from what the tile holds, unless ``force``.
         Returns the number of words written."""
+        await self._ensure_config()
         items = []
         for region, k, words in ((Region.VXM_PARAM, 0, None if params is None else param_words(params)),
                                  (Region.VXM_TABLE, 1, None if table is None else table_words(table))):
@@ -168,6 +210,7 @@ class TileDriver:
         """Start, wait for done; returns (cycle counter, wall seconds of the run)."""
         dut = self.dut
         t0 = time.perf_counter()
+        self.config_checked = False   # the next job's first load checks again
         await self.write_words([(hostmap.csr(Csr.CTRL), 1)])
         await self.wait_done(timeout_cycles)
         wall = time.perf_counter() - t0
