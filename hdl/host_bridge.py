@@ -7,6 +7,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from lpu_arch.hostlink import ACK, CMD_READ, CMD_WRITE
+from lpu_arch.hostmap import HOST_ADDR_BITS
 
 from .tile import Tile
 from .uart import UartRx, UartTx
@@ -37,8 +38,8 @@ class UartTile(wiring.Component):
                      self.done.eq(tile.done), self.running.eq(tile.running)]
 
         cmd = Signal(8)
-        addr = Signal(32)
-        data = Signal(32)
+        addr = Signal(HOST_ADDR_BITS)
+        data = Signal(self.cfg.HOST_WORD)
         count = Signal(range(9))
         m.d.comb += urx.data.ready.eq(1)
         byte = urx.data.payload
@@ -61,16 +62,16 @@ class UartTile(wiring.Component):
                 m.d.sync += addr.eq(data)
                 m.next = "READ"
             with m.State("WRITE"):
-                m.d.comb += [tile.addr.eq(addr), tile.wdata.eq(data), tile.we.eq(1)]
+                m.d.comb += [tile.host.addr.eq(addr), tile.host.wdata.eq(data), tile.host.we.eq(1)]
                 m.d.sync += data.eq(ACK)
                 m.d.sync += count.eq(1)
                 m.next = "SEND"
             with m.State("READ"):
-                m.d.comb += [tile.addr.eq(addr), tile.re.eq(1)]
+                m.d.comb += [tile.host.addr.eq(addr), tile.host.re.eq(1)]
                 m.next = "WAIT"
             with m.State("WAIT"):
-                with m.If(tile.rvalid):
-                    m.d.sync += [data.eq(tile.rdata), count.eq(4)]
+                with m.If(tile.host.rvalid):
+                    m.d.sync += [data.eq(tile.host.rdata), count.eq(4)]
                     m.next = "SEND"
             with m.State("SEND"):
                 m.d.comb += [utx.data.payload.eq(data[0:8]), utx.data.valid.eq(1)]

@@ -82,16 +82,15 @@ def drive_signature(cfg, per_stream: bool = False) -> wiring.Signature:
                              "west": Out(drive_port_signature(cfg, per_stream))})
 
 
-HOST_BUS_IN, HOST_BUS_OUT = ("addr", "wdata", "we", "re"), ("rdata", "rvalid")
-
-
-def host_bus_members(cfg, prefix: str = "") -> dict:
-    """The tile's host bus (``lpu_arch.hostmap``) as component members: word address,
-    ``HOST_WORD``-bit data, write and read strobes in; read data and its valid out,
-    ``HOST_READ_LATENCY`` cycles after ``re``.  ``prefix`` names one tile of several."""
-    return {f"{prefix}addr": In(HOST_ADDR_BITS), f"{prefix}wdata": In(cfg.HOST_WORD),
-            f"{prefix}we": In(1), f"{prefix}re": In(1),
-            f"{prefix}rdata": Out(cfg.HOST_WORD), f"{prefix}rvalid": Out(1)}
+def host_bus_signature(cfg) -> wiring.Signature:
+    """The tile's host bus (``lpu_arch.hostmap``), from the host's side: word address,
+    ``HOST_WORD``-bit data, write and read strobes out; read data and its valid in,
+    ``HOST_READ_LATENCY`` cycles after ``re``.  A tile has it as ``In(...)`` (member
+    ``host``: Verilog ports ``host__addr`` ...); the UART bridge and the system connect
+    to it."""
+    return wiring.Signature({"addr": Out(HOST_ADDR_BITS), "wdata": Out(cfg.HOST_WORD),
+                             "we": Out(1), "re": Out(1),
+                             "rdata": In(cfg.HOST_WORD), "rvalid": In(1)})
 
 
 def host_signature(cfg) -> wiring.Signature:

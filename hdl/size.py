@@ -348,14 +348,15 @@ def _report(cfg, built, top_counts) -> dict:
 def _top(cfg, built, col_names) -> str:
     VB, S, P = cfg.vector_bits, cfg.streams, cfg.positions
     ctrl = built[f"{TOP}_control"]
-    tile_ports = {n: w for n, w in ctrl.ports.items() if "__" not in n}
+    cols = tuple(f"{n}__" for n in cfg.slice_names)      # a column's ports on the control module
+    tile_ports = {n: w for n, w in ctrl.ports.items() if not n.startswith(cols)}
     lines = ["/* The tile: its control logic and a column at every position (python -m hdl.size). */",
              f"module {TOP}(clk, rst, {', '.join(tile_ports)});",
              "  input clk;", "  input rst;"]
     for n, (w, i) in tile_ports.items():
         lines.append(f"  {'input' if i else 'output'} {_range(w)}{n};")
     for n, (w, i) in ctrl.ports.items():
-        if "__" in n:
+        if n.startswith(cols):
             lines.append(f"  wire {_range(w)}{n};")
     for p in range(P):
         for s in range(S):

@@ -10,8 +10,8 @@ child over its direct link.
 
 Ports, per tile ``i`` (each in that tile's clock domain):
 
-* ``t<i>_addr``, ``t<i>_wdata``, ``t<i>_we``, ``t<i>_re`` -> ``t<i>_rdata``,
-  ``t<i>_rvalid``: the tile's host bus (``lpu_arch/hostmap.py``);
+* ``t<i>_host``: the tile's host bus (``hdl.layouts.host_bus_signature``, Verilog ports
+  ``t<i>_host__addr`` ...; ``lpu_arch/hostmap.py``);
 * ``t<i>_running``, ``t<i>_done``, ``t<i>_fault``;
 * ``t<i>_hac``, ``t<i>_sac`` (the cycle counter), ``t<i>_stall``, ``t<i>_rx_level`` /
   ``t<i>_elastic_level`` (8 bits per link, link 0 in the low byte): for observation;
@@ -32,7 +32,7 @@ from lpu_arch.config import ConfigError
 from lpu_arch.topology import Topology
 
 from .c2c import flit_field
-from .layouts import HOST_BUS_IN, HOST_BUS_OUT, host_bus_members
+from .layouts import host_bus_signature
 from .tile import Tile
 
 
@@ -78,7 +78,7 @@ class System(wiring.Component):
         for i in range(tiles):
             members.update({
                 f"t{i}_clk": In(1), f"t{i}_rst": In(1),
-                **host_bus_members(cfg, f"t{i}_"),
+                f"t{i}_host": In(host_bus_signature(cfg)),
                 f"t{i}_running": Out(1), f"t{i}_done": Out(1), f"t{i}_fault": Out(1),
                 f"t{i}_hac": Out(cfg.HAC_BITS), f"t{i}_stall": Out(1), f"t{i}_sac": Out(cfg.HAC_BITS),
                 f"t{i}_rx_level": Out(8 * cfg.links), f"t{i}_elastic_level": Out(8 * cfg.links),
@@ -110,9 +110,8 @@ class System(wiring.Component):
             m.submodules[f"tile{i}"] = DomainRenamer(rename)(tile)
             tiles.append(tile)
             port = lambda name, i=i: getattr(self, f"t{i}_{name}")
-            for name in HOST_BUS_IN:
-                m.d.comb += getattr(tile, name).eq(port(name))
-            for name in HOST_BUS_OUT + ("running", "done", "fault", "hac", "stall", "sac"):
+            wiring.connect(m, wiring.flipped(port("host")), tile.host)
+            for name in ("running", "done", "fault", "hac", "stall", "sac"):
                 m.d.comb += port(name).eq(getattr(tile, name))
             m.d.comb += [port("rx_level").eq(Cat(tile.rx_level[k] for k in range(cfg.links))),
                          port("elastic_level").eq(Cat(tile.elastic_level[k] for k in range(cfg.links)))]

@@ -18,7 +18,7 @@ from lpu_arch.hostmap import Csr, Ctrl, DeskewStatus, HacStatus, LinkFlag, LinkR
 
 from .c2c import DeskewUnit, HacUnit, LinkRx, LinkTx
 from .column import Taps, build_position, column_signature, edge_taps, served_links
-from .layouts import host_bus_members
+from .layouts import host_bus_signature
 
 
 class Tile(wiring.Component):
@@ -31,10 +31,9 @@ class Tile(wiring.Component):
 
     Members
     -------
-    addr : In(32), wdata : In(32), we : In(1), re : In(1)
-        Host access, one per cycle.
-    rdata : Out(32), rvalid : Out(1)
-        Read data, ``hostmap.HOST_READ_LATENCY`` (2) cycles after ``re``.
+    host : In(host_bus_signature)
+        Host access, one per cycle (``addr``, ``wdata``, ``we``, ``re``); ``rdata`` with
+        ``rvalid`` ``hostmap.HOST_READ_LATENCY`` (2) cycles after ``re``.
     running : Out(1), done : Out(1)
         Run state; ``done`` stays high until the next start.
     fault : Out(1)
@@ -77,7 +76,7 @@ class Tile(wiring.Component):
         self.separate_columns = separate_columns
         self.column_ports = [column_signature(cfg, p, streams=False).create(path=(name,))
                              for p, name in enumerate(cfg.slice_names)] if separate_columns else None
-        members = {**host_bus_members(cfg), "running": Out(1), "done": Out(1), "fault": Out(1)}
+        members = {"host": In(host_bus_signature(cfg)), "running": Out(1), "done": Out(1), "fault": Out(1)}
         if cfg.links:
             from lpu_arch.c2c import flit_bits
             if hac_children is None:
@@ -99,22 +98,22 @@ class Tile(wiring.Component):
         # single tile is exactly as before); with links a submodule stalled by the deskew unit.
         core = Module() if linked else m
 
-        region = self.addr[hostmap.REGION_SHIFT:32]
-        sel_slice = self.addr[hostmap.SLICE_SHIFT:hostmap.REGION_SHIFT]
-        word = self.addr[0:hostmap.SLICE_SHIFT]
+        region = self.host.addr[hostmap.REGION_SHIFT:32]
+        sel_slice = self.host.addr[hostmap.SLICE_SHIFT:hostmap.REGION_SHIFT]
+        word = self.host.addr[0:hostmap.SLICE_SHIFT]
 
         start = Signal()
         cycle = Signal(cfg.CYCLE_BITS)
         host_start = Signal()
-        ctrl_write = self.we & ~self.running & (region == Region.CSR) & (word == Csr.CTRL)
-        m.d.comb += host_start.eq(ctrl_write & self.wdata[0])
+        ctrl_write = self.host.we & ~self.running & (region == Region.CSR) & (word == Csr.CTRL)
+        m.d.comb += host_start.eq(ctrl_write & self.host.wdata[0])
         if not linked:
             m.d.comb += start.eq(host_start)
 
         def host_port(port, reg, index):
             core.d.comb += [port.sel.eq((region == reg) & (sel_slice == index)),
-                            port.addr.eq(word), port.wdata.eq(self.wdata),
-                            port.we.eq(self.we), port.re.eq(self.re)]
+                            port.addr.eq(word), port.wdata.eq(self.host.wdata),
+                            port.we.eq(self.host.we), port.re.eq(self.host.re)]
 
         # ---- the positions: queue, slice, event trace, stream registers ----------------
         # Register east[p][s] is loaded at position p and visible at p + 1 on the next cycle,
@@ -187,7 +186,7 @@ class Tile(wiring.Component):
 
         r_region, r_slice, r_word, r_re = (Signal.like(region), Signal.like(sel_slice),
                                            Signal.like(word), Signal())
-        m.d.sync += [r_region.eq(region), r_slice.eq(sel_slice), r_word.eq(word), r_re.eq(self.re)]
+        m.d.sync += [r_region.eq(region), r_slice.eq(sel_slice), r_word.eq(word), r_re.eq(self.host.re)]
         csr_val = Signal(cfg.HOST_WORD)
         with m.Switch(r_word):
             with m.Case(Csr.STATUS):
@@ -224,18 +223,18 @@ class Tile(wiring.Component):
 
         with m.Switch(r_region):
             with m.Case(Region.CSR):
-                m.d.sync += self.rdata.eq(csr_val)
+                m.d.sync += self.host.rdata.eq(csr_val)
             with m.Case(Region.IMEM):
-                m.d.sync += self.rdata.eq(pick([c.icu_host for c in cols]))
+                m.d.sync += self.host.rdata.eq(pick([c.icu_host for c in cols]))
             with m.Case(Region.DMEM):
-                m.d.sync += self.rdata.eq(pick([mem.host for mem in mems]))
+                m.d.sync += self.host.rdata.eq(pick([mem.host for mem in mems]))
             with m.Case(Region.TRACE):
-                m.d.sync += self.rdata.eq(pick([t.trace_host for t in traces]))
+                m.d.sync += self.host.rdata.eq(pick([t.trace_host for t in traces]))
             with m.Case(Region.VXM_PARAM):
-                m.d.sync += self.rdata.eq(vxm.host_param.rdata)
+                m.d.sync += self.host.rdata.eq(vxm.host_param.rdata)
             with m.Case(Region.VXM_TABLE):
-                m.d.sync += self.rdata.eq(vxm.host_table.rdata)
-        m.d.sync += self.rvalid.eq(r_re)
+                m.d.sync += self.host.rdata.eq(vxm.host_table.rdata)
+        m.d.sync += self.host.rvalid.eq(r_re)
         return m
 
     # ---- C2C: links, HAC, deskew, start at a HAC value ------------------------------------
@@ -252,13 +251,13 @@ class Tile(wiring.Component):
         # on which the HAC equals START_HAC: the start pulse comes the cycle before.  A HAC
         # that a SYNC moves past the value still starts (signed comparison).
         start_hac, armed = Signal(32), Signal()
-        csr_write = self.we & (region == Region.CSR)
+        csr_write = self.host.we & (region == Region.CSR)
         with m.If(csr_write & (word == Csr.START_HAC)):
-            m.d.sync += start_hac.eq(self.wdata)
+            m.d.sync += start_hac.eq(self.host.wdata)
         due = Signal(32)
         m.d.comb += due.eq(hac.hac + 1 - start_hac)
         m.d.comb += start.eq(host_start | (armed & ~self.running & ~due[31]))
-        with m.If(ctrl_write & (self.wdata & Ctrl.START_AT_HAC).any()):
+        with m.If(ctrl_write & (self.host.wdata & Ctrl.START_AT_HAC).any()):
             m.d.sync += armed.eq(1)
         with m.If(start):
             m.d.sync += armed.eq(0)

@@ -17,8 +17,9 @@ from lpu_arch.vxm import param_words, reset_words, table_words
 
 
 class Ports:
-    """One tile's ports inside a bigger top: ``Ports(dut, "t1_").addr`` is ``dut.t1_addr``
-    (``hdl/system.py``), so a :class:`TileDriver` drives any tile of a system."""
+    """Ports named with a prefix: ``Ports(dut, "t1_").clk`` is ``dut.t1_clk`` (one tile
+    of a system, ``hdl/system.py``), ``Ports(dut, "host__").addr`` is ``dut.host__addr``
+    (the host bus), so a :class:`TileDriver` drives any tile of a system."""
 
     def __init__(self, dut, prefix: str):
         self._dut, self._prefix = dut, prefix
@@ -89,35 +90,36 @@ class TileDriver:
         dut.rst.value = 0
 
     def _idle(self):
+        bus = Ports(self.dut, "host__")
         for name in ("we", "re", "addr", "wdata"):
-            getattr(self.dut, name).value = 0
+            getattr(bus, name).value = 0
 
     async def write_words(self, items):
         """Write ``[(address, value), ...]``, one per cycle."""
-        dut = self.dut
+        clk, bus = self.dut.clk, Ports(self.dut, "host__")
         for a, v in items:
-            await FallingEdge(dut.clk)
-            dut.addr.value = a
-            dut.wdata.value = v & 0xFFFFFFFF
-            dut.we.value = 1
-        await FallingEdge(dut.clk)
-        dut.we.value = 0
+            await FallingEdge(clk)
+            bus.addr.value = a
+            bus.wdata.value = v & 0xFFFFFFFF
+            bus.we.value = 1
+        await FallingEdge(clk)
+        bus.we.value = 0
 
     async def read_words(self, addrs):
         """Read a list of addresses, pipelined one per cycle; returns their values."""
-        dut, out, addrs = self.dut, [], list(addrs)
+        clk, bus, out, addrs = self.dut.clk, Ports(self.dut, "host__"), [], list(addrs)
         i = 0
         while len(out) < len(addrs):
-            await FallingEdge(dut.clk)
-            if int(dut.rvalid.value):
-                out.append(int(dut.rdata.value))
+            await FallingEdge(clk)
+            if int(bus.rvalid.value):
+                out.append(int(bus.rdata.value))
             if i < len(addrs):
-                dut.addr.value = addrs[i]
-                dut.re.value = 1
+                bus.addr.value = addrs[i]
+                bus.re.value = 1
                 i += 1
             else:
-                dut.re.value = 0
-        dut.re.value = 0
+                bus.re.value = 0
+        bus.re.value = 0
         return out
 
     async def wait_done(self, timeout_cycles: int):

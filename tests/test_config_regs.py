@@ -172,13 +172,13 @@ def read_csrs(dut, regs, domains=()):
     async def bench(ctx):
         addrs = [hostmap.csr(r) for r in regs]
         for t, a in enumerate(addrs + [None] * hostmap.HOST_READ_LATENCY):
-            ctx.set(dut.re, a is not None)
+            ctx.set(dut.host.re, a is not None)
             if a is not None:
-                ctx.set(dut.addr, a)
+                ctx.set(dut.host.addr, a)
             await ctx.tick()
-            if ctx.get(dut.rvalid):
+            if ctx.get(dut.host.rvalid):
                 first.append(t + 1)
-                out.append(ctx.get(dut.rdata))
+                out.append(ctx.get(dut.host.rdata))
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)

@@ -164,10 +164,10 @@ module tb;
   reg [31:0] addr = 0, wdata = 0;
   wire [31:0] rdata_a, rdata_b;
   wire rvalid_a, rvalid_b, running_a, running_b, done_a, done_b, fault_a, fault_b;
-  lpu_tile_flat a(.clk(clk), .rst(rst), .addr(addr), .wdata(wdata), .we(we), .re(re), .rdata(rdata_a),
-                  .rvalid(rvalid_a), .running(running_a), .done(done_a), .fault(fault_a));
-  lpu_tile b(.clk(clk), .rst(rst), .addr(addr), .wdata(wdata), .we(we), .re(re), .rdata(rdata_b),
-             .rvalid(rvalid_b), .running(running_b), .done(done_b), .fault(fault_b));
+  lpu_tile_flat a(.clk(clk), .rst(rst), .host__addr(addr), .host__wdata(wdata), .host__we(we), .host__re(re),
+                  .host__rdata(rdata_a), .host__rvalid(rvalid_a), .running(running_a), .done(done_a), .fault(fault_a));
+  lpu_tile b(.clk(clk), .rst(rst), .host__addr(addr), .host__wdata(wdata), .host__we(we), .host__re(re),
+             .host__rdata(rdata_b), .host__rvalid(rvalid_b), .running(running_b), .done(done_b), .fault(fault_b));
   reg [65:0] stim [0:NCYC-1];
   integer i, errors = 0, reads = 0;
   always #5 clk = ~clk;
