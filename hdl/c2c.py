@@ -10,7 +10,10 @@ flits keep flowing while the program waits.
 * :class:`LinkRx` writes arriving flits into an ``AsyncFIFO`` on the *sender's* clock
   (the clock that comes with the data, as in a source-synchronous link) and reads them on
   its own: the elastic buffer.  It corrects/flags errors, reassembles vectors into the
-  receive buffer (``rx_depth`` vectors) that RECV pops, and keeps sticky status.
+  receive buffer (``rx_depth`` vectors) that RECV pops, and keeps sticky status.  It is
+  four stages, each a component of its own, connected by streams without back-pressure:
+  :class:`ElasticBuffer` -> :class:`FlitDecoder` -> :class:`VectorAssembler` ->
+  :class:`ReceiveBuffer`.
 * :class:`HacUnit` keeps the HAC: the root's free-runs and is sent to its children every
   ``sync_interval`` cycles; a child measures its parent link's latency at start-up
   (PROBE/ECHO) and then sets its HAC to every received SYNC value plus that latency.
@@ -20,7 +23,7 @@ flits keep flowing while the program waits.
 
 from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.hdl import ResetInserter
-from amaranth.lib import wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.fifo import AsyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -100,13 +103,277 @@ class LinkTx(wiring.Component):
         return m
 
 
-class LinkRx(wiring.Component):
-    """Receive side of one link: elastic buffer, error correction, vector assembly.
+def flit_body_layout(cfg):
+    """A flit without its valid bit (what the elastic buffer holds): kind, payload, check.
 
-    ``flit`` is in the sender's clock domain ``w_domain``; everything else in "sync".
+    Field offsets are ``lpu_arch.c2c.flit_fields`` less the valid bit below them."""
+    f = flit_fields(cfg)
+    base = f["kind"][0]
+    assert f["valid"] == (0, base), "the valid bit is the flit's lowest"
+    fields = sorted((lsb, name, w) for name, (lsb, w) in f.items() if name != "valid")
+    layout = data.StructLayout({name: w for _, name, w in fields})
+    assert all(layout[name].offset == lsb - base for lsb, name, _ in fields)
+    assert layout.size == flit_bits(cfg) - base
+    return layout
+
+
+class ElasticBuffer(wiring.Component):
+    """The link's clock crossing: flits written on the sender's clock, read on this one.
+
+    An ``AsyncFIFO`` of ``ELASTIC_DEPTH`` flits (without the valid bit) written on the
+    *sender's* clock ``w_domain`` (the clock that comes with the data, as in a
+    source-synchronous link) and read on "sync", where every flit is popped as soon as it
+    shows and registered.  Never stalls: a flit that finds the buffer full is lost and
+    flagged.
+
+    Parameters
+    ----------
+    w_domain : str
+        The sender's clock domain.
 
     Members
     -------
+    flit : In(flit_bits), in ``w_domain``
+        The wire.  Every flit with its valid bit set is written by the next sender edge.
+    o_stream : Out(stream.Signature(flit_body_layout, always_ready=True))
+        The flits in order, at most one per cycle, from the output register: a flit is
+        valid after the third receiver edge following the sender edge that writes it (two
+        synchronise the write pointer, one pops it into the register), 2 to 3 receiver
+        periods later by phase (in simulation; a real synchroniser may take an edge more).
+    level : Out(range(ELASTIC_DEPTH + 1))
+        Flits in the buffer now, as the read side sees it (combinational: the synchronised
+        write pointer less the read pointer).
+    overflow : Out(1)
+        Sticky: a flit found the buffer full.  The sender's clock counts them in a Gray code
+        (one bit changes per event, so it crosses safely), synchronised here (two edges);
+        any change since the last look sets the flag on the next edge: the third receiver
+        edge after the sender edge that dropped the flit.
+    clear : In(1)
+        Clears ``overflow``, except for an overflow that crosses on the same cycle (it
+        stays flagged).
+    """
+
+    OVF_BITS = 4   # the Gray-coded count of dropped flits (only its changes matter)
+
+    def __init__(self, cfg, w_domain: str):
+        self.cfg, self.w_domain = cfg, w_domain
+        super().__init__({
+            "flit": In(flit_bits(cfg)),
+            "o_stream": Out(stream.Signature(flit_body_layout(cfg), always_ready=True)),
+            "level": Out(range(cfg.ELASTIC_DEPTH + 1)),
+            "overflow": Out(1), "clear": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        base = flit_fields(cfg)["kind"][0]
+        layout = flit_body_layout(cfg)
+        m.submodules.fifo = fifo = AsyncFIFO(width=layout.size, depth=cfg.ELASTIC_DEPTH,
+                                             r_domain="sync", w_domain=self.w_domain)
+        valid = flit_field(self.flit, cfg, "valid")
+        m.d.comb += [fifo.w_en.eq(valid), fifo.w_data.eq(self.flit[base:]), self.level.eq(fifo.r_level)]
+
+        n = self.OVF_BITS
+        w_ovf_bin, w_ovf_gray = Signal(n), Signal(n)
+        with m.If(valid & ~fifo.w_rdy):
+            m.d[self.w_domain] += [w_ovf_bin.eq(w_ovf_bin + 1),
+                                   w_ovf_gray.eq((w_ovf_bin + 1) ^ ((w_ovf_bin + 1) >> 1))]
+        ovf_gray, ovf_seen, ovf_new = Signal(n), Signal(n), Signal()
+        m.submodules.ovf_sync = FFSynchronizer(w_ovf_gray, ovf_gray)
+        m.d.comb += ovf_new.eq(ovf_gray != ovf_seen)
+        m.d.sync += ovf_seen.eq(ovf_gray)
+        with m.If(self.clear):
+            m.d.sync += self.overflow.eq(ovf_new)
+        with m.Elif(ovf_new):
+            m.d.sync += self.overflow.eq(1)
+
+        # Pop whatever shows and register it.
+        m.d.comb += fifo.r_en.eq(1)
+        m.d.sync += [self.o_stream.valid.eq(fifo.r_rdy), self.o_stream.payload.eq(fifo.r_data)]
+        return m
+
+
+class FlitDecoder(wiring.Component):
+    """Error correction (SECDED, ``EccDecoder``) and the split into data and control.
+
+    Members
+    -------
+    i_stream : In(stream.Signature(flit_body_layout, always_ready=True))
+        Flits, at most one per cycle.
+    o_stream : Out(stream.Signature(link_width, always_ready=True))
+        The corrected payload of every DATA flit, 1 cycle after ``i_stream`` (registered).
+        A DATA flit with an uncorrectable error still goes out (and is flagged).
+    sync_valid / probe_valid / echo_valid : Out(1), ctrl_value : Out(link_width)
+        A control flit, as a one-cycle pulse 1 cycle after ``i_stream``, with its corrected
+        payload (``ctrl_value`` shows every flit's payload; it means something with a
+        pulse).  A control flit with an uncorrectable error is dropped (a wrong HAC value
+        would do more harm than a missing one).
+    corrected : Out(LINK_COUNT_BITS), uncorrected : Out(LINK_COUNT_BITS)
+        Flits corrected / found uncorrectable (saturating counters), counted 1 cycle after
+        ``i_stream``.
+    uncorrectable : Out(1)
+        Sticky: a flit had an uncorrectable error (1 cycle after ``i_stream``).
+    clear : In(1)
+        Clears the counters and ``uncorrectable`` (a flit on the same cycle is not counted).
+    """
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        super().__init__({
+            "i_stream": In(stream.Signature(flit_body_layout(cfg), always_ready=True)),
+            "o_stream": Out(stream.Signature(cfg.link_width, always_ready=True)),
+            "sync_valid": Out(1), "probe_valid": Out(1), "echo_valid": Out(1),
+            "ctrl_value": Out(cfg.link_width),
+            "corrected": Out(LINK_COUNT_BITS), "uncorrected": Out(LINK_COUNT_BITS),
+            "uncorrectable": Out(1), "clear": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        flit = self.i_stream.payload
+        m.submodules.ecc = ecc = EccDecoder(flit_data_bits(cfg))
+        m.d.comb += [ecc.data.eq(Cat(flit.kind, flit.payload)), ecc.check.eq(flit.check)]
+        valid, kind, payload, bad = Signal(), Signal(KIND_BITS), Signal(cfg.link_width), Signal()
+        m.d.sync += [valid.eq(self.i_stream.valid), kind.eq(ecc.out[:KIND_BITS]),
+                     payload.eq(ecc.out[KIND_BITS:]), bad.eq(ecc.status == EccStatus.UNCORRECTABLE)]
+
+        top = (1 << LINK_COUNT_BITS) - 1
+        with m.If(self.clear):
+            m.d.sync += [self.corrected.eq(0), self.uncorrected.eq(0), self.uncorrectable.eq(0)]
+        with m.Elif(self.i_stream.valid):
+            with m.If((ecc.status == EccStatus.CORRECTED) & (self.corrected != top)):
+                m.d.sync += self.corrected.eq(self.corrected + 1)
+            with m.If(ecc.status == EccStatus.UNCORRECTABLE):
+                m.d.sync += self.uncorrectable.eq(1)
+                with m.If(self.uncorrected != top):
+                    m.d.sync += self.uncorrected.eq(self.uncorrected + 1)
+
+        ctrl_ok = valid & ~bad
+        m.d.comb += [
+            self.o_stream.valid.eq(valid & (kind == Kind.DATA)), self.o_stream.payload.eq(payload),
+            self.ctrl_value.eq(payload),
+            self.sync_valid.eq(ctrl_ok & (kind == Kind.SYNC)),
+            self.probe_valid.eq(ctrl_ok & (kind == Kind.PROBE)),
+            self.echo_valid.eq(ctrl_ok & (kind == Kind.ECHO)),
+        ]
+        return m
+
+
+class VectorAssembler(wiring.Component):
+    """DATA flits to vectors: flit ``f`` of a vector carries its bits ``f*W..f*W+W-1``.
+
+    Members
+    -------
+    i_stream : In(stream.Signature(link_width, always_ready=True))
+        DATA flit payloads, at most one per cycle (gaps allowed).
+    o_stream : Out(stream.Signature(vector_bits, always_ready=True))
+        A whole vector on the cycle its ``flits_per_vector``-th flit is on ``i_stream``
+        (0 cycles: the last flit goes straight through).
+    clear : In(1)
+        Drops a partly assembled vector (tile start): the next flit is a vector's first.
+    """
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        super().__init__({
+            "i_stream": In(stream.Signature(cfg.link_width, always_ready=True)),
+            "o_stream": Out(stream.Signature(cfg.vector_bits, always_ready=True)),
+            "clear": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        W, F = cfg.link_width, cfg.flits_per_vector
+        acc = Signal(cfg.vector_bits)
+        got = Signal(range(max(F, 2)))
+        whole = self.o_stream.payload
+        m.d.comb += whole.eq(Cat(acc[W:], self.i_stream.payload) if F > 1 else self.i_stream.payload)
+        with m.If(self.i_stream.valid):
+            with m.If(got == F - 1):
+                m.d.sync += got.eq(0)
+                m.d.comb += self.o_stream.valid.eq(1)
+            with m.Else():
+                m.d.sync += got.eq(got + 1)
+            m.d.sync += acc.eq(whole)
+        with m.If(self.clear):
+            m.d.sync += got.eq(0)
+        return m
+
+
+class ReceiveBuffer(wiring.Component):
+    """The receive buffer: ``rx_depth`` vectors (``SyncFIFOBuffered``) that RECV pops.
+
+    Members
+    -------
+    i_stream : In(stream.Signature(vector_bits, always_ready=True))
+        Vectors to keep.  Never refused: one that finds the buffer full is lost and flagged.
+    recv : In(1)
+        RECV this cycle (qualified by the core not being stalled): pop the oldest vector.
+    recv_data : Out(vector_bits)
+        The popped vector, from the cycle after ``recv`` until the next ``recv`` (0 after an
+        underflow).  Holding it lets a core stalled right after RECV drive it later.
+    level : Out(range(rx_depth + 1)), max_level : Out(range(rx_depth + 1))
+        Vectors in the buffer now (a pushed vector counts from the next cycle; ``recv`` can
+        pop it from the cycle after that), and the most since the last ``clear`` (one cycle
+        behind ``level``).
+    overflow, underflow : Out(1)
+        Sticky: a vector found the buffer full; a RECV found it empty.
+    clear : In(1)
+        Tile start: empties the buffer and clears the flags and ``max_level``.
+    """
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        super().__init__({
+            "i_stream": In(stream.Signature(cfg.vector_bits, always_ready=True)),
+            "recv": In(1), "recv_data": Out(cfg.vector_bits),
+            "level": Out(range(cfg.rx_depth + 1)), "max_level": Out(range(cfg.rx_depth + 1)),
+            "overflow": Out(1), "underflow": Out(1), "clear": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        m.submodules.fifo = fifo = ResetInserter(self.clear)(SyncFIFOBuffered(width=cfg.vector_bits,
+                                                                              depth=cfg.rx_depth))
+        push = self.i_stream.valid
+        m.d.comb += [fifo.w_en.eq(push), fifo.w_data.eq(self.i_stream.payload), self.level.eq(fifo.level)]
+
+        # RECV: pop and register (C2C_LATENCY = 1); held until the next RECV.
+        m.d.comb += fifo.r_en.eq(self.recv)
+        with m.If(self.recv):
+            m.d.sync += self.recv_data.eq(Mux(fifo.r_rdy, fifo.r_data, 0))
+
+        with m.If(self.clear):
+            m.d.sync += [self.overflow.eq(0), self.underflow.eq(0), self.max_level.eq(0)]
+        with m.Else():
+            with m.If(push & ~fifo.w_rdy):
+                m.d.sync += self.overflow.eq(1)
+            with m.If(self.recv & ~fifo.r_rdy):
+                m.d.sync += self.underflow.eq(1)
+            with m.If(fifo.level > self.max_level):
+                m.d.sync += self.max_level.eq(fifo.level)
+        return m
+
+
+class LinkRx(wiring.Component):
+    """Receive side of one link: elastic buffer, error correction, vector assembly.
+
+    ``flit`` is in the sender's clock domain ``w_domain``; everything else in "sync".  A
+    composition of four stages connected by streams that never stall (``always_ready``):
+    :class:`ElasticBuffer` (a flit comes out after the third receiver edge following the
+    sender edge that writes it) -> :class:`FlitDecoder` (1 cycle; control flits leave here
+    as pulses) -> :class:`VectorAssembler` (0 cycles) -> :class:`ReceiveBuffer` (a vector
+    counts in ``level`` 1 cycle after its last flit leaves the decoder, RECV can pop it 1
+    cycle after that).
+
+    Members
+    -------
+    flit : In(flit_bits), in ``w_domain``
+        The wire (:class:`ElasticBuffer`).
     recv : In(1)
         RECV this cycle (qualified by the core not being stalled): pop the oldest vector.
     recv_data : Out(vector_bits)
@@ -115,14 +382,15 @@ class LinkRx(wiring.Component):
     sync_valid / probe_valid / echo_valid : Out(1), ctrl_value : Out(link_width)
         A control flit was received (one cycle pulse) with its payload.  A control flit
         with an uncorrectable error is dropped (counted and flagged, never acted on).
-    level : Out, max_level : Out
+    level : Out(range(rx_depth + 1)), max_level : Out(range(rx_depth + 1))
         Vectors in the receive buffer now, and the most since the last ``clear``.
-    elastic_level : Out
+    elastic_level : Out(range(ELASTIC_DEPTH + 1))
         Flits in the elastic buffer now (as the read side sees it).
     overflow, underflow, uncorrectable : Out(1)
-        Sticky: a flit found the elastic buffer full or a vector the receive buffer full;
-        a RECV found it empty; a flit had an uncorrectable error.
-    corrected : Out(16), uncorrected : Out(16)
+        Sticky: a flit found the elastic buffer full or a vector the receive buffer full
+        (the OR of the two stages' flags); a RECV found it empty; a flit had an
+        uncorrectable error.
+    corrected : Out(LINK_COUNT_BITS), uncorrected : Out(LINK_COUNT_BITS)
         Flits corrected / found uncorrectable (saturating counters).
     clear : In(1)
         Tile start: empties the receive buffer and clears the sticky flags, the counters
@@ -146,91 +414,25 @@ class LinkRx(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.cfg
-        W, F = cfg.link_width, cfg.flits_per_vector
-        body = flit_bits(cfg) - 1
-        m.submodules.elastic = elastic = AsyncFIFO(width=body, depth=cfg.ELASTIC_DEPTH,
-                                                   r_domain="sync", w_domain=self.w_domain)
-        valid = flit_field(self.flit, cfg, "valid")
-        m.d.comb += [elastic.w_en.eq(valid), elastic.w_data.eq(self.flit[flit_fields(cfg)["kind"][0]:])]
-        m.d.comb += self.elastic_level.eq(elastic.r_level)
-        # Overflow of the elastic buffer happens on the sender's clock: a Gray-coded count of
-        # dropped flits there (one bit changes per event, so it crosses safely), synchronised
-        # into this clock; any change since the last look is an overflow.
-        w_ovf_bin, w_ovf_gray = Signal(4), Signal(4)
-        with m.If(valid & ~elastic.w_rdy):
-            m.d[self.w_domain] += [w_ovf_bin.eq(w_ovf_bin + 1),
-                                   w_ovf_gray.eq((w_ovf_bin + 1) ^ ((w_ovf_bin + 1) >> 1))]
-        ovf_gray, ovf_seen = Signal(4), Signal(4)
-        m.submodules.ovf_sync = FFSynchronizer(w_ovf_gray, ovf_gray)
-        ovf_sync = Signal()
-        m.d.comb += ovf_sync.eq(ovf_gray != ovf_seen)
-        m.d.sync += ovf_seen.eq(ovf_gray)
-
-        # Stage 1: pop and register.  Stage 2: decode and register.
-        s1_valid, s1 = Signal(), Signal(body)
-        m.d.comb += elastic.r_en.eq(1)
-        m.d.sync += [s1_valid.eq(elastic.r_rdy), s1.eq(elastic.r_data)]
-        k = flit_data_bits(cfg)
-        m.submodules.dec = dec = EccDecoder(k)
-        m.d.comb += [dec.data.eq(s1[:k]), dec.check.eq(s1[k:])]
-        s2_valid, s2_kind, s2_payload, s2_bad = Signal(), Signal(KIND_BITS), Signal(W), Signal()
-        m.d.sync += [s2_valid.eq(s1_valid), s2_kind.eq(dec.out[:KIND_BITS]), s2_payload.eq(dec.out[KIND_BITS:]),
-                     s2_bad.eq(dec.status == EccStatus.UNCORRECTABLE)]
-
-        with m.If(self.clear):
-            m.d.sync += [self.corrected.eq(0), self.uncorrected.eq(0), self.uncorrectable.eq(0)]
-        with m.Elif(s1_valid):
-            with m.If((dec.status == EccStatus.CORRECTED) & (self.corrected != (1 << LINK_COUNT_BITS) - 1)):
-                m.d.sync += self.corrected.eq(self.corrected + 1)
-            with m.If(dec.status == EccStatus.UNCORRECTABLE):
-                m.d.sync += self.uncorrectable.eq(1)
-                with m.If(self.uncorrected != (1 << LINK_COUNT_BITS) - 1):
-                    m.d.sync += self.uncorrected.eq(self.uncorrected + 1)
-
-        # Control flits leave as pulses (a damaged one is dropped: a wrong HAC value would do
-        # more harm than a missing one).
-        ctrl_ok = s2_valid & ~s2_bad
+        m.submodules.elastic = el = ElasticBuffer(cfg, self.w_domain)
+        m.submodules.decoder = dec = FlitDecoder(cfg)
+        m.submodules.assembler = asm = VectorAssembler(cfg)
+        m.submodules.buffer = buf = ReceiveBuffer(cfg)
+        wiring.connect(m, el.o_stream, dec.i_stream)
+        wiring.connect(m, dec.o_stream, asm.i_stream)
+        wiring.connect(m, asm.o_stream, buf.i_stream)
         m.d.comb += [
-            self.ctrl_value.eq(s2_payload),
-            self.sync_valid.eq(ctrl_ok & (s2_kind == Kind.SYNC)),
-            self.probe_valid.eq(ctrl_ok & (s2_kind == Kind.PROBE)),
-            self.echo_valid.eq(ctrl_ok & (s2_kind == Kind.ECHO)),
+            el.flit.eq(self.flit), self.elastic_level.eq(el.level),
+            self.sync_valid.eq(dec.sync_valid), self.probe_valid.eq(dec.probe_valid),
+            self.echo_valid.eq(dec.echo_valid), self.ctrl_value.eq(dec.ctrl_value),
+            self.corrected.eq(dec.corrected), self.uncorrected.eq(dec.uncorrected),
+            self.uncorrectable.eq(dec.uncorrectable),
+            buf.recv.eq(self.recv), self.recv_data.eq(buf.recv_data),
+            self.level.eq(buf.level), self.max_level.eq(buf.max_level),
+            self.overflow.eq(el.overflow | buf.overflow), self.underflow.eq(buf.underflow),
         ]
-
-        # DATA flits: reassemble (flit f = bits f*W..) and push whole vectors.
-        m.submodules.buf = buf = ResetInserter(self.clear)(SyncFIFOBuffered(width=cfg.vector_bits,
-                                                                            depth=cfg.rx_depth))
-        acc = Signal(cfg.vector_bits)
-        got = Signal(range(max(F, 2)))
-        whole = Signal(cfg.vector_bits)
-        m.d.comb += whole.eq(Cat(acc[W:], s2_payload) if F > 1 else s2_payload)
-        push = Signal()
-        with m.If(s2_valid & (s2_kind == Kind.DATA)):
-            with m.If(got == F - 1):
-                m.d.sync += got.eq(0)
-                m.d.comb += push.eq(1)
-            with m.Else():
-                m.d.sync += got.eq(got + 1)
-            m.d.sync += acc.eq(whole)
-        with m.If(self.clear):
-            m.d.sync += got.eq(0)
-        m.d.comb += [buf.w_en.eq(push), buf.w_data.eq(whole)]
-        m.d.comb += self.level.eq(buf.level)
-
-        # RECV: pop and register (C2C_LATENCY = 1); held until the next RECV.
-        m.d.comb += buf.r_en.eq(self.recv)
-        with m.If(self.recv):
-            m.d.sync += self.recv_data.eq(Mux(buf.r_rdy, buf.r_data, 0))
-
-        with m.If(self.clear):
-            m.d.sync += [self.overflow.eq(ovf_sync), self.underflow.eq(0), self.max_level.eq(0)]
-        with m.Else():
-            with m.If(ovf_sync | (push & ~buf.w_rdy)):
-                m.d.sync += self.overflow.eq(1)
-            with m.If(self.recv & ~buf.r_rdy):
-                m.d.sync += self.underflow.eq(1)
-            with m.If(buf.level > self.max_level):
-                m.d.sync += self.max_level.eq(buf.level)
+        for stage in (el, dec, asm, buf):
+            m.d.comb += stage.clear.eq(self.clear)
         return m
 
 
