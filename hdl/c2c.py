@@ -608,7 +608,7 @@ class C2cSlice(wiring.Component):
         The links' popped vectors (held from the cycle after ``recv``).
     deskew, runtime : Out(1), slack : Out(16)
         DESKEW / RUNTIME_DESKEW issued this cycle, with RUNTIME_DESKEW's slack.
-    busy : Out(1)
+    driving : Out(1)
         A RECV's vector is being driven this cycle (``C2C_LATENCY`` = 1 after issue).
     """
 
@@ -621,7 +621,7 @@ class C2cSlice(wiring.Component):
             "send": Out(n), "send_data": Out(cfg.vector_bits),
             "recv": Out(n), "recv_data": In(cfg.vector_bits).array(n),
             "deskew": Out(1), "runtime": Out(1), "slack": Out(SLACK_BITS),
-            "busy": Out(1),
+            "driving": Out(1),
         })
 
     def elaborate(self, platform):
@@ -664,5 +664,5 @@ class C2cSlice(wiring.Component):
                 self.drive.west.mask[s].eq(hit & (d_dir != EAST)),
             ]
         m.d.comb += [self.drive.east.data[0].eq(data), self.drive.west.data[0].eq(data)]
-        m.d.comb += self.busy.eq(d_valid)
+        m.d.comb += self.driving.eq(d_valid)
         return m

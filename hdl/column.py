@@ -41,7 +41,7 @@ def column_signature(cfg, p: int, streams: bool = True) -> wiring.Signature:
     """Ports of position ``p`` (from the position's side).
 
     Every position: ``start``, ``run`` (the tile's run state), ``icu_host`` (its queue's
-    host port), ``halted``, ``illegal``, ``valid`` (an instruction issues), ``busy`` (the
+    host port), ``halted``, ``illegal``, ``valid`` (an instruction issues), ``driving`` (the
     slice drives).  MEM: ``host``, ``addr_fault``; with the event trace also ``cycle``,
     ``trace_host``, ``trace_count``, ``trace_overflow``.  VXM: ``host_param``,
     ``host_table``.  C2C: ``send``, ``send_data``, ``recv``, ``recv_data``, ``deskew``,
@@ -53,7 +53,7 @@ def column_signature(cfg, p: int, streams: bool = True) -> wiring.Signature:
     kind = cfg.kind(cfg.slice_names[p])
     host = host_signature(cfg)
     members = {"start": In(1), "run": In(1), "icu_host": In(host),
-               "halted": Out(1), "illegal": Out(1), "valid": Out(1), "busy": Out(1)}
+               "halted": Out(1), "illegal": Out(1), "valid": Out(1), "driving": Out(1)}
     if kind == "MEM":
         members.update({"host": In(host), "addr_fault": Out(1)})
         if cfg.trace_depth:
@@ -127,7 +127,7 @@ def build_position(m, cfg, p: int, ports, tap, east_out, west_out, suffix: str =
     m.submodules[f"slice{suffix}"] = sl
     wiring.connect(m, icu.issue, sl.issue)
     sl.tap = tap
-    m.d.comb += ports.busy.eq(sl.busy)
+    m.d.comb += ports.driving.eq(sl.driving)
     m.submodules[f"fabric{suffix}"] = StreamStage(cfg, tap, sl.drive, east_out, west_out)
     return sl
 

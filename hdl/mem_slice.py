@@ -30,7 +30,7 @@ class MemSlice(wiring.Component):
         A WRITE is executing this cycle (for the event trace).
     addr_fault : Out(1)
         Sticky until ``start``: an instruction addressed beyond ``mem_depth``.
-    busy : Out(1)
+    driving : Out(1)
         A READ's value is being driven this cycle.
     host : In(host_signature)
         Word ``row * words_per_vector + w`` is 32-bit word ``w`` (lanes ``4w..4w+3``,
@@ -49,7 +49,7 @@ class MemSlice(wiring.Component):
             "write_addr": Out(ADDR_BITS),
             "write_data": Out(cfg.vector_bits),
             "addr_fault": Out(1),
-            "busy": Out(1),
+            "driving": Out(1),
             "host": In(host_signature(cfg)),
         })
 
@@ -103,9 +103,9 @@ class MemSlice(wiring.Component):
 
         # READ: drive the SRAM output onto the stream on the next cycle.
         drv_dir, drv_stream = Signal(1), Signal.like(ins.stream)
-        m.d.sync += [self.busy.eq(is_read & in_range), drv_dir.eq(ins.dir), drv_stream.eq(ins.stream)]
+        m.d.sync += [self.driving.eq(is_read & in_range), drv_dir.eq(ins.dir), drv_stream.eq(ins.stream)]
         for s in range(cfg.streams):
-            hit = self.busy & (drv_stream == s)
+            hit = self.driving & (drv_stream == s)
             m.d.comb += [
                 self.drive.east.mask[s].eq(hit & (drv_dir == EAST)),
                 self.drive.west.mask[s].eq(hit & (drv_dir != EAST)),

@@ -55,7 +55,7 @@ class MXM(wiring.Component):
         Stream values visible at this position.
     drive : Out(drive_signature)
         ``EMIT``'s four planes, in the direction fixed by ``side``.
-    busy : Out(1)
+    driving : Out(1)
         An ``EMIT`` is being driven this cycle.
 
     Weight block rows, accumulator rows and x slots are indexed modulo their depths
@@ -72,7 +72,7 @@ class MXM(wiring.Component):
             "issue": In(issue_signature()),
             "tap": In(tap_signature(cfg)),
             "drive": Out(drive_signature(cfg, per_stream=True)),
-            "busy": Out(1),
+            "driving": Out(1),
         })
 
     def elaborate(self, platform):
@@ -207,7 +207,7 @@ class MXM(wiring.Component):
             m.d.comb += k.eq(s - e_out)
             m.d.comb += port.mask[s].eq(e_valid & (e_out <= s) & (k < INT32_PLANES))
             m.d.comb += port.data[s].eq(Array(planes)[k[:2]])
-        m.d.comb += self.busy.eq(e_valid)
+        m.d.comb += self.driving.eq(e_valid)
         return m
 
 

@@ -33,7 +33,7 @@ class SXM(wiring.Component):
         Stream values visible at this position.
     drive : Out(drive_signature)
         The result on stream ``out``, east and/or west.
-    busy : Out(1)
+    driving : Out(1)
         A result is being driven this cycle.
     """
 
@@ -43,7 +43,7 @@ class SXM(wiring.Component):
             "issue": In(issue_signature()),
             "tap": In(tap_signature(cfg)),
             "drive": Out(drive_signature(cfg)),
-            "busy": Out(1),
+            "driving": Out(1),
         })
 
     def elaborate(self, platform):
@@ -114,5 +114,5 @@ class SXM(wiring.Component):
         m.d.comb += one_hot.eq(Const(1, S) << q_out)
         for port, on in ((self.drive.east, q_e), (self.drive.west, q_w)):
             m.d.comb += [port.mask.eq(Mux(on, one_hot, 0)), port.data[0].eq(q_y)]
-        m.d.comb += self.busy.eq(q_e | q_w)
+        m.d.comb += self.driving.eq(q_e | q_w)
         return m

@@ -85,7 +85,7 @@ class Tile(wiring.Component):
             members.update({
                 "flit_out": Out(flit_bits(cfg)).array(cfg.links),
                 "flit_in": In(flit_bits(cfg)).array(cfg.links),
-                "hac": Out(cfg.HAC_BITS), "stall": Out(1), "sac": Out(cfg.HAC_BITS),
+                "hac": Out(cfg.HAC_BITS), "stall": Out(1), "sac": Out(cfg.CYCLE_BITS),
                 "rx_level": Out(8).array(cfg.links), "elastic_level": Out(8).array(cfg.links),
             })
         super().__init__(members)
@@ -103,7 +103,7 @@ class Tile(wiring.Component):
         word = self.host.addr[0:hostmap.SLICE_SHIFT]
 
         start = Signal()
-        cycle = Signal(cfg.CYCLE_BITS)
+        sac = Signal(cfg.CYCLE_BITS)      # the program's cycle counter (SAC: stalls do not advance it)
         host_start = Signal()
         ctrl_write = self.host.we & ~self.running & (region == Region.CSR) & (word == Csr.CTRL)
         m.d.comb += host_start.eq(ctrl_write & self.host.wdata[0])
@@ -146,24 +146,24 @@ class Tile(wiring.Component):
         for i, mem in enumerate(mems):
             host_port(mem.host, Region.DMEM, i)
             if cfg.trace_depth:
-                core.d.comb += mem.cycle.eq(cycle)
+                core.d.comb += mem.cycle.eq(sac)
                 host_port(mem.trace_host, Region.TRACE, i)
         traces = mems if cfg.trace_depth else []
 
         # ---- run control and counters ------------------------------------------------
         all_halted = Cat(c.halted for c in cols).all()
-        # A slice is busy on every cycle it drives a stream (READ, EMIT, VOP results).
-        any_busy = Cat(*(c.busy for c in cols)).any()
+        # Done waits for every stream drive (READ, EMIT, VOP, SXM and RECV results).
+        any_driving = Cat(*(c.driving for c in cols)).any()
         busy_count = [Signal(cfg.CYCLE_BITS, name=f"busy_{n}") for n in cfg.slice_names]
         with core.If(start):
-            core.d.sync += [self.running.eq(1), self.done.eq(0), cycle.eq(0)]
+            core.d.sync += [self.running.eq(1), self.done.eq(0), sac.eq(0)]
             core.d.sync += [b.eq(0) for b in busy_count]
         with core.Elif(self.running):
-            core.d.sync += cycle.eq(cycle + 1)
+            core.d.sync += sac.eq(sac + 1)
             for c, b in zip(cols, busy_count):
                 with core.If(c.valid):
                     core.d.sync += b.eq(b + 1)
-            with core.If(all_halted & ~any_busy):
+            with core.If(all_halted & ~any_driving):
                 core.d.sync += [self.running.eq(0), self.done.eq(1)]
 
         # ---- host reads: registered select, then registered data (latency 2) ----------
@@ -177,7 +177,7 @@ class Tile(wiring.Component):
         link_csrs = {}
         if linked:
             link_fault, link_status, link_csrs = self._links(m, core, start, host_start, ctrl_write, region,
-                                                             word, cycle, c2cs)
+                                                             word, sac, c2cs)
             status_bits = status_bits | link_status
             m.d.comb += self.fault.eq(illegal.any() | addr_fault.any() | link_fault)
         else:
@@ -191,8 +191,8 @@ class Tile(wiring.Component):
         with m.Switch(r_word):
             with m.Case(Csr.STATUS):
                 m.d.comb += csr_val.eq(status)
-            with m.Case(Csr.CYCLES):
-                m.d.comb += csr_val.eq(cycle)
+            with m.Case(Csr.SAC):
+                m.d.comb += csr_val.eq(sac)
             with m.Case(Csr.CONFIG0):
                 m.d.comb += csr_val.eq(cfg.lanes | cfg.streams << 16)
             with m.Case(Csr.CONFIG1):
@@ -238,14 +238,14 @@ class Tile(wiring.Component):
         return m
 
     # ---- C2C: links, HAC, deskew, start at a HAC value ------------------------------------
-    def _links(self, m, core, start, host_start, ctrl_write, region, word, cycle, c2cs):
+    def _links(self, m, core, start, host_start, ctrl_write, region, word, sac, c2cs):
         """Build the units outside the core; return (any link fault, STATUS bits, {CSR word: value})."""
         cfg = self.cfg
         m.submodules.hac = hac = HacUnit(cfg, self.hac_parent, self.hac_children)
         m.submodules.deskew = dsk = DeskewUnit(cfg)
         stall = dsk.stall
         m.submodules.core = EnableInserter(~stall)(core)
-        m.d.comb += [self.hac.eq(hac.hac), self.stall.eq(stall), self.sac.eq(cycle)]
+        m.d.comb += [self.hac.eq(hac.hac), self.stall.eq(stall), self.sac.eq(sac)]
 
         # Start now (CTRL.START), or armed (CTRL.START_AT_HAC) so that cycle 0 is the cycle
         # on which the HAC equals START_HAC: the start pulse comes the cycle before.  A HAC
@@ -286,7 +286,7 @@ class Tile(wiring.Component):
 
         cw, ce = c2cs["C2C_W"], c2cs["C2C_E"]
         m.d.comb += [
-            dsk.hac.eq(hac.hac), dsk.sac.eq(cycle), dsk.clear.eq(start),
+            dsk.hac.eq(hac.hac), dsk.sac.eq(sac), dsk.clear.eq(start),
             dsk.deskew.eq((cw.deskew | ce.deskew) & ~stall),
             dsk.runtime.eq((cw.runtime | ce.runtime) & ~stall),
             dsk.slack.eq(Mux(cw.runtime, cw.slack, ce.slack)),

@@ -98,7 +98,7 @@ class VXM(wiring.Component):
         Stream values visible at this position.
     drive : Out(drive_signature)
         The int8 result on stream ``out``, east and/or west.
-    busy : Out(1)
+    driving : Out(1)
         A result is being driven this cycle.
     host_param : In(host_signature)
         ``Region.VXM_PARAM``: word ``(entry * lanes + lane) * VXM_PARAM_WORDS + k``
@@ -114,7 +114,7 @@ class VXM(wiring.Component):
             "issue": In(issue_signature()),
             "tap": In(tap_signature(cfg)),
             "drive": Out(drive_signature(cfg)),
-            "busy": Out(1),
+            "driving": Out(1),
             "host_param": In(host_signature(cfg)),
             "host_table": In(host_signature(cfg)),
         })
@@ -245,5 +245,5 @@ class VXM(wiring.Component):
                 self.drive.west.mask[s].eq(out_w & (r_out == s)),
             ]
         m.d.comb += [self.drive.east.data[0].eq(result), self.drive.west.data[0].eq(result)]
-        m.d.comb += self.busy.eq(out_e | out_w)
+        m.d.comb += self.driving.eq(out_e | out_w)
         return m

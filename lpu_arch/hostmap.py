@@ -51,7 +51,7 @@ class Csr(enum.IntEnum):
     are an older, partial summary of six fields, kept for existing readers."""
     CTRL = 0        # write: see Ctrl
     STATUS = 1      # read: see Status
-    CYCLES = 2      # read: cycle counter (frozen at done)
+    SAC = 2         # read: the program's cycle counter, SAC (deskew stalls do not advance it; frozen at done)
     CONFIG0 = 3     # read: lanes | streams << 16
     CONFIG1 = 4     # read: mem_slices | log2(mem_depth) << 8 | log2(iq_depth) << 16 | log2(trace_depth+1) << 24
     START_HAC = 5   # read/write: the HAC value of cycle 0 for a start armed with Ctrl.START_AT_HAC

@@ -218,7 +218,7 @@ class TileDriver:
         wall = time.perf_counter() - t0
         if not int(dut.done.value):
             raise TimeoutError(f"tile not done after {timeout_cycles} cycles")
-        return await self.read_csr(Csr.CYCLES), wall
+        return await self.read_csr(Csr.SAC), wall
 
     # ---- reading back ----------------------------------------------------------------
     async def read_vectors(self, name: str, rows):
@@ -275,7 +275,7 @@ class TileDriver:
         cfg = self.cfg
         nill = (cfg.positions + 31) // 32          # 32-bit words of the ILLEGAL mask
         nadf = (2 * cfg.mem_slices + 31) // 32     # 32-bit words of the ADDR_FAULT mask
-        regs = [Csr.STATUS, Csr.CYCLES]
+        regs = [Csr.STATUS, Csr.SAC]
         regs += [Csr.ILLEGAL_BASE + k for k in range(nill)]
         regs += [Csr.ADDR_FAULT_BASE + k for k in range(nadf)]
         regs += [Csr.BUSY_BASE + p for p in range(cfg.positions)]

@@ -91,8 +91,8 @@ def write_gtkw(cfg: TileConfig, sim: str, dump: Path, verilog: Path, out: Path |
     ops = out.parent / OPS_FILTER
     ops.write_text(make_translation_filter([(int(o), o.name if o != Op.HALT else "-") for o in Op], "dec") + "\n")
     # (title, [(scope, Verilog name, display format, alias)]); absent signals are left out.
-    groups = [("tile", [(top, n, "dec" if n == "cycle" else "bin", n)
-                        for n in ("clk", "cycle", "running", "done", "fault")])]
+    groups = [("tile", [(top, n, "dec" if n == "sac" else "bin", n)
+                        for n in ("clk", "sac", "running", "done", "fault")])]
     for p, s in enumerate(cfg.slice_names):
         icu, sl = f"{top}.icu_{s}", f"{top}.slice_{s}"
         groups.append((f"{s} (position {p})", [

@@ -266,7 +266,7 @@ def test_sim_waves_write_a_gtkwave_view(capsys, tmp_path):
         assert f"-{name} (position" in gtkw
         assert f"+{{{name} issue}} lpu_tile.icu_{name}.issue__valid" in gtkw
     assert "+{MEM_W0 drives W} lpu_tile.slice_MEM_W0.drive__west__mask[3:0]" in gtkw
-    assert "+{cycle} lpu_tile.cycle[31:0]" in gtkw and "+{running} lpu_tile.running" in gtkw
+    assert "+{sac} lpu_tile.sac[31:0]" in gtkw and "+{running} lpu_tile.running" in gtkw
     ops = (out / "waves" / "lpu_ops.txt").read_text()
     assert f"{int(Op.READ)} READ" in ops and f"{int(Op.VOP)} VOP" in ops
 

@@ -146,7 +146,7 @@ def _stimulus(cfg, programs):
         cyc.append((1, 0, hostmap.csr(Csr.CTRL), 1))
         cycles = prog.cycles if isinstance(prog, _Raw) else archmodel.run(prog).cycles
         cyc += [(0, 1, hostmap.csr(Csr.STATUS), 0)] * (cycles + 20)
-        reads = [hostmap.csr(r) for r in (Csr.STATUS, Csr.CYCLES, Csr.CONFIG0, Csr.CONFIG1,
+        reads = [hostmap.csr(r) for r in (Csr.STATUS, Csr.SAC, Csr.CONFIG0, Csr.CONFIG1,
                                           Csr.ILLEGAL_BASE, Csr.ADDR_FAULT_BASE)]
         reads += [hostmap.csr(Csr.BUSY_BASE + p) for p in range(cfg.positions)]
         reads += [hostmap.addr(Region.DMEM, i, w) for i in range(len(cfg.mem_names))
