@@ -4,7 +4,7 @@ from amaranth import signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from lpu_arch import isa, vxm
+from lpu_arch import hostmap, isa, vxm
 from lpu_arch.hostmap import HOST_ADDR_BITS, SLICE_SHIFT as SLICE_WORD_BITS
 
 
@@ -36,6 +36,13 @@ def vxm_lane_layout() -> data.FlexibleLayout:
     return data.FlexibleLayout(32 * vxm.PARAM_WORDS, {
         name: data.Field(signed(width) if sign else unsigned(width), 32 * word + lsb)
         for name, (word, lsb, width, sign, *_) in vxm.PARAM_FIELDS.items()})
+
+
+def trace_layout(cfg) -> data.FlexibleLayout:
+    """One event-trace entry as the host reads it (``lpu_arch.hostmap.trace_fields``)."""
+    return data.FlexibleLayout(cfg.HOST_WORD * hostmap.trace_words(cfg), {
+        name: data.Field(unsigned(bits), cfg.HOST_WORD * word)
+        for name, (word, bits) in hostmap.trace_fields(cfg).items()})
 
 
 def issue_signature() -> wiring.Signature:

@@ -12,7 +12,7 @@ from amaranth.lib.wiring import In, Out
 from lpu_arch.hostmap import trace_words
 from lpu_arch.isa import ADDR_BITS
 
-from .layouts import host_signature
+from .layouts import host_signature, trace_layout
 
 
 class EventTrace(wiring.Component):
@@ -46,13 +46,13 @@ class EventTrace(wiring.Component):
         m = Module()
         cfg = self.cfg
         tw = trace_words(cfg)
-        m.submodules.buf = buf = Memory(shape=32 * tw, depth=cfg.trace_depth, init=[])
+        m.submodules.buf = buf = Memory(shape=trace_layout(cfg), depth=cfg.trace_depth, init=[])
         rd = buf.read_port()
         wr = buf.write_port()
         full = self.count == cfg.trace_depth
         m.d.comb += [
             wr.addr.eq(self.count),
-            wr.data.eq(self.cycle | (self.addr << 32) | (self.data << 64)),
+            wr.data.cycle.eq(self.cycle), wr.data.addr.eq(self.addr), wr.data.data.eq(self.data),
             wr.en.eq(self.event & ~full),
         ]
         with m.If(self.start):
@@ -67,5 +67,7 @@ class EventTrace(wiring.Component):
         m.d.comb += [entry.eq(self.host.addr // tw), word.eq(self.host.addr % tw), rd.addr.eq(entry)]
         word_q = Signal.like(word)
         m.d.sync += word_q.eq(word)
-        m.d.comb += self.host.rdata.eq(Array(rd.data[32 * k: 32 * (k + 1)] for k in range(tw))[word_q])
+        raw = rd.data.as_value()
+        W = cfg.HOST_WORD
+        m.d.comb += self.host.rdata.eq(Array(raw[W * k: W * (k + 1)] for k in range(tw))[word_q])
         return m

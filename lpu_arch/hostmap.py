@@ -15,6 +15,7 @@ import enum
 import struct
 import zlib
 
+from . import isa
 from .config import ConfigError, TileConfig
 from .vxm import PARAM_WORDS as VXM_PARAM_WORDS
 
@@ -159,9 +160,15 @@ def csr(reg: int) -> int:
     return addr(Region.CSR, 0, int(reg))
 
 
+def trace_fields(cfg: TileConfig) -> dict[str, tuple[int, int]]:
+    """(first host word, bits) of each field of a trace entry: the write's cycle (SAC), its
+    address, then the vector (``Region.TRACE`` word ``entry * trace_words + k``)."""
+    return {"cycle": (0, cfg.CYCLE_BITS), "addr": (1, isa.ADDR_BITS), "data": (2, cfg.vector_bits)}
+
+
 def trace_words(cfg: TileConfig) -> int:
-    """32-bit words per trace entry: cycle, address, then the vector."""
-    return 2 + cfg.words_per_vector
+    """32-bit words per trace entry."""
+    return sum(-(-bits // cfg.HOST_WORD) for _, bits in trace_fields(cfg).values())
 
 
 def log2(n: int) -> int:

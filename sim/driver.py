@@ -230,7 +230,7 @@ class TileDriver:
 
     async def read_trace(self):
         """Every MEM write the hardware recorded: ``[(cycle, slice, addr, bytes), ...]``."""
-        cfg, tw = self.cfg, hostmap.trace_words(self.cfg)
+        cfg, tw, f = self.cfg, hostmap.trace_words(self.cfg), hostmap.trace_fields(self.cfg)
         events = []
         counts = await self.read_words([hostmap.csr(Csr.TRACE_COUNT_BASE + i)
                                         for i in range(len(cfg.mem_names))])
@@ -239,7 +239,7 @@ class TileDriver:
                                            for e in range(n) for k in range(tw)])
             for e in range(n):
                 w = words[e * tw:(e + 1) * tw]
-                events.append((w[0], name, w[1], _words_to_bytes(w[2:])))
+                events.append((w[f["cycle"][0]], name, w[f["addr"][0]], _words_to_bytes(w[f["data"][0]:])))
         events.sort(key=lambda ev: (ev[0], cfg.position(ev[1])))
         return events
 
