@@ -31,7 +31,7 @@ import numpy as np
 
 from lpu_arch.config import TileConfig
 from lpu_arch.vxm import VXM_FIELDS
-from lpu_arch.isa import DELAY_MAX, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, VXM_LATENCY, WEST, Instr, MMFlag, VopFlag
+from lpu_arch.isa import DELAY_MAX, EAST, MXM_LATENCY, READ_LATENCY, VXM_LATENCY, WEST, Instr, MMFlag, VopFlag
 from .numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
 from .program import Program
 from .reserve import Reservations, lower
@@ -267,17 +267,17 @@ class FfnPlan:
                     self.memory[src][addr] = self.x[b, k * self.cfg.lanes:(k + 1) * self.cfg.lanes] & 0xFF
                     d = self.in_dir(side)
                     dist = abs(self.pos(src) - self.pos(side))
+                    read = Instr.read(self.lx_stream, d, addr)
                     t = 0
                     while not (self.res.slot_free(src, t)
                                and self.res.slot_free(side, t + READ_LATENCY + dist)
-                               and self.res.stream_free(d, self.lx_stream, self.pos(src), self.pos(side),
-                                                        t + READ_LATENCY)):
+                               and self.res.drives_free(src, t, read, self.pos(side))):
                         t += 1
                     who = f"x[{b}] block {k} -> {side} slot {slot}"
                     self.res.take_slot(src, t, who)
                     self.res.take_slot(side, t + READ_LATENCY + dist, who)
-                    self.res.take_stream(d, self.lx_stream, self.pos(src), self.pos(side), t + READ_LATENCY, who)
-                    self.emit(src, t, Instr.read(self.lx_stream, d, addr))
+                    self.res.take_drives(src, t, read, self.pos(side), who)
+                    self.emit(src, t, read)
                     self.emit(side, t + READ_LATENCY + dist, Instr.lx(self.lx_stream, d, slot))
                     self.slot_ready[side][slot] = t + READ_LATENCY + dist + 1
 
@@ -305,8 +305,7 @@ class FfnPlan:
     def _window_ok(self, side, t_s):
         """Can the n weight slices of ``side``'s hemisphere feed a block starting on ``t_s``?"""
         d = self.in_dir(side)
-        return all(self.res.slot_free(m, r)
-                   and self.res.stream_free(d, j, self.pos(m), self.pos(side), r + READ_LATENCY)
+        return all(self.res.slot_free(m, r) and self.res.drives_free(m, r, Instr.read(j, d, 0), self.pos(side))
                    for _, j, m, r in self._window(side, t_s))
 
     def _take_window(self, side, t_s, block, who):
@@ -315,7 +314,7 @@ class FfnPlan:
             addr = self.alloc(m, 1)
             self.memory[m][addr] = np.asarray(block[c * self.n + j], np.int64) & 0xFF
             self.res.take_slot(m, r, who)
-            self.res.take_stream(d, j, self.pos(m), self.pos(side), r + READ_LATENCY, who)
+            self.res.take_drives(m, r, Instr.read(j, d, addr), self.pos(side), who)
             self.emit(m, r, Instr.read(j, d, addr))
 
     def place_blocks(self, sides, blocks, mms, on_emit, label):
@@ -367,15 +366,13 @@ class FfnPlan:
             t += 1
 
     def _emit_free(self, side, t):
-        out_dir = EAST if side == "MXM_W" else WEST
-        v = self.cfg.vxm_position
-        return all(self.res.stream_free(out_dir, pl, self.pos(side), v, t + MXM_LATENCY)
-                   for pl in range(INT32_PLANES))
+        """Are the streams an MM with EMIT (planes on streams 0..3) drives free to the VXM?"""
+        return self.res.drives_free(side, t, Instr.mm(0, self.in_dir(side), 0, flags=MMFlag.EMIT),
+                                    self.cfg.vxm_position)
 
     def _take_emit(self, side, t, who):
-        out_dir = EAST if side == "MXM_W" else WEST
-        for pl in range(INT32_PLANES):
-            self.res.take_stream(out_dir, pl, self.pos(side), self.cfg.vxm_position, t + MXM_LATENCY, who)
+        self.res.take_drives(side, t, Instr.mm(0, self.in_dir(side), 0, flags=MMFlag.EMIT),
+                             self.cfg.vxm_position, who)
 
     def vop_cycle(self, side, t_mm):
         return t_mm + MXM_LATENCY + abs(self.cfg.vxm_position - self.pos(side))
@@ -386,14 +383,15 @@ class FfnPlan:
         v, s = self.cfg.vxm_position, self.lx_stream
         arrive = {side: t_vop + VXM_LATENCY + abs(v - self.pos(side)) for side in SIDES}
         dirs = {"MXM_W": WEST, "MXM_E": EAST}
-        ok = all(self.res.slot_free(side, arrive[side])
-                 and self.res.stream_free(dirs[side], s, v, self.pos(side), t_vop + VXM_LATENCY)
-                 for side in SIDES)
+        vop = Instr.vop(0, EAST, 0, s, VopFlag.OUT_E | VopFlag.OUT_W)
+        to = {d: self.pos(side) for side, d in dirs.items()}
+        ok = (all(self.res.slot_free(side, arrive[side]) for side in SIDES)
+              and self.res.drives_free("VXM", t_vop, vop, to))
         if dry or not ok:
             return ok
+        self.res.take_drives("VXM", t_vop, vop, to, who)
         for side in SIDES:
             self.res.take_slot(side, arrive[side], who + f" LX {side}")
-            self.res.take_stream(dirs[side], s, v, self.pos(side), t_vop + VXM_LATENCY, who)
             self.emit(side, arrive[side], Instr.lx(s, dirs[side], slot))
             self.slot_ready[side][slot] = arrive[side] + 1
         return True
@@ -417,12 +415,13 @@ class FfnPlan:
     def y_to_mem(self, t_vop, dry, who):
         """VOP result (y) to the nearest MEM slice with a free write slot; returns
         (flags, slice, cycle, dir) or None."""
-        v, s = self.cfg.vxm_position, self.lx_stream
+        s = self.lx_stream
         for flag, m, t_w, d in self._mems_near_vxm(t_vop, "EW"):
-            if self.res.slot_free(m, t_w) and self.res.stream_free(d, s, v, self.pos(m), t_vop + VXM_LATENCY):
+            vop = Instr.vop(0, EAST, 0, s, flag)
+            if self.res.slot_free(m, t_w) and self.res.drives_free("VXM", t_vop, vop, self.pos(m)):
                 if not dry:
                     self.res.take_slot(m, t_w, who + " WRITE")
-                    self.res.take_stream(d, s, v, self.pos(m), t_vop + VXM_LATENCY, who)
+                    self.res.take_drives("VXM", t_vop, vop, self.pos(m), who)
                 return flag, m, t_w, d
         return None
 

@@ -13,6 +13,7 @@ A value on a stream is keyed by its *diagonal* and occupies a span of positions
 from __future__ import annotations
 
 from lpu_arch import c2c
+from lpu_arch.effects import effects
 from lpu_arch.isa import COUNT_MAX, DELAY_MAX, EAST, STRIDE_MAX, STRIDE_MIN, Instr, Op
 from lpu_arch.timing import diagonal, done_cycles, span
 
@@ -82,6 +83,22 @@ class Reservations:
     def release_after(self, slice_name: str, cycle: int) -> None:
         """Free ``slice_name``'s issue slots after ``cycle`` (deskews past the last work)."""
         self.slots[slice_name] = {c: w for c, w in self.slots[slice_name].items() if c <= cycle}
+
+    # ---- an instruction's stream drives (lpu_arch.effects) ---------------------------------
+    def _drives(self, slice_name, cycle, ins, to):
+        p = self.cfg.position(slice_name)
+        for a in effects(ins, slice_name, self.cfg.lanes).drives:
+            yield a.dir, a.stream, p, to[a.dir] if isinstance(to, dict) else to, cycle + a.offset
+
+    def drives_free(self, slice_name: str, cycle: int, ins: Instr, to) -> bool:
+        """Is every stream ``ins`` drives (issued by ``slice_name`` on ``cycle``, as its
+        effects say) free up to its reader at position ``to`` (or ``to[direction]``)?"""
+        return all(self.stream_free(*d) for d in self._drives(slice_name, cycle, ins, to))
+
+    def take_drives(self, slice_name: str, cycle: int, ins: Instr, to, who: str) -> None:
+        """Reserve every stream ``ins`` drives up to its reader (see :meth:`drives_free`)."""
+        for d in self._drives(slice_name, cycle, ins, to):
+            self.take_stream(*d, who)
 
     # ---- totals ------------------------------------------------------------------------
     def done_cycles(self) -> int:

@@ -185,7 +185,7 @@ class Scheduler:
         for k in range(x.count):
             self.res.take_slot(x.src, x.read_cycle + k, x.index)
             self.res.take_slot(x.dst, x.write_cycle + k, x.index)
-            self.res.take_stream(x.dir, x.stream, p_src, p_dst, x.read_cycle + k + READ_LATENCY, x.index)
+            self.res.take_drives(x.src, x.read_cycle + k, Instr.read(x.stream, x.dir, x.src_addr + k), p_dst, x.index)
             self._last_read[(x.src, x.src_addr + k)] = max(self._last_read.get((x.src, x.src_addr + k), -1),
                                                           x.read_cycle + k)
             self._last_write[(x.dst, x.dst_addr + k)] = x.write_cycle + k

@@ -191,15 +191,16 @@ class SystemScheduler:
         got = rgot
         w, st_out = got
         who = f"tile {src} {sm}[{sa}] -> tile {dst} {dm}[{da}]"
+        read, recv = Instr.read(st_in, d_in, sa), Instr.compute(Op.RECV, st_out, d_out, link=rlink)
         rs.take_slot(sm, r, who)
         rs.take_slot(cs, s, who)
-        rs.take_stream(d_in, st_in, pos(sm), pos(cs), r + READ_LATENCY, who)
+        rs.take_drives(sm, r, read, pos(cs), who)
         rr.take_slot(cr, v, who)
         rr.take_slot(dm, w, who)
-        rr.take_stream(d_out, st_out, pos(cr), pos(dm), v + C2C_LATENCY, who)
-        self.timed[src][sm].append((r, Instr.read(st_in, d_in, sa)))
+        rr.take_drives(cr, v, recv, pos(dm), who)
+        self.timed[src][sm].append((r, read))
         self.timed[src][cs].append((s, Instr.compute(Op.SEND, st_in, d_in, link=link)))
-        self.timed[dst][cr].append((v, Instr.compute(Op.RECV, st_out, d_out, link=rlink)))
+        self.timed[dst][cr].append((v, recv))
         self.timed[dst][dm].append((w, Instr.write(st_out, d_out, da)))
         self.book.take(src, link, dst, rlink, s, v)
         vec = self.value[src][sm][sa].copy()

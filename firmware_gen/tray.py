@@ -179,14 +179,15 @@ class _Tray:
                                f"{cfg.rx_depth} vectors")
         st_rx, st_out, arrive = got
         t_sx = v + C2C_LATENCY + 1
+        recv = Instr.compute(Op.RECV, st_rx, d_rx, link=rlink)
+        shift = Instr.compute(Op.SHIFT, st_rx, d_rx, k=0, out=st_out, flags=SxmFlag.OUT_E | SxmFlag.OUT_W)
         fu.res.take_slot(cr, v, who)
-        fu.res.take_stream(d_rx, st_rx, pos(cr), pos(sx), v + C2C_LATENCY, who)
-        fu.emit(cr, v, Instr.compute(Op.RECV, st_rx, d_rx, link=rlink))
+        fu.res.take_drives(cr, v, recv, pos(sx), who)
+        fu.emit(cr, v, recv)
         fu.res.take_slot(sx, t_sx, who)
-        fu.emit(sx, t_sx, Instr.compute(Op.SHIFT, st_rx, d_rx, k=0, out=st_out,
-                                        flags=SxmFlag.OUT_E | SxmFlag.OUT_W))
+        fu.res.take_drives(sx, t_sx, shift, {WEST: pos("MXM_W"), EAST: pos("MXM_E")}, who)
+        fu.emit(sx, t_sx, shift)
         for side, d in (("MXM_W", WEST), ("MXM_E", EAST)):
-            fu.res.take_stream(d, st_out, pos(sx), pos(side), t_sx + SXM_LATENCY, who)
             fu.res.take_slot(side, arrive[side], who + f" LX {side}")
             fu.emit(side, arrive[side], Instr.lx(st_out, d, slot))
             fu.slot_ready[side][slot] = arrive[side] + 1
