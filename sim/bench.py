@@ -27,11 +27,12 @@ from lpu_arch import TileConfig
 
 from firmware_gen import archmodel
 from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
+from firmware_gen.numerics import ffn_int
 from firmware_gen.schedule import Scheduler
 
 from .progress import ProgressPrinter
 from .runner import ROOT, SIMULATORS, SimSetupError, TileSim, job
-from .scoreboard import check_run
+from .scoreboard import check_run, output_rows
 
 DECODE_TARGET, UTIL_TARGET, TARGET_MIN_BOUND = 1.15, 0.80, 1000
 
@@ -54,21 +55,20 @@ def run_ffns(cfg, sims) -> tuple[list, list]:
         except CompileError as e:
             print(f"skipped {kind} {H}x{I} b{B}: {e}")
             continue
-        compiled.append((prog, man, archmodel.run(prog)))
+        compiled.append((prog, man, archmodel.run(prog), ffn_int(ex.spec, ex.x_int8)))
     shapes, speed = [], []
     for sim in sims:
         tile = TileSim(cfg, sim, waves=False)
         print(f"running {len(compiled)} FFNs on {sim} ...", flush=True)
-        progress = ProgressPrinter(sim, expected=[m.cycles for _, m, _ in compiled])
-        results = tile.run([job(p, name=f"{m.kind} {m.H}x{m.I} b{m.batch}") for p, m, _ in compiled],
-                           name="bench-ffn", progress=progress)
+        progress = ProgressPrinter(sim, expected=[m.cycles for _, m, _, _ in compiled])
+        results = tile.run([job(p, name=f"{m.kind} {m.H}x{m.I} b{m.batch}", read_back=output_rows(m))
+                            for p, m, _, _ in compiled], name="bench-ffn", progress=progress)
         cycles = sum(r["cycles"] for r in results)
         secs = sum(r["wall_run_s"] for r in results)
         speed.append({"simulator": sim, "program": "ffn suite", "cycles": cycles, "run_seconds": round(secs, 4),
                       "cycles_per_second": round(cycles / secs, 1)})
-        for (prog, man, gold), res in zip(compiled, results):
-            ok = (not check_run(res, gold, man.writes, man.cycles)
-                  and all(res["busy"].get(n) == v for n, v in man.busy.items()))
+        for (prog, man, gold, y), res in zip(compiled, results):
+            ok = not check_run(res, gold, manifest=man, y=y)
             c = res["cycles"]
             row = {"simulator": sim, "ffn": res["name"], "kind": man.kind, "H": man.H, "I": man.I,
                    "batch": man.batch, "cycles": c, "predicted": man.cycles, "sram_bound": man.sram_bound,
@@ -131,7 +131,6 @@ def tray_rows(cfg: TileConfig) -> list[dict]:
     Cycles are SAC cycles (deskew stalls not counted) as the compiler predicts them, each
     checked here against the multi-tile golden model (bit-exact output, every tile's
     writes and cycle count)."""
-    from firmware_gen.numerics import ffn_int
     from lpu_arch.topology import Topology
     from firmware_gen.tray import compile_ffn_tray, tray_output
     decode = sorted((c for c in ffn_suite(cfg) if c[3] == 1), key=lambda c: (c[1] * c[2], c[0] == "swiglu"))

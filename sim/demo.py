@@ -24,7 +24,7 @@ from firmware_gen.schedule import Scheduler
 from .runner import BUILD, SIMULATORS, SimSetupError, TileSim, job, observed_events
 from .compiled import ArtifactError
 from .progress import ProgressPrinter
-from .scoreboard import check_run
+from .scoreboard import check_run, output_rows, read_back
 from .waves import WavesError
 
 
@@ -66,10 +66,12 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
                    out=None) -> dict:
     """Run a compiled FFN (``sim.compiled.CompiledFfn``) on the RTL tile and check it.
 
-    Checks, against the golden model (``archmodel.run``) and the compiler's manifest: every
-    output write (cycle, slice, address, value), the cycle count and per-slice busy counts
-    (``scoreboard.check_run``); the output gathered from the hardware's trace against the
-    integer FFN (bit-exact); and reports the error against the float FFN.  Prints the
+    Checks (``scoreboard.check_run``), against the golden model (``archmodel.run``) and
+    the compiler's manifest: every output write (cycle, slice, address, value), the cycle
+    count and per-slice busy counts; y read back from the SRAM after the run at the
+    manifest's output locations against the integer FFN (bit-exact; the golden model's
+    when the program directory has no reference); and reports the error of the read-back
+    y against the float FFN.  Prints the
     summary table on ``out`` (default stdout) and returns it as a dict whose ``passed``
     is the verdict.  With ``waves``, the waveform (moved to ``waves_dir`` if given) and a
     GTKWave view next to it (``sim/waves.py``).  ``progress``: see ``TileSim.run``."""
@@ -83,14 +85,12 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
         f"(padded to {man.padded[0]}x{man.padded[1]}), {man.weight_vectors * cfg.lanes} weight bytes")
     gold = archmodel.run(prog)
     tile = build_tile(cfg, sim, waves, out)
-    res = tile.run([job(prog, name=c.name or "ffn")], name="ffn", progress=progress)[0]
-    problems = check_run(res, gold, man.writes, man.cycles)
-    problems += [f"busy {n}: predicted {v}, hardware {res['busy'].get(n)}"
-                 for n, v in man.busy.items() if res["busy"].get(n) != v]
-    # The hardware's output values, gathered from its trace, against the integer FFN.
-    mem = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
-    for _, s, a, d in observed_events(res):
-        mem[s][a] = d
+    res = tile.run([job(prog, name=c.name or "ffn", read_back=output_rows(man))], name="ffn",
+                   progress=progress)[0]
+    problems = check_run(res, gold, manifest=man, y=c.y_int8)
+    # y as the SRAM holds it after the run (read back over the host bus), not as traced.
+    held = read_back(res)
+    mem = {n: {a: v for (s, a), v in held.items() if s == n} for n in cfg.mem_names}
     y_hw = output_matrix(man, mem, cfg.lanes, man.H)
     exact = None if c.y_int8 is None else bool(np.array_equal(y_hw, np.asarray(c.y_int8).reshape(y_hw.shape)))
     err = c.error_vs_float(y_hw)
@@ -120,7 +120,8 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
         ("MXM utilisation", f"{man.mm_count / (2 * cyc):>8.3f}", ""),
         ("output writes", f"{len(res['events']):>8}", f"predicted == observed: {'yes' if writes_ok else 'NO'}"),
         ("bit-exact vs int FFN", f"{ {True: 'PASS', False: 'FAIL', None: '-'}[exact]:>8}",
-         "" if exact is not None else "no reference output in this program directory"),
+         "y read back from the SRAM after the run" if exact is not None
+         else "no reference output in this program directory"),
     ]
     if err is not None:
         rows.append(("error vs float", f"{err['cosine']:>8.4f}",

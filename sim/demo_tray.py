@@ -120,10 +120,12 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
     ppm, phases and wire latencies from the seed, ``CompiledTray.clocks``) and check it.
 
     Per tile, against the multi-tile golden model (``archmodel.run_system``) and the
-    compiler's manifest: every MEM write (cycle, slice, address, value) and the cycle count
-    (``scoreboard.check_run``), and no link fault in STATUS; y gathered from every tile's
-    writes against the integer FFN, bit-exact.  Prints the table on ``out`` (default
-    stdout) and returns the report as a dict whose ``passed`` is the verdict.
+    compiler's manifest: every MEM write (cycle, slice, address, value), the cycle count
+    and the busy counters (``scoreboard.check_run``), and no link fault in STATUS; y
+    gathered from every tile's traced writes against the integer FFN, bit-exact (the
+    system testbench, ``sim/tb_system.py``, does not read the SRAM back).  Prints the
+    table on ``out`` (default stdout) and returns the report as a dict whose ``passed``
+    is the verdict.
     ``progress``: see ``TileSim.run`` (one job: the whole tray)."""
     out = out or sys.stdout
     cfg, man, tiles = ct.cfg, ct.manifest, ct.tiles
@@ -146,7 +148,8 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
         "writes and cycles as predicted")
     rows, memories = [], []
     for t, obs in enumerate(res["tiles"]):
-        problems = check_run(obs, gold[t], man.tile[t].writes, man.tile[t].cycles)
+        problems = check_run(obs, gold[t], man.tile[t].writes, man.tile[t].cycles,
+                             predicted_busy=man.tile[t].busy)
         faults = [f.name for f in Status if f & LINK_FAULTS & obs["status"]]
         mem = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
         for _, s, a, d in observed_events(obs):

@@ -4,7 +4,8 @@ It drives either the bare tile (``lpu_tile``, host bus pins) or the tile behind 
 host bridge (``lpu_uart_tile``), with the same driver API.  The jobs come from the JSON
 file named by ``LPU_JOBS`` (MEM images, VXM parameters and table, binary images); the
 observations (cycle count, status, busy counters, the hardware trace of every MEM write,
-read-back rows, with ``read_vxm`` the VXM's parameter and table words, wall time) go to
+the rows read back from the SRAM after the run (``read_back``, with their row numbers in
+``read_back_rows``), with ``read_vxm`` the VXM's parameter and table words, wall time) go to
 ``LPU_RESULTS``.  Comparison against the golden model and the compiler's
 predictions happens in the caller (``sim/runner.py`` users), so the same observations
 can also be compared across simulators.
@@ -54,14 +55,15 @@ async def run_jobs(dut):
         events = await drv.read_trace() if cfg.trace_depth else []
         for _, name, addr, _ in events:
             dirty[name].add(addr)
-        readback = {}
+        readback, rows_read = {}, {}
         for name, rows in job.get("read_back", {}).items():
-            readback[name] = await drv.read_vectors(name, rows)
+            rows_read[name] = [int(r) for r in rows]
+            readback[name] = await drv.read_vectors(name, rows_read[name])
         extra = {}
         if job.get("read_vxm"):
             extra["vxm_words"] = await drv.read_vxm()
         results.append({"name": job.get("name", ""), "cycles": cycles, "wall_run_s": wall,
-                        **status, "events": events, "read_back": readback, **extra})
+                        **status, "events": events, "read_back": readback, "read_back_rows": rows_read, **extra})
         dut._log.info("job %s: %d cycles, %d events", job.get("name", ""), cycles, len(events))
     with open(os.environ["LPU_RESULTS"], "w") as f:
         json.dump({"results": results}, f)

@@ -1,21 +1,7 @@
-import os
-
 import pytest
 
-from lpu_arch import TileConfig
-
-SIMS = [s for s in os.environ.get("LPU_SIMS", "verilator,icarus").split(",") if s]
-
-_built = {}
-
-
-def get_sim(cfg: TileConfig, sim: str):
-    """One build per (configuration, simulator) per test process."""
-    from sim.runner import TileSim
-    key = (cfg, sim)
-    if key not in _built:
-        _built[key] = TileSim(cfg, sim)
-    return _built[key]
+# The shared helpers live in tests/helpers.py; test modules import them from there.
+from .helpers import SIMS
 
 
 @pytest.fixture(params=SIMS)

@@ -28,7 +28,7 @@ from firmware_gen.tray import compile_ffn_tray, tray_config
 from sim.demo_tray import tray_tile_config
 from sim.progress import LogWatcher, ProgressPrinter
 
-from .conftest import SIMS
+from .helpers import SIMS
 
 TINY = ["--config", "tiny", "--H", "8", "--I", "16"]
 LPU = Path(sys.executable).parent / "lpu"

@@ -1,8 +1,8 @@
-"""Compiled FFNs on the RTL, on every simulator: every output bit-exact against the
-integer FFN, every output write at the cycle the compiler predicted, cycle count and
-per-slice busy counters as predicted, and the two simulators identical."""
+"""Compiled FFNs on the RTL, on every simulator: y read back from the SRAM after the run
+bit-exact against the integer FFN, every output write at the cycle the compiler
+predicted, cycle count and per-slice busy counters as predicted (all in
+``scoreboard.check_run``), and the two simulators identical."""
 
-import numpy as np
 import pytest
 
 from lpu_arch import TileConfig
@@ -10,12 +10,10 @@ from lpu_arch import TileConfig
 from firmware_gen import archmodel
 from firmware_gen.compile_ffn import compile_ffn, example_ffn
 from firmware_gen.numerics import ffn_int
-from sim.runner import job, observed_events
-from sim.scoreboard import check_run
+from sim.runner import job
+from sim.scoreboard import check_run, diff_runs, output_rows
 
-from .conftest import get_sim
-
-pytestmark = pytest.mark.sim
+from .helpers import SIMS, get_sim
 
 CASES = {
     "tiny": [("swiglu", 4, 4, 1), ("swiglu", 5, 7, 1), ("classic", 6, 10, 3), ("classic", 8, 12, 4),
@@ -25,6 +23,8 @@ CASES = {
 
 
 def run_ffns(preset, simulator, cases, seed=0):
+    """Compile ``cases`` ((kind, H, I, batch)), run them as the jobs of one simulation
+    (each reads back only its output rows) and check every one in the scoreboard."""
     cfg = TileConfig.preset(preset)
     compiled = []
     for i, (kind, H, I, B) in enumerate(cases):
@@ -32,32 +32,50 @@ def run_ffns(preset, simulator, cases, seed=0):
         prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
         compiled.append((ex, prog, man))
     results = get_sim(cfg, simulator).run(
-        [job(prog, name=f"{man.kind} {man.H}x{man.I} b{man.batch}") for _, prog, man in compiled])
+        [job(prog, name=f"{man.kind} {man.H}x{man.I} b{man.batch}", read_back=output_rows(man))
+         for _, prog, man in compiled])
     for (ex, prog, man), res in zip(compiled, results):
-        gold = archmodel.run(prog)
-        problems = check_run(res, gold, man.writes, man.cycles)
-        problems += [f"busy {n}: predicted {v}, hardware {res['busy'].get(n)}"
-                     for n, v in man.busy.items() if res["busy"].get(n) != v]
+        problems = check_run(res, archmodel.run(prog), manifest=man, y=ffn_int(ex.spec, ex.x_int8))
         assert not problems, f"{res['name']}:\n" + "\n".join(problems)
-        # Bit-exact: the values the hardware wrote are the integer FFN's output.
-        y = ffn_int(ex.spec, ex.x_int8)
-        L = cfg.lanes
-        got = {(s, a): d for _, s, a, d in observed_events(res)}
-        for (b, j), (s, a) in man.outputs.items():
-            lanes = np.asarray(got[(s, a)], np.uint8).astype(np.int8)[: max(0, min(L, ex.spec.H - j * L))]
-            assert np.array_equal(lanes, y[b, j * L:j * L + len(lanes)]), (res["name"], b, j)
     return results
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("preset", ["tiny", "default"])
 def test_ffn_on_rtl(simulator, preset):
     run_ffns(preset, simulator, CASES[preset])
 
 
+@pytest.mark.sim
+@pytest.mark.skipif(len(SIMS) < 2, reason="needs both simulators (LPU_SIMS)")
 def test_simulators_agree_on_an_ffn():
-    from .conftest import SIMS
-    if len(SIMS) < 2:
-        pytest.skip("needs both simulators (LPU_SIMS)")
     runs = [run_ffns("tiny", sim, CASES["tiny"][2:3], seed=5)[0] for sim in SIMS]
-    assert observed_events(runs[0]) == observed_events(runs[1])
-    assert runs[0]["cycles"] == runs[1]["cycles"] and runs[0]["busy"] == runs[1]["busy"]
+    problems = diff_runs(runs[0], runs[1], tuple(SIMS))
+    assert not problems, "\n".join(problems)
+
+
+def test_scoreboard_checks_y_in_the_sram():
+    """No simulator: an observation made from the golden model passes; y missing from the
+    read-back, a wrong byte in an output row, or a busy counter off by one are named."""
+    cfg = TileConfig.tiny()
+    ex = example_ffn("classic", 6, 10, 3, seed=1)
+    prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
+    gold = archmodel.run(prog)
+    y = ffn_int(ex.spec, ex.x_int8)
+    rows = output_rows(man)
+    assert sum(map(len, rows.values())) == len(man.outputs) < cfg.mem_depth   # only y's rows
+    obs = {"cycles": gold.cycles, "status": 2, "illegal": 0, "addr_fault": 0, "busy": dict(gold.busy),
+           "events": [list(e.as_tuple()) for e in gold.events], "read_back_rows": rows,
+           "read_back": {n: [gold.memory[n][r].tolist() for r in rs] for n, rs in rows.items()}}
+    assert check_run(obs, gold, manifest=man, y=y) == []
+    assert "y was not read back from the SRAM" in "\n".join(check_run({**obs, "read_back": {}, "read_back_rows": {}},
+                                                                    gold, manifest=man, y=y))
+    (b, j), (s, a) = sorted(man.outputs.items())[0]
+    bad = {n: [list(v) for v in vs] for n, vs in obs["read_back"].items()}
+    bad[s][rows[s].index(a)][0] ^= 1
+    text = "\n".join(check_run({**obs, "read_back": bad}, gold, manifest=man, y=y))
+    assert "y read back from the SRAM vs integer FFN: 1 of" in text and f"y[{b}, 0:" in text, text
+    assert "SRAM read back after the run vs golden model: 1 of" in text, text
+    off = {**obs, "busy": {**obs["busy"], "VXM": obs["busy"]["VXM"] + 1}}
+    text = "\n".join(check_run(off, gold, manifest=man, y=y))
+    assert "busy cycles of VXM: golden model" in text and "busy cycles of VXM: predicted" in text, text

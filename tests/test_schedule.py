@@ -8,18 +8,7 @@ from lpu_arch import TileConfig
 from firmware_gen import archmodel
 from firmware_gen.schedule import Scheduler, ScheduleError
 
-
-def random_schedule(cfg, n, seed, max_count=5):
-    rng = np.random.default_rng(seed)
-    s = Scheduler(cfg)
-    for name in cfg.mem_names:
-        s.load(name, 0, rng.integers(0, 256, (cfg.mem_depth, cfg.lanes)))
-    for _ in range(n):
-        a, b = rng.choice(cfg.mem_names, 2, replace=False)
-        cnt = int(rng.integers(1, max_count + 1))
-        s.copy(str(a), int(rng.integers(0, cfg.mem_depth - cnt + 1)),
-               str(b), int(rng.integers(0, cfg.mem_depth - cnt + 1)), cnt)
-    return s
+from .helpers import random_schedule
 
 
 @pytest.mark.parametrize("preset, n", [("tiny", 12), ("default", 250)])

@@ -202,11 +202,11 @@ def test_separate_modules_behave_as_the_tile(tiny, tmp_path):
     from amaranth.back import verilog
 
     from hdl.tile import Tile
-    from tests.test_sxm import build, sxm_cases
+    from .helpers import sxm_cases, sxm_program
     cfg, r = tiny
     ex = example_ffn("swiglu", 8, 8, 4, seed=1)
     ffn, _ = compile_ffn(ex.spec, ex.x_int8, cfg)
-    sxm, _ = build(cfg, sxm_cases(cfg, seed=2))
+    sxm, _ = sxm_program(cfg, sxm_cases(cfg, seed=2))
     cyc = _stimulus(cfg, [ffn, sxm, _random_program(cfg, seed=3)])
     (tmp_path / "stim.hex").write_text("".join(f"{(we << 65) | (re << 64) | (a << 32) | v:017x}\n"
                                                for we, re, a, v in cyc))

@@ -1,0 +1,130 @@
+"""What several test modules share: the simulators to run on and one build per
+(configuration, simulator) per test process, and the programs more than one module runs
+(random MEM-to-MEM schedules, the SXM lane-movement cases).  Test modules import from
+here, never from one another (nor from ``conftest.py``)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from lpu_arch import TileConfig
+from lpu_arch.isa import EAST, SXM_LATENCY, WEST, Instr, Op, SxmFlag
+
+from firmware_gen.program import Program
+from firmware_gen.reserve import lower
+from firmware_gen.schedule import Scheduler
+
+SIMS = [s for s in os.environ.get("LPU_SIMS", "verilator,icarus").split(",") if s]
+
+_built = {}
+
+
+def get_sim(cfg: TileConfig, sim: str):
+    """One build per (configuration, simulator) per test process."""
+    from sim.runner import TileSim
+    key = (cfg, sim)
+    if key not in _built:
+        _built[key] = TileSim(cfg, sim)
+    return _built[key]
+
+
+# ---- MEM-to-MEM ----------------------------------------------------------------------------
+def random_schedule(cfg, n, seed, max_count=5):
+    """Every MEM slice filled with random bytes, then ``n`` random copies of 1..``max_count``
+    vectors between random pairs of slices (the scheduler places them)."""
+    rng = np.random.default_rng(seed)
+    s = Scheduler(cfg)
+    for name in cfg.mem_names:
+        s.load(name, 0, rng.integers(0, 256, (cfg.mem_depth, cfg.lanes)))
+    for _ in range(n):
+        a, b = rng.choice(cfg.mem_names, 2, replace=False)
+        cnt = int(rng.integers(1, max_count + 1))
+        s.copy(str(a), int(rng.integers(0, cfg.mem_depth - cnt + 1)),
+               str(b), int(rng.integers(0, cfg.mem_depth - cnt + 1)), cnt)
+    return s
+
+
+# ---- SXM lane movement ----------------------------------------------------------------------
+SXM_OUT = SxmFlag.OUT_E
+
+
+def numpy_ref(kind, x, k=0, idx=None, g=1):
+    """What an SXM instruction makes of ``x``, written with numpy."""
+    L = len(x)
+    if kind == "rot_up":
+        return np.roll(x, k)
+    if kind == "rot_down":
+        return np.roll(x, -k)
+    if kind == "shift_up":
+        return np.concatenate([np.zeros(k, np.uint8), x[:L - k]])
+    if kind == "shift_down":
+        return np.concatenate([x[k:], np.zeros(k, np.uint8)])
+    if kind == "perm":
+        return np.array([x[i] if i < L else 0 for i in idx], np.uint8)
+    if kind == "dist":
+        return np.tile(x[k:k + g], L // g)
+    raise ValueError(kind)
+
+
+def sxm_program(cfg, cases):
+    """cases: [(Instr for SXM_W, x vector or None, map vector or None, expected or None)].
+    x streams from MEM_W1, the map from MEM_W0, results are written into MEM_E0.
+    Instruction i issues on cycle 4 + i; returns (program, expected writes)."""
+    pos = cfg.position
+    sx, xm, mm, om = "SXM_W", "MEM_W1", "MEM_W0", "MEM_E0"
+    timed = {n: [] for n in cfg.slice_names}
+    mem = {xm: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8), mm: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8)}
+    expected, t0 = [], 4
+    for i, (ins, x, idx, want) in enumerate(cases):
+        t = t0 + i
+        if x is not None:
+            mem[xm][i] = x
+            timed[xm].append((t - 1 - (pos(xm) - pos(sx)), Instr.read(0, WEST, i)))
+        if idx is not None:
+            mem[mm][i] = idx
+            timed[mm].append((t - 1 - (pos(mm) - pos(sx)), Instr.read(1, WEST, i)))
+        timed[sx].append((t, ins))
+        if want is not None:
+            tw = t + SXM_LATENCY + pos(om) - pos(sx)
+            timed[om].append((tw, Instr.write(2, EAST, len(expected))))
+            expected.append((tw, om, len(expected), tuple(int(v) for v in want)))
+    prog = Program(cfg, {n: lower(e) for n, e in timed.items()}, mem)
+    return prog, expected
+
+
+def sxm_cases(cfg, seed=0):
+    """Shifts and rotations by 0, 1, lanes/2 and lanes-1, permutations (one with an index
+    beyond the lanes), distributions of every group size, a transpose in and out."""
+    rng = np.random.default_rng(seed)
+    L = cfg.lanes
+    OUT = SXM_OUT
+    cases = []
+
+    def vec():
+        return rng.integers(0, 256, L).astype(np.uint8)
+
+    for k in (0, 1, L // 2, L - 1):
+        for kind, flags in (("rot_up", SxmFlag.ROT), ("rot_down", SxmFlag.ROT | SxmFlag.DOWN),
+                            ("shift_up", 0), ("shift_down", SxmFlag.DOWN)):
+            x = vec()
+            cases.append((Instr.compute(Op.SHIFT, 0, WEST, flags=flags | OUT, k=k, out=2), x, None,
+                          numpy_ref(kind, x, k)))
+    for idx in (rng.permutation(L), rng.integers(0, L, L), np.array([L + 3] + list(range(L - 1)))):
+        x = vec()
+        cases.append((Instr.compute(Op.PERM, 0, WEST, flags=OUT, map=1, out=2), x, idx.astype(np.uint8),
+                      numpy_ref("perm", x, idx=idx)))
+    g = 1
+    while g <= L:
+        k = int(rng.integers(0, L - g + 1))
+        x = vec()
+        cases.append((Instr.compute(Op.DIST, 0, WEST, flags=OUT, k=k, g=g, out=2), x, None,
+                      numpy_ref("dist", x, k=k, g=g)))
+        g *= 2
+    block = rng.integers(0, 256, (L, L)).astype(np.uint8)
+    for r in range(L):
+        cases.append((Instr.compute(Op.TRI, 0, WEST, row=r), block[r], None, None))
+    for c in range(L):
+        cases.append((Instr.compute(Op.TRO, 0, WEST, flags=OUT, col=c, out=2), None, None, block.T[c]))
+    return cases
