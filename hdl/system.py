@@ -14,7 +14,7 @@ Ports, per tile ``i`` (each in that tile's clock domain):
   ``t<i>_host__addr`` ...; ``lpu_arch/hostmap.py``);
 * ``t<i>_running``, ``t<i>_done``, ``t<i>_fault``;
 * ``t<i>_hac``, ``t<i>_sac`` (the cycle counter), ``t<i>_stall``, ``t<i>_rx_level`` /
-  ``t<i>_elastic_level`` (8 bits per link, link 0 in the low byte): for observation;
+  ``t<i>_elastic_level`` (``level_bits`` per link, link 0 lowest): for observation;
 * per link ``k`` of tile ``i``: ``t<i>_l<k>_inject`` (``flit_bits`` wide, XORed into the
   flit entering the wire on every cycle it is nonzero), ``t<i>_l<k>_tx_valid`` and
   ``t<i>_l<k>_tx_kind`` (that flit's valid bit and kind, to time an injection or watch).
@@ -81,7 +81,8 @@ class System(wiring.Component):
                 f"t{i}_host": In(host_bus_signature(cfg)),
                 f"t{i}_running": Out(1), f"t{i}_done": Out(1), f"t{i}_fault": Out(1),
                 f"t{i}_hac": Out(cfg.HAC_BITS), f"t{i}_stall": Out(1), f"t{i}_sac": Out(cfg.HAC_BITS),
-                f"t{i}_rx_level": Out(8 * cfg.links), f"t{i}_elastic_level": Out(8 * cfg.links),
+                f"t{i}_rx_level": Out(cfg.level_bits * cfg.links),
+                f"t{i}_elastic_level": Out(cfg.level_bits * cfg.links),
             })
             for k in range(cfg.links):
                 members[f"t{i}_l{k}_inject"] = In(fb)

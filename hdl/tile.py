@@ -51,7 +51,8 @@ class Tile(wiring.Component):
     flit_in : In(flit_bits).array(links)
         Each link's incoming flits, in clock domain ``rx<link>`` (the sender's clock:
         rename it to the peer's domain with ``DomainRenamer``).
-    hac : Out(32), stall : Out(1), sac : Out(32), rx_level / elastic_level : Out(8).array(links)
+    hac : Out(HAC_BITS), stall : Out(1), sac : Out(CYCLE_BITS)
+    rx_level / elastic_level : Out(level_bits).array(links)
         For observation: the HAC, the deskew stall, the cycle counter (SAC), the receive
         and elastic buffer levels.
 
@@ -86,7 +87,7 @@ class Tile(wiring.Component):
                 "flit_out": Out(flit_bits(cfg)).array(cfg.links),
                 "flit_in": In(flit_bits(cfg)).array(cfg.links),
                 "hac": Out(cfg.HAC_BITS), "stall": Out(1), "sac": Out(cfg.CYCLE_BITS),
-                "rx_level": Out(8).array(cfg.links), "elastic_level": Out(8).array(cfg.links),
+                "rx_level": Out(cfg.level_bits).array(cfg.links), "elastic_level": Out(cfg.level_bits).array(cfg.links),
             })
         super().__init__(members)
 

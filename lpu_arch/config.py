@@ -210,6 +210,11 @@ class TileConfig:
         return "C2C_W" if link % 2 == 0 else "C2C_E"
 
     @property
+    def level_bits(self) -> int:
+        """Bits of a link's buffer level on the observation ports (receive or elastic buffer)."""
+        return max(self.rx_depth, self.ELASTIC_DEPTH).bit_length()
+
+    @property
     def flits_per_vector(self) -> int:
         return self.vector_bits // self.link_width
 

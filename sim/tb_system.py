@@ -54,6 +54,11 @@ async def _all(coros):
     return [await t for t in tasks]
 
 
+
+def _level(packed: int, link: int, cfg) -> int:
+    """Link ``link``'s buffer level from a ``t<i>_rx_level``/``elastic_level`` port."""
+    return packed >> (cfg.level_bits * link) & ((1 << cfg.level_bits) - 1)
+
 class Sampler:
     """Samples HAC errors and buffer levels at one simulation instant every ``every`` root
     cycles (plus a random fraction, so that the instants do not lock to an edge)."""
@@ -106,8 +111,8 @@ class Sampler:
         rx, el = [], []
         for i in range(self.n):
             rv, ev = int(self._rx[i].value), int(self._el[i].value)
-            rxi = [(rv >> (8 * k)) & 0xFF for k in range(self.cfg.links)]
-            eli = [(ev >> (8 * k)) & 0xFF for k in range(self.cfg.links)]
+            rxi = [_level(rv, k, self.cfg) for k in range(self.cfg.links)]
+            eli = [_level(ev, k, self.cfg) for k in range(self.cfg.links)]
             for k in range(self.cfg.links):
                 self._minmax(self.rx[i][k], rxi[k])
                 self._minmax(self.elastic[i][k], eli[k])
@@ -176,7 +181,7 @@ class Recorder:
                 "t_fs": int(get_sim_time("fs")), "sac": int(p["sac"].value), "hac": int(p["hac"].value),
                 "stall": int(p["stall"].value), "running": int(p["running"].value),
                 "tx": [int(k.value) if int(v.value) else -1 for v, k in tx],
-                "rx": [(rv >> (8 * k)) & 0xFF for k in links], "elastic": [(ev >> (8 * k)) & 0xFF for k in links]})
+                "rx": [_level(rv, k, self.cfg) for k in links], "elastic": [_level(ev, k, self.cfg) for k in links]})
 
 
 async def inject(dut, drv: TileDriver, tile: int, link: int, mask: int, after_cycles: int, count: int, log):
