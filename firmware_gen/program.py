@@ -239,7 +239,9 @@ class Program:
 
     # ---- serialisation -------------------------------------------------------------
     def to_json(self) -> str:
+        """The whole program with its tile's full configuration, as JSON (``FORMAT``)."""
         return json.dumps({
+            "format": FORMAT,
             "config": self.config.to_dict(),
             "images": self.images(),
             "memory": {n: m.tolist() for n, m in self.memory.items() if m.any()},
@@ -249,11 +251,51 @@ class Program:
 
     @classmethod
     def from_json(cls, text: str) -> "Program":
-        d = json.loads(text)
-        cfg = TileConfig.from_dict(d["config"])
-        prog = cls.from_images(cfg, d["images"], {n: np.array(m, np.uint8) for n, m in d["memory"].items()})
-        if "vxm_params" in d:
-            prog.set_vxm_params(d["vxm_params"])
-        if "table" in d:
-            prog.set_table(d["table"])
-        return prog
+        """Read :meth:`to_json`'s text; anything missing, unknown, of another format or out
+        of range is a ProgramError (or ConfigError, IsaError) naming it."""
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ProgramError(f"not JSON: {e}") from None
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            got = d.get("format") if isinstance(d, dict) else None
+            raise ProgramError(f"not a program of format {FORMAT!r} (format {got!r}); recompile it")
+        unknown = set(d) - {"format", "config", "images", "memory", "vxm_params", "table"}
+        missing = {"config", "images", "memory", "vxm_params", "table"} - set(d)
+        if unknown or missing:
+            raise ProgramError(f"program JSON has {'unknown' if unknown else 'no'} key(s) "
+                               f"{', '.join(sorted(unknown or missing))}")
+        cfg = TileConfig.from_dict(d["config"], complete=True)
+        if not isinstance(d["images"], dict) or not isinstance(d["memory"], dict):
+            raise ProgramError("program JSON: images and memory must be objects keyed by slice name")
+        memory = {n: _byte_rows(m, n, cfg) for n, m in d["memory"].items()}
+        images = {n: _words(w, n) for n, w in d["images"].items()}
+        queues = cls.from_images(cfg, images).queues
+        try:
+            return cls(cfg, queues, memory, d["vxm_params"], d["table"]).validate()
+        except (ProgramError, IsaError):
+            raise
+        except (ValueError, TypeError) as e:
+            raise ProgramError(f"program JSON: the VXM parameters or the table are malformed ({e})") from None
+
+
+FORMAT = "lpu-program/1"    # Program.to_json: changes with the JSON layout or the ISA's encoding
+
+
+def _byte_rows(rows, name, cfg):
+    """A MEM image from JSON: rows of ``lanes`` bytes 0..255 (ProgramError naming the row)."""
+    if not isinstance(rows, list) or len(rows) > cfg.mem_depth:
+        raise ProgramError(f"memory of {name} must be a list of at most {cfg.mem_depth} rows")
+    for r, row in enumerate(rows):
+        if not isinstance(row, list) or len(row) != cfg.lanes:
+            raise ProgramError(f"memory of {name} row {r} is not a list of {cfg.lanes} bytes")
+        bad = [v for v in row if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= 255]
+        if bad:
+            raise ProgramError(f"memory of {name} row {r} holds {bad[0]!r}; a byte is 0..255")
+    return np.array(rows, np.uint8).reshape(-1, cfg.lanes)
+
+
+def _words(words, name):
+    if not isinstance(words, list) or not all(isinstance(w, int) and not isinstance(w, bool) for w in words):
+        raise ProgramError(f"image of {name} must be a list of 64-bit instruction words")
+    return words

@@ -261,11 +261,18 @@ class TileConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TileConfig":
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - fields
+    def from_dict(cls, d: dict, complete: bool = False) -> "TileConfig":
+        """A configuration from its fields; with ``complete`` every field must be given
+        (a saved program states its whole tile), else defaults fill the missing ones."""
+        if not isinstance(d, dict):
+            raise ConfigError(f"a configuration is a JSON object of fields, got {type(d).__name__}")
+        fields = [f.name for f in dataclasses.fields(cls)]
+        unknown = set(d) - set(fields)
         if unknown:
             raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(unknown))}")
+        missing = [f for f in fields if f not in d]
+        if complete and missing:
+            raise ConfigError(f"configuration field(s) missing: {', '.join(missing)}")
         return cls(**d)
 
     def key(self) -> str:

@@ -3,10 +3,12 @@
 A compiled program directory holds two files:
 
 ``program.json``
-    ``Program.to_json()``: the configuration, every queue's binary image, the MEM images,
-    the VXM parameters and the activation table.
+    ``Program.to_json()``: its format (``program.FORMAT``), the tile's whole configuration,
+    every queue's binary image, the MEM images, the VXM parameters and the activation
+    table.  Loading checks every part and names what is missing, unknown or out of range.
 ``manifest.json``
-    ``Manifest.summary()`` (shape, predicted cycles, bounds, efficiency, busy counts, ...)
+    Its format (``FORMAT``), the configuration it was compiled for (it must equal the
+    program's), ``Manifest.summary()`` (shape, predicted cycles, bounds, efficiency, busy counts, ...)
     and, under ``writes``, every predicted output write (cycle, slice, address, the 8-bit
     lanes, output block), under ``outputs`` where each ``(batch column, output block)``
     of y lands, and under ``reference`` the expected int8 output (the integer FFN), the
@@ -33,7 +35,7 @@ from firmware_gen.numerics import ACTIVATIONS, FfnSpec, NumericsError, ffn_float
 from firmware_gen.program import Program
 from firmware_gen.schedule import PredictedWrite
 
-FORMAT = "lpu-compiled/1"
+FORMAT = "lpu-compiled/2"
 PROGRAM_FILE, MANIFEST_FILE = "program.json", "manifest.json"
 NPZ_KEYS = ("W1", "W2", "W3", "b1", "b2", "x")
 
@@ -66,7 +68,8 @@ class CompiledFfn:
     # ---- writing and reading -----------------------------------------------------
     def manifest_dict(self) -> dict:
         m = self.manifest
-        d = {"format": FORMAT, "name": self.name, "source": self.source, **m.summary(),
+        d = {"format": FORMAT, "name": self.name, "config": self.config.to_dict(), "source": self.source,
+             **m.summary(),
              "predicted_cycles": m.cycles,
              "writes": [{"cycle": w.cycle, "slice": w.slice, "addr": w.addr, "data": list(w.data),
                          "block": w.transfer} for w in m.writes],
@@ -104,7 +107,14 @@ class CompiledFfn:
         try:
             m = json.loads(mf.read_text())
             if m.get("format") != FORMAT:
-                raise ArtifactError(f"{mf} is not an lpu manifest (format {m.get('format')!r}, expected {FORMAT!r})")
+                raise ArtifactError(f"{mf} is not an lpu manifest of this version (format {m.get('format')!r}, "
+                                    f"expected {FORMAT!r}): recompile it with `lpu compile`")
+            made_for = m["config"]
+            if made_for != prog.config.to_dict():
+                diff = [f"{k}: program {prog.config.to_dict().get(k)!r}, manifest {made_for.get(k)!r}"
+                        for k in sorted(set(made_for) | set(prog.config.to_dict()))
+                        if made_for.get(k) != prog.config.to_dict().get(k)]
+                raise ArtifactError(f"{d}: {PROGRAM_FILE} and {MANIFEST_FILE} are for different tiles ({'; '.join(diff)})")
             man = Manifest(
                 kind=m["kind"], H=m["H"], I=m["I"], batch=m["batch"], padded=(m["padded_H"], m["padded_I"]),
                 cycles=m["cycles"],
@@ -129,8 +139,8 @@ def load_program(path) -> Program:
                             "make one with `lpu compile --out DIR`")
     try:
         return Program.from_json(path.read_text())
-    except (KeyError, TypeError, json.JSONDecodeError) as e:
-        raise ArtifactError(f"{path} is not a program JSON ({type(e).__name__}: {e})") from None
+    except (ValueError, KeyError, TypeError) as e:     # ProgramError, IsaError, ConfigError are ValueErrors
+        raise ArtifactError(f"{path}: {e}") from None
 
 
 # ---- making one -----------------------------------------------------------------------

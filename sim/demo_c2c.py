@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 import time
 
@@ -27,6 +28,9 @@ from lpu_arch.isa import Instr, Op
 from firmware_gen.program import Program
 from firmware_gen.schedule import ScheduleError
 from firmware_gen.system import SystemScheduler
+
+
+BEYOND_SPEC_PPM = 100_000   # the largest clock offset a run takes (TileConfig.max_ppm's own limit)
 
 
 def c2c_config(iq_depth: int = 512) -> TileConfig:
@@ -270,6 +274,10 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
     cfg = c2c_config()
     if latency is None:
         latency = cfg.link_latency_max
+    odd = [p for p in ppm if not math.isfinite(p) or abs(p) > BEYOND_SPEC_PPM]
+    if odd:
+        raise ConfigError(f"a clock offset of {odd[0]} ppm cannot be simulated: offsets must be finite and "
+                          f"within +-{BEYOND_SPEC_PPM} ppm, even with --beyond-spec")
     bad = [p for p in ppm if abs(p) > cfg.max_ppm]
     if bad and not beyond_spec:
         raise ConfigError(f"a clock offset of {bad[0]:+g} ppm is beyond the configuration's tolerance of "

@@ -1,0 +1,104 @@
+"""Saved programs and compiled directories are validated when they are loaded, before
+anything is built or simulated: every damaged, foreign or mismatched file is one clear
+error (exit 2 on the command line) naming what is wrong, never a traceback."""
+
+import json
+
+import pytest
+
+from lpu_arch import ConfigError, TileConfig
+from firmware_gen.program import FORMAT, Program, ProgramError
+from sim import cli
+from sim.compiled import ArtifactError, CompiledFfn
+
+TINY = ["--config", "tiny", "--H", "8", "--I", "16"]
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ffn")
+    assert cli.main(["compile", *TINY, "--out", str(d)]) == 0
+    return d
+
+
+def edited(compiled, tmp_path, edit, file="program.json"):
+    """A copy of the compiled directory with ``edit(dict)`` applied to one of its files."""
+    for name in ("program.json", "manifest.json"):
+        d = json.loads((compiled / name).read_text())
+        if name == file:
+            edit(d)
+        (tmp_path / name).write_text(json.dumps(d))
+    return tmp_path
+
+
+def set_byte(d, value):
+    name = next(iter(d["memory"]))
+    d["memory"][name][0][1] = value
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda d: set_byte(d, 300), ["row 0", "300", "0..255"]),
+    (lambda d: set_byte(d, -1), ["row 0", "-1", "0..255"]),
+    (lambda d: d["memory"][next(iter(d["memory"]))][0].pop(), ["row 0", "4 bytes"]),
+    (lambda d: d["config"].pop("rx_depth"), ["missing", "rx_depth"]),
+    (lambda d: d["config"].update(colour=3), ["unknown", "colour"]),
+    (lambda d: d.update(format="lpu-program/0"), ["lpu-program/0", FORMAT]),
+    (lambda d: d.pop("table"), ["table"]),
+    (lambda d: d["images"].update(MEM_W0="junk"), ["MEM_W0", "instruction words"]),
+    (lambda d: d.update(vxm_params=[[1, 2], [3]]), ["VXM parameters"]),
+])
+def test_damaged_program_json_is_one_error(compiled, tmp_path, capsys, edit, words):
+    d = edited(compiled, tmp_path, edit)
+    with pytest.raises(ArtifactError) as e:
+        CompiledFfn.load(d)
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+    code = cli.main(["show", str(d), "--chart", str(tmp_path / "x.svg")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and words[0] in err, err
+
+
+@pytest.mark.parametrize("field, value", [("links", 2), ("mem_depth", 128)])
+def test_program_and_manifest_from_different_tiles(compiled, tmp_path, field, value):
+    """A program edited to another tile (e.g. links: 2) no longer matches its manifest:
+    the load names the field, before any simulator is built."""
+    d = edited(compiled, tmp_path, lambda m: m["config"].update({field: value}))
+    with pytest.raises(ArtifactError, match=f"different tiles.*{field}: program"):
+        CompiledFfn.load(d)
+
+
+def test_manifest_of_another_version(compiled, tmp_path):
+    d = edited(compiled, tmp_path, lambda m: m.update(format="lpu-compiled/1"), file="manifest.json")
+    with pytest.raises(ArtifactError, match="lpu-compiled/1.*recompile"):
+        CompiledFfn.load(d)
+
+
+def test_round_trip_keeps_everything(compiled):
+    prog = CompiledFfn.load(compiled).program
+    again = Program.from_json(prog.to_json())
+    assert again.images() == prog.images() and again.config == prog.config
+    assert (again.table == prog.table).all() and (again.vxm_params == prog.vxm_params).all()
+    assert all((again.memory[n] == prog.memory[n]).all() for n in prog.memory)
+
+
+def test_config_from_dict_complete_or_partial():
+    full = TileConfig.tiny().to_dict()
+    assert TileConfig.from_dict(full, complete=True) == TileConfig.tiny()
+    partial = {"lanes": 8}
+    assert TileConfig.from_dict(partial).lanes == 8              # defaults fill the rest
+    with pytest.raises(ConfigError, match="missing: streams"):
+        TileConfig.from_dict({"lanes": 8}, complete=True)
+
+
+def test_not_json():
+    with pytest.raises(ProgramError, match="not JSON"):
+        Program.from_json("{")
+
+
+@pytest.mark.parametrize("argv", [["--ppm", "nan", "0"], ["--beyond-spec", "--ppm", "-1000000", "0"],
+                                  ["--beyond-spec", "--ppm", "0", "inf"]])
+def test_c2c_rejects_clocks_it_cannot_simulate(capsys, argv):
+    """Checked before any build: a NaN or absurd clock offset is one line, exit 2."""
+    code = cli.main(["c2c", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot be simulated" in err and "100000 ppm" in err and "Traceback" not in err, err
