@@ -387,6 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hdl.synth import BOARDS
 
     from .demo_c2c import c2c_config
+    from .demo_tray import TRAY_H, TRAY_I
     from .runner import SIMULATORS
     c2c_cfg = c2c_config()
     ap = _Parser(prog="lpu", formatter_class=_Formatter,
@@ -403,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "write, with the reference output), and prints shape, predicted cycles,\n"
                                    "bounds and efficiency.",
                        epilog=NPZ_HELP + "\nexamples:\n  lpu compile --kind classic --H 64 --I 256\n"
-                              "  lpu compile --config tiny --H 8 --I 16 --batch 4 --out /tmp/ffn\n"
+                              "  lpu compile --config tiny --H 8 --I 16 --batch 2 --out /tmp/ffn\n"
                               "  lpu compile --weights ffn.npz --json")
     _ffn_options(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
@@ -472,8 +473,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("tray and FFN")
     g.add_argument("--tiles", type=_tiles, default=8, metavar="N", help="tiles in the tray: 2, 4 or 8 (default: 8)")
     g.add_argument("--kind", choices=("swiglu", "classic"), default="swiglu", help="FFN kind (default: swiglu)")
-    g.add_argument("--H", type=_positive, default=32, metavar="N", help="model width H (default: 32)")
-    g.add_argument("--I", type=_positive, default=64, metavar="N", help="intermediate width I (default: 64)")
+    g.add_argument("--H", type=_positive, default=TRAY_H, metavar="N",
+                   help=f"model width H (default: {TRAY_H}, which fits a tray of 2, 4 or 8 tiny tiles)")
+    g.add_argument("--I", type=_positive, default=TRAY_I, metavar="N", help=f"intermediate width I (default: {TRAY_I})")
     g.add_argument("--batch", type=_positive, default=1, metavar="B", help="batch columns, 1 = decode (default: 1)")
     g.add_argument("--seed", type=_nonneg, default=1,
                    help="seed of the weights, input, clocks and wire latencies (default: 1)")

@@ -1,6 +1,6 @@
 """`make sim-tray`: one FFN split across a tray of tiles, each on its own clock, on the RTL.
 
-    python -m sim.demo_tray [--tiles 2|4|8] [--kind swiglu|classic] [--H 32] [--I 64]
+    python -m sim.demo_tray [--tiles 2|4|8] [--kind swiglu|classic] [--H 16] [--I 32]
                             [--sim verilator|icarus] [--config tiny|default] [--seed N]
 
 Compiles the FFN for the tray (``firmware_gen/tray.py``), gives every tile a random clock
@@ -98,7 +98,10 @@ def tray_tile_config(preset: str) -> TileConfig:
     return dataclasses.replace(cfg, iq_depth=512) if preset == "tiny" else cfg
 
 
-def compile_tray(kind: str = "swiglu", H: int = 32, I: int = 64, tiles: int = 8, preset: str = "tiny",
+TRAY_H, TRAY_I = 16, 32     # the default FFN: larger than one tiny tile's SRAM, fits a tray of 2, 4 or 8
+
+
+def compile_tray(kind: str = "swiglu", H: int = TRAY_H, I: int = TRAY_I, tiles: int = 8, preset: str = "tiny",
                  seed: int = 1, batch: int = 1) -> CompiledTray:
     """Compile a random FFN (``compile_ffn.example_ffn``, from ``seed``) for a tray of
     ``tiles``; also the single tile's predicted cycles for the speed-up, when it fits one."""
@@ -187,8 +190,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.demo_tray", description=__doc__.splitlines()[0])
     ap.add_argument("--tiles", type=int, choices=TILE_COUNTS, default=8, help="tiles in the tray (default: 8)")
     ap.add_argument("--kind", choices=("swiglu", "classic"), default="swiglu", help="FFN kind (default: swiglu)")
-    ap.add_argument("--H", type=int, default=32, help="model width H (default: 32)")
-    ap.add_argument("--I", type=int, default=64, help="intermediate width I (default: 64)")
+    ap.add_argument("--H", type=int, default=TRAY_H, help=f"model width H (default: {TRAY_H})")
+    ap.add_argument("--I", type=int, default=TRAY_I, help=f"intermediate width I (default: {TRAY_I})")
     ap.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default: verilator)")
     ap.add_argument("--config", choices=PRESETS, default="tiny",
                     help="tile preset (default: tiny, so that eight tiles build in minutes)")
