@@ -267,6 +267,8 @@ def _check_shapes(kind, W1, W2, W3, b1, b2):
     if np.ndim(W1) != 2:
         raise NumericsError(f"W1 must be a 2-D I x H matrix, got shape {np.shape(W1)}")
     I, H = np.shape(W1)
+    if not I or not H:
+        raise NumericsError(f"W1 is {I}x{H}: an FFN needs H >= 1 and I >= 1")
     if np.shape(W2) != (H, I):
         raise NumericsError(f"W1 is {I}x{H} but W2 is {_shape(W2)}: W2 must be H x I = {H}x{I}")
     if kind == "swiglu":
@@ -363,7 +365,20 @@ class FfnSpec:
         shift)`` is :func:`quantise_scale` of ``in_scale * w_scale[row] / out_scale``.
         Classic biases that are None mean zero.
         """
+        xs = np.shape(x_calibration)
+        if np.ndim(W1) == 2 and xs and np.shape(W1)[1] != xs[-1] == np.shape(W1)[0]:
+            raise NumericsError(f"W1 is {np.shape(W1)[0]}x{np.shape(W1)[1]} but x has H = {xs[-1]} entries: "
+                                f"W1 must be I x H = {np.shape(W1)[1]}x{xs[-1]} (it looks transposed)")
         _check_shapes(kind, W1, W2, W3, b1, b2)
+        try:
+            with np.errstate(over="raise", invalid="raise"):
+                return cls._from_float(kind, W1, W2, W3, b1, b2, x_calibration, activation)
+        except FloatingPointError as e:
+            raise NumericsError(f"the float FFN does not fit float64 ({e}: the weights or x are too large to "
+                                f"calibrate; scale them down)") from None
+
+    @classmethod
+    def _from_float(cls, kind, W1, W2, W3, b1, b2, x_calibration, activation):
         W1, W2 = _finite(W1, "W1"), _finite(W2, "W2")
         I, H = W1.shape
         x = _finite(x_calibration, "x_calibration")
@@ -464,6 +479,10 @@ def error_report(y_int8, out_scale, y_float):
     yf = np.asarray(y_float, dtype=np.float64).ravel()
     if yq.shape != yf.shape:
         raise NumericsError(f"y_int8 has {yq.size} elements but y_float has {yf.size}")
+    with np.errstate(over="ignore"):
+        max_err = float(np.max(np.abs(yq - yf), initial=0.0))
+    big = max(float(np.max(np.abs(yq), initial=0.0)), float(np.max(np.abs(yf), initial=0.0)), 1.0)
+    yq, yf = yq / big, yf / big               # the cosine is scale-free; this keeps the norms finite
     nq, nf = np.linalg.norm(yq), np.linalg.norm(yf)
     cos = 1.0 if nq == nf == 0 else (0.0 if nq == 0 or nf == 0 else float(yq @ yf / (nq * nf)))
-    return {"cosine": cos, "max_abs_error": float(np.max(np.abs(yq - yf), initial=0.0))}
+    return {"cosine": cos, "max_abs_error": max_err}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -206,8 +207,8 @@ def cmd_compile(args) -> int:
     out = args.out or Path("build") / "lpu" / c.name
     files = c.save(out)
     if args.json:
-        print(json.dumps({"name": c.name, "dir": str(out), "files": files, "source": c.source,
-                          **c.manifest.summary()}, indent=1))
+        _print_json({"name": c.name, "dir": str(out), "files": files, "source": c.source,
+                          **c.manifest.summary()}, indent=1)
         return EXIT_OK
     print(f"compiled {c.name} -> {out}/")
     _print_table(summary_rows(c), sys.stdout)
@@ -222,7 +223,7 @@ def _testbench_failed(e: RuntimeError, args, human, setup_errors: tuple, **field
         raise e
     print(f"FAIL: {e}", file=human)
     if args.json:
-        print(json.dumps({**fields, "passed": False, "simulator": args.sim, "error": str(e)}))
+        _print_json({**fields, "passed": False, "simulator": args.sim, "error": str(e)})
     return EXIT_FAIL
 
 
@@ -241,7 +242,7 @@ def cmd_sim(args) -> int:
         return _testbench_failed(e, args, human, (SimSetupError, WavesError), program_dir=str(d))
     report["program_dir"] = str(d)
     if args.json:
-        print(json.dumps(report, indent=1))
+        _print_json(report, indent=1)
     return EXIT_OK if report["passed"] else EXIT_FAIL
 
 
@@ -272,8 +273,8 @@ def cmd_show(args) -> int:
     if args.asm:
         print(prog.disassemble(), end="", file=human)
     if args.json:
-        print(json.dumps({"chart": str(path), "bytes": path.stat().st_size, "program_dir": str(d),
-                          "seconds": round(secs, 2)}, indent=1))
+        _print_json({"chart": str(path), "bytes": path.stat().st_size, "program_dir": str(d),
+                          "seconds": round(secs, 2)}, indent=1)
     else:
         print(f"chart: {path} ({path.stat().st_size:,} bytes, {secs:.1f} s)")
     return EXIT_OK
@@ -317,9 +318,9 @@ def cmd_tray(args) -> int:
               + (f"; one tile: {ct.single} ({ct.single / man.cycles:.2f}x)" if ct.single else "")
               + f"; link capacity used: {man.c2c_share:.1%}", file=human)
         if args.json:
-            print(json.dumps({"ran": False, **ct.summary(), "per_tile": [
+            _print_json({"ran": False, **ct.summary(), "per_tile": [
                 {"tile": t, "predicted_cycles": m.cycles, "output_writes": len(m.writes), "vectors_sent": sent[t],
-                 "vectors_received": got[t]} for t, m in enumerate(man.tile)], **(chart or {})}, indent=1))
+                 "vectors_received": got[t]} for t, m in enumerate(man.tile)], **(chart or {})}, indent=1)
         return EXIT_OK
     progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=[man.cycles])
     try:
@@ -327,7 +328,7 @@ def cmd_tray(args) -> int:
     except RuntimeError as e:
         return _testbench_failed(e, args, human, (SimSetupError,), ran=True, **ct.summary())
     if args.json:
-        print(json.dumps({"ran": True, **report, **(chart or {})}, indent=1))
+        _print_json({"ran": True, **report, **(chart or {})}, indent=1)
     return EXIT_OK if report["passed"] else EXIT_FAIL
 
 
@@ -339,7 +340,7 @@ def cmd_c2c(args) -> int:
     report = run_c2c(args.sim, tuple(args.ppm), args.latency, args.vectors, args.spread, args.seed,
                      args.plot, args.beyond_spec, out=human, progress=progress)
     if args.json:
-        print(json.dumps(report, indent=1))
+        _print_json(report, indent=1)
     return EXIT_OK if report["passed"] else EXIT_FAIL
 
 
@@ -372,7 +373,7 @@ def cmd_synth(args) -> int:
     print(f"synthesising the {args.config} tile for {args.board} in {out} ...", file=human, flush=True)
     report = synth.synthesise(TileConfig.preset(args.config), args.board, Path(out), args.baud)
     if args.json:
-        print(json.dumps(report, indent=1))
+        _print_json(report, indent=1)
     else:
         print(synth.markdown(report))
         print(f"reports{' and bitstream' if report['placed'] else ''} in {out}")
@@ -383,6 +384,21 @@ def cmd_synth(args) -> int:
 
 
 # ---- the parser ------------------------------------------------------------------------------
+def _finite_json(v):
+    """``v`` with every NaN or infinite float replaced by None (strict JSON has neither)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _finite_json(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite_json(x) for x in v]
+    return v
+
+
+def _print_json(obj, indent=None):
+    print(json.dumps(_finite_json(obj), indent=indent, allow_nan=False))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from hdl.synth import BOARDS
 

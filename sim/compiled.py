@@ -179,6 +179,8 @@ def from_npz(path, cfg: TileConfig, kind: str | None = None, activation: str | N
     scales calibrated on ``x``); x itself is quantised to int8 with the calibrated scale.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ArtifactError(f"weights file {path} is a directory; give the .npz file in it")
     if not path.is_file():
         raise ArtifactError(f"weights file {path} does not exist")
     if not zipfile.is_zipfile(path):

@@ -4,6 +4,7 @@ error (exit 2 on the command line) naming what is wrong, never a traceback."""
 
 import json
 
+import numpy as np
 import pytest
 
 from lpu_arch import ConfigError, TileConfig
@@ -102,3 +103,47 @@ def test_c2c_rejects_clocks_it_cannot_simulate(capsys, argv):
     code = cli.main(["c2c", *argv])
     err = capsys.readouterr().err
     assert code == 2 and "cannot be simulated" in err and "100000 ppm" in err and "Traceback" not in err, err
+
+
+# ---- weights and numbers ---------------------------------------------------------------------
+def weights(tmp_path, scale=1.0, transpose=False, empty=False):
+    rng = np.random.default_rng(0)
+    H, I = (8, 0) if empty else (8, 16)
+    W1 = rng.normal(size=(I, H)) * scale
+    np.savez(tmp_path / "w.npz", W1=W1.T if transpose else W1, W2=rng.normal(size=(H, I)),
+             W3=rng.normal(size=(I, H)), x=rng.normal(size=H))
+    return tmp_path / "w.npz"
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: p, ["is a directory"]),
+    (lambda p: weights(p, transpose=True), ["W1 is 8x16", "looks transposed"]),
+    (lambda p: weights(p, empty=True), ["H >= 1 and I >= 1"]),
+    (lambda p: weights(p, scale=5e307), ["does not fit float64", "scale them down"]),
+])
+def test_bad_weights_are_named(tmp_path, capsys, make, words):
+    path = make(tmp_path)
+    code = cli.main(["compile", "--config", "tiny", "--weights", str(path), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and all(w in err for w in words), err
+
+
+def test_huge_weights_give_finite_numbers_and_strict_json(tmp_path, capsys):
+    """Weights x 1e300 still fit float64: the compile works and every number it reports,
+    the error against float included, is finite (strict JSON, no NaN)."""
+    from firmware_gen import archmodel
+    from firmware_gen.compile_ffn import output_matrix
+    code = cli.main(["compile", "--config", "tiny", "--weights", str(weights(tmp_path, 1e300)), "--json",
+                     "--out", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert code == 0
+    json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    c = CompiledFfn.load(tmp_path / "o")
+    y = output_matrix(c.manifest, archmodel.run(c.program).memory, c.config.lanes, c.manifest.H)
+    err = c.error_vs_float(y)
+    assert np.isfinite(err["cosine"]) and err["cosine"] > 0.99, err
+
+
+def test_json_output_never_holds_nan():
+    assert cli._finite_json({"a": float("nan"), "b": [1.0, float("inf")], "c": (2, "x")}) == \
+        {"a": None, "b": [1.0, None], "c": [2, "x"]}
