@@ -25,7 +25,7 @@ from sim.compiled import CompiledFfn
 from firmware_gen.numerics import ffn_int
 from lpu_arch.topology import Topology
 from firmware_gen.tray import compile_ffn_tray, tray_config
-from sim.demo_tray import tray_tile_config
+from sim.demo_tray import TRAY_H, TRAY_I, tray_tile_config
 from sim.progress import LogWatcher, ProgressPrinter
 
 from .helpers import SIMS
@@ -325,7 +325,7 @@ def test_progress_loaded_event(tmp_path):
 
 
 # ---- tray and c2c -----------------------------------------------------------------------------
-def _tray(tiles, preset="tiny", kind="swiglu", H=32, I=64, seed=1):
+def _tray(tiles, preset="tiny", kind="swiglu", H=TRAY_H, I=TRAY_I, seed=1):
     """The tray the command compiles for these options, compiled here from the compiler itself."""
     ex = example_ffn(kind, H, I, 1, seed=seed)
     programs, man = compile_ffn_tray(ex.spec, ex.x_int8, tray_config(tray_tile_config(preset), tiles), tiles)
