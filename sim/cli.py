@@ -291,7 +291,7 @@ def cmd_tray(args) -> int:
     human = sys.stderr if args.json else sys.stdout
     if args.window is not None and args.chart is None:
         raise CliError("--window limits the picture: give --chart FILE with it")
-    ct = compile_tray(args.kind, args.H, args.I, args.tiles, args.config, args.seed, args.batch)
+    ct = compile_tray(args.kind, args.H, args.I, args.tiles, args.config, args.seed, args.batch, args.clock_seed)
     man = ct.manifest
     chart = None
     if args.chart is not None:
@@ -322,9 +322,9 @@ def cmd_tray(args) -> int:
                 {"tile": t, "predicted_cycles": m.cycles, "output_writes": len(m.writes), "vectors_sent": sent[t],
                  "vectors_received": got[t]} for t, m in enumerate(man.tile)], **(chart or {})}, indent=1)
         return EXIT_OK
-    progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=[man.cycles])
+    progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=[man.cycles] * args.repeat)
     try:
-        report = run_tray_on_rtl(ct, args.sim, progress=progress, out=human)
+        report = run_tray_on_rtl(ct, args.sim, progress=progress, out=human, repeat=args.repeat)
     except RuntimeError as e:
         return _testbench_failed(e, args, human, (SimSetupError,), ran=True, **ct.summary())
     if args.json:
@@ -475,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "SXM, C2C) with a bar per issued instruction coloured by opcode, and every C2C\n"
                                    "transfer as an arrow from its SEND/SENDM to its RECV.  Unless --no-run, it\n"
                                    "then runs on the RTL with every tile on its own clock (random ppm within the\n"
-                                   "specification, random phases and wire latencies, all from --seed) and checks\n"
+                                   "specification, random phases and wire latencies, all from --clock-seed) and checks\n"
                                    "per tile every MEM write's cycle and value and the cycle count against the\n"
                                    "compiler and the multi-tile golden model, no link fault, and y bit-exact\n"
                                    "against the integer FFN.\n"
@@ -485,6 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "so that 8 tiles build in minutes on Verilator (in seconds on Icarus for 2).\n\n"
                               "examples:\n  lpu tray --no-run --config default --H 128 --I 512 --chart tray.svg\n"
                               "  lpu tray --tiles 2 --H 8 --I 16 --sim icarus --json > tray.json\n"
+                              "  lpu tray --tiles 2 --sim icarus --repeat 4    (4 clock draws: identical cycles, traces)\n"
                               "  lpu tray --tiles 4 --kind classic --chart tray.png")
     g = p.add_argument_group("tray and FFN")
     g.add_argument("--tiles", type=_tiles, default=8, metavar="N", help="tiles in the tray: 2, 4 or 8 (default: 8)")
@@ -493,8 +494,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"model width H (default: {TRAY_H}, which fits a tray of 2, 4 or 8 tiny tiles)")
     g.add_argument("--I", type=_positive, default=TRAY_I, metavar="N", help=f"intermediate width I (default: {TRAY_I})")
     g.add_argument("--batch", type=_positive, default=1, metavar="B", help="batch columns, 1 = decode (default: 1)")
-    g.add_argument("--seed", type=_nonneg, default=1,
-                   help="seed of the weights, input, clocks and wire latencies (default: 1)")
+    g.add_argument("--seed", type=_nonneg, default=1, help="seed of the weights and the input (default: 1)")
+    g.add_argument("--clock-seed", type=_nonneg, default=1,
+                   help="seed of every tile's clock (ppm, phase) and of the wire latencies (default: 1)")
+    g.add_argument("--repeat", type=_positive, default=1, metavar="N",
+                   help="run the same programs under N clock draws (one build) and print one line per\n"
+                        "draw: every tile's ppm and cycles and a digest of all traces (default: 1)")
     g.add_argument("--config", choices=("tiny", "default"), default="tiny", help="tile preset (default: tiny)")
     p.add_argument("--chart", type=_picture, default=None, metavar="FILE",
                    help="draw the tray's timeline to FILE, .svg or .png")

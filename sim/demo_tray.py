@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
+import json
 import random
 import sys
 import time
@@ -55,19 +57,24 @@ class CompiledTray:
     programs: list
     manifest: TrayManifest
     single: int | None        # predicted cycles of the same FFN on one tile (None: it does not fit)
+    clock_seed: int = 1       # the wire latencies and every clock draw (ppm, phase) come from it
 
     @property
     def y_int8(self) -> np.ndarray:
         """The reference output: the integer FFN (``numerics.ffn_int``)."""
         return ffn_int(self.spec, self.x)
 
-    def clocks(self) -> tuple[dict, list]:
-        """``(latency per link pair, ppm per tile)``: random within the specification, from
-        the seed (so a run is repeatable)."""
-        rng = random.Random(self.seed)
-        lat = {p: rng.randint(self.cfg.link_latency_min, self.cfg.link_latency_max) for p in self.topo.pairs}
-        ppm = [rng.uniform(-self.cfg.max_ppm, self.cfg.max_ppm) for _ in range(self.tiles)]
-        return lat, ppm
+    def latencies(self) -> dict:
+        """Wire latency per link pair, random in the declared range from ``clock_seed``
+        (a build parameter: one per simulator build)."""
+        rng = random.Random(self.clock_seed)
+        return {p: rng.randint(self.cfg.link_latency_min, self.cfg.link_latency_max) for p in self.topo.pairs}
+
+    def clocks(self, draw: int = 0) -> list:
+        """Clock draw ``draw``: every tile's ppm, random within the specification, from
+        ``clock_seed`` (the phases come from the same draw, ``system_run``)."""
+        rng = random.Random(f"{self.clock_seed}/{draw}")
+        return [rng.uniform(-self.cfg.max_ppm, self.cfg.max_ppm) for _ in range(self.tiles)]
 
     def describe(self) -> list[str]:
         """Two lines: the tray, and the FFN with its traffic."""
@@ -82,7 +89,8 @@ class CompiledTray:
         """The compilation as JSON-able data."""
         man = self.manifest
         return {"tiles": self.tiles, "kind": self.kind, "H": self.H, "I": self.I, "batch": self.batch,
-                "config": self.preset, "seed": self.seed, "links": len(self.topo.pairs),
+                "config": self.preset, "seed": self.seed, "clock_seed": self.clock_seed,
+                "links": len(self.topo.pairs),
                 "predicted_cycles": man.cycles, "per_tile_predicted_cycles": [m.cycles for m in man.tile],
                 "transfers": man.transfers, "min_distance": man.min_distance, "c2c_share": round(man.c2c_share, 4),
                 "single_tile_cycles": self.single,
@@ -102,7 +110,7 @@ TRAY_H, TRAY_I = 16, 32     # the default FFN: larger than one tiny tile's SRAM,
 
 
 def compile_tray(kind: str = "swiglu", H: int = TRAY_H, I: int = TRAY_I, tiles: int = 8, preset: str = "tiny",
-                 seed: int = 1, batch: int = 1) -> CompiledTray:
+                 seed: int = 1, batch: int = 1, clock_seed: int = 1) -> CompiledTray:
     """Compile a random FFN (``compile_ffn.example_ffn``, from ``seed``) for a tray of
     ``tiles``; also the single tile's predicted cycles for the speed-up, when it fits one."""
     base = tray_tile_config(preset)
@@ -115,12 +123,15 @@ def compile_tray(kind: str = "swiglu", H: int = TRAY_H, I: int = TRAY_I, tiles: 
     except CompileError:
         single = None
     x = np.atleast_2d(np.asarray(ex.x_int8))
-    return CompiledTray(kind, H, I, batch, tiles, preset, seed, base, cfg, topo, ex.spec, x, programs, man, single)
+    return CompiledTray(kind, H, I, batch, tiles, preset, seed, base, cfg, topo, ex.spec, x, programs, man, single,
+                        clock_seed)
 
 
-def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out=None) -> dict:
+def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out=None, repeat: int = 1) -> dict:
     """Run a compiled tray on the RTL (``hdl/system.py``: every tile on its own clock, random
-    ppm, phases and wire latencies from the seed, ``CompiledTray.clocks``) and check it.
+    ppm, phases and wire latencies from ``clock_seed``, ``CompiledTray.clocks``) and check it.
+    ``repeat``: run the same programs under that many clock draws in one build and check
+    that every tile's cycles and trace are identical in every draw (determinism).
 
     Per tile, against the multi-tile golden model (``archmodel.run_system``) and the
     compiler's manifest: every MEM write (cycle, slice, address, value), the cycle count
@@ -137,15 +148,17 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
         print(*a, file=out, flush=True)
 
     gold = archmodel.run_system(ct.programs, ct.topo.peer, man.min_distance)
-    lat, ppm = ct.clocks()
+    lat, ppm = ct.latencies(), ct.clocks()
     for line in ct.describe():
         say(line)
     t0 = time.perf_counter()
     say(f"building the tray for {sim} ...")
     tray = SystemSim(cfg, tiles, lat, sim)
     say(f"  built in {time.perf_counter() - t0:.1f} s ({tray.build_dir})")
-    res = tray.run([system_run(ct.programs, ppm, name="tray", seed=ct.seed)], name="demo-tray",
-                   progress=progress)[0]
+    draws = [ct.clocks(k) for k in range(repeat)]
+    runs = tray.run([system_run(ct.programs, p, name=f"tray{k}", seed=ct.clock_seed * 1000 + k)
+                     for k, p in enumerate(draws)], name="demo-tray", progress=progress)
+    res = runs[0]
 
     say(f"\n{'tile':>4} {'ppm':>9} {'cycles':>7} {'predicted':>9} {'writes':>6}  {'link faults':<12} "
         "writes and cycles as predicted")
@@ -176,13 +189,30 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
     say(f"HAC error over the run: {lo:+.2f} .. {hi:+.2f} cycles")
     say(f"bit-exact vs integer FFN: {'PASS' if exact else 'FAIL'}")
     verdict = all(r["passed"] for r in rows) and exact
+    repeats = []
+    if repeat > 1:
+        say(f"\n{'draw':>4}  {'ppm per tile':<{9 * tiles}}  {'cycles per tile':<{5 * tiles}}  trace digest")
+        for k, (p, r) in enumerate(zip(draws, runs)):
+            cyc = [o["cycles"] for o in r["tiles"]]
+            trace = json.dumps([[o["cycles"], o["events"]] for o in r["tiles"]])
+            digest = hashlib.sha1(trace.encode()).hexdigest()[:12]
+            ok = not any(check_run(o, gold[t], m.writes, m.cycles, predicted_busy=m.busy)
+                         for t, (o, m) in enumerate(zip(r["tiles"], man.tile)))
+            repeats.append({"draw": k, "ppm": [round(v, 3) for v in p], "cycles": cyc, "digest": digest,
+                            "passed": ok})
+            say(f"{k:>4}  {' '.join(f'{v:+8.1f}' for v in p):<{9 * tiles}}  "
+                f"{' '.join(f'{c:>4}' for c in cyc):<{5 * tiles}}  {digest}{'' if ok else '  NOT as predicted'}")
+        same = len({r["digest"] for r in repeats}) == 1
+        say(f"{repeat} clock draws: every tile's cycles and trace {'identical' if same else 'DIFFER'}")
+        verdict = verdict and same and all(r["passed"] for r in repeats)
     say(f"\n{'PASS' if verdict else 'FAIL'}: FFN on {tiles} tiles ({sim}), every tile's writes and "
         f"cycles {'as predicted' if verdict else 'checked (see above)'}")
     return {"passed": verdict, "simulator": sim, **ct.summary(), "cycles": cycles,
             "latency": {f"{a}-{b}": v for (a, b), v in sorted(lat.items())},
             "hac_error": [round(lo, 3), round(hi, 3)],
             "sac_skew": [round(v, 3) for v in res["sac_skew"]] if res.get("sac_skew") else None,
-            "tile": rows, "bit_exact": exact, "y": y.tolist(), "run_seconds": round(res["wall_run_s"], 3),
+            "tile": rows, "bit_exact": exact, "y": y.tolist(), "repeats": repeats,
+            "run_seconds": round(res["wall_run_s"], 3),
             "build_dir": str(tray.build_dir)}
 
 

@@ -379,7 +379,8 @@ def test_eight_default_tiles_render_in_seconds(tmp_path):
 @pytest.mark.sim
 @pytest.mark.skipif("icarus" not in SIMS, reason="the tray's system builds in seconds on Icarus")
 def test_tray_runs_on_two_tiles(capsys, tmp_path):
-    code, text, err = run(capsys, "tray", "--tiles", "2", "--H", "8", "--I", "16", "--sim", "icarus", "--json")
+    code, text, err = run(capsys, "tray", "--tiles", "2", "--H", "8", "--I", "16", "--sim", "icarus", "--json",
+                          "--repeat", "3")
     r = json.loads(text)
     ex, programs, man = _tray(2, H=8, I=16)
     gold = archmodel.run_system(programs, Topology(2).peer, man.min_distance)
@@ -388,7 +389,23 @@ def test_tray_runs_on_two_tiles(capsys, tmp_path):
     assert all(t["writes_as_predicted"] and t["writes"] == len(m.writes) and not t["link_faults"]
                for t, m in zip(r["tile"], man.tile))
     assert r["bit_exact"] and r["y"] == ffn_int(ex.spec, ex.x_int8).tolist()
-    assert "[icarus] job 1/1 loaded in" in err and "PASS: FFN on 2 tiles" in err
+    assert "[icarus] job 1/3 loaded in" in err and "PASS: FFN on 2 tiles" in err
+    # Three clock draws (different ppm and phases), one digest: the same cycles and traces.
+    reps = r["repeats"]
+    assert len(reps) == 3 and len({tuple(d["ppm"]) for d in reps}) == 3, reps
+    assert len({d["digest"] for d in reps}) == 1 and all(d["passed"] for d in reps), reps
+    assert all(d["cycles"] == [m.cycles for m in man.tile] for d in reps)
+    assert "3 clock draws: every tile's cycles and trace identical" in err
+
+
+def test_tray_seeds_are_separate():
+    """--seed draws the weights and input, --clock-seed the clocks and wires."""
+    from sim.demo_tray import compile_tray
+    a, b, c = (compile_tray(tiles=2, H=8, I=16, seed=s, clock_seed=k) for s, k in ((1, 1), (2, 1), (1, 2)))
+    assert a.clocks() == b.clocks() and a.latencies() == b.latencies()
+    assert (a.x != b.x).any()
+    assert a.clocks() != c.clocks() and (a.x == c.x).all()
+    assert a.clocks(0) != a.clocks(1)
 
 
 @pytest.mark.sim
