@@ -2,7 +2,8 @@
 
 Outside the deterministic datapath (it only feeds the host bridge), so valid/ready
 handshakes are fine here.  Amaranth 0.5 ships no UART; these are small and sim-tested
-through the bridge test (``tests/test_host_bridge.py``).
+through the bridge tests (``tests/test_host_bridge.py`` over cocotb,
+``tests/test_uart_bridge.py`` in Amaranth's simulator, framing errors included).
 """
 
 from amaranth import Module, Signal
@@ -38,13 +39,20 @@ class UartTx(wiring.Component):
 
 class UartRx(wiring.Component):
     """Members: ``rx`` (In(1)), ``data`` (Out stream of bytes; a byte not taken before the
-    next one arrives is lost and ``overrun`` is set, sticky)."""
+    next one arrives is lost and ``overrun`` is set, sticky), ``frame_error`` (Out(1): a
+    one-cycle pulse, in place of ``data.valid``, for a byte whose stop bit sampled low;
+    that byte is dropped).
+
+    A falling edge starts a byte only if the line is still low half a bit time later (the
+    middle of the start bit); a shorter low glitch is ignored.  Bits are sampled in their
+    middle: data bit ``i`` ``1.5 + i`` bit times after the falling edge, the stop bit 9.5."""
 
     def __init__(self, divisor: int):
         if divisor < 4:
             raise ValueError(f"UART divisor must be at least 4 clock cycles per bit, got {divisor}")
         self.divisor = divisor
-        super().__init__({"rx": In(1, init=1), "data": Out(stream.Signature(8)), "overrun": Out(1)})
+        super().__init__({"rx": In(1, init=1), "data": Out(stream.Signature(8)), "overrun": Out(1),
+                          "frame_error": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -52,16 +60,27 @@ class UartRx(wiring.Component):
         sync_rx = Signal(2, init=0b11)
         m.d.sync += sync_rx.eq((sync_rx << 1) | self.rx)
         line = sync_rx[1]
-        timer = Signal(range(self.divisor + self.divisor // 2))
+        half = self.divisor // 2
+        timer = Signal(range(self.divisor))
         bits = Signal(range(10))
         shreg = Signal(8)
         with m.If(self.data.valid & self.data.ready):
             m.d.sync += self.data.valid.eq(0)
+        m.d.sync += self.frame_error.eq(0)
         with m.FSM():
             with m.State("IDLE"):
-                with m.If(~line):   # start bit: sample the first data bit 1.5 bit times later
-                    m.d.sync += [timer.eq(self.divisor + self.divisor // 2 - 1), bits.eq(8)]
-                    m.next = "DATA"
+                with m.If(~line):   # a falling edge: check the start bit in its middle
+                    m.d.sync += timer.eq(half - 1)
+                    m.next = "START"
+            with m.State("START"):
+                with m.If(timer == 0):
+                    with m.If(~line):   # a start bit: the first data bit is one bit time on
+                        m.d.sync += [timer.eq(self.divisor - 1), bits.eq(8)]
+                        m.next = "DATA"
+                    with m.Else():      # a glitch
+                        m.next = "IDLE"
+                with m.Else():
+                    m.d.sync += timer.eq(timer - 1)
             with m.State("DATA"):
                 with m.If(timer == 0):
                     m.d.sync += [shreg.eq((line << 7) | (shreg >> 1)), bits.eq(bits - 1),
@@ -76,6 +95,8 @@ class UartRx(wiring.Component):
                         m.d.sync += [self.data.payload.eq(shreg), self.data.valid.eq(1)]
                         with m.If(self.data.valid & ~self.data.ready):
                             m.d.sync += self.overrun.eq(1)
+                    with m.Else():     # framing error: the byte is dropped
+                        m.d.sync += self.frame_error.eq(1)
                     m.next = "IDLE"
                 with m.Else():
                     m.d.sync += timer.eq(timer - 1)
