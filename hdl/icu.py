@@ -3,6 +3,12 @@
 Implements the timing rules of ``lpu_arch/isa.py``: one data instruction per cycle,
 ``NOP n`` waits n cycles, ``REPEAT n, d, stride`` re-issues the last data instruction n
 times every d cycles with its address advanced by ``stride``.
+
+Illegal words: an opcode the slice kind does not execute, or a legal opcode with a bit set
+that it does not use (``isa.USED_FIELDS``: a field it has no use for, the bits above a
+named operand's width, an unknown flag), raises the sticky ``illegal`` and halts the
+queue instead of issuing.  The check is one constant mask per legal opcode
+(``isa.used_word_mask``), generated from the ISA table.
 """
 
 from amaranth import Module, Mux, Signal
@@ -10,7 +16,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from lpu_arch.isa import DATA_OPS, SLICE_OPS, Op
+from lpu_arch.isa import DATA_OPS, INSTR_BITS, SLICE_OPS, Op, used_word_mask
 
 from .layouts import field_shape, host_signature, instr_layout, issue_signature
 
@@ -33,10 +39,11 @@ class InstructionQueue(wiring.Component):
     issue : Out(issue_signature)
         The instruction issued this cycle (combinational from the instruction memory).
     halted : Out(1)
-        Set the cycle after HALT (or an illegal opcode) is decoded.
+        Set the cycle after HALT (or an illegal word) is decoded.
     illegal : Out(1)
-        Sticky until the next ``start``: an opcode not legal for this slice kind was
-        decoded (the queue halts).
+        Sticky until the next ``start``, set the cycle after an illegal word is decoded
+        (the queue halts; nothing issues): an opcode not legal for this slice kind, or a
+        nonzero bit its opcode does not use (``isa.USED_FIELDS``).
     host : In(host_signature)
         Host access to the queue's memory: word ``2*i`` is the low half of instruction
         ``i``, ``2*i+1`` the high half.  Reads have one cycle of latency.
@@ -85,6 +92,15 @@ class InstructionQueue(wiring.Component):
         m.d.comb += self.host.rdata.eq(Mux(word_q, rd.data[32:64], rd.data[0:32]))
 
         legal = SLICE_OPS[self.kind]
+        # junk: the word at pc is a legal opcode with a bit set that the opcode does not use
+        # (isa.USED_FIELDS); one constant mask compare per legal opcode.  An opcode that is
+        # not legal here falls to the Default case below instead.
+        junk = Signal()
+        with m.Switch(head.op):
+            for op in sorted(legal):
+                unused = ~used_word_mask(op) & ((1 << INSTR_BITS) - 1)
+                with m.Case(op):
+                    m.d.comb += junk.eq((head.as_value() & unused).any())
         m.d.comb += pc_next.eq(pc)
         m.d.sync += pc.eq(pc_next)
 
@@ -102,6 +118,8 @@ class InstructionQueue(wiring.Component):
             with m.Elif(in_rep):
                 m.d.comb += [rep_active.eq(1), cur_left.eq(rep_left), cur_timer.eq(rep_timer),
                              cur_delay.eq(rep_delay), cur_stride.eq(rep_stride)]
+            with m.Elif(junk):
+                m.d.sync += [self.halted.eq(1), self.illegal.eq(1)]
             with m.Else():
                 with m.Switch(head.op):
                     with m.Case(Op.HALT):

@@ -13,12 +13,18 @@ Every instruction is one 64-bit word::
     12-31  addr     MEM vector address (REPEAT: signed address stride; see OPERANDS)
     32-47  count    NOP: cycles; REPEAT: repetitions (see OPERANDS)
     48-55  delay    REPEAT: cycles between repetitions (see OPERANDS)
-    56-63  aux      flags of MM and VOP (FLAGS); must be 0 for every other opcode
+    56-63  aux      flags of MM, VOP and the SXM ops (FLAGS); must be 0 for every other opcode
 
 The compute instructions (LW, MM, LX, VOP) put named operands into these fields;
 ``OPERANDS`` lists where, and ``docs/isa.md`` gives their meaning.  REPEAT advances the
 whole ``addr`` field by its stride, so for MM (``addr = acc | slot << 10``) a stride of
 1 steps the accumulator row, 1024 the x slot, 1025 both.
+
+``USED_FIELDS`` says which bits of which field each opcode uses; every other bit of the
+word must be 0.  ``Instr.checked`` (hence the assembler, ``Instr.decode``, the
+disassembler and the image loader) rejects a word with such a bit set, and the hardware
+(``hdl/icu.py``) raises ILLEGAL_OP and halts that queue, as for an opcode the slice does
+not execute.
 
 Timing (all in cycles of the tile clock; "issue" is the cycle the instruction queue
 hands the instruction to its slice):
@@ -174,6 +180,47 @@ FLAGS = {Op.MM: MMFlag, Op.VOP: VopFlag, Op.SHIFT: SxmFlag, Op.PERM: SxmFlag, Op
          Op.TRO: SxmFlag}
 
 
+def field_mask(name: str) -> int:
+    """All the bits of field ``name``, as a mask within the field."""
+    return (1 << FIELD[name][1]) - 1
+
+
+def _used_fields() -> dict:
+    used = {
+        Op.HALT: {},
+        Op.NOP: {"count": field_mask("count")},
+        Op.REPEAT: {"addr": field_mask("addr"), "count": field_mask("count"), "delay": field_mask("delay")},
+        Op.READ: {"dir": field_mask("dir"), "stream": field_mask("stream"), "addr": field_mask("addr")},
+        Op.WRITE: {"dir": field_mask("dir"), "stream": field_mask("stream"), "addr": field_mask("addr")},
+    }
+    for op, spec in OPERANDS.items():
+        masks = {} if op in NO_STREAM_OPS else {"dir": field_mask("dir"), "stream": field_mask("stream")}
+        for field, lsb, width in spec.values():
+            masks[field] = masks.get(field, 0) | ((1 << width) - 1) << lsb
+        if op in FLAGS:
+            masks["aux"] = int(sum(FLAGS[op]))
+        used[op] = masks
+    assert set(used) == set(Op), "every opcode needs an entry in USED_FIELDS"
+    order = [name for name, *_ in FIELDS]
+    return {op: dict(sorted(m.items(), key=lambda kv: order.index(kv[0]))) for op, m in used.items()}
+
+
+# The bits each opcode uses, per field: op -> {field: mask within the field}.  A field an
+# opcode does not list is unused: all its bits must be 0, as must every bit outside the
+# listed mask (the junk above a named operand's width, an unknown flag).  Derived from
+# OPERANDS and FLAGS for the compute instructions; the hardware decoder is generated
+# from this table (``used_word_mask``).
+USED_FIELDS = _used_fields()
+
+
+def used_word_mask(op: Op) -> int:
+    """The bits of a 64-bit instruction word that ``op`` may set (its op field included)."""
+    word = field_mask("op") << FIELD["op"][0]
+    for field, mask in USED_FIELDS[op].items():
+        word |= mask << FIELD[field][0]
+    return word
+
+
 @dataclass(frozen=True)
 class Instr:
     op: Op
@@ -203,7 +250,7 @@ class Instr:
 
     @classmethod
     def halt(cls) -> "Instr":
-        return cls(Op.HALT)
+        return cls(Op.HALT).checked()
 
     @classmethod
     def lw(cls, stream: int, dir: int, n: int, delay: int = 0) -> "Instr":
@@ -256,23 +303,22 @@ class Instr:
                 raise IsaError(f"direction must be 0 (east) or 1 (west), got {self.dir}")
             if not 0 <= self.addr < (1 << ADDR_BITS):
                 raise IsaError(f"address must be in 0..{(1 << ADDR_BITS) - 1}, got {self.addr}")
+        used = USED_FIELDS[self.op]
         if self.op in FLAGS:
-            known = sum(FLAGS[self.op])
-            if self.aux & ~known:
-                raise IsaError(f"{self.op.name} flags {self.aux:#x} set unknown bits; known flags are "
-                               f"{', '.join(f.name for f in FLAGS[self.op])}")
+            if self.aux & ~used["aux"]:
+                raise IsaError(f"{self.op.name} flags {self.aux:#x} set unknown bits {self.aux & ~used['aux']:#x} "
+                               f"of field aux; known flags are {', '.join(f.name for f in FLAGS[self.op])}")
         elif self.aux:
             raise IsaError(f"{self.op.name} takes no flags (aux must be 0), got {self.aux:#x}")
-        if self.op in OPERANDS:
-            for fname in ("addr", "count", "delay"):
-                used = sum(((1 << w) - 1) << lsb for f, lsb, w in OPERANDS[self.op].values() if f == fname)
-                if getattr(self, fname) & ~used:
-                    raise IsaError(f"{self.op.name} uses no bits {getattr(self, fname) & ~used:#x} of field "
-                                   f"{fname} (they must be 0)")
+        for fname, _, _, _ in FIELDS[1:]:
+            value = getattr(self, fname)
+            if self.op == Op.REPEAT and fname == "addr":
+                value &= field_mask("addr")     # a signed stride (its range is checked above)
+            junk = value & ~used.get(fname, 0)
+            if junk:
+                raise IsaError(f"{self.op.name} uses no bits {junk:#x} of field {fname} (they must be 0)")
         if self.op == Op.VOP and self.aux & VopFlag.ADD and self.aux & VopFlag.GATE:
             raise IsaError("VOP flags ADD and GATE both use B; set one of them")
-        if self.op in NO_STREAM_OPS and (self.stream or self.dir):
-            raise IsaError(f"{self.op.name} uses no stream (stream and dir must be 0)")
         if self.op == Op.LW and self.operand("n") < 1:
             raise IsaError("LW needs n >= 1 rows per cycle")
         return self
@@ -406,4 +452,4 @@ class Instr:
                 raise IsaError(f"REPEAT takes n, d[, stride], got {len(args)} operand(s) in {text!r}")
             return cls.repeat(num(args[0]), num(args[1]), num(args[2]) if len(args) == 3 else 0)
         nargs(0)
-        return cls(op)
+        return cls(op).checked()
