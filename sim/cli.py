@@ -227,23 +227,66 @@ def _testbench_failed(e: RuntimeError, args, human, setup_errors: tuple, **field
     return EXIT_FAIL
 
 
+def _checked(prog, unchecked: bool, human) -> None:
+    """The static program checker (``firmware_gen.check``) before the host loads ``prog``:
+    a problem is one error naming it (and how many more), unless ``--unchecked``."""
+    from firmware_gen.check import check_program
+    problems = check_program(prog)
+    if problems and not unchecked:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise CliError(f"the program fails the static check: {problems[0]}{more}; --unchecked runs it anyway")
+    for p in problems:
+        print(f"warning: {p}", file=human)
+
+
 def cmd_sim(args) -> int:
-    from .demo import run_ffn_on_rtl
+    from firmware_gen import archmodel
+
+    from .demo import run_ffn_on_rtl, run_program_on_rtl
     from .progress import ProgressPrinter
     from .runner import SimSetupError
     from .waves import WavesError
     human = sys.stderr if args.json else sys.stdout
-    c, _, d = _load_or_compile(args)
-    progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=[c.manifest.cycles])
+    c, prog, d = _load_or_compile(args, need_manifest=False)
+    _checked(prog, args.unchecked, human)
+    expected = [c.manifest.cycles if c else archmodel.run(prog).cycles]
+    progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=expected)
     try:
-        report = run_ffn_on_rtl(c, args.sim, args.waves, waves_dir=d / "waves" if args.waves else None,
-                                progress=progress, out=human)
+        if c is None:
+            report = run_program_on_rtl(prog, args.sim, args.waves, waves_dir=d / "waves" if args.waves else None,
+                                        progress=progress, out=human, checked=not args.unchecked)
+        else:
+            report = run_ffn_on_rtl(c, args.sim, args.waves, waves_dir=d / "waves" if args.waves else None,
+                                    progress=progress, out=human, checked=not args.unchecked)
     except RuntimeError as e:
         return _testbench_failed(e, args, human, (SimSetupError, WavesError), program_dir=str(d))
     report["program_dir"] = str(d)
     if args.json:
         _print_json(report, indent=1)
     return EXIT_OK if report["passed"] else EXIT_FAIL
+
+
+def cmd_asm(args) -> int:
+    from firmware_gen.program import Program
+    from lpu_arch.config import TileConfig
+    src = Path(args.file)
+    if not src.is_file():
+        raise CliError(f"{src} is not a file of assembly text")
+    prog = Program.assemble(TileConfig.preset(args.config), src.read_text())
+    out = Path(args.out or Path("build") / "lpu" / src.stem)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "program.json").write_text(prog.to_json())
+    from firmware_gen.check import check_program
+    problems = check_program(prog)
+    human = sys.stderr if args.json else sys.stdout
+    print(f"assembled {src} -> {out}/program.json ({sum(len(q) for q in prog.queues.values())} instructions, "
+          f"{args.config} tile); static check: {'clean' if not problems else f'{len(problems)} problem(s)'}",
+          file=human)
+    for p in problems:
+        print(f"  {p}", file=human)
+    if args.json:
+        _print_json({"program": str(out / "program.json"), "problems": [str(p) for p in problems]}, indent=1)
+    return EXIT_OK
 
 
 def cmd_show(args) -> int:
@@ -384,6 +427,11 @@ def cmd_synth(args) -> int:
 
 
 # ---- the parser ------------------------------------------------------------------------------
+def TileConfig_presets():
+    from lpu_arch.config import TileConfig
+    return TileConfig.PRESETS[:2]
+
+
 def _finite_json(v):
     """``v`` with every NaN or infinite float replaced by None (strict JSON has neither)."""
     if isinstance(v, float):
@@ -442,8 +490,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a directory written by lpu compile (else compile from the FFN options)")
     _ffn_options(p)
     p.add_argument("--waves", action="store_true", help="record waveforms and write a GTKWave view")
+    p.add_argument("--unchecked", action="store_true",
+                   help="run a program that fails the static check anyway (its problems are printed)")
     _rtl_run_options(p, "print the result as JSON on stdout (the table goes to stderr)")
     p.set_defaults(func=cmd_sim)
+
+    p = sub.add_parser("asm", formatter_class=_Formatter, help="assemble a hand-written program",
+                       description="Assemble text (``[SLICE]`` headers, one instruction per line, # comments;\n"
+                                   "docs/isa.md) into DIR/program.json for lpu sim and lpu show, and run the\n"
+                                   "static checker on it (firmware_gen/check.py: values lost on a stream,\n"
+                                   "reads of undriven streams, addresses, queue sizes).",
+                       epilog="A program directory without manifest.json runs against the golden model alone:\n"
+                              "  lpu asm copy.s --config tiny --out /tmp/copy && lpu sim /tmp/copy --sim icarus")
+    p.add_argument("file", type=Path, metavar="FILE", help="assembly text")
+    p.add_argument("--config", choices=TileConfig_presets(), default="tiny", help="tile preset (default: tiny)")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR", help="directory (default: build/lpu/<FILE stem>)")
+    p.add_argument("--json", action="store_true", help="print the program path and problems as JSON")
+    p.set_defaults(func=cmd_asm)
 
     p = sub.add_parser("show", formatter_class=_Formatter, help="draw the schedule of a program",
                        description="Draw a compiled program's schedule (SVG or PNG by the file name):\n"
@@ -597,8 +660,9 @@ def main(argv=None) -> int:
     from .compiled import ArtifactError
     from .runner import SimSetupError
     from .waves import WavesError
+    from firmware_gen.check import CheckError
     user_errors = (CliError, CompileError, ConfigError, NumericsError, ProgramError, IsaError, ArtifactError,
-                   ChartError, SimSetupError, WavesError, SynthError)
+                   ChartError, SimSetupError, WavesError, SynthError, CheckError)
     try:
         return args.func(args)
     except user_errors as e:

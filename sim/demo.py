@@ -63,7 +63,7 @@ def build_tile(cfg, sim: str, waves: bool = False, out=None) -> TileSim:
 
 
 def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=None, progress=None,
-                   out=None) -> dict:
+                   out=None, checked: bool = True) -> dict:
     """Run a compiled FFN (``sim.compiled.CompiledFfn``) on the RTL tile and check it.
 
     Checks (``scoreboard.check_run``), against the golden model (``archmodel.run``) and
@@ -85,7 +85,7 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
         f"(padded to {man.padded[0]}x{man.padded[1]}), {man.weight_vectors * cfg.lanes} weight bytes")
     gold = archmodel.run(prog)
     tile = build_tile(cfg, sim, waves, out)
-    res = tile.run([job(prog, name=c.name or "ffn", read_back=output_rows(man))], name="ffn",
+    res = tile.run([job(prog, name=c.name or "ffn", read_back=output_rows(man), checked=checked)], name="ffn",
                    progress=progress)[0]
     problems = check_run(res, gold, manifest=man, y=c.y_int8)
     # y as the SRAM holds it after the run (read back over the host bus), not as traced.
@@ -150,6 +150,43 @@ def run_ffn(cfg, args) -> int:
     c = from_example(cfg, args.kind, args.H, args.I, args.batch, seed=args.seed, preset=args.config)
     progress = ProgressPrinter(args.sim, expected=[c.manifest.cycles])
     return 0 if run_ffn_on_rtl(c, args.sim, args.waves, progress=progress)["passed"] else 1
+
+
+def run_program_on_rtl(prog, sim: str = "verilator", waves: bool = False, waves_dir=None, progress=None,
+                       out=None, checked: bool = True) -> dict:
+    """Run any program (one without a compiler's manifest, e.g. from ``lpu asm``) on the RTL
+    tile and check it against the golden model alone (``archmodel.run``): every MEM write
+    (cycle, slice, address, value) as traced, the cycle count, the busy counters, the final
+    SRAM of every slice the program writes (read back) and the fault flags.  Prints a short
+    report on ``out`` and returns it as a dict whose ``passed`` is the verdict."""
+    out = out or sys.stdout
+    cfg = prog.config
+
+    def say(*a):
+        print(*a, file=out, flush=True)
+
+    gold = archmodel.run(prog)
+    written = sorted({e.slice for e in gold.events})
+    rows = {n: sorted({e.addr for e in gold.events if e.slice == n}) for n in written}
+    tile = build_tile(cfg, sim, waves, out)
+    res = tile.run([job(prog, name="program", read_back=rows, checked=checked)], name="program",
+                   progress=progress)[0]
+    problems = check_run(res, gold)
+    verdict = not problems
+    say(f"\ncycles {res['cycles']} (golden model {gold.cycles}), {len(res['events'])} MEM writes "
+        f"(golden model {len(gold.events)}), {sum(len(r) for r in rows.values())} rows read back")
+    for p in problems:
+        say("  " + p)
+    say(f"\n{'PASS' if verdict else 'FAIL'}: program on {sim}, {res['cycles']} cycles, "
+        f"{'every write and cycle as the golden model' if verdict else 'checked (see above)'}")
+    report = {"passed": verdict, "simulator": sim, "cycles": res["cycles"], "golden_model_cycles": gold.cycles,
+              "writes": len(res["events"]), "problems": problems, "build_dir": str(tile.build_dir)}
+    if waves:
+        from .waves import save_waves
+        dump, view = save_waves(tile, cfg, waves_dir)
+        report["waves"] = {"dump": str(dump), "gtkw": str(view)}
+        say(f"waveform: {dump}\nGTKWave view (signals grouped by slice): gtkwave {view}")
+    return report
 
 
 def run_copy(cfg, args) -> int:

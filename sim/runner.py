@@ -178,10 +178,18 @@ def _run(sim_obj, test_module: str, spec: dict, name: str, timescale, watch=None
 
 
 def job(program: Program, name: str = "", read_back=None, timeout_cycles: int = 1_000_000,
-        read_vxm: bool = False) -> dict:
+        read_vxm: bool = False, checked: bool = True) -> dict:
     """A job for ``TileSim.run``: the program's binary images, memory images, VXM parameters
     and activation table (the testbench writes only what differs from what the tile holds).
-    ``read_vxm`` reads the VXM's parameter and table words back after the run."""
+    ``read_vxm`` reads the VXM's parameter and table words back after the run.  The program
+    must pass the static checker (``firmware_gen.check``: no value lost on a stream, no
+    read of an undriven stream, ...), else ``CheckError``; ``checked=False`` loads it anyway
+    (to provoke a fault on purpose)."""
+    if checked:
+        from firmware_gen.check import CheckError, check_program
+        problems = check_program(program)
+        if problems:
+            raise CheckError(problems)
     return {
         "name": name,
         "images": program.images(),

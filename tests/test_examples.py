@@ -82,7 +82,7 @@ def test_example(example, tmp_path, monkeypatch, capsys):
         elif sub == "tray":
             run = argv + ["--no-run"] if "--no-run" not in argv else argv
             run = [a for a in run if a not in SIM_ONLY and a not in ("icarus", "verilator")]
-        elif sub == "sim" and not any(Path(a).exists() for a in argv[1:]):
+        elif sub == "sim" and argv[1:2] and argv[1].startswith("-"):    # compiles from FFN options
             run = ["compile"] + [a for a in argv[1:] if a not in SIM_ONLY and a not in ("icarus", "verilator")]
         else:
             continue                               # a simulator run: parsed above

@@ -1,0 +1,443 @@
+"""A static checker for programs, whoever wrote them.
+
+``Program.validate`` checks each instruction on its own; the golden model and the RTL
+run whatever they are given.  A program that is legal word by word can still lose data
+on the streams (a value replaced before any slice read it), read a stream where nothing
+was driven, or mismatch its C2C transfers.  :func:`check_program` (one tile) and
+:func:`check_system` (tiles linked over C2C) find those statically, from
+
+* the program text,
+* the issue cycle of every data instruction (``archmodel.expand``: NOP gaps and REPEAT
+  re-issues), and
+* every opcode's stream reads and drives (``lpu_arch.effects``) and the diagonal rule
+  (``lpu_arch.timing``),
+
+and nothing the compiler knows (no reservations, no plans): a hand-written or edited
+program is checked by the same rules as a compiled one.  Both return a list of
+:class:`Problem` (empty: clean); :func:`require_clean` raises :class:`CheckError` with all
+of them, for a loader.
+
+The stream model (``hdl/fabric.py``, ``hdl/tile.py``)
+-----------------------------------------------------
+Each position ``p`` has, per direction and stream, a register loaded every cycle with
+the slice's drive if it drives that stream, else with the value passing ``p``; the edges
+feed zeros.  A slice at ``p`` samples on cycle ``t`` what its upstream neighbour's
+register holds (the east register of ``p-1``, the west register of ``p+1``).  So a drive
+at ``p`` on ``t`` is seen at ``p+d`` (east) / ``p-d`` (west) on ``t+d``: it stays on one
+*diagonal* (``timing.diagonal``), and on that diagonal it is seen at every position after
+its driver up to and including the position of the next driver downstream on the same
+diagonal (that driver's own position still sees the passing value on that cycle; the
+positions after it see the new one).  Beyond the last driver it runs to the edge.
+
+Definitions used by the rules:
+
+live
+    A value is *live* at position ``q`` on cycle ``t`` of stream ``s`` (direction ``d``) if
+    some slice strictly upstream of ``q`` drives ``s`` (direction ``d``) on the diagonal of
+    ``(q, t)``; the value there is the one of the *nearest* such driver.  Otherwise the
+    register holds the zeros fed in at the edge (or its reset value 0): nothing live.  A
+    replaced value is never seen downstream of its replacement (the registers take the
+    new drive), so "live" needs no notion of staleness: a read sees the nearest upstream
+    drive or nothing.
+replaced
+    The value of driver A (position ``pa``, cycle ``ta``) is *replaced* when the next
+    driver B downstream on the same diagonal (same stream and direction) drives at
+    ``pb`` on ``tb = ta + |pb - pa|``.  A's value is then seen at the positions strictly
+    after ``pa`` up to and including ``pb``, on the corresponding cycles; it is
+    *replaced before read* when no read (any opcode's, LW rows included) samples it at
+    one of those positions.  The problem names A, B, the stream, ``pb`` and ``tb``.
+    Replacing a value that some slice sampled is legal (the compiler reuses streams
+    after a value's last reader), and so is a value nobody replaces that runs off the
+    edge unread.
+
+A drive that can be seen nowhere (east at the last position, west at position 0) takes
+no part.  Times are the program's own cycles (SAC time on linked tiles: a deskew stall
+freezes the streams with the rest of the tile).
+
+Rules
+-----
+``replaced-before-read``, ``undriven-read``, ``double-drive`` (two drives of one stream,
+direction, position and cycle), ``program`` (``Program.validate``'s checks: opcodes per
+slice, operand and address ranges including every REPEAT repetition, queue capacity with
+the HALT), ``mxm-state`` (what the golden model faults on in an MXM, from issue order
+alone: LW while the previous LW still loads, ``MM ACC`` into a row no earlier MM wrote,
+``MM XBUF`` from a slot no earlier LX wrote), ``link-overrun`` (a SEND on a link less than
+``flits_per_vector`` cycles after the previous one: the link is still sending),
+and for systems ``link-unmatched`` (the k-th vector sent on a link is received by the
+k-th RECV on its peer link; a SEND without a RECV or a RECV without a SEND),
+``link-early`` (a RECV fewer than ``c2c.min_distance`` cycles after its SEND: the vector
+may not have arrived, an underflow) and ``link-overflow`` (more than ``rx_depth``
+vectors between their SEND and their RECV on one link, counted from the SEND on, as
+``firmware_gen/system.py`` states the buffer rule).
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+from collections import defaultdict
+from dataclasses import dataclass
+
+from lpu_arch import c2c
+from lpu_arch.config import ConfigError
+from lpu_arch.effects import effects
+from lpu_arch.isa import DIR_NAMES, EAST, IsaError, MMFlag, Op
+from lpu_arch.timing import diagonal
+
+from .archmodel import ModelError, expand
+from .program import Program, ProgramError
+
+REPLACED = "replaced-before-read"
+UNDRIVEN = "undriven-read"
+DOUBLE = "double-drive"
+PROGRAM = "program"
+MXM_STATE = "mxm-state"
+LINK_OVERRUN = "link-overrun"
+LINK_UNMATCHED = "link-unmatched"
+LINK_EARLY = "link-early"
+LINK_OVERFLOW = "link-overflow"
+RULES = (REPLACED, UNDRIVEN, DOUBLE, PROGRAM, MXM_STATE, LINK_OVERRUN, LINK_UNMATCHED, LINK_EARLY,
+         LINK_OVERFLOW)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a program.
+
+    ``slices``: the slices involved, the offending one first (for ``replaced-before-read``
+    the driver whose value is lost, then the one that replaces it).  ``stream``: e.g.
+    ``"E0"`` (the first one, when an instruction's several streams share the problem; the
+    message lists all).  ``position``/``cycle``: where and when it happens (the replacing
+    driver's position and drive cycle; the reader's position and sample cycle; the
+    issuing slice's position and issue cycle).  ``tile``: in a system, the tile index."""
+    rule: str
+    message: str
+    slices: tuple = ()
+    stream: str | None = None
+    position: int | None = None
+    cycle: int | None = None
+    tile: int | None = None
+
+    def __str__(self) -> str:
+        return f"[{self.rule}] {self.message}"
+
+
+class CheckError(ValueError):
+    """A program failed :func:`check_program` / :func:`check_system`; ``problems`` lists why."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        super().__init__(f"the program fails the static check ({len(problems)} problem(s)): {problems[0]}\n"
+                         + "\n".join(f"  {p}" for p in problems[:20]) + more)
+
+
+def _sname(d: int, s: int) -> str:
+    return f"{DIR_NAMES[d]}{s}"
+
+
+def _cycles(cs) -> str:
+    lo, hi = min(cs), max(cs)
+    return f"cycle {lo}" if lo == hi else f"cycles {lo}..{hi}"
+
+
+def _streams(ss) -> str:
+    out = list(dict.fromkeys(ss))
+    return ("stream " if len(out) == 1 else "streams ") + ", ".join(out)
+
+
+class _Issued:
+    """Every issued data instruction of one tile: (slice, issue cycle, Instr)."""
+
+    def __init__(self, program: Program, tile):
+        cfg = self.cfg = program.config
+        self.tile = tile
+        self.pre = "" if tile is None else f"tile {tile} "
+        self.insts: list[tuple[str, int, object]] = []
+        self.by_slice: dict[str, list[int]] = {}
+        for name in cfg.slice_names:
+            q = program.queues.get(name, [])
+            try:
+                tl, _ = expand(q)
+            except ModelError:          # REPEAT before any data instruction: _validate names it
+                tl = []
+            idx = []
+            for t, ins in tl:
+                idx.append(len(self.insts))
+                self.insts.append((name, t, ins))
+            self.by_slice[name] = idx
+
+    def describe(self, i: int) -> str:
+        name, t, ins = self.insts[i]
+        return f"{self.pre}{name} '{ins}' (issued on cycle {t})"
+
+
+def _validate(program: Program, tile, problems) -> None:
+    """``Program.validate`` queue by queue, so that every bad queue is named."""
+    pre = "" if tile is None else f"tile {tile} "
+    for name, q in program.queues.items():
+        one = copy.copy(program)
+        one.queues = {name: q}
+        try:
+            one.validate()
+        except (ProgramError, IsaError, ConfigError, ModelError) as e:
+            pos = program.config.position(name) if name in program.config.slice_names else None
+            problems.append(Problem(PROGRAM, f"{pre}{e}", (name,), position=pos, tile=tile))
+
+
+def _streams_check(iss: _Issued, problems) -> None:
+    """Rules replaced-before-read, undriven-read and double-drive: walk every diagonal."""
+    cfg = iss.cfg
+    P, lanes = cfg.positions, cfg.lanes
+    names = cfg.slice_names
+    drives = defaultdict(list)      # (d, s, diagonal) -> [(u, p, t, inst)]; u = flow coordinate
+    reads = defaultdict(list)       # (d, s, diagonal) -> [(u, p, t, inst)]
+    cache = {}
+    for i, (name, t0, ins) in enumerate(iss.insts):
+        key = (name, ins.op, ins.dir, ins.stream, ins.count, ins.delay, ins.aux)   # effects ignore addr
+        eff = cache.get(key)
+        if eff is None:
+            eff = cache[key] = effects(ins, name, lanes)
+        p = cfg.position(name)
+        for a in eff.drives:
+            if (a.dir == EAST and p + 1 >= P) or (a.dir != EAST and p == 0):
+                continue                                   # leaves the fabric at once: seen nowhere
+            t = t0 + a.offset
+            drives[(a.dir, a.stream, diagonal(a.dir, p, t))].append((p if a.dir == EAST else -p, p, t, i))
+        for a in eff.reads:
+            t = t0 + a.offset
+            reads[(a.dir, a.stream, diagonal(a.dir, p, t))].append((p if a.dir == EAST else -p, p, t, i))
+
+    # Aggregate per instruction instance so that an LW's rows or an int32's planes give one problem.
+    agg: dict[tuple, dict] = {}
+
+    def note(rule, key, slices, stream, p, t, src=None):
+        g = agg.get(key)
+        if g is None:
+            g = agg[key] = {"rule": rule, "slices": slices, "at": [], "key": key, "src": []}
+        g["at"].append((t, p, stream))
+        if src is not None:
+            g["src"].append(src)
+
+    for key in set(drives) | set(reads):
+        d, s = key[0], key[1]
+        sn = _sname(d, s)
+        drv = sorted(drives.get(key, ()))
+        # groups of drivers at one position (more than one there is a double drive)
+        us, groups = [], []
+        for u, p, t, i in drv:
+            if us and us[-1] == u:
+                groups[-1].append((p, t, i))
+            else:
+                us.append(u)
+                groups.append([(p, t, i)])
+        read_by = [False] * len(groups)
+        for u, p, t, i in reads.get(key, ()):
+            g = bisect.bisect_left(us, u) - 1          # nearest driver strictly upstream
+            if g < 0:
+                note(UNDRIVEN, (UNDRIVEN, i), (names[p],), sn, p, t)
+            else:
+                read_by[g] = True
+        for g, grp in enumerate(groups):
+            p, t, first = grp[0]
+            for _, _, other in grp[1:]:
+                note(DOUBLE, (DOUBLE, first, other), (names[p],), sn, p, t)
+            if g + 1 < len(groups) and not read_by[g]:
+                q, tq, rep = groups[g + 1][0]
+                note(REPLACED, (REPLACED, first, rep), (names[p], names[q]), sn, q, tq, (t, p))
+
+    for g in agg.values():
+        at = sorted(g["at"])
+        t, p, stream = at[0]
+        ss, cs = [a[2] for a in at], [a[0] for a in at]
+        rule, key = g["rule"], g["key"]
+        where = f"{names[p]} (position {p})"
+        if rule == REPLACED:
+            a, b = key[1], key[2]
+            ta, pa = min(g["src"])
+            msg = (f"the value {iss.describe(a)} drives on {_streams(ss)} at {names[pa]} (position {pa}) on "
+                   f"{_cycles([x[0] for x in g['src']])} is replaced by {iss.describe(b)} at {where} on "
+                   f"{_cycles(cs)} before any slice read it")
+        elif rule == UNDRIVEN:
+            rows = f" ({len(at)} rows)" if iss.insts[key[1]][2].op == Op.LW and len(at) > 1 else ""
+            msg = (f"{iss.describe(key[1])} reads {_streams(ss)}{rows} at {where} on {_cycles(cs)} where no "
+                   f"value is live: no slice upstream drives it there (the stream carries 0)")
+        else:
+            msg = (f"{iss.describe(key[1])} and {iss.describe(key[2])} both drive {_streams(ss)} at {where} "
+                   f"on {_cycles(cs)}")
+        problems.append(Problem(rule, msg, g["slices"], stream, p, t, iss.tile))
+
+
+def _mxm_check(iss: _Issued, problems) -> None:
+    """Rule mxm-state: the MXM faults of the golden model, from issue order alone."""
+    cfg = iss.cfg
+    for name in ("MXM_W", "MXM_E"):
+        if name not in iss.by_slice:
+            continue
+        p = cfg.position(name)
+        acc_ok, slot_ok, loading_until, last_lw = set(), set(), -1, None
+        for i in iss.by_slice[name]:
+            _, t, ins = iss.insts[i]
+            msg = None
+            if ins.op == Op.LW:
+                if t < loading_until:
+                    msg = (f"{iss.describe(i)} starts a weight load while {iss.describe(last_lw)} still loads "
+                           f"(until cycle {loading_until - 1})")
+                n = ins.operand("n")
+                loading_until, last_lw = t + ins.operand("delay") + -(-cfg.lanes // n), i
+            elif ins.op == Op.LX:
+                slot_ok.add(ins.operand("slot"))
+            elif ins.op == Op.MM:
+                slot, acc = ins.operand("slot"), ins.operand("acc")
+                if ins.aux & MMFlag.XBUF and slot not in slot_ok:
+                    msg = f"{iss.describe(i)} reads x slot {slot} before any LX wrote it"
+                elif ins.aux & MMFlag.ACC and acc not in acc_ok:
+                    msg = f"{iss.describe(i)} accumulates into row {acc} before any MM without ACC wrote it"
+                acc_ok.add(acc)
+            if msg:
+                problems.append(Problem(MXM_STATE, msg, (name,), None, p, t, iss.tile))
+
+
+def _links_of(ins) -> list[int]:
+    if ins.op == Op.SENDM:
+        return [k for k in range(7) if ins.operand("links") >> k & 1]
+    return [ins.operand("link")]
+
+
+def _sends_recvs(iss: _Issued):
+    """``sends[link]``, ``recvs[link]``: [(cycle, inst)] in issue order."""
+    sends, recvs = defaultdict(list), defaultdict(list)
+    for name in ("C2C_W", "C2C_E"):
+        for i in iss.by_slice.get(name, ()):
+            _, t, ins = iss.insts[i]
+            if ins.op in (Op.SEND, Op.SENDM):
+                for link in _links_of(ins):
+                    sends[link].append((t, i))
+            elif ins.op == Op.RECV:
+                recvs[ins.operand("link")].append((t, i))
+    for v in (*sends.values(), *recvs.values()):
+        v.sort()
+    return sends, recvs
+
+
+def _overrun_check(iss: _Issued, sends, problems) -> None:
+    F = iss.cfg.flits_per_vector
+    for link, lst in sorted(sends.items()):
+        for (t0, a), (t1, b) in zip(lst, lst[1:]):
+            if t1 < t0 + F:
+                name = iss.insts[b][0]
+                problems.append(Problem(
+                    LINK_OVERRUN, f"{iss.describe(b)} sends on link {link} while {iss.describe(a)} is still being "
+                    f"sent ({F} flits, one per cycle: the next SEND on cycle {t0 + F} at the earliest)",
+                    (name, iss.insts[a][0]), None, iss.cfg.position(name), t1, iss.tile))
+
+
+def _order(problems: list[Problem]) -> list[Problem]:
+    return sorted(problems, key=lambda q: (q.tile if q.tile is not None else -1, q.cycle if q.cycle is not None else -1,
+                                           q.position if q.position is not None else -1, q.rule, q.message))
+
+
+def _tile_problems(program: Program, tile):
+    problems: list[Problem] = []
+    _validate(program, tile, problems)
+    iss = _Issued(program, tile)
+    _streams_check(iss, problems)
+    _mxm_check(iss, problems)
+    sends, recvs = _sends_recvs(iss)
+    _overrun_check(iss, sends, problems)
+    return problems, iss, sends, recvs
+
+
+def check_program(program: Program, *, tile: int | None = None) -> list[Problem]:
+    """Every problem of one tile's program (see the module docstring for the rules);
+    ``[]`` when it is clean.  ``tile`` only labels the problems."""
+    return _order(_tile_problems(program, tile)[0])
+
+
+def check_system(programs: list[Program], peer, min_distance: int | None = None) -> list[Problem]:
+    """Every problem of tiles linked over C2C: each tile as :func:`check_program`, plus the
+    transfers.  ``peer(tile, link) -> (tile', link')`` says where a vector tile sends on
+    ``link`` is received (``Topology(n).peer``; the same callable ``archmodel.run_system``
+    takes).  ``min_distance``: fewest cycles from a SEND to its RECV (default
+    ``c2c.min_distance`` of tile 0's configuration)."""
+    problems: list[Problem] = []
+    per = []
+    for k, prog in enumerate(programs):
+        pr, iss, sends, recvs = _tile_problems(prog, k)
+        problems += pr
+        per.append((iss, sends, recvs))
+    if programs and min_distance is None:
+        cfg0 = programs[0].config
+        min_distance = c2c.min_distance(cfg0) if cfg0.links else 0
+    matched = set()          # (receiving tile, link) pairs some sender feeds
+    for k, (iss, sends, _) in enumerate(per):
+        for link, sl in sorted(sends.items()):
+            try:
+                dst, dlink = peer(k, link)
+                per[dst]
+            except (ConfigError, IndexError, KeyError, ValueError) as e:
+                t, i = sl[0]
+                problems.append(Problem(LINK_UNMATCHED, f"{iss.describe(i)} sends on link {link}, which leads to no "
+                                        f"tile of the system ({e})", (iss.insts[i][0],), None,
+                                        iss.cfg.position(iss.insts[i][0]), t, k))
+                continue
+            if (dst, dlink) in matched:
+                continue
+            matched.add((dst, dlink))
+            riss, _, rrecvs = per[dst]
+            rl = rrecvs.get(dlink, [])
+            _pair(k, link, iss, sl, dst, dlink, riss, rl, min_distance, problems)
+    for k, (iss, _, recvs) in enumerate(per):
+        for link, rl in sorted(recvs.items()):
+            if (k, link) not in matched:
+                _pair(None, None, None, [], k, link, iss, rl, min_distance, problems)
+    return _order(problems)
+
+
+def _pair(src, link, siss, sl, dst, dlink, riss, rl, min_distance, problems) -> None:
+    """The k-th SEND on (src, link) is received by the k-th RECV on (dst, dlink)."""
+    rname = riss.cfg.link_slice(dlink) if dlink < riss.cfg.links else "C2C_W"
+    whence = f"link {link} of tile {src}"
+    for n, ((ts, a), (tr, b)) in enumerate(zip(sl, rl)):
+        if tr < ts + min_distance:
+            problems.append(Problem(
+                LINK_EARLY, f"{riss.describe(b)} receives vector {n} of {whence} on cycle {tr}, but "
+                f"{siss.describe(a)} sent it on cycle {ts}: it cannot arrive before cycle {ts + min_distance} "
+                f"(SEND-to-RECV distance {min_distance}); the RECV would underflow",
+                (riss.insts[b][0], siss.insts[a][0]), None, riss.cfg.position(riss.insts[b][0]), tr, dst))
+    for ts, a in sl[len(rl):]:
+        problems.append(Problem(
+            LINK_UNMATCHED, f"{siss.describe(a)} sends a vector on link {link} that no RECV on tile {dst} link "
+            f"{dlink} takes ({len(sl)} sent, {len(rl)} received there)",
+            (siss.insts[a][0],), None, siss.cfg.position(siss.insts[a][0]), ts, src))
+    for tr, b in rl[len(sl):]:
+        why = (f"{len(sl)} sent on {whence}, {len(rl)} received" if src is not None
+               else "no tile sends on the link that leads here")
+        problems.append(Problem(
+            LINK_UNMATCHED, f"{riss.describe(b)} receives on link {dlink} a vector nothing sends ({why}): "
+            "the RECV would underflow",
+            (riss.insts[b][0],), None, riss.cfg.position(riss.insts[b][0]), tr, dst))
+    # Receive buffer: a vector counts from its SEND to its RECV (inclusive).
+    depth = riss.cfg.rx_depth
+    spans = [(ts, tr) for (ts, _), (tr, _) in zip(sl, rl)]
+    events = sorted([(s, 0) for s, _ in spans] + [(r, 1) for _, r in spans])     # starts before ends on a cycle
+    level = 0
+    for c, kind in events:
+        if kind == 0:
+            level += 1
+            if level > depth:
+                problems.append(Problem(
+                    LINK_OVERFLOW, f"tile {dst} link {dlink} ({rname}) may hold {level} vectors on cycle {c}, more "
+                    f"than its receive buffer's {depth} (vectors sent on {whence} and not yet received)",
+                    (rname,), None, riss.cfg.position(rname), c, dst))
+                break
+        else:
+            level -= 1
+
+
+def require_clean(program: Program) -> Program:
+    """``program`` if :func:`check_program` finds nothing, else :class:`CheckError`."""
+    problems = check_program(program)
+    if problems:
+        raise CheckError(problems)
+    return program
