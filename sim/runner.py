@@ -177,11 +177,24 @@ def _run(sim_obj, test_module: str, spec: dict, name: str, timescale, watch=None
     return out, work
 
 
-def job(program: Program, name: str = "", read_back=None, timeout_cycles: int = 1_000_000,
+def run_length(program: Program) -> int:
+    """The cycle on which the program's last queue halts (its instructions' durations; a
+    system's deskew stalls come on top, in HAC time)."""
+    return max((sum(i.duration() for i in q) for q in program.queues.values()), default=0) + 1
+
+
+def default_timeout(program: Program) -> int:
+    """How long a testbench waits for done: twice the program's length and a margin (a
+    program that runs longer than that has hung, e.g. in a deskew)."""
+    return 2 * run_length(program) + 10_000
+
+
+def job(program: Program, name: str = "", read_back=None, timeout_cycles: int | None = None,
         read_vxm: bool = False, checked: bool = True) -> dict:
     """A job for ``TileSim.run``: the program's binary images, memory images, VXM parameters
     and activation table (the testbench writes only what differs from what the tile holds).
-    ``read_vxm`` reads the VXM's parameter and table words back after the run.  The program
+    ``read_vxm`` reads the VXM's parameter and table words back after the run.
+    ``timeout_cycles``: default :func:`default_timeout` of the program.  The program
     must pass the static checker (``firmware_gen.check``: no value lost on a stream, no
     read of an undriven stream, ...), else ``CheckError``; ``checked=False`` loads it anyway
     (to provoke a fault on purpose)."""
@@ -198,7 +211,7 @@ def job(program: Program, name: str = "", read_back=None, timeout_cycles: int = 
         "table": program.table.tolist(),
         "read_back": read_back or {},
         "read_vxm": read_vxm,
-        "timeout_cycles": timeout_cycles,
+        "timeout_cycles": default_timeout(program) if timeout_cycles is None else timeout_cycles,
     }
 
 
@@ -263,7 +276,7 @@ class SystemSim:
 
 def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phase_fs=None,
                start_epochs: int = 2, sample_every: int = 16, inject=None, record: int = 0,
-               window=None, timeout_cycles: int = 2_000_000) -> dict:
+               window=None, timeout_cycles: int | None = None) -> dict:
     """A run for ``SystemSim.run``: one program per tile and the tiles' clocks.
 
     ``ppm[i]``: tile i's clock offset from nominal; ``phase_fs[i]``: its first rising edge
@@ -283,4 +296,6 @@ def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phas
     return {"name": name, "ppm": list(ppm), "period_fs": [period_fs(p) for p in ppm],
             "phase_fs": list(phase_fs), "jobs": [job(p, name=f"{name}/tile{i}") for i, p in enumerate(programs)],
             "start_epochs": start_epochs, "sample_every": sample_every, "inject": inject or [],
-            "record": record, "window": window, "timeout_cycles": timeout_cycles, "seed": seed}
+            "record": record, "window": window, "seed": seed,
+            "timeout_cycles": (max(2_000_000, *map(default_timeout, programs)) if timeout_cycles is None
+                               else timeout_cycles)}

@@ -147,3 +147,17 @@ def test_huge_weights_give_finite_numbers_and_strict_json(tmp_path, capsys):
 def test_json_output_never_holds_nan():
     assert cli._finite_json({"a": float("nan"), "b": [1.0, float("inf")], "c": (2, "x")}) == \
         {"a": None, "b": [1.0, None], "c": [2, "x"]}
+
+
+def test_timeout_follows_the_program_length():
+    """A legal program longer than a million cycles gets a testbench timeout from its own
+    length (the fixed 1,000,000 cut it off), and a short one a short timeout."""
+    from lpu_arch.isa import Instr
+    from sim.runner import job, run_length, system_run
+    cfg = TileConfig.tiny()
+    long = Program(cfg, {"MEM_W1": [Instr.nop(60_000)] * 30 + [Instr.read(0, 0, 0)]})
+    assert run_length(long) == 1_800_002
+    assert job(long)["timeout_cycles"] >= 2 * 1_800_002
+    short = Program(cfg, {"MEM_W1": [Instr.read(0, 0, 0)]})
+    assert job(short)["timeout_cycles"] < 20_000 and job(short, timeout_cycles=7)["timeout_cycles"] == 7
+    assert system_run([long, short], [0, 0])["timeout_cycles"] >= 2 * 1_800_002
