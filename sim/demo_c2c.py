@@ -94,10 +94,15 @@ def check_tiles(result: dict, sched: SystemScheduler, gold) -> list[list[str]]:
     out = []
     for t, obs in enumerate(result["tiles"]):
         probs = check_run(obs, gold[t], sched.predicted_writes(t), sched.predicted_cycles(t))
-        if obs["status"] & LINK_FAULTS:
-            probs.append(f"C2C fault flags in STATUS: {Status(obs['status'] & LINK_FAULTS)!r}")
+        if obs["status"] & LINK_FAULTS:      # the cause first: the mismatches follow from it
+            probs.insert(0, f"C2C fault flags in STATUS: {fault_names(obs['status'])}")
         out.append(probs)
     return out
+
+
+def fault_names(status: int) -> str:
+    """The link fault flags set in a STATUS word, by name."""
+    return ", ".join(f.name for f in Status if f & LINK_FAULTS & status)
 
 
 def plot_run(result: dict, path, title: str = "") -> None:
@@ -331,18 +336,27 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
                             f"{len(sched.transfers)} vectors")
         say(f"picture of the run: {plot}")
     within = abs(res["hac_error"][0]) <= c2c.HAC_ERROR_MAX and abs(res["hac_error"][1]) <= c2c.HAC_ERROR_MAX
-    passed = ok and within
+    skew_ok = max(abs(v) for v in res["sac_skew"]) <= skew_budget if res.get("sac_skew") else True
+    if not skew_ok:
+        say(f"warning: the program skew {res['sac_skew'][0]:+.2f}..{res['sac_skew'][1]:+.2f} exceeds its budget "
+            f"of {skew_budget} cycles: a vector can arrive after the RECV scheduled for it")
+    passed = ok and within and skew_ok
+    reasons = [f"tile {i}: {fault_names(o['status'])}" for i, o in enumerate(res["tiles"]) if o["status"] & LINK_FAULTS]
+    reasons += [] if within else [f"HAC error beyond +-{c2c.HAC_ERROR_MAX}"]
+    reasons += [] if skew_ok else [f"program skew beyond {skew_budget}"]
+    reasons += [f"tile {i}: {p[0]}" for i, p in enumerate(problems) if p and not res["tiles"][i]["status"] & LINK_FAULTS]
     if passed:
         say(f"\nPASS: both tiles on {sim} wrote every vector at its predicted SAC cycle, "
             "identical to the golden model, no link fault")
     else:
-        say("\nFAIL")
+        say(f"\nFAIL: {'; '.join(reasons)}")
     return {"passed": passed, "simulator": sim, "ppm": list(ppm), "latency": latency,
             "measured_latency": res["tiles"][1]["c2c"]["latency"], "vectors": len(sched.transfers),
             "min_distance": c2c.min_distance(cfg), "deskew_interval": c2c.deskew_interval(cfg),
             "hac_error": [round(v, 3) for v in res["hac_error"]], "hac_error_max": c2c.HAC_ERROR_MAX,
             "sac_skew": [round(v, 3) for v in res["sac_skew"]], "skew_budget": skew_budget,
             "samples": res["samples"], "tiles": tiles, "plot": str(plot) if plot else None,
+            "skew_within_budget": skew_ok, "reasons": [] if passed else reasons,
             "build_dir": str(system.build_dir)}
 
 

@@ -410,6 +410,24 @@ def test_tray_seeds_are_separate():
 
 @pytest.mark.sim
 @pytest.mark.skipif("icarus" not in SIMS, reason="the two-tile system builds in seconds on Icarus")
+@pytest.mark.parametrize("ppm, reasons", [(("5000", "-5000"), ["tile 0: LINK_UNDERFLOW", "program skew beyond"]),
+                                          (("5000", "0"), ["program skew beyond"])])
+def test_c2c_failure_names_its_cause(capsys, ppm, reasons):
+    """Out of specification (the --help example): the fault flags come first in each
+    tile's problems, the FAIL line gives the reasons, a skew beyond the budget is warned."""
+    code, text, err = run(capsys, "c2c", "--beyond-spec", "--ppm", *ppm, "--sim", "icarus", "--json", "-q")
+    r = json.loads(text)
+    assert code == 1 and not r["passed"] and not r["skew_within_budget"], r["reasons"]
+    assert all(any(w in x for x in r["reasons"]) for w in reasons), r["reasons"]
+    for t in r["tiles"]:
+        if any("C2C fault flags" in p for p in t["problems"]):
+            assert t["problems"][0].startswith("C2C fault flags in STATUS: "), t["problems"][:2]
+    fail = [line for line in err.splitlines() if line.startswith("FAIL: ")]
+    assert fail and all(w in fail[0] for w in reasons) and "warning: the program skew" in err, err
+
+
+@pytest.mark.sim
+@pytest.mark.skipif("icarus" not in SIMS, reason="the two-tile system builds in seconds on Icarus")
 def test_c2c_runs_and_draws(capsys, tmp_path):
     from sim.demo_c2c import c2c_config, exchange
     plot = tmp_path / "run.png"
