@@ -128,3 +128,17 @@ def sxm_cases(cfg, seed=0):
     for c in range(L):
         cases.append((Instr.compute(Op.TRO, 0, WEST, flags=OUT, col=c, out=2), None, None, block.T[c]))
     return cases
+
+
+# The robustness issue's example (tiny tile): MEM_W1's vector is replaced on E0 by MEM_W0's
+# before anything reads it, and MEM_E0 writes MEM_W0's vector.
+LOST_VALUE_ASM = """
+[MEM_W1]
+    READ E0, 0
+[MEM_W0]
+    NOP 1
+    READ E0, 0
+[MEM_E0]
+    NOP 4
+    WRITE E0, 5
+"""

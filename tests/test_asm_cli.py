@@ -8,20 +8,9 @@ import pytest
 
 from sim import cli
 
-from .helpers import SIMS
+from .helpers import LOST_VALUE_ASM, SIMS
 
-# The robustness issue's example (tiny tile): MEM_W1's vector is replaced on E0 by MEM_W0's
-# before anything reads it, and MEM_E0 writes MEM_W0's vector.
-LOST = """
-[MEM_W1]
-    READ E0, 0
-[MEM_W0]
-    NOP 1
-    READ E0, 0
-[MEM_E0]
-    NOP 4
-    WRITE E0, 5
-"""
+LOST = LOST_VALUE_ASM      # the robustness issue's example
 # The same copy without the second READ: clean.
 CLEAN = """
 [MEM_W1]

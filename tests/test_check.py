@@ -24,7 +24,7 @@ from firmware_gen.compile_ffn import StoreH, compile_ffn, example_ffn
 from firmware_gen.program import Program
 from firmware_gen.tray import compile_ffn_tray
 
-from .helpers import random_schedule, sxm_cases, sxm_program
+from .helpers import LOST_VALUE_ASM, random_schedule, sxm_cases, sxm_program
 
 TINY = TileConfig.tiny()
 
@@ -34,16 +34,7 @@ def rules(problems):
 
 
 # ---- the issue's example and its neighbours ----------------------------------------------
-ISSUE = """
-[MEM_W1]
-    READ E0, 0
-[MEM_W0]
-    NOP 1
-    READ E0, 0
-[MEM_E0]
-    NOP 4
-    WRITE E0, 5
-"""
+ISSUE = LOST_VALUE_ASM
 
 
 def test_the_issue_example_reports_the_value_replaced_before_any_read():
