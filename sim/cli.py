@@ -5,7 +5,7 @@ benchmark the simulators, synthesise the tile.
     lpu sim     [DIR | FFN options] [--sim verilator|icarus] [--waves] [--json]
     lpu show    [DIR | FFN options] [--chart FILE.svg|.png] [--window A:B] [--asm] [--json]
     lpu tray    [--tiles 2|4|8] [FFN options] [--chart FILE] [--no-run | --sim SIM] [--json]
-    lpu c2c     [--sim SIM] [--ppm A B] [--latency L] [--plot FILE] [--json]
+    lpu c2c     [--sim SIM] [--ppm A B] [--latency L] [--plot FILE] [--inject T:L:MASK:AFTER:N] [--json]
     lpu bench   [--config default|tiny] [--sims verilator,icarus] [--sweep] [--out DIR] [--json]
     lpu synth   [--board ulx3s-85f] [--config default|tiny] [--out DIR] [--json]
 
@@ -132,8 +132,9 @@ def _ffn_options(p: argparse.ArgumentParser, with_out: bool = True):
     g.add_argument("--seed", type=_nonneg, default=None, help="seed of the random weights and input (default: 1)")
     g.add_argument("--weights", type=Path, default=None, metavar="FILE.npz",
                    help="float weights and input instead of random ones (format: lpu compile --help)")
-    g.add_argument("--config", choices=PRESETS, default=None,
-                   help="tile configuration preset (default: default)")
+    g.add_argument("--config", type=_config_arg, default=None, metavar="PRESET|FILE.json",
+                   help="the tile: a preset (default, tiny) or a JSON file of TileConfig fields,\n"
+                        "the ones it leaves out as in the default tile (default: default)")
     if with_out:
         g.add_argument("--out", type=Path, default=None, metavar="DIR",
                        help="where to write program.json and manifest.json (default: build/lpu/<name>)")
@@ -145,17 +146,16 @@ def _given_ffn_options(args) -> list[str]:
 
 
 def _compile_from_args(args, quiet=False):
-    from lpu_arch.config import TileConfig
-
     from .compiled import from_example, from_npz
+    cfg = tile_config(args.config or "default")
     preset = args.config or "default"
-    cfg = TileConfig.preset(preset)
+    preset = preset if preset in PRESETS else Path(preset).stem     # names the output directory
     if args.weights is not None:
         shape_opts = [f"--{k}" for k in ("H", "I", "batch", "seed") if getattr(args, k) is not None]
         if shape_opts:
             raise CliError(f"{', '.join(shape_opts)} cannot be used with --weights (the arrays give the shape)")
         return from_npz(args.weights, cfg, kind=args.kind, activation=args.activation, preset=preset)
-    H0, I0 = DEFAULT_SHAPE[preset]
+    H0, I0 = DEFAULT_SHAPE.get(preset, DEFAULT_SHAPE["default"])
     return from_example(cfg, args.kind or "swiglu", args.H or H0, args.I or I0, args.batch or 1,
                         seed=1 if args.seed is None else args.seed, activation=args.activation, preset=preset)
 
@@ -188,8 +188,7 @@ def _load_or_compile(args, need_manifest=True):
             c = CompiledFfn.load(d)
             prog = c.program
     if args.config is not None:
-        from lpu_arch.config import TileConfig
-        if TileConfig.preset(args.config) != prog.config:
+        if tile_config(args.config) != prog.config:
             raise CliError(f"--config {args.config} does not match the tile {path} was compiled for")
     return c, prog, d
 
@@ -268,11 +267,10 @@ def cmd_sim(args) -> int:
 
 def cmd_asm(args) -> int:
     from firmware_gen.program import Program
-    from lpu_arch.config import TileConfig
     src = Path(args.file)
     if not src.is_file():
         raise CliError(f"{src} is not a file of assembly text")
-    prog = Program.assemble(TileConfig.preset(args.config), src.read_text())
+    prog = Program.assemble(tile_config(args.config), src.read_text())
     out = Path(args.out or Path("build") / "lpu" / src.stem)
     out.mkdir(parents=True, exist_ok=True)
     (out / "program.json").write_text(prog.to_json())
@@ -376,12 +374,13 @@ def cmd_tray(args) -> int:
 
 
 def cmd_c2c(args) -> int:
-    from .demo_c2c import run_c2c
+    from .demo_c2c import parse_inject, run_c2c
     from .progress import ProgressPrinter
+    inject = [parse_inject(x) for x in args.inject]       # a malformed spec: ConfigError, one line
     human = sys.stderr if args.json else sys.stdout
     progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr)
     report = run_c2c(args.sim, tuple(args.ppm), args.latency, args.vectors, args.spread, args.seed,
-                     args.plot, args.beyond_spec, out=human, progress=progress)
+                     args.plot, args.beyond_spec, out=human, progress=progress, inject=inject)
     if args.json:
         _print_json(report, indent=1)
     return EXIT_OK if report["passed"] else EXIT_FAIL
@@ -427,9 +426,30 @@ def cmd_synth(args) -> int:
 
 
 # ---- the parser ------------------------------------------------------------------------------
-def TileConfig_presets():
+def _config_arg(value: str) -> str:
+    """--config: a preset name, or a JSON file of TileConfig fields (checked when parsed)."""
+    if value not in PRESETS:
+        try:
+            tile_config(value)
+        except (CliError, ValueError) as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return value
+
+
+def tile_config(value: str):
+    """The TileConfig of a preset name or of a JSON file of fields; the fields a file
+    leaves out are the default tile's."""
     from lpu_arch.config import TileConfig
-    return TileConfig.PRESETS[:2]
+    if value in PRESETS:
+        return TileConfig.preset(value)
+    path = Path(value)
+    if not path.is_file():
+        raise CliError(f"{value} is neither a preset ({', '.join(PRESETS)}) nor a configuration file")
+    try:
+        fields = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise CliError(f"{path} is not JSON: {e}") from None
+    return TileConfig.from_dict(fields)
 
 
 def _finite_json(v):
@@ -503,7 +523,8 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="A program directory without manifest.json runs against the golden model alone:\n"
                               "  lpu asm copy.s --config tiny --out /tmp/copy && lpu sim /tmp/copy --sim icarus")
     p.add_argument("file", type=Path, metavar="FILE", help="assembly text")
-    p.add_argument("--config", choices=TileConfig_presets(), default="tiny", help="tile preset (default: tiny)")
+    p.add_argument("--config", type=_config_arg, default="tiny", metavar="PRESET|FILE.json",
+                   help="the tile: a preset or a JSON file of TileConfig fields (default: tiny)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR", help="directory (default: build/lpu/<FILE stem>)")
     p.add_argument("--json", action="store_true", help="print the program path and problems as JSON")
     p.set_defaults(func=cmd_asm)
@@ -585,7 +606,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments.",
                        epilog="examples:\n  lpu c2c --ppm 1000 -1000 --plot drift.png\n"
                               "  lpu c2c --sim icarus --vectors 4 --spread 300 --json\n"
-                              "  lpu c2c --ppm 5000 -5000 --beyond-spec    (out of specification: faults flagged)")
+                              "  lpu c2c --ppm 5000 -5000 --beyond-spec    (out of specification: faults flagged)\n"
+                              "  lpu c2c --inject 0:0:0x10:500:3    (3 single-bit flips, corrected and counted)\n"
+                              "  lpu c2c --inject 0:0:0x90800000:0:40    (3-bit errors in the root's flits,\n"
+                              "      miscorrected: the child loses HAC lock; a deskew stall beyond its bound\n"
+                              "      halts it with DESKEW_TIMEOUT)")
     p.add_argument("--ppm", type=float, nargs=2, default=(350.0, -620.0), metavar=("TILE0", "TILE1"),
                    help=f"clock offsets from nominal (10 ns) in ppm (default: +350 -620; the tile\n"
                         f"specification allows +-{c2c_cfg.max_ppm})")
@@ -600,6 +625,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="picture of the run over time, .svg or .png")
     p.add_argument("--beyond-spec", action="store_true",
                    help="allow clocks beyond the specification (to see the faults flagged)")
+    p.add_argument("--inject", action="append", default=[], metavar="TILE:LINK:MASK:AFTER:COUNT",
+                   help="fault injection, repeatable: XOR MASK (an integer, 0x.. for hex; flit bit 0 is\n"
+                        "the valid bit, then 2 kind bits, the payload, the SECDED check bits) into COUNT\n"
+                        "valid flits that TILE (0 or 1) sends on LINK, from AFTER of its cycles after the\n"
+                        "start.  The report shows per injection the flits requested and the flits hit\n"
+                        "(fewer when the link sends fewer)")
     _rtl_run_options(p, "print the result as JSON on stdout (the table goes to stderr)")
     p.set_defaults(func=cmd_c2c)
 

@@ -161,3 +161,17 @@ def test_timeout_follows_the_program_length():
     short = Program(cfg, {"MEM_W1": [Instr.read(0, 0, 0)]})
     assert job(short)["timeout_cycles"] < 20_000 and job(short, timeout_cycles=7)["timeout_cycles"] == 7
     assert system_run([long, short], [0, 0])["timeout_cycles"] >= 2 * 1_800_002
+
+
+def test_config_file_may_be_partial(tmp_path, capsys):
+    """--config FILE.json: the fields it gives, the default tile's for the rest; a bad file is
+    one error naming the field."""
+    f = tmp_path / "tile.json"
+    f.write_text(json.dumps({"lanes": 8, "mem_depth": 256, "iq_depth": 256}))
+    assert cli.main(["compile", "--config", str(f), "--H", "16", "--I", "32", "--out", str(tmp_path / "o")]) == 0
+    cfg = CompiledFfn.load(tmp_path / "o").config
+    assert (cfg.lanes, cfg.mem_depth, cfg.streams) == (8, 256, TileConfig().streams)
+    f.write_text(json.dumps({"lanes": 7}))
+    with pytest.raises(SystemExit) as e:          # argparse rejects the option's value
+        cli.main(["compile", "--config", str(f)])
+    assert e.value.code == 2 and "lanes must be a multiple of 4" in capsys.readouterr().err
