@@ -546,6 +546,13 @@ class DeskewUnit(wiring.Component):
     SYNC moves by a cycle across the target still releases there.  On release,
     ``offset = hac - (sac + 1)``: the next SAC cycle runs at that HAC.  A RUNTIME_DESKEW
     released more than ``HAC_ERROR_MAX`` cycles after its target sets the sticky ``late``.
+
+    Every stall is bounded: a DESKEW may stall ``c2c.deskew_stall_max(cfg)`` cycles, a
+    RUNTIME_DESKEW ``c2c.runtime_deskew_stall_max(cfg, slack)``.  On the stalled cycle
+    beyond its bound the sticky ``timeout`` rises (visible the cycle after) and the unit
+    then stalls the core until ``clear`` whatever the HAC does: the tile reports itself
+    halted (``hdl/tile.py``).  ``clear`` (the start) drops ``stall`` on its own cycle, so
+    the core sees the start pulse.
     """
 
     def __init__(self, cfg):
@@ -554,31 +561,40 @@ class DeskewUnit(wiring.Component):
             "hac": In(cfg.HAC_BITS), "sac": In(cfg.HAC_BITS),
             "deskew": In(1), "runtime": In(1), "slack": In(SLACK_BITS), "clear": In(1),
             "stall": Out(1), "late": Out(1), "offset": Out(cfg.HAC_BITS), "waiting": Out(1),
-            "stalled_cycles": Out(cfg.HAC_BITS),
+            "stalled_cycles": Out(cfg.HAC_BITS), "timeout": Out(1),
         })
 
     def elaborate(self, platform):
+        from lpu_arch.c2c import deskew_stall_max, runtime_deskew_stall_extra
         m = Module()
         cfg = self.cfg
         mode_epoch = Signal()
         target, next_sac = Signal(cfg.HAC_BITS), Signal(cfg.HAC_BITS)
         behind = Signal(signed(cfg.HAC_BITS))
+        longest = max(deskew_stall_max(cfg), (1 << SLACK_BITS) - 1 + runtime_deskew_stall_extra(cfg))
+        limit, waited = Signal(range(longest + 1)), Signal(range(longest + 2))
+        hold = Signal()
         m.d.comb += behind.eq(self.hac - target)
-        m.d.comb += self.stall.eq(self.waiting & (behind < 0))
-        with m.If(self.waiting & self.stall):
-            m.d.sync += self.stalled_cycles.eq(self.stalled_cycles + 1)
-        with m.If(self.waiting & ~self.stall):
+        m.d.comb += hold.eq(self.waiting & ((behind < 0) | self.timeout))
+        m.d.comb += self.stall.eq(hold & ~self.clear)
+        with m.If(self.stall & ~self.timeout):
+            m.d.sync += [self.stalled_cycles.eq(self.stalled_cycles + 1), waited.eq(waited + 1)]
+            with m.If(waited == limit):       # this stalled cycle is one beyond the bound
+                m.d.sync += self.timeout.eq(1)
+        with m.If(self.waiting & ~hold):
             m.d.sync += [self.waiting.eq(0), self.offset.eq(self.hac - next_sac)]
             with m.If(~mode_epoch & (behind > HAC_ERROR_MAX)):
                 m.d.sync += self.late.eq(1)
         with m.If(self.deskew):
             m.d.sync += [self.waiting.eq(1), mode_epoch.eq(1), next_sac.eq(self.sac + 1),
-                         target.eq((self.hac + cfg.epoch)[:cfg.HAC_BITS] & Const((1 << cfg.HAC_BITS) - cfg.epoch, cfg.HAC_BITS))]
+                         target.eq((self.hac + cfg.epoch)[:cfg.HAC_BITS] & Const((1 << cfg.HAC_BITS) - cfg.epoch, cfg.HAC_BITS)),
+                         waited.eq(0), limit.eq(deskew_stall_max(cfg))]
         with m.Elif(self.runtime):
             m.d.sync += [self.waiting.eq(1), mode_epoch.eq(0), next_sac.eq(self.sac + 1),
-                         target.eq(self.offset + self.sac + 1 + self.slack)]
+                         target.eq(self.offset + self.sac + 1 + self.slack),
+                         waited.eq(0), limit.eq(self.slack + runtime_deskew_stall_extra(cfg))]
         with m.If(self.clear):
-            m.d.sync += [self.late.eq(0), self.stalled_cycles.eq(0), self.waiting.eq(0)]
+            m.d.sync += [self.late.eq(0), self.stalled_cycles.eq(0), self.waiting.eq(0), self.timeout.eq(0)]
         return m
 
 

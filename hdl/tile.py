@@ -104,6 +104,10 @@ class Tile(wiring.Component):
         word = self.host.addr[0:hostmap.SLICE_SHIFT]
 
         start = Signal()
+        # The run state the core keeps.  With links, ``running``/``done`` are these unless a
+        # deskew stall exceeded its bound (``_links``): the tile then reads as halted.
+        run_q = Signal(name="core_running") if linked else self.running
+        done_q = Signal(name="core_done") if linked else self.done
         sac = Signal(cfg.CYCLE_BITS)      # the program's cycle counter (SAC: stalls do not advance it)
         host_start = Signal()
         ctrl_write = self.host.we & ~self.running & (region == Region.CSR) & (word == Csr.CTRL)
@@ -134,7 +138,7 @@ class Tile(wiring.Component):
                 col = column_signature(cfg, p, streams=False).create(path=(f"col_{name}",))
                 tap = Taps(east[p - 1] if p > 0 else edge_taps(cfg), west[p + 1] if p + 1 < P else edge_taps(cfg))
                 build_position(core, cfg, p, col, tap, east[p], west[p], suffix=f"_{name}")
-            core.d.comb += [col.start.eq(start), col.run.eq(self.running)]
+            core.d.comb += [col.start.eq(start), col.run.eq(run_q)]
             host_port(col.icu_host, Region.IMEM, p)
             cols.append(col)
             if kind == "VXM":
@@ -157,15 +161,15 @@ class Tile(wiring.Component):
         any_driving = Cat(*(c.driving for c in cols)).any()
         busy_count = [Signal(cfg.CYCLE_BITS, name=f"busy_{n}") for n in cfg.slice_names]
         with core.If(start):
-            core.d.sync += [self.running.eq(1), self.done.eq(0), sac.eq(0)]
+            core.d.sync += [run_q.eq(1), done_q.eq(0), sac.eq(0)]
             core.d.sync += [b.eq(0) for b in busy_count]
-        with core.Elif(self.running):
+        with core.Elif(run_q):
             core.d.sync += sac.eq(sac + 1)
             for c, b in zip(cols, busy_count):
                 with core.If(c.valid):
                     core.d.sync += b.eq(b + 1)
             with core.If(all_halted & ~any_driving):
-                core.d.sync += [self.running.eq(0), self.done.eq(1)]
+                core.d.sync += [run_q.eq(0), done_q.eq(1)]
 
         # ---- host reads: registered select, then registered data (latency 2) ----------
         illegal = Cat(c.illegal for c in cols)
@@ -178,7 +182,7 @@ class Tile(wiring.Component):
         link_csrs = {}
         if linked:
             link_fault, link_status, link_csrs = self._links(m, core, start, host_start, ctrl_write, region,
-                                                             word, sac, c2cs)
+                                                             word, sac, c2cs, run_q, done_q)
             status_bits = status_bits | link_status
             m.d.comb += self.fault.eq(illegal.any() | addr_fault.any() | link_fault)
         else:
@@ -239,13 +243,19 @@ class Tile(wiring.Component):
         return m
 
     # ---- C2C: links, HAC, deskew, start at a HAC value ------------------------------------
-    def _links(self, m, core, start, host_start, ctrl_write, region, word, sac, c2cs):
-        """Build the units outside the core; return (any link fault, STATUS bits, {CSR word: value})."""
+    def _links(self, m, core, start, host_start, ctrl_write, region, word, sac, c2cs, run_q, done_q):
+        """Build the units outside the core; return (any link fault, STATUS bits, {CSR word: value}).
+
+        A deskew stall beyond its bound (``dsk.timeout``, ``c2c.deskew_stall_max``) halts the
+        tile: the deskew unit keeps the core stalled (every queue stops where it is, SAC
+        frozen) and the tile reads as not running and done, with ``Status.DESKEW_TIMEOUT``
+        (a link fault) set, until the next start."""
         cfg = self.cfg
         m.submodules.hac = hac = HacUnit(cfg, self.hac_parent, self.hac_children)
         m.submodules.deskew = dsk = DeskewUnit(cfg)
         stall = dsk.stall
         m.submodules.core = EnableInserter(~stall)(core)
+        m.d.comb += [self.running.eq(run_q & ~dsk.timeout), self.done.eq(done_q | dsk.timeout)]
         m.d.comb += [self.hac.eq(hac.hac), self.stall.eq(stall), self.sac.eq(sac)]
 
         # Start now (CTRL.START), or armed (CTRL.START_AT_HAC) so that cycle 0 is the cycle
@@ -297,11 +307,12 @@ class Tile(wiring.Component):
         udf = Cat(rx.underflow for _, rx in links).any()
         unc = Cat(rx.uncorrectable for _, rx in links).any()
         ovr = Cat(tx.overrun for tx, _ in links).any()
-        faults = Cat(ovf, udf, unc, ovr, dsk.late, hac.lock_lost)
+        faults = Cat(ovf, udf, unc, ovr, dsk.late, hac.lock_lost, dsk.timeout)
         link_status = (ovf * Status.LINK_OVERFLOW | udf * Status.LINK_UNDERFLOW
                        | unc * Status.LINK_UNCORRECTABLE | ovr * Status.LINK_TX_OVERRUN
                        | dsk.late * Status.DESKEW_LATE | hac.lock_lost * Status.HAC_LOCK_LOST
-                       | armed * Status.ARMED | hac.locked * Status.HAC_LOCKED)
+                       | armed * Status.ARMED | hac.locked * Status.HAC_LOCKED
+                       | dsk.timeout * Status.DESKEW_TIMEOUT)
         csrs = {
             Csr.START_HAC: start_hac,
             Csr.HAC: hac.hac,
@@ -310,7 +321,8 @@ class Tile(wiring.Component):
             Csr.HAC_ERROR: hac.error.as_signed(),
             Csr.DESKEW_OFFSET: dsk.offset,
             Csr.DESKEW_STALLED: dsk.stalled_cycles,
-            Csr.DESKEW_STATUS: dsk.late * DeskewStatus.LATE | dsk.waiting * DeskewStatus.WAITING,
+            Csr.DESKEW_STATUS: (dsk.late * DeskewStatus.LATE | dsk.waiting * DeskewStatus.WAITING
+                                | dsk.timeout * DeskewStatus.STALL_TIMEOUT),
         }
         for lk, (tx, rx) in enumerate(links):
             b = Csr.LINK_BASE + hostmap.LINK_WORDS * lk

@@ -151,3 +151,34 @@ def min_distance(cfg: TileConfig) -> int:
     drift between deskews, one cycle of phase)."""
     skew = HAC_ERROR_MAX + drift(cfg, deskew_interval(cfg)) + 1
     return TX_START + cfg.flits_per_vector + cfg.link_latency_max + RX_PIPE_MAX + skew
+
+
+# ---- the deskew stall bound: a stall beyond it is a fault that halts the tile -----------------
+DESKEW_STALL_MARGIN = 16   # cycles of margin on top of the worst case the specification allows
+                           # (clock phase, rounding, a SYNC landing during the wait)
+
+
+def deskew_stall_max(cfg: TileConfig) -> int:
+    """Most cycles a ``DESKEW`` may stall the core: it waits for the next HAC epoch boundary
+    (1 to ``epoch`` cycles), a SYNC during the wait may move the HAC back by up to
+    ``HAC_ERROR_MAX``, plus ``DESKEW_STALL_MARGIN``.  A longer stall raises
+    ``DeskewStatus.STALL_TIMEOUT`` and halts the tile (``hdl/c2c.py`` ``DeskewUnit``)."""
+    return cfg.epoch + HAC_ERROR_MAX + DESKEW_STALL_MARGIN
+
+
+def runtime_deskew_stall_extra(cfg: TileConfig) -> int:
+    """``runtime_deskew_stall_max(cfg, slack) - slack``, the part that the hardware adds to
+    the instruction's slack: the one cycle of the target (``offset + sac + 1 + slack``), the
+    HAC error at the previous release and at this one (``2 * HAC_ERROR_MAX``), the most the
+    tile's program can run ahead of the HAC between two RUNTIME_DESKEWs
+    ``deskew_interval`` apart (``drift``, both clocks ``max_ppm`` away in opposite
+    directions), plus ``DESKEW_STALL_MARGIN``."""
+    return 1 + 2 * HAC_ERROR_MAX + drift(cfg, deskew_interval(cfg)) + DESKEW_STALL_MARGIN
+
+
+def runtime_deskew_stall_max(cfg: TileConfig, slack: int) -> int:
+    """Most cycles a ``RUNTIME_DESKEW slack`` may stall the core within the specification
+    (clocks within ``max_ppm``, RUNTIME_DESKEWs at most ``deskew_interval`` SAC cycles
+    apart, the HAC locked): ``slack + runtime_deskew_stall_extra(cfg)``.  A longer stall
+    raises ``DeskewStatus.STALL_TIMEOUT`` and halts the tile."""
+    return slack + runtime_deskew_stall_extra(cfg)

@@ -112,6 +112,8 @@ class HacStatus(enum.IntFlag):
 class DeskewStatus(enum.IntFlag):
     LATE = 1        # sticky until start: a RUNTIME_DESKEW released more than HAC_ERROR_MAX after its target
     WAITING = 2     # the core is waiting in a DESKEW or RUNTIME_DESKEW
+    STALL_TIMEOUT = 4  # sticky until start: a deskew stalled the core longer than the specification
+                       # allows (c2c.deskew_stall_max / runtime_deskew_stall_max); the tile halted
 
 
 class Status(enum.IntFlag):
@@ -129,10 +131,12 @@ class Status(enum.IntFlag):
     HAC_LOCK_LOST = 1024      # the HAC drifted further from its parent than HAC_ERROR_MAX
     ARMED = 2048              # not a fault: a start at START_HAC is pending
     HAC_LOCKED = 4096         # not a fault: HacStatus.LOCKED
+    DESKEW_TIMEOUT = 8192     # DeskewStatus.STALL_TIMEOUT: a deskew stall exceeded its bound; the tile
+                              # halted (DONE with the core frozen where it stalled)
 
 
 LINK_FAULTS = (Status.LINK_OVERFLOW | Status.LINK_UNDERFLOW | Status.LINK_UNCORRECTABLE
-               | Status.LINK_TX_OVERRUN | Status.DESKEW_LATE | Status.HAC_LOCK_LOST)
+               | Status.LINK_TX_OVERRUN | Status.DESKEW_LATE | Status.HAC_LOCK_LOST | Status.DESKEW_TIMEOUT)
 
 
 def check_fits(cfg: TileConfig) -> None:

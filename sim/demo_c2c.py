@@ -260,9 +260,38 @@ def figures(outdir, sim: str = "verilator") -> None:
                                           f"receive buffers over a whole run ({len(long.transfers)} vectors)")
 
 
+INJECT_FORMAT = "TILE:LINK:MASK:AFTER:COUNT"
+
+
+def parse_inject(text: str, cfg: TileConfig | None = None) -> dict:
+    """``TILE:LINK:MASK:AFTER:COUNT`` (``--inject``): XOR ``MASK`` (an integer, ``0x..`` for
+    hex; bit 0 is the flit's valid bit, see ``c2c.flit_fields``) into ``COUNT`` valid flits
+    leaving ``TILE`` on ``LINK``, from ``AFTER`` sender cycles after the start.  A malformed
+    spec is a ``ConfigError`` naming it."""
+    from lpu_arch.config import ConfigError
+    cfg = cfg or c2c_config()
+    parts = text.split(":")
+    try:
+        if len(parts) != 5:
+            raise ValueError
+        tile, link, mask, after, count = (int(p.strip(), 0) for p in parts)
+    except ValueError:
+        raise ConfigError(f"--inject {text!r}: expected {INJECT_FORMAT}, five integers like 1:0:0x38:500:1") from None
+    fb = c2c.flit_bits(cfg)
+    if not 0 <= tile < 2:
+        raise ConfigError(f"--inject {text!r}: tile {tile} does not exist (tiles 0 and 1)")
+    if not 0 <= link < cfg.links:
+        raise ConfigError(f"--inject {text!r}: link {link} does not exist (links 0..{cfg.links - 1})")
+    if not 0 < mask < 1 << fb:
+        raise ConfigError(f"--inject {text!r}: the mask must set some of the flit's {fb} bits (1..{(1 << fb) - 1:#x})")
+    if after < 0 or count < 1:
+        raise ConfigError(f"--inject {text!r}: AFTER must be 0 or more cycles and COUNT at least 1 flit")
+    return {"tile": tile, "link": link, "mask": mask, "after_cycles": after, "count": count}
+
+
 def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = None, vectors: int = 12,
             spread: int = 700, seed: int = 1, plot=None, beyond_spec: bool = False, out=None,
-            progress=None) -> dict:
+            progress=None, inject=None) -> dict:
     """Two tiny tiles exchanging ``vectors`` each way (``spread`` SAC cycles apart) on clocks
     ``ppm`` from nominal over a wire of ``latency`` cycles (default: the declared maximum),
     on the RTL; prints the table on ``out`` (default stdout; the set-up lines go to stderr)
@@ -270,7 +299,8 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
     model, no link fault, HAC error within ``HAC_ERROR_MAX``).  ``plot``: a picture of
     the run (``plot_run``: activity, HAC error, program skew, receive buffers).  A clock
     beyond ``max_ppm`` (unless ``beyond_spec``) or a latency outside the declared range is
-    a ``ConfigError``."""
+    a ``ConfigError``.  ``inject``: fault injections (``parse_inject``, ``system_run``); the
+    report lists each with the flits it asked for and the flits it hit."""
     from lpu_arch.config import ConfigError
 
     from .runner import SystemSim, period_fs, system_run
@@ -302,7 +332,9 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
     t = time.perf_counter()
     system = SystemSim(cfg, 2, latency, sim)
     print(f"built on {sim} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
-    run = system_run(programs, list(ppm), name="demo", seed=seed, sample_every=4, record=100_000 if plot else 0)
+    inject = list(inject or [])
+    run = system_run(programs, list(ppm), name="demo", seed=seed, sample_every=4, record=100_000 if plot else 0,
+                     inject=inject)
     res = system.run([run], progress=progress)[0]
     problems = check_tiles(res, sched, gold)
     ok = not any(problems)
@@ -331,6 +363,14 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
         f"(budget +-{c2c.HAC_ERROR_MAX}); measured link latency {res['tiles'][1]['c2c']['latency']} cycles")
     say(f"program skew (SAC child - SAC root while both run): {res['sac_skew'][0]:+.2f}..{res['sac_skew'][1]:+.2f}"
         f" cycles (budget in the SEND-to-RECV distance: {skew_budget})")
+    injections = [{**x, "requested": x["count"], "hit": hit} for x, hit in zip(inject, res["injected"])]
+    for x in injections:
+        say(f"injected {x['mask']:#x} into tile {x['tile']} link {x['link']} from cycle {x['after_cycles']}: "
+            f"{x['hit']} of {x['requested']} flit(s) requested hit")
+    if res.get("timed_out"):
+        say("timed out: not every tile is done; " + "; ".join(
+            f"tile {i} STATUS {o['status']:#x}{' (' + fault_names(o['status']) + ')' if o['status'] & LINK_FAULTS else ''}"
+            for i, o in enumerate(res["tiles"])))
     if plot:
         plot_run(res, plot, f"Tiles at {ppm[0]:+g} and {ppm[1]:+g} ppm, link latency {latency}, "
                             f"{len(sched.transfers)} vectors")
@@ -340,8 +380,9 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
     if not skew_ok:
         say(f"warning: the program skew {res['sac_skew'][0]:+.2f}..{res['sac_skew'][1]:+.2f} exceeds its budget "
             f"of {skew_budget} cycles: a vector can arrive after the RECV scheduled for it")
-    passed = ok and within and skew_ok
-    reasons = [f"tile {i}: {fault_names(o['status'])}" for i, o in enumerate(res["tiles"]) if o["status"] & LINK_FAULTS]
+    passed = ok and within and skew_ok and not res.get("timed_out")
+    reasons = [] if not res.get("timed_out") else ["timed out (not every tile is done)"]
+    reasons += [f"tile {i}: {fault_names(o['status'])}" for i, o in enumerate(res["tiles"]) if o["status"] & LINK_FAULTS]
     reasons += [] if within else [f"HAC error beyond +-{c2c.HAC_ERROR_MAX}"]
     reasons += [] if skew_ok else [f"program skew beyond {skew_budget}"]
     reasons += [f"tile {i}: {p[0]}" for i, p in enumerate(problems) if p and not res["tiles"][i]["status"] & LINK_FAULTS]
@@ -357,6 +398,8 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
             "sac_skew": [round(v, 3) for v in res["sac_skew"]], "skew_budget": skew_budget,
             "samples": res["samples"], "tiles": tiles, "plot": str(plot) if plot else None,
             "skew_within_budget": skew_ok, "reasons": [] if passed else reasons,
+            "timed_out": bool(res.get("timed_out")), "injections": injections,
+            "status": [o["status"] for o in res["tiles"]],
             "build_dir": str(system.build_dir)}
 
 
@@ -376,14 +419,17 @@ def main(argv=None) -> int:
     ap.add_argument("--figures", metavar="DIR", help="only write the pictures of docs/c2c.md into DIR")
     ap.add_argument("--beyond-spec", action="store_true",
                     help="allow clocks beyond the configuration's max_ppm (to see the faults flagged)")
+    ap.add_argument("--inject", action="append", default=[], metavar=INJECT_FORMAT,
+                    help="XOR MASK into COUNT valid flits TILE sends on LINK, AFTER cycles after the start (repeatable)")
     args = ap.parse_args(argv)
     if args.figures:
         figures(args.figures, args.sim)
         print(f"wrote {args.figures}/c2c-timing.png and {args.figures}/c2c-drift.png")
         return 0
     try:
+        inject = [parse_inject(x) for x in args.inject]
         report = run_c2c(args.sim, tuple(args.ppm), args.latency, args.vectors, args.spread, args.seed, args.plot,
-                         args.beyond_spec)
+                         args.beyond_spec, inject=inject)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

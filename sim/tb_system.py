@@ -17,6 +17,14 @@ each run it
    status (the observation of ``sim/tb_tile.py``, so ``sim.scoreboard.check_run`` applies
    per tile) plus its C2C registers.
 
+A run whose tiles are not all done within its timeout does not end the batch: its result
+has ``timed_out`` set and, per tile, what the host bus still reads (STATUS, SAC, busy
+counters, the C2C registers, ``fault_names``), no trace; the next run goes on.  A tile
+halted by a deskew stall beyond its bound (``Status.DESKEW_TIMEOUT``) is done, but its
+core is frozen where it stalled, so its trace is not read either (``trace_read`` False).
+``injected[k]`` is the number of flits injection ``k`` actually hit (``inject_requested``
+what it asked for): an injection asking for more flits than are sent is not an error.
+
 **HAC error**: tile ``i``'s HAC register changes on its rising edges; at a sampling
 instant ``T`` its continuous HAC is ``hac_i + f_i``, ``f_i`` the fraction of its current
 period already elapsed (``(T - first_edge_i) mod period_i / period_i``: the edges are
@@ -36,7 +44,7 @@ from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge, Time
 from cocotb.simtime import get_sim_time
 
 from lpu_arch.config import TileConfig
-from lpu_arch.hostmap import Csr, HacStatus
+from lpu_arch.hostmap import LINK_FAULTS, Csr, DeskewStatus, HacStatus, Status
 
 from .driver import Ports, TileDriver
 
@@ -184,26 +192,38 @@ class Recorder:
                 "rx": [_level(rv, k, self.cfg) for k in links], "elastic": [_level(ev, k, self.cfg) for k in links]})
 
 
-async def inject(dut, drv: TileDriver, tile: int, link: int, mask: int, after_cycles: int, count: int, log):
+async def inject(dut, drv: TileDriver, tile: int, link: int, mask: int, after_cycles: int, count: int, log,
+                 hit: list):
     """XOR ``mask`` into ``count`` valid flits leaving ``tile`` on ``link`` (each one
     exactly: set on the falling edge before the rising edge that takes the flit into the
-    wire, cleared on the next falling edge)."""
+    wire, cleared on the next falling edge).  ``hit`` gets the time of every flit hit, as
+    it is hit: the run may end (and cancel this) before ``count`` flits were sent."""
     port = getattr(dut, f"t{tile}_l{link}_inject")
     valid = getattr(dut, f"t{tile}_l{link}_tx_valid")
     clk = drv.dut.clk
     if not int(drv.dut.running.value):
         await RisingEdge(drv.dut.running)
     await ClockCycles(clk, after_cycles)
-    hit = []
-    while len(hit) < count:
+    while len(hit) < count:       # cancelled at the run's end: one_run clears the ports of the next
         await FallingEdge(clk)
         if int(valid.value):
             port.value = mask
             hit.append(int(get_sim_time("fs")))
             await FallingEdge(clk)
             port.value = 0
-    log.info("injected %#x into %d flit(s) of tile %d link %d", mask, count, tile, link)
-    return hit
+    log.info("injected %#x into %d flit(s) of tile %d link %d", mask, len(hit), tile, link)
+
+
+async def read_c2c(drv: TileDriver) -> dict:
+    """``TileDriver.read_c2c`` plus the raw DESKEW_STATUS and its stall-timeout bit."""
+    c2c = await drv.read_c2c()
+    ds = await drv.read_csr(Csr.DESKEW_STATUS)
+    c2c.update({"deskew_status": ds, "stall_timeout": bool(ds & DeskewStatus.STALL_TIMEOUT)})
+    return c2c
+
+
+def fault_names(status: int) -> list[str]:
+    return [f.name for f in Status if f & LINK_FAULTS & status]
 
 
 async def one_run(dut, cfg, drivers, dirty, run) -> dict:
@@ -213,6 +233,9 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
         d.stop_clock()
         d.period, d.phase = run["period_fs"][i], run["phase_fs"][i]
     await _all(d.start_clock() for d in drivers)
+    for i in range(n):            # a cancelled injection may have left its mask on
+        for k in range(cfg.links):
+            getattr(dut, f"t{i}_l{k}_inject").value = 0
     await _all(d.reset(4) for d in drivers)
 
     # ---- load every tile over its own bus ---------------------------------------------
@@ -243,8 +266,22 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
         return False
 
     locked = await _all(wait_lock(i) for i in range(n))
-    if not all(locked):
-        raise TimeoutError(f"HAC not locked on tile(s) {[i for i, ok in enumerate(locked) if not ok]}")
+    if not all(locked):            # reported like a timeout: the batch goes on
+        log.warning("run %s: HAC not locked on tile(s) %s", run["name"], [i for i, ok in enumerate(locked) if not ok])
+        tiles = []
+        for i, drv in enumerate(drivers):
+            status = await drv.read_status()
+            tiles.append({"name": run["jobs"][i].get("name", ""), **status, "events": [], "read_back": {},
+                          "c2c": await read_c2c(drv), "done": False, "trace_read": False,
+                          "fault_names": fault_names(status["status"])})
+            for name in cfg.mem_names:
+                dirty[i][name] = set(range(cfg.mem_depth))
+        return {"name": run["name"], "ppm": run["ppm"], "period_fs": run["period_fs"], "phase_fs": run["phase_fs"],
+                "clock_t0_fs": [d.clock_t0 for d in drivers], "tiles": tiles, "timed_out": True,
+                "hac_not_locked": [i for i, ok in enumerate(locked) if not ok],
+                "injected": [0] * len(run["inject"]), "inject_requested": [x.get("count", 1) for x in run["inject"]],
+                "wall_run_s": 0.0, "window": None,
+                **Sampler(dut, cfg, drivers, run["sample_every"], 0, 0).summary()}
     t_lock = int(get_sim_time("fs"))
 
     sampler = Sampler(dut, cfg, drivers, run["sample_every"], run["record"], run["seed"] + 1)
@@ -254,9 +291,10 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
         w = run["window"]
         recorder = Recorder(dut, cfg, drivers, w["tile"], w["sac_from"], w["sac_to"])
         recording = cocotb.start_soon(recorder.loop())
+    hits = [[] for _ in run["inject"]]
     injections = [cocotb.start_soon(inject(dut, drivers[x["tile"]], x["tile"], x["link"], x["mask"],
-                                           x.get("after_cycles", 0), x.get("count", 1), log))
-                  for x in run["inject"]]
+                                           x.get("after_cycles", 0), x.get("count", 1), log, h))
+                  for x, h in zip(run["inject"], hits)]
 
     # ---- start all tiles on one HAC cycle ---------------------------------------------
     log.info("job %s: loaded, running", run["name"])     # progress (sim/progress.py): loaded and locked
@@ -273,8 +311,8 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
         recorder.off = True
         if not recording.done():
             recording.cancel()
-    if not all(int(d.dut.done.value) for d in drivers):
-        raise TimeoutError(f"run {run['name']}: not every tile is done")
+    done = [bool(int(d.dut.done.value)) for d in drivers]
+    timed_out = not all(done)
     t_done = int(get_sim_time("fs"))
     for inj in injections:
         if not inj.done():
@@ -284,12 +322,25 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
     tiles = []
     for i, drv in enumerate(drivers):
         status = await drv.read_status()
-        events = await drv.read_trace() if cfg.trace_depth else []
+        # A tile still running, or halted by a deskew stall beyond its bound, has its core
+        # (and its memories' read ports) frozen: its trace is not read, and every row of its
+        # MEM slices counts as written for the next run's load.
+        trace_read = done[i] and not status["status"] & Status.DESKEW_TIMEOUT
+        events = await drv.read_trace() if cfg.trace_depth and trace_read else []
         for _, name, addr, _ in events:
             dirty[i][name].add(addr)
-        c2c = await drv.read_c2c()
+        if not trace_read:
+            for name in cfg.mem_names:
+                dirty[i][name] = set(range(cfg.mem_depth))
+        c2c = await read_c2c(drv)
         tiles.append({"name": run["jobs"][i].get("name", ""), "cycles": status["cycles"], **status,
-                      "events": events, "read_back": {}, "c2c": c2c})
+                      "events": events, "read_back": {}, "c2c": c2c, "done": done[i], "trace_read": trace_read,
+                      "fault_names": fault_names(status["status"])})
+    if timed_out:
+        log.warning("run %s: timed out, not every tile is done: %s", run["name"],
+                    "; ".join(f"tile {i} STATUS {t['status']:#x} SAC {t['cycles']}"
+                              f"{' (' + ', '.join(t['fault_names']) + ')' if t['fault_names'] else ''}"
+                              for i, t in enumerate(tiles)))
     summ = sampler.summary()
     log.info("job %s: %d cycles, %d events", run["name"], max(t["cycles"] for t in tiles),
              sum(len(t["events"]) for t in tiles))       # progress: the last tile's cycles, every tile's writes
@@ -298,7 +349,8 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
     return {"name": run["name"], "ppm": run["ppm"], "period_fs": run["period_fs"], "phase_fs": run["phase_fs"],
             "clock_t0_fs": [d.clock_t0 for d in drivers], "start_hac": start_hac,
             "t_lock_fs": t_lock, "t_start_fs": t_start, "t_done_fs": t_done, "wall_run_s": wall,
-            "tiles": tiles, "injected": [len(x.result()) if x.done() else 0 for x in injections],
+            "tiles": tiles, "timed_out": timed_out, "injected": [len(h) for h in hits],
+            "inject_requested": [x.get("count", 1) for x in run["inject"]],
             "window": recorder.records if recorder is not None else None, **summ}
 
 
