@@ -276,8 +276,11 @@ class SystemSim:
 
 def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phase_fs=None,
                start_epochs: int = 2, sample_every: int = 16, inject=None, record: int = 0,
-               window=None, timeout_cycles: int | None = None) -> dict:
-    """A run for ``SystemSim.run``: one program per tile and the tiles' clocks.
+               window=None, timeout_cycles: int | None = None, checked: bool = True) -> dict:
+    """A run for ``SystemSim.run``: one program per tile and the tiles' clocks.  The programs
+    must pass the static checker as a system (``firmware_gen.check.check_system``: each
+    tile's streams, and every SEND matched by a RECV in order and in time), else
+    ``CheckError``; ``checked=False`` loads them anyway.
 
     ``ppm[i]``: tile i's clock offset from nominal; ``phase_fs[i]``: its first rising edge
     (random from ``seed`` when None).  The host starts every tile ``start_epochs`` HAC epochs
@@ -293,8 +296,15 @@ def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phas
         phase_fs = [rng.randrange(1, period_fs(p)) for p in ppm]
     if len(ppm) != len(programs) or len(phase_fs) != len(programs):
         raise ValueError("one ppm and one phase per tile's program")
+    if checked and programs[0].config.links:
+        from firmware_gen.check import CheckError, check_system
+        from lpu_arch.topology import Topology
+        problems = check_system(programs, Topology(len(programs)).peer)
+        if problems:
+            raise CheckError(problems)
     return {"name": name, "ppm": list(ppm), "period_fs": [period_fs(p) for p in ppm],
-            "phase_fs": list(phase_fs), "jobs": [job(p, name=f"{name}/tile{i}") for i, p in enumerate(programs)],
+            "phase_fs": list(phase_fs),
+            "jobs": [job(p, name=f"{name}/tile{i}", checked=False) for i, p in enumerate(programs)],
             "start_epochs": start_epochs, "sample_every": sample_every, "inject": inject or [],
             "record": record, "window": window, "seed": seed,
             "timeout_cycles": (max(2_000_000, *map(default_timeout, programs)) if timeout_cycles is None

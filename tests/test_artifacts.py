@@ -175,3 +175,20 @@ def test_config_file_may_be_partial(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:          # argparse rejects the option's value
         cli.main(["compile", "--config", str(f)])
     assert e.value.code == 2 and "lanes must be a multiple of 4" in capsys.readouterr().err
+
+
+def test_a_send_without_its_recv_is_refused_before_loading():
+    """The system harness checks a tray's programs as a system: a SEND whose RECV was
+    removed is a CheckError naming the link, before anything is built."""
+    import dataclasses
+    from firmware_gen.check import CheckError
+    from lpu_arch.isa import Op
+    from sim.demo_c2c import c2c_config, exchange
+    from sim.runner import system_run
+    programs = exchange(dataclasses.replace(c2c_config(), links=1), 2, 2, 0, seed=1).programs()
+    system_run(programs, [0, 0])                         # clean: accepted
+    q = programs[1].queues["C2C_W"]
+    programs[1].queues["C2C_W"] = [i for i in q if i.op != Op.RECV]
+    with pytest.raises(CheckError, match="link-unmatched"):
+        system_run(programs, [0, 0])
+    system_run(programs, [0, 0], checked=False)          # on purpose: loads anyway
