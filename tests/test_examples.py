@@ -44,7 +44,7 @@ def readme_examples() -> list[str]:
 def commands(example: str, tmp: Path) -> list[list[str]]:
     """The ``lpu`` argument lists of one example line (``&&`` chains, comments and
     redirections removed, ``/tmp/`` moved into ``tmp``)."""
-    example = re.sub(r"\s+\(.*\)$", "", example).replace("/tmp/", f"{tmp}/")
+    example = re.sub(r"\s{2,}\(.*$", "", example).replace("/tmp/", f"{tmp}/")   # a trailing (comment)
     out = []
     for part in example.split("&&"):
         words = shlex.split(part)
