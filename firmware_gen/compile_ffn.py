@@ -24,6 +24,7 @@ Dataflow (``docs/compiler.md`` explains it with the timing):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -85,6 +86,13 @@ class Manifest:
                 "mxm_utilisation": round(self.mxm_utilisation, 4), "mm_count": self.mm_count,
                 "weight_vectors": self.weight_vectors, "output_writes": len(self.writes),
                 "instructions": self.instructions, "busy": self.busy}
+
+
+@functools.lru_cache(maxsize=None)
+def _read_probe(stream, dir):
+    """A READ on ``stream``: what a weight window's freedom is checked with (its drives do
+    not depend on the address)."""
+    return Instr.read(stream, dir, 0)
 
 
 def _slot(slot, side):
@@ -305,7 +313,7 @@ class FfnPlan:
     def _window_ok(self, side, t_s):
         """Can the n weight slices of ``side``'s hemisphere feed a block starting on ``t_s``?"""
         d = self.in_dir(side)
-        return all(self.res.slot_free(m, r) and self.res.drives_free(m, r, Instr.read(j, d, 0), self.pos(side))
+        return all(self.res.slot_free(m, r) and self.res.drives_free(m, r, _read_probe(j, d), self.pos(side))
                    for _, j, m, r in self._window(side, t_s))
 
     def _take_window(self, side, t_s, block, who):
@@ -313,9 +321,10 @@ class FfnPlan:
         for c, j, m, r in self._window(side, t_s):
             addr = self.alloc(m, 1)
             self.memory[m][addr] = np.asarray(block[c * self.n + j], np.int64) & 0xFF
+            read = Instr.read(j, d, addr)
             self.res.take_slot(m, r, who)
-            self.res.take_drives(m, r, Instr.read(j, d, addr), self.pos(side), who)
-            self.emit(m, r, Instr.read(j, d, addr))
+            self.res.take_drives(m, r, read, self.pos(side), who)
+            self.emit(m, r, read)
 
     def place_blocks(self, sides, blocks, mms, on_emit, label):
         """Load ``blocks[i]`` into ``sides[i]`` (lockstep when two) and issue its MMs.

@@ -14,6 +14,7 @@ Slice order (design brief, section 1): positions run west to east ::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -223,10 +224,14 @@ class TileConfig:
         """MEM slice names in position order (west to east); index = MEM index."""
         return [s for s in self.slice_names if s.startswith("MEM")]
 
+    @functools.cached_property
+    def _position_of(self) -> dict[str, int]:
+        return {n: p for p, n in enumerate(self.slice_names)}
+
     def position(self, slice_name: str) -> int:
         try:
-            return self.slice_names.index(slice_name)
-        except ValueError:
+            return self._position_of[slice_name]
+        except KeyError:
             raise ConfigError(f"no slice named {slice_name!r} in this tile; slices are "
                               f"{', '.join(self.slice_names)}") from None
 
