@@ -139,6 +139,11 @@ LINK_FAULTS = (Status.LINK_OVERFLOW | Status.LINK_UNDERFLOW | Status.LINK_UNCORR
                | Status.LINK_TX_OVERRUN | Status.DESKEW_LATE | Status.HAC_LOCK_LOST | Status.DESKEW_TIMEOUT)
 
 
+def link_fault_names(status: int) -> list[str]:
+    """The names of the link fault flags (``LINK_FAULTS``) set in a STATUS word."""
+    return [f.name for f in Status if f & LINK_FAULTS & status]
+
+
 def check_fits(cfg: TileConfig) -> None:
     """The address map limits the configuration; say which limit is broken."""
     if cfg.positions > 256:

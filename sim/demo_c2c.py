@@ -23,7 +23,7 @@ from lpu_arch import c2c
 
 from firmware_gen import archmodel
 from lpu_arch.config import TileConfig
-from lpu_arch.hostmap import LINK_FAULTS, Status
+from lpu_arch.hostmap import LINK_FAULTS, link_fault_names
 from lpu_arch.isa import Instr, Op
 from firmware_gen.program import Program
 from firmware_gen.schedule import ScheduleError
@@ -102,7 +102,7 @@ def check_tiles(result: dict, sched: SystemScheduler, gold) -> list[list[str]]:
 
 def fault_names(status: int) -> str:
     """The link fault flags set in a STATUS word, by name."""
-    return ", ".join(f.name for f in Status if f & LINK_FAULTS & status)
+    return ", ".join(link_fault_names(status))
 
 
 def plot_run(result: dict, path, title: str = "") -> None:

@@ -28,7 +28,7 @@ from lpu_arch import ConfigError, TileConfig
 
 from firmware_gen import archmodel
 from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
-from lpu_arch.hostmap import LINK_FAULTS, Status
+from lpu_arch.hostmap import link_fault_names
 from firmware_gen.numerics import NumericsError, ffn_int
 from lpu_arch.topology import TILE_COUNTS, Topology
 from firmware_gen.tray import TrayManifest, compile_ffn_tray, tray_config, tray_output
@@ -166,7 +166,7 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
     for t, obs in enumerate(res["tiles"]):
         problems = check_run(obs, gold[t], man.tile[t].writes, man.tile[t].cycles,
                              predicted_busy=man.tile[t].busy)
-        faults = [f.name for f in Status if f & LINK_FAULTS & obs["status"]]
+        faults = link_fault_names(obs["status"])
         mem = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
         for _, s, a, d in observed_events(obs):
             mem[s][a] = d

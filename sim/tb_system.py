@@ -44,7 +44,7 @@ from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge, Time
 from cocotb.simtime import get_sim_time
 
 from lpu_arch.config import TileConfig
-from lpu_arch.hostmap import LINK_FAULTS, Csr, DeskewStatus, HacStatus, Status
+from lpu_arch.hostmap import Csr, DeskewStatus, HacStatus, Status, link_fault_names
 
 from .driver import Ports, TileDriver
 
@@ -222,10 +222,6 @@ async def read_c2c(drv: TileDriver) -> dict:
     return c2c
 
 
-def fault_names(status: int) -> list[str]:
-    return [f.name for f in Status if f & LINK_FAULTS & status]
-
-
 async def one_run(dut, cfg, drivers, dirty, run) -> dict:
     n = len(drivers)
     log = dut._log
@@ -273,7 +269,7 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
             status = await drv.read_status()
             tiles.append({"name": run["jobs"][i].get("name", ""), **status, "events": [], "read_back": {},
                           "c2c": await read_c2c(drv), "done": False, "trace_read": False,
-                          "fault_names": fault_names(status["status"])})
+                          "fault_names": link_fault_names(status["status"])})
             for name in cfg.mem_names:
                 dirty[i][name] = set(range(cfg.mem_depth))
         return {"name": run["name"], "ppm": run["ppm"], "period_fs": run["period_fs"], "phase_fs": run["phase_fs"],
@@ -335,7 +331,7 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
         c2c = await read_c2c(drv)
         tiles.append({"name": run["jobs"][i].get("name", ""), "cycles": status["cycles"], **status,
                       "events": events, "read_back": {}, "c2c": c2c, "done": done[i], "trace_read": trace_read,
-                      "fault_names": fault_names(status["status"])})
+                      "fault_names": link_fault_names(status["status"])})
     if timed_out:
         log.warning("run %s: timed out, not every tile is done: %s", run["name"],
                     "; ".join(f"tile {i} STATUS {t['status']:#x} SAC {t['cycles']}"
