@@ -303,6 +303,19 @@ def check_drive(what, seen, latency, const_name, direction, mask):
     return seen[0][3]
 
 
+def check_out_drives(what, instr, seen, latency, const_name):
+    """One drive of stream ``out`` per OUT_E/OUT_W flag of ``instr`` (an SXM or VXM result),
+    each on cycle ``latency``."""
+    flags = instr.aux
+    kind = SxmFlag if instr.op != Op.VOP else VopFlag
+    dirs = [d for d, f in ((EAST, kind.OUT_E), (WEST, kind.OUT_W)) if flags & f]
+    got = [(j, DIR_NAME[d], m) for j, d, m, _ in seen]
+    expect = [(latency, DIR_NAME[d], 1 << instr.operand("out")) for d in dirs]
+    assert got == expect, (
+        f"{what} {instr} issued on cycle 0: expected drive(s) (cycle, direction, mask) {expect} "
+        f"(isa.{const_name} = {latency}); measured {got}")
+
+
 def set_taps(ctx, dut, d, vectors):
     """Stream values visible at the slice this cycle: ``vectors[s]`` on stream s of
     direction ``d``; the other direction zero."""
@@ -424,13 +437,7 @@ def test_sxm_latency(case):
 
     simulate(sxm, bench)
     o = instr.operand("out")
-    flags = SxmFlag(instr.aux)
-    dirs = [d for d, f in ((EAST, SxmFlag.OUT_E), (WEST, SxmFlag.OUT_W)) if flags & f]
-    got = [(j, DIR_NAME[d], m) for j, d, m, _ in out["seen"]]
-    expect = [(isa.SXM_LATENCY, DIR_NAME[d], 1 << o) for d in dirs]
-    assert got == expect, (
-        f"SXM {instr} issued on cycle 0: expected drive(s) (cycle, direction, mask) {expect} "
-        f"(isa.SXM_LATENCY = {isa.SXM_LATENCY}); measured {got}")
+    check_out_drives("SXM", instr, out["seen"], isa.SXM_LATENCY, "SXM_LATENCY")
     x = tag(0)                                           # the input of the issue cycle
     expected = vec(want(x, SXM_MAP))
     for _, _, _, values in out["seen"]:
@@ -488,12 +495,7 @@ def test_vxm_latency(in_dir, flags):
         out["seen"] = await issue_and_watch(ctx, vxm, instr, taps)
 
     simulate(vxm, bench)
-    dirs = [d for d, f in ((EAST, VopFlag.OUT_E), (WEST, VopFlag.OUT_W)) if flags & f]
-    got = [(j, DIR_NAME[d], m) for j, d, m, _ in out["seen"]]
-    expect = [(isa.VXM_LATENCY, DIR_NAME[d], 1 << o) for d in dirs]
-    assert got == expect, (
-        f"VXM {instr} issued on cycle 0: expected drive(s) (cycle, direction, mask) {expect} "
-        f"(isa.VXM_LATENCY = {isa.VXM_LATENCY}); measured {got}")
+    check_out_drives("VXM", instr, out["seen"], isa.VXM_LATENCY, "VXM_LATENCY")
     expected = [sat8(v) for v in vxm_a(0)]
     for _, _, _, values in out["seen"]:
         assert [s8(b) for b in lanes_of(values[o])] == expected, (
