@@ -77,13 +77,12 @@ def read_back(observed: dict) -> dict[tuple, tuple]:
 def check_read_back(observed: dict, golden: RunResult, limit: int = LIMIT) -> list[str]:
     """Every row read back over the host bus after the run against the golden model's
     final memory (all lanes)."""
-    bad = [(s, a, v, tuple(int(b) for b in golden.memory[s][a]))
-           for (s, a), v in sorted(read_back(observed).items())
-           if v != tuple(int(b) for b in golden.memory[s][a])]
+    rows = read_back(observed)
+    gold = {(s, a): tuple(int(b) for b in golden.memory[s][a]) for s, a in rows}
+    bad = [(s, a, v, gold[s, a]) for (s, a), v in sorted(rows.items()) if v != gold[s, a]]
     if not bad:
         return []
-    out = [f"SRAM read back after the run vs golden model: {len(bad)} of "
-           f"{len(read_back(observed))} rows differ"]
+    out = [f"SRAM read back after the run vs golden model: {len(bad)} of {len(rows)} rows differ"]
     out += [f"  {s}[{a}] holds {list(v)}, golden model {list(g)}" for s, a, v, g in bad[:limit]]
     return out
 
