@@ -150,34 +150,39 @@ class _Tray:
             s = t_v + VXM_LATENCY + abs(v - pos(cs))
             if not (ft.res.slot_free(cs, s) and all(self.book.send_free(t, link, s) for _, link in peers)):
                 return False
-            sends[cs] = (s, peers)
+            recvs = [self._recv_plan(t, u, link, s) for u, link in peers]
+            if None in recvs:       # a receive buffer would overflow: the producer waits
+                return False
+            sends[cs] = (s, peers, recvs)
         if dry:
             return True
-        for cs, (s, peers) in sends.items():
+        for cs, (s, peers, recvs) in sends.items():
             d = WEST if pos(cs) < v else EAST
             ft.res.take_slot(cs, s, f"h block {i} col {b} SENDM")
             ft.emit(cs, s, Instr.compute(Op.SENDM, ft.lx_stream, d, links=sum(1 << link for _, link in peers)))
-            for u, link in peers:
-                self._receive(t, u, link, s, self.f[u].h_slot(i, b), f"h block {i} col {b} tile {t} -> {u}")
+            for (u, link), plan in zip(peers, recvs):
+                self._receive(t, u, link, s, plan, self.f[u].h_slot(i, b), f"h block {i} col {b} tile {t} -> {u}")
         return True
 
-    def _receive(self, t, u, link, s, slot, who):
-        """RECV on tile u of the vector tile t sent on ``link`` on ``s``, into both MXMs' ``slot``."""
-        cfg, pos = self.cfg, self.cfg.position
-        fu = self.f[u]
+    def _recv_plan(self, t, u, link, s):
+        """Where tile u receives the vector tile t sends on ``link`` on ``s``: the first cycle
+        its C2C slice, SXM, streams and both MXMs are free; None when the vector would wait
+        there while the receive buffer already holds ``rx_depth`` others (the buffer's
+        capacity is a constraint on the send, never a reason to reject an FFN)."""
         _, rlink = self.topo.peer(t, link)
-        cr = cfg.link_slice(rlink)
+        cr = self.cfg.link_slice(rlink)
         sx = "SXM_W" if cr == "C2C_W" else "SXM_E"
         d_rx = WEST if sx == "SXM_W" else EAST
         v = self.book.first_recv(u, rlink, s, self.D)
-        got = None
-        while got is None:
-            got = self._recv_path(fu, cr, sx, d_rx, v)
-            v += got is None
-        if not self.book.depth_ok(u, rlink, s, v):
-            raise CompileError(f"{who}: the receive buffer of tile {u} link {rlink} would hold more than "
-                               f"{cfg.rx_depth} vectors")
-        st_rx, st_out, arrive = got
+        while (got := self._recv_path(self.f[u], cr, sx, d_rx, v)) is None:
+            v += 1
+        return (rlink, cr, sx, d_rx, v, got) if self.book.depth_ok(u, rlink, s, v) else None
+
+    def _receive(self, t, u, link, s, plan, slot, who):
+        """RECV on tile u (on ``plan`` from :meth:`_recv_plan`) of the vector tile t sent on
+        ``link`` on ``s``, into both MXMs' ``slot``."""
+        pos, fu = self.cfg.position, self.f[u]
+        rlink, cr, sx, d_rx, v, (st_rx, st_out, arrive) = plan
         t_sx = v + C2C_LATENCY + 1
         recv = Instr.compute(Op.RECV, st_rx, d_rx, link=rlink)
         shift = Instr.compute(Op.SHIFT, st_rx, d_rx, k=0, out=st_out, flags=SxmFlag.OUT_E | SxmFlag.OUT_W)

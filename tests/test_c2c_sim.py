@@ -195,11 +195,13 @@ def test_wire_bit_flips(simulator):
     assert not any(t["status"] & LINK_FAULTS for t in clean["tiles"]), [hex(t["status"]) for t in clean["tiles"]]
 
 
-@pytest.mark.parametrize("kind, H, I, batch", [("swiglu", 8, 16, 1), ("classic", 12, 20, 2)])
+@pytest.mark.parametrize("kind, H, I, batch", [("swiglu", 8, 16, 1), ("classic", 12, 20, 2), ("classic", 12, 40, 2)])
 def test_tray_ffn_on_two_tiles(simulator, kind, H, I, batch):
     """The tray compiler's FFN (``firmware_gen/tray.py``: SENDM multicast of h, RECV into
     the SXM, W2 over all h blocks) on two tiles at +-max_ppm: every MEM write (y bit-exact)
-    and cycle count as the compiler predicted and the golden model computes."""
+    and cycle count as the compiler predicted and the golden model computes.  In the
+    12x40 case the sender's h is paced so that no receive buffer holds more than
+    ``rx_depth`` vectors."""
     from firmware_gen.compile_ffn import example_ffn
     from lpu_arch.topology import Topology
     from firmware_gen.tray import compile_ffn_tray
