@@ -237,10 +237,20 @@ class FfnPlan:
             return [KIl * KH + w2[0], KIl * KH + w2[1]]
         return [(KIl + 1) // 2 * KH + w2[0], KIl // 2 * KH + w2[1]]
 
+    def capacity_needs(self) -> dict:
+        """What this plan needs of the tile's sizes, by configuration field: MEM rows per
+        weight slice, x slots and accumulator rows per MXM, VXM parameter entries."""
+        B = self.B
+        return {"mem_depth": max(self._jobs_per_side()) * self.chunks + B * self.KH + B * len(self.j_blocks)
+                + B * len(self.i_blocks),
+                "mxm_xbuf_depth": B * (self.KH + self.KI),
+                "mxm_acc_depth": B * (1 + len(self.j_blocks) // 2 + len(self.j_blocks) % 2),
+                "vxm_param_depth": len(self.i_blocks) + len(self.j_blocks)}
+
     def _check_capacity(self):
         cfg, B, L = self.cfg, self.B, self.cfg.lanes
-        jobs = self._jobs_per_side()
-        rows_needed = max(jobs) * self.chunks + B * self.KH + B * len(self.j_blocks) + B * len(self.i_blocks)
+        need = self.capacity_needs()
+        rows_needed = need["mem_depth"]
         if rows_needed > cfg.mem_depth:
             mats = 3 if self.spec.kind == "swiglu" else 2
             raise CompileError(
@@ -248,18 +258,14 @@ class FfnPlan:
                 f"padding to {L}-lane blocks), x and y need {rows_needed} rows in each of the {self.n} weight "
                 f"slices per hemisphere ({2 * self.n * rows_needed * L} bytes in all); a MEM slice holds "
                 f"{cfg.mem_depth} rows ({2 * self.n * cfg.mem_depth * L} bytes in those slices)")
-        slots = B * (self.KH + self.KI)
-        if slots > cfg.mxm_xbuf_depth:
-            raise CompileError(f"x and h need {slots} x slots per MXM (batch {B} x ({self.KH} + {self.KI}) blocks); "
-                               f"an MXM has {cfg.mxm_xbuf_depth}")
-        rows_per_col = 1 + len(self.j_blocks) // 2 + len(self.j_blocks) % 2
-        accs = B * rows_per_col
-        if accs > cfg.mxm_acc_depth:
-            raise CompileError(f"the schedule needs {accs} accumulator rows per MXM (batch {B} x "
-                               f"{rows_per_col}); an MXM has {cfg.mxm_acc_depth}")
-        entries = len(self.i_blocks) + len(self.j_blocks)
-        if entries > cfg.vxm_param_depth:
-            raise CompileError(f"the VXM needs {entries} parameter entries (one per output block); "
+        if need["mxm_xbuf_depth"] > cfg.mxm_xbuf_depth:
+            raise CompileError(f"x and h need {need['mxm_xbuf_depth']} x slots per MXM (batch {B} x "
+                               f"({self.KH} + {self.KI}) blocks); an MXM has {cfg.mxm_xbuf_depth}")
+        if need["mxm_acc_depth"] > cfg.mxm_acc_depth:
+            raise CompileError(f"the schedule needs {need['mxm_acc_depth']} accumulator rows per MXM (batch {B} x "
+                               f"{need['mxm_acc_depth'] // B}); an MXM has {cfg.mxm_acc_depth}")
+        if need["vxm_param_depth"] > cfg.vxm_param_depth:
+            raise CompileError(f"the VXM needs {need['vxm_param_depth']} parameter entries (one per output block); "
                                f"it has {cfg.vxm_param_depth}")
 
     # ---- placement ----------------------------------------------------------------------

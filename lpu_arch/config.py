@@ -17,7 +17,9 @@ import dataclasses
 import functools
 import hashlib
 import json
+import tomllib
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import isa
 
@@ -181,6 +183,44 @@ class TileConfig:
             raise ConfigError(f"unknown configuration preset {name!r}; choose one of {', '.join(cls.PRESETS)}")
         return getattr(cls, name)()
 
+    @classmethod
+    def load(cls, source: str, sets=()) -> "TileConfig":
+        """A preset name, or a ``.toml`` or ``.json`` file of fields (those it leaves out
+        are the default tile's); then ``sets``, overrides like ``"mem_depth=16384"``
+        (``--set``).  Every problem is a one-line :class:`ConfigError`."""
+        if source in cls.PRESETS:
+            cfg = cls.preset(source)
+        else:
+            path = Path(source)
+            if not path.is_file():
+                raise ConfigError(f"{source} is neither a preset ({', '.join(cls.PRESETS)}) nor a configuration file")
+            try:
+                text = path.read_text()
+                fields = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+            except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as e:
+                kind = "TOML" if path.suffix == ".toml" else "JSON (name a TOML file .toml)"
+                raise ConfigError(f"{path} is not {kind}: {e}") from None
+            cfg = cls.from_dict(fields)
+        return cfg.with_overrides(sets) if sets else cfg
+
+    def with_overrides(self, sets) -> "TileConfig":
+        """This configuration with ``FIELD=VALUE`` overrides (integers; ``0x`` for hex)."""
+        fields = {}
+        for item in sets:
+            name, sep, value = (t.strip() for t in item.partition("="))
+            if not sep or not name:
+                raise ConfigError(f"--set takes FIELD=VALUE, e.g. mem_depth=16384; got {item!r}")
+            try:
+                fields[name] = int(value, 0)
+            except ValueError:
+                raise ConfigError(f"--set {name}={value}: the value must be an integer") from None
+        return self.from_dict({**self.to_dict(), **fields})
+
+    def to_toml(self, comment: str = "") -> str:
+        """Every field as a TOML file that :meth:`load` reads back."""
+        head = "".join(f"# {line}\n" for line in comment.splitlines())
+        return head + "".join(f"{k} = {v}\n" for k, v in self.to_dict().items())
+
     # ---- derived sizes -------------------------------------------------------------
     @property
     def c2c(self) -> int:
@@ -274,7 +314,8 @@ class TileConfig:
         fields = [f.name for f in dataclasses.fields(cls)]
         unknown = set(d) - set(fields)
         if unknown:
-            raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(unknown))}")
+            raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(unknown))} "
+                              f"(the fields: {', '.join(fields)})")
         missing = [f for f in fields if f not in d]
         if complete and missing:
             raise ConfigError(f"configuration field(s) missing: {', '.join(missing)}")

@@ -109,6 +109,47 @@ def _window(text: str) -> tuple[int, int]:
 
 
 # ---- the FFN to work on ---------------------------------------------------------------------
+CONFIG_HELP = ("the tile: a preset (default, tiny) or a TOML or JSON file of TileConfig fields,\n"
+               "those it leaves out as in the default tile (default: {})")
+
+
+def _weights_options(g):
+    g.add_argument("--weights", type=Path, default=None, metavar="FILE",
+                   help="float weights (.safetensors or .npz) instead of random ones\n"
+                        "(names and format: lpu compile --help)")
+    g.add_argument("--layer", type=_nonneg, default=None, metavar="N",
+                   help="with --weights: the layer whose FFN to take (needed when the file has several)")
+    g.add_argument("--map", default=None, metavar="ROLE=NAME,...",
+                   help="with --weights: tensor names for W1 W2 W3 b1 b2 x, {layer} for the layer\n"
+                        "(e.g. W1=blk.{layer}.ffn_gate.weight,W2=...; default: Hugging Face names)")
+
+
+def _print_fit(args, example, base, tiles: int) -> int:
+    """--fit: the smallest depths that hold the FFN on ``tiles`` tiles of ``base``, as TOML."""
+    from firmware_gen.fit import FIELDS, fit_ffn
+    cfg, need = fit_ffn(example.spec, example.x_int8, base, tiles)
+    if getattr(args, "json", False):
+        _print_json({"config": cfg.to_dict(), "needs": need, "tiles": tiles}, indent=1)
+        return EXIT_OK
+    s = example.spec
+    where = "one tile" if tiles == 1 else f"each of {tiles} tiles"
+    head = (f"lpu --fit: the smallest power-of-two depths on which {where} holds a {s.kind} FFN\n"
+            f"H={s.H}, I={s.I}, batch {example.x_int8.reshape(-1, s.H).shape[0]}; the other fields as given.\n"
+            "needs: " + ", ".join(f"{k} {need[k]}" for k in FIELDS if k in need) + "\n"
+            "use it:  --config FILE.toml")
+    print(cfg.to_toml(head), end="")
+    return EXIT_OK
+
+
+def _config_options(g, default, shown):
+    """--config and --set (lpu compile --help lists the fields; unknown fields and values
+    out of range are one-line errors)."""
+    g.add_argument("--config", type=_config_arg, default=default, metavar="PRESET|FILE",
+                   help=CONFIG_HELP.format(shown))
+    g.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override one field of the tile, repeatable (e.g. --set mem_depth=16384)")
+
+
 def _rtl_run_options(p: argparse.ArgumentParser, json_help: str):
     """--sim, --quiet and --json of every subcommand that runs the RTL."""
     from .runner import SIMULATORS
@@ -130,32 +171,49 @@ def _ffn_options(p: argparse.ArgumentParser, with_out: bool = True):
     g.add_argument("--activation", choices=tuple(ACTIVATIONS), default=None,
                    help="activation (default: silu for swiglu, gelu for classic)")
     g.add_argument("--seed", type=_nonneg, default=None, help="seed of the random weights and input (default: 1)")
-    g.add_argument("--weights", type=Path, default=None, metavar="FILE.npz",
-                   help="float weights and input instead of random ones (format: lpu compile --help)")
-    g.add_argument("--config", type=_config_arg, default=None, metavar="PRESET|FILE.json",
-                   help="the tile: a preset (default, tiny) or a JSON file of TileConfig fields,\n"
-                        "the ones it leaves out as in the default tile (default: default)")
+    _weights_options(g)
+    _config_options(g, None, "default")
     if with_out:
         g.add_argument("--out", type=Path, default=None, metavar="DIR",
                        help="where to write program.json and manifest.json (default: build/lpu/<name>)")
 
 
 def _given_ffn_options(args) -> list[str]:
-    return [f"--{k}" for k in ("kind", "H", "I", "batch", "activation", "seed", "weights")
+    return [f"--{k}" for k in ("kind", "H", "I", "batch", "activation", "seed", "weights", "layer", "map")
             if getattr(args, k, None) is not None]
 
 
-def _compile_from_args(args, quiet=False):
-    from .compiled import from_example, from_npz
-    cfg = tile_config(args.config or "default")
-    preset = args.config or "default"
-    preset = preset if preset in PRESETS else Path(preset).stem     # names the output directory
+def _example_from_args(args):
+    """The FFN the options describe (quantised, not compiled): --weights or a random one."""
+    from firmware_gen.compile_ffn import example_ffn
     if args.weights is not None:
-        shape_opts = [f"--{k}" for k in ("H", "I", "batch", "seed") if getattr(args, k) is not None]
-        if shape_opts:
-            raise CliError(f"{', '.join(shape_opts)} cannot be used with --weights (the arrays give the shape)")
-        return from_npz(args.weights, cfg, kind=args.kind, activation=args.activation, preset=preset)
-    H0, I0 = DEFAULT_SHAPE.get(preset, DEFAULT_SHAPE["default"])
+        from .compiled import example_from_weights
+        _no_shape_with_weights(args)
+        return example_from_weights(args.weights, kind=args.kind, activation=args.activation, layer=args.layer,
+                                    mapping=args.map)[0]
+    preset = args.config if args.config in PRESETS else "default"
+    H0, I0 = DEFAULT_SHAPE[preset]
+    return example_ffn(args.kind or "swiglu", args.H or H0, args.I or I0, args.batch or 1,
+                       seed=1 if args.seed is None else args.seed, activation=args.activation)
+
+
+def _no_shape_with_weights(args):
+    shape_opts = [f"--{k}" for k in ("H", "I", "batch", "seed") if getattr(args, k) is not None]
+    if shape_opts:
+        raise CliError(f"{', '.join(shape_opts)} cannot be used with --weights (the arrays give the shape)")
+
+
+def _compile_from_args(args, quiet=False):
+    from .compiled import from_example, from_weights
+    cfg = tile_config(args.config or "default", args.set)
+    preset = config_name(args.config, args.set)       # names the output directory
+    if args.weights is not None:
+        _no_shape_with_weights(args)
+        return from_weights(args.weights, cfg, kind=args.kind, activation=args.activation, preset=preset,
+                            layer=args.layer, mapping=args.map)
+    elif args.layer is not None or args.map is not None:
+        raise CliError("--layer and --map select tensors of a --weights file; give --weights FILE")
+    H0, I0 = DEFAULT_SHAPE.get(args.config if args.config in PRESETS else "default")
     return from_example(cfg, args.kind or "swiglu", args.H or H0, args.I or I0, args.batch or 1,
                         seed=1 if args.seed is None else args.seed, activation=args.activation, preset=preset)
 
@@ -187,9 +245,10 @@ def _load_or_compile(args, need_manifest=True):
         else:
             c = CompiledFfn.load(d)
             prog = c.program
-    if args.config is not None:
-        if tile_config(args.config) != prog.config:
-            raise CliError(f"--config {args.config} does not match the tile {path} was compiled for")
+    if args.config is not None or args.set:
+        if tile_config(args.config or "default", args.set) != prog.config:
+            given = " ".join([f"--config {args.config or 'default'}"] + [f"--set {x}" for x in args.set])
+            raise CliError(f"{given} does not match the tile {path} was compiled for")
     return c, prog, d
 
 
@@ -202,6 +261,10 @@ def _print_table(rows, out):
 # ---- subcommands -----------------------------------------------------------------------------
 def cmd_compile(args) -> int:
     from .compiled import summary_rows
+    if args.fit:
+        if args.out is not None:
+            raise CliError("--fit prints a configuration and compiles nothing: leave out --out")
+        return _print_fit(args, _example_from_args(args), tile_config(args.config or "default", args.set), 1)
     c = _compile_from_args(args)
     out = args.out or Path("build") / "lpu" / c.name
     files = c.save(out)
@@ -270,7 +333,7 @@ def cmd_asm(args) -> int:
     src = Path(args.file)
     if not src.is_file():
         raise CliError(f"{src} is not a file of assembly text")
-    prog = Program.assemble(tile_config(args.config), src.read_text())
+    prog = Program.assemble(tile_config(args.config, args.set), src.read_text())
     out = Path(args.out or Path("build") / "lpu" / src.stem)
     out.mkdir(parents=True, exist_ok=True)
     (out / "program.json").write_text(prog.to_json())
@@ -326,13 +389,34 @@ def cmd_tray(args) -> int:
 
     from firmware_gen.chart import tray_chart, tray_transfers
 
-    from .demo_tray import compile_tray, run_tray_on_rtl
+    from firmware_gen.compile_ffn import example_ffn
+
+    from .demo_tray import TRAY_H, TRAY_I, compile_tray, run_tray_on_rtl, tray_tile_config
     from .progress import ProgressPrinter
     from .runner import SimSetupError
     human = sys.stderr if args.json else sys.stdout
     if args.window is not None and args.chart is None:
         raise CliError("--window limits the picture: give --chart FILE with it")
-    ct = compile_tray(args.kind, args.H, args.I, args.tiles, args.config, args.seed, args.batch, args.clock_seed)
+    base = tray_tile_config(args.config) if args.config in PRESETS else tile_config(args.config)
+    base = base.with_overrides(args.set)
+    example = None
+    if args.weights is not None:
+        from .compiled import example_from_weights
+        given = [f"--{k}" for k in ("H", "I", "batch", "seed") if getattr(args, k) is not None]
+        if given:
+            raise CliError(f"{', '.join(given)} cannot be used with --weights (the arrays give the shape)")
+        example, _ = example_from_weights(args.weights, kind=args.kind, activation=args.activation,
+                                          layer=args.layer, mapping=args.map)
+    elif args.layer is not None or args.map is not None:
+        raise CliError("--layer and --map select tensors of a --weights file; give --weights FILE")
+    shape = dict(kind=args.kind or "swiglu", H=args.H or TRAY_H, I=args.I or TRAY_I, batch=args.batch or 1,
+                 seed=1 if args.seed is None else args.seed)
+    if example is None and (args.fit or args.activation):
+        example = example_ffn(**shape, activation=args.activation)
+    if args.fit:
+        return _print_fit(args, example, base, args.tiles)
+    ct = compile_tray(tiles=args.tiles, preset=config_name(args.config, args.set), clock_seed=args.clock_seed,
+                      base=base, example=example, **shape)
     man = ct.manifest
     chart = None
     if args.chart is not None:
@@ -427,29 +511,28 @@ def cmd_synth(args) -> int:
 
 # ---- the parser ------------------------------------------------------------------------------
 def _config_arg(value: str) -> str:
-    """--config: a preset name, or a JSON file of TileConfig fields (checked when parsed)."""
-    if value not in PRESETS:
-        try:
-            tile_config(value)
-        except (CliError, ValueError) as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
+    """--config: a preset name, or a TOML or JSON file of TileConfig fields (checked when parsed)."""
+    try:
+        tile_config(value)
+    except (CliError, ValueError) as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     return value
 
 
-def tile_config(value: str):
-    """The TileConfig of a preset name or of a JSON file of fields; the fields a file
-    leaves out are the default tile's."""
+def tile_config(value: str, sets=()):
+    """The TileConfig of a preset name or of a TOML/JSON file of fields (those it leaves
+    out are the default tile's), with ``--set FIELD=VALUE`` overrides."""
     from lpu_arch.config import TileConfig
-    if value in PRESETS:
-        return TileConfig.preset(value)
-    path = Path(value)
-    if not path.is_file():
-        raise CliError(f"{value} is neither a preset ({', '.join(PRESETS)}) nor a configuration file")
-    try:
-        fields = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise CliError(f"{path} is not JSON: {e}") from None
-    return TileConfig.from_dict(fields)
+    return TileConfig.load(value, sets)
+
+
+def config_name(value: str | None, sets=()) -> str:
+    """What names a configuration in output directories: the preset or the file's stem,
+    and a digest of the overrides when there are any."""
+    import hashlib
+    name = value or "default"
+    name = name if name in PRESETS else Path(name).stem
+    return name + (f"+{hashlib.sha1(' '.join(sets).encode()).hexdigest()[:6]}" if sets else "")
 
 
 def _finite_json(v):
@@ -471,6 +554,8 @@ def build_parser() -> argparse.ArgumentParser:
     from hdl.synth import BOARDS
 
     from .demo_c2c import c2c_config
+    from firmware_gen.numerics import ACTIVATIONS
+
     from .demo_tray import TRAY_H, TRAY_I
     from .runner import SIMULATORS
     c2c_cfg = c2c_config()
@@ -491,6 +576,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "  lpu compile --config tiny --H 8 --I 16 --batch 2 --out /tmp/ffn\n"
                               "  lpu compile --weights ffn.npz --json")
     _ffn_options(p)
+    p.add_argument("--fit", action="store_true",
+                   help="print the smallest tile (power-of-two depths, the rest as --config) that holds\n"
+                        "the FFN, as a TOML file for --config; compiles nothing else")
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     p.set_defaults(func=cmd_compile)
 
@@ -523,8 +611,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="A program directory without manifest.json runs against the golden model alone:\n"
                               "  lpu asm copy.s --config tiny --out /tmp/copy && lpu sim /tmp/copy --sim icarus")
     p.add_argument("file", type=Path, metavar="FILE", help="assembly text")
-    p.add_argument("--config", type=_config_arg, default="tiny", metavar="PRESET|FILE.json",
-                   help="the tile: a preset or a JSON file of TileConfig fields (default: tiny)")
+    _config_options(p, "tiny", "tiny")
     p.add_argument("--out", type=Path, default=None, metavar="DIR", help="directory (default: build/lpu/<FILE stem>)")
     p.add_argument("--json", action="store_true", help="print the program path and problems as JSON")
     p.set_defaults(func=cmd_asm)
@@ -573,18 +660,25 @@ def build_parser() -> argparse.ArgumentParser:
                               "  lpu tray --tiles 4 --kind classic --chart tray.png")
     g = p.add_argument_group("tray and FFN")
     g.add_argument("--tiles", type=_tiles, default=8, metavar="N", help="tiles in the tray: 2, 4 or 8 (default: 8)")
-    g.add_argument("--kind", choices=("swiglu", "classic"), default="swiglu", help="FFN kind (default: swiglu)")
-    g.add_argument("--H", type=_positive, default=TRAY_H, metavar="N",
+    g.add_argument("--kind", choices=("swiglu", "classic"), default=None,
+                   help="FFN kind (default: swiglu; with --weights, the file decides)")
+    g.add_argument("--H", type=_positive, default=None, metavar="N",
                    help=f"model width H (default: {TRAY_H}, which fits a tray of 2, 4 or 8 tiny tiles)")
-    g.add_argument("--I", type=_positive, default=TRAY_I, metavar="N", help=f"intermediate width I (default: {TRAY_I})")
-    g.add_argument("--batch", type=_positive, default=1, metavar="B", help="batch columns, 1 = decode (default: 1)")
-    g.add_argument("--seed", type=_nonneg, default=1, help="seed of the weights and the input (default: 1)")
+    g.add_argument("--I", type=_positive, default=None, metavar="N", help=f"intermediate width I (default: {TRAY_I})")
+    g.add_argument("--batch", type=_positive, default=None, metavar="B", help="batch columns, 1 = decode (default: 1)")
+    g.add_argument("--seed", type=_nonneg, default=None, help="seed of the random weights and input (default: 1)")
+    g.add_argument("--activation", choices=tuple(ACTIVATIONS), default=None,
+                   help="activation (default: silu for swiglu, gelu for classic)")
+    _weights_options(g)
+    g.add_argument("--fit", action="store_true",
+                   help="print the smallest tile (power-of-two depths, the rest as --config) on which\n"
+                        "every tile of the tray holds its share, as a TOML file for --config; no run")
     g.add_argument("--clock-seed", type=_nonneg, default=1,
                    help="seed of every tile's clock (ppm, phase) and of the wire latencies (default: 1)")
     g.add_argument("--repeat", type=_positive, default=1, metavar="N",
                    help="run the same programs under N clock draws (one build) and print one line per\n"
                         "draw: every tile's ppm and cycles and a digest of all traces (default: 1)")
-    g.add_argument("--config", choices=("tiny", "default"), default="tiny", help="tile preset (default: tiny)")
+    _config_options(g, "tiny", "tiny")
     p.add_argument("--chart", type=_picture, default=None, metavar="FILE",
                    help="draw the tray's timeline to FILE, .svg or .png")
     p.add_argument("--window", type=_window, default=None, metavar="FIRST:LAST",

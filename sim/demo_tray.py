@@ -110,13 +110,20 @@ TRAY_H, TRAY_I = 16, 32     # the default FFN: larger than one tiny tile's SRAM,
 
 
 def compile_tray(kind: str = "swiglu", H: int = TRAY_H, I: int = TRAY_I, tiles: int = 8, preset: str = "tiny",
-                 seed: int = 1, batch: int = 1, clock_seed: int = 1) -> CompiledTray:
+                 seed: int = 1, batch: int = 1, clock_seed: int = 1, *, base: TileConfig | None = None,
+                 example=None) -> CompiledTray:
     """Compile a random FFN (``compile_ffn.example_ffn``, from ``seed``) for a tray of
-    ``tiles``; also the single tile's predicted cycles for the speed-up, when it fits one."""
-    base = tray_tile_config(preset)
+    ``tiles``; also the single tile's predicted cycles for the speed-up, when it fits one.
+    ``base``: the tile (default: the preset's, :func:`tray_tile_config`), named ``preset``;
+    ``example``: an FFN to compile instead of the random one (its ``spec`` and ``x_int8``,
+    e.g. real weights; ``kind``, ``H``, ``I`` and ``batch`` then come from it)."""
+    base = base or tray_tile_config(preset)
     cfg = tray_config(base, tiles)
     topo = Topology(tiles)
-    ex = example_ffn(kind, H, I, batch, seed=seed)
+    ex = example or example_ffn(kind, H, I, batch, seed=seed)
+    if example is not None:
+        kind, H, I = ex.spec.kind, ex.spec.H, ex.spec.I
+        batch = np.atleast_2d(np.asarray(ex.x_int8)).shape[0]
     programs, man = compile_ffn_tray(ex.spec, ex.x_int8, cfg, tiles)
     try:
         single = compile_ffn(ex.spec, ex.x_int8, base)[1].cycles
