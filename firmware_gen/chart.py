@@ -77,10 +77,7 @@ def timeline(program: Program) -> Timeline:
             eff = effects(ins, name, L)
             reads += [(a.dir, a.stream, p, t + a.offset) for a in eff.reads]
             drives += [(a.dir, a.stream, p, t + a.offset) for a in eff.drives]
-    if drives:
-        end = max(end, max(t for *_, t in drives) + 1)
-    if reads:
-        end = max(end, max(t for *_, t in reads) + 1)
+    end = max([end] + [t + 1 for *_, t in drives + reads])
     return Timeline(issues, drives, reads, end)
 
 
@@ -91,17 +88,16 @@ def stream_occupancy(program: Program, tl: Timeline | None = None) -> tuple[np.n
     cfg = program.config
     tl = tl or timeline(program)
     P, T = cfg.positions, max(tl.end, 1)
-    occ = {EAST: np.zeros((P, T + P), np.int32), WEST: np.zeros((P, T + P), np.int32)}
-    diag = diagonal     # a value keeps its diagonal as it moves (lpu_arch.timing)
+    occ = {d: np.zeros((P, T + P), np.int32) for d in (EAST, WEST)}
+    # A value keeps its diagonal as it moves (lpu_arch.timing): drivers and readers of
+    # one value share (direction, stream, diagonal).
     drivers, readers = defaultdict(list), defaultdict(list)
     for d, s, p, t in tl.drives:
-        drivers[(d, s, diag(d, p, t))].append((p, t))
+        drivers[d, s, diagonal(d, p, t)].append((p, t))
     for d, s, p, t in tl.reads:
-        readers[(d, s, diag(d, p, t))].append(p)
-    qs, ts, ds = [], [], []
+        readers[d, s, diagonal(d, p, t)].append(p)
     for key, drv in drivers.items():
-        d = key[0]
-        rd = readers.get(key)
+        d, rd = key[0], readers.get(key)
         if not rd:
             continue
         sign = 1 if d == EAST else -1
@@ -112,29 +108,61 @@ def stream_occupancy(program: Program, tl: Timeline | None = None) -> tuple[np.n
         for i, (p, t) in enumerate(drv):
             stop = drv[i + 1][0] if i + 1 < len(drv) else (P - 1 if d == EAST else 0)
             mine = rd[(sign * rd > sign * p) & (sign * rd <= sign * stop)]
-            if not len(mine):
-                continue
-            far = int(mine[-1])
-            k = np.arange(1, abs(far - p) + 1)
-            qs.append(p + sign * k)
-            ts.append(t + k)
-            ds.append(np.full(len(k), d))
-    if qs:
-        q, t, d = np.concatenate(qs), np.concatenate(ts), np.concatenate(ds)
-        for dd in (EAST, WEST):
-            sel = d == dd
-            np.add.at(occ[dd], (q[sel], t[sel]), 1)
+            if len(mine):
+                k = np.arange(1, abs(int(mine[-1]) - p) + 1)
+                occ[d][p + sign * k, t + k] += 1      # one cell per cycle: no index repeats
     return occ[EAST][:, :T], occ[WEST][:, :T]
 
 
-def _runs(cycles: np.ndarray, ops: np.ndarray):
-    """Consecutive cycles with one opcode -> (op, start, length) runs."""
-    if not len(cycles):
+def _runs(issues: list, lo: int, hi: int) -> list:
+    """An issue timeline ``[(cycle, Instr)]`` as runs of consecutive cycles with one opcode,
+    ``(op, start, length)``, those that reach into cycles ``lo..hi``."""
+    if not issues:
         return []
+    cycles = np.fromiter((c for c, _ in issues), np.int64, len(issues))
+    ops = np.fromiter((int(i.op) for _, i in issues), np.int64, len(issues))
+    order = np.argsort(cycles, kind="stable")
+    cycles, ops = cycles[order], ops[order]
     brk = np.flatnonzero((np.diff(cycles) != 1) | (np.diff(ops) != 0)) + 1
-    starts = np.r_[0, brk]
-    stops = np.r_[brk, len(cycles)]
-    return [(int(ops[a]), int(cycles[a]), int(cycles[b - 1] - cycles[a] + 1)) for a, b in zip(starts, stops)]
+    runs = [(int(ops[a]), int(cycles[a]), int(cycles[b - 1] - cycles[a] + 1))
+            for a, b in zip(np.r_[0, brk], np.r_[brk, len(cycles)])]
+    return [r for r in runs if r[1] + r[2] - 1 >= lo and r[1] <= hi]
+
+
+def _target(path) -> Path:
+    """``path`` as a Path, if its suffix is one of ``FORMATS``."""
+    path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        raise ChartError(f"cannot write a chart as {path.suffix or 'a file without extension'!r} "
+                         f"({path.name}); use a name ending in {' or '.join(FORMATS)}")
+    return path
+
+
+def _window(window, end: int, runs: str) -> tuple[int, int]:
+    """The cycles ``lo..hi`` to draw of ``0..end - 1``: all, or ``window = (first, last)``."""
+    lo, hi = 0, max(end - 1, 0)
+    if window is not None:
+        lo, hi = max(0, int(window[0])), min(hi, int(window[1]))
+        if hi < lo:
+            raise ChartError(f"the cycle window {window[0]}..{window[1]} holds nothing: {runs} "
+                             f"cycles 0..{max(end - 1, 0)}")
+    return lo, hi
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (files only, no display)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _legend(ax, ops, extra=()):
+    """The opcode colours of ``ops`` (and ``extra`` handles), right of the axes."""
+    from matplotlib.patches import Patch
+    handles = [Patch(color=OP_COLOURS[Op(o)], label=Op(o).name) for o in sorted(ops)] + list(extra)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, title="issued",
+              frameon=False)
 
 
 def schedule_chart(program: Program, path, *, title: str | None = None, window: tuple | None = None,
@@ -143,46 +171,27 @@ def schedule_chart(program: Program, path, *, title: str | None = None, window: 
 
     ``window = (first, last)`` limits the cycle axis (inclusive; None = whole program).
     Returns the path written."""
-    path = Path(path)
-    if path.suffix.lower() not in FORMATS:
-        raise ChartError(f"cannot write a chart as {path.suffix or 'a file without extension'!r} "
-                         f"({path.name}); use a name ending in {' or '.join(FORMATS)}")
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    path = _target(path)
+    plt = pyplot()
     from matplotlib.colors import BoundaryNorm, ListedColormap
-    from matplotlib.patches import Patch
 
     cfg = program.config
     names, P, S = cfg.slice_names, cfg.positions, cfg.streams
     tl = timeline(program)
     east, west = stream_occupancy(program, tl)
-    lo, hi = 0, max(tl.end - 1, 0)
-    if window is not None:
-        lo, hi = max(0, int(window[0])), min(hi, int(window[1]))
-        if hi < lo:
-            raise ChartError(f"the cycle window {window[0]}..{window[1]} holds nothing: the program "
-                             f"runs cycles 0..{max(tl.end - 1, 0)}")
+    lo, hi = _window(window, tl.end, "the program runs")
     n_issue = sum(len(v) for v in tl.issues.values())
 
-    with matplotlib.rc_context({"svg.fonttype": "none", "font.size": 9, "path.simplify": True}):
+    with plt.rc_context({"svg.fonttype": "none", "font.size": 9, "path.simplify": True}):
         fig, axes = plt.subplots(3, 1, sharex=True, figsize=(14, 9.5), dpi=dpi,
                                  gridspec_kw={"height_ratios": [1.25, 1, 1], "hspace": 0.12})
         ax = axes[0]
         used = set()
         many = n_issue > 4000
         for p, name in enumerate(names):
-            tl_q = tl.issues[name]
-            if not tl_q:
-                continue
-            cyc = np.fromiter((c for c, _ in tl_q), np.int64, len(tl_q))
-            ops = np.fromiter((int(i.op) for _, i in tl_q), np.int64, len(tl_q))
-            order = np.argsort(cyc, kind="stable")
-            runs = _runs(cyc[order], ops[order])
             by_op = defaultdict(list)
-            for op, start, length in runs:
-                if start + length - 1 >= lo and start <= hi:
-                    by_op[op].append((start - 0.5, length))
+            for op, start, length in _runs(tl.issues[name], lo, hi):
+                by_op[op].append((start - 0.5, length))
             for op, bars in by_op.items():
                 used.add(op)
                 ax.broken_barh(bars, (p - 0.38, 0.76), facecolors=OP_COLOURS[Op(op)], linewidth=0,
@@ -191,8 +200,7 @@ def schedule_chart(program: Program, path, *, title: str | None = None, window: 
         ax.set_yticks(range(P), names)
         ax.set_ylabel("slice (west to east)")
         ax.grid(axis="x", alpha=0.3)
-        ax.legend(handles=[Patch(color=OP_COLOURS[Op(o)], label=Op(o).name) for o in sorted(used)],
-                  loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, title="issued", frameon=False)
+        _legend(ax, used)
         ax.set_title(title or f"schedule: {tl.end} cycles, {n_issue} data instructions issued", loc="left")
 
         cmap = ListedColormap(plt.get_cmap("viridis")(np.linspace(0, 1, S + 1)))
@@ -300,17 +308,12 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
     SEND cycle to the receiving slice's lane on its RECV cycle, coloured by sending tile.
     All cycles are SAC time, the one schedule every tile keeps (deskew stalls do not count).
     ``window = (first, last)`` limits the cycle axis.  Returns the path written."""
-    path = Path(path)
-    if path.suffix.lower() not in FORMATS:
-        raise ChartError(f"cannot write a chart as {path.suffix or 'a file without extension'!r} "
-                         f"({path.name}); use a name ending in {' or '.join(FORMATS)}")
+    path = _target(path)
     if not programs:
         raise ChartError("no programs to draw")
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch, PathPatch
+    from matplotlib.patches import PathPatch
     from matplotlib.path import Path as MplPath
 
     n = len(programs)
@@ -343,35 +346,23 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
             end = max(end, halt)
     if manifest is not None:        # room for the done ticks
         end = max(end, max(m.cycles for m in manifest.tile) + 1)
-    lo, hi = 0, max(end - 1, 0)
-    if window is not None:
-        lo, hi = max(0, int(window[0])), min(hi, int(window[1]))
-        if hi < lo:
-            raise ChartError(f"the cycle window {window[0]}..{window[1]} holds nothing: the programs "
-                             f"run cycles 0..{max(end - 1, 0)}")
+    lo, hi = _window(window, end, "the programs run")
     n_issue = sum(len(v) for v in issues.values())
 
-    with matplotlib.rc_context({"svg.fonttype": "none", "font.size": 9, "path.simplify": True}):
+    with plt.rc_context({"svg.fonttype": "none", "font.size": 9, "path.simplify": True}):
         fig, ax = plt.subplots(figsize=(14, 1.0 + 0.32 * height), dpi=dpi)
         # One compound path per opcode (every bar of every lane): small SVGs.
         by_op = defaultdict(list)
         for (t, name), tl in issues.items():
-            if not tl:
-                continue
             y0, h = lane_y[t, name]
             a, b = y0 + 0.06 * h, y0 + 0.94 * h
-            cyc = np.fromiter((c for c, _ in tl), np.int64, len(tl))
-            ops = np.fromiter((int(i.op) for _, i in tl), np.int64, len(tl))
-            order = np.argsort(cyc, kind="stable")
-            for op, start, length in _runs(cyc[order], ops[order]):
-                if start + length - 1 >= lo and start <= hi:
-                    x0, x1 = start - 0.5, start + length - 0.5
-                    by_op[op].append(((x0, a), (x1, a), (x1, b), (x0, b)))
+            for op, start, length in _runs(tl, lo, hi):
+                x0, x1 = start - 0.5, start + length - 0.5
+                by_op[op].append(((x0, a), (x1, a), (x1, b), (x0, b)))
         many = n_issue > 20000
         for op, polys in by_op.items():
             ax.add_patch(PathPatch(MplPath.make_compound_path_from_polys(np.asarray(polys, float)),
                                    facecolor=OP_COLOURS[Op(op)], linewidth=0, rasterized=many))
-        used = set(by_op)
         if manifest is not None:
             for t, (top, bottom) in enumerate(bands):
                 c = manifest.tile[t].cycles
@@ -379,20 +370,14 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
                     ax.plot([c - 0.5, c - 0.5], [top - 0.15, bottom + 0.15], color="black", linewidth=1.2)
         # The transfers: SEND lane -> RECV lane.
         colours = plt.get_cmap("tab10" if n <= 10 else "tab20")
-        xs, ys, dxs, dys, cols = [], [], [], [], []
-        for x in transfers:
-            if x.recv < lo or x.send > hi:
-                continue
-            y_s, h_s = lane_y[x.src, x.src_slice]
-            y_r, h_r = lane_y[x.dst, x.dst_slice]
-            xs.append(x.send)
-            ys.append(y_s + h_s / 2)
-            dxs.append(x.recv - x.send)
-            dys.append(y_r + h_r / 2 - (y_s + h_s / 2))
-            cols.append(colours(x.src % colours.N))
-        if xs:
-            ax.quiver(xs, ys, dxs, dys, color=cols, angles="xy", scale_units="xy", scale=1, width=0.0012,
-                      headwidth=5, headlength=7, headaxislength=6, alpha=0.7, zorder=3)
+        mid = {k: y0 + h / 2 for k, (y0, h) in lane_y.items()}      # a lane's centre line
+        shown = [x for x in transfers if x.recv >= lo and x.send <= hi]
+        if shown:
+            ax.quiver([x.send for x in shown], [mid[x.src, x.src_slice] for x in shown],
+                      [x.recv - x.send for x in shown],
+                      [mid[x.dst, x.dst_slice] - mid[x.src, x.src_slice] for x in shown],
+                      color=[colours(x.src % colours.N) for x in shown], angles="xy", scale_units="xy", scale=1,
+                      width=0.0012, headwidth=5, headlength=7, headaxislength=6, alpha=0.7, zorder=3)
         for t, (top, bottom) in enumerate(bands):
             ax.text(-0.065, (top + bottom) / 2, f"tile {t}", transform=ax.get_yaxis_transform(), ha="right",
                     va="center", fontsize=10, fontweight="bold", color=colours(t % colours.N))
@@ -403,13 +388,11 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
         ax.set_xlim(lo - 0.5, hi + 0.5)
         ax.set_xlabel("SAC cycle (program time, the same on every tile)")
         ax.grid(axis="x", alpha=0.3)
-        handles = [Patch(color=OP_COLOURS[Op(o)], label=Op(o).name) for o in sorted(used)]
-        handles.append(Line2D([], [], color="0.3", linewidth=0.8, marker=">", markevery=[1],
-                              label="C2C transfer:\nSEND -> RECV"))
+        extra = [Line2D([], [], color="0.3", linewidth=0.8, marker=">", markevery=[1],
+                        label="C2C transfer:\nSEND -> RECV")]
         if manifest is not None:
-            handles.append(Line2D([], [], color="black", linewidth=1.2, label="predicted done"))
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, title="issued",
-                  frameon=False)
+            extra.append(Line2D([], [], color="black", linewidth=1.2, label="predicted done"))
+        _legend(ax, by_op, extra)
         if title is None:
             title = f"tray of {n} tiles: {end} SAC cycles, {n_issue} instructions issued, {len(transfers)} " \
                     "vectors over C2C links"
