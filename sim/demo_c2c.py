@@ -22,7 +22,8 @@ import numpy as np
 from lpu_arch import c2c
 
 from firmware_gen import archmodel
-from lpu_arch.config import TileConfig
+from firmware_gen.chart import pyplot
+from lpu_arch.config import ConfigError, TileConfig
 from lpu_arch.hostmap import LINK_FAULTS, link_fault_names
 from lpu_arch.isa import Instr, Op
 from firmware_gen.program import Program
@@ -109,10 +110,7 @@ def plot_run(result: dict, path, title: str = "") -> None:
     """Picture of a recorded run (``system_run(record=...)``): per tile its activity
     (running, stalled in a deskew), the child's HAC error, how far the child's program
     (SAC) is ahead of the root's, and the receive buffers."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     series = result["series"]
     if not series:
         raise ValueError("the run recorded no samples (system_run(record=N))")
@@ -164,9 +162,7 @@ def plot_window(result: dict, path, sched: SystemScheduler | None = None, title:
     """Cycle-by-cycle timing diagram of a run's recorded window (``system_run(window=...)``):
     per tile its SAC (stalled cycles shaded), HAC, the flits it puts on its link and its
     elastic and receive buffer levels, on one time axis."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.patches import Rectangle
 
     recs = result["window"]
@@ -177,28 +173,24 @@ def plot_window(result: dict, path, sched: SystemScheduler | None = None, title:
     lanes = ["SAC", "HAC", "flit out", "elastic buffer", "receive buffer"]
     height = len(lanes) + 1
     fig, ax = plt.subplots(figsize=(13, 1.0 + 0.42 * height * n))
+
+    def cell(x, per, y, text, face, edge="gray", **font):
+        ax.add_patch(Rectangle((x, y + 0.12), per, 0.76, facecolor=face, edgecolor=edge, linewidth=0.4))
+        ax.text(x + per / 2, y + 0.5, text, ha="center", va="center", **font)
     ends = []
     for i, rr in enumerate(recs):
         per = result["period_fs"][i] / 1e6
         base = (n - 1 - i) * height
-        for j, r in enumerate(rr):
+        for r in rr:
             x = (r["t_fs"] - t0) / 1e6
             ends.append(x + per)
-            y = base + len(lanes) - 1          # SAC lane
-            stalled = bool(r["stall"])
-            ax.add_patch(Rectangle((x, y + 0.12), per, 0.76, facecolor="tab:orange" if stalled else "#dff0d8",
-                                   edgecolor="gray", linewidth=0.4))
-            ax.text(x + per / 2, y + 0.5, f"{r['sac'] % 100:02d}", ha="center", va="center", fontsize=5.5)
-            y -= 1                              # HAC lane
-            ax.add_patch(Rectangle((x, y + 0.12), per, 0.76, facecolor="#e8e8f8", edgecolor="gray", linewidth=0.4))
-            ax.text(x + per / 2, y + 0.5, f"{r['hac'] % 100:02d}", ha="center", va="center", fontsize=5.5)
-            y -= 1                              # flits
-            kind = r["tx"][0]
-            if kind >= 0:
-                name = c2c.Kind(kind).name
-                ax.add_patch(Rectangle((x, y + 0.12), per, 0.76, linewidth=0.4, edgecolor="black",
-                                       facecolor={"DATA": "tab:blue", "SYNC": "gray"}.get(name, "tab:purple")))
-                ax.text(x + per / 2, y + 0.5, name[0], ha="center", va="center", fontsize=6, color="white")
+            y = base + len(lanes) - 1          # the SAC lane, then the HAC's and the flits'
+            cell(x, per, y, f"{r['sac'] % 100:02d}", "tab:orange" if r["stall"] else "#dff0d8", fontsize=5.5)
+            cell(x, per, y - 1, f"{r['hac'] % 100:02d}", "#e8e8f8", fontsize=5.5)
+            if r["tx"][0] >= 0:
+                name = c2c.Kind(r["tx"][0]).name
+                cell(x, per, y - 2, name[0], {"DATA": "tab:blue", "SYNC": "gray"}.get(name, "tab:purple"), "black",
+                     fontsize=6, color="white")
         for k, (key, top) in enumerate((("elastic", 4), ("rx", 4))):
             y = base + 1 - k
             xs = [(r["t_fs"] - t0) / 1e6 for r in rr]
@@ -268,7 +260,6 @@ def parse_inject(text: str, cfg: TileConfig | None = None) -> dict:
     hex; bit 0 is the flit's valid bit, see ``c2c.flit_fields``) into ``COUNT`` valid flits
     leaving ``TILE`` on ``LINK``, from ``AFTER`` sender cycles after the start.  A malformed
     spec is a ``ConfigError`` naming it."""
-    from lpu_arch.config import ConfigError
     cfg = cfg or c2c_config()
     parts = text.split(":")
     try:
@@ -301,8 +292,6 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
     beyond ``max_ppm`` (unless ``beyond_spec``) or a latency outside the declared range is
     a ``ConfigError``.  ``inject``: fault injections (``parse_inject``, ``system_run``); the
     report lists each with the flits it asked for and the flits it hit."""
-    from lpu_arch.config import ConfigError
-
     from .runner import SystemSim, period_fs, system_run
 
     out = out or sys.stdout
@@ -404,8 +393,6 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
 
 
 def main(argv=None) -> int:
-    from lpu_arch.config import ConfigError
-
     ap = argparse.ArgumentParser(prog="python -m sim.demo_c2c", description=__doc__.splitlines()[0])
     ap.add_argument("--sim", default="verilator", choices=("verilator", "icarus"))
     ap.add_argument("--ppm", type=float, nargs=2, default=(350.0, -620.0), metavar=("TILE0", "TILE1"),
