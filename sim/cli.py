@@ -30,14 +30,17 @@ PRESETS = ("default", "tiny")
 DEFAULT_SHAPE = {"default": (128, 512), "tiny": (8, 16)}   # (H, I) when not given
 
 NPZ_HELP = """\
-weights file (--weights FILE.npz): float arrays, by name
-  W1  (I, H)           first projection
-  W2  (H, I)           output projection
-  W3  (I, H)           gate projection; present = SwiGLU: y = W2 (act(W1 x) * W3 x)
-  b1  (I,), b2  (H,)   optional biases of a classic FFN: y = W2 act(W1 x + b1) + b2
-  x   (H,) or (B, H)   the input (also calibrates the int8 scales)
-They are quantised to int8 with per-row weight scales and per-tensor activation scales
-(numerics.FfnSpec.from_float), then compiled.  Example:
+weights file (--weights FILE): float tensors (float16, bfloat16, float32), by name
+  .safetensors with Hugging Face names (--layer N picks the layer):
+    model.layers.N.mlp.{gate,up,down}_proj.weight             SwiGLU: W1, W3, W2
+    [prefix.]encoder.layer.N.{intermediate,output}.dense.{weight,bias}  classic: W1,b1, W2,b2
+  or the plain names, in .safetensors or .npz:
+    W1 (I, H), W2 (H, I), W3 (I, H; present = SwiGLU), b1 (I,), b2 (H,) (classic, optional)
+  x (H,) or (B, H), optional: the input, which also calibrates the int8 scales; without
+  it, 4 seeded N(0,1) rows shaped by the file's layer norm before the FFN
+  --map W1=NAME,W2=NAME,... for other names ({layer} stands for N)
+Quantised with per-row weight scales and per-tensor activation scales (docs/numerics.md,
+"Weights from files").  Example:
   python -c "import numpy as r; g=r.random.default_rng(0); r.savez('ffn.npz', \\
     W1=g.normal(size=(96,32)), W3=g.normal(size=(96,32)), W2=g.normal(size=(32,96)), x=g.normal(size=32))"
 """
@@ -492,12 +495,12 @@ def cmd_bench(args) -> int:
 
 
 def cmd_synth(args) -> int:
-    from lpu_arch.config import TileConfig
     from hdl import synth
-    out = args.out or synth.ROOT / "build" / f"synth-{args.board}-{args.config}"
+    name = config_name(args.config, args.set)
+    out = args.out or synth.ROOT / "build" / f"synth-{args.board}-{name}"
     human = sys.stderr if args.json else sys.stdout
-    print(f"synthesising the {args.config} tile for {args.board} in {out} ...", file=human, flush=True)
-    report = synth.synthesise(TileConfig.preset(args.config), args.board, Path(out), args.baud)
+    print(f"synthesising the {name} tile for {args.board} in {out} ...", file=human, flush=True)
+    report = synth.synthesise(tile_config(args.config, args.set), args.board, Path(out), args.baud)
     if args.json:
         _print_json(report, indent=1)
     else:
@@ -753,7 +756,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "from logic.",
                        epilog="example:\n  lpu synth --config tiny --board ulx3s-85f")
     p.add_argument("--board", choices=tuple(BOARDS), default="ulx3s-85f", help="board (default: ulx3s-85f)")
-    p.add_argument("--config", choices=PRESETS, default="default", help="tile preset (default: default)")
+    _config_options(p, "default", "default")
     p.add_argument("--baud", type=_positive, default=115200, help="UART baud rate (default: 115200)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="build directory (default: build/synth-<board>-<config>)")

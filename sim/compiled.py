@@ -184,6 +184,17 @@ def from_weights(path, cfg: TileConfig, kind: str | None = None, activation: str
     (a program too big for the tile is ``compile_ffn.CompileError``).  ``source`` records
     the file, its format, the family, the layer, the tensor names and the calibration.
     """
+    ex, source = example_from_weights(path, kind, activation, layer, mapping)
+    L = source["layer"]
+    name = (re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(path).stem) + (f"-L{L}" if L is not None else "")
+            + (f"-{preset}" if preset and preset != "default" else ""))
+    return _compile(name, ex, cfg, {**source, "config": preset})
+
+
+def example_from_weights(path, kind: str | None = None, activation: str | None = None, layer: int | None = None,
+                         mapping=None) -> tuple[Example, dict]:
+    """The quantised FFN of a weights file (as :func:`from_weights`, not compiled: for a
+    tray, or to size a tile with ``--fit``) and its ``source`` record."""
     path = Path(path)
     try:
         w = load_ffn(path, layer=layer, mapping=mapping)
@@ -200,18 +211,10 @@ def from_weights(path, cfg: TileConfig, kind: str | None = None, activation: str
         y = ffn_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, xq * spec.x_scale, activation)
     except NumericsError as e:
         raise ArtifactError(f"{path.name}: {e}") from None
-    ex = Example(spec, xq, y, activation)
-    L = w.source["layer"]
-    name = (re.sub(r"[^A-Za-z0-9_.-]+", "_", path.stem) + (f"-L{L}" if L is not None else "")
-            + (f"-{preset}" if preset and preset != "default" else ""))
     src = w.source
-    return _compile(name, ex, cfg, {"weights": str(path), "kind": w.kind, "activation": activation,
-                                    "config": preset, "format": src["format"], "family": src["family"],
-                                    "layer": L, "tensors": src["tensors"], "calibration": src["calibration"]})
-
-
-from_npz = from_weights
-"""The former name of :func:`from_weights` (it reads ``.safetensors`` files too)."""
+    return Example(spec, xq, y, activation), {
+        "weights": str(path), "kind": w.kind, "activation": activation, "format": src["format"],
+        "family": src["family"], "layer": src["layer"], "tensors": src["tensors"], "calibration": src["calibration"]}
 
 
 def _check_activation(activation):

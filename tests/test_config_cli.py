@@ -103,3 +103,30 @@ def test_fit_prints_a_config_the_compiler_takes(capsys, tmp_path):
     assert json.loads(out)["cycles"] > 0
     code, out, _ = run(capsys, "tray", "--kind", "classic", "--H", "48", "--I", "96", "--tiles", "2", "--fit", "--json")
     assert code == 0 and json.loads(out)["config"]["links"] == 1
+
+
+@pytest.mark.parametrize("family", ["llama", "bert"])
+def test_real_model_files_end_to_end(capsys, tmp_path, family):
+    """A Hugging Face-named safetensors file (Llama-style in bfloat16, BERT-style with
+    biases): --fit sizes a tile to layer 0's FFN, lpu compile takes that TOML file, and lpu
+    tray splits the same FFN across 2 tiles; the compiled outputs are the integer FFN's."""
+    import numpy as np
+    from sim.compiled import CompiledFfn
+    from .test_weights import bert_tensors, llama_tensors, write_safetensors
+    make = llama_tensors if family == "llama" else bert_tensors
+    path = write_safetensors(tmp_path / f"{family}.safetensors", make(np.random.default_rng(3)))
+    weights = ["--weights", path, "--layer", 0]
+    code, toml, err = run(capsys, "compile", *weights, "--config", "tiny", "--fit")
+    assert code == 0, err
+    (tmp_path / "tile.toml").write_text(toml)
+    code, out, err = run(capsys, "compile", *weights, "--config", tmp_path / "tile.toml", "--out", tmp_path / "c",
+                         "--json")
+    assert code == 0, err
+    c = CompiledFfn.load(tmp_path / "c")
+    assert c.source["family"] == family and c.program.config == TileConfig.load(str(tmp_path / "tile.toml"))
+    code, out, err = run(capsys, "tray", *weights, "--tiles", 2, "--no-run", "--json")
+    assert code == 0, err
+    tray = json.loads(out)
+    assert tray["kind"] == c.manifest.kind and (tray["H"], tray["I"]) == (c.manifest.H, c.manifest.I)
+    code, out, err = run(capsys, "tray", *weights, "--tiles", 2, "--no-run", "--H", 8)
+    assert code == 2 and "--H cannot be used with --weights" in err
