@@ -44,7 +44,7 @@ def readme_examples() -> list[str]:
 def commands(example: str, tmp: Path) -> list[list[str]]:
     """The ``lpu`` argument lists of one example line (``&&`` chains, comments and
     redirections removed, ``/tmp/`` moved into ``tmp``)."""
-    example = re.sub(r"\s{2,}\(.*$", "", example).replace("/tmp/", f"{tmp}/")   # a trailing (comment)
+    example = re.sub(r"\s{2,}(\(|#).*$", "", example).replace("/tmp/", f"{tmp}/")   # a trailing (comment)
     out = []
     for part in example.split("&&"):
         words = shlex.split(part)
@@ -70,6 +70,12 @@ def test_example(example, tmp_path, monkeypatch, capsys):
         rng = np.random.default_rng(0)
         np.savez(tmp_path / "ffn.npz", W1=rng.normal(size=(64, 32)), W2=rng.normal(size=(32, 64)),
                  W3=rng.normal(size=(64, 32)), x=rng.normal(size=32))
+    if "model.safetensors" in example:             # a checkpoint with Hugging Face names (Llama-style, bf16)
+        from .test_weights import llama_tensors, write_safetensors
+        write_safetensors(tmp_path / "model.safetensors", llama_tensors(np.random.default_rng(0), layers=1))
+    if "tile.toml" in example and "--fit" not in example:      # what the --fit example wrote
+        assert cli.main(["compile", "--weights", "model.safetensors", "--layer", "0", "--fit"]) == 0
+        (tmp_path / "tile.toml").write_text(capsys.readouterr().out)
     if "build/lpu/" in example:                    # what a bare `lpu compile` writes
         assert cli.main(["compile"]) == 0
     if "/tmp/ffn" in example and "lpu compile" not in example:   # a directory an earlier example made
