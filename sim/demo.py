@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 
@@ -62,6 +63,14 @@ def build_tile(cfg, sim: str, waves: bool = False, out=None) -> TileSim:
     return tile
 
 
+def _save_waves(tile, cfg, dest, say) -> dict:
+    """After a run with waves: the waveform (moved to ``dest`` if given) and its GTKWave view."""
+    from .waves import save_waves
+    dump, view = save_waves(tile, cfg, dest)
+    say(f"waveform: {dump}\nGTKWave view (signals grouped by slice): gtkwave {view}")
+    return {"dump": str(dump), "gtkw": str(view)}
+
+
 def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=None, progress=None,
                    out=None, checked: bool = True) -> dict:
     """Run a compiled FFN (``sim.compiled.CompiledFfn``) on the RTL tile and check it.
@@ -76,11 +85,8 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
     is the verdict.  With ``waves``, the waveform (moved to ``waves_dir`` if given) and a
     GTKWave view next to it (``sim/waves.py``).  ``progress``: see ``TileSim.run``."""
     out = out or sys.stdout
+    say = functools.partial(print, file=out, flush=True)
     cfg, prog, man = c.config, c.program, c.manifest
-
-    def say(*a):
-        print(*a, file=out, flush=True)
-
     say(f"FFN: {man.kind} ({c.source.get('activation', '?')}), H={man.H}, I={man.I}, batch={man.batch} "
         f"(padded to {man.padded[0]}x{man.padded[1]}), {man.weight_vectors * cfg.lanes} weight bytes")
     gold = archmodel.run(prog)
@@ -138,10 +144,7 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
     say(f"\n{'PASS' if verdict else 'FAIL'}: FFN on {sim}, {cyc} cycles, every output "
         f"{'bit-exact and at its predicted cycle' if verdict else 'checked (see above)'}")
     if waves:
-        from .waves import save_waves
-        dump, view = save_waves(tile, cfg, waves_dir)
-        report["waves"] = {"dump": str(dump), "gtkw": str(view)}
-        say(f"waveform: {dump}\nGTKWave view (signals grouped by slice): gtkwave {view}")
+        report["waves"] = _save_waves(tile, cfg, waves_dir, say)
     return report
 
 
@@ -160,11 +163,8 @@ def run_program_on_rtl(prog, sim: str = "verilator", waves: bool = False, waves_
     SRAM of every slice the program writes (read back) and the fault flags.  Prints a short
     report on ``out`` and returns it as a dict whose ``passed`` is the verdict."""
     out = out or sys.stdout
+    say = functools.partial(print, file=out, flush=True)
     cfg = prog.config
-
-    def say(*a):
-        print(*a, file=out, flush=True)
-
     gold = archmodel.run(prog)
     written = sorted({e.slice for e in gold.events})
     rows = {n: sorted({e.addr for e in gold.events if e.slice == n}) for n in written}
@@ -182,10 +182,7 @@ def run_program_on_rtl(prog, sim: str = "verilator", waves: bool = False, waves_
     report = {"passed": verdict, "simulator": sim, "cycles": res["cycles"], "golden_model_cycles": gold.cycles,
               "writes": len(res["events"]), "problems": problems, "build_dir": str(tile.build_dir)}
     if waves:
-        from .waves import save_waves
-        dump, view = save_waves(tile, cfg, waves_dir)
-        report["waves"] = {"dump": str(dump), "gtkw": str(view)}
-        say(f"waveform: {dump}\nGTKWave view (signals grouped by slice): gtkwave {view}")
+        report["waves"] = _save_waves(tile, cfg, waves_dir, say)
     return report
 
 
@@ -196,6 +193,7 @@ def run_copy(cfg, args) -> int:
     tile = build_tile(cfg, args.sim, args.waves)
     res = tile.run([job(prog)], name="demo")[0]
     obs = {(sl, a): (c, d) for c, sl, a, d in observed_events(res)}
+    span = lambda cs: f"{min(cs)}..{max(cs)}" if cs else "-"  # noqa: E731
     print(f"\n{'transfer':<44} {'stream':>6} {'write cycles predicted':>24} {'observed':>12}  values")
     ok_all = True
     for x in s.transfers:
@@ -204,7 +202,6 @@ def run_copy(cfg, args) -> int:
         ok = all(g is not None and g[0] == w.cycle and tuple(g[1]) == w.data for g, w in zip(got, pred))
         ok_all &= ok
         seen = [g[0] for g in got if g]
-        span = lambda cs: f"{min(cs)}..{max(cs)}" if cs else "-"  # noqa: E731
         label = f"{x.src}[{x.src_addr}:{x.src_addr + x.count}] -> {x.dst}[{x.dst_addr}:{x.dst_addr + x.count}]"
         print(f"{label:<44} {x.stream_name:>6} {span([w.cycle for w in pred]):>24} {span(seen):>12}  "
               f"{'match' if ok else 'MISMATCH'}")
@@ -218,9 +215,7 @@ def run_copy(cfg, args) -> int:
     print(f"\n{'PASS' if verdict else 'FAIL'}: {len(res['events'])} MEM writes on {args.sim}, every value "
           f"and cycle {'as predicted' if verdict else 'checked (see above)'}")
     if args.waves:
-        from .waves import save_waves
-        dump, view = save_waves(tile, cfg)
-        print(f"waveform: {dump}\nGTKWave view (signals grouped by slice): gtkwave {view}")
+        _save_waves(tile, cfg, None, print)
     return 0 if verdict else 1
 
 

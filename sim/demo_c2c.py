@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import sys
 import time
@@ -327,9 +328,7 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
     res = system.run([run], progress=progress)[0]
     problems = check_tiles(res, sched, gold)
     ok = not any(problems)
-
-    def say(*a):
-        print(*a, file=out, flush=True)
+    say = functools.partial(print, file=out, flush=True)
     say()
     say(f"{'tile':>4} {'ppm':>7} {'period fs':>10} {'cycles':>7} {'writes':>6}  "
         f"{'HAC error':>15} {'rx buffer':>9} {'elastic':>7} {'stalled':>7}  predicted == observed")
