@@ -7,13 +7,9 @@ flits keep flowing while the program waits.
 
 * :class:`LinkTx` sends a vector as ``flits_per_vector`` DATA flits on consecutive cycles
   starting the cycle after SEND, and control flits (SYNC, PROBE, ECHO) when idle.
-* :class:`LinkRx` writes arriving flits into an ``AsyncFIFO`` on the *sender's* clock
-  (the clock that comes with the data, as in a source-synchronous link) and reads them on
-  its own: the elastic buffer.  It corrects/flags errors, reassembles vectors into the
-  receive buffer (``rx_depth`` vectors) that RECV pops, and keeps sticky status.  It is
-  four stages, each a component of its own, connected by streams without back-pressure:
-  :class:`ElasticBuffer` -> :class:`FlitDecoder` -> :class:`VectorAssembler` ->
-  :class:`ReceiveBuffer`.
+* :class:`LinkRx` takes the flits across the clocks (:class:`ElasticBuffer`), corrects or
+  flags errors (:class:`FlitDecoder`), reassembles vectors (:class:`VectorAssembler`) into
+  the receive buffer that RECV pops (:class:`ReceiveBuffer`) and keeps sticky status.
 * :class:`HacUnit` keeps the HAC: the root's free-runs and is sent to its children every
   ``sync_interval`` cycles; a child measures its parent link's latency at start-up
   (PROBE/ECHO) and then sets its HAC to every received SYNC value plus that latency.
@@ -21,22 +17,22 @@ flits keep flowing while the program waits.
   RUNTIME_DESKEW (until the HAC reaches the program's time plus slack).
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.hdl import ResetInserter
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.fifo import AsyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from lpu_arch.c2c import HAC_ERROR_MAX, KIND_BITS, EccStatus, Kind, flit_bits, flit_data_bits, flit_fields
-
+from lpu_arch.c2c import (HAC_ERROR_MAX, KIND_BITS, EccStatus, Kind, deskew_stall_max, flit_bits, flit_data_bits,
+                          flit_fields, runtime_deskew_stall_extra)
 from lpu_arch.hostmap import LINK_COUNT_BITS
-from lpu_arch.isa import OPERANDS, Op
+from lpu_arch.isa import C2C_LATENCY, EAST, OPERANDS, Op
 
 from .ecc import EccDecoder, EccEncoder
+from .layouts import drive_signature, issue_signature, operand, tap_signature
 
 SLACK_BITS = OPERANDS[Op.RUNTIME_DESKEW]["slack"][2]
-
 
 
 def flit_field(v, cfg, name):
@@ -372,29 +368,15 @@ class LinkRx(wiring.Component):
 
     Members
     -------
-    flit : In(flit_bits), in ``w_domain``
-        The wire (:class:`ElasticBuffer`).
-    recv : In(1)
-        RECV this cycle (qualified by the core not being stalled): pop the oldest vector.
-    recv_data : Out(vector_bits)
-        The popped vector, from the cycle after ``recv`` until the next ``recv`` (0 after an
-        underflow).  Holding it lets a core stalled right after RECV drive it later.
-    sync_valid / probe_valid / echo_valid : Out(1), ctrl_value : Out(link_width)
-        A control flit was received (one cycle pulse) with its payload.  A control flit
-        with an uncorrectable error is dropped (counted and flagged, never acted on).
-    level : Out(range(rx_depth + 1)), max_level : Out(range(rx_depth + 1))
-        Vectors in the receive buffer now, and the most since the last ``clear``.
-    elastic_level : Out(range(ELASTIC_DEPTH + 1))
-        Flits in the elastic buffer now (as the read side sees it).
-    overflow, underflow, uncorrectable : Out(1)
-        Sticky: a flit found the elastic buffer full or a vector the receive buffer full
-        (the OR of the two stages' flags); a RECV found it empty; a flit had an
-        uncorrectable error.
-    corrected : Out(LINK_COUNT_BITS), uncorrected : Out(LINK_COUNT_BITS)
-        Flits corrected / found uncorrectable (saturating counters).
+    The stages' members under their names: ``flit`` (in ``w_domain``) and
+    ``elastic_level`` (the :class:`ElasticBuffer`'s ``level``); ``sync_valid``,
+    ``probe_valid``, ``echo_valid``, ``ctrl_value``, ``corrected``, ``uncorrected`` and
+    ``uncorrectable`` (:class:`FlitDecoder`); ``recv``, ``recv_data``, ``level``,
+    ``max_level`` and ``underflow`` (:class:`ReceiveBuffer`).
+    overflow : Out(1)
+        Sticky: a flit found the elastic buffer full or a vector the receive buffer full.
     clear : In(1)
-        Tile start: empties the receive buffer and clears the sticky flags, the counters
-        and ``max_level``.
+        Tile start: clears every stage (the receive buffer, the flags and counters).
     """
 
     def __init__(self, cfg, w_domain: str):
@@ -565,7 +547,6 @@ class DeskewUnit(wiring.Component):
         })
 
     def elaborate(self, platform):
-        from lpu_arch.c2c import deskew_stall_max, runtime_deskew_stall_extra
         m = Module()
         cfg = self.cfg
         mode_epoch = Signal()
@@ -629,7 +610,6 @@ class C2cSlice(wiring.Component):
     """
 
     def __init__(self, cfg, links):
-        from .layouts import drive_signature, issue_signature, tap_signature
         self.cfg, self.links = cfg, list(links)
         n = max(len(self.links), 1)
         super().__init__({
@@ -641,24 +621,18 @@ class C2cSlice(wiring.Component):
         })
 
     def elaborate(self, platform):
-        from amaranth import Array
-        from lpu_arch.isa import C2C_LATENCY, EAST, OPERANDS, Op
         assert C2C_LATENCY == 1, "the C2C slice drives a received vector one cycle after RECV"
         m = Module()
         cfg = self.cfg
         ins, valid = self.issue.instr, self.issue.valid
-        _, lsb, width = OPERANDS[Op.SEND]["link"]
-        link = ins.addr[lsb:lsb + width]
-        _, mlsb, mwidth = OPERANDS[Op.SENDM]["links"]
-        mask = ins.addr[mlsb:mlsb + mwidth]
-        _, slsb, swidth = OPERANDS[Op.RUNTIME_DESKEW]["slack"]
+        link, mask = operand(ins, Op.SEND, "link"), operand(ins, Op.SENDM, "links")
         east = Array(self.tap.east[s] for s in range(cfg.streams))
         west = Array(self.tap.west[s] for s in range(cfg.streams))
         m.d.comb += [
             self.send_data.eq(Mux(ins.dir == EAST, east[ins.stream], west[ins.stream])),
             self.deskew.eq(valid & (ins.op == Op.DESKEW)),
             self.runtime.eq(valid & (ins.op == Op.RUNTIME_DESKEW)),
-            self.slack.eq(ins.count[slsb:slsb + swidth]),
+            self.slack.eq(operand(ins, Op.RUNTIME_DESKEW, "slack")),
         ]
         # RECV: remember where to drive; the vector comes from the link (held there).
         d_valid, d_dir, d_stream = Signal(), Signal(), Signal.like(ins.stream)
@@ -667,7 +641,7 @@ class C2cSlice(wiring.Component):
         m.d.sync += [d_valid.eq(0), d_dir.eq(ins.dir), d_stream.eq(ins.stream)]
         for i, l in enumerate(self.links):
             hit = link == l
-            multi = (ins.op == Op.SENDM) & mask[l] if l < mwidth else 0
+            multi = (ins.op == Op.SENDM) & mask[l] if l < len(mask) else 0
             m.d.comb += [self.send[i].eq(valid & (((ins.op == Op.SEND) & hit) | multi)),
                          self.recv[i].eq(is_recv & hit)]
             with m.If(is_recv & hit):
