@@ -101,10 +101,14 @@ def _operand(value) -> str:
     return f"s{len(nets)}"
 
 
+def _unit_counts() -> dict:
+    return {"ff_bits": 0, "memories": Counter(), "multipliers": Counter()}
+
+
 def _count(netlist, label) -> dict:
     """Per unit (``label(module name) -> unit``): flip-flop bits, memories, multipliers; and
     the instances of other modules."""
-    units = defaultdict(lambda: {"ff_bits": 0, "memories": Counter(), "multipliers": Counter()})
+    units = defaultdict(_unit_counts)
     children = Counter()
     for cell in netlist.cells:
         if not hasattr(cell, "module_idx"):
@@ -214,8 +218,8 @@ def _column_key(cfg, p):
     return (kind, name[-1] if kind == "MXM" else "", p + 1 < cfg.positions, p > 0, tuple(served_links(cfg, p)))
 
 
-def _column_name(cfg, key, taken):
-    kind, side, east, west, links = key
+def _column_name(key, taken):
+    kind, side = key[:2]
     base = f"lpu_col_{kind.lower()}" + (f"_{side.lower()}" if side else "")
     name, k = base, 2
     while name in taken:
@@ -253,15 +257,15 @@ def elaborate(cfg: TileConfig, want_verilog: bool = True, progress=None) -> dict
     instances[f"{TOP}_control"] = 1
 
     # One module per distinct column.
-    col_names, keys = {}, {}
-    for p, name in enumerate(cfg.slice_names):
+    col_names, keys, first = {}, {}, {}      # position -> module; key -> module; module -> position
+    for p in range(cfg.positions):
         key = _column_key(cfg, p)
         if key not in keys:
-            keys[key] = _column_name(cfg, key, set(keys.values()))
+            keys[key] = _column_name(key, set(keys.values()))
+            first[keys[key]] = p
         col_names[p] = keys[key]
         instances[keys[key]] += 1
-    for key, mod in keys.items():
-        p = next(q for q in range(cfg.positions) if col_names[q] == mod)
+    for mod, p in first.items():
         col = Column(cfg, p)
         unit = UNIT_OF_KIND[cfg.kind(cfg.slice_names[p])]
 
@@ -272,9 +276,7 @@ def elaborate(cfg: TileConfig, want_verilog: bool = True, progress=None) -> dict
         ports = _ports(x for x in _flat(col.signature, col) if not x[0].startswith("tap__"))
         say(mod)
         b, found = _build(mod, _ColumnTop(col), ports, label, want_verilog)
-        for s, d in (("east", True), ("west", True)):
-            for i in range(cfg.streams):
-                b.ports[f"tap__{s}__{i}"] = (cfg.vector_bits, d)
+        b.ports.update({f"tap__{d}__{i}": (cfg.vector_bits, True) for d in ("east", "west") for i in range(cfg.streams)})
         built[mod] = b
         enqueue(found, unit)
 
@@ -311,22 +313,15 @@ def _total_instances(built, top_counts, name) -> int:
 
 
 def _report(cfg, built, top_counts) -> dict:
-    units = {}
-    unit_instances = Counter()
-    for p, name in enumerate(cfg.slice_names):
-        unit_instances[UNIT_OF_KIND[cfg.kind(name)]] += 1
-        unit_instances["ICU"] += 1
-        unit_instances["fabric"] += 1
-    unit_instances["control"] = 1
+    unit_instances = Counter(UNIT_OF_KIND[cfg.kind(name)] for name in cfg.slice_names)
+    unit_instances.update(ICU=cfg.positions, fabric=cfg.positions, control=1)
+    units = defaultdict(_unit_counts)
     for name, b in built.items():
         n = _total_instances(built, top_counts, name)
         for unit, c in b.counts["units"].items():
-            u = units.setdefault(unit, {"ff_bits": 0, "memories": Counter(), "multipliers": Counter()})
-            u["ff_bits"] += n * c["ff_bits"]
-            for k, v in c["memories"].items():
-                u["memories"][k] += n * v
-            for k, v in c["multipliers"].items():
-                u["multipliers"][k] += n * v
+            units[unit]["ff_bits"] += n * c["ff_bits"]
+            for k in ("memories", "multipliers"):
+                units[unit][k].update({key: n * v for key, v in c[k].items()})
     out = {}
     for unit in sorted(units, key=lambda u: UNIT_ORDER.index(u) if u in UNIT_ORDER else 99):
         u = units[unit]
