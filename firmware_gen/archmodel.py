@@ -293,9 +293,7 @@ class TileModel:
                 m.loader = (t + ins.operand("delay"), ins.operand("n"), ins.stream, ins.dir)
             elif ins.op in (Op.SEND, Op.SENDM):
                 data = tuple(int(x) for x in tap(ins.dir, ins.stream, p))
-                links = ([ins.operand("link")] if ins.op == Op.SEND else
-                         [k for k in range(7) if ins.operand("links") >> k & 1])
-                self.sent += [LinkVector(t, data, self.tile, link) for link in links]
+                self.sent += [LinkVector(t, data, self.tile, link) for link in ins.links()]
         for name, m in self.mxms.items():
             p = cfg.position(name)
             m.load_step(t, lambda d, s, p=p: tap(d, s, p))

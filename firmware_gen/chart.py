@@ -269,12 +269,9 @@ def tray_transfers(programs: list[Program], peer=None) -> list[LinkArrow]:
             if name not in cfg.slice_names:
                 continue
             for c, ins in expand(prog.queues.get(name, []))[0]:
-                if ins.op == Op.SEND:
-                    sends[t, ins.operand("link")].append((c, name))
-                elif ins.op == Op.SENDM:
-                    mask = ins.operand("links")
-                    for link in range(cfg.links):
-                        if mask >> link & 1 and cfg.link_slice(link) == name:
+                if ins.op in (Op.SEND, Op.SENDM):
+                    for link in ins.links():     # a SENDM's links: those its slice serves
+                        if ins.op == Op.SEND or link < cfg.links and cfg.link_slice(link) == name:
                             sends[t, link].append((c, name))
                 elif ins.op == Op.RECV:
                     recvs[t, ins.operand("link")].append((c, name))

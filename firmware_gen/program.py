@@ -7,6 +7,7 @@ checked (an unknown opcode is an error, not a silent HALT).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -107,8 +108,7 @@ class Program:
                     if last is None:
                         raise ProgramError(f"{where}: REPEAT with no earlier data instruction to repeat")
                     for k in range(1, ins.count + 1):
-                        rep = Instr(last.op, last.stream, last.dir, last.addr + k * ins.addr,
-                                    last.count, last.delay, last.aux)
+                        rep = dataclasses.replace(last, addr=last.addr + k * ins.addr)
                         if not 0 <= rep.addr < 1 << 20:
                             raise ProgramError(f"{where}: repetition {k} has address field {rep.addr}, "
                                                "outside 0..1048575")
@@ -150,15 +150,10 @@ class Program:
                  f"VOP reads int32 planes on streams {ins.stream}..{ins.stream + INT32_PLANES - 1}; "
                  f"the tile has {cfg.streams} per direction")
             need(ins.operand("out") < cfg.streams, f"output stream {ins.operand('out')} does not exist")
-        elif ins.op in (Op.SEND, Op.RECV):
-            link = ins.operand("link")
-            need(link < cfg.links, f"link {link} does not exist; the tile has {cfg.links} link(s)")
-            need(cfg.link_slice(link) == name, f"link {link} is served by {cfg.link_slice(link)}, not {name} "
-                                               "(C2C_W serves the even links, C2C_E the odd ones)")
-        elif ins.op == Op.SENDM:
-            mask = ins.operand("links")
-            need(mask != 0, "SENDM names no link (links mask 0)")
-            for link in (k for k in range(7) if mask >> k & 1):
+        elif ins.op in (Op.SEND, Op.RECV, Op.SENDM):
+            if ins.op == Op.SENDM:
+                need(ins.operand("links") != 0, "SENDM names no link (links mask 0)")
+            for link in ins.links():
                 need(link < cfg.links, f"link {link} does not exist; the tile has {cfg.links} link(s)")
                 need(cfg.link_slice(link) == name, f"link {link} is served by {cfg.link_slice(link)}, not {name} "
                                                    "(C2C_W serves the even links, C2C_E the odd ones)")

@@ -286,6 +286,12 @@ class Instr:
         field, lsb, width = OPERANDS[self.op][name]
         return (getattr(self, field) >> lsb) & ((1 << width) - 1)
 
+    def links(self) -> list[int]:
+        """The C2C links a SEND or RECV (its ``link``) or a SENDM (each bit of ``links``) names."""
+        if self.op == Op.SENDM:
+            return [k for k in range(OPERANDS[Op.SENDM]["links"][2]) if self.operand("links") >> k & 1]
+        return [self.operand("link")]
+
     def checked(self) -> "Instr":
         if self.op == Op.NOP and not 1 <= self.count <= COUNT_MAX:
             raise IsaError(f"NOP count must be in 1..{COUNT_MAX}, got {self.count}")
