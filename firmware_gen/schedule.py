@@ -169,11 +169,7 @@ class Scheduler:
             t, s = cycle, streams[msgs.index(None)]
         else:
             t = earliest
-            while True:
-                free = [s for s in streams if problem(t, s) is None]
-                if free:
-                    s = free[0]
-                    break
+            while (s := next((s for s in streams if problem(t, s) is None), None)) is None:
                 t += 1
         xfer = Copy(len(self.transfers), src, src_addr, dst, dst_addr, count, s, dir, t, dist)
         self._commit(xfer, p_src)

@@ -100,7 +100,7 @@ class SystemScheduler:
     def _extend_deskews(self, upto: int):
         """RUNTIME_DESKEW every interval up to ``upto`` (reserved before anything else uses
         the slot)."""
-        while self.horizon + self.interval <= upto + self.interval:
+        while self.horizon <= upto:
             self.horizon += self.interval
             for t in range(self.topo.tiles):
                 take_deskew(self.cfg, self.res[t], self.timed[t], self.horizon)
@@ -118,12 +118,9 @@ class SystemScheduler:
              count: int = 1, *, send_cycle: int | None = None, recv_cycle: int | None = None):
         """Move ``count`` vectors; ``send_cycle``/``recv_cycle`` pin the first vector's SEND
         and RECV (a pinned schedule the link cannot carry is a ScheduleError)."""
-        out = []
-        for k in range(count):
-            out.append(self._one(src, src_mem, src_addr + k, dst, dst_mem, dst_addr + k,
-                                 None if send_cycle is None else send_cycle + k * self.F,
-                                 None if recv_cycle is None else recv_cycle + k * self.F))
-        return out
+        return [self._one(src, src_mem, src_addr + k, dst, dst_mem, dst_addr + k,
+                          None if send_cycle is None else send_cycle + k * self.F,
+                          None if recv_cycle is None else recv_cycle + k * self.F) for k in range(count)]
 
     def _one(self, src, sm, sa, dst, dm, da, pin_send, pin_recv):
         cfg, pos = self.cfg, self.cfg.position
@@ -142,18 +139,14 @@ class SystemScheduler:
 
         def send_ok(s):
             r = s - READ_LATENCY - dist_in
-            if not self.book.send_free(src, link, s):
-                return None
-            if not (rs.slot_free(sm, r) and rs.slot_free(cs, s)):
+            if not (self.book.send_free(src, link, s) and rs.slot_free(sm, r) and rs.slot_free(cs, s)):
                 return None
             st = rs.free_stream(d_in, pos(sm), pos(cs), r + READ_LATENCY)
             return None if st is None else (r, st)
 
         def recv_ok(v):
             w = v + C2C_LATENCY + dist_out
-            if v <= self.book.last_recv[dst][rlink]:
-                return None
-            if not (rr.slot_free(cr, v) and rr.slot_free(dm, w)):
+            if v <= self.book.last_recv[dst][rlink] or not (rr.slot_free(cr, v) and rr.slot_free(dm, w)):
                 return None
             st = rr.free_stream(d_out, pos(cr), pos(dm), v + C2C_LATENCY)
             return None if st is None else (w, st)
@@ -187,9 +180,7 @@ class SystemScheduler:
                 s += 1
                 continue
             break
-        r, st_in = got
-        got = rgot
-        w, st_out = got
+        (r, st_in), (w, st_out) = got, rgot
         who = f"tile {src} {sm}[{sa}] -> tile {dst} {dm}[{da}]"
         read, recv = Instr.read(st_in, d_in, sa), Instr.compute(Op.RECV, st_out, d_out, link=rlink)
         rs.take_slot(sm, r, who)
