@@ -63,10 +63,16 @@ class Manifest:
     sram_bound: int                   # cycles to read every weight vector once, all MEM slices busy
     mac_bound: int                    # cycles for every MM with both MXMs busy
     instructions: dict = field(default_factory=dict)
+    bounds: dict = field(default_factory=dict)    # every limit by name (BOUNDS), cycles
 
     @property
     def bound(self) -> int:
-        return max(self.sram_bound, self.mac_bound)
+        return max(self.bounds.values(), default=max(self.sram_bound, self.mac_bound))
+
+    @property
+    def tightest(self) -> str:
+        """The name of the bound that limits this FFN most (BOUNDS)."""
+        return max(self.bounds, key=self.bounds.get) if self.bounds else "sram"
 
     @property
     def efficiency(self) -> float:
@@ -81,11 +87,43 @@ class Manifest:
         return {"kind": self.kind, "H": self.H, "I": self.I, "batch": self.batch,
                 "padded_H": self.padded[0], "padded_I": self.padded[1], "cycles": self.cycles,
                 "sram_bound": self.sram_bound, "mac_bound": self.mac_bound,
-                "efficiency": round(self.efficiency, 4),
+                "efficiency": round(self.efficiency, 4), "bounds": self.bounds, "tightest_bound": self.tightest,
                 "ratio_to_sram_bound": round(self.cycles / self.sram_bound, 4),
                 "mxm_utilisation": round(self.mxm_utilisation, 4), "mm_count": self.mm_count,
                 "weight_vectors": self.weight_vectors, "output_writes": len(self.writes),
                 "instructions": self.instructions, "busy": self.busy}
+
+
+# What each bound counts (cycles no schedule of this FFN on this tile can beat).
+BOUNDS = {
+    "sram": "every weight vector read once (padded blocks), all MEM slices every cycle",
+    "sram_real": "the same for the FFN's real (unpadded) weight bytes",
+    "weight_load": "every weight block loaded into an MXM (LW: lanes/n cycles on n streams), both MXMs",
+    "mac": "every MM issued, both MXMs every cycle",
+    "mxm_issue": "every LW and MM, and each x and h vector's LX into both MXMs, one per MXM issue slot",
+    "streams": "the weights crossing the busiest position (next to an MXM) on its streams",
+    "latency": "the dataflow's fixed fill and drain: weights to an MXM, h and back, y to MEM",
+}
+
+
+def ffn_bounds(cfg: TileConfig, n: int, mats: int, H: int, I: int, KH: int, KI: int, B: int,
+               tiles: int = 1) -> dict:
+    """Every bound (BOUNDS) of ``mats`` H x I matrices (KH x KI blocks) at batch B on a
+    tile with ``n`` weight streams per MXM, for one tile's 1/``tiles`` share: arithmetic
+    on the configuration, not on a schedule."""
+    L, pos = cfg.lanes, cfg.position
+    blocks = mats * KH * KI                        # weight blocks of L x L, L vectors each
+    d_mem = min(abs(pos("MXM_W") - pos(m)) for m in cfg.mem_names if m.startswith("MEM_W"))
+    d_vxm = abs(pos("MXM_W") - cfg.vxm_position)
+    out = MXM_LATENCY + d_vxm + VXM_LATENCY        # MM issue to its VOP's result at the VXM
+    return {"sram": -(-blocks * L // (2 * cfg.mem_slices * tiles)),
+            "sram_real": -(-(-(-mats * H * I // L)) // (2 * cfg.mem_slices * tiles)),
+            "weight_load": -(-blocks * (L // n) // (2 * tiles)),
+            "mac": -(-blocks * B // (2 * tiles)),
+            "mxm_issue": -(-blocks * (1 + B) // (2 * tiles)) + B * (KH + KI),
+            "streams": -(-blocks * L // (2 * cfg.streams * tiles)),
+            # first MM (a weight block read and loaded), h back to an MXM, y to MEM and done
+            "latency": (READ_LATENCY + d_mem + L // n) + (out + d_vxm + 1) + (out + 1 + 2)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -593,7 +631,9 @@ class FfnPlan:
                         mm_count=self.mm_count, weight_vectors=wv // tiles,
                         sram_bound=-(-wv // (2 * cfg.mem_slices * tiles)),
                         mac_bound=-(-mats * self.KH * self.KI * self.B // (2 * tiles)),
-                        instructions={n: len(q) + 1 for n, q in prog.queues.items() if q})
+                        instructions={n: len(q) + 1 for n, q in prog.queues.items() if q},
+                        bounds=ffn_bounds(cfg, self.n, mats, self.spec.H, self.spec.I, self.KH, self.KI, self.B,
+                                          tiles))
 
 
 def compile_ffn(spec: FfnSpec, x, cfg: TileConfig | None = None,

@@ -45,6 +45,13 @@ class TrayManifest:
     transfers: int             # vectors sent over links
     link_busy_cycles: int      # sum over links of cycles carrying flits
     min_distance: int
+    link_bound: int = 0        # cycles the busiest link needs for its h vectors (flits_per_vector each)
+
+    @property
+    def bounds(self) -> dict:
+        """Every tile's bounds at their most (compile_ffn.BOUNDS) and the link bound."""
+        out = {k: max(m.bounds[k] for m in self.tile) for k in self.tile[0].bounds}
+        return {**out, "link": self.link_bound}
 
     @property
     def cycles(self) -> int:
@@ -60,7 +67,8 @@ class TrayManifest:
     def summary(self) -> dict:
         return {"tiles": self.tiles, "cycles": self.cycles, "transfers": self.transfers,
                 "c2c_share": round(self.c2c_share, 4), "min_distance": self.min_distance,
-                "per_tile_cycles": [m.cycles for m in self.tile]}
+                "per_tile_cycles": [m.cycles for m in self.tile], "bounds": self.bounds,
+                "tightest_bound": max(self.bounds, key=self.bounds.get)}
 
 
 def tray_config(cfg: TileConfig, tiles: int) -> TileConfig:
@@ -240,7 +248,9 @@ def compile_ffn_tray(spec: FfnSpec, x, cfg: TileConfig | None = None, tiles: int
     progs = tr.programs()
     mans = [f.manifest(p, tiles) for f, p in zip(tr.f, progs)]
     busy = sum(len(b) for per_tile in tr.book.busy for b in per_tile)
-    return progs, TrayManifest(tiles, mans, tr.transfers, busy, tr.D)
+    f = tr.f[0]
+    per_link = max(len(p.i_blocks) for p in tr.f) * f.B      # each tile's h, to each other tile on its own link
+    return progs, TrayManifest(tiles, mans, tr.transfers, busy, tr.D, per_link * tr.cfg.flits_per_vector)
 
 
 def tray_output(manifest: TrayManifest, memories: list, lanes: int, H: int) -> np.ndarray:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from firmware_gen.compile_ffn import Example, Manifest, compile_ffn, example_ffn
+from firmware_gen.compile_ffn import BOUNDS, Example, Manifest, compile_ffn, example_ffn
 from lpu_arch.config import TileConfig
 from firmware_gen.numerics import ACTIVATIONS, FfnSpec, NumericsError, ffn_float, ffn_int, quantise_activations
 from firmware_gen.program import Program
@@ -121,7 +121,8 @@ class CompiledFfn:
                         for w in m["writes"]],
                 outputs={(o["batch"], o["block"]): (o["slice"], o["addr"]) for o in m["outputs"]},
                 busy=m["busy"], mm_count=m["mm_count"], weight_vectors=m["weight_vectors"],
-                sram_bound=m["sram_bound"], mac_bound=m["mac_bound"], instructions=m.get("instructions", {}))
+                sram_bound=m["sram_bound"], mac_bound=m["mac_bound"], instructions=m.get("instructions", {}),
+                bounds=m.get("bounds", {}))
             ref = m.get("reference") or {}
         except (KeyError, TypeError, json.JSONDecodeError) as e:
             raise ArtifactError(f"{mf} is damaged or from another version ({type(e).__name__}: {e})") from None
@@ -225,6 +226,7 @@ def _check_activation(activation):
 def summary_rows(c: CompiledFfn) -> list[tuple[str, str]]:
     """The compile summary as (label, text) rows."""
     m, cfg = c.manifest, c.config
+    b = m.bounds
     return [
         ("FFN", f"{m.kind} ({c.source.get('activation', '?')}), H={m.H}, I={m.I}, batch={m.batch}, "
                 f"padded to {m.padded[0]}x{m.padded[1]}, {m.weight_vectors * cfg.lanes:,} weight bytes"),
@@ -232,10 +234,13 @@ def summary_rows(c: CompiledFfn) -> list[tuple[str, str]]:
                  f"MEM slices x {cfg.mem_depth} vectors"),
         ("predicted cycles", f"{m.cycles:,}"),
         ("SRAM-read bound", f"{m.sram_bound:,}  (every weight vector read once, {2 * cfg.mem_slices} MEM "
-                            "slices every cycle)"),
+                            f"slices every cycle; {b.get('sram_real', m.sram_bound):,} for the unpadded bytes)"),
         ("MAC bound", f"{m.mac_bound:,}  ({m.mm_count:,} MMs on 2 MXMs)"),
-        ("efficiency", f"{m.efficiency:.3f}  (max bound / cycles; {m.cycles / m.sram_bound:.3f}x the "
-                       "SRAM-read bound)"),
+        *[(label, f"{b[k]:,}  ({BOUNDS[k]})") for k, label in
+          (("mxm_issue", "MXM issue bound"), ("weight_load", "weight-load bound"), ("streams", "stream bound"),
+           ("latency", "latency floor")) if k in b],
+        ("efficiency", f"{m.efficiency:.3f}  (tightest bound / cycles: {m.tightest}; {m.cycles / m.sram_bound:.3f}x "
+                       "the SRAM-read bound)"),
         ("MXM utilisation", f"{m.mxm_utilisation:.3f}"),
         ("output writes", f"{len(m.writes)}"),
         ("instructions", ", ".join(f"{n} {k}" for n, k in m.instructions.items())),

@@ -144,3 +144,25 @@ def test_program_round_trips_through_json():
     assert [e.as_tuple() for e in archmodel.run(again).events] == \
         [(w.cycle, w.slice, w.addr, w.data) for w in man.writes]
     assert any(i.op == Op.VOP for i in again.queues["VXM"])
+
+
+@pytest.mark.parametrize("preset, kind, H, I, batch", [
+    ("tiny", "swiglu", 4, 4, 1), ("tiny", "classic", 5, 7, 1), ("tiny", "classic", 8, 16, 3),
+    ("default", "swiglu", 16, 16, 1), ("default", "swiglu", 64, 128, 1), ("default", "classic", 128, 512, 1),
+    ("default", "swiglu", 128, 256, 16), ("default", "classic", 32, 64, 3)])
+def test_no_schedule_beats_a_bound(preset, kind, H, I, batch):
+    """Every bound the manifest reports is a lower bound on the compiled cycles (on one
+    tile and on a tray of 2 and 4), and the tightest one is named."""
+    from firmware_gen.compile_ffn import BOUNDS
+    from firmware_gen.tray import compile_ffn_tray
+    cfg = TileConfig.preset(preset)
+    ex = example_ffn(kind, H, I, batch, seed=5)
+    _, man = compile_ffn(ex.spec, ex.x_int8, cfg)
+    assert set(man.bounds) == set(BOUNDS)
+    assert man.bounds["sram"] == man.sram_bound and man.bounds["mac"] == man.mac_bound
+    assert man.bounds["sram_real"] <= man.bounds["sram"]
+    assert all(v <= man.cycles for v in man.bounds.values()), (man.cycles, man.bounds)
+    assert man.bounds[man.tightest] == man.bound and 0 < man.efficiency <= 1
+    for tiles in (2, 4):
+        _, tray = compile_ffn_tray(ex.spec, ex.x_int8, cfg, tiles)
+        assert all(v <= tray.cycles for v in tray.bounds.values()), (tray.cycles, tray.bounds)
