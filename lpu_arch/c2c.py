@@ -30,9 +30,8 @@ class Kind(enum.IntEnum):
 
 KIND_BITS = 2
 
+
 # ---- SECDED Hamming code ----------------------------------------------------------------------
-
-
 def hamming_positions(k: int) -> list[int]:
     """Codeword position (1-based, powers of two are parity) of each of ``k`` data bits."""
     pos, p = [], 1
@@ -61,16 +60,12 @@ def parity_masks(k: int) -> list[int]:
     return [sum(1 << j for j, p in enumerate(pos) if p >> i & 1) for i in range(parity_bits(k))]
 
 
-def _popcount(v: int) -> int:
-    return bin(v).count("1")
-
-
 def ecc_encode(data: int, k: int) -> int:
     """Check bits of ``data`` (k bits): Hamming parity bits, then the overall parity bit
     (of data and Hamming parity) in the top bit."""
     r = parity_bits(k)
-    par = sum((_popcount(data & m) & 1) << i for i, m in enumerate(parity_masks(k)))
-    overall = (_popcount(data) + _popcount(par)) & 1
+    par = sum(((data & m).bit_count() & 1) << i for i, m in enumerate(parity_masks(k)))
+    overall = (data.bit_count() + par.bit_count()) & 1
     return par | overall << r
 
 
@@ -85,7 +80,7 @@ def ecc_decode(data: int, check: int, k: int) -> tuple[int, EccStatus]:
     r = parity_bits(k)
     par, overall = check & ((1 << r) - 1), check >> r & 1
     syndrome = par ^ (ecc_encode(data, k) & ((1 << r) - 1))
-    odd = (_popcount(data) + _popcount(par) + overall) & 1
+    odd = (data.bit_count() + par.bit_count() + overall) & 1
     if not syndrome and not odd:
         return data, EccStatus.OK
     if not odd:
