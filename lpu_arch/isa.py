@@ -186,13 +186,10 @@ def field_mask(name: str) -> int:
 
 
 def _used_fields() -> dict:
-    used = {
-        Op.HALT: {},
-        Op.NOP: {"count": field_mask("count")},
-        Op.REPEAT: {"addr": field_mask("addr"), "count": field_mask("count"), "delay": field_mask("delay")},
-        Op.READ: {"dir": field_mask("dir"), "stream": field_mask("stream"), "addr": field_mask("addr")},
-        Op.WRITE: {"dir": field_mask("dir"), "stream": field_mask("stream"), "addr": field_mask("addr")},
-    }
+    mem = {"dir": field_mask("dir"), "stream": field_mask("stream"), "addr": field_mask("addr")}
+    used = {Op.HALT: {}, Op.NOP: {"count": field_mask("count")},
+            Op.REPEAT: {"addr": field_mask("addr"), "count": field_mask("count"), "delay": field_mask("delay")},
+            Op.READ: mem, Op.WRITE: dict(mem)}
     for op, spec in OPERANDS.items():
         masks = {} if op in NO_STREAM_OPS else {"dir": field_mask("dir"), "stream": field_mask("stream")}
         for field, lsb, width in spec.values():
@@ -219,6 +216,12 @@ def used_word_mask(op: Op) -> int:
     for field, mask in USED_FIELDS[op].items():
         word |= mask << FIELD[field][0]
     return word
+
+
+# The operand ranges of NOP and REPEAT: (name in messages, field, lowest, highest).
+_CONTROL_RANGES = {Op.NOP: (("count", "count", 1, COUNT_MAX),),
+                   Op.REPEAT: (("count", "count", 1, COUNT_MAX), ("delay", "delay", 1, DELAY_MAX),
+                               ("stride", "addr", STRIDE_MIN, STRIDE_MAX))}
 
 
 @dataclass(frozen=True)
@@ -293,15 +296,9 @@ class Instr:
         return [self.operand("link")]
 
     def checked(self) -> "Instr":
-        if self.op == Op.NOP and not 1 <= self.count <= COUNT_MAX:
-            raise IsaError(f"NOP count must be in 1..{COUNT_MAX}, got {self.count}")
-        if self.op == Op.REPEAT:
-            if not 1 <= self.count <= COUNT_MAX:
-                raise IsaError(f"REPEAT count must be in 1..{COUNT_MAX}, got {self.count}")
-            if not 1 <= self.delay <= DELAY_MAX:
-                raise IsaError(f"REPEAT delay must be in 1..{DELAY_MAX}, got {self.delay}")
-            if not STRIDE_MIN <= self.addr <= STRIDE_MAX:
-                raise IsaError(f"REPEAT stride must be in {STRIDE_MIN}..{STRIDE_MAX}, got {self.addr}")
+        for what, field, lo, hi in _CONTROL_RANGES.get(self.op, ()):
+            if not lo <= getattr(self, field) <= hi:
+                raise IsaError(f"{self.op.name} {what} must be in {lo}..{hi}, got {getattr(self, field)}")
         if self.op in DATA_OPS:
             if not 0 <= self.stream < 32:
                 raise IsaError(f"stream index must be in 0..31, got {self.stream}")
@@ -344,10 +341,7 @@ class Instr:
         vals = {"op": int(self.op), "dir": self.dir, "stream": self.stream,
                 "addr": self.addr & ((1 << ADDR_BITS) - 1), "count": self.count,
                 "delay": self.delay, "aux": self.aux}
-        word = 0
-        for name, lsb, width, _ in FIELDS:
-            word |= (vals[name] & ((1 << width) - 1)) << lsb
-        return word
+        return sum((vals[name] & ((1 << width) - 1)) << lsb for name, lsb, width, _ in FIELDS)
 
     @classmethod
     def decode(cls, word: int, where: str = "") -> "Instr":
