@@ -56,8 +56,15 @@ class LinkBook:
         return all(sum(a <= c <= b for a, b in spans) <= self.cfg.rx_depth for c in range(s, v + 1))
 
     def take(self, src, link, dst, rlink, s, v) -> None:
+        self.take_send(src, link, s)
+        self.take_recv(dst, rlink, s, v)
+
+    def take_send(self, src, link, s) -> None:
         self.busy[src][link].update(range(s, s + self.F))
         self.last_send[src][link] = s
+
+    def take_recv(self, dst, rlink, s, v) -> None:
+        """The RECV on ``v`` of the vector sent on ``s`` (its SEND already taken)."""
         self.last_recv[dst][rlink] = v
         self.in_flight[dst][rlink].append((s, v))
 

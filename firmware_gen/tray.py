@@ -102,8 +102,13 @@ class MulticastH(HRoute):
         self.tray._multicast_h(self.tile, t_vop, i, b, dry=False)
 
 
+class _Overflow(Exception):
+    """A deferred RECV would overflow its receive buffer: compile again, receiving at once."""
+
+
 class _Tray:
-    def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int):
+    def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int, defer: bool = True):
+        self.defer, self.deferred = defer, []
         self.topo = Topology(tiles)
         self.cfg = cfg = tray_config(cfg, tiles)
         L = cfg.lanes
@@ -137,6 +142,11 @@ class _Tray:
             f.place_x()
         for f in self.f:
             f.phase1()              # h leaves every tile through its MulticastH route
+        for t, u, link, s, slot, who in sorted(self.deferred, key=lambda d: d[3]):
+            plan = self._recv_plan(t, u, link, s)
+            if plan is None:
+                raise _Overflow
+            self._receive(t, u, link, s, plan, slot, who)
         for f in self.f:
             ready = {i: max(f.slot_ready[s].get(f.h_slot(i, b), 1 << 62) for s in SIDES for b in range(f.B))
                      for i in range(f.KI)}
@@ -158,8 +168,8 @@ class _Tray:
             s = t_v + VXM_LATENCY + abs(v - pos(cs))
             if not (ft.res.slot_free(cs, s) and all(self.book.send_free(t, link, s) for _, link in peers)):
                 return False
-            recvs = [self._recv_plan(t, u, link, s) for u, link in peers]
-            if None in recvs:       # a receive buffer would overflow: the producer waits
+            recvs = [None if self.defer else self._recv_plan(t, u, link, s) for u, link in peers]
+            if not self.defer and None in recvs:       # a receive buffer would overflow: the producer waits
                 return False
             sends[cs] = (s, peers, recvs)
         if dry:
@@ -169,7 +179,12 @@ class _Tray:
             ft.res.take_slot(cs, s, f"h block {i} col {b} SENDM")
             ft.emit(cs, s, Instr.compute(Op.SENDM, ft.lx_stream, d, links=sum(1 << link for _, link in peers)))
             for (u, link), plan in zip(peers, recvs):
-                self._receive(t, u, link, s, plan, self.f[u].h_slot(i, b), f"h block {i} col {b} tile {t} -> {u}")
+                args = (self.f[u].h_slot(i, b), f"h block {i} col {b} tile {t} -> {u}")
+                if self.defer:
+                    self.book.take_send(t, link, s)
+                    self.deferred.append((t, u, link, s) + args)
+                else:
+                    self._receive(t, u, link, s, plan, *args)
         return True
 
     def _recv_plan(self, t, u, link, s):
@@ -204,7 +219,9 @@ class _Tray:
             fu.res.take_slot(side, arrive[side], who + f" LX {side}")
             fu.emit(side, arrive[side], Instr.lx(st_out, d, slot))
             fu.slot_ready[side][slot] = arrive[side] + 1
-        self.book.take(t, link, u, rlink, s, v)
+        if not self.defer:
+            self.book.take_send(t, link, s)
+        self.book.take_recv(u, rlink, s, v)
         self.transfers += 1
 
     def _recv_path(self, fu, cr, sx, d_rx, v):
@@ -242,7 +259,10 @@ def compile_ffn_tray(spec: FfnSpec, x, cfg: TileConfig | None = None, tiles: int
     its cycle count, in SAC time."""
     cfg = cfg or TileConfig.default()
     try:
-        tr = _Tray(cfg, spec, x, tiles).compile()
+        try:
+            tr = _Tray(cfg, spec, x, tiles).compile()
+        except _Overflow:
+            tr = _Tray(cfg, spec, x, tiles, defer=False).compile()
     except NumericsError as e:
         raise CompileError(str(e)) from None
     progs = tr.programs()
