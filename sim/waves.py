@@ -59,15 +59,9 @@ def declared_signals(verilog: str, top: str) -> dict[str, dict[str, tuple]]:
     is scope ``top``; a submodule ``\\top.a.b`` is instance scope ``top.a.b``."""
     scopes, cur = {}, None
     for line in verilog.splitlines():
-        m = _MODULE.match(line)
-        if m:
-            name = m[1].lstrip("\\")
-            cur = scopes.setdefault(name, {})
-            continue
-        if cur is None:
-            continue
-        m = _DECL.match(line)
-        if m:
+        if m := _MODULE.match(line):
+            cur = scopes.setdefault(m[1].lstrip("\\"), {})
+        elif cur is not None and (m := _DECL.match(line)):
             cur.setdefault(m[3], (int(m[1]), int(m[2])) if m[1] is not None else None)
     return {k: v for k, v in scopes.items() if k == top or k.startswith(top + ".")}
 
@@ -129,10 +123,7 @@ def save_waves(tile, cfg: TileConfig, dest: Path | None = None) -> tuple[Path, P
     if not dump.exists():
         raise WavesError(f"the {tile.sim} run wrote no waveform at {dump}")
     if dest is not None:
-        dest = Path(dest)
-        dest.mkdir(parents=True, exist_ok=True)
-        target = dest / f"{tile.sim}.fst"
-        shutil.move(str(dump), target)
-        dump = target
+        Path(dest).mkdir(parents=True, exist_ok=True)
+        dump = Path(shutil.move(str(dump), Path(dest) / f"{tile.sim}.fst"))
     view = write_gtkw(cfg, tile.sim, dump, Path(tile.build_dir) / f"{tile.toplevel}.v", top=tile.toplevel)
     return dump, view
