@@ -226,8 +226,7 @@ def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200, log=_
     util = {k: {"used": v, "available": have[k]} for k, v in need.items()}
     report = {"board": board, "device": device.name, "config": cfg.to_dict(),
               "dsp_demand": dsps, "mxm_products_in_luts": soft8, "yosys_cells": {k: int(v) for k, v in sorted(cells.items())},
-              "utilization": util, "placed": False,
-              "fits": _fits(util),
+              "utilization": util, "placed": False, "fits": _fits(util),
               "board_clock_mhz": platform.default_clk_frequency / 1e6,
               "fmax_mhz": {}, "meets_board_clock": False, "critical_path": None}
     if report["fits"]:
@@ -240,9 +239,7 @@ def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200, log=_
         util = {RESOURCES[k]: v for k, v in rep["utilization"].items() if k in RESOURCES}
         fmax = {k: round(v["achieved"], 2) for k, v in rep.get("fmax", {}).items()}
         crit = rep.get("critical_paths", [])
-        report.update(utilization=util, placed=True,
-                      fits=_fits(util),
-                      fmax_mhz=fmax,
+        report.update(utilization=util, placed=True, fits=_fits(util), fmax_mhz=fmax,
                       meets_board_clock=bool(fmax) and min(fmax.values()) >= report["board_clock_mhz"],
                       critical_path=_critical_path(crit[0]) if crit else None,
                       bitstream=str((out / f"{name}.bit").relative_to(ROOT))
