@@ -355,12 +355,15 @@ class FfnSpec:
         return self.W1.shape[0]
 
     @classmethod
-    def from_float(cls, kind, W1, W2, W3=None, b1=None, b2=None, *, x_calibration, activation="silu"):
+    def from_float(cls, kind, W1, W2, W3=None, b1=None, b2=None, *, x_calibration, activation="silu",
+                   x_scale=None):
         """Quantise a float FFN, calibrating every int8 stage on ``x_calibration`` ((B, H) or (H,)).
 
         Weights get per-row scales (:func:`quantise_weights`); the input, each int8
         intermediate and the output get the per-tensor scale ``max|v| / 127`` of their
-        float64 values over the calibration batch (1.0 if all zero); biases are rounded
+        float64 values over the calibration batch (1.0 if all zero), except the input's when
+        ``x_scale`` is given (several FFNs that share one int8 input, the experts of a MoE
+        layer, are given the same one; ``firmware_gen.moe``); biases are rounded
         half away from zero at their accumulator's scale; each stage's ``(multiplier,
         shift)`` is :func:`quantise_scale` of ``in_scale * w_scale[row] / out_scale``.
         Classic biases that are None mean zero.
@@ -372,20 +375,20 @@ class FfnSpec:
         _check_shapes(kind, W1, W2, W3, b1, b2)
         try:
             with np.errstate(over="raise", invalid="raise"):
-                return cls._from_float(kind, W1, W2, W3, b1, b2, x_calibration, activation)
+                return cls._from_float(kind, W1, W2, W3, b1, b2, x_calibration, activation, x_scale)
         except FloatingPointError as e:
             raise NumericsError(f"the float FFN does not fit float64 ({e}: the weights or x are too large to "
                                 f"calibrate; scale them down)") from None
 
     @classmethod
-    def _from_float(cls, kind, W1, W2, W3, b1, b2, x_calibration, activation):
+    def _from_float(cls, kind, W1, W2, W3, b1, b2, x_calibration, activation, x_scale=None):
         W1, W2 = _finite(W1, "W1"), _finite(W2, "W2")
         I, H = W1.shape
         x = _finite(x_calibration, "x_calibration")
         if x.shape[-1:] != (H,) or x.ndim > 2:
             raise NumericsError(f"x_calibration has shape {x.shape} but W1 is {I}x{H}: it must be (B, {H}) or ({H},)")
         f = _activation(activation)
-        x_scale = _range_scale(x)
+        x_scale = _range_scale(x) if x_scale is None else _positive(x_scale, "x_scale")
         w1q, w1s = quantise_weights(W1)
         w2q, w2s = quantise_weights(W2)
 

@@ -40,6 +40,10 @@ stored.  The format is small (an 8-byte little-endian header length, a JSON head
 reads only the tensors asked for, converts BF16 exactly (its bits are the upper half of a
 float32) and names what is wrong with a truncated or corrupt file costs no dependency.
 
+:func:`load_moe` reads one layer's mixture of experts (DeepSeek-V3 and Qwen3-MoE names:
+routed experts, shared expert, router and its bias) for ``firmware_gen.moe``
+(``docs/moe.md``, "Weights from files").
+
 Every problem raises :class:`WeightsError` with a one-line message naming the tensor.
 """
 
@@ -53,6 +57,7 @@ import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -418,6 +423,198 @@ def default_calibration(H, batch=DEFAULT_BATCH, seed=DEFAULT_SEED, norm_weight=N
     else:
         z = (z - z.mean(-1, keepdims=True)) / np.sqrt(z.var(-1, keepdims=True) + NORM_EPS)
     return z * np.asarray(norm_weight, np.float64) + (0.0 if norm_bias is None else np.asarray(norm_bias, np.float64))
+
+
+# ---- one layer's mixture of experts ---------------------------------------------------------
+class Expert(NamedTuple):
+    """One SwiGLU expert's float weights, in the Hugging Face order gate, up, down:
+    ``W1`` = ``gate_proj`` (I x H, the one under SiLU), ``W3`` = ``up_proj`` (I x H),
+    ``W2`` = ``down_proj`` (H x I)."""
+    W1: np.ndarray
+    W3: np.ndarray
+    W2: np.ndarray
+
+
+MOE_EXPERT = re.compile(r"(.*?)model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight$")
+MOE_NAMES = {"router": "model.layers.{layer}.mlp.gate.weight",
+             "router_bias": "model.layers.{layer}.mlp.gate.e_score_correction_bias",
+             "expert": "model.layers.{layer}.mlp.experts.{e}.{proj}_proj.weight",
+             "shared": "model.layers.{layer}.mlp.shared_experts.{proj}_proj.weight",
+             "gated_shared": "model.layers.{layer}.mlp.shared_expert.gate_proj.weight",
+             "dense": "model.layers.{layer}.mlp.gate_proj.weight",
+             "norm": "model.layers.{layer}.post_attention_layernorm.weight"}
+"""Tensor names of a DeepSeek-V3 / Qwen3-MoE layer (any prefix ending in a dot before them)."""
+PROJ = {"gate": "W1", "up": "W3", "down": "W2"}
+MOE_CONFIG = {"num_experts_per_tok": "top_k", "n_group": "n_group", "topk_group": "topk_group",
+              "routed_scaling_factor": "routed_scaling_factor", "norm_topk_prob": "norm_topk_prob"}
+"""config.json keys (DeepSeek-V3, Qwen3-MoE) and the ``firmware_gen.moe.Router`` keyword each sets."""
+
+
+@dataclass
+class MoeWeights:
+    """One MoE layer's float arrays: the routed ``experts`` (E of them) and the ``shared``
+    ones (zero or one: DeepSeek stores its shared experts fused into one FFN), the router
+    ``E x H`` and its selection bias (None if absent), a calibration input ``x`` (B, H), the
+    routing parameters found in a config (``gating``: Router keywords, maybe empty) and where
+    they came from."""
+    experts: list[Expert]
+    shared: list[Expert]
+    router: np.ndarray
+    router_bias: np.ndarray | None
+    x: np.ndarray
+    gating: dict = field(default_factory=dict)
+    source: dict = field(default_factory=dict)   # file, format, layer, tensors, calibration, config
+
+    @property
+    def E(self):
+        return len(self.experts)
+
+    @property
+    def H(self):
+        return self.router.shape[1]
+
+
+def moe_config(config) -> tuple[dict, dict]:
+    """The routing of a Hugging Face ``config.json`` (a path or its dict): ``(gating, counts)``
+    with ``gating`` the Router keywords it sets (``gating`` is 'sigmoid-grouped' for
+    ``scoring_func: sigmoid``, DeepSeek-V3, else 'softmax', Qwen3-MoE) and ``counts`` the
+    routed and shared expert counts it states (``n_routed_experts``/``num_experts``,
+    ``n_shared_experts``), for checking against the file."""
+    if config is None:
+        return {}, {}
+    name = "config"
+    if not isinstance(config, dict):
+        path = Path(config)
+        name = path.name
+        try:
+            config = json.loads(path.read_text())
+        except OSError as e:
+            raise WeightsError(f"cannot read config {path}: {e.strerror or e}") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise WeightsError(f"{name} is not valid JSON ({e})") from None
+        if not isinstance(config, dict):
+            raise WeightsError(f"{name} is not a JSON object")
+    scoring, method = config.get("scoring_func"), config.get("topk_method")
+    if scoring == "sigmoid":
+        gating = {"gating": "sigmoid-grouped"}
+    elif scoring in (None, "softmax") and method in (None, "greedy"):
+        gating = {"gating": "softmax"}
+    else:
+        raise WeightsError(f"{name}: scoring_func {scoring!r} with topk_method {method!r} is not a gating modelled "
+                           "here (sigmoid scores with group-limited top-k, DeepSeek-V3; softmax then top-k, "
+                           "Qwen3-MoE)")
+    gating |= {kw: config[k] for k, kw in MOE_CONFIG.items() if config.get(k) is not None}
+    counts = {"experts": config.get("n_routed_experts", config.get("num_experts")),
+              "shared": config.get("n_shared_experts")}
+    return gating, {k: v for k, v in counts.items() if v is not None}
+
+
+def load_moe(path, layer: int | None = None, *, config=None, batch: int = DEFAULT_BATCH) -> MoeWeights:
+    """Load layer ``layer``'s mixture of experts from a ``.safetensors`` or ``.npz`` file.
+
+    Names (:data:`MOE_NAMES`; a prefix ending in a dot is allowed):
+    ``model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight`` (E counted from the names,
+    which must run 0..E-1), the router ``model.layers.N.mlp.gate.weight`` (E x H), its bias
+    ``...mlp.gate.e_score_correction_bias`` (E,) if present (DeepSeek), the shared expert
+    ``...mlp.shared_experts.{gate,up,down}_proj.weight`` if present (DeepSeek; Qwen3 has
+    none).  ``layer`` may be None when the file holds one MoE layer.  ``config`` (the
+    checkpoint's ``config.json``, a path or a dict) supplies top-k, groups, scaling and
+    normalisation (:func:`moe_config`); without it ``gating`` is empty.  The calibration input
+    is a tensor ``x`` in the file, else :func:`default_calibration` of ``batch`` rows
+    RMS-normalised by ``post_attention_layernorm`` when present.  Raises
+    :class:`WeightsError`.
+    """
+    f = open_weights(path)
+    fname, names = f.path.name, set(f.names)
+    found = {}                          # (prefix, layer) -> {(expert, proj)}
+    for n in names:
+        m = MOE_EXPERT.match(n)
+        if m and (m.group(1) == "" or m.group(1).endswith(".")):
+            found.setdefault((m.group(1), int(m.group(2))), set()).add((int(m.group(3)), m.group(4)))
+    if not found:
+        raise WeightsError(f"{fname} has no MoE layer this loader knows (model.layers.N.mlp.experts.E."
+                           f"{{gate,up,down}}_proj.weight); its tensors: {_some(names)}")
+    prefixes = sorted({p for p, _ in found})
+    if len(prefixes) > 1:
+        raise WeightsError(f"{fname} holds MoE layers under more than one prefix "
+                           f"({', '.join(p or 'no prefix' for p in prefixes)}); give a file of one model")
+    prefix = prefixes[0]
+    layers = sorted(ly for _, ly in found)
+    if layer is None:
+        if len(layers) > 1:
+            raise WeightsError(f"{fname} has MoE layers {_layers_text(layers)}: choose one (--layer N)")
+        layer = layers[0]
+    elif isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
+        raise WeightsError(f"layer must be an integer, got {layer!r}")
+    elif layer not in layers:
+        dense = prefix + _at(MOE_NAMES["dense"], layer) in names
+        what = "is a dense FFN (load_ffn reads it), not a MoE layer" if dense else "is not in the file"
+        raise WeightsError(f"layer {layer} of {fname} {what}: its MoE layers are {_layers_text(layers)}")
+    name = {k: prefix + _at(t, layer) for k, t in MOE_NAMES.items()}
+    if name["gated_shared"] in names:
+        raise WeightsError(f"{fname} layer {layer} has a gated shared expert ({name['gated_shared']}, Qwen2-MoE "
+                           "style, its output scaled by a sigmoid gate); the MoE layer here has ungated shared "
+                           "experts only")
+
+    def read(n, role):
+        if n not in names:
+            raise WeightsError(_missing(fname, n, role, names))
+        return _finite(f.read(n, role), n, role, fname)
+
+    def expert(template, what):
+        tensors = {k: template.replace("{proj}", p) for p, k in PROJ.items()}
+        arrays = {k: read(tensors[k], f"{k} ({p}_proj) of {what}") for p, k in PROJ.items()}
+        _check_shapes(arrays, tensors, fname)
+        return Expert(arrays["W1"], arrays["W3"], arrays["W2"]), tensors
+
+    E = 1 + max(e for e, _ in found[(prefix, layer)])
+    experts = [expert(name["expert"].replace("{e}", str(e)), f"expert {e}, layer {layer}")[0] for e in range(E)]
+    router = read(name["router"], f"router of layer {layer}")
+    H = experts[0].W1.shape[1]
+    if router.shape != (E, H):
+        raise WeightsError(f"tensor {name['router']} (router) in {fname} is {_dims(router.shape)} but layer {layer} "
+                           f"has {E} experts of H = {H}: the router must be E x H = {E}x{H}")
+    for e, ex in enumerate(experts):
+        if ex.W1.shape[1] != H:
+            raise WeightsError(f"expert {e} of layer {layer} in {fname} has H = {ex.W1.shape[1]} but expert 0 has "
+                               f"H = {H}: every expert of a layer takes the same x")
+    bias = read(name["router_bias"], "router bias") if name["router_bias"] in names else None
+    if bias is not None and bias.shape != (E,):
+        raise WeightsError(f"tensor {name['router_bias']} (router bias) in {fname} is {_dims(bias.shape)} but layer "
+                           f"{layer} has {E} experts: it must be (E,) = ({E},)")
+    shared, shared_tensors = [], {}
+    if any(name["shared"].replace("{proj}", p) in names for p in PROJ):
+        ex, shared_tensors = expert(name["shared"], f"the shared expert, layer {layer}")
+        if ex.W1.shape[1] != H:
+            raise WeightsError(f"the shared expert of layer {layer} in {fname} has H = {ex.W1.shape[1]} but the "
+                               f"routed experts have H = {H}")
+        shared = [ex]
+    gating, counts = moe_config(config)
+    if counts.get("experts", E) != E:
+        raise WeightsError(f"the config has {counts['experts']} routed experts but layer {layer} of {fname} has {E}")
+    if (counts.get("shared", len(shared)) > 0) != bool(shared):     # DeepSeek fuses its n shared experts into one
+        raise WeightsError(f"the config has {counts['shared']} shared experts but layer {layer} of {fname} has "
+                           f"{'a' if shared else 'no'} shared_experts FFN")
+    if "x" in names:
+        x = np.atleast_2d(np.asarray(read("x", "x"), np.float64))
+        if x.ndim != 2 or x.shape[1] != H:
+            raise WeightsError(f"tensor x in {fname} is {_dims(x.shape)} but the experts have H = {H}: "
+                               f"x must be ({H},) or (batch, {H})")
+        calibration = "tensor x"
+    else:
+        w = read(name["norm"], "norm") if name["norm"] in names else None
+        if w is not None and w.shape != (H,):
+            raise WeightsError(f"tensor {name['norm']} (norm) in {fname} is {_dims(w.shape)}: it must be (H,) = ({H},)")
+        x = default_calibration(H, batch=batch, norm_weight=w, rms=True)
+        calibration = (f"default: N(0,1) sample, seed {DEFAULT_SEED}, batch {batch}"
+                       + (f", normalised by {name['norm']}" if w is not None else ""))
+    tensors = {"experts": name["expert"].replace("{e}", "E").replace("{proj}", "{gate,up,down}"),
+               "router": name["router"]} | ({"router_bias": name["router_bias"]} if bias is not None else {}) \
+        | {f"shared {k}": n for k, n in shared_tensors.items()}
+    src = {"file": str(f.path), "format": "npz" if isinstance(f, NpzFile) else "safetensors", "layer": layer,
+           "experts": E, "tensors": tensors, "calibration": calibration,
+           "config": None if config is None else (str(config) if not isinstance(config, dict) else "dict")}
+    return MoeWeights(experts, shared, router, bias, x, gating, src)
 
 
 # ---- a trained model shipped as a Python package -------------------------------------------
