@@ -16,6 +16,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from lpu_arch.hostmap import load_row_bits
 from lpu_arch.isa import DATA_OPS, INSTR_BITS, SLICE_OPS, Op, used_word_mask
 
 from .layouts import field_shape, host_signature, instr_layout, issue_signature
@@ -47,6 +48,11 @@ class InstructionQueue(wiring.Component):
     host : In(host_signature)
         Host access to the queue's memory: word ``2*i`` is the low half of instruction
         ``i``, ``2*i+1`` the high half.  Reads have one cycle of latency.
+    load_we : In(1), load_row : In(load_row_bits), load_data : In(INSTR_BITS)
+        The vector load port's lane for this queue (``hostmap.LOAD_REGIONS``): store
+        instruction ``load_data`` at ``load_row`` this cycle.  Only while the tile is
+        stopped; a row beyond ``iq_depth`` is ignored; takes precedence over a host write
+        on the same cycle.
     """
 
     def __init__(self, cfg, kind):
@@ -58,6 +64,9 @@ class InstructionQueue(wiring.Component):
             "halted": Out(1),
             "illegal": Out(1),
             "host": In(host_signature(cfg)),
+            "load_we": In(1),
+            "load_row": In(load_row_bits(cfg)),
+            "load_data": In(INSTR_BITS),
         })
 
     def elaborate(self, platform):
@@ -83,10 +92,20 @@ class InstructionQueue(wiring.Component):
         word = self.host.addr[0]
         m.d.comb += [
             rd.addr.eq(Mux(self.run | self.start, pc_next, self.host.addr[1:])),
-            wr.addr.eq(self.host.addr[1:]),
-            wr.data.eq(self.host.wdata.replicate(2)),
-            wr.en.eq(Mux(self.host.sel & self.host.we & ~self.run, Mux(word, 0b10, 0b01), 0)),
         ]
+        load_ok = (self.load_row >> cfg.iq_addr_bits) == 0
+        with m.If(self.load_we):
+            m.d.comb += [
+                wr.addr.eq(self.load_row),
+                wr.data.eq(self.load_data),
+                wr.en.eq(Mux(load_ok & ~self.run, 0b11, 0)),
+            ]
+        with m.Else():
+            m.d.comb += [
+                wr.addr.eq(self.host.addr[1:]),
+                wr.data.eq(self.host.wdata.replicate(2)),
+                wr.en.eq(Mux(self.host.sel & self.host.we & ~self.run, Mux(word, 0b10, 0b01), 0)),
+            ]
         word_q = Signal()
         m.d.sync += word_q.eq(word)
         m.d.comb += self.host.rdata.eq(Mux(word_q, rd.data[32:64], rd.data[0:32]))

@@ -5,6 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from lpu_arch.hostmap import load_row_bits
 from lpu_arch.isa import ADDR_BITS, EAST, Op
 
 from .layouts import drive_signature, host_signature, issue_signature, tap_signature
@@ -35,6 +36,11 @@ class MemSlice(wiring.Component):
     host : In(host_signature)
         Word ``row * words_per_vector + w`` is 32-bit word ``w`` (lanes ``4w..4w+3``,
         lane ``4w`` in the low byte) of vector ``row``.  Only while the tile is stopped.
+    load_we : In(1), load_row : In(load_row_bits), load_data : In(vector_bits)
+        The vector load port's lane for this slice (``hostmap.LOAD_REGIONS``): store
+        ``load_data`` (lane ``l`` in bits ``8l..8l+7``) as vector ``load_row`` this cycle.
+        Only while the tile is stopped; a row beyond ``mem_depth`` is ignored; takes
+        precedence over a host write on the same cycle.
     """
 
     def __init__(self, cfg):
@@ -51,6 +57,9 @@ class MemSlice(wiring.Component):
             "addr_fault": Out(1),
             "driving": Out(1),
             "host": In(host_signature(cfg)),
+            "load_we": In(1),
+            "load_row": In(load_row_bits(cfg)),
+            "load_data": In(cfg.vector_bits),
         })
 
     def elaborate(self, platform):
@@ -91,10 +100,19 @@ class MemSlice(wiring.Component):
             m.d.comb += [
                 rd.addr.eq(h_row),
                 rd.en.eq(self.host.sel & self.host.re),
-                wr.addr.eq(h_row),
-                wr.data.eq(self.host.wdata.replicate(wpv)),
-                wr.en.eq(Mux(self.host.sel & self.host.we, 1 << h_word, 0)),
             ]
+            with m.If(self.load_we):
+                m.d.comb += [
+                    wr.addr.eq(self.load_row),
+                    wr.data.eq(self.load_data),
+                    wr.en.eq(Mux((self.load_row >> cfg.mem_addr_bits) == 0, (1 << wpv) - 1, 0)),
+                ]
+            with m.Else():
+                m.d.comb += [
+                    wr.addr.eq(h_row),
+                    wr.data.eq(self.host.wdata.replicate(wpv)),
+                    wr.en.eq(Mux(self.host.sel & self.host.we, 1 << h_word, 0)),
+                ]
         m.d.comb += [
             self.write_event.eq(is_write),
             self.write_addr.eq(ins.addr),

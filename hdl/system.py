@@ -33,7 +33,7 @@ from lpu_arch.topology import Topology
 
 from .c2c import flit_field
 from .layouts import host_bus_signature
-from .tile import Tile
+from .tile import Tile, load_port_signature
 
 
 def link_latencies(cfg, tiles: int, latency) -> dict[tuple[int, int], int]:
@@ -78,7 +78,7 @@ class System(wiring.Component):
         for i in range(tiles):
             members.update({
                 f"t{i}_clk": In(1), f"t{i}_rst": In(1),
-                f"t{i}_host": In(host_bus_signature(cfg)),
+                f"t{i}_host": In(host_bus_signature(cfg)), f"t{i}_load": In(load_port_signature(cfg)),
                 f"t{i}_running": Out(1), f"t{i}_done": Out(1), f"t{i}_fault": Out(1),
                 f"t{i}_hac": Out(cfg.HAC_BITS), f"t{i}_stall": Out(1), f"t{i}_sac": Out(cfg.HAC_BITS),
                 f"t{i}_rx_level": Out(cfg.level_bits * cfg.links),
@@ -112,6 +112,7 @@ class System(wiring.Component):
             tiles.append(tile)
             port = lambda name, i=i: getattr(self, f"t{i}_{name}")
             wiring.connect(m, wiring.flipped(port("host")), tile.host)
+            wiring.connect(m, wiring.flipped(port("load")), tile.load)
             for name in ("running", "done", "fault", "hac", "stall", "sac"):
                 m.d.comb += port(name).eq(getattr(tile, name))
             m.d.comb += [port("rx_level").eq(Cat(tile.rx_level[k] for k in range(cfg.links))),

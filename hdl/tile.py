@@ -15,10 +15,22 @@ from amaranth.lib.wiring import In, Out
 
 from lpu_arch import hostmap
 from lpu_arch.hostmap import Csr, Ctrl, DeskewStatus, HacStatus, LinkFlag, LinkReg, Region, Status
+from lpu_arch.isa import INSTR_BITS
 
 from .c2c import DeskewUnit, HacUnit, LinkRx, LinkTx
 from .column import Taps, build_position, column_signature, edge_taps, served_links
 from .layouts import host_bus_signature
+
+
+def load_port_signature(cfg) -> wiring.Signature:
+    """The tile's vector load port (``hostmap.LOAD_REGIONS``), from the host's side:
+    ``region`` (``Region.DMEM``, ``IMEM`` or ``VXM_PARAM``; any other writes nothing),
+    ``row``, ``mask`` (bit ``k``: lane ``k`` writes) and ``data[k]``, one lane each
+    (``hostmap.load_lanes`` of ``hostmap.load_lane_bits`` bits).  A tile has it as
+    ``In(...)`` (member ``load``: Verilog ports ``load__region``, ``load__data__0`` ...)."""
+    n = hostmap.load_lanes(cfg)
+    return wiring.Signature({"region": Out(hostmap.LOAD_REGION_BITS), "row": Out(hostmap.load_row_bits(cfg)),
+                             "mask": Out(n), "data": Out(hostmap.load_lane_bits(cfg)).array(n)})
 
 
 class Tile(wiring.Component):
@@ -34,6 +46,11 @@ class Tile(wiring.Component):
     host : In(host_bus_signature)
         Host access, one per cycle (``addr``, ``wdata``, ``we``, ``re``); ``rdata`` with
         ``rvalid`` ``hostmap.HOST_READ_LATENCY`` (2) cycles after ``re``.
+    load : In(load_port_signature)
+        The vector load port (``hostmap.LOAD_REGIONS``): one row into every lane of
+        ``mask`` per cycle (a MEM vector per MEM slice, an instruction per queue, a VXM
+        lane entry per lane), while the tile is stopped; read back over ``host``.  Not in a
+        tile built with ``separate_columns`` (its columns have no load lanes).
     running : Out(1), done : Out(1)
         Run state; ``done`` stays high until the next start.
     fault : Out(1)
@@ -78,6 +95,8 @@ class Tile(wiring.Component):
         self.column_ports = [column_signature(cfg, p, streams=False).create(path=(name,))
                              for p, name in enumerate(cfg.slice_names)] if separate_columns else None
         members = {"host": In(host_bus_signature(cfg)), "running": Out(1), "done": Out(1), "fault": Out(1)}
+        if not separate_columns:
+            members["load"] = In(load_port_signature(cfg))
         if cfg.links:
             from lpu_arch.c2c import flit_bits
             if hac_children is None:
@@ -130,6 +149,7 @@ class Tile(wiring.Component):
         west = [[Signal(VB, name=f"west_{p}_{s}") for s in range(S)] if inline and p > 0 else None
                 for p in range(P)]
         cols, c2cs = [], {}
+        load_mem = 0           # the next MEM slice's load lane
         for p, name in enumerate(cfg.slice_names):
             kind = cfg.kind(name)
             if self.separate_columns:
@@ -137,7 +157,15 @@ class Tile(wiring.Component):
             else:
                 col = column_signature(cfg, p, streams=False).create(path=(f"col_{name}",))
                 tap = Taps(east[p - 1] if p > 0 else edge_taps(cfg), west[p + 1] if p + 1 < P else edge_taps(cfg))
-                build_position(core, cfg, p, col, tap, east[p], west[p], suffix=f"_{name}")
+                sl = build_position(core, cfg, p, col, tap, east[p], west[p], suffix=f"_{name}")
+                # The vector load port's lanes: queue p on lane p; MEM slice i on lane i; the
+                # VXM's lane l on lane l (build_position names the queue icu_<name>).
+                self._load_lane(core, core.submodules[f"icu_{name}"], Region.IMEM, p, INSTR_BITS)
+                if kind == "MEM":
+                    self._load_lane(core, sl, Region.DMEM, load_mem, cfg.vector_bits)
+                    load_mem += 1
+                elif kind == "VXM":
+                    self._load_vxm(core, sl)
             core.d.comb += [col.start.eq(start), col.run.eq(run_q)]
             host_port(col.icu_host, Region.IMEM, p)
             cols.append(col)
@@ -241,6 +269,21 @@ class Tile(wiring.Component):
                 m.d.sync += self.host.rdata.eq(vxm.host_table.rdata)
         m.d.sync += self.host.rvalid.eq(r_re)
         return m
+
+    # ---- the vector load port ---------------------------------------------------------------
+    def _load_lane(self, m, unit, region, lane, bits):
+        """Lane ``lane`` of the load port writes ``unit`` (its ``load_*`` ports) in ``region``."""
+        ld = self.load
+        m.d.comb += [unit.load_we.eq((ld.region == region) & ld.mask[lane]),
+                     unit.load_row.eq(ld.row), unit.load_data.eq(ld.data[lane][:bits])]
+
+    def _load_vxm(self, m, vxm):
+        """Lane ``l`` of the load port writes lane ``l`` of a VXM parameter entry."""
+        from lpu_arch.vxm import PARAM_WORDS
+        ld, L = self.load, self.cfg.lanes
+        m.d.comb += [vxm.load_we.eq(Mux(ld.region == Region.VXM_PARAM, ld.mask[:L], 0)),
+                     vxm.load_row.eq(ld.row),
+                     vxm.load_data.eq(Cat(ld.data[l][:32 * PARAM_WORDS] for l in range(L)))]
 
     # ---- C2C: links, HAC, deskew, start at a HAC value ------------------------------------
     def _links(self, m, core, start, host_start, ctrl_write, region, word, sac, c2cs, run_q, done_q):

@@ -32,6 +32,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from lpu_arch.hostmap import load_row_bits
 from lpu_arch.isa import EAST, INT32_PLANES, Op, VopFlag
 from lpu_arch.vxm import PARAM_WORDS, SHIFT_BITS, TABLE_SIZE, reset_words
 
@@ -105,6 +106,12 @@ class VXM(wiring.Component):
         (``lpu_arch/vxm.py``); reads return the word as written.
     host_table : In(host_signature)
         ``Region.VXM_TABLE``: word ``i`` (``i < 256``) is table entry ``i`` in the low byte.
+    load_we : In(lanes), load_row : In(load_row_bits), load_data : In(lanes * 32 * PARAM_WORDS)
+        The vector load port (``hostmap.LOAD_REGIONS``, ``Region.VXM_PARAM``): for every
+        lane ``l`` with ``load_we[l]``, store bits ``160l..160l+159`` of ``load_data`` (the
+        lane's ``PARAM_WORDS`` host words) as lane ``l`` of entry ``load_row``.  Only while
+        the tile is stopped; an entry beyond ``vxm_param_depth`` is ignored; takes
+        precedence over a host write on the same cycle.
     """
 
     def __init__(self, cfg):
@@ -117,6 +124,9 @@ class VXM(wiring.Component):
             "driving": Out(1),
             "host_param": In(host_signature(cfg)),
             "host_table": In(host_signature(cfg)),
+            "load_we": In(cfg.lanes),
+            "load_row": In(load_row_bits(cfg)),
+            "load_data": In(cfg.lanes * 32 * PARAM_WORDS),
         })
 
     def elaborate(self, platform):
@@ -140,12 +150,20 @@ class VXM(wiring.Component):
         hp = self.host_param
         h_entry, h_sub = divmod_const(m, hp.addr, row_words, "h_param")
         h_ok = hp.sel & hp.we & ~self.run & (h_entry < cfg.vxm_param_depth)
-        m.d.comb += [
-            pw.addr.eq(h_entry[:pbits]),
-            pw.data.eq(Mux(hp.sel, hp.wdata, 0).replicate(row_words)),   # quiet unless selected
-            pw.en.eq(Cat(h_ok & (h_sub == k) for k in range(row_words))),
-            pr.addr.eq(Mux(self.run, ins.addr[:pbits], Mux(hp.sel, h_entry[:pbits], 0))),
-        ]
+        m.d.comb += pr.addr.eq(Mux(self.run, ins.addr[:pbits], Mux(hp.sel, h_entry[:pbits], 0)))
+        load_ok = ~self.run & (self.load_row < cfg.vxm_param_depth)
+        with m.If(self.load_we.any()):
+            m.d.comb += [
+                pw.addr.eq(self.load_row[:pbits]),
+                pw.data.eq(self.load_data),
+                pw.en.eq(Cat((self.load_we[k // W] & load_ok) for k in range(row_words))),
+            ]
+        with m.Else():
+            m.d.comb += [
+                pw.addr.eq(h_entry[:pbits]),
+                pw.data.eq(Mux(hp.sel, hp.wdata, 0).replicate(row_words)),   # quiet unless selected
+                pw.en.eq(Cat(h_ok & (h_sub == k) for k in range(row_words))),
+            ]
         with m.If(hp.sel & hp.re):
             m.d.sync += hp.rdata.eq(Array(pr.data[32 * k: 32 * k + 32] for k in range(row_words))[h_sub])
 

@@ -6,6 +6,12 @@ region, bits ``[20:28]`` a slice (position for IMEM, MEM index for DMEM and TRAC
 bits ``[0:20]`` a word inside it.  Reads return data two cycles after ``re``
 (``HOST_READ_LATENCY``).  IMEM, DMEM, VXM_PARAM and VXM_TABLE writes are honoured only while
 the tile is stopped.
+
+Beside the bus, a tile has a *vector load port* for bulk loading (``LOAD_REGIONS``,
+:func:`load_lanes`, :func:`load_lane_bits`): one row per cycle into every selected slice
+at once, a whole MEM vector, instruction or VXM lane entry per lane, the width a loader
+of whole vectors has (a DMA engine at the chip's edge), where the bus carries 32 bits.
+Everything it writes reads back over the bus at the same addresses.
 """
 
 from __future__ import annotations
@@ -154,6 +160,37 @@ def check_fits(cfg: TileConfig) -> None:
     if cfg.vxm_param_depth * cfg.lanes * VXM_PARAM_WORDS > WORD_MASK + 1:
         raise ConfigError(f"the VXM parameter memory ({cfg.vxm_param_depth} entries x {cfg.lanes} lanes x "
                           f"{VXM_PARAM_WORDS} words) exceeds the host map's {WORD_MASK + 1} words")
+
+
+# ---- the vector load port ----------------------------------------------------------------
+# One write per cycle of ``row`` into every lane whose ``mask`` bit is set, in ``region``:
+#   DMEM       lane i = MEM slice i, row = vector (bits 8l..8l+7: lane l's byte); as the
+#              words ``row * words_per_vector + w`` of Region.DMEM
+#   IMEM       lane p = the queue at position p, row = instruction (its 64-bit word); as
+#              the words ``2 * row`` and ``2 * row + 1`` of Region.IMEM
+#   VXM_PARAM  lane l = VXM lane l, row = parameter entry (bits 32k..32k+31: host word k of
+#              ``vxm.lane_words``); as the words ``(row * lanes + l) * VXM_PARAM_WORDS + k``
+# Data lanes are ``load_lane_bits`` wide (a region uses the low bits).  Honoured only while
+# the tile is stopped; a row beyond the slice's depth is ignored; a load-port write takes
+# precedence over a bus write to the same slice on the same cycle.  Reads go over the bus.
+LOAD_REGIONS = (Region.IMEM, Region.DMEM, Region.VXM_PARAM)
+LOAD_REGION_BITS = HOST_ADDR_BITS - REGION_SHIFT
+
+
+def load_lanes(cfg: TileConfig) -> int:
+    """Lanes of the vector load port: one per position (IMEM; MEM slices are the first
+    lanes for DMEM) or per VXM lane, whichever is more."""
+    return max(cfg.positions, cfg.lanes)
+
+
+def load_lane_bits(cfg: TileConfig) -> int:
+    """Bits of one load-port lane: a vector, an instruction or a VXM lane entry."""
+    return max(cfg.vector_bits, isa.INSTR_BITS, cfg.HOST_WORD * VXM_PARAM_WORDS)
+
+
+def load_row_bits(cfg: TileConfig) -> int:
+    """Bits of the load port's row: enough for the deepest of MEM, IMEM and VXM_PARAM."""
+    return max(log2(cfg.mem_depth), log2(cfg.iq_depth), log2(cfg.vxm_param_depth), 1)
 
 
 def link_csr(link: int, reg: LinkReg) -> int:

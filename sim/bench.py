@@ -1,12 +1,17 @@
 """`make bench`: FFN cycles against the configuration's bounds, and simulator speed, in one run.
 
     python -m sim.bench [--config default|tiny] [--sims verilator,icarus] [--out DIR] [--sweep]
+                        [--no-bus-load] [--build-configs tiny,default]
 
 Compiles a suite of FFNs (decode shapes from small to the largest that fits, classic and
 SwiGLU, and a batched one), runs every one on each simulator and reports, per FFN, the
 hardware's cycles against the SRAM-read bound and the MAC bound, the MXM utilisation and
 whether every output was bit-exact and at its predicted cycle; per simulator, tile-cycles
-per second (run time only, after loading) and the Verilator/Icarus ratio.  Targets: decode
+per second (run time only, after loading), the Verilator/Icarus ratio and the loading
+throughput in bytes/s of the same jobs loaded through the vector load port and, in a
+second invocation, over the host bus one 32-bit word per cycle (``--no-bus-load`` skips
+that one); and the Verilator build time of each configuration in ``--build-configs``
+(each built from scratch in a directory of its own).  Targets: decode
 within 1.15x of the SRAM-read bound where that bound is at least 1,000 cycles; batched
 (batch >= lanes) MXM utilisation at least 80 %.  ``--sweep`` adds the MEM-to-MEM
 data-movement program.  JSON and a Markdown table go to ``--out``.
@@ -31,7 +36,7 @@ from firmware_gen.numerics import ffn_int
 from firmware_gen.schedule import Scheduler
 
 from .progress import ProgressPrinter
-from .runner import ROOT, SIMULATORS, SimSetupError, TileSim, job
+from .runner import ROOT, SIMULATORS, SimSetupError, TileSim, job, measure_build
 from .scoreboard import check_run, output_rows
 
 DECODE_TARGET, UTIL_TARGET, TARGET_MIN_BOUND = 1.15, 0.80, 1000
@@ -46,7 +51,21 @@ def ffn_suite(cfg: TileConfig) -> list[tuple]:
             ("swiglu", 8 * L, 16 * L, L)]
 
 
-def run_ffns(cfg, sims) -> tuple[list, list]:
+LOAD_NAMES = {"port": "vector load port", "bus": "host bus (32-bit word per cycle)"}
+
+
+def load_row(sim: str, path: str, results) -> dict:
+    """Loading throughput of one invocation: every job's loaded bytes over its load time."""
+    nbytes = sum(r["loaded_bytes"] for r in results)
+    secs = sum(r["wall_load_s"] for r in results)
+    return {"simulator": sim, "path": path, "bytes": nbytes, "load_seconds": round(secs, 3),
+            "bytes_per_second": round(nbytes / secs) if secs else None}
+
+
+def run_ffns(cfg, sims, bus_load: bool = True) -> tuple[list, list, list, dict]:
+    """Run the suite on each simulator (loaded through the load port; with ``bus_load``
+    once more over the host bus, both checked); returns (FFN rows, speed rows, loading rows,
+    build figures per simulator)."""
     compiled = []
     for kind, H, I, B in ffn_suite(cfg):
         ex = example_ffn(kind, H, I, B, seed=1)
@@ -56,13 +75,23 @@ def run_ffns(cfg, sims) -> tuple[list, list]:
             print(f"skipped {kind} {H}x{I} b{B}: {e}")
             continue
         compiled.append((prog, man, archmodel.run(prog), ffn_int(ex.spec, ex.x_int8)))
-    shapes, speed = [], []
+    jobs = [job(p, name=f"{m.kind} {m.H}x{m.I} b{m.batch}", read_back=output_rows(m)) for p, m, _, _ in compiled]
+    shapes, speed, loading, builds = [], [], [], {}
     for sim in sims:
         tile = TileSim(cfg, sim, waves=False)
+        builds[sim] = tile.build_info
         print(f"running {len(compiled)} FFNs on {sim} ...", flush=True)
         progress = ProgressPrinter(sim, expected=[m.cycles for _, m, _, _ in compiled])
-        results = tile.run([job(p, name=f"{m.kind} {m.H}x{m.I} b{m.batch}", read_back=output_rows(m))
-                            for p, m, _, _ in compiled], name="bench-ffn", progress=progress)
+        results = tile.run(jobs, name="bench-ffn", progress=progress, load="port")
+        loading.append(load_row(sim, "port", results))
+        if bus_load:
+            print(f"the same FFNs on {sim}, loaded over the host bus ...", flush=True)
+            bus = tile.run(jobs, name="bench-ffn-bus", load="bus",
+                           progress=ProgressPrinter(sim, expected=[m.cycles for _, m, _, _ in compiled]))
+            row = load_row(sim, "bus", bus)
+            row["exact"] = all(not check_run(res, gold, manifest=man, y=y)
+                               for (_, man, gold, y), res in zip(compiled, bus))
+            loading.append(row)
         cycles = sum(r["cycles"] for r in results)
         secs = sum(r["wall_run_s"] for r in results)
         speed.append({"simulator": sim, "program": "ffn suite", "cycles": cycles, "run_seconds": round(secs, 4),
@@ -83,7 +112,19 @@ def run_ffns(cfg, sims) -> tuple[list, list]:
                 row["target"] = f">= {UTIL_TARGET:.0%} MXM utilisation"
                 row["meets_target"] = (row["mxm_utilisation"] >= UTIL_TARGET if man.batch >= cfg.lanes else None)
             shapes.append(row)
-    return shapes, speed
+    return shapes, speed, loading, builds
+
+
+def build_times(presets) -> list[dict]:
+    """The Verilator build of each preset's tile, from scratch (``runner.measure_build``)."""
+    rows = []
+    for preset in presets:
+        cfg = TileConfig.preset(preset)
+        print(f"building the {preset} tile on verilator from scratch (for its build time) ...", flush=True)
+        info = measure_build(cfg, "verilator")
+        rows.append({"simulator": "verilator", "config": preset, "key": cfg.key(), "build_seconds": info["seconds"],
+                     "verilog_seconds": info["verilog_seconds"]})
+    return rows
 
 
 def sweep_schedule(cfg: TileConfig, passes: int, seed: int = 0) -> Scheduler:
@@ -166,6 +207,11 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep", action="store_true", help="also run the MEM-to-MEM sweep program")
     ap.add_argument("--passes", type=int, default=4, help="sweep passes (with --sweep; default: 4)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"), help="output directory")
+    ap.add_argument("--no-bus-load", action="store_true",
+                    help="do not run the suite a second time loaded over the host bus (no bus loading figure)")
+    ap.add_argument("--build-configs", default=",".join(TileConfig.PRESETS[:2]),
+                    help="comma-separated presets whose Verilator build is timed from scratch "
+                         "(default: %(default)s; empty: none)")
     args = ap.parse_args(argv)
     cfg = TileConfig.preset(args.config)
     sims = [x for x in args.sims.split(",") if x]
@@ -174,15 +220,23 @@ def main(argv=None) -> int:
         print(f"error: unknown simulator(s) {', '.join(bad)}; choose from {', '.join(SIMULATORS)}", file=sys.stderr)
         return 2
     try:
-        shapes, speed = run_ffns(cfg, sims)
+        shapes, speed, loading, builds = run_ffns(cfg, sims, bus_load=not args.no_bus_load)
         if args.sweep:
             speed += run_sweep(cfg, sims, args.passes)
+        presets = [x for x in args.build_configs.split(",") if x]
+        bad = [x for x in presets if x not in TileConfig.PRESETS]
+        if bad:
+            print(f"error: unknown preset(s) {', '.join(bad)}; choose from {', '.join(TileConfig.PRESETS)}",
+                  file=sys.stderr)
+            return 2
+        build = build_times(presets)
     except SimSetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print("compiling the tray FFN for 1, 2, 4 and 8 tiles (golden-model checked) ...", flush=True)
     tray = tray_rows(cfg)
-    result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": shapes, "speed": speed, "tray": tray}
+    result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": shapes, "speed": speed,
+              "loading": loading, "build": build, "builds_used": builds, "tray": tray}
     ffn_speed = {r["simulator"]: r["cycles_per_second"] for r in speed if r["program"] == "ffn suite"}
     if "verilator" in ffn_speed and "icarus" in ffn_speed:
         result["verilator_over_icarus"] = round(ffn_speed["verilator"] / ffn_speed["icarus"], 2)
@@ -216,10 +270,24 @@ def main(argv=None) -> int:
               f"{r['cycles_per_second']:,.0f} |" for r in speed]
     if "verilator_over_icarus" in result:
         lines.append(f"\nVerilator / Icarus speed ratio (same FFNs, same run): **{result['verilator_over_icarus']}x**")
+    lines += ["", "Loading the same FFN jobs (MEM images, programs, VXM parameters and table; the port writes "
+              "a VXM lane entry whole, so it carries a few more bytes):", "",
+              "| simulator | path | bytes | load s | bytes/s |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {r['simulator']} | {LOAD_NAMES[r['path']]} | {r['bytes']:,} | {r['load_seconds']} | "
+              f"{r['bytes_per_second'] or 0:,} |" for r in loading]
+    for sim in sims:
+        rates = {r["path"]: r["bytes_per_second"] for r in loading if r["simulator"] == sim}
+        if rates.get("port") and rates.get("bus"):
+            lines.append(f"\n{sim}: host bus {rates['bus']:,} B/s")
+            lines.append(f"{sim}: load port {rates['port']:,} B/s ({rates['port'] / rates['bus']:.1f}x the host bus)")
+    if build:
+        lines += ["", "Verilator build of the tile, from scratch, per configuration:", "",
+                  "| configuration | key | Verilog s | build s |", "|---|---|---:|---:|"]
+        lines += [f"| {r['config']} | {r['key']} | {r['verilog_seconds']} | {r['build_seconds']} |" for r in build]
     (out / "bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     print(f"\nwritten: {out / 'bench.json'}, {out / 'bench.md'}")
-    ok = (all(r["exact"] for r in shapes) and all(r.get("exact", True) for r in speed)
+    ok = (all(r["exact"] for r in shapes) and all(r.get("exact", True) for r in speed + loading)
           and all(r["exact"] for r in tray))
     return 0 if ok and all(r["meets_target"] is not False for r in shapes) else 1
 

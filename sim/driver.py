@@ -13,7 +13,8 @@ from cocotb.triggers import ClockCycles, FallingEdge, First, RisingEdge, Timer
 
 from lpu_arch import hostmap
 from lpu_arch.hostmap import Csr, Region
-from lpu_arch.vxm import param_words, reset_words, table_words
+from lpu_arch.isa import INSTR_BITS
+from lpu_arch.vxm import PARAM_WORDS as VXM_PARAM_WORDS, param_words, reset_words, table_words
 
 
 class Ports:
@@ -47,9 +48,17 @@ class TileDriver:
     Before the first load of every job (the first ``load_memory``, ``load_vxm`` or
     ``load_program`` after a reset or a run) the driver checks the tile's configuration
     CSRs against ``cfg`` (:meth:`check_config`, three reads) and raises
-    :class:`ConfigMismatch` naming every differing field."""
+    :class:`ConfigMismatch` naming every differing field.
 
-    def __init__(self, dut, cfg, period_ns: float = 10.0, *, period=None, unit: str = "ns", phase=0):
+    ``load_port``: load MEM images, programs and VXM parameters through the tile's vector
+    load port (``hostmap.LOAD_REGIONS``: a row into every slice per cycle) instead of one
+    32-bit word per cycle over the host bus; the activation table, the CSRs and every read
+    go over the bus either way.  ``loaded_bytes`` counts the bytes loaded (4 per bus word,
+    a MEM vector, an instruction's 8 or a VXM lane entry's 20 per port lane), whichever
+    path carried them."""
+
+    def __init__(self, dut, cfg, period_ns: float = 10.0, *, period=None, unit: str = "ns", phase=0,
+                 load_port: bool = False):
         self.dut, self.cfg = dut, cfg
         self.period_ns = period_ns
         self.period, self.unit, self.phase = (period_ns if period is None else period), unit, phase
@@ -59,6 +68,10 @@ class TileDriver:
         # Program's and are not cleared by a start), so load_vxm writes only changes.
         self.vxm_words = reset_words(cfg)
         self.config_checked = False   # check_config passed since the last reset or run
+        self.load_port = load_port
+        self.loaded_bytes = 0
+        # Rows of each MEM slice that may differ from zero (load_job rewrites them).
+        self.dirty = {name: set() for name in cfg.mem_names}
 
     async def start_clock(self):
         """Start (or restart, after ``stop_clock``) the clock: ``phase`` from now, 50:50,
@@ -93,6 +106,13 @@ class TileDriver:
         bus = Ports(self.dut, "host__")
         for name in ("we", "re", "addr", "wdata"):
             getattr(bus, name).value = 0
+        try:            # the load port idles even when the bus loads (an undriven input is X on Icarus)
+            load = Ports(self.dut, "load__")
+            load.mask.value = 0
+            load.region.value = 0
+        except AttributeError:
+            if self.load_port:
+                raise
 
     async def write_words(self, items):
         """Write ``[(address, value), ...]``, one per cycle."""
@@ -104,6 +124,28 @@ class TileDriver:
             bus.we.value = 1
         await FallingEdge(clk)
         bus.we.value = 0
+
+    async def write_rows(self, region: Region, rows, lane_bytes: int):
+        """Write ``[(row, {lane: value}), ...]`` through the vector load port, one row (into
+        every lane given) per cycle; ``lane_bytes``: what one lane carries, for
+        ``loaded_bytes``."""
+        clk, ld = self.dut.clk, Ports(self.dut, "load__")
+        data = [getattr(ld, f"data__{k}") for k in range(hostmap.load_lanes(self.cfg))]
+        row_h, mask_h = ld.row, ld.mask
+        ld.region.value = int(region)
+        n = 0
+        for row, lanes in rows:
+            await FallingEdge(clk)
+            row_h.value = row
+            mask = 0
+            for k, v in lanes.items():
+                data[k].value = v
+                mask |= 1 << k
+            mask_h.value = mask
+            n += len(lanes)
+        await FallingEdge(clk)
+        mask_h.value = 0
+        self.loaded_bytes += lane_bytes * n
 
     async def read_words(self, addrs):
         """Read a list of addresses, pipelined one per cycle; returns their values."""
@@ -159,8 +201,33 @@ class TileDriver:
         return [int.from_bytes(bytes(int(b) & 0xFF for b in vec[4 * w: 4 * w + 4]), "little")
                 for w in range(self.cfg.words_per_vector)]
 
+    async def load_job(self, job: dict):
+        """Load a job (``sim.runner.job``): every MEM row that the job's image or an earlier
+        job may have left nonzero (``dirty``: the earlier images, plus the rows the trace
+        showed written), the VXM parameters and table where they differ, the programs."""
+        memory, cfg = job.get("memory", {}), self.cfg
+        writes = {}
+        for name in cfg.mem_names:
+            image = memory.get(name, [])
+            nonzero = {r for r, row in enumerate(image) if any(row)}
+            zero = [0] * cfg.lanes
+            writes[name] = {r: (image[r] if r < len(image) else zero) for r in sorted(nonzero | self.dirty[name])}
+            self.dirty[name] = nonzero
+        await self.load_memory(writes)
+        if "vxm_params" in job or "table" in job:
+            await self.load_vxm(job.get("vxm_params"), job.get("table"))
+        await self.load_program(job["images"])
+
     async def load_program(self, images: dict):
         await self._ensure_config()
+        if self.load_port:
+            rows = {}
+            for name, words in images.items():
+                p = self.cfg.position(name)
+                for i, w in enumerate(words):
+                    rows.setdefault(i, {})[p] = w
+            await self.write_rows(Region.IMEM, sorted(rows.items()), INSTR_BITS // 8)
+            return
         items = []
         for name, words in images.items():
             p = self.cfg.position(name)
@@ -168,10 +235,19 @@ class TileDriver:
                 items.append((hostmap.addr(Region.IMEM, p, 2 * i), w & 0xFFFFFFFF))
                 items.append((hostmap.addr(Region.IMEM, p, 2 * i + 1), w >> 32))
         await self.write_words(items)
+        self.loaded_bytes += 4 * len(items)
 
     async def load_memory(self, memory: dict):
         """``memory[name] = {row: vector}`` (only the given rows are written)."""
         await self._ensure_config()
+        if self.load_port:
+            rows = {}
+            for name, image in memory.items():
+                i = self.cfg.mem_names.index(name)
+                for row, vec in image.items():
+                    rows.setdefault(int(row), {})[i] = int.from_bytes(bytes(int(b) & 0xFF for b in vec), "little")
+            await self.write_rows(Region.DMEM, sorted(rows.items()), self.cfg.lanes)
+            return
         wpv = self.cfg.words_per_vector
         items = []
         for name, rows in memory.items():
@@ -180,14 +256,34 @@ class TileDriver:
                 for w, val in enumerate(self._vector_words(vec)):
                     items.append((hostmap.addr(Region.DMEM, i, int(row) * wpv + w), val))
         await self.write_words(items)
+        self.loaded_bytes += 4 * len(items)
 
     async def load_vxm(self, params=None, table=None, force: bool = False):
         """Write the VXM parameter memory (``(entries, lanes, 8)`` in ``VXM_FIELDS`` order,
         like ``Program.vxm_params``; fewer entries leave the rest alone) and the 256-entry
-        activation table; only words that differ from what the tile holds, unless ``force``.
-        Returns the number of words written."""
+        activation table; only words that differ from what the tile holds, unless ``force``
+        (through the load port: every lane entry with a differing word).  Returns the
+        number of bus words and port lanes written."""
         await self._ensure_config()
         items = []
+        if params is not None and self.load_port:
+            held, lanes, pw = self.vxm_words[0], self.cfg.lanes, VXM_PARAM_WORDS
+            words, rows = param_words(params), []
+            for e in range(len(words) // (lanes * pw)):
+                entry = {}
+                for lane in range(lanes):
+                    at = (e * lanes + lane) * pw
+                    new = words[at:at + pw]
+                    if force or held[at:at + pw] != new:
+                        entry[lane] = sum(w << (32 * k) for k, w in enumerate(new))
+                        held[at:at + pw] = new
+                if entry:
+                    rows.append((e, entry))
+            await self.write_rows(Region.VXM_PARAM, rows, 4 * pw)
+            n_port = sum(len(r) for _, r in rows)
+            params = None
+        else:
+            n_port = 0
         for region, k, words in ((Region.VXM_PARAM, 0, None if params is None else param_words(params)),
                                  (Region.VXM_TABLE, 1, None if table is None else table_words(table))):
             if words is None:
@@ -198,7 +294,8 @@ class TileDriver:
                     items.append((hostmap.addr(region, 0, i), w))
                     held[i] = w
         await self.write_words(items)
-        return len(items)
+        self.loaded_bytes += 4 * len(items)
+        return len(items) + n_port
 
     async def read_vxm(self):
         """Read back the whole VXM parameter memory and table: ``(param words, table words)``."""

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from lpu_arch.config import TileConfig
@@ -25,6 +26,19 @@ SIMULATORS = ("verilator", "icarus")
 TOPS = {"tile": "lpu_tile", "uart": "lpu_uart_tile"}   # what to simulate -> HDL toplevel
 UART_SIM_DIVISOR = 8     # clock cycles per UART bit in simulation (fast, still 8N1)
 TIMESCALE = ("1ns", "1ps")
+# How the testbenches load images: "port", the vector load port (a row into every slice per
+# cycle; the default), or "bus", one 32-bit word per cycle over the host bus.  LPU_LOAD=bus
+# loads everything over the bus; the UART top always loads over its bridge.
+LOAD_PATHS = ("port", "bus")
+
+
+def default_load() -> str:
+    load = os.environ.get("LPU_LOAD", "port") or "port"
+    if load not in LOAD_PATHS:
+        raise SimSetupError(f"LPU_LOAD={load!r}: choose one of {', '.join(LOAD_PATHS)}")
+    return load
+
+
 # Amaranth emits width-extending assignments, initialised regs and case statements after
 # default assignments; these warnings are understood and do not indicate bugs.
 VERILATOR_ARGS = ["-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-PROCASSINIT", "-Wno-CASEINCOMPLETE", "-O3"]
@@ -89,15 +103,20 @@ class TileSim:
         from hdl.tile import Tile
 
         design = Tile(self.cfg) if self.top == "tile" else UartTile(self.cfg, UART_SIM_DIVISOR)
-        self.runner = _build(design, self.toplevel, self.build_dir, self.sim, self.waves, TIMESCALE)
+        self.runner, self.build_info = _build(design, self.toplevel, self.build_dir, self.sim, self.waves,
+                                              TIMESCALE)
 
-    def run(self, jobs: list[dict], name: str = "run", progress=None) -> list[dict]:
+    def run(self, jobs: list[dict], name: str = "run", progress=None, load: str | None = None) -> list[dict]:
         """Run jobs (see ``job()``) in one simulator invocation; returns their observations.
 
+        ``load``: ``"port"`` or ``"bus"`` (``LOAD_PATHS``; default :func:`default_load`).
         ``progress``, if given, is called from a thread with events read from the
         simulator's log while it runs (``sim/progress.py``).  ``self.last_work`` is the
         run's directory (kept with waveforms: Verilator writes ``dump.fst`` there)."""
-        spec = {"config": self.cfg.to_dict(), "jobs": jobs,
+        load = default_load() if load is None else load
+        if load not in LOAD_PATHS:
+            raise ValueError(f"load={load!r}: choose one of {', '.join(LOAD_PATHS)}")
+        spec = {"config": self.cfg.to_dict(), "jobs": jobs, "load": load,
                 "uart_divisor": UART_SIM_DIVISOR if self.top == "uart" else 0}
         watch = None
         if progress is not None:
@@ -109,13 +128,17 @@ class TileSim:
 
 def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timescale, make_flags=()):
     """Convert ``design`` to Verilog and build it in ``build_dir`` (reused while the Verilog
-    and the options are unchanged); returns the cocotb runner.  ``make_flags``: extra
-    variables for Verilator's make (e.g. the C++ optimisation level)."""
+    and the options are unchanged); returns the cocotb runner and ``{"fresh": built now,
+    "seconds": the build's wall time, "verilog_seconds": the conversion's}`` (a reused
+    build reports the seconds it took when it was made, from ``build_dir/build_seconds``).
+    ``make_flags``: extra variables for Verilator's make (e.g. the C++ optimisation level)."""
     from cocotb_tools.runner import get_runner
     from amaranth.back import verilog as amaranth_verilog
 
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    t0 = time.perf_counter()
     verilog = amaranth_verilog.convert(design, name=toplevel, emit_src=False, strip_internal_attrs=True)
+    verilog_seconds = time.perf_counter() - t0
     args = VERILATOR_ARGS + (["--trace-fst", "--trace-structs"] if waves else []) \
         if sim == "verilator" else []
     stamp = hashlib.sha256((verilog + json.dumps(args) + json.dumps(timescale)
@@ -138,14 +161,37 @@ def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timesc
         saved = os.environ.get("MAKEFLAGS", "")
         if make_flags and sim == "verilator":
             os.environ["MAKEFLAGS"] = (saved + " " + " ".join(make_flags)).strip()
+        t0 = time.perf_counter()
         try:
             runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=build_dir,
                          build_args=args, timescale=timescale, waves=waves,
                          always=fresh, log_file=build_dir / "build.log")
         finally:
             os.environ["MAKEFLAGS"] = saved
+        seconds_file = build_dir / "build_seconds"
+        if fresh:
+            seconds_file.write_text(f"{time.perf_counter() - t0:.1f}\n")
         stamp_file.write_text(stamp)
-    return runner
+        try:
+            seconds = float(seconds_file.read_text())
+        except (OSError, ValueError):
+            seconds = None       # built before build times were recorded
+    return runner, {"fresh": fresh, "seconds": seconds, "verilog_seconds": round(verilog_seconds, 1)}
+
+
+def measure_build(cfg: TileConfig, sim: str = "verilator") -> dict:
+    """Build the tile of ``cfg`` from scratch in a directory of its own (removed afterwards;
+    the shared builds are not touched) and return ``_build``'s figures: ``seconds`` of the
+    simulator build, ``verilog_seconds`` of the conversion."""
+    from hdl.tile import Tile
+    _prepare_tools(sim)
+    BUILD.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"timing-{sim}-{cfg.key()}-", dir=BUILD))
+    try:
+        _, info = _build(Tile(cfg), TOPS["tile"], tmp / "build", sim, False, TIMESCALE)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return info
 
 
 def _run(sim_obj, test_module: str, spec: dict, name: str, timescale, watch=None):
@@ -257,14 +303,18 @@ class SystemSim:
         if len(lat) > 24:
             lat = hashlib.sha1(lat.encode()).hexdigest()[:8]
         self.build_dir = BUILD / f"{sim}-system{tiles}-{cfg.key()}-lat{lat}{'-waves' if self.waves else ''}"
-        self.runner = _build(System(cfg, tiles, self.latency), self.toplevel, self.build_dir, sim,
-                             self.waves, SYSTEM_TIMESCALE, SYSTEM_MAKE_FLAGS)
+        self.runner, self.build_info = _build(System(cfg, tiles, self.latency), self.toplevel, self.build_dir,
+                                              sim, self.waves, SYSTEM_TIMESCALE, SYSTEM_MAKE_FLAGS)
 
-    def run(self, runs: list[dict], name: str = "system", progress=None) -> list[dict]:
+    def run(self, runs: list[dict], name: str = "system", progress=None, load: str | None = None) -> list[dict]:
         """Run ``runs`` (see ``system_run()``) in one simulator invocation (each run restarts
         the clocks, resets and reloads every tile); returns one observation per run
-        (``sim/tb_system.py``).  ``progress``: as for ``TileSim.run``, one job per run."""
-        spec = {"config": self.cfg.to_dict(), "tiles": self.tiles,
+        (``sim/tb_system.py``).  ``progress``: as for ``TileSim.run``, one job per run;
+        ``load``: as for ``TileSim.run``."""
+        load = default_load() if load is None else load
+        if load not in LOAD_PATHS:
+            raise ValueError(f"load={load!r}: choose one of {', '.join(LOAD_PATHS)}")
+        spec = {"config": self.cfg.to_dict(), "tiles": self.tiles, "load": load,
                 "latency": [[list(p), v] for p, v in sorted(self.latency.items())], "runs": runs}
         watch = None
         if progress is not None:

@@ -5,8 +5,9 @@ each run it
 
 1. (re)starts every tile's clock at its own period (ppm) and phase, in femtoseconds,
    and resets every tile;
-2. loads every tile's program over that tile's own host bus (a ``TileDriver`` per tile,
-   in the tile's clock), concurrently;
+2. loads every tile's program over that tile's own host bus or (``"load": "port"`` in
+   the spec) its vector load port (a ``TileDriver`` per tile, in the tile's clock),
+   concurrently;
 3. waits until every child's HAC is locked (polling ``HAC_STATUS``), reads tile 0's HAC
    and arms every tile to start at ``HAC + start_epochs * epoch`` (``START_HAC``);
 4. while the tiles run, samples every few cycles (at one simulation instant) each
@@ -222,7 +223,7 @@ async def read_c2c(drv: TileDriver) -> dict:
     return c2c
 
 
-async def one_run(dut, cfg, drivers, dirty, run) -> dict:
+async def one_run(dut, cfg, drivers, run) -> dict:
     n = len(drivers)
     log = dut._log
     for i, d in enumerate(drivers):
@@ -234,21 +235,9 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
             getattr(dut, f"t{i}_l{k}_inject").value = 0
     await _all(d.reset(4) for d in drivers)
 
-    # ---- load every tile over its own bus ---------------------------------------------
+    # ---- load every tile over its own bus or load port -------------------------------
     async def load(i):
-        drv, jb = drivers[i], run["jobs"][i]
-        memory = jb.get("memory", {})
-        writes = {}
-        for name in cfg.mem_names:
-            image = memory.get(name, [])
-            nonzero = {r for r, row in enumerate(image) if any(row)}
-            rows = sorted(nonzero | dirty[i][name])
-            zero = [0] * cfg.lanes
-            writes[name] = {r: (image[r] if r < len(image) else zero) for r in rows}
-            dirty[i][name] = nonzero
-        await drv.load_memory(writes)
-        await drv.load_vxm(jb.get("vxm_params"), jb.get("table"))
-        await drv.load_program(jb["images"])
+        await drivers[i].load_job(run["jobs"][i])
 
     await _all(load(i) for i in range(n))
 
@@ -271,7 +260,7 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
                           "c2c": await read_c2c(drv), "done": False, "trace_read": False,
                           "fault_names": link_fault_names(status["status"])})
             for name in cfg.mem_names:
-                dirty[i][name] = set(range(cfg.mem_depth))
+                drv.dirty[name] = set(range(cfg.mem_depth))
         return {"name": run["name"], "ppm": run["ppm"], "period_fs": run["period_fs"], "phase_fs": run["phase_fs"],
                 "clock_t0_fs": [d.clock_t0 for d in drivers], "tiles": tiles, "timed_out": True,
                 "hac_not_locked": [i for i, ok in enumerate(locked) if not ok],
@@ -324,10 +313,10 @@ async def one_run(dut, cfg, drivers, dirty, run) -> dict:
         trace_read = done[i] and not status["status"] & Status.DESKEW_TIMEOUT
         events = await drv.read_trace() if cfg.trace_depth and trace_read else []
         for _, name, addr, _ in events:
-            dirty[i][name].add(addr)
+            drv.dirty[name].add(addr)
         if not trace_read:
             for name in cfg.mem_names:
-                dirty[i][name] = set(range(cfg.mem_depth))
+                drv.dirty[name] = set(range(cfg.mem_depth))
         c2c = await read_c2c(drv)
         tiles.append({"name": run["jobs"][i].get("name", ""), "cycles": status["cycles"], **status,
                       "events": events, "read_back": {}, "c2c": c2c, "done": done[i], "trace_read": trace_read,
@@ -360,13 +349,13 @@ async def run_system(dut):
                            "timescale did not take effect and ppm-level clock periods would be rounded")
     cfg = TileConfig.from_dict(spec["config"])
     n = spec["tiles"]
-    drivers = [TileDriver(Ports(dut, f"t{i}_"), cfg, period=10_000_000, unit="fs") for i in range(n)]
+    drivers = [TileDriver(Ports(dut, f"t{i}_"), cfg, period=10_000_000, unit="fs", load_port=spec.get("load") == "port")
+               for i in range(n)]
     for i in range(n):
         for k in range(cfg.links):
             getattr(dut, f"t{i}_l{k}_inject").value = 0
-    dirty = [{name: set() for name in cfg.mem_names} for _ in range(n)]
     results = []
     for run in spec["runs"]:
-        results.append(await one_run(dut, cfg, drivers, dirty, run))
+        results.append(await one_run(dut, cfg, drivers, run))
     with open(os.environ["LPU_RESULTS"], "w") as f:
         json.dump({"results": results, "precision": precision}, f)

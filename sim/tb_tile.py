@@ -1,11 +1,13 @@
 """cocotb testbench: runs a list of jobs (programs with memory images) on one tile build.
 
 It drives either the bare tile (``lpu_tile``, host bus pins) or the tile behind the UART
-host bridge (``lpu_uart_tile``), with the same driver API.  The jobs come from the JSON
+host bridge (``lpu_uart_tile``), with the same driver API, loading over the host bus or
+(``"load": "port"`` in the spec) through the vector load port.  The jobs come from the JSON
 file named by ``LPU_JOBS`` (MEM images, VXM parameters and table, binary images); the
 observations (cycle count, status, busy counters, the hardware trace of every MEM write,
 the rows read back from the SRAM after the run (``read_back``, with their row numbers in
-``read_back_rows``), with ``read_vxm`` the VXM's parameter and table words, wall time) go to
+``read_back_rows``), with ``read_vxm`` the VXM's parameter and table words, wall time of
+the run and of the load, the bytes loaded and the path that carried them) go to
 ``LPU_RESULTS``.  Comparison against the golden model and the compiler's
 predictions happens in the caller (``sim/runner.py`` users), so the same observations
 can also be compared across simulators.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import cocotb
 
@@ -31,30 +34,20 @@ async def run_jobs(dut):
     if spec.get("uart_divisor"):
         drv = UartTileDriver(dut, cfg, spec["uart_divisor"])
     else:
-        drv = TileDriver(dut, cfg)
+        drv = TileDriver(dut, cfg, load_port=spec.get("load") == "port")
     await drv.reset()
-    dirty = {n: set() for n in cfg.mem_names}  # rows that may differ from zero in the SRAM
     results = []
     for job in spec["jobs"]:
-        memory = job.get("memory", {})
-        writes = {}
-        for name in cfg.mem_names:
-            image = memory.get(name, [])
-            nonzero = {r for r, row in enumerate(image) if any(row)}
-            rows = sorted(nonzero | dirty[name])
-            zero = [0] * cfg.lanes
-            writes[name] = {r: (image[r] if r < len(image) else zero) for r in rows}
-            dirty[name] = nonzero
-        await drv.load_memory(writes)
-        if "vxm_params" in job or "table" in job:
-            await drv.load_vxm(job.get("vxm_params"), job.get("table"))
-        await drv.load_program(job["images"])
+        before, t0 = drv.loaded_bytes, time.perf_counter()
+        await drv.load_job(job)
+        load = {"load_path": "port" if drv.load_port else "bus", "loaded_bytes": drv.loaded_bytes - before,
+                "wall_load_s": time.perf_counter() - t0}
         dut._log.info("job %s: loaded, running", job.get("name", ""))    # progress: loading done
         cycles, wall = await drv.run(job.get("timeout_cycles", 1_000_000))
         status = await drv.read_status()
         events = await drv.read_trace() if cfg.trace_depth else []
         for _, name, addr, _ in events:
-            dirty[name].add(addr)
+            drv.dirty[name].add(addr)
         readback, rows_read = {}, {}
         for name, rows in job.get("read_back", {}).items():
             rows_read[name] = [int(r) for r in rows]
@@ -62,7 +55,7 @@ async def run_jobs(dut):
         extra = {}
         if job.get("read_vxm"):
             extra["vxm_words"] = await drv.read_vxm()
-        results.append({"name": job.get("name", ""), "cycles": cycles, "wall_run_s": wall,
+        results.append({"name": job.get("name", ""), "cycles": cycles, "wall_run_s": wall, **load,
                         **status, "events": events, "read_back": readback, "read_back_rows": rows_read, **extra})
         dut._log.info("job %s: %d cycles, %d events", job.get("name", ""), cycles, len(events))
     with open(os.environ["LPU_RESULTS"], "w") as f:
