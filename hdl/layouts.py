@@ -19,6 +19,16 @@ def instr_layout() -> data.StructLayout:
     return data.StructLayout(fields)
 
 
+def flag_bit(flag) -> int:
+    """Bit index of a one-bit flag in the ``aux`` field (``isa.FLAGS``)."""
+    return int(flag).bit_length() - 1
+
+
+def index_bits(depth: int) -> int:
+    """Bits of an index into ``depth`` entries (at least 1)."""
+    return max((depth - 1).bit_length(), 1)
+
+
 def field_shape(name: str):
     """The shape of instruction field ``name`` (``isa.FIELDS``)."""
     return unsigned(isa.FIELD[name][1])

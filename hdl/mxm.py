@@ -24,16 +24,7 @@ from amaranth.lib.wiring import In, Out
 from lpu_arch.isa import EAST, INT32_PLANES, MM_ACC_BITS, WEST, MMFlag, Op
 
 from .dedup import place
-from .layouts import drive_signature, issue_signature, operand, tap_signature
-
-
-def _bits(depth: int) -> int:
-    return max((depth - 1).bit_length(), 1)
-
-
-def _flag(flag) -> int:
-    """Bit index of a one-bit flag in the ``aux`` field."""
-    return int(flag).bit_length() - 1
+from .layouts import drive_signature, flag_bit, index_bits, issue_signature, operand, tap_signature
 
 
 class MXM(wiring.Component):
@@ -128,7 +119,7 @@ class MXM(wiring.Component):
         # Row r loads stream (c_s + r - c_base) mod 2**sb (a stream beyond S: zeros).  One
         # rotation of the streams by (c_s - c_base) mod 2**sb serves every row: row r takes
         # rotated[r mod 2**sb] (a log-depth rotator instead of one S-way mux per row).
-        sb = _bits(S)
+        sb = index_bits(S)
         offset = Signal(sb)
         m.d.comb += offset.eq(c_s - c_base)
         rotated = ld_streams + [Const(0, VB)] * ((1 << sb) - S)
@@ -159,7 +150,7 @@ class MXM(wiring.Component):
         xr = xbuf.read_port(domain="sync")
         aw = acc.write_port()
         ar = acc.read_port(domain="sync", transparent_for=(aw,))
-        xb, ab = _bits(cfg.mxm_xbuf_depth), _bits(cfg.mxm_acc_depth)
+        xb, ab = index_bits(cfg.mxm_xbuf_depth), index_bits(cfg.mxm_acc_depth)
         mm_acc = ins.addr[0:MM_ACC_BITS]
         mm_slot = ins.addr[MM_ACC_BITS:]
         m.d.comb += [
@@ -178,7 +169,7 @@ class MXM(wiring.Component):
             m.d.sync += [q_flags.eq(ins.aux), q_acc.eq(mm_acc[:ab]), q_out.eq(operand(ins, Op.MM, "out")),
                          q_act.eq(act), q_x.eq(x_stream)]
         x = Signal(VB)
-        m.d.comb += x.eq(Mux(q_flags[_flag(MMFlag.XBUF)], xr.data, q_x))
+        m.d.comb += x.eq(Mux(q_flags[flag_bit(MMFlag.XBUF)], xr.data, q_x))
         new = []
         for r in range(L):
             # Rows c_base .. c_base+n-1 load on a load cycle (not on a start).
@@ -189,14 +180,14 @@ class MXM(wiring.Component):
                                        q_act=q_act, x=x, p=p))
             old = ar.data[32 * r: 32 * r + 32].as_signed()
             nr = Signal(signed(32), name=f"new_{r}")
-            m.d.comb += nr.eq(Mux(q_flags[_flag(MMFlag.ACC)], old + p, p))
+            m.d.comb += nr.eq(Mux(q_flags[flag_bit(MMFlag.ACC)], old + p, p))
             new.append(nr)
         new_vec = Cat(*new)
         m.d.comb += [aw.addr.eq(q_acc), aw.data.eq(new_vec), aw.en.eq(q_mm)]
 
         # ---- MM stage 2 (t+2): EMIT's planes --------------------------------------------
         e_valid, e_out, e_val = Signal(), Signal.like(ins.stream), Signal(32 * L)
-        m.d.sync += e_valid.eq(q_mm & q_flags[_flag(MMFlag.EMIT)])
+        m.d.sync += e_valid.eq(q_mm & q_flags[flag_bit(MMFlag.EMIT)])
         with m.If(q_mm):
             m.d.sync += [e_out.eq(q_out), e_val.eq(new_vec)]
         planes = [Cat(*(e_val[32 * r + 8 * b: 32 * r + 8 * b + 8] for r in range(L)))
@@ -233,10 +224,7 @@ class MxmRow(Elaboratable):
                 "src": (self.src, "i"), "q_act": (self.q_act, "i"), "x": (self.x, "i"), "p": (self.p, "o")}
 
     def standalone(self):
-        VB = self.cfg.vector_bits
-        return MxmRow(self.cfg, start=Signal(name="start"), load=Signal(name="load"), act=Signal(name="act"),
-                      src=Signal(VB, name="src"), q_act=Signal(name="q_act"), x=Signal(VB, name="x"),
-                      p=Signal(signed(32), name="p"))
+        return MxmRow(self.cfg, **{n: Signal(v.shape(), name=n) for n, (v, _) in self.ports().items()})
 
     def elaborate(self, platform):
         m = Module()

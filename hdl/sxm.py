@@ -13,13 +13,9 @@ from amaranth.lib.wiring import In, Out
 
 from lpu_arch.isa import EAST, SXM_LATENCY, Op, SxmFlag
 
-from .layouts import drive_signature, issue_signature, operand, tap_signature
+from .layouts import drive_signature, flag_bit, index_bits, issue_signature, operand, tap_signature
 
 assert SXM_LATENCY == 1, "the SXM below registers its result once"
-
-
-def _bit(flag) -> int:
-    return int(flag).bit_length() - 1
 
 
 class SXM(wiring.Component):
@@ -68,13 +64,13 @@ class SXM(wiring.Component):
         k = operand(ins, Op.SHIFT, "k")        # also DIST's k, TRI's row and TRO's col
         g_mask = Signal(len(operand(ins, Op.DIST, "g")))
         m.d.comb += g_mask.eq(ins.delay - 1)
-        down, rot = ins.aux[_bit(SxmFlag.DOWN)], ins.aux[_bit(SxmFlag.ROT)]
+        down, rot = ins.aux[flag_bit(SxmFlag.DOWN)], ins.aux[flag_bit(SxmFlag.ROT)]
 
         # Transpose buffer: rows written by TRI, columns read by TRO (before this cycle's TRI).
         buf = [Signal(cfg.vector_bits, name=f"tbuf_{r}") for r in range(L)]
+        col = ins.addr[:index_bits(L)]         # TRI's row, TRO's column
         with m.If(op == Op.TRI):
-            m.d.sync += Array(buf)[ins.addr[:max((L - 1).bit_length(), 1)]].eq(x)
-        col = ins.addr[:max((L - 1).bit_length(), 1)]
+            m.d.sync += Array(buf)[col].eq(x)
 
         y = Signal(cfg.vector_bits)
         for i in range(L):
@@ -98,7 +94,7 @@ class SXM(wiring.Component):
                 rows = Array(buf[i][8 * c: 8 * c + 8] for c in range(L))
                 m.d.comb += lane.eq(rows[col])
             with m.Elif(ok):
-                m.d.comb += lane.eq(lanes[src[:max((L - 1).bit_length(), 1)]])
+                m.d.comb += lane.eq(lanes[src[:index_bits(L)]])
             m.d.comb += y[8 * i: 8 * i + 8].eq(lane)
 
         # Register and drive on the next cycle.
@@ -107,8 +103,8 @@ class SXM(wiring.Component):
         q_out = Signal(range(max(S, 2)))
         m.d.sync += [
             q_y.eq(y), q_out.eq(operand(ins, Op.SHIFT, "out")),
-            q_e.eq(produces & ins.aux[_bit(SxmFlag.OUT_E)]),
-            q_w.eq(produces & ins.aux[_bit(SxmFlag.OUT_W)]),
+            q_e.eq(produces & ins.aux[flag_bit(SxmFlag.OUT_E)]),
+            q_w.eq(produces & ins.aux[flag_bit(SxmFlag.OUT_W)]),
         ]
         one_hot = Signal(S)
         m.d.comb += one_hot.eq(Const(1, S) << q_out)
