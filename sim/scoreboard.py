@@ -166,16 +166,11 @@ def diff_runs(a: dict, b: dict, what: tuple = ("first", "second")) -> list[str]:
     cycles, STATUS, fault flags, busy counters, trace and read-back rows."""
     from .runner import observed_events
 
-    out = []
-    for key in ("cycles", "status", "illegal", "addr_fault"):
-        if a.get(key) != b.get(key):
-            out.append(f"{key}: {what[0]} {a.get(key)}, {what[1]} {b.get(key)}")
-    for name in sorted(set(a["busy"]) | set(b["busy"])):
-        if a["busy"].get(name) != b["busy"].get(name):
-            out.append(f"busy cycles of {name}: {what[0]} {a['busy'].get(name)}, {what[1]} {b['busy'].get(name)}")
+    out = [f"{key}: {what[0]} {a.get(key)}, {what[1]} {b.get(key)}"
+           for key in ("cycles", "status", "illegal", "addr_fault") if a.get(key) != b.get(key)]
+    out += [f"busy cycles of {name}: {what[0]} {a['busy'].get(name)}, {what[1]} {b['busy'].get(name)}"
+            for name in sorted(set(a["busy"]) | set(b["busy"])) if a["busy"].get(name) != b["busy"].get(name)]
     out += diff_events(observed_events(a), observed_events(b), f"trace: {what[0]} vs {what[1]}")
     ra, rb = read_back(a), read_back(b)
-    for loc in sorted(set(ra) | set(rb)):
-        if ra.get(loc) != rb.get(loc):
-            out.append(f"read back {loc[0]}[{loc[1]}]: {what[0]} {ra.get(loc)}, {what[1]} {rb.get(loc)}")
-    return out
+    return out + [f"read back {loc[0]}[{loc[1]}]: {what[0]} {ra.get(loc)}, {what[1]} {rb.get(loc)}"
+                  for loc in sorted(set(ra) | set(rb)) if ra.get(loc) != rb.get(loc)]
