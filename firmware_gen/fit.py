@@ -60,12 +60,12 @@ def fit_ffn(spec, x, cfg: TileConfig, tiles: int = 1) -> tuple[TileConfig, dict]
     :class:`CompileError` when it does not fit even at the largest depths (then it needs
     more tiles, lanes or MEM slices)."""
     from .compile_ffn import compile_ffn
-    from .tray import _Tray, compile_ffn_tray, tray_config
+    from .tray import compile_ffn_tray, plan_tray, tray_config
     roomy = _roomy(cfg if tiles == 1 else tray_config(cfg, tiles))
     if tiles == 1:
         plans = [FfnPlan(roomy, spec, x).compile()]
     else:
-        tray = _Tray(roomy, spec, x, tiles).compile()
+        tray = plan_tray(roomy, spec, x, tiles)
         tray.programs()                       # the deskews past each tile's work come off
         plans = tray.f
     need = needs(plans)

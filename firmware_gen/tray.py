@@ -22,6 +22,7 @@ to ``numerics.ffn_int``.  Everything is in SAC time; every tile's program starts
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -142,16 +143,43 @@ class _Tray:
             f.place_x()
         for f in self.f:
             f.phase1()              # h leaves every tile through its MulticastH route
-        for t, u, link, s, slot, who in sorted(self.deferred, key=lambda d: d[3]):
-            plan = self._recv_plan(t, u, link, s)
+        # A tile whose only output block runs on both MXMs, each over half of h, takes each
+        # received h vector into one MXM only: the one next to the C2C slice it arrives at,
+        # the earliest arrivals moved to the other where the halves would be unequal.
+        single = [len(f.j_blocks) == 1 and f.B == 1 for f in self.f]
+        deferred = sorted(self.deferred, key=lambda d: d[3])
+        side_of = [{} for _ in self.f]
+        for t, u, link, s, i, slot, who in deferred:
+            if single[u]:
+                side_of[u][i] = "MXM_W" if self.cfg.link_slice(self.topo.peer(t, link)[1]) == "C2C_W" else "MXM_E"
+        for u, f in enumerate(self.f):
+            own = [i for i in range(f.KI) if i not in side_of[u]]
+            for i in list(side_of[u]):                            # in arrival order
+                count = list(side_of[u].values())
+                excess = count.count("MXM_W") - count.count("MXM_E")
+                heavy = "MXM_W" if excess > 0 else "MXM_E"
+                if abs(excess) - len(own) > 1 and side_of[u][i] == heavy:
+                    side_of[u][i] = SIDES[heavy == "MXM_W"]
+            for i in own:                                         # the own blocks (in both MXMs) even them out
+                count = list(side_of[u].values())
+                side_of[u][i] = SIDES[count.count("MXM_E") < count.count("MXM_W")]
+        for t, u, link, s, i, slot, who in deferred:
+            plan = self._recv_plan(t, u, link, s, (side_of[u][i],) if single[u] else SIDES)
             if plan is None:
                 raise _Overflow
             self._receive(t, u, link, s, plan, slot, who)
-        for f in self.f:
-            ready = {i: max(f.slot_ready[s].get(f.h_slot(i, b), 1 << 62) for s in SIDES for b in range(f.B))
-                     for i in range(f.KI)}
-            if f.j_blocks:
-                f.phase2(sorted(range(f.KI), key=lambda i: (ready[i], i)))
+        for t, f in enumerate(self.f):
+            if not f.j_blocks:
+                continue
+            ready = {side: {i: max(f.slot_ready[side].get(f.h_slot(i, b), 1 << 62) for b in range(f.B))
+                            for i in range(f.KI)} for side in SIDES}
+            if not single[t]:
+                f.phase2(sorted(range(f.KI), key=lambda i: (max(ready[s][i] for s in SIDES), i)))
+                continue
+            lists = [sorted((i for i in range(f.KI) if side_of[t][i] == side), key=lambda i: (ready[side][i], i))
+                     for side in SIDES]
+            assert 0 <= len(lists[0]) - len(lists[1]) <= 1, lists
+            f.phase2([i for pair in itertools.zip_longest(*lists) for i in pair if i is not None])
         return self
 
     def _multicast_h(self, t, t_v, i, b, dry) -> bool:
@@ -182,12 +210,12 @@ class _Tray:
                 args = (self.f[u].h_slot(i, b), f"h block {i} col {b} tile {t} -> {u}")
                 if self.defer:
                     self.book.take_send(t, link, s)
-                    self.deferred.append((t, u, link, s) + args)
+                    self.deferred.append((t, u, link, s, i) + args)
                 else:
                     self._receive(t, u, link, s, plan, *args)
         return True
 
-    def _recv_plan(self, t, u, link, s):
+    def _recv_plan(self, t, u, link, s, sides=SIDES):
         """Where tile u receives the vector tile t sends on ``link`` on ``s``: the first cycle
         its C2C slice, SXM, streams and both MXMs are free; None when the vector would wait
         there while the receive buffer already holds ``rx_depth`` others (the buffer's
@@ -197,25 +225,27 @@ class _Tray:
         sx = "SXM_W" if cr == "C2C_W" else "SXM_E"
         d_rx = WEST if sx == "SXM_W" else EAST
         v = self.book.first_recv(u, rlink, s, self.D)
-        while (got := self._recv_path(self.f[u], cr, sx, d_rx, v)) is None:
+        while (got := self._recv_path(self.f[u], cr, sx, d_rx, v, sides)) is None:
             v += 1
         return (rlink, cr, sx, d_rx, v, got) if self.book.depth_ok(u, rlink, s, v) else None
 
     def _receive(self, t, u, link, s, plan, slot, who):
         """RECV on tile u (on ``plan`` from :meth:`_recv_plan`) of the vector tile t sent on
-        ``link`` on ``s``, into both MXMs' ``slot``."""
+        ``link`` on ``s``, into the x ``slot`` of the MXMs the plan names."""
         pos, fu = self.cfg.position, self.f[u]
         rlink, cr, sx, d_rx, v, (st_rx, st_out, arrive) = plan
         t_sx = v + C2C_LATENCY + 1
         recv = Instr.compute(Op.RECV, st_rx, d_rx, link=rlink)
-        shift = Instr.compute(Op.SHIFT, st_rx, d_rx, k=0, out=st_out, flags=SxmFlag.OUT_E | SxmFlag.OUT_W)
+        ways = {side: d for side, d in (("MXM_W", WEST), ("MXM_E", EAST)) if side in arrive}
+        out = (SxmFlag.OUT_W if "MXM_W" in ways else 0) | (SxmFlag.OUT_E if "MXM_E" in ways else 0)
+        shift = Instr.compute(Op.SHIFT, st_rx, d_rx, k=0, out=st_out, flags=out)
         fu.res.take_slot(cr, v, who)
         fu.res.take_drives(cr, v, recv, pos(sx), who)
         fu.emit(cr, v, recv)
         fu.res.take_slot(sx, t_sx, who)
-        fu.res.take_drives(sx, t_sx, shift, {WEST: pos("MXM_W"), EAST: pos("MXM_E")}, who)
+        fu.res.take_drives(sx, t_sx, shift, {d: pos(side) for side, d in ways.items()}, who)
         fu.emit(sx, t_sx, shift)
-        for side, d in (("MXM_W", WEST), ("MXM_E", EAST)):
+        for side, d in ways.items():
             fu.res.take_slot(side, arrive[side], who + f" LX {side}")
             fu.emit(side, arrive[side], Instr.lx(st_out, d, slot))
             fu.slot_ready[side][slot] = arrive[side] + 1
@@ -224,8 +254,8 @@ class _Tray:
         self.book.take_recv(u, rlink, s, v)
         self.transfers += 1
 
-    def _recv_path(self, fu, cr, sx, d_rx, v):
-        """Free streams and slots for RECV on ``v`` -> SXM -> both MXMs, or None."""
+    def _recv_path(self, fu, cr, sx, d_rx, v, sides=SIDES):
+        """Free streams and slots for RECV on ``v`` -> SXM -> the MXMs ``sides``, or None."""
         pos = self.cfg.position
         if not fu.res.slot_free(cr, v):
             return None
@@ -235,12 +265,12 @@ class _Tray:
         st_rx = fu.res.free_stream(d_rx, pos(cr), pos(sx), v + C2C_LATENCY, self.spare)
         if st_rx is None:
             return None
-        arrive = {side: t_sx + SXM_LATENCY + abs(pos(sx) - pos(side)) for side in SIDES}
-        if not all(fu.res.slot_free(side, arrive[side]) for side in SIDES):
+        arrive = {side: t_sx + SXM_LATENCY + abs(pos(sx) - pos(side)) for side in sides}
+        if not all(fu.res.slot_free(side, arrive[side]) for side in sides):
             return None
         for st in self.spare:
             if all(fu.res.stream_free(d, st, pos(sx), pos(side), t_sx + SXM_LATENCY)
-                   for side, d in (("MXM_W", WEST), ("MXM_E", EAST))):
+                   for side, d in (("MXM_W", WEST), ("MXM_E", EAST)) if side in sides):
                 return st_rx, st, arrive
         return None
 
@@ -252,6 +282,15 @@ class _Tray:
         return [f.program() for f in self.f]
 
 
+def plan_tray(cfg: TileConfig, spec: FfnSpec, x, tiles: int) -> "_Tray":
+    """The tray's placed plans: receives deferred past every tile's phase 1, or, when a
+    receive buffer would overflow that way, each vector received as soon as it can be."""
+    try:
+        return _Tray(cfg, spec, x, tiles).compile()
+    except _Overflow:
+        return _Tray(cfg, spec, x, tiles, defer=False).compile()
+
+
 def compile_ffn_tray(spec: FfnSpec, x, cfg: TileConfig | None = None, tiles: int = 8):
     """Compile an FFN for ``tiles`` tiles; returns (programs, TrayManifest).
 
@@ -259,10 +298,7 @@ def compile_ffn_tray(spec: FfnSpec, x, cfg: TileConfig | None = None, tiles: int
     its cycle count, in SAC time."""
     cfg = cfg or TileConfig.default()
     try:
-        try:
-            tr = _Tray(cfg, spec, x, tiles).compile()
-        except _Overflow:
-            tr = _Tray(cfg, spec, x, tiles, defer=False).compile()
+        tr = plan_tray(cfg, spec, x, tiles)
     except NumericsError as e:
         raise CompileError(str(e)) from None
     progs = tr.programs()
