@@ -90,8 +90,7 @@ def build_position(m, cfg, p: int, ports, tap, east_out, west_out, suffix: str =
     read the slice's drive signals themselves (no copies of the streams)."""
     name = cfg.slice_names[p]
     kind = cfg.kind(name)
-    icu = InstructionQueue(cfg, kind)
-    m.submodules[f"icu{suffix}"] = icu
+    m.submodules[f"icu{suffix}"] = icu = InstructionQueue(cfg, kind)
     m.d.comb += [icu.start.eq(ports.start), icu.run.eq(ports.run), ports.halted.eq(icu.halted),
                  ports.illegal.eq(icu.illegal), ports.valid.eq(icu.issue.valid)]
     wiring.connect(m, wiring.flipped(ports.icu_host), icu.host)
@@ -100,8 +99,7 @@ def build_position(m, cfg, p: int, ports, tap, east_out, west_out, suffix: str =
         m.d.comb += [sl.start.eq(ports.start), sl.run.eq(ports.run), ports.addr_fault.eq(sl.addr_fault)]
         wiring.connect(m, wiring.flipped(ports.host), sl.host)
         if cfg.trace_depth:
-            tr = EventTrace(cfg)
-            m.submodules[f"trace{suffix}"] = tr
+            m.submodules[f"trace{suffix}"] = tr = EventTrace(cfg)
             m.d.comb += [tr.start.eq(ports.start), tr.event.eq(sl.write_event & ports.run),
                          tr.cycle.eq(ports.cycle), tr.addr.eq(sl.write_addr), tr.data.eq(sl.write_data),
                          ports.trace_count.eq(tr.count), ports.trace_overflow.eq(tr.overflow)]
@@ -117,8 +115,7 @@ def build_position(m, cfg, p: int, ports, tap, east_out, west_out, suffix: str =
     elif kind == "SXM":
         sl = SXM(cfg)
     elif kind == "C2C":
-        served = served_links(cfg, p)
-        sl = C2cSlice(cfg, served)
+        sl = C2cSlice(cfg, served_links(cfg, p))
         m.d.comb += [ports.send.eq(sl.send), ports.send_data.eq(sl.send_data), ports.recv.eq(sl.recv),
                      ports.deskew.eq(sl.deskew), ports.runtime.eq(sl.runtime), ports.slack.eq(sl.slack)]
         m.d.comb += [sl.recv_data[i].eq(ports.recv_data[i]) for i in range(len(sl.recv_data))]
