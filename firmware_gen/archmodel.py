@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lpu_arch import c2c
 from lpu_arch.effects import SXM_OUT_OPS, effects
 from lpu_arch.isa import DATA_OPS, EAST, INT32_PLANES, Instr, MMFlag, Op, SxmFlag, VopFlag
 from lpu_arch.timing import done_cycles
@@ -187,8 +188,7 @@ class TileModel:
         self.rx = {link: [] for link in range(cfg.links)}
         self.sent: list[LinkVector] = []
         if min_distance is None:
-            from lpu_arch.c2c import min_distance as _md
-            min_distance = _md(cfg) if cfg.links else 0
+            min_distance = c2c.min_distance(cfg) if cfg.links else 0
         self.min_distance = min_distance
         self.issues: dict[int, list[tuple[int, Instr]]] = {}   # cycle -> [(position, instr)]
         self.halt_at, self.busy = [], {}
@@ -316,13 +316,13 @@ class TileModel:
     def _vop(self, ins, p):
         d, s, e, prm = ins.dir, ins.stream, ins.operand("param"), self.params
         A = from_planes([self._tap(d, s + b, p) for b in range(INT32_PLANES)])
+        B = from_planes([self._tap(1 - d, s + b, p) for b in range(INT32_PLANES)])    # the other direction
         if ins.aux & VopFlag.ADD:
-            A = add_int32(A, from_planes([self._tap(1 - d, s + b, p) for b in range(INT32_PLANES)]))
+            A = add_int32(A, B)
         val = requantise(add_int32(A, prm["bias_a"][e]), prm["m_a"][e], prm["s_a"][e]).astype(np.int64)
         if ins.aux & VopFlag.TABLE:
             val = self.table[val & 0xFF]
         if ins.aux & VopFlag.GATE:
-            B = from_planes([self._tap(1 - d, s + b, p) for b in range(INT32_PLANES)])
             gb = requantise(add_int32(B, prm["bias_b"][e]), prm["m_b"][e], prm["s_b"][e])
             val = requantise(val * gb.astype(np.int64), prm["m_c"][e], prm["s_c"][e])
         return np.asarray(val, np.int64) & 0xFF
