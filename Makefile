@@ -1,6 +1,7 @@
 # LPU tile: two commands on a fresh machine.
 #   make sim    build the tile and run the demo on Verilator (creates .venv on first use)
-#   make test   the whole test suite on Verilator and Icarus
+#   make test   the test suite on Verilator and Icarus (all but the long flows)
+#   make test-long  the long flows: place-and-route of the tiny tile (CI runs both)
 #   make bench  FFN cycles vs bounds, the tray, simulator speed (JSON + Markdown in bench/results/)
 #   make synth  ECP5 bitstream + resource/Fmax report (BOARD=ulx3s-85f CONFIG=tiny; default does not fit)
 #   make sim-c2c  two tiles on clocks a few hundred ppm apart over a C2C link (Verilator)
@@ -22,10 +23,10 @@ SYNTH_CONFIG := $(if $(filter command line environment,$(origin CONFIG)),$(CONFI
 
 TILES   ?= 8
 
-.PHONY: sim sim-c2c sim-tray test bench synth env check-icarus clean help
+.PHONY: sim sim-c2c sim-tray test test-long bench synth env check-icarus clean help
 
 help:
-	@sed -n '2,8p' Makefile
+	@sed -n '2,9p' Makefile
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,7 +52,10 @@ sim-tray: $(STAMP)
 	$(PY) -m sim.demo_tray --sim $(SIM) --tiles $(TILES)
 
 test: $(STAMP) check-icarus
-	$(PY) -m pytest -n $(JOBS) -q
+	$(PY) -m pytest -n $(JOBS) -q -m "not synth"
+
+test-long: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -q -m synth
 
 bench: $(STAMP) check-icarus
 	$(PY) -m sim.bench --config $(CONFIG)
