@@ -282,10 +282,7 @@ def elaborate(cfg: TileConfig, want_verilog: bool = True, progress=None) -> dict
 
     # One module per distinct unit placed with hdl.dedup (the MXM's output lanes).
     while pending:
-        name, (u, unit) = pending.popitem()
-        if name in built:
-            u._MustUse__used = True          # another column's copy of a module built already
-            continue
+        name, (u, unit) = pending.popitem()          # (enqueue never queues a module built already)
         say(name)
         b, found = _build(name, u, _ports((n, v, d == "i") for n, (v, d) in u.ports().items()),
                           lambda path, unit=unit: unit, want_verilog)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import itertools
 import math
 import sys
 import time
@@ -54,27 +55,24 @@ def exchange(cfg: TileConfig, tiles: int = 2, per_link: int = 4, spread: int = 0
             s.load(t, name, 0, rng.integers(0, 256, (rows, cfg.lanes)))
     next_row = {(t, n): cfg.mem_depth // 2 for t in range(tiles) for n in mems}
     for k in range(per_link):
-        for src in range(tiles):
-            for dst in range(tiles):
-                if src == dst:
+        for src, dst in itertools.permutations(range(tiles), 2):
+            sm, dm = mems[rng.integers(len(mems))], mems[rng.integers(len(mems))]
+            sa = int(rng.integers(rows))
+            da = next_row[dst, dm]
+            if da >= cfg.mem_depth:
+                raise ScheduleError(f"tile {dst} {dm} has no free row left for vector {k}")
+            next_row[dst, dm] += 1
+            if not spread:
+                s.send(src, sm, sa, dst, dm, da)
+                continue
+            for c in range(first + k * spread, first + k * spread + 200):
+                try:
+                    s.send(src, sm, sa, dst, dm, da, send_cycle=c)
+                    break
+                except ScheduleError:
                     continue
-                sm, dm = mems[rng.integers(len(mems))], mems[rng.integers(len(mems))]
-                sa = int(rng.integers(rows))
-                da = next_row[dst, dm]
-                if da >= cfg.mem_depth:
-                    raise ScheduleError(f"tile {dst} {dm} has no free row left for vector {k}")
-                next_row[dst, dm] += 1
-                if not spread:
-                    s.send(src, sm, sa, dst, dm, da)
-                    continue
-                for c in range(first + k * spread, first + k * spread + 200):
-                    try:
-                        s.send(src, sm, sa, dst, dm, da, send_cycle=c)
-                        break
-                    except ScheduleError:
-                        continue
-                else:
-                    raise ScheduleError(f"no SEND slot for vector {k} from tile {src} to tile {dst}")
+            else:
+                raise ScheduleError(f"no SEND slot for vector {k} from tile {src} to tile {dst}")
     return s
 
 
