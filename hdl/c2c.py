@@ -479,19 +479,14 @@ class HacUnit(wiring.Component):
                 with m.If(sync_due):
                     m.d.sync += sync_pending.eq(1)
             # One request at a time, ECHO first (its timing is part of the latency probe).
-            with m.If(echo_pending):
-                m.d.comb += [self.tx_req[link].eq(1), self.tx_kind[link].eq(Kind.ECHO),
-                             self.tx_payload[link].eq(echo_value)]
-                with m.If(self.tx_ack[link]):
-                    m.d.sync += echo_pending.eq(0)
-            with m.Elif(probe_pending):
-                m.d.comb += [self.tx_req[link].eq(1), self.tx_kind[link].eq(Kind.PROBE)]
-                with m.If(self.tx_ack[link]):
-                    m.d.sync += probe_pending.eq(0)
-            with m.Elif(sync_pending):
-                m.d.comb += [self.tx_req[link].eq(1), self.tx_kind[link].eq(Kind.SYNC)]
-                with m.If(self.tx_ack[link]):
-                    m.d.sync += sync_pending.eq(0)
+            requests = [(echo_pending, Kind.ECHO), (probe_pending, Kind.PROBE), (sync_pending, Kind.SYNC)]
+            for i, (pending, kind) in enumerate(requests):
+                with (m.Elif if i else m.If)(pending):
+                    m.d.comb += [self.tx_req[link].eq(1), self.tx_kind[link].eq(kind)]
+                    if kind == Kind.ECHO:
+                        m.d.comb += self.tx_payload[link].eq(echo_value)
+                    with m.If(self.tx_ack[link]):      # taken: the request is done
+                        m.d.sync += pending.eq(0)
 
             if link == self.parent:
                 measured = Signal(name="latency_measured")
