@@ -66,7 +66,6 @@ def timeline(program: Program) -> Timeline:
     """Issue cycles of every data instruction, and every stream drive and read, from the
     program and the opcodes' effects (``lpu_arch/effects.py``)."""
     cfg = program.config
-    L = cfg.lanes
     issues, drives, reads, end = {}, [], [], 0
     for name in cfg.slice_names:
         tl, halt = expand(program.queues.get(name, []))
@@ -74,7 +73,7 @@ def timeline(program: Program) -> Timeline:
         end = max(end, halt)
         p = cfg.position(name)
         for t, ins in tl:
-            eff = effects(ins, name, L)
+            eff = effects(ins, name, cfg.lanes)
             reads += [(a.dir, a.stream, p, t + a.offset) for a in eff.reads]
             drives += [(a.dir, a.stream, p, t + a.offset) for a in eff.drives]
     end = max([end] + [t + 1 for *_, t in drives + reads])
@@ -317,8 +316,7 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
     transfers = tray_transfers(programs)
     # Rows: per tile, top to bottom, the groups present; each group's lanes one per slice.
     lane_y, row_ticks, bands = {}, [], []
-    y = 0.0
-    gap = 0.6
+    y, gap = 0.0, 0.6
     for t, prog in enumerate(programs):
         names = prog.config.slice_names
         top = y
