@@ -308,14 +308,15 @@ class FfnPlan:
 
     # ---- placement ----------------------------------------------------------------------
     def place_x(self):
-        """Copy x into both MXMs' x slots: slot ``k*B + b`` holds block k of column b."""
+        """Copy x into both MXMs' x slots: slot ``k*B + b`` holds block k of column b.
+        Block k is stored in the hemisphere's weight slice ``k % n``, so that reading x
+        holds back no slice's first weight rows for more than a few cycles."""
         B = self.B
         for side in SIDES:
-            src = self.mem(side, 0)
-            base = self.alloc(src, B * self.KH)
             for k in range(self.KH):
+                src = self.mem(side, k % self.n)
                 for b in range(B):
-                    slot, addr = k * B + b, base + k * B + b
+                    slot, addr = k * B + b, self.alloc(src, 1)
                     self.memory[src][addr] = self.x[b, k * self.cfg.lanes:(k + 1) * self.cfg.lanes] & 0xFF
                     d = self.in_dir(side)
                     dist = abs(self.pos(src) - self.pos(side))
