@@ -550,9 +550,8 @@ class DeskewUnit(wiring.Component):
         longest = max(deskew_stall_max(cfg), (1 << SLACK_BITS) - 1 + runtime_deskew_stall_extra(cfg))
         limit, waited = Signal(range(longest + 1)), Signal(range(longest + 2))
         hold = Signal()
-        m.d.comb += behind.eq(self.hac - target)
-        m.d.comb += hold.eq(self.waiting & ((behind < 0) | self.timeout))
-        m.d.comb += self.stall.eq(hold & ~self.clear)
+        m.d.comb += [behind.eq(self.hac - target), hold.eq(self.waiting & ((behind < 0) | self.timeout)),
+                     self.stall.eq(hold & ~self.clear)]
         with m.If(self.stall & ~self.timeout):
             m.d.sync += [self.stalled_cycles.eq(self.stalled_cycles + 1), waited.eq(waited + 1)]
             with m.If(waited == limit):       # this stalled cycle is one beyond the bound

@@ -57,8 +57,7 @@ def trace_layout(cfg) -> data.FlexibleLayout:
 
 def issue_signature() -> wiring.Signature:
     """What an instruction queue hands its slice on the issue cycle (combinational)."""
-    lay = instr_layout()
-    return wiring.Signature({"valid": Out(1), "instr": Out(lay)})
+    return wiring.Signature({"valid": Out(1), "instr": Out(instr_layout())})
 
 
 def stream_vectors(cfg, count: int):
