@@ -345,11 +345,8 @@ def _top(cfg, built, col_names) -> str:
     lines = ["/* The tile: its control logic and a column at every position (python -m hdl.size). */",
              f"module {TOP}(clk, rst, {', '.join(tile_ports)});",
              "  input clk;", "  input rst;"]
-    for n, (w, i) in tile_ports.items():
-        lines.append(f"  {'input' if i else 'output'} {_range(w)}{n};")
-    for n, (w, i) in ctrl.ports.items():
-        if n.startswith(cols):
-            lines.append(f"  wire {_range(w)}{n};")
+    lines += [f"  {'input' if i else 'output'} {_range(w)}{n};" for n, (w, i) in tile_ports.items()]
+    lines += [f"  wire {_range(w)}{n};" for n, (w, i) in ctrl.ports.items() if n.startswith(cols)]
     for p in range(P):
         for s in range(S):
             if p + 1 < P:
@@ -394,8 +391,8 @@ def markdown(r: dict) -> str:
     lines = [f"# Size of the tile: {c['lanes']} lanes, {c['streams']} streams per direction, "
              f"{c['mem_slices']}+{c['mem_slices']} MEM slices of {c['mem_depth']} vectors", "",
              "| unit | instances | flip-flop bits | memory bits | multipliers |", "|---|---:|---:|---:|---:|"]
-    for unit, u in r["units"].items():
-        lines.append(f"| {unit} | {u['instances']} | {u['ff_bits']:,} | {u['memory_bits']:,} | {u['multipliers']:,} |")
+    lines += [f"| {unit} | {u['instances']} | {u['ff_bits']:,} | {u['memory_bits']:,} | {u['multipliers']:,} |"
+              for unit, u in r["units"].items()]
     t = r["total"]
     lines.append(f"| **total** | | **{t['ff_bits']:,}** | **{t['memory_bits']:,}** ({_fmt_bits(t['memory_bits'])}) "
                  f"| **{t['multipliers']:,}** |")
@@ -412,15 +409,13 @@ def markdown(r: dict) -> str:
             name = g["names"][0] if len(g["names"]) == 1 else f"{stem}*"
             lines.append(f"- {unit}: `{name}` {depth} x {width} bits, {g['count']} of them ({_fmt_bits(g['bits'])})")
     lines += ["", "Multipliers (operand widths; `s8` a signed 8-bit operand, `const` a constant):", ""]
-    for unit, u in r["units"].items():
-        for k in u["multiplier_kinds"]:
-            lines.append(f"- {unit}: {k['count']:,} x ({k['a']} * {k['b']} -> {k['product_bits']} bits)")
+    lines += [f"- {unit}: {k['count']:,} x ({k['a']} * {k['b']} -> {k['product_bits']} bits)"
+              for unit, u in r["units"].items() for k in u["multiplier_kinds"]]
     lines += ["", f"Elaborated to Verilog in {r['elaboration_seconds']} s; peak memory {r['peak_memory_mb']} MB "
               f"(Amaranth), {r['yosys_peak_memory_mb']} MB (Yosys, one module at a time).", "",
               "| module | instances | netlist s | RTLIL s | Yosys s | Yosys MB |", "|---|---:|---:|---:|---:|---:|"]
-    for n, m in r["modules"].items():
-        lines.append(f"| {n} | {m['instances']} | {m['netlist_s']} | {m.get('rtlil_s', '')} | "
-                     f"{m.get('yosys_s', '')} | {m['yosys_mb']} |")
+    lines += [f"| {n} | {m['instances']} | {m['netlist_s']} | {m.get('rtlil_s', '')} | {m.get('yosys_s', '')} | "
+              f"{m['yosys_mb']} |" for n, m in r["modules"].items()]
     return "\n".join(lines) + "\n"
 
 

@@ -296,9 +296,8 @@ def markdown(r: dict) -> str:
     lines += ["", "Logic by unit (generic gates before LUT mapping, multipliers and memories apart):", "",
               "| unit | gates | flip-flops | multipliers | memories | share of gates |",
               "|---|---:|---:|---:|---:|---:|"]
-    for mod, u in units[:14]:
-        lines.append(f"| {mod} | {u['gates']} | {u['FF']} | {u.get('multipliers', 0)} | {u['memories']} | "
-                     f"{100 * u['gates'] / total:.1f} % |")
+    lines += [f"| {mod} | {u['gates']} | {u['FF']} | {u.get('multipliers', 0)} | {u['memories']} | "
+              f"{100 * u['gates'] / total:.1f} % |" for mod, u in units[:14]]
     cp = r.get("critical_path")
     if cp:
         lines += ["", f"critical path: {cp['from']} -> {cp['to']}"
