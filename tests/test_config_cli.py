@@ -12,6 +12,8 @@ from firmware_gen.fit import FIELDS, fit_ffn
 from firmware_gen.tray import compile_ffn_tray
 from sim import cli
 
+from .helpers import SIMS
+
 
 def run(capsys, *argv):
     try:
@@ -130,3 +132,19 @@ def test_real_model_files_end_to_end(capsys, tmp_path, family):
     assert tray["kind"] == c.manifest.kind and (tray["H"], tray["I"]) == (c.manifest.H, c.manifest.I)
     code, out, err = run(capsys, "tray", *weights, "--tiles", 2, "--no-run", "--H", 8)
     assert code == 2 and "--H cannot be used with --weights" in err
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("sim", SIMS)
+def test_a_safetensors_ffn_runs_on_the_rtl(capsys, tmp_path, sim):
+    """A Llama-style bfloat16 layer from a safetensors file, compiled for the tiny tile and
+    run by lpu sim: bit-exact against the integer FFN, every write at its predicted cycle."""
+    import numpy as np
+    from .test_weights import llama_tensors, write_safetensors
+    path = write_safetensors(tmp_path / "llama.safetensors", llama_tensors(np.random.default_rng(5)))
+    code, out, err = run(capsys, "sim", "--weights", path, "--layer", 1, "--config", "tiny",
+                         "--out", tmp_path / "c", "--sim", sim, "--json", "-q")
+    r = json.loads(out)
+    assert code == 0 and r["passed"], err
+    assert r["cycles"] == r["predicted_cycles"] == r["golden_model_cycles"]
+    assert r["bit_exact"] and r["writes_as_predicted"]
