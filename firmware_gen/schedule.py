@@ -187,9 +187,8 @@ class Scheduler:
             self._last_write[(x.dst, x.dst_addr + k)] = x.write_cycle + k
         block = self._value[x.src][x.src_addr:x.src_addr + x.count].copy()
         self._value[x.dst][x.dst_addr:x.dst_addr + x.count] = block
-        for k in range(x.count):
-            self._predicted.append(PredictedWrite(x.write_cycle + k, x.dst, x.dst_addr + k,
-                                                  tuple(int(v) for v in block[k]), x.index))
+        self._predicted += [PredictedWrite(x.write_cycle + k, x.dst, x.dst_addr + k, tuple(int(v) for v in block[k]),
+                                           x.index) for k in range(x.count)]
 
     # ---- outputs ---------------------------------------------------------------------
     def predicted_writes(self) -> list[PredictedWrite]:

@@ -36,11 +36,8 @@ def diff_events(expected: list[tuple], observed: list[tuple], what: str, limit: 
             out.append(f"  first difference at event {i}: expected {_fmt(e)}, observed {_fmt(o)}")
             break
     exp_set, obs_set = set(expected), set(observed)
-    for e in sorted(exp_set - obs_set)[:limit]:
-        out.append(f"  missing: {_fmt(e)}")
-    for o in sorted(obs_set - exp_set)[:limit]:
-        out.append(f"  unexpected: {_fmt(o)}")
-    return out
+    out += [f"  missing: {_fmt(e)}" for e in sorted(exp_set - obs_set)[:limit]]
+    return out + [f"  unexpected: {_fmt(o)}" for o in sorted(obs_set - exp_set)[:limit]]
 
 
 # ---- busy counters ------------------------------------------------------------------------
