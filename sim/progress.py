@@ -58,8 +58,7 @@ class LogWatcher:
         self._partial = lines.pop()
         for line in lines:
             now = time.perf_counter()
-            m = JOB_LINE.search(line)
-            if m:
+            if m := JOB_LINE.search(line):
                 self.done += 1
                 run_s = None if self._loaded is None else now - self._loaded
                 self._emit({"event": "job", "index": self.done, "total": self.total, "name": m["name"],
@@ -67,9 +66,7 @@ class LogWatcher:
                             "seconds": now - self._last, "run_seconds": run_s, "elapsed": now - self._t0})
                 self._last = self._last_tick = now
                 self._loaded = None
-                continue
-            m = LOADED_LINE.search(line)
-            if m:
+            elif m := LOADED_LINE.search(line):
                 self._loaded = now
                 self._emit({"event": "loaded", "index": self.done + 1, "total": self.total, "name": m["name"],
                             "seconds": now - self._last, "elapsed": now - self._t0})
