@@ -620,10 +620,8 @@ class C2cSlice(wiring.Component):
         cfg = self.cfg
         ins, valid = self.issue.instr, self.issue.valid
         link, mask = operand(ins, Op.SEND, "link"), operand(ins, Op.SENDM, "links")
-        east = Array(self.tap.east[s] for s in range(cfg.streams))
-        west = Array(self.tap.west[s] for s in range(cfg.streams))
         m.d.comb += [
-            self.send_data.eq(Mux(ins.dir == EAST, east[ins.stream], west[ins.stream])),
+            self.send_data.eq(Mux(ins.dir == EAST, Array(self.tap.east)[ins.stream], Array(self.tap.west)[ins.stream])),
             self.deskew.eq(valid & (ins.op == Op.DESKEW)),
             self.runtime.eq(valid & (ins.op == Op.RUNTIME_DESKEW)),
             self.slack.eq(operand(ins, Op.RUNTIME_DESKEW, "slack")),

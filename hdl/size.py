@@ -276,7 +276,8 @@ def elaborate(cfg: TileConfig, want_verilog: bool = True, progress=None) -> dict
         ports = _ports(x for x in _flat(col.signature, col) if not x[0].startswith("tap__"))
         say(mod)
         b, found = _build(mod, _ColumnTop(col), ports, label, want_verilog)
-        b.ports.update({f"tap__{d}__{i}": (cfg.vector_bits, True) for d in ("east", "west") for i in range(cfg.streams)})
+        b.ports.update({f"tap__{d}__{i}": (cfg.vector_bits, True)
+                        for d in ("east", "west") for i in range(cfg.streams)})
         built[mod] = b
         enqueue(found, unit)
 

@@ -51,10 +51,8 @@ class SXM(wiring.Component):
         m.d.comb += op.eq(Mux(self.issue.valid, ins.op, 0))
 
         def stream(index):
-            east = Array(self.tap.east[s] for s in range(S))
-            west = Array(self.tap.west[s] for s in range(S))
             v = Signal(cfg.vector_bits)
-            m.d.comb += v.eq(Mux(ins.dir == EAST, east[index], west[index]))
+            m.d.comb += v.eq(Mux(ins.dir == EAST, Array(self.tap.east)[index], Array(self.tap.west)[index]))
             return v
 
         x = stream(ins.stream)
