@@ -33,13 +33,9 @@ KIND_BITS = 2
 
 # ---- SECDED Hamming code ----------------------------------------------------------------------
 def hamming_positions(k: int) -> list[int]:
-    """Codeword position (1-based, powers of two are parity) of each of ``k`` data bits."""
-    pos, p = [], 1
-    while len(pos) < k:
-        if p & (p - 1):
-            pos.append(p)
-        p += 1
-    return pos
+    """Codeword position (1-based, powers of two are parity) of each of ``k`` data bits:
+    the positions of a ``k + parity_bits(k)``-bit codeword that are not powers of two."""
+    return [p for p in range(1, k + parity_bits(k) + 1) if p & (p - 1)]
 
 
 def parity_bits(k: int) -> int:
