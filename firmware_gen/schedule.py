@@ -112,8 +112,7 @@ class Scheduler:
     def _stream_conflict(self, dir, stream, p_src, dist, t, count):
         p_dst = p_src + dist if dir == EAST else p_src - dist
         for k in range(count):
-            clash = self.res.clash_at(dir, stream, p_src, p_dst, t + k + READ_LATENCY)
-            if clash:
+            if clash := self.res.clash_at(dir, stream, p_src, p_dst, t + k + READ_LATENCY):
                 other, pos, cyc = clash
                 return (f"stream {'EW'[dir]}{stream} at {self.cfg.slice_names[pos]} on cycle {cyc} "
                         f"already carries a value of transfer #{other} ({self.transfers[other]})")

@@ -42,7 +42,7 @@ from amaranth.lib import wiring
 
 from lpu_arch.config import ConfigError, TileConfig
 
-from .column import Column, column_signature
+from .column import Column, column_signature, served_links
 from .dedup import separate_modules
 from .tile import Tile
 
@@ -212,7 +212,6 @@ def _build(name, elaboratable, ports, label, want_verilog) -> tuple[_Built, dict
 
 # ---- the tile -----------------------------------------------------------------------------
 def _column_key(cfg, p):
-    from .column import served_links
     name = cfg.slice_names[p]
     kind = cfg.kind(name)
     return (kind, name[-1] if kind == "MXM" else "", p + 1 < cfg.positions, p > 0, tuple(served_links(cfg, p)))
