@@ -121,9 +121,11 @@ class TileSim:
         from hdl.host_bridge import UartTile
         from hdl.tile import Tile
 
-        design = Tile(self.cfg) if self.top == "tile" else UartTile(self.cfg, UART_SIM_DIVISOR)
+        cfg, top = self.cfg, self.top
+        design = (lambda: Tile(cfg)) if top == "tile" else (lambda: UartTile(cfg, UART_SIM_DIVISOR))
+        key = (self.top, self.cfg, UART_SIM_DIVISOR if self.top == "uart" else 0)
         self.runner, self.build_info = _build(design, self.toplevel, self.build_dir, self.sim, self.waves,
-                                              TIMESCALE)
+                                              TIMESCALE, key=key)
 
     def run(self, jobs: list[dict], name: str = "run", progress=None, load: str | None = None) -> list[dict]:
         """Run jobs (see ``job()``) in one simulator invocation; returns their observations.
@@ -145,18 +147,30 @@ class TileSim:
         return out
 
 
-def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timescale, make_flags=()):
-    """Convert ``design`` to Verilog and build it in ``build_dir`` (reused while the Verilog
-    and the options are unchanged); returns the cocotb runner and ``{"fresh": built now,
-    "seconds": the build's wall time, "verilog_seconds": the conversion's}`` (a reused
-    build reports the seconds it took when it was made, from ``build_dir/build_seconds``).
-    ``make_flags``: extra variables for Verilator's make (e.g. the C++ optimisation level)."""
+_VERILOG: dict = {}     # (design key, toplevel) -> Verilog converted in this process
+
+
+def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timescale, make_flags=(), key=None):
+    """Convert ``design()`` (a function returning the design) to Verilog and build it in
+    ``build_dir`` (reused while the Verilog and the options are unchanged); returns the
+    cocotb runner and ``{"fresh": built now, "seconds": the build's wall time,
+    "verilog_seconds": the conversion's}`` (a reused build reports the seconds it took when
+    it was made, from ``build_dir/build_seconds``).  ``make_flags``: extra variables for
+    Verilator's make (e.g. the C++ optimisation level).  ``key``: what determines the
+    design (hashable); the Verilog converted for one key is reused for the other simulator
+    in the same process (the default tile's conversion takes about 20 s; ``verilog_seconds``
+    is then 0)."""
     from cocotb_tools.runner import get_runner
     from amaranth.back import verilog as amaranth_verilog
 
     os.environ.setdefault("PYTHONHASHSEED", "0")
     t0 = time.perf_counter()
-    verilog = amaranth_verilog.convert(design, name=toplevel, emit_src=False, strip_internal_attrs=True)
+    if key is not None and (key, toplevel) in _VERILOG:
+        verilog = _VERILOG[key, toplevel]
+    else:
+        verilog = amaranth_verilog.convert(design(), name=toplevel, emit_src=False, strip_internal_attrs=True)
+        if key is not None:
+            _VERILOG[key, toplevel] = verilog
     verilog_seconds = time.perf_counter() - t0
     args = VERILATOR_ARGS + (["--trace-fst", "--trace-structs"] if waves else []) \
         if sim == "verilator" else []
@@ -213,7 +227,7 @@ def measure_build(cfg: TileConfig, sim: str = "verilator") -> dict:
     BUILD.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"timing-{sim}-{cfg.key()}-", dir=BUILD))
     try:
-        _, info = _build(Tile(cfg), TOPS["tile"], tmp / "build", sim, False, TIMESCALE)
+        _, info = _build(lambda: Tile(cfg), TOPS["tile"], tmp / "build", sim, False, TIMESCALE)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return info
@@ -328,8 +342,9 @@ class SystemSim:
         if len(lat) > 24:
             lat = hashlib.sha1(lat.encode()).hexdigest()[:8]
         self.build_dir = BUILD / f"{sim}-system{tiles}-{cfg.key()}-lat{lat}{'-waves' if self.waves else ''}"
-        self.runner, self.build_info = _build(System(cfg, tiles, self.latency), self.toplevel, self.build_dir,
-                                              sim, self.waves, SYSTEM_TIMESCALE, SYSTEM_MAKE_FLAGS)
+        key = ("system", cfg, tiles, tuple(sorted(self.latency.items())))
+        self.runner, self.build_info = _build(lambda: System(cfg, tiles, self.latency), self.toplevel, self.build_dir,
+                                              sim, self.waves, SYSTEM_TIMESCALE, SYSTEM_MAKE_FLAGS, key=key)
 
     def run(self, runs: list[dict], name: str = "system", progress=None, load: str | None = None) -> list[dict]:
         """Run ``runs`` (see ``system_run()``) in one simulator invocation (each run restarts
