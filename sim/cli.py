@@ -483,6 +483,9 @@ def cmd_bench(args) -> int:
                        f"choose from {', '.join(SIMULATORS)}")
     argv = ["--config", args.config, "--sims", ",".join(sims), "--passes", str(args.passes)]
     argv += ["--sweep"] if args.sweep else []
+    argv += ["--no-bus-load"] if args.no_bus_load else []
+    argv += ["--no-model"] if args.no_model else []
+    argv += ["--build-configs", args.build_configs] if args.build_configs is not None else []
     argv += ["--out", str(args.out)] if args.out else []
     if not args.json:
         return bench.main(argv)
@@ -742,6 +745,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"comma-separated simulators (default: {','.join(SIMULATORS)})")
     p.add_argument("--sweep", action="store_true", help="also run the MEM-to-MEM sweep program")
     p.add_argument("--passes", type=_positive, default=4, help="sweep passes with --sweep (default: 4)")
+    p.add_argument("--no-bus-load", action="store_true",
+                   help="skip the second run loaded over the host bus (no bus loading figure)")
+    p.add_argument("--build-configs", default=None, metavar="LIST",
+                   help="presets whose Verilator build is timed from scratch (default: default,tiny; '' none)")
+    p.add_argument("--no-model", action="store_true",
+                   help="skip the real-model FFNs (H=384, I=1536 on a fitted tile; a build of minutes)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR", help="output directory (default: bench/results)")
     p.add_argument("--json", action="store_true", help="print bench.json on stdout (the tables go to stderr)")
     p.set_defaults(func=cmd_bench)
