@@ -298,12 +298,6 @@ def _mxm_check(iss: _Issued, problems) -> None:
                 problems.append(Problem(MXM_STATE, msg, (name,), None, p, t, iss.tile))
 
 
-def _links_of(ins) -> list[int]:
-    if ins.op == Op.SENDM:
-        return [k for k in range(7) if ins.operand("links") >> k & 1]
-    return [ins.operand("link")]
-
-
 def _sends_recvs(iss: _Issued):
     """``sends[link]``, ``recvs[link]``: [(cycle, inst)] in issue order."""
     sends, recvs = defaultdict(list), defaultdict(list)
@@ -311,7 +305,7 @@ def _sends_recvs(iss: _Issued):
         for i in iss.by_slice.get(name, ()):
             _, t, ins = iss.insts[i]
             if ins.op in (Op.SEND, Op.SENDM):
-                for link in _links_of(ins):
+                for link in ins.links():
                     sends[link].append((t, i))
             elif ins.op == Op.RECV:
                 recvs[ins.operand("link")].append((t, i))
