@@ -626,15 +626,13 @@ class FfnPlan:
         writes.sort(key=lambda w: (w.cycle, cfg.position(w.slice)))
         mats = 3 if self.spec.kind == "swiglu" else 2
         wv = mats * self.Hp * self.Ip // L
+        bounds = ffn_bounds(cfg, self.n, mats, self.spec.H, self.spec.I, self.KH, self.KI, self.B, tiles)
         return Manifest(kind=self.spec.kind, H=self.spec.H, I=self.spec.I, batch=self.B, padded=(self.Hp, self.Ip),
                         cycles=self.res.done_cycles(), writes=writes,
                         outputs={k: v[:2] for k, v in self.outputs.items()}, busy=self.res.busy(),
                         mm_count=self.mm_count, weight_vectors=wv // tiles,
-                        sram_bound=-(-wv // (2 * cfg.mem_slices * tiles)),
-                        mac_bound=-(-mats * self.KH * self.KI * self.B // (2 * tiles)),
-                        instructions={n: len(q) + 1 for n, q in prog.queues.items() if q},
-                        bounds=ffn_bounds(cfg, self.n, mats, self.spec.H, self.spec.I, self.KH, self.KI, self.B,
-                                          tiles))
+                        sram_bound=bounds["sram"], mac_bound=bounds["mac"],
+                        instructions={n: len(q) + 1 for n, q in prog.queues.items() if q}, bounds=bounds)
 
 
 def compile_ffn(spec: FfnSpec, x, cfg: TileConfig | None = None,

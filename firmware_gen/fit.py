@@ -34,11 +34,11 @@ def _pow2(n: int) -> int:
     return max(2, 1 << (max(n, 1) - 1).bit_length())
 
 
-def needs(plans: list[FfnPlan]) -> dict:
-    """The most any of ``plans`` (one per tile, each lowered) needs of each field in FIELDS."""
+def needs(plans: list[FfnPlan], programs: list) -> dict:
+    """The most any of ``plans`` (one per tile, with its lowered program) needs of each
+    field in FIELDS."""
     out = Counter()
-    for plan in plans:
-        prog = plan.program()
+    for plan, prog in zip(plans, programs):
         got = {**plan.capacity_needs(), "iq_depth": max(len(q) + 1 for q in prog.queues.values())}
         if plan.cfg.trace_depth:
             per_slice = Counter(m for m, _, _ in plan.outputs.values())
@@ -64,11 +64,12 @@ def fit_ffn(spec, x, cfg: TileConfig, tiles: int = 1) -> tuple[TileConfig, dict]
     roomy = _roomy(cfg if tiles == 1 else tray_config(cfg, tiles))
     if tiles == 1:
         plans = [FfnPlan(roomy, spec, x).compile()]
+        programs = [plans[0].program()]
     else:
         tray = plan_tray(roomy, spec, x, tiles)
-        tray.programs()                       # the deskews past each tile's work come off
+        programs = tray.programs()            # the deskews past each tile's work come off
         plans = tray.f
-    need = needs(plans)
+    need = needs(plans, programs)
     out = fitted(roomy, need)
     cycles = max(p.res.done_cycles() for p in plans)
     got = compile_ffn(spec, x, out)[1].cycles if tiles == 1 else compile_ffn_tray(spec, x, out, tiles)[1].cycles

@@ -153,16 +153,21 @@ class _Tray:
             if single[u]:
                 side_of[u][i] = "MXM_W" if self.cfg.link_slice(self.topo.peer(t, link)[1]) == "C2C_W" else "MXM_E"
         for u, f in enumerate(self.f):
-            own = [i for i in range(f.KI) if i not in side_of[u]]
-            for i in list(side_of[u]):                            # in arrival order
-                count = list(side_of[u].values())
-                excess = count.count("MXM_W") - count.count("MXM_E")
-                heavy = "MXM_W" if excess > 0 else "MXM_E"
-                if abs(excess) - len(own) > 1 and side_of[u][i] == heavy:
-                    side_of[u][i] = SIDES[heavy == "MXM_W"]
+            if not single[u]:
+                continue
+            sides = side_of[u]
+            own = [i for i in range(f.KI) if i not in sides]
+            n = {side: list(sides.values()).count(side) for side in SIDES}
+            for i in list(sides):                                 # in arrival order
+                heavy, light = sorted(SIDES, key=n.get, reverse=True)
+                if n[heavy] - n[light] - len(own) <= 1:
+                    break
+                if sides[i] == heavy:
+                    sides[i] = light
+                    n[heavy], n[light] = n[heavy] - 1, n[light] + 1
             for i in own:                                         # the own blocks (in both MXMs) even them out
-                count = list(side_of[u].values())
-                side_of[u][i] = SIDES[count.count("MXM_E") < count.count("MXM_W")]
+                sides[i] = "MXM_E" if n["MXM_E"] < n["MXM_W"] else "MXM_W"
+                n[sides[i]] += 1
         for t, u, link, s, i, slot, who in deferred:
             plan = self._recv_plan(t, u, link, s, (side_of[u][i],) if single[u] else SIDES)
             if plan is None:

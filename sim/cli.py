@@ -189,9 +189,8 @@ def _given_ffn_options(args) -> list[str]:
 def _example_from_args(args):
     """The FFN the options describe (quantised, not compiled): --weights or a random one."""
     from firmware_gen.compile_ffn import example_ffn
-    if args.weights is not None:
+    if _weights_given(args):
         from .compiled import example_from_weights
-        _no_shape_with_weights(args)
         return example_from_weights(args.weights, kind=args.kind, activation=args.activation, layer=args.layer,
                                     mapping=args.map)[0]
     preset = args.config if args.config in PRESETS else "default"
@@ -200,22 +199,26 @@ def _example_from_args(args):
                        seed=1 if args.seed is None else args.seed, activation=args.activation)
 
 
-def _no_shape_with_weights(args):
+def _weights_given(args) -> bool:
+    """Whether --weights is given; then no shape option may be, and without it neither
+    --layer nor --map may be."""
+    if args.weights is None:
+        if args.layer is not None or args.map is not None:
+            raise CliError("--layer and --map select tensors of a --weights file; give --weights FILE")
+        return False
     shape_opts = [f"--{k}" for k in ("H", "I", "batch", "seed") if getattr(args, k) is not None]
     if shape_opts:
         raise CliError(f"{', '.join(shape_opts)} cannot be used with --weights (the arrays give the shape)")
+    return True
 
 
 def _compile_from_args(args, quiet=False):
     from .compiled import from_example, from_weights
     cfg = tile_config(args.config or "default", args.set)
     preset = config_name(args.config, args.set)       # names the output directory
-    if args.weights is not None:
-        _no_shape_with_weights(args)
+    if _weights_given(args):
         return from_weights(args.weights, cfg, kind=args.kind, activation=args.activation, preset=preset,
                             layer=args.layer, mapping=args.map)
-    elif args.layer is not None or args.map is not None:
-        raise CliError("--layer and --map select tensors of a --weights file; give --weights FILE")
     H0, I0 = DEFAULT_SHAPE.get(args.config if args.config in PRESETS else "default")
     return from_example(cfg, args.kind or "swiglu", args.H or H0, args.I or I0, args.batch or 1,
                         seed=1 if args.seed is None else args.seed, activation=args.activation, preset=preset)
@@ -403,15 +406,10 @@ def cmd_tray(args) -> int:
     base = tray_tile_config(args.config) if args.config in PRESETS else tile_config(args.config)
     base = base.with_overrides(args.set)
     example = None
-    if args.weights is not None:
+    if _weights_given(args):
         from .compiled import example_from_weights
-        given = [f"--{k}" for k in ("H", "I", "batch", "seed") if getattr(args, k) is not None]
-        if given:
-            raise CliError(f"{', '.join(given)} cannot be used with --weights (the arrays give the shape)")
         example, _ = example_from_weights(args.weights, kind=args.kind, activation=args.activation,
                                           layer=args.layer, mapping=args.map)
-    elif args.layer is not None or args.map is not None:
-        raise CliError("--layer and --map select tensors of a --weights file; give --weights FILE")
     shape = dict(kind=args.kind or "swiglu", H=args.H or TRAY_H, I=args.I or TRAY_I, batch=args.batch or 1,
                  seed=1 if args.seed is None else args.seed)
     if example is None and (args.fit or args.activation):
