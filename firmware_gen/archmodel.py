@@ -19,7 +19,8 @@ import numpy as np
 
 from lpu_arch import c2c
 from lpu_arch.effects import SXM_OUT_OPS, effects
-from lpu_arch.isa import DATA_OPS, EAST, INT32_PLANES, Instr, MMFlag, Op, SxmFlag, VopFlag
+from lpu_arch.hostmap import base_fields
+from lpu_arch.isa import BASE_OPS, DATA_OPS, EAST, INT32_PLANES, Instr, MMFlag, Op, SxmFlag, VopFlag
 from lpu_arch.timing import done_cycles
 from lpu_arch.vxm import VXM_FIELDS
 
@@ -48,7 +49,7 @@ class RunResult:
     cycles: int                          # value of the cycle counter at done
     events: list = field(default_factory=list)
     memory: dict = field(default_factory=dict)
-    busy: dict = field(default_factory=dict)   # issue cycles per slice (data instructions)
+    busy: dict = field(default_factory=dict)   # issue cycles per slice (data instructions that did not skip)
     mm_count: dict = field(default_factory=dict)  # MM instructions per MXM
     sent: list = field(default_factory=list)       # LinkVector per SEND, in order
 
@@ -173,11 +174,15 @@ class TileModel:
     C2C: ``SEND`` appends a :class:`LinkVector` to ``self.sent``; ``RECV`` pops the oldest
     vector of ``self.rx[link]`` (filled by the system) and checks that it can have arrived:
     ``recv cycle >= sent + min_distance``.  ``DESKEW`` and ``RUNTIME_DESKEW`` take one SAC
-    cycle (their stalls are invisible in SAC time)."""
+    cycle (their stalls are invisible in SAC time).
 
-    def __init__(self, program: Program, tile: int = 0, min_distance: int | None = None):
+    ``bases``: the base registers' host words (``hostmap.base_word``), register r at
+    index r (register 0 and missing ones: offset 0, on)."""
+
+    def __init__(self, program: Program, tile: int = 0, min_distance: int | None = None, bases=None):
         cfg = self.cfg = program.config
         program.validate()
+        self.bases = base_registers(cfg, bases)
         P, S, L = cfg.positions, cfg.streams, cfg.lanes
         self.tile = tile
         self.mem = {n: program.memory[n].copy() for n in cfg.mem_names}
@@ -195,7 +200,7 @@ class TileModel:
         for name, q in program.queues.items():
             timeline, h = expand(q)
             self.halt_at.append(h)
-            self.busy[name] = len(timeline)
+            self.busy[name] = sum(1 for _, ins in timeline if not self.skips(ins))
             p = cfg.position(name)
             for c, ins in timeline:
                 self.issues.setdefault(c, []).append((p, ins))
@@ -208,6 +213,17 @@ class TileModel:
         self.events: list[WriteEvent] = []
         self.last_drive = -1
         self.t = 0
+
+    def skips(self, ins: Instr) -> bool:
+        """Does ``ins`` name a base register that is off (docs/isa.md, "Base registers")?"""
+        return ins.op in BASE_OPS and not self.bases[ins.base][1]
+
+    def _relocated(self, ins: Instr, value: int, limit: int, what: str, where: str) -> int:
+        v = value + self.bases[ins.base][0]
+        if v >= limit:
+            raise ModelError(f"{where}: {what} {value} + base register {ins.base}'s offset "
+                             f"{self.bases[ins.base][0]} = {v} is beyond the {limit}")
+        return v
 
     def _drive(self, t, p, d, s, data):
         self.drives.setdefault(t, []).append((p, d, s, np.asarray(data, np.int64).astype(np.uint8)))
@@ -230,8 +246,10 @@ class TileModel:
             if self.tile:
                 where = f"tile {self.tile} {where}"
             out = None      # the value(s) this instruction drives (when, where: its effects)
-            if ins.op == Op.READ:
-                out = self.mem[name][ins.addr]
+            if self.skips(ins):
+                out = np.zeros(cfg.lanes, np.uint8)     # a skipped READ or VOP drives zeros
+            elif ins.op == Op.READ:
+                out = self.mem[name][self._relocated(ins, ins.addr, cfg.mem_depth, "address", where)]
             elif ins.op == Op.MM:
                 m = self.mxms[name]
                 if ins.aux & MMFlag.XBUF:
@@ -253,7 +271,7 @@ class TileModel:
                 out = to_planes(new)        # plane b on the b-th stream driven
                 m.pending_acc = (a, new)
             elif ins.op == Op.VOP:
-                out = self._vop(ins, p)
+                out = self._vop(ins, p, where)
             elif ins.op in SXM_OUT_OPS:
                 x = tap(ins.dir, ins.stream, p)
                 mp = tap(ins.dir, ins.operand("map"), p) if ins.op == Op.PERM else None
@@ -272,10 +290,11 @@ class TileModel:
                 self._drive(t + a.offset, p, a.dir, a.stream, out[k] if ins.op == Op.MM else out)
         for p, ins in now:
             name = names[p]
-            if ins.op == Op.WRITE:
+            if ins.op == Op.WRITE and not self.skips(ins):
                 data = tap(ins.dir, ins.stream, p).copy()
-                self.mem[name][ins.addr] = data
-                self.events.append(WriteEvent(t, name, ins.addr, tuple(int(x) for x in data)))
+                a = self._relocated(ins, ins.addr, cfg.mem_depth, "address", f"{name} on cycle {t} ({ins})")
+                self.mem[name][a] = data
+                self.events.append(WriteEvent(t, name, a, tuple(int(x) for x in data)))
             elif ins.op == Op.MM:
                 m = self.mxms[name]
                 a, new = m.pending_acc
@@ -313,15 +332,16 @@ class TileModel:
         self.east, self.west = ne, nw
         self.t += 1
 
-    def _vop(self, ins, p):
-        d, s, e, prm = ins.dir, ins.stream, ins.operand("param"), self.params
+    def _vop(self, ins, p, where=""):
+        d, s, prm = ins.dir, ins.stream, self.params
+        e = self._relocated(ins, ins.operand("param"), self.cfg.vxm_param_depth, "parameter entry", where)
         A = from_planes([self._tap(d, s + b, p) for b in range(INT32_PLANES)])
         B = from_planes([self._tap(1 - d, s + b, p) for b in range(INT32_PLANES)])    # the other direction
         if ins.aux & VopFlag.ADD:
             A = add_int32(A, B)
         val = requantise(add_int32(A, prm["bias_a"][e]), prm["m_a"][e], prm["s_a"][e]).astype(np.int64)
         if ins.aux & VopFlag.TABLE:
-            val = self.table[val & 0xFF]
+            val = self.table[prm["table"][e] % self.cfg.vxm_tables, val & 0xFF]
         if ins.aux & VopFlag.GATE:
             gb = requantise(add_int32(B, prm["bias_b"][e]), prm["m_b"][e], prm["s_b"][e])
             val = requantise(val * gb.astype(np.int64), prm["m_c"][e], prm["s_c"][e])
@@ -332,19 +352,31 @@ class TileModel:
                          mm_count={n: m.mm_count for n, m in self.mxms.items()}, sent=self.sent)
 
 
-def run(program: Program) -> RunResult:
-    """Run one tile to done."""
-    tm = TileModel(program)
+def base_registers(cfg, bases=None) -> list[tuple[int, bool]]:
+    """``(offset, on)`` of every base register from their host words (register 0 is the
+    constant: offset 0, on)."""
+    words = list(bases or [])
+    if len(words) > cfg.base_regs:
+        raise ModelError(f"{len(words)} base register words; the tile has {cfg.base_regs} registers")
+    regs = [base_fields(w) for w in words] + [(0, True)] * (cfg.base_regs - len(words))
+    regs[0] = (0, True)
+    return regs
+
+
+def run(program: Program, bases=None) -> RunResult:
+    """Run one tile to done (``bases``: see :class:`TileModel`)."""
+    tm = TileModel(program, bases=bases)
     while tm.busy_running():
         tm.step()
     return tm.result()
 
 
-def run_system(programs: list[Program], peer, min_distance: int | None = None) -> list[RunResult]:
+def run_system(programs: list[Program], peer, min_distance: int | None = None, bases=None) -> list[RunResult]:
     """Run several tiles in lockstep SAC time.  ``peer(tile, link) -> (tile', link')``: where
     a vector sent by ``tile`` on ``link`` is received.  Every vector must be received
-    exactly once (a vector left in a receive buffer is an error)."""
-    tiles = [TileModel(p, i, min_distance) for i, p in enumerate(programs)]
+    exactly once (a vector left in a receive buffer is an error).  ``bases``: None or one
+    list of base register words per tile."""
+    tiles = [TileModel(p, i, min_distance, None if bases is None else bases[i]) for i, p in enumerate(programs)]
     while any(t.busy_running() for t in tiles):
         for tm in tiles:
             n = len(tm.sent)

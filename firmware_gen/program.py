@@ -14,7 +14,8 @@ import numpy as np
 
 from lpu_arch.config import TileConfig
 from lpu_arch.isa import DATA_OPS, INT32_PLANES, SLICE_OPS, Instr, IsaError, MMFlag, Op
-from lpu_arch.vxm import IDENTITY, PARAM_FIELDS, TABLE_SIZE, VXM_FIELDS
+from lpu_arch.isa import BASE_OPS
+from lpu_arch.vxm import IDENTITY, PARAM_FIELDS, TABLE_SIZE, VXM_FIELDS, identity_tables
 
 
 class ProgramError(ValueError):
@@ -26,10 +27,11 @@ class Program:
 
     ``queues[name]`` lists the instructions without the final HALT; the assembler adds it.
     ``memory[name]`` is a ``(mem_depth, lanes)`` uint8 array for each MEM slice.
-    ``vxm_params`` is a ``(vxm_param_depth, lanes, 8)`` int64 array: per entry and lane the
-    fields ``lpu_arch.vxm.VXM_FIELDS`` (bias_a, bias_b, m_a, s_a, m_b, s_b, m_c, s_c); unused
-    entries are the identity (bias 0, multiplier 1, shift 0).
-    ``table`` is the VXM activation table, 256 int8 (identity unless set).
+    ``vxm_params`` is a ``(vxm_param_depth, lanes, 9)`` int64 array: per entry and lane the
+    fields ``lpu_arch.vxm.VXM_FIELDS`` (bias_a, bias_b, m_a, s_a, m_b, s_b, m_c, s_c, table);
+    unused entries are the identity (bias 0, multiplier 1, shift 0, table 0).
+    ``table`` is the VXM's activation tables, ``(vxm_tables, 256)`` int8 (identity unless
+    set; ``set_table`` also takes one table of 256, table 0).
     """
 
     def __init__(self, config: TileConfig, queues=None, memory=None, vxm_params=None, table=None):
@@ -45,7 +47,7 @@ class Program:
         self.vxm_params = np.tile(np.array(IDENTITY, np.int64), (config.vxm_param_depth, config.lanes, 1))
         if vxm_params is not None:
             self.set_vxm_params(vxm_params)
-        self.table = np.arange(TABLE_SIZE).astype(np.uint8).astype(np.int8)
+        self.table = identity_tables(config)
         if table is not None:
             self.set_table(table)
 
@@ -58,6 +60,8 @@ class Program:
                                f"{want[1]} lanes, {want[2]} fields {', '.join(VXM_FIELDS)})")
         for i, (f, (*_, lo, hi, _reset)) in enumerate(PARAM_FIELDS.items()):
             v = p[:, :, i]
+            if f == "table":
+                hi = cfg.vxm_tables - 1
             if v.size and (v.min() < lo or v.max() > hi):
                 bad = np.argwhere((v < lo) | (v > hi))[0]
                 raise ProgramError(f"VXM parameter {f} of entry {bad[0]}, lane {bad[1]} is "
@@ -65,12 +69,19 @@ class Program:
         self.vxm_params[: p.shape[0]] = p
 
     def set_table(self, table) -> None:
+        """One table of 256 int8 (table 0; the others stay as they are) or ``(k, 256)``,
+        tables 0..k-1 (``k <= vxm_tables``)."""
         t = np.asarray(table)
-        if t.shape != (TABLE_SIZE,):
-            raise ProgramError(f"the activation table has shape {t.shape}; it must have {TABLE_SIZE} entries")
+        k = self.config.vxm_tables
+        if t.shape == (TABLE_SIZE,):
+            t = t[None]
+        if t.ndim != 2 or t.shape[1] != TABLE_SIZE or not 1 <= t.shape[0] <= k:
+            raise ProgramError(f"the activation tables have shape {t.shape}; they must be ({TABLE_SIZE},) or "
+                               f"(tables <= {k}, {TABLE_SIZE}): the tile has {k} table(s) of {TABLE_SIZE} entries")
         if t.min() < -128 or t.max() > 127:
             raise ProgramError("activation table entries must be int8 values in -128..127")
-        self.table = t.astype(np.int8)
+        self.table = self.table.copy()
+        self.table[: t.shape[0]] = t.astype(np.int8)
 
     def set_memory(self, name: str, img) -> None:
         cfg = self.config
@@ -125,6 +136,9 @@ class Program:
                 raise ProgramError(f"{where}: {msg}")
 
         need(ins.stream < cfg.streams, f"stream {ins.stream} does not exist; the tile has {cfg.streams} per direction")
+        if ins.op in BASE_OPS:
+            need(ins.base < cfg.base_regs,
+                 f"base register {ins.base} does not exist; the tile has {cfg.base_regs} (0..{cfg.base_regs - 1})")
         if ins.op in (Op.READ, Op.WRITE):
             need(ins.addr < cfg.mem_depth, f"address {ins.addr} is beyond {name}'s depth of {cfg.mem_depth} vectors")
         elif ins.op == Op.LW:
@@ -274,7 +288,7 @@ class Program:
             raise ProgramError(f"program JSON: the VXM parameters or the table are malformed ({e})") from None
 
 
-FORMAT = "lpu-program/1"    # Program.to_json: changes with the JSON layout or the ISA's encoding
+FORMAT = "lpu-program/2"    # Program.to_json: changes with the JSON layout or the ISA's encoding
 
 
 def _byte_rows(rows, name, cfg):

@@ -59,6 +59,12 @@ class TileConfig:
     vxm_param_depth : int
         Entries of the VXM parameter memory (per-lane bias, requantisation multiplier
         and shift for one VOP).
+    vxm_tables : int
+        Activation tables of the VXM (256 int8 each); a parameter entry names one per lane.
+    base_regs : int
+        Base registers of the tile (register 0 is the constant 0; ``docs/isa.md``): the
+        host loads them per run, and READ, WRITE and VOP add one's offset to their
+        address or parameter entry, or skip when it is off.
     links : int
         Chip-to-chip links of the tile (0: a single tile without C2C slices).  With
         links, ``C2C_W`` (even links) and ``C2C_E`` (odd links) sit between the SXMs
@@ -88,6 +94,8 @@ class TileConfig:
     mxm_acc_depth: int = 128
     mxm_xbuf_depth: int = 512
     vxm_param_depth: int = 64
+    vxm_tables: int = 4
+    base_regs: int = 16
     links: int = 0
     link_width: int = 32
     link_latency_min: int = 2
@@ -116,7 +124,7 @@ class TileConfig:
                 raise ConfigError(msg)
 
         for name in ("lanes", "streams", "mem_slices", "mem_depth", "iq_depth", "trace_depth",
-                     "mxm_acc_depth", "mxm_xbuf_depth", "vxm_param_depth", "links", "link_width",
+                     "mxm_acc_depth", "mxm_xbuf_depth", "vxm_param_depth", "vxm_tables", "base_regs", "links", "link_width",
                      "link_latency_min", "link_latency_max", "max_ppm", "epoch", "sync_interval", "rx_depth"):
             v = getattr(self, name)
             need(isinstance(v, int) and not isinstance(v, bool),
@@ -140,6 +148,10 @@ class TileConfig:
                  f"{name} must be a power of two in 2..{1 << isa.MM_ACC_BITS} (MM's operand field), got {v}")
         need(_is_pow2(self.vxm_param_depth) and 2 <= self.vxm_param_depth <= 4096,
              f"vxm_param_depth must be a power of two in 2..4096, got {self.vxm_param_depth}")
+        need(_is_pow2(self.vxm_tables) and 1 <= self.vxm_tables <= 256,
+             f"vxm_tables must be a power of two in 1..256 (a parameter entry's table field), got {self.vxm_tables}")
+        need(_is_pow2(self.base_regs) and 2 <= self.base_regs <= 1 << isa.BASE_BITS,
+             f"base_regs must be a power of two in 2..{1 << isa.BASE_BITS} (the base operand), got {self.base_regs}")
         need(0 <= self.links <= self.MAX_LINKS, f"links must be in 0..{self.MAX_LINKS}, got {self.links}")
         need(self.link_width >= 8 and self.vector_bits % self.link_width == 0,
              f"link_width must be at least 8 and divide the {self.vector_bits}-bit vector, got {self.link_width}")

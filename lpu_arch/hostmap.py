@@ -38,7 +38,7 @@ class Region(enum.IntEnum):
     DMEM = 2
     TRACE = 3
     VXM_PARAM = 4   # word (entry * lanes + lane) * VXM_PARAM_WORDS + k, see lpu_arch/vxm.py
-    VXM_TABLE = 5   # word i = activation table entry i (low byte)
+    VXM_TABLE = 5   # word t * 256 + i = entry i of activation table t (low byte)
 
 
 class Csr(enum.IntEnum):
@@ -75,9 +75,11 @@ class Csr(enum.IntEnum):
     CONFIG_FIELDS = 0x21    # read: number of TileConfig fields the tile was built with
     CONFIG_HASH = 0x22      # read: config_hash(cfg), CRC-32 of the field names and values
     CONFIG_BASE = 0x40      # read: CONFIG_BASE + k = field k of TileConfig (config_words), 0 beyond CONFIG_FIELDS
-    BUSY_BASE = 0x100       # read: BUSY_BASE + p = cycles slice p issued a data instruction
+    BUSY_BASE = 0x100       # read: BUSY_BASE + p = cycles slice p issued a data instruction that did not skip
     TRACE_COUNT_BASE = 0x200  # read: TRACE_COUNT_BASE + i = events recorded by MEM slice i
     LINK_BASE = 0x300       # read: LINK_BASE + LINK_WORDS * l + LinkReg: link l's receiver and transmitter
+    BASE_REG_BASE = 0x380   # read/write: BASE_REG_BASE + r = base register r (base_word; r = 0 reads 0,
+                            # ignores writes); written only while the tile is stopped
 
 
 class Ctrl(enum.IntFlag):
@@ -139,6 +141,21 @@ class Status(enum.IntFlag):
     HAC_LOCKED = 4096         # not a fault: HacStatus.LOCKED
     DESKEW_TIMEOUT = 8192     # DeskewStatus.STALL_TIMEOUT: a deskew stall exceeded its bound; the tile
                               # halted (DONE with the core frozen where it stalled)
+    PARAM_FAULT = 16384       # sticky until start: a VOP's relocated parameter entry was beyond
+                              # vxm_param_depth (that VOP drove a zero vector)
+
+
+def base_word(offset: int = 0, on: bool = True) -> int:
+    """The host word of a base register: ``offset`` (0..2**BASE_OFFSET_BITS - 1) in the low
+    bits, bit ``BASE_OFF_BIT`` set when the register is off."""
+    if not 0 <= int(offset) < 1 << isa.BASE_OFFSET_BITS:
+        raise ValueError(f"a base register's offset must be in 0..{(1 << isa.BASE_OFFSET_BITS) - 1}, got {offset}")
+    return int(offset) | (0 if on else 1 << isa.BASE_OFF_BIT)
+
+
+def base_fields(word: int) -> tuple[int, bool]:
+    """``(offset, on)`` of a base register's host word (the inverse of :func:`base_word`)."""
+    return int(word) & ((1 << isa.BASE_OFFSET_BITS) - 1), not (int(word) >> isa.BASE_OFF_BIT) & 1
 
 
 LINK_FAULTS = (Status.LINK_OVERFLOW | Status.LINK_UNDERFLOW | Status.LINK_UNCORRECTABLE

@@ -12,13 +12,21 @@ Every instruction is one 64-bit word::
     7-11   stream   stream index within the direction
     12-31  addr     MEM vector address (REPEAT: signed address stride; see OPERANDS)
     32-47  count    NOP: cycles; REPEAT: repetitions (see OPERANDS)
-    48-55  delay    REPEAT: cycles between repetitions (see OPERANDS)
+    48-55  delay    REPEAT: cycles between repetitions; READ, WRITE, VOP: base register (see OPERANDS)
     56-63  aux      flags of MM, VOP and the SXM ops (FLAGS); must be 0 for every other opcode
 
 The compute instructions (LW, MM, LX, VOP) put named operands into these fields;
 ``OPERANDS`` lists where, and ``docs/isa.md`` gives their meaning.  REPEAT advances the
 whole ``addr`` field by its stride, so for MM (``addr = acc | slot << 10``) a stride of
 1 steps the accumulator row, 1024 the x slot, 1025 both.
+
+``READ``, ``WRITE`` and ``VOP`` name a base register (``base``, in ``delay``; 0, the
+default, is the constant register: offset 0, on).  The host loads the registers before a
+run (``docs/isa.md``, "Base registers"); they relocate the instruction's address (READ,
+WRITE) or parameter entry (VOP) by the register's offset, or, when the register is off,
+make it a skip: a skipped READ drives a zero vector without reading the SRAM, a skipped
+WRITE stores nothing, a skipped VOP drives a zero vector.  A skip takes the same cycles
+and drives the same streams, so the data choose addresses and never the timing.
 
 ``USED_FIELDS`` says which bits of which field each opcode uses; every other bit of the
 word must be 0.  ``Instr.checked`` (hence the assembler, ``Instr.decode``, the
@@ -35,8 +43,8 @@ hands the instruction to its slice):
 * ``REPEAT n, d, stride`` re-issues the last issued data instruction ``n`` times.
   The k-th repetition (k = 1..n) issues at ``s + k*d - 1`` where ``s`` is the
   first cycle of the REPEAT, with its address advanced by ``stride`` each time.
-* ``READ s, a`` (MEM) reads vector ``a`` and drives it onto stream ``s`` at the
-  slice's position on cycle ``issue + READ_LATENCY``.
+* ``READ s, a`` (MEM) reads vector ``a`` (plus its base register's offset) and drives
+  it onto stream ``s`` at the slice's position on cycle ``issue + READ_LATENCY``.
 * ``WRITE s, a`` (MEM) samples stream ``s`` at the slice's position on the issue
   cycle and stores it at ``a``; a READ issued on a later cycle sees it.
 * A value driven at position ``p`` on cycle ``t`` is visible at ``p + d`` (east) or
@@ -133,6 +141,12 @@ SLICE_OPS = {
     "MXM": CONTROL_OPS | {Op.LW, Op.MM, Op.LX},
 }
 
+# Base registers (docs/isa.md, "Base registers"): READ, WRITE and VOP name one in ``delay``.
+BASE_BITS = 8                       # the operand: registers 0..255 (TileConfig.base_regs exist)
+BASE_OPS = frozenset({Op.READ, Op.WRITE, Op.VOP})
+BASE_OFFSET_BITS = 20               # a register's offset (the width of an address)
+BASE_OFF_BIT = 31                   # host word bit: the register is off (its instructions skip)
+
 # Named operands of the compute instructions: name -> (field, lsb within the field, width).
 MM_ACC_BITS = MM_SLOT_BITS = 10
 OPERANDS = {
@@ -140,7 +154,7 @@ OPERANDS = {
     Op.MM: {"acc": ("addr", 0, MM_ACC_BITS), "slot": ("addr", MM_ACC_BITS, MM_SLOT_BITS),
             "out": ("count", 0, 5)},
     Op.LX: {"slot": ("addr", 0, 20)},
-    Op.VOP: {"param": ("addr", 0, 20), "out": ("count", 0, 5)},
+    Op.VOP: {"param": ("addr", 0, 20), "out": ("count", 0, 5), "base": ("delay", 0, BASE_BITS)},
     Op.SHIFT: {"k": ("addr", 0, 10), "out": ("count", 0, 5)},
     Op.PERM: {"map": ("delay", 0, 5), "out": ("count", 0, 5)},
     Op.DIST: {"k": ("addr", 0, 10), "g": ("delay", 0, 8), "out": ("count", 0, 5)},
@@ -186,7 +200,8 @@ def field_mask(name: str) -> int:
 
 
 def _used_fields() -> dict:
-    mem = {"dir": field_mask("dir"), "stream": field_mask("stream"), "addr": field_mask("addr")}
+    mem = {"dir": field_mask("dir"), "stream": field_mask("stream"), "addr": field_mask("addr"),
+           "delay": (1 << BASE_BITS) - 1}
     used = {Op.HALT: {}, Op.NOP: {"count": field_mask("count")},
             Op.REPEAT: {"addr": field_mask("addr"), "count": field_mask("count"), "delay": field_mask("delay")},
             Op.READ: mem, Op.WRITE: dict(mem)}
@@ -224,6 +239,12 @@ _CONTROL_RANGES = {Op.NOP: (("count", "count", 1, COUNT_MAX),),
                                ("stride", "addr", STRIDE_MIN, STRIDE_MAX))}
 
 
+def _base(r: int) -> int:
+    if not 0 <= int(r) < 1 << BASE_BITS:
+        raise IsaError(f"base register must be in 0..{(1 << BASE_BITS) - 1}, got {r}")
+    return int(r)
+
+
 @dataclass(frozen=True)
 class Instr:
     op: Op
@@ -236,12 +257,12 @@ class Instr:
 
     # ---- constructors ------------------------------------------------------------
     @classmethod
-    def read(cls, stream: int, dir: int, addr: int) -> "Instr":
-        return cls(Op.READ, stream=stream, dir=dir, addr=addr).checked()
+    def read(cls, stream: int, dir: int, addr: int, base: int = 0) -> "Instr":
+        return cls(Op.READ, stream=stream, dir=dir, addr=addr, delay=_base(base)).checked()
 
     @classmethod
-    def write(cls, stream: int, dir: int, addr: int) -> "Instr":
-        return cls(Op.WRITE, stream=stream, dir=dir, addr=addr).checked()
+    def write(cls, stream: int, dir: int, addr: int, base: int = 0) -> "Instr":
+        return cls(Op.WRITE, stream=stream, dir=dir, addr=addr, delay=_base(base)).checked()
 
     @classmethod
     def nop(cls, n: int) -> "Instr":
@@ -268,8 +289,8 @@ class Instr:
         return cls.compute(Op.LX, stream, dir, slot=slot)
 
     @classmethod
-    def vop(cls, stream: int, dir: int, param: int, out: int, flags: int = 0) -> "Instr":
-        return cls.compute(Op.VOP, stream, dir, param=param, out=out, flags=flags)
+    def vop(cls, stream: int, dir: int, param: int, out: int, flags: int = 0, base: int = 0) -> "Instr":
+        return cls.compute(Op.VOP, stream, dir, param=param, out=out, base=base, flags=flags)
 
     @classmethod
     def compute(cls, op: Op, stream: int, dir: int, flags: int = 0, **operands) -> "Instr":
@@ -284,6 +305,11 @@ class Instr:
                 raise IsaError(f"{op.name} operand {name} must be in 0..{(1 << width) - 1}, got {value}")
             fields[field] |= int(value) << lsb
         return cls(op, stream=stream, dir=dir, aux=int(flags), **fields).checked()
+
+    @property
+    def base(self) -> int:
+        """The base register a READ, WRITE or VOP names (0 for every other opcode)."""
+        return self.delay if self.op in BASE_OPS else 0
 
     def operand(self, name: str) -> int:
         field, lsb, width = OPERANDS[self.op][name]
@@ -366,11 +392,12 @@ class Instr:
 
     # ---- text form ---------------------------------------------------------------
     def __str__(self) -> str:
+        base = f", base={self.base}" if self.base else ""
         if self.op in (Op.READ, Op.WRITE):
-            return f"{self.op.name} {DIR_NAMES[self.dir]}{self.stream}, {self.addr}"
+            return f"{self.op.name} {DIR_NAMES[self.dir]}{self.stream}, {self.addr}{base}"
         if self.op in OPERANDS:
             parts = [] if self.op in NO_STREAM_OPS else [f"{DIR_NAMES[self.dir]}{self.stream}"]
-            parts += [f"{n}={self.operand(n)}" for n in OPERANDS[self.op]]
+            parts += [f"{n}={self.operand(n)}" for n in OPERANDS[self.op] if n != "base" or self.base]
             if self.op in FLAGS:
                 names = [f.name for f in FLAGS[self.op] if self.aux & f]
                 parts.append("flags=" + ("|".join(names) if names else "0"))
@@ -386,7 +413,8 @@ class Instr:
     @classmethod
     def parse(cls, text: str) -> "Instr":
         """Parse one line of assembly: ``READ E3, 12``, ``WRITE W0, 7``, ``NOP 4``,
-        ``REPEAT 15, 1, +1``, ``HALT``, and the compute instructions with named operands:
+        ``READ E3, 12, base=2``, ``REPEAT 15, 1, +1``, ``HALT``, and the compute
+        instructions with named operands:
         ``LW W0, n=4, delay=0``, ``MM W4, acc=0, slot=3, out=0, flags=ACC|EMIT|XBUF``,
         ``LX W4, slot=3``, ``VOP E0, param=2, out=4, flags=TABLE|GATE|OUT_E``."""
         m = cls._TEXT.match(text)
@@ -416,6 +444,13 @@ class Instr:
             return int(sm[2]), (EAST if sm[1].upper() == "E" else WEST)
 
         if op in (Op.READ, Op.WRITE):
+            if len(args) == 3:
+                key, eq, val = args[2].partition("=")
+                if key.strip().lower() != "base" or not eq:
+                    raise IsaError(f"{name}'s third operand is base=R, got {args[2]!r} in {text!r}")
+                args[2] = val.strip()
+                s, d = stream(args[0])
+                return cls(op, stream=s, dir=d, addr=num(args[1]), delay=_base(num(args[2]))).checked()
             nargs(2)
             s, d = stream(args[0])
             return cls(op, stream=s, dir=d, addr=num(args[1])).checked()

@@ -31,7 +31,7 @@ from firmware_gen.compile_ffn import compile_ffn, example_ffn
 from firmware_gen.program import Program
 from hdl.icu import InstructionQueue
 from lpu_arch import TileConfig
-from lpu_arch.isa import (EAST, FIELD, FIELDS, FLAGS, NO_STREAM_OPS, OPERANDS, SLICE_OPS,
+from lpu_arch.isa import (BASE_BITS, EAST, FIELD, FIELDS, FLAGS, NO_STREAM_OPS, OPERANDS, SLICE_OPS,
                           USED_FIELDS, WEST, Instr, IsaError, Op, VopFlag, field_mask, used_word_mask)
 
 CFG = TileConfig.tiny()
@@ -80,8 +80,9 @@ def test_used_fields_table():
     assert USED_FIELDS[Op.HALT] == {}
     assert USED_FIELDS[Op.NOP] == {"count": full["count"]}
     assert USED_FIELDS[Op.REPEAT] == {"addr": full["addr"], "count": full["count"], "delay": full["delay"]}
-    for op in (Op.READ, Op.WRITE):
-        assert USED_FIELDS[op] == {"dir": 1, "stream": full["stream"], "addr": full["addr"]}
+    for op in (Op.READ, Op.WRITE):       # the base register operand is delay[0:BASE_BITS]
+        assert USED_FIELDS[op] == {"dir": 1, "stream": full["stream"], "addr": full["addr"],
+                                   "delay": (1 << BASE_BITS) - 1}
     for op, spec in OPERANDS.items():
         want = {} if op in NO_STREAM_OPS else {"dir": 1, "stream": full["stream"]}
         for field, lsb, width in spec.values():
@@ -124,7 +125,7 @@ def test_legal_words_round_trip(op):
 
 @pytest.mark.parametrize("make, words", [
     (lambda: Instr(Op.READ, stream=1, addr=5, count=3), "READ uses no bits 0x3 of field count (they must be 0)"),
-    (lambda: Instr(Op.WRITE, addr=5, delay=0x80), "WRITE uses no bits 0x80 of field delay"),
+    (lambda: Instr(Op.WRITE, addr=5, aux=0x80), "WRITE takes no flags"),
     (lambda: Instr(Op.NOP, count=2, stream=4), "NOP uses no bits 0x4 of field stream"),
     (lambda: Instr(Op.NOP, count=2, dir=1), "NOP uses no bits 0x1 of field dir"),
     (lambda: Instr(Op.NOP, count=2, addr=1 << 19), "NOP uses no bits 0x80000 of field addr"),
