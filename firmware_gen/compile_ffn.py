@@ -316,7 +316,7 @@ class FfnPlan:
             for k in range(self.KH):
                 src = self.mem(side, k % self.n)
                 for b in range(B):
-                    slot, addr = k * B + b, self.alloc(src, 1)
+                    slot, addr = self.x_slot(k, b), self.alloc(src, 1)
                     self.memory[src][addr] = self.x[b, k * self.cfg.lanes:(k + 1) * self.cfg.lanes] & 0xFF
                     d = self.in_dir(side)
                     dist = abs(self.pos(src) - self.pos(side))
@@ -498,6 +498,9 @@ class FfnPlan:
         L = self.cfg.lanes
         return a[i * L:(i + 1) * L]
 
+    def x_slot(self, k, b):
+        return k * self.B + b
+
     def h_slot(self, i, b):
         return self.B * self.KH + i * self.B + b
 
@@ -551,7 +554,7 @@ class FfnPlan:
     def _phase1_block(self, sides, blocks, i, k, e, vflags):
         B, KH = self.B, self.KH
         flags = MMFlag.XBUF | (MMFlag.ACC if k else 0) | (MMFlag.EMIT if k == KH - 1 else 0)
-        mms = [(k * B + b, b, flags) for b in range(B)]
+        mms = [(self.x_slot(k, b), b, flags) for b in range(B)]
         dir_a = EAST if sides[0] == "MXM_W" else WEST
 
         def on_emit(t, b, dry):
@@ -600,9 +603,11 @@ class FfnPlan:
         self.place_blocks(sides, blocks, mms, on_emit, f"W2 block ({j},{'+'.join(map(str, iis))})")
 
     # ---- lowering ------------------------------------------------------------------------
-    def program(self) -> Program:
+    def program(self, table=None) -> Program:
+        """Lower the placement; ``table``: the VXM's tables (default: this FFN's one table)."""
         queues = {name: lower(entries) for name, entries in self.timed.items()}
-        prog = Program(self.cfg, queues, self.memory, vxm_params=self.params, table=self.p.table)
+        prog = Program(self.cfg, queues, self.memory, vxm_params=self.params,
+                       table=self.p.table if table is None else table)
         for name, q in prog.queues.items():
             if len(q) + 1 > self.cfg.iq_depth:
                 raise CompileError(f"the schedule needs {len(q) + 1} instructions in {name}'s queue; "

@@ -94,7 +94,7 @@ class TileConfig:
     mxm_acc_depth: int = 128
     mxm_xbuf_depth: int = 512
     vxm_param_depth: int = 64
-    vxm_tables: int = 4
+    vxm_tables: int = 8
     base_regs: int = 16
     links: int = 0
     link_width: int = 32
