@@ -432,3 +432,41 @@ def compile_moe(spec: MoeSpec, x, cfg: TileConfig | None = None, tiles: int = 8,
     mt = MoeTray(spec, x, cfg, tiles, capacity)
     mt.programs()
     return mt
+
+
+ROUTINGS = ("spread", "packed", "random", "over")
+
+
+def forced_routing(name: str, E: int, top_k: int, tokens: int, tiles: int, capacity: int, seed: int = 0):
+    """A routing ``(tokens, top_k)`` of a named shape, for tests, benches and ``--routing``:
+
+    * ``spread``: each token's experts on as many different tiles as possible (the
+      first local expert of tiles ``b, b+1, ...``, then the second ones);
+    * ``packed``: each tile it uses gets ``capacity`` of the token's experts (tiles
+      ``b, b+1, ...`` filled in turn);
+    * ``random``: ``top_k`` distinct experts drawn at random, retried until within capacity;
+    * ``over``: every expert of the token on one tile, as many as the tile holds
+      (beyond capacity when ``top_k > capacity``)."""
+    per = E // tiles
+    rng = np.random.default_rng(seed)
+    rows = []
+    for b in range(tokens):
+        if name == "spread":
+            row = [((b + n) % tiles) * per + (n // tiles) % per for n in range(top_k)]
+        elif name == "packed":
+            row = [((b + n // capacity) % tiles) * per + n % capacity for n in range(top_k)]
+        elif name == "random":
+            for _ in range(1000):
+                row = list(rng.choice(E, top_k, replace=False))
+                if max(np.bincount([e // per for e in row], minlength=tiles)) <= capacity:
+                    break
+        elif name == "over":
+            t = b % tiles
+            row = [t * per + n for n in range(min(top_k, per))]
+            row += [e for e in range(E) if e not in row][: top_k - len(row)]
+        else:
+            raise MoeError(f"unknown routing {name!r}; choose one of {', '.join(ROUTINGS)} or give expert indices")
+        if len(set(row)) != top_k:
+            raise MoeError(f"routing {name!r} cannot place {top_k} distinct experts of {E} on {tiles} tiles")
+        rows.append(row)
+    return np.array(rows, np.int64)

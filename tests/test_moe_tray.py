@@ -1,0 +1,104 @@
+"""The MoE layer on one tile and on trays, on the golden model: one program for every
+routing, every write and the cycle count as the compiler predicts, every routed and
+shared expert's output bit-exact against ``moe.moe_int``, only the selected experts'
+weights read (the busy counters), rounds beyond capacity."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from firmware_gen import archmodel
+from firmware_gen.compile_ffn import CompileError
+from firmware_gen.check import check_program, check_system
+from firmware_gen.moe import example_moe, moe_int, route
+from firmware_gen.moe_tray import ROUTINGS, MoeError, compile_moe, forced_routing, rounds
+from lpu_arch import TileConfig
+from lpu_arch.topology import Topology
+
+TINY = dataclasses.replace(TileConfig.tiny(), iq_depth=512)
+
+
+def run_round(mt, progs, asg):
+    bases = mt.bases(asg)
+    if mt.tiles > 1:
+        return archmodel.run_system(progs, Topology(mt.tiles).peer, bases=bases)
+    return [archmodel.run(progs[0], bases=bases[0])]
+
+
+def check_routing(mt, ex, indices):
+    """Run every round of ``indices`` on the golden model; check the predictions and the
+    outputs; return the per-tile cycle counts of each round."""
+    progs, man = mt.programs(), mt.manifest()
+    stages = moe_int(ex.spec, ex.x_int8, indices)
+    seen, cycles = set(), []
+    for asg in rounds(indices, ex.spec.E, mt.tiles, mt.capacity):
+        res = run_round(mt, progs, asg)
+        pred, busy = mt.predict(asg), mt.predicted_busy(asg)
+        for t, r in enumerate(res):
+            assert [e.as_tuple() for e in r.events] == [(w.cycle, w.slice, w.addr, w.data) for w in pred[t]], t
+            assert r.cycles == man.cycles[t], t
+            assert {n: v for n, v in r.busy.items() if v} == {n: v for n, v in busy[t].items() if v}, t
+        routed, shared = mt.outputs(asg, [r.memory for r in res])
+        for (b, e), y in routed.items():
+            assert np.array_equal(y, stages.routed[b, list(indices[b]).index(e)]), (b, e)
+            seen.add((b, e))
+        if ex.spec.shared:
+            assert np.array_equal(shared, stages.shared[:, 0])
+        cycles.append([r.cycles for r in res])
+    assert seen == {(b, int(e)) for b in range(len(indices)) for e in indices[b]}
+    return cycles
+
+
+@pytest.mark.parametrize("tiles, E, k, S, T", [(1, 3, 2, 1, 2), (2, 4, 2, 0, 1), (4, 8, 2, 1, 2), (8, 16, 4, 1, 1)])
+def test_every_routing_runs_in_the_scheduled_cycles(tiles, E, k, S, T):
+    ex = example_moe(E=E, top_k=k, shared=S, H=8, I=8, batch=T, seed=tiles)
+    mt = compile_moe(ex.spec, ex.x_int8, TINY, tiles=tiles)
+    progs = mt.programs()
+    assert (check_system(progs, Topology(tiles).peer) if tiles > 1 else check_program(progs[0])) == []
+    man = mt.manifest()
+    router = route(ex.spec.router, ex.x)[0]
+    cases = [router] + [forced_routing(n, E, k, T, tiles, mt.capacity, seed=3) for n in ROUTINGS if n != "over"]
+    for indices in cases:
+        assert len(rounds(indices, E, tiles, mt.capacity)) == 1 or indices is router
+        got = check_routing(mt, ex, indices)
+        assert all(c == man.cycles for c in got)
+
+
+def test_beyond_capacity_runs_in_rounds_of_the_same_cycles():
+    ex = example_moe(E=8, top_k=2, shared=1, H=8, I=8, batch=1, seed=5)
+    mt = compile_moe(ex.spec, ex.x_int8, TINY, tiles=4, capacity=1)
+    over = forced_routing("over", 8, 2, 1, 4, 1)
+    assert len({e // 2 for e in over[0]}) == 1           # both on one tile
+    rs = rounds(over, 8, 4, 1)
+    assert len(rs) == 2 and all(len(r) == 1 for r in rs)
+    assert check_routing(mt, ex, over) == [mt.manifest().cycles] * 2
+
+
+def test_only_the_selected_experts_weights_are_read():
+    """The MEM busy counters of a round: the unused slots' weight READs skip, so the
+    weights read per token are exactly the selected experts' (and the shared expert's)."""
+    ex = example_moe(E=16, top_k=4, shared=1, H=8, I=8, batch=1, seed=7)
+    mt = compile_moe(ex.spec, ex.x_int8, TINY, tiles=8)
+    man = mt.manifest()
+    none = mt.predicted_busy({})
+    for name in ("spread", "packed"):
+        asg = rounds(forced_routing(name, 16, 4, 1, 8, mt.capacity), 16, 8, mt.capacity)[0]
+        res = run_round(mt, mt.programs(), asg)
+        extra = sum(r.busy[m] - none[t].get(m, 0) for t, r in enumerate(res) for m in TINY.mem_names)
+        assert extra == 4 * man.weight_vectors["routed"]
+
+
+def test_the_limits_are_named():
+    ex = example_moe(E=16, top_k=4, shared=1, H=8, I=8, batch=1, seed=1)
+    with pytest.raises(MoeError, match="activation tables"):
+        compile_moe(ex.spec, ex.x_int8, TINY, tiles=1)
+    with pytest.raises(MoeError, match="do not divide evenly"):
+        compile_moe(example_moe(E=6, top_k=2, H=8, I=8, batch=1).spec, np.zeros((1, 8)), TINY, tiles=4)
+    with pytest.raises(MoeError, match="capacity must be in 1..2"):
+        compile_moe(ex.spec, ex.x_int8, TINY, tiles=8, capacity=3)
+    many = example_moe(E=16, top_k=4, shared=1, H=8, I=8, batch=8, seed=1)
+    with pytest.raises(MoeError, match="base registers"):
+        compile_moe(many.spec, many.x_int8, TINY, tiles=8)
+    with pytest.raises(CompileError, match="SRAM|mem_depth"):
+        compile_moe(ex.spec, ex.x_int8, dataclasses.replace(TINY, mem_depth=16), tiles=8)
