@@ -291,7 +291,7 @@ def tray_transfers(programs: list[Program], peer=None) -> list[LinkArrow]:
 
 
 def tray_chart(programs: list[Program], path, manifest=None, *, title: str | None = None,
-               window: tuple | None = None, dpi: int = 110) -> Path:
+               window: tuple | None = None, dpi: int = 110, spans=()) -> Path:
     """Draw a tray's schedule to ``path`` (``.svg`` or ``.png``): one band per tile, SAC
     cycles on the x axis.
 
@@ -303,7 +303,9 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
     SEND/SENDM/RECV in order per link) is an arrow from the sending C2C slice's lane on its
     SEND cycle to the receiving slice's lane on its RECV cycle, coloured by sending tile.
     All cycles are SAC time, the one schedule every tile keeps (deskew stalls do not count).
-    ``window = (first, last)`` limits the cycle axis.  Returns the path written."""
+    ``window = (first, last)`` limits the cycle axis.  ``spans``: ``(tile, first, last,
+    label)`` drawn as a labelled frame over that tile's band (an MoE slot and the expert it
+    ran).  Returns the path written."""
     path = _target(path)
     if not programs:
         raise ChartError("no programs to draw")
@@ -373,6 +375,14 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
                       [mid[x.dst, x.dst_slice] - mid[x.src, x.src_slice] for x in shown],
                       color=[colours(x.src % colours.N) for x in shown], angles="xy", scale_units="xy", scale=1,
                       width=0.0012, headwidth=5, headlength=7, headaxislength=6, alpha=0.7, zorder=3)
+        from matplotlib.patches import Rectangle
+        for t, first, last, label in spans:
+            if last < lo or first > hi:
+                continue
+            top, bottom = bands[t]
+            ax.add_patch(Rectangle((first - 0.5, top - 0.12), last - first + 1, bottom - top + 0.24, fill=False,
+                                   edgecolor="0.25", linestyle="--", linewidth=0.8, zorder=4))
+            ax.text(max(first, lo), top - 0.14, label, fontsize=7, va="bottom", ha="left", color="0.15", zorder=5)
         for t, (top, bottom) in enumerate(bands):
             ax.text(-0.065, (top + bottom) / 2, f"tile {t}", transform=ax.get_yaxis_transform(), ha="right",
                     va="center", fontsize=10, fontweight="bold", color=colours(t % colours.N))

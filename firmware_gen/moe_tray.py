@@ -224,12 +224,14 @@ class MoeTray:
         shared = spec.shared[0] if spec.shared else None
         self.tray = None
         if shared is not None and N > 1:
-            self.tray = plan_tray(cfg, shared, self.x, N)
-            self.hosts = self.tray.f
-        elif shared is not None:
-            self.hosts = [FfnPlan(cfg, shared, self.x).compile()]
+            # The slots go on every tile once the shared expert's h is all received, before
+            # its W2 (which waits for the other tiles' h; the slots fill that wait).
+            self.tray = plan_tray(cfg, shared, self.x, N, before_phase2=lambda tr: self._slots(tr.f))
+            return
+        if shared is not None:
+            hosts = [FfnPlan(cfg, shared, self.x).compile()]
         else:
-            self.hosts = []
+            hosts = []
             for t in range(N):
                 f = FfnPlan(cfg, spec.experts[0], self.x, i_blocks=[], j_blocks=[])
                 if N > 1:
@@ -237,7 +239,14 @@ class MoeTray:
                     for cyc in range(0, 1 << 16, c2c.deskew_interval(cfg)):
                         take_deskew(cfg, f.res, f.timed, cyc)
                 f.place_x()
-                self.hosts.append(f)
+                hosts.append(f)
+        self._slots(hosts)
+
+    def _slots(self, hosts):
+        """Lay out every tile's local experts and place its slots on ``hosts`` (a plan per tile)."""
+        spec, cfg, T, c, N = self.spec, self.cfg, self.T, self.capacity, self.tiles
+        shared = spec.shared[0] if spec.shared else None
+        self.hosts = hosts
         # One expert's layout (the same for every routed expert: equal shapes).
         layouts = [ExpertSlot(cfg, spec.experts[e]).compile() for e in range(spec.E)]
         lay0 = layouts[0]
@@ -263,9 +272,12 @@ class MoeTray:
                 raise MoeError(f"tile {t}: {n_local} local experts of {stride} rows per weight slice from row "
                                f"{min(wbase[m] for m in lay0.w_next)}, and {y_rows} rows of slot outputs, need "
                                f"{worst + y_rows} rows; a MEM slice holds mem_depth = {cfg.mem_depth}")
-            if pbase + n_local * P > cfg.vxm_param_depth:
+            later = len(f.j_blocks) if shared is not None and N > 1 else 0   # the shared W2's, placed after
+            if pbase + n_local * P + later > cfg.vxm_param_depth:
                 raise MoeError(f"tile {t}: {n_local} local experts of {P} VXM parameter entries from entry {pbase} "
-                               f"need {pbase + n_local * P}; the VXM has vxm_param_depth = {cfg.vxm_param_depth}")
+                               f"and {later} more of the shared expert need {pbase + n_local * P + later}; the VXM "
+                               f"has vxm_param_depth = {cfg.vxm_param_depth}")
+            f.n_params = pbase + n_local * P
             experts = list(range(t * n_local, (t + 1) * n_local))
             for le, e in enumerate(experts):
                 lay = layouts[e]
@@ -328,6 +340,14 @@ class MoeTray:
                            dict(self.registers), shared_out, [f.res.done_cycles() for f in self.hosts], busy,
                            {key: b for key, (_, b) in self.slot_plans.items()},
                            {"routed": routed_v, "shared": shared_v}, bound)
+
+    def slot_span(self, t: int, b: int, j: int) -> tuple[int, int]:
+        """(first, last) cycle of slot ``j`` of token ``b`` on tile ``t``: its first weight
+        READ to its last y WRITE."""
+        sp, _ = self.slot_plans[(t, b, j)]
+        first = min(c for name in self.cfg.mem_names for c, ins in sp.timed[name]
+                    if getattr(ins, "base", 0) == sp.w_reg)
+        return first, max(c for _, _, c in sp.outputs.values())
 
     # ---- a routing's run -------------------------------------------------------------------------
     def bases(self, assignment: dict) -> list[list[int]]:

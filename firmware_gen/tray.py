@@ -138,7 +138,9 @@ class _Tray:
             for c in range(0, 1 << 16, c2c.deskew_interval(cfg)):
                 take_deskew(cfg, f.res, f.timed, c)
 
-    def compile(self):
+    def compile(self, before_phase2=None):
+        """Place the FFN; ``before_phase2()``, if given, places more work on the tiles once
+        every h vector is received and before the W2 phase (the MoE slots, ``moe_tray.py``)."""
         for t, f in enumerate(self.f):
             f.place_x()
         for f in self.f:
@@ -173,6 +175,8 @@ class _Tray:
             if plan is None:
                 raise _Overflow
             self._receive(t, u, link, s, plan, slot, who)
+        if before_phase2 is not None:
+            before_phase2()
         for t, f in enumerate(self.f):
             if not f.j_blocks:
                 continue
@@ -287,13 +291,17 @@ class _Tray:
         return [f.program() for f in self.f]
 
 
-def plan_tray(cfg: TileConfig, spec: FfnSpec, x, tiles: int) -> "_Tray":
+def plan_tray(cfg: TileConfig, spec: FfnSpec, x, tiles: int, before_phase2=None) -> "_Tray":
     """The tray's placed plans: receives deferred past every tile's phase 1, or, when a
-    receive buffer would overflow that way, each vector received as soon as it can be."""
+    receive buffer would overflow that way, each vector received as soon as it can be.
+    ``before_phase2(tray)``: see :meth:`_Tray.compile`."""
+    def attempt(defer):
+        tr = _Tray(cfg, spec, x, tiles, defer=defer)
+        return tr.compile(None if before_phase2 is None else lambda: before_phase2(tr))
     try:
-        return _Tray(cfg, spec, x, tiles).compile()
+        return attempt(True)
     except _Overflow:
-        return _Tray(cfg, spec, x, tiles, defer=False).compile()
+        return attempt(False)
 
 
 def compile_ffn_tray(spec: FfnSpec, x, cfg: TileConfig | None = None, tiles: int = 8):

@@ -5,6 +5,7 @@ benchmark the simulators, synthesise the tile.
     lpu sim     [DIR | FFN options] [--sim verilator|icarus] [--waves] [--json]
     lpu show    [DIR | FFN options] [--chart FILE.svg|.png] [--window A:B] [--asm] [--json]
     lpu tray    [--tiles 2|4|8] [FFN options] [--chart FILE] [--no-run | --sim SIM] [--json]
+    lpu moe     [--experts E --top-k K --shared S --capacity C] [--tiles N] [--routing R] [--no-run] [--json]
     lpu c2c     [--sim SIM] [--ppm A B] [--latency L] [--plot FILE] [--inject T:L:MASK:AFTER:N] [--json]
     lpu bench   [--config default|tiny] [--sims verilator,icarus] [--sweep] [--out DIR] [--json]
     lpu synth   [--board ulx3s-85f] [--config default|tiny] [--out DIR] [--json]
@@ -458,6 +459,94 @@ def cmd_tray(args) -> int:
     return EXIT_OK if report["passed"] else EXIT_FAIL
 
 
+def _routing_arg(text: str):
+    """A named routing (moe_tray.ROUTINGS, or 'router') or explicit expert indices:
+    tokens separated by ';', a token's experts by ','."""
+    from firmware_gen.moe_tray import ROUTINGS
+    if text in (*ROUTINGS, "router"):
+        return text
+    try:
+        return [[int(e) for e in tok.split(",")] for tok in text.split(";")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a routing is one of router, {', '.join(ROUTINGS)} or expert indices "
+                                         f"like 0,5;2,7 (tokens by ';', experts by ','), got {text!r}") from None
+
+
+def cmd_moe(args) -> int:
+    import types
+
+    import numpy as np
+
+    from firmware_gen.chart import tray_chart
+    from firmware_gen.moe import MoeExample, MoeLayer, MoeSpec, quantise_input
+
+    from .demo_moe import compile_moe_example, run_moe_on_rtl
+    from .demo_tray import tray_tile_config
+    from .progress import ProgressPrinter
+    from .runner import SimSetupError
+    human = sys.stderr if args.json else sys.stdout
+    base = tray_tile_config(args.config) if args.config in PRESETS else tile_config(args.config)
+    base = base.with_overrides(args.set)
+    example = None
+    if args.weights is not None:
+        from firmware_gen.weights import load_moe
+        w = load_moe(args.weights, args.layer, config=args.model_config, batch=args.batch)
+        router = {"top_k": args.top_k} if args.top_k else {}
+        layer = MoeLayer.from_weights(w, **router)
+        x = np.asarray(w.x, float)[: args.batch]
+        spec = MoeSpec.from_float(layer, x_calibration=np.asarray(w.x, float))
+        example = MoeExample(spec, layer, x, quantise_input(spec, x))
+    elif args.layer is not None or args.model_config is not None:
+        raise CliError("--layer and --model-config choose what to read from --weights FILE: give --weights too")
+    routings = ("router", "spread", "packed", "random") if args.routing is None else (
+        (args.routing,) if isinstance(args.routing, str) else ())
+    cm = compile_moe_example(E=args.experts, top_k=args.top_k or 2, shared=args.shared, H=args.H, I=args.I,
+                             tokens=args.batch, tiles=args.tiles, capacity=args.capacity,
+                             seed=args.seed, cfg=base, routings=routings,
+                             forced=None if args.routing is None or isinstance(args.routing, str) else args.routing,
+                             clock_seed=args.clock_seed, example=example)
+    mt, man = cm.mt, cm.mt.manifest()
+    for line in cm.describe():
+        print(line, file=human)
+    chart = None
+    if args.chart is not None:
+        name = next(iter(cm.routings))
+        asg = cm.rounds(name)[0]
+        spans = []
+        for (t, b, j), e in sorted(asg.items()):
+            first, last = mt.slot_span(t, b, j)
+            spans.append((t, first, last, f"token {b}: expert {e}"))
+        done = types.SimpleNamespace(tile=[types.SimpleNamespace(cycles=c) for c in man.cycles])
+        title = (f"MoE: {cm.example.spec.E} experts H={cm.example.spec.H} I={cm.example.spec.I} top-"
+                 f"{cm.example.spec.top_k} on {cm.tiles} tiles, routing '{name}': {man.cycles_max:,} SAC cycles "
+                 "for every routing within capacity")
+        path = tray_chart(cm.programs, args.chart, done, title=title, window=args.window, spans=spans)
+        chart = {"chart": str(path), "bytes": path.stat().st_size}
+        print(f"chart: {path} ({chart['bytes']:,} bytes)", file=human)
+    routing_rows = {name: cm.rounds(name) for name in cm.routings}
+    if args.no_run:
+        print(f"\n{'routing':<10} {'rounds':>6}  experts per token", file=human)
+        for name, rs in routing_rows.items():
+            print(f"{name:<10} {len(rs):>6}  " + "; ".join(",".join(map(str, row)) for row in cm.routings[name]),
+                  file=human)
+        if args.json:
+            _print_json({"ran": False, **man.summary(),
+                         "routings": {n: np.asarray(v).tolist() for n, v in cm.routings.items()},
+                         "rounds": {n: len(r) for n, r in routing_rows.items()}, **(chart or {})}, indent=1)
+        return EXIT_OK
+    runs = sum(len(r) for r in routing_rows.values())
+    progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=[man.cycles_max] * runs)
+    try:
+        report = run_moe_on_rtl(cm, args.sim, progress=progress, out=human)
+    except RuntimeError as e:
+        return _testbench_failed(e, args, human, (SimSetupError,), ran=True, **man.summary())
+    if args.json:
+        for r in report["runs"]:
+            r.pop("observed")
+        _print_json({"ran": True, **report, **(chart or {})}, indent=1)
+    return EXIT_OK if report["passed"] else EXIT_FAIL
+
+
 def cmd_c2c(args) -> int:
     from .demo_c2c import parse_inject, run_c2c
     from .progress import ProgressPrinter
@@ -692,6 +781,53 @@ def build_parser() -> argparse.ArgumentParser:
                         "by the golden model, writes as predicted, link faults; bit_exact, y; the tables go\n"
                         "to stderr)")
     p.set_defaults(func=cmd_tray)
+
+    p = sub.add_parser("moe", formatter_class=_Formatter, help="a mixture-of-experts layer on a tray: routings, RTL run",
+                       description="Compile a mixture-of-experts layer (random SwiGLU experts and router from --seed,\n"
+                                   "or --weights) for a tray (firmware_gen/moe_tray.py, docs/moe.md): every tile holds\n"
+                                   "E/N experts and reserves --capacity expert slots per token; the shared expert runs\n"
+                                   "tensor-parallel over the tray.  One program serves every routing: the host loads\n"
+                                   "base registers with each slot's expert (or off), so only the selected experts'\n"
+                                   "weights are read, in the same cycles.  Unless --no-run, it runs the routings on the\n"
+                                   "RTL (the router's own, spread, packed, random; or --routing) and checks per tile\n"
+                                   "every write, the cycle count and the busy counters against the compiler and the\n"
+                                   "golden model, and every expert's output bit-exact against moe.moe_int.  A routing\n"
+                                   "beyond capacity runs in rounds of the same program.\n"
+                                   "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments or a layer that does not fit.",
+                       epilog="examples:\n  lpu moe --no-run --chart moe.svg\n"
+                              "  lpu moe --tiles 4 --experts 8 --top-k 2 --sim icarus\n"
+                              "  lpu moe --routing over --capacity 1 --tiles 4 --experts 8   (two rounds)\n"
+                              "  lpu moe --no-run --config default --experts 32 --H 64 --I 128 --top-k 4 --json")
+    g = p.add_argument_group("layer and tray")
+    g.add_argument("--experts", type=_positive, default=8, metavar="E", help="routed experts (default: 8)")
+    g.add_argument("--top-k", type=_positive, default=None, metavar="K", help="experts per token (default: 2)")
+    g.add_argument("--shared", type=_int_at_least(0, "--shared"), default=1, metavar="S",
+                   help="shared experts, 0 or 1 (default: 1)")
+    g.add_argument("--capacity", type=_positive, default=None, metavar="C",
+                   help="expert slots per tile and token (default: ceil(K/N) + 1 on a tray, K on one tile)")
+    g.add_argument("--H", type=_positive, default=8, metavar="N", help="model width H (default: 8)")
+    g.add_argument("--I", type=_positive, default=8, metavar="N", help="each expert's intermediate width (default: 8)")
+    g.add_argument("--tiles", type=lambda v: 1 if v == "1" else _tiles(v), default=4, metavar="N",
+                   help="tiles: 1, 2, 4 or 8 (default: 4)")
+    g.add_argument("--batch", type=_positive, default=1, metavar="T", help="tokens in the run (default: 1)")
+    g.add_argument("--seed", type=_nonneg, default=0, help="seed of the random layer and tokens (default: 0)")
+    g.add_argument("--routing", type=_routing_arg, default=None, metavar="R",
+                   help="run only this routing: router, spread, packed, random, over, or indices like\n"
+                        "0,5;2,7 (default: router, spread, packed and random)")
+    g.add_argument("--weights", type=Path, default=None, metavar="FILE",
+                   help="real expert weights: .safetensors or .npz in the DeepSeek/Qwen MoE layout\n"
+                        "(model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight, docs/moe.md)")
+    g.add_argument("--layer", type=_nonneg, default=None, metavar="N", help="with --weights: the layer to read")
+    g.add_argument("--model-config", type=Path, default=None, metavar="FILE",
+                   help="with --weights: the checkpoint's config.json (top-k, groups, scaling)")
+    g.add_argument("--clock-seed", type=_nonneg, default=1, help="seed of the clocks and wire latencies (default: 1)")
+    _config_options(g, "tiny", "tiny")
+    p.add_argument("--chart", type=_picture, default=None, metavar="FILE",
+                   help="draw the tray's timeline, each slot framed with the expert it runs, to FILE")
+    p.add_argument("--window", type=_window, default=None, metavar="FIRST:LAST", help="with --chart: these cycles only")
+    p.add_argument("--no-run", action="store_true", help="compile (and draw) only")
+    _rtl_run_options(p, "print the result as JSON on stdout")
+    p.set_defaults(func=cmd_moe)
 
     p = sub.add_parser("c2c", formatter_class=_Formatter, help="two tiles on drifting clocks over a C2C link (RTL)",
                        description="Two tiny tiles on their own clocks exchange vectors both ways over a C2C link\n"
