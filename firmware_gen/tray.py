@@ -108,8 +108,20 @@ class _Overflow(Exception):
 
 
 class _Tray:
-    def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int, defer: bool = True):
+    """The placement of one FFN on a tray.  ``share``: another tray whose tiles this one's
+    plans continue (its links' bookings, streams and deskews; ``make_plan(t, i_blocks,
+    j_blocks, h_route)`` builds tile t's plan on them, e.g. an MoE slot, ``moe_tray.py``)."""
+
+    def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int, defer: bool = True, share=None,
+                 make_plan=None):
         self.defer, self.deferred = defer, []
+        if share is not None:
+            self.topo, self.cfg, self.D, self.book, self.spare = share.topo, share.cfg, share.D, share.book, share.spare
+            self.transfers = 0
+            probe = FfnPlan(self.cfg, spec, x, i_blocks=[], j_blocks=[])
+            self.part_i, self.part_j = _split(probe.KI, tiles), _split(probe.KH, tiles)
+            self.f = [make_plan(t, self.part_i[t], self.part_j[t], MulticastH(self, t)) for t in range(tiles)]
+            return
         self.topo = Topology(tiles)
         self.cfg = cfg = tray_config(cfg, tiles)
         L = cfg.lanes
@@ -141,10 +153,24 @@ class _Tray:
     def compile(self, before_phase2=None):
         """Place the FFN; ``before_phase2()``, if given, places more work on the tiles once
         every h vector is received and before the W2 phase (the MoE slots, ``moe_tray.py``)."""
-        for t, f in enumerate(self.f):
-            f.place_x()
+        self.phase1(place_x=True)
+        self.receive()
+        if before_phase2 is not None:
+            before_phase2()
+        self.phase2()
+        return self
+
+    def phase1(self, place_x: bool = True):
+        """x into every tile (``place_x``), then every tile's h blocks, multicast as they are made."""
+        if place_x:
+            for t, f in enumerate(self.f):
+                f.place_x()
         for f in self.f:
             f.phase1()              # h leaves every tile through its MulticastH route
+
+    def receive(self):
+        """The deferred RECVs, in send order (each tile whose only output block runs on both
+        MXMs takes each h vector into one of them)."""
         # A tile whose only output block runs on both MXMs, each over half of h, takes each
         # received h vector into one MXM only: the one next to the C2C slice it arrives at,
         # the earliest arrivals moved to the other where the halves would be unequal.
@@ -175,8 +201,11 @@ class _Tray:
             if plan is None:
                 raise _Overflow
             self._receive(t, u, link, s, plan, slot, who)
-        if before_phase2 is not None:
-            before_phase2()
+        self.single, self.side_of = single, side_of
+
+    def phase2(self):
+        """Every tile's output blocks over all of h, in arrival order."""
+        single, side_of = self.single, self.side_of
         for t, f in enumerate(self.f):
             if not f.j_blocks:
                 continue
@@ -189,7 +218,6 @@ class _Tray:
                      for side in SIDES]
             assert 0 <= len(lists[0]) - len(lists[1]) <= 1, lists
             f.phase2([i for pair in itertools.zip_longest(*lists) for i in pair if i is not None])
-        return self
 
     def _multicast_h(self, t, t_v, i, b, dry) -> bool:
         """SENDM of h (driven by the VXM on ``t_v``) from tile t's C2C slices to every other tile."""
