@@ -41,34 +41,60 @@ from .compile_ffn import SIDES, CompileError, FfnPlan, ffn_bounds, _read_probe
 from .moe import MoeSpec, moe_int
 from .numerics import NumericsError, ffn_int
 from .program import Program
+from lpu_arch.topology import Topology
+
 from .reserve import DESKEW_SLICE, last_work, strip_deskews, take_deskew
 from .schedule import PredictedWrite
 
 
+class Template:
+    """Where one tile's slots read their weights: every weight row a slot plan loads, by key
+    ``(block, row, slice)`` with ``block`` ``("W1", i, k)``, ``("W3", i, k)``, ``("W2", j,
+    i)`` or ``("Z", j, i)`` (a zero block), gets a row of ``slice`` relative to ``wbase``,
+    the same for every slot and every expert (an expert's rows are ``stride`` further per
+    local index).  ``bound[m]`` rows per slice are reserved before any slot is placed."""
+
+    def __init__(self, wbase: dict, bound: dict):
+        self.wbase, self.bound = dict(wbase), dict(bound)
+        self.rel, self.used = {}, {m: 0 for m in bound}
+
+    @property
+    def stride(self) -> int:
+        return max(self.bound.values())
+
+    def row(self, key, m) -> int:
+        if key not in self.rel:
+            assert self.used[m] < self.bound[m], "the template's bound was computed from the same blocks"
+            self.rel[key] = self.used[m]
+            self.used[m] += 1
+        return self.wbase[m] + self.rel[key]
+
+
+def template_bound(plan: FfnPlan) -> dict:
+    """Rows per weight slice a slot of ``plan``'s shape may need: each block it loads is
+    ``chunks`` rows in every weight slice of the MXM's hemisphere; W1 goes west and W3
+    east, the output blocks' halves west and east, and an odd output block over any h block
+    on either side (plus a zero block)."""
+    js, KH, KI = plan.j_blocks, plan.KH, plan.KI
+    half, odd = len(js) // 2, len(js) % 2
+    per_side = len(plan.i_blocks) * KH + half * KI + odd * (KI + 1)
+    return {plan.mem(side, q): per_side * plan.chunks for side in SIDES for q in range(plan.n)}
+
+
 class ExpertSlot(FfnPlan):
-    """One expert slot: a batch-1 SwiGLU FFN on the ``host`` plan's tile (its reservations,
-    queues, memory and parameters), reading x from the host's x slots of ``token`` and its
-    weights and parameters at template addresses relocated by base registers ``w_reg``
-    (READ) and ``v_reg`` (VOP).
+    """One expert slot: a batch-1 SwiGLU FFN (or, with ``i_blocks``/``j_blocks``, one
+    tile's share of it) placed on the ``host`` plan's tile (its reservations, queues,
+    memory and parameters), reading x from the host's x slots of ``token`` and its weights
+    at ``template`` rows and parameter entries from ``pbase``, relocated by base registers
+    ``w_reg`` (READ) and ``v_reg`` (VOP)."""
 
-    With ``host=None`` the slot is a *layout*: placed on a tile of its own only to lay out
-    one expert's weight rows (from row 0 of every weight slice) and parameter entries (from
-    entry 0) in the order every slot reads them."""
-
-    def __init__(self, cfg, spec, *, host=None, token=0, tokens=1, h0=0, wbase=None, pbase=0, w_reg=0, v_reg=0):
-        super().__init__(cfg, spec, np.zeros(spec.H, np.int64))
-        self.layout = host is None
+    def __init__(self, cfg, spec, host, *, token, tokens, h0, template, pbase, w_reg, v_reg,
+                 i_blocks=None, j_blocks=None, h_route=None):
+        super().__init__(cfg, spec, np.zeros(spec.H, np.int64), i_blocks, j_blocks, h_route)
+        for name in ("res", "timed", "memory", "next_free", "slot_ready", "loader_free", "last_mm", "params"):
+            setattr(self, name, getattr(host, name))
         self.token, self.tokens, self.h0, self.w_reg, self.v_reg = token, tokens, h0, w_reg, v_reg
-        if self.layout:
-            self.params = Program(cfg).vxm_params.copy()
-            for side in SIDES:
-                for k in range(self.KH):
-                    self.slot_ready[side][self.x_slot(k, 0)] = 0
-        else:
-            for name in ("res", "timed", "memory", "next_free", "slot_ready", "loader_free", "last_mm", "params"):
-                setattr(self, name, getattr(host, name))
-        self.w_next = dict(wbase or {m: 0 for m in cfg.mem_names})
-        self.p_next = pbase
+        self.template, self.p_next, self._ids = template, pbase, []
 
     def x_slot(self, k, b):
         return k * self.tokens + self.token
@@ -77,21 +103,22 @@ class ExpertSlot(FfnPlan):
         return self.h0 + i
 
     def new_param(self, **fields):
-        e = self.p_next
-        self.p_next += 1
-        if self.layout:
-            for f, v in fields.items():
-                self.params[e, :, VXM_FIELDS.index(f)] = v
-        return e
+        self.p_next += 1             # the values are each expert's (expert_params)
+        return self.p_next - 1
+
+    def _phase1_block(self, sides, blocks, i, k, e, vflags):
+        self._ids = [("W1", i, k), ("W3", i, k)][:len(sides)]
+        super()._phase1_block(sides, blocks, i, k, e, vflags)
+
+    def _phase2_block(self, sides, blocks, iis, j, jl, e, first, last):
+        self._ids = [("W2", j, iis[0])] if len(sides) == 1 else \
+            [("W2", j, iis[0]), ("W2", j, iis[1]) if iis[1] != iis[0] else ("Z", j, iis[0])]
+        super()._phase2_block(sides, blocks, iis, j, jl, e, first, last)
 
     def _take_window(self, side, t_s, block, who):
-        d = self.in_dir(side)
+        d, ident = self.in_dir(side), self._ids.pop(0)
         for c, j, m, r in self._window(side, t_s):
-            addr = self.w_next[m]
-            self.w_next[m] += 1
-            if self.layout:
-                self.memory[m][addr] = np.asarray(block[c * self.n + j], np.int64) & 0xFF
-            read = Instr.read(j, d, addr, base=self.w_reg)
+            read = Instr.read(j, d, self.template.row((ident, c * self.n + j, m), m), base=self.w_reg)
             self.res.take_slot(m, r, who)
             self.res.take_drives(m, r, read, self.pos(side), who)
             self.emit(m, r, read)
@@ -106,20 +133,51 @@ class ExpertSlot(FfnPlan):
         return self
 
 
+class _ParamsOnly(FfnPlan):
+    """An FFN plan that places nothing: its parameter entries, in the order a slot of the
+    same blocks allocates them (``expert_params``)."""
+
+    def place_blocks(self, *args, **kw):
+        pass
+
+
+def expert_params(cfg, spec, i_blocks, j_blocks) -> np.ndarray:
+    """The VXM parameter entries of one expert's share (``i_blocks``, ``j_blocks``) in the
+    order its slot names them."""
+    p = _ParamsOnly(cfg, spec, np.zeros(spec.H, np.int64), i_blocks, j_blocks)
+    p.phase1()
+    p.phase2(list(range(p.KI)))
+    return p.params[:p.n_params].copy()
+
+
+def block_row(p, ident, row: int, lanes: int) -> np.ndarray:
+    """Row ``row`` of weight block ``ident`` (``Template``) of the padded spec ``p``, as bytes."""
+    kind, a, b = ident
+    if kind == "Z":
+        return np.zeros(lanes, np.uint8)
+    w = {"W1": p.W1, "W3": p.W3, "W2": p.W2}[kind]
+    return np.asarray(w[a * lanes + row, b * lanes:(b + 1) * lanes], np.int64).astype(np.uint8)
+
+
 @dataclass
 class Layout:
-    """Where one tile keeps its local experts: weight rows from ``wbase[m]`` in steps of
-    ``stride``, parameter entries from ``pbase`` in steps of ``P``, tables from 1."""
-    experts: list           # global indices of the local experts, in local order
+    """Where one tile keeps its experts (``experts``, global indices in local order):
+    weight rows from ``wbase[m]`` in steps of ``stride``, parameter entries from ``pbase``
+    in steps of ``P``, tables from 1 (table 0 is the shared expert's)."""
+    experts: list
     wbase: dict
     stride: int
     pbase: int
     P: int
 
 
+MAPPINGS = ("ep", "tp")
+
+
 @dataclass
 class MoeManifest:
     """What the MoE compiler promises for every routing within capacity."""
+    mapping: str
     tiles: int
     capacity: int
     tokens: int
@@ -128,11 +186,8 @@ class MoeManifest:
     layouts: list                  # Layout per tile
     slots: dict                    # (tile, token, j) -> {(0, block): (slice, addr, cycle)}
     registers: dict                # (token, j) -> (w_reg, v_reg), the same on every tile
-    shared_outputs: list           # per tile: {(token, block): (slice, addr, cycle)} of the shared expert's y
     cycles: list                   # predicted cycle count per tile (SAC)
-    busy_full: list                # per tile: predicted busy counts with every slot on
-    slot_busy: dict                # per tile: {(token, j): {slice: issues}} of one slot (skipped when off)
-    weight_vectors: dict           # "routed" (one expert), "shared" (whole shared expert): padded vectors
+    weight_vectors: dict           # "routed" (one expert), "shared" (the shared expert): padded vectors
     needed_bound: int = 0          # SRAM-read bound per token of the weights it needs, spread evenly
 
     @property
@@ -140,8 +195,8 @@ class MoeManifest:
         return max(self.cycles)
 
     def summary(self) -> dict:
-        return {"tiles": self.tiles, "capacity": self.capacity, "tokens": self.tokens, "H": self.H, "I": self.I,
-                "cycles": self.cycles_max, "per_tile_cycles": self.cycles,
+        return {"mapping": self.mapping, "tiles": self.tiles, "capacity": self.capacity, "tokens": self.tokens,
+                "H": self.H, "I": self.I, "cycles": self.cycles_max, "per_tile_cycles": self.cycles,
                 "cycles_per_token": round(self.cycles_max / self.tokens, 2),
                 "needed_bound_per_token": self.needed_bound,
                 "ratio_to_needed_bound": round(self.cycles_max / self.tokens / max(self.needed_bound, 1), 4),
@@ -153,18 +208,25 @@ class MoeError(CompileError):
 
 
 def home(spec_E: int, tiles: int, e: int) -> tuple[int, int]:
-    """(tile, local index) of routed expert ``e``: tile t holds experts t*E/N .. (t+1)*E/N - 1."""
+    """(tile, local index) of routed expert ``e`` under expert parallelism: tile t holds
+    experts t*E/N .. (t+1)*E/N - 1."""
     per = spec_E // tiles
     return e // per, e % per
 
 
-def rounds(indices, E: int, tiles: int, capacity: int) -> list[dict]:
-    """Split a routing ``(T, top_k)`` into rounds of at most ``capacity`` experts per tile
-    and token: each round is ``{(tile, token, j): expert}``; one round when the routing is
-    within capacity.  Experts go to slots in selection order."""
+def rounds(indices, E: int, tiles: int, capacity: int, mapping: str = "ep") -> list[dict]:
+    """Split a routing ``(T, top_k)`` into rounds: each round is ``{(tile, token, j):
+    expert}``.  ``ep``: at most ``capacity`` of a token's experts per tile, to slots in
+    selection order (one round when the routing is within capacity).  ``tp``: every tile
+    runs its share of each of the token's experts in slot j = its selection position (one
+    round always)."""
     idx = np.asarray(indices)
     out = []
     for b, row in enumerate(idx):
+        if mapping == "tp":
+            out[:1] = out[:1] or [{}]
+            out[0].update({(t, b, j): int(e) for j, e in enumerate(row) for t in range(tiles)})
+            continue
         per_tile = {}
         for e in row:
             per_tile.setdefault(home(E, tiles, int(e))[0], []).append(int(e))
@@ -179,10 +241,17 @@ def rounds(indices, E: int, tiles: int, capacity: int) -> list[dict]:
 
 class MoeTray:
     """Compile an MoE layer (``moe.MoeSpec``) applied to int8 tokens ``x`` (T, H) for
-    ``tiles`` tiles (1: a single tile) with ``capacity`` slots per tile and token."""
+    ``tiles`` tiles (1: a single tile).
 
-    def __init__(self, spec: MoeSpec, x, cfg: TileConfig | None = None, tiles: int = 8, capacity: int | None = None):
-        from .tray import plan_tray, tray_config
+    ``mapping="ep"`` (expert parallelism): tile t holds experts t*E/N ..; ``capacity``
+    slots per tile and token.  ``mapping="tp"`` (tensor parallelism): every tile holds
+    1/N of every expert; a token's ``top_k`` experts each run over the whole tray like a
+    dense tray FFN (h all-gathered over the links), so the capacity is ``top_k`` and no
+    routing exceeds it."""
+
+    def __init__(self, spec: MoeSpec, x, cfg: TileConfig | None = None, tiles: int = 8, capacity: int | None = None,
+                 mapping: str = "ep"):
+        from .tray import tray_config
         cfg = cfg or TileConfig.default()
         if not isinstance(spec, MoeSpec):
             raise MoeError(f"spec must be a moe.MoeSpec, got {type(spec).__name__}")
@@ -191,116 +260,186 @@ class MoeTray:
             raise MoeError(f"x has shape {np.shape(x)}; the layer has H = {spec.H}, so x must be (tokens, {spec.H})")
         if tiles not in (1, 2, 4, 8):
             raise MoeError(f"tiles must be 1, 2, 4 or 8, got {tiles}")
-        if spec.E % tiles:
+        if mapping not in MAPPINGS:
+            raise MoeError(f"unknown mapping {mapping!r}; choose ep (experts per tile) or tp (every expert over the tray)")
+        if mapping == "ep" and spec.E % tiles:
             raise MoeError(f"{spec.E} routed experts do not divide evenly over {tiles} tiles")
         if len(spec.shared) > 1:
             raise MoeError(f"{len(spec.shared)} shared experts: fuse them into one FFN of their summed "
                            "intermediate size (as DeepSeek does); the tray runs at most one")
         k = spec.top_k
-        self.capacity = c = capacity if capacity is not None else -(-k // tiles) + (1 if tiles > 1 else 0)
-        if not 1 <= c <= min(k, spec.E // tiles):
-            raise MoeError(f"capacity must be in 1..{min(k, spec.E // tiles)} (top_k {k}, "
-                           f"{spec.E // tiles} experts per tile), got {c}")
+        if mapping == "tp":
+            if capacity not in (None, k):
+                raise MoeError(f"the tp mapping runs every selected expert on every tile: its capacity is top_k = {k}, "
+                               f"got {capacity}")
+            c = k
+        else:
+            c = capacity if capacity is not None else -(-k // tiles) + (1 if tiles > 1 else 0)
+            if not 1 <= c <= min(k, spec.E // tiles):
+                raise MoeError(f"capacity must be in 1..{min(k, spec.E // tiles)} (top_k {k}, "
+                               f"{spec.E // tiles} experts per tile), got {c}")
+        self.mapping, self.capacity = mapping, c
         self.spec, self.x, self.tiles = spec, x, tiles
         self.T = T = x.shape[0]
         self.cfg = cfg = tray_config(cfg, tiles) if tiles > 1 else cfg
-        n_local = spec.E // tiles
+        self.n_local = n_local = spec.E if mapping == "tp" else spec.E // tiles
         regs = 1 + 2 * c * T
         if regs > cfg.base_regs:
             raise MoeError(f"{T} token(s) x {c} slot(s) need {regs} base registers (two per slot and the "
                            f"constant); the tile has base_regs = {cfg.base_regs}")
-        tables = n_local + 1
-        if tables > cfg.vxm_tables:
-            raise MoeError(f"{n_local} local experts and the shared expert need {tables} activation tables per "
-                           f"tile; the VXM has vxm_tables = {cfg.vxm_tables}")
+        if n_local + 1 > cfg.vxm_tables:
+            raise MoeError(f"{n_local} experts per tile and the shared expert need {n_local + 1} activation tables "
+                           f"per tile; the VXM has vxm_tables = {cfg.vxm_tables}")
+        self.registers = {(b, j): (1 + 2 * (b * c + j), 2 + 2 * (b * c + j)) for b in range(T) for j in range(c)}
+        self.slot_plans, self.layouts = {}, []
         try:
-            self._plan(plan_tray)
+            self._plan()
         except NumericsError as e:
             raise MoeError(str(e)) from None
 
     # ---- placement -------------------------------------------------------------------------
-    def _plan(self, plan_tray):
-        spec, cfg, T, c, N = self.spec, self.cfg, self.T, self.capacity, self.tiles
+    def _plan(self):
+        from lpu_arch import c2c
+        from .tray import _split, plan_tray
+        spec, cfg, N = self.spec, self.cfg, self.tiles
         shared = spec.shared[0] if spec.shared else None
-        self.tray = None
+        probe = FfnPlan(cfg, spec.experts[0], self.x[:1], i_blocks=[], j_blocks=[])
+        self.KH, self.KI = probe.KH, probe.KI
+        if self.mapping == "tp":
+            self.parts = list(zip(_split(probe.KI, N), _split(probe.KH, N)))
+        else:
+            self.parts = [(None, None)] * N
         if shared is not None and N > 1:
             # The slots go on every tile once the shared expert's h is all received, before
             # its W2 (which waits for the other tiles' h; the slots fill that wait).
-            self.tray = plan_tray(cfg, shared, self.x, N, before_phase2=lambda tr: self._slots(tr.f))
+            self.KI_s = FfnPlan(cfg, shared, self.x[:1], i_blocks=[], j_blocks=[]).KI
+            tray = plan_tray(cfg, shared, self.x, N, before_phase2=self._slots_on)
+            self._finish(tray)
             return
+        self.KI_s = 0
         if shared is not None:
             hosts = [FfnPlan(cfg, shared, self.x).compile()]
+            self.KI_s = hosts[0].KI
         else:
             hosts = []
             for t in range(N):
                 f = FfnPlan(cfg, spec.experts[0], self.x, i_blocks=[], j_blocks=[])
                 if N > 1:
-                    from lpu_arch import c2c
                     for cyc in range(0, 1 << 16, c2c.deskew_interval(cfg)):
                         take_deskew(cfg, f.res, f.timed, cyc)
                 f.place_x()
                 hosts.append(f)
-        self._slots(hosts)
+        base = None
+        if N > 1:
+            from types import SimpleNamespace
+            from .system import LinkBook
+            n = hosts[0].n
+            base = SimpleNamespace(f=hosts, topo=Topology(N), cfg=cfg, D=c2c.min_distance(cfg),
+                                   book=LinkBook(cfg, N), spare=list(range(n + 1, cfg.streams)) + [n] + list(range(n)),
+                                   defer=False)
+        self._slots_on(base, hosts)
+        self._finish(base)
 
-    def _slots(self, hosts):
-        """Lay out every tile's local experts and place its slots on ``hosts`` (a plan per tile)."""
+    def _slots_on(self, tray, hosts=None):
+        """Lay out every tile's experts and place the slots on the tiles of ``tray`` (or
+        on ``hosts`` for one tile).  ``tp``: each slot is a tray of its own continuing
+        ``tray``'s tiles; their phase 1 and receives go here, their phase 2 in :meth:`_finish`."""
+        from .tray import _Tray, tray_parts
         spec, cfg, T, c, N = self.spec, self.cfg, self.T, self.capacity, self.tiles
-        shared = spec.shared[0] if spec.shared else None
-        self.hosts = hosts
-        # One expert's layout (the same for every routed expert: equal shapes).
-        layouts = [ExpertSlot(cfg, spec.experts[e]).compile() for e in range(spec.E)]
-        lay0 = layouts[0]
-        stride = max(lay0.w_next.values())
-        P = lay0.p_next
-        KH, KI = lay0.KH, lay0.KI
-        KI_s = self.hosts[0].KI if shared is not None else 0
-        h0 = T * KH + T * KI_s
-        need_x = h0 + c * T * KI
+        hosts = hosts if hosts is not None else tray.f
+        self.hosts, self.slot_plans, self.layouts = hosts, {}, []
+        h0 = T * self.KH + T * self.KI_s
+        need_x = h0 + c * T * self.KI
         if need_x > cfg.mxm_xbuf_depth:
             raise MoeError(f"x, the shared expert's h and {c * T} slot(s) of h need {need_x} x slots per MXM; "
                            f"an MXM has mxm_xbuf_depth = {cfg.mxm_xbuf_depth}")
-        n_local = spec.E // N
-        self.layouts, self.slot_plans = [], {}
-        self.registers = {(b, j): (1 + 2 * (b * c + j), 2 + 2 * (b * c + j)) for b in range(T) for j in range(c)}
-        for t, f in enumerate(self.hosts):
-            wbase = dict(f.next_free)
-            pbase = f.n_params
-            rows = {m: wbase[m] + n_local * stride for m in cfg.mem_names}
-            y_rows = c * T * KH
-            worst = max(rows[m] for m in lay0.w_next)
-            if worst + y_rows > cfg.mem_depth or (worst - 1) >> BASE_OFFSET_BITS:
-                raise MoeError(f"tile {t}: {n_local} local experts of {stride} rows per weight slice from row "
-                               f"{min(wbase[m] for m in lay0.w_next)}, and {y_rows} rows of slot outputs, need "
+        # Each slot's blocks per tile: ep, the whole expert; tp, a share, the output blocks
+        # rotated from slot to slot (and away from the shared expert's) so that every tile
+        # gets W2 work when an expert has fewer output blocks than the tray has tiles.
+        slots = [(b, j) for b in range(T) for j in range(c)]
+        if self.mapping == "tp":
+            probe = FfnPlan(cfg, spec.experts[0], self.x[:1], [], [])
+            first = 1 if spec.shared else 0
+            self.slot_parts = {bj: tray_parts(probe, N, ((s + first) * self.KH) % N) for s, bj in enumerate(slots)}
+        else:
+            full = (list(range(self.KI)), list(range(self.KH)))
+            self.slot_parts = {bj: ([full[0]] * N, [full[1]] * N) for bj in slots}
+        templates, self.var_off = [], []
+        for t, f in enumerate(hosts):
+            ib = self.slot_parts[slots[0]][0][t]
+            variants = list(dict.fromkeys(tuple(self.slot_parts[bj][1][t]) for bj in slots))
+            shapes = [FfnPlan(cfg, spec.experts[0], self.x[:1], ib, list(jb)) for jb in variants]
+            bounds = [template_bound(sh) for sh in shapes]
+            tpl = Template(f.next_free, {m: sum(bd[m] for bd in bounds) - (len(bounds) - 1) * len(ib) * self.KH *
+                                         shapes[0].chunks for m in bounds[0]})
+            offs, P = {}, 0
+            for jb in variants:
+                offs[jb], P = P, P + len(ib) + len(jb)
+            n_local, stride = self.n_local, tpl.stride
+            experts = list(range(spec.E)) if self.mapping == "tp" else list(range(t * n_local, (t + 1) * n_local))
+            y_rows = T * sum(len(self.slot_parts[bj][1][t]) for bj in slots[:c])
+            worst = max(tpl.wbase[m] + n_local * stride for m in tpl.bound)
+            if worst + y_rows > cfg.mem_depth or (n_local * stride) >> BASE_OFFSET_BITS:
+                raise MoeError(f"tile {t}: {n_local} experts of up to {stride} rows per weight slice from row "
+                               f"{min(tpl.wbase[m] for m in tpl.bound)}, and {y_rows} rows of slot outputs, need "
                                f"{worst + y_rows} rows; a MEM slice holds mem_depth = {cfg.mem_depth}")
-            later = len(f.j_blocks) if shared is not None and N > 1 else 0   # the shared W2's, placed after
+            pbase = f.n_params
+            later = len(f.j_blocks) if spec.shared and N > 1 else 0   # the shared W2's, placed after
             if pbase + n_local * P + later > cfg.vxm_param_depth:
-                raise MoeError(f"tile {t}: {n_local} local experts of {P} VXM parameter entries from entry {pbase} "
+                raise MoeError(f"tile {t}: {n_local} experts of {P} VXM parameter entries from entry {pbase} "
                                f"and {later} more of the shared expert need {pbase + n_local * P + later}; the VXM "
                                f"has vxm_param_depth = {cfg.vxm_param_depth}")
-            f.n_params = pbase + n_local * P
-            experts = list(range(t * n_local, (t + 1) * n_local))
             for le, e in enumerate(experts):
-                lay = layouts[e]
-                for m in lay0.w_next:
-                    f.memory[m][wbase[m] + le * stride: wbase[m] + le * stride + lay.w_next[m]] = \
-                        lay.memory[m][: lay.w_next[m]]
-                block = lay.params[:P].copy()
-                block[:, :, VXM_FIELDS.index("table")] = 1 + le
-                f.params[pbase + le * P: pbase + (le + 1) * P] = block
-            for m in cfg.mem_names:
-                f.next_free[m] = rows[m] if m in lay0.w_next else f.next_free[m]
-            self.layouts.append(Layout(experts, wbase, stride, pbase, P))
-            for b in range(T):
-                for j in range(c):
-                    w_reg, v_reg = self.registers[(b, j)]
-                    before = f.res.busy()
-                    sp = ExpertSlot(cfg, spec.experts[experts[0]], host=f, token=b, tokens=T,
-                                    h0=h0 + (b * c + j) * KI, wbase=wbase, pbase=pbase, w_reg=w_reg, v_reg=v_reg)
-                    sp.compile()
-                    after = f.res.busy()
-                    self.slot_plans[(t, b, j)] = (sp, {n: after.get(n, 0) - before.get(n, 0) for n in after
-                                                       if after.get(n, 0) != before.get(n, 0)})
-        self.layout_specs = layouts
+                for jb in variants:
+                    block = expert_params(cfg, spec.experts[e], ib, list(jb))
+                    block[:, :, VXM_FIELDS.index("table")] = 1 + le
+                    at = pbase + le * P + offs[jb]
+                    f.params[at: at + len(block)] = block
+            f.n_params = pbase + n_local * P
+            for m in tpl.bound:
+                f.next_free[m] = tpl.wbase[m] + n_local * stride
+            self.layouts.append(Layout(experts, tpl.wbase, stride, pbase, P))
+            templates.append(tpl)
+            self.var_off.append(offs)
+
+        def slot(t, b, j, i_blocks=None, j_blocks=None, h_route=None):
+            w_reg, v_reg = self.registers[(b, j)]
+            jb = tuple(self.slot_parts[(b, j)][1][t])
+            return ExpertSlot(cfg, spec.experts[0], hosts[t], token=b, tokens=T, h0=h0 + (b * c + j) * self.KI,
+                              template=templates[t], pbase=self.layouts[t].pbase + self.var_off[t][jb],
+                              w_reg=w_reg, v_reg=v_reg, i_blocks=i_blocks, j_blocks=j_blocks, h_route=h_route)
+
+        self.slot_trays = []
+        for b in range(T):
+            for j in range(c):
+                if self.mapping == "tp":
+                    rot = ((b * c + j + (1 if spec.shared else 0)) * self.KH) % N
+                    st = _Tray(cfg, spec.experts[0], self.x[:1], N, defer=tray.defer, share=tray, rotate=rot,
+                               make_plan=lambda t, ib, jb, route, b=b, j=j: slot(t, b, j, ib, jb, route))
+                    st.phase1(place_x=False)
+                    self.slot_trays.append(st)
+                    for t, sp in enumerate(st.f):
+                        self.slot_plans[(t, b, j)] = sp
+                else:
+                    for t in range(N):
+                        self.slot_plans[(t, b, j)] = slot(t, b, j).compile()
+        for (t, b, j), sp in self.slot_plans.items():      # the tray split as this layout assumed
+            assert (sp.i_blocks, sp.j_blocks) == (self.slot_parts[(b, j)][0][t], self.slot_parts[(b, j)][1][t])
+        for st in self.slot_trays:
+            st.receive()
+        self.templates = templates
+
+    def _finish(self, tray):
+        """The tp slots' W2 phase; then every expert's weights at its template rows."""
+        for st in self.slot_trays:
+            st.phase2()
+        spec, L = self.spec, self.cfg.lanes
+        for t, (f, lay, tpl) in enumerate(zip(self.hosts, self.layouts, self.templates)):
+            pads = {}
+            for le, e in enumerate(lay.experts):
+                p = pads.setdefault(e, FfnPlan(self.cfg, spec.experts[e], self.x[:1], [], []).p)
+                for (ident, row, m), rel in tpl.rel.items():
+                    f.memory[m][tpl.wbase[m] + le * lay.stride + rel] = block_row(p, ident, row, L)
 
     # ---- lowering ----------------------------------------------------------------------------
     def programs(self) -> list[Program]:
@@ -323,36 +462,31 @@ class MoeTray:
 
     def manifest(self) -> MoeManifest:
         spec, cfg, L = self.spec, self.cfg, self.cfg.lanes
-        mats, lay0 = 3, self.layout_specs[0]
-        n = lay0.n
-        routed_v = mats * lay0.Hp * lay0.Ip // L
-        shared_v = 0
-        if spec.shared:
-            sp = self.hosts[0].p
-            shared_v = mats * sp.H * sp.I // L
+        routed_v = 3 * self.KH * self.KI * L
+        shared_v = 3 * self.KH * self.KI_s * L if spec.shared else 0
         need = spec.top_k * routed_v + shared_v
         bound = -(-need // (2 * cfg.mem_slices * self.tiles))
-        slots = {key: dict(sp.outputs) for key, (sp, _) in self.slot_plans.items()}
-        shared_out = [dict(f.outputs) if spec.shared else {} for f in self.hosts]
-        busy = [f.res.busy() for f in self.hosts]
-        del n
-        return MoeManifest(self.tiles, self.capacity, self.T, spec.H, spec.I, self.layouts, slots,
-                           dict(self.registers), shared_out, [f.res.done_cycles() for f in self.hosts], busy,
-                           {key: b for key, (_, b) in self.slot_plans.items()},
+        slots = {key: dict(sp.outputs) for key, sp in self.slot_plans.items()}
+        return MoeManifest(self.mapping, self.tiles, self.capacity, self.T, spec.H, spec.I, self.layouts, slots,
+                           dict(self.registers), [f.res.done_cycles() for f in self.hosts],
                            {"routed": routed_v, "shared": shared_v}, bound)
+
+    def rounds(self, indices) -> list[dict]:
+        """:func:`rounds` of ``indices`` under this layer's mapping and capacity."""
+        return rounds(indices, self.spec.E, self.tiles, self.capacity, self.mapping)
 
     def slot_span(self, t: int, b: int, j: int) -> tuple[int, int]:
         """(first, last) cycle of slot ``j`` of token ``b`` on tile ``t``: its first weight
-        READ to its last y WRITE."""
-        sp, _ = self.slot_plans[(t, b, j)]
-        first = min(c for name in self.cfg.mem_names for c, ins in sp.timed[name]
-                    if getattr(ins, "base", 0) == sp.w_reg)
-        return first, max(c for _, _, c in sp.outputs.values())
+        READ to its last y WRITE (or its last VOP, for a tp share without output blocks)."""
+        sp = self.slot_plans[(t, b, j)]
+        mine = [c for name in [*self.cfg.mem_names, "VXM"] for c, ins in sp.timed[name]
+                if getattr(ins, "base", 0) in (sp.w_reg, sp.v_reg)]
+        return min(mine), max(mine + [c for _, _, c in sp.outputs.values()])
 
     # ---- a routing's run -------------------------------------------------------------------------
     def bases(self, assignment: dict) -> list[list[int]]:
         """Per tile, the base register words of one round ``{(tile, token, j): expert}``
-        (:func:`rounds`): the offsets of each slot's expert, off for an unused slot."""
+        (:meth:`rounds`): the offsets of each slot's expert, off for an unused slot."""
         out = []
         for t, lay in enumerate(self.layouts):
             words = [0] * self.cfg.base_regs
@@ -361,9 +495,10 @@ class MoeTray:
                 if e is None:
                     words[w_reg] = words[v_reg] = base_word(0, on=False)
                     continue
-                tt, le = home(self.spec.E, self.tiles, e)
-                if tt != t:
-                    raise MoeError(f"expert {e} lives on tile {tt}, not tile {t}")
+                if e not in lay.experts:
+                    raise MoeError(f"expert {e} does not live on tile {t} (it holds {lay.experts[0]}.."
+                                   f"{lay.experts[-1]})")
+                le = lay.experts.index(e)
                 words[w_reg] = base_word(le * lay.stride)
                 words[v_reg] = base_word(le * lay.P)
             out.append(words)
@@ -379,11 +514,11 @@ class MoeTray:
 
         def y_of(e, b):
             if (e, b) not in cache:
-                lay = self.layout_specs[e]
-                cache[(e, b)] = ffn_int(lay.p, _pad_row(self.x[b], lay.Hp))[0]
+                p = FfnPlan(cfg, self.spec.experts[e], self.x[:1], [], []).p
+                cache[(e, b)] = ffn_int(p, _pad_row(self.x[b], p.H))[0]
             return cache[(e, b)]
 
-        for (t, b, j), (sp, _) in self.slot_plans.items():
+        for (t, b, j), sp in self.slot_plans.items():
             e = assignment.get((t, b, j))
             for (_, blk), (m, a, cyc) in sp.outputs.items():
                 vec = (0,) * L if e is None else tuple(int(v) & 0xFF for v in y_of(e, b)[blk * L:(blk + 1) * L])
@@ -405,7 +540,7 @@ class MoeTray:
         out = []
         for t, f in enumerate(self.hosts):
             b = dict(f.res.busy())
-            for (tt, tok, j), (sp, _) in self.slot_plans.items():
+            for (tt, tok, j), sp in self.slot_plans.items():
                 if tt == t and (t, tok, j) not in assignment:
                     for name in [*self.cfg.mem_names, "VXM"]:
                         if b.get(name):
@@ -419,11 +554,11 @@ class MoeTray:
         L, H = self.cfg.lanes, self.spec.H
         routed = {}
         for (t, b, j), e in assignment.items():
-            sp, _ = self.slot_plans[(t, b, j)]
-            y = np.zeros(sp.Hp, np.int64)
+            sp = self.slot_plans[(t, b, j)]
+            y = routed.setdefault((b, e), np.zeros(sp.Hp, np.int64))
             for (_, blk), (m, a, _c) in sp.outputs.items():
                 y[blk * L:(blk + 1) * L] = np.asarray(memories[t][m][a], np.uint8).astype(np.int8)
-            routed[(b, e)] = y[:H].astype(np.int8)
+        routed = {key: y[:H].astype(np.int8) for key, y in routed.items()}
         shared = None
         if self.spec.shared:
             out = np.zeros((self.T, self.hosts[0].Hp), np.int64)
@@ -446,10 +581,11 @@ def _skippable(sp: ExpertSlot, name: str) -> int:
     return sum(1 for _, ins in sp.timed[name] if getattr(ins, "base", 0) == reg)
 
 
-def compile_moe(spec: MoeSpec, x, cfg: TileConfig | None = None, tiles: int = 8, capacity: int | None = None):
+def compile_moe(spec: MoeSpec, x, cfg: TileConfig | None = None, tiles: int = 8, capacity: int | None = None,
+                mapping: str = "ep"):
     """Compile an MoE layer for ``tiles`` tiles; returns the :class:`MoeTray` (its
-    ``programs()``, ``manifest()``, ``bases(round)``, ``predict(round)``)."""
-    mt = MoeTray(spec, x, cfg, tiles, capacity)
+    ``programs()``, ``manifest()``, ``rounds(routing)``, ``bases(round)``, ``predict(round)``)."""
+    mt = MoeTray(spec, x, cfg, tiles, capacity, mapping)
     mt.programs()
     return mt
 

@@ -88,6 +88,14 @@ def _split(n: int, parts: int) -> list[list[int]]:
     return out
 
 
+def tray_parts(probe: FfnPlan, tiles: int, rotate: int = 0) -> tuple[list, list]:
+    """Each tile's intermediate and output blocks of ``probe``'s FFN: contiguous runs,
+    the output blocks' runs moved ``rotate`` tiles on (so that FFNs after one another
+    give their W2 work to different tiles when there are fewer output blocks than tiles)."""
+    part_j = _split(probe.KH, tiles)
+    return _split(probe.KI, tiles), [part_j[(t - rotate) % tiles] for t in range(tiles)]
+
+
 class MulticastH(HRoute):
     """Tray routing of h (the all-gather): as the VXM drives h towards both MXMs it passes
     both C2C slices, and each multicasts it (``SENDM``) on its links to the other tiles,
@@ -113,13 +121,12 @@ class _Tray:
     j_blocks, h_route)`` builds tile t's plan on them, e.g. an MoE slot, ``moe_tray.py``)."""
 
     def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int, defer: bool = True, share=None,
-                 make_plan=None):
+                 make_plan=None, rotate: int = 0):
         self.defer, self.deferred = defer, []
         if share is not None:
             self.topo, self.cfg, self.D, self.book, self.spare = share.topo, share.cfg, share.D, share.book, share.spare
             self.transfers = 0
-            probe = FfnPlan(self.cfg, spec, x, i_blocks=[], j_blocks=[])
-            self.part_i, self.part_j = _split(probe.KI, tiles), _split(probe.KH, tiles)
+            self.part_i, self.part_j = tray_parts(FfnPlan(self.cfg, spec, x, i_blocks=[], j_blocks=[]), tiles, rotate)
             self.f = [make_plan(t, self.part_i[t], self.part_j[t], MulticastH(self, t)) for t in range(tiles)]
             return
         self.topo = Topology(tiles)

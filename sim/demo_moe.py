@@ -52,7 +52,7 @@ class CompiledMoe:
 
     def rounds(self, name: str) -> list[dict]:
         spec = self.example.spec
-        return rounds(self.routings[name], spec.E, self.tiles, self.mt.capacity)
+        return self.mt.rounds(self.routings[name])
 
     def describe(self) -> list[str]:
         spec, man = self.example.spec, self.mt.manifest()

@@ -32,7 +32,7 @@ def check_routing(mt, ex, indices):
     progs, man = mt.programs(), mt.manifest()
     stages = moe_int(ex.spec, ex.x_int8, indices)
     seen, cycles = set(), []
-    for asg in rounds(indices, ex.spec.E, mt.tiles, mt.capacity):
+    for asg in mt.rounds(indices):
         res = run_round(mt, progs, asg)
         pred, busy = mt.predict(asg), mt.predicted_busy(asg)
         for t, r in enumerate(res):
