@@ -188,7 +188,10 @@ class MoeManifest:
     registers: dict                # (token, j) -> (w_reg, v_reg), the same on every tile
     cycles: list                   # predicted cycle count per tile (SAC)
     weight_vectors: dict           # "routed" (one expert), "shared" (the shared expert): padded vectors
-    needed_bound: int = 0          # SRAM-read bound per token of the weights it needs, spread evenly
+    needed_bound: int = 0          # SRAM-read cycles per token of the weights it needs (its top_k experts and
+                                   # the shared one), every MEM slice of the tray busy
+    batch_bound: int = 0           # the same for the batch's weights (each token's experts, the shared expert
+                                   # once), per token
 
     @property
     def cycles_max(self) -> int:
@@ -198,7 +201,7 @@ class MoeManifest:
         return {"mapping": self.mapping, "tiles": self.tiles, "capacity": self.capacity, "tokens": self.tokens,
                 "H": self.H, "I": self.I, "cycles": self.cycles_max, "per_tile_cycles": self.cycles,
                 "cycles_per_token": round(self.cycles_max / self.tokens, 2),
-                "needed_bound_per_token": self.needed_bound,
+                "needed_bound_per_token": self.needed_bound, "batch_bound_per_token": self.batch_bound,
                 "ratio_to_needed_bound": round(self.cycles_max / self.tokens / max(self.needed_bound, 1), 4),
                 "experts_per_tile": [len(l.experts) for l in self.layouts]}
 
@@ -464,12 +467,13 @@ class MoeTray:
         spec, cfg, L = self.spec, self.cfg, self.cfg.lanes
         routed_v = 3 * self.KH * self.KI * L
         shared_v = 3 * self.KH * self.KI_s * L if spec.shared else 0
-        need = spec.top_k * routed_v + shared_v
-        bound = -(-need // (2 * cfg.mem_slices * self.tiles))
+        slices = 2 * cfg.mem_slices * self.tiles
+        bound = -(-(spec.top_k * routed_v + shared_v) // slices)
+        batch = -(-(self.T * spec.top_k * routed_v + shared_v) // (slices * self.T))
         slots = {key: dict(sp.outputs) for key, sp in self.slot_plans.items()}
         return MoeManifest(self.mapping, self.tiles, self.capacity, self.T, spec.H, spec.I, self.layouts, slots,
                            dict(self.registers), [f.res.done_cycles() for f in self.hosts],
-                           {"routed": routed_v, "shared": shared_v}, bound)
+                           {"routed": routed_v, "shared": shared_v}, bound, batch)
 
     def rounds(self, indices) -> list[dict]:
         """:func:`rounds` of ``indices`` under this layer's mapping and capacity."""

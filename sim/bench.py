@@ -204,55 +204,66 @@ def tray_rows(cfg: TileConfig) -> list[dict]:
     return rows
 
 
-MOE_LAYER = dict(E=32, top_k=4, shared=1, H=64, I=128)   # on 8 default tiles, capacity 2
+MOE_LAYER = dict(E=32, top_k=4, shared=1, H=64, I=128)   # on 8 default tiles
 MOE_TARGET = 1.25
+# The tp mapping holds a share of all 32 experts per tile: a table and entries for each.
+MOE_TP_SETS = ("vxm_tables=64", "vxm_param_depth=128", "base_regs=64")
+MOE_RUNS = (("ep", 1, ()), ("tp", 1, MOE_TP_SETS), ("tp", 4, MOE_TP_SETS))   # mapping, tokens, --set
 
 
-def moe_rows(cfg: TileConfig, tiles: int = 8, tokens: int = 1, capacity: int = 2) -> list[dict]:
-    """The MoE layer ``MOE_LAYER`` on ``tiles`` tiles, one row per routing (spread evenly,
-    tiles at capacity, random, the router's own): SAC cycles per token as the compiler
-    predicts them (checked here on the multi-tile golden model with the routing's base
-    registers: every write, cycle count, busy counter and expert output against
-    ``moe.moe_int``) against the SRAM-read bound of the weights a token needs spread over
-    the tiles, and the weight bytes read per token, from the golden model's busy counters
-    (MEM issues that did not skip, minus x's READs and the output WRITEs), against the
-    selected and shared experts' bytes."""
+def moe_rows(cfg: TileConfig, tiles: int = 8) -> list[dict]:
+    """The MoE layer ``MOE_LAYER`` on ``tiles`` tiles, for each of ``MOE_RUNS`` (ep with
+    capacity 2; tp at decode batch 1 and 4 tokens) one row per routing (spread evenly,
+    tiles at capacity, random, the router's own; tp has no capacity to fill): SAC cycles per
+    token as the compiler predicts them (checked here on the multi-tile golden model with
+    the routing's base registers: every write, cycle count, busy counter and expert output
+    against ``moe.moe_int``) against the SRAM-read bound of the weights a token needs
+    spread over the tiles (and the same for the batch's weights, the shared expert read once
+    for all its tokens), and the weight bytes read per token, from the golden model's busy
+    counters (MEM issues that did not skip, minus x's READs and the output WRITEs), against
+    the bytes of the batch's selected experts and its shared expert, per token."""
     from firmware_gen.moe import moe_int
     from lpu_arch.topology import Topology
     from .demo_moe import compile_moe_example
-    try:
-        cm = compile_moe_example(**MOE_LAYER, tokens=tokens, tiles=tiles, capacity=capacity, seed=1, cfg=cfg,
-                                 routings=("spread", "packed", "random", "router"))
-    except CompileError as e:
-        print(f"skipped the MoE layer: {e}")
-        return []
-    mt, spec, man = cm.mt, cm.example.spec, cm.mt.manifest()
-    L, peer = mt.cfg.lanes, Topology(tiles).peer
-    x_reads = 2 * mt.hosts[0].KH * tokens                 # place_x: every x block into both MXMs, per tile
-    needed = tokens * (spec.top_k * man.weight_vectors["routed"] + man.weight_vectors["shared"]) * L
     rows = []
-    for name in cm.routings:
-        stages = moe_int(spec, cm.example.x_int8, cm.routings[name])
-        rs = cm.rounds(name)
-        cycles, read, exact = 0, 0, True
-        for asg in rs:
-            res = archmodel.run_system(cm.programs, peer, bases=mt.bases(asg))
-            pred, busy = mt.predict(asg), mt.predicted_busy(asg)
-            for t, r in enumerate(res):
-                exact &= ([e.as_tuple() for e in r.events] == [(w.cycle, w.slice, w.addr, w.data) for w in pred[t]]
-                          and r.cycles == man.cycles[t] and all(r.busy[n] == busy[t].get(n, 0) for n in r.busy))
-                read += (sum(r.busy[m] for m in mt.cfg.mem_names) - x_reads - len(pred[t])) * L
-            routed, _ = mt.outputs(asg, [r.memory for r in res])
-            exact &= all(np.array_equal(y, stages.routed[b, list(cm.routings[name][b]).index(e)])
-                         for (b, e), y in routed.items())
-            cycles += man.cycles_max
-        rows.append({"routing": name, "tiles": tiles, "tokens": tokens, "capacity": mt.capacity,
-                     "layer": f"{spec.E} experts {spec.H}x{spec.I} top-{spec.top_k} + {len(spec.shared)} shared",
-                     "rounds": len(rs), "cycles": cycles, "cycles_per_token": cycles / tokens,
-                     "needed_bound_per_token": man.needed_bound,
-                     "ratio_to_needed_bound": round(cycles / tokens / man.needed_bound, 3),
-                     "weight_bytes_read_per_token": read // tokens, "needed_weight_bytes_per_token": needed // tokens,
-                     "exact": bool(exact)})
+    for mapping, tokens, sets in MOE_RUNS:
+        routings = ("spread", "packed", "random", "router") if mapping == "ep" else ("random", "router")
+        try:
+            cm = compile_moe_example(**MOE_LAYER, tokens=tokens, tiles=tiles, capacity=2 if mapping == "ep" else None,
+                                     seed=1, cfg=cfg.with_overrides(sets), routings=routings, mapping=mapping)
+        except CompileError as e:
+            print(f"skipped the MoE layer ({mapping}): {e}")
+            continue
+        mt, spec, man = cm.mt, cm.example.spec, cm.mt.manifest()
+        L, peer = mt.cfg.lanes, Topology(tiles).peer
+        x_reads = 2 * mt.KH * tokens                  # place_x: every x block into both MXMs, per tile
+        needed = (tokens * spec.top_k * man.weight_vectors["routed"] + man.weight_vectors["shared"]) * L
+        for name in cm.routings:
+            stages = moe_int(spec, cm.example.x_int8, cm.routings[name])
+            rs = cm.rounds(name)
+            cycles, read, exact = 0, 0, True
+            for asg in rs:
+                res = archmodel.run_system(cm.programs, peer, bases=mt.bases(asg))
+                pred, busy = mt.predict(asg), mt.predicted_busy(asg)
+                for t, r in enumerate(res):
+                    exact &= ([e.as_tuple() for e in r.events] == [(w.cycle, w.slice, w.addr, w.data) for w in pred[t]]
+                              and r.cycles == man.cycles[t] and all(r.busy[n] == busy[t].get(n, 0) for n in r.busy))
+                    read += (sum(r.busy[m] for m in mt.cfg.mem_names) - x_reads - len(pred[t])) * L
+                routed, _ = mt.outputs(asg, [r.memory for r in res])
+                exact &= all(np.array_equal(y, stages.routed[b, list(cm.routings[name][b]).index(e)])
+                             for (b, e), y in routed.items())
+                cycles += man.cycles_max
+            rows.append({"mapping": mapping, "routing": name, "tiles": tiles, "tokens": tokens,
+                         "capacity": mt.capacity, "config_sets": list(sets),
+                         "layer": f"{spec.E} experts {spec.H}x{spec.I} top-{spec.top_k} + {len(spec.shared)} shared",
+                         "rounds": len(rs), "cycles": cycles, "cycles_per_token": cycles / tokens,
+                         "needed_bound_per_token": man.needed_bound,
+                         "ratio_to_needed_bound": round(cycles / tokens / man.needed_bound, 3),
+                         "batch_bound_per_token": man.batch_bound,
+                         "ratio_to_batch_bound": round(cycles / tokens / man.batch_bound, 3),
+                         "meets_target": cycles / tokens / man.needed_bound <= MOE_TARGET,
+                         "weight_bytes_read_per_token": read // tokens,
+                         "needed_weight_bytes_per_token": needed // tokens, "exact": bool(exact)})
     return rows
 
 
@@ -297,7 +308,7 @@ def main(argv=None) -> int:
     print("compiling the tray FFN for 1, 2, 4 and 8 tiles (golden-model checked) ...", flush=True)
     tray = tray_rows(cfg)
     print("compiling the MoE layer for 8 tiles (golden-model checked under each routing) ...", flush=True)
-    moe = moe_rows(cfg)
+    moe = moe_rows(cfg) if args.config == "default" else []
     result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": shapes, "speed": speed,
               "loading": loading, "build": build, "builds_used": builds, "tray": tray, "moe": moe, "model": model}
     ffn_speed = {r["simulator"]: r["cycles_per_second"] for r in speed if r["program"] == "ffn suite"}
@@ -329,15 +340,19 @@ def main(argv=None) -> int:
         lines += [f"| {r['tiles']} | {r['cycles']} | {r['speedup']:.2f}x | {r['c2c_share']:.1%} | "
                   f"{r.get('link_vectors', 0)} | {'yes' if r['exact'] else 'NO'} |" for r in tray]
     if moe:
-        lines += ["", f"MoE: {moe[0]['layer']} on {moe[0]['tiles']} tiles, capacity {moe[0]['capacity']} per tile "
-                  "and token (SAC cycles predicted by the compiler, checked on the multi-tile golden model under "
-                  "each routing's base registers; bound: the SRAM reads of the weights a token needs, spread over "
-                  f"every MEM slice of the tray; target <= {MOE_TARGET}x; weight bytes from the golden model's busy "
-                  "counters):", "",
-                  "| routing | rounds | cycles per token | bound | cycles / bound | weight bytes read per token | "
-                  "needed | exact |", "|---|---:|---:|---:|---:|---:|---:|---|"]
-        lines += [f"| {r['routing']} | {r['rounds']} | {r['cycles_per_token']:.0f} | {r['needed_bound_per_token']} | "
-                  f"{r['ratio_to_needed_bound']:.2f} | {r['weight_bytes_read_per_token']:,} | "
+        lines += ["", f"MoE: {moe[0]['layer']} on {moe[0]['tiles']} tiles (SAC cycles predicted by the compiler, "
+                  "checked on the multi-tile golden model under each routing's base registers; bound: the SRAM "
+                  "reads of the weights a token needs, spread over every MEM slice of the tray; target <= "
+                  f"{MOE_TARGET}x; weight bytes from the golden model's busy counters; ep: capacity 2 per tile and "
+                  f"token; tp on the tile with {', '.join(MOE_TP_SETS)}):", "",
+                  "| mapping | tokens | routing | rounds | cycles per token | bound | cycles / bound | met | "
+                  "batch bound | cycles / batch bound | weight bytes read per token | needed | exact |",
+                  "|---|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
+        lines += [f"| {r['mapping']} | {r['tokens']} | {r['routing']} | {r['rounds']} | {r['cycles_per_token']:.0f} | "
+                  f"{r['needed_bound_per_token']} | {r['ratio_to_needed_bound']:.2f} | "
+                  f"{'yes' if r['meets_target'] else 'no'} | {r['batch_bound_per_token']} | "
+                  f"{r['ratio_to_batch_bound']:.2f} | "
+                  f"{r['weight_bytes_read_per_token']:,} | "
                   f"{r['needed_weight_bytes_per_token']:,} | {'yes' if r['exact'] else 'NO'} |" for r in moe]
     lines += ["", "| simulator | program | cycles | run s | tile-cycles/s |", "|---|---|---:|---:|---:|"]
     lines += [f"| {r['simulator']} | {r['program']} | {r['cycles']} | {r['run_seconds']} | "

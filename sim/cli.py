@@ -504,7 +504,7 @@ def cmd_moe(args) -> int:
                              tokens=args.batch, tiles=args.tiles, capacity=args.capacity,
                              seed=args.seed, cfg=base, routings=routings,
                              forced=None if args.routing is None or isinstance(args.routing, str) else args.routing,
-                             clock_seed=args.clock_seed, example=example)
+                             clock_seed=args.clock_seed, example=example, mapping=args.mapping)
     mt, man = cm.mt, cm.mt.manifest()
     for line in cm.describe():
         print(line, file=human)
@@ -515,7 +515,7 @@ def cmd_moe(args) -> int:
         spans = []
         for (t, b, j), e in sorted(asg.items()):
             first, last = mt.slot_span(t, b, j)
-            spans.append((t, first, last, f"token {b}: expert {e}"))
+            spans.append((t, first, last, f"token {b}: expert {e}" if mt.mapping == "ep" else f"t{b} e{e}"))
         done = types.SimpleNamespace(tile=[types.SimpleNamespace(cycles=c) for c in man.cycles])
         title = (f"MoE: {cm.example.spec.E} experts H={cm.example.spec.H} I={cm.example.spec.I} top-"
                  f"{cm.example.spec.top_k} on {cm.tiles} tiles, routing '{name}': {man.cycles_max:,} SAC cycles "
@@ -803,8 +803,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--top-k", type=_positive, default=None, metavar="K", help="experts per token (default: 2)")
     g.add_argument("--shared", type=_int_at_least(0, "--shared"), default=1, metavar="S",
                    help="shared experts, 0 or 1 (default: 1)")
+    g.add_argument("--mapping", choices=("ep", "tp"), default="ep",
+                   help="ep: each tile holds E/N whole experts and reserves --capacity slots per token;\n"
+                        "tp: every tile holds 1/N of every expert and runs its share of each selected\n"
+                        "one (capacity K, never exceeded; h all-gathered over the links) (default: ep)")
     g.add_argument("--capacity", type=_positive, default=None, metavar="C",
-                   help="expert slots per tile and token (default: ceil(K/N) + 1 on a tray, K on one tile)")
+                   help="ep: expert slots per tile and token (default: ceil(K/N) + 1 on a tray, K on one tile)")
     g.add_argument("--H", type=_positive, default=8, metavar="N", help="model width H (default: 8)")
     g.add_argument("--I", type=_positive, default=8, metavar="N", help="each expert's intermediate width (default: 8)")
     g.add_argument("--tiles", type=lambda v: 1 if v == "1" else _tiles(v), default=4, metavar="N",

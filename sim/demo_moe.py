@@ -56,9 +56,11 @@ class CompiledMoe:
 
     def describe(self) -> list[str]:
         spec, man = self.example.spec, self.mt.manifest()
+        held = (f"{spec.E // self.tiles} experts resident per tile" if self.mt.mapping == "ep" else
+                f"1/{self.tiles} of every expert on every tile (tp)")
         return [f"MoE: {spec.E} routed SwiGLU experts of H={spec.H}, I={spec.I}, top-{spec.top_k}, "
                 f"{len(spec.shared)} shared; {len(self.example.x_int8)} token(s)",
-                f"tray: {self.tiles} tile(s), {spec.E // self.tiles} experts resident per tile, capacity "
+                f"tray: {self.tiles} tile(s), {held}, capacity "
                 f"{self.mt.capacity} slot(s) per tile and token; {man.cycles_max:,} cycles predicted for every "
                 f"routing within capacity ({man.cycles_max / man.tokens:.1f} per token; SRAM-read bound of the "
                 f"weights a token needs: {man.needed_bound})"]
@@ -66,13 +68,14 @@ class CompiledMoe:
 
 def compile_moe_example(E=8, top_k=2, shared=1, H=8, I=8, tokens=1, tiles=4, capacity=None, seed=0,
                         cfg: TileConfig | None = None, routings=("router", "spread", "packed", "random"),
-                        forced=None, clock_seed=1, example: MoeExample | None = None) -> CompiledMoe:
+                        forced=None, clock_seed=1, example: MoeExample | None = None,
+                        mapping: str = "ep") -> CompiledMoe:
     """Compile a seeded random MoE layer (``moe.example_moe``) or ``example``; the routings
     are the router's own choice for the tokens (``router``) and the named shapes of
     ``moe_tray.forced_routing``; ``forced``: an explicit ``(tokens, top_k)`` routing."""
     ex = example or example_moe(E=E, top_k=top_k, shared=shared, H=H, I=I, batch=tokens, seed=seed)
     spec = ex.spec
-    mt = compile_moe(spec, ex.x_int8, cfg, tiles=tiles, capacity=capacity)
+    mt = compile_moe(spec, ex.x_int8, cfg, tiles=tiles, capacity=capacity, mapping=mapping)
     T = len(ex.x_int8)
     out = {}
     for name in routings:

@@ -50,17 +50,22 @@ def check_routing(mt, ex, indices):
     return cycles
 
 
-@pytest.mark.parametrize("tiles, E, k, S, T", [(1, 3, 2, 1, 2), (2, 4, 2, 0, 1), (4, 8, 2, 1, 2), (8, 16, 4, 1, 1)])
-def test_every_routing_runs_in_the_scheduled_cycles(tiles, E, k, S, T):
+@pytest.mark.parametrize("mapping, tiles, E, k, S, T", [
+    ("ep", 1, 3, 2, 1, 2), ("ep", 2, 4, 2, 0, 1), ("ep", 4, 8, 2, 1, 2), ("ep", 8, 16, 4, 1, 1),
+    ("tp", 2, 3, 2, 1, 1), ("tp", 4, 4, 2, 0, 2), ("tp", 8, 6, 3, 1, 1)])
+def test_every_routing_runs_in_the_scheduled_cycles(mapping, tiles, E, k, S, T):
     ex = example_moe(E=E, top_k=k, shared=S, H=8, I=8, batch=T, seed=tiles)
-    mt = compile_moe(ex.spec, ex.x_int8, TINY, tiles=tiles)
+    mt = compile_moe(ex.spec, ex.x_int8, TINY, tiles=tiles, mapping=mapping)
     progs = mt.programs()
     assert (check_system(progs, Topology(tiles).peer) if tiles > 1 else check_program(progs[0])) == []
     man = mt.manifest()
     router = route(ex.spec.router, ex.x)[0]
-    cases = [router] + [forced_routing(n, E, k, T, tiles, mt.capacity, seed=3) for n in ROUTINGS if n != "over"]
+    per_tile = E // tiles if mapping == "ep" else E
+    cases = [router] + [forced_routing(n, E, k, T, tiles, mt.capacity, seed=3) for n in ROUTINGS
+                        if n != "over" and (mapping == "ep" or n == "random")]
     for indices in cases:
-        assert len(rounds(indices, E, tiles, mt.capacity)) == 1 or indices is router
+        assert len(mt.rounds(indices)) == 1 or indices is router and mapping == "ep"
+        assert per_tile == len(mt.layouts[0].experts)
         got = check_routing(mt, ex, indices)
         assert all(c == man.cycles for c in got)
 
@@ -87,6 +92,21 @@ def test_only_the_selected_experts_weights_are_read():
         res = run_round(mt, mt.programs(), asg)
         extra = sum(r.busy[m] - none[t].get(m, 0) for t, r in enumerate(res) for m in TINY.mem_names)
         assert extra == 4 * man.weight_vectors["routed"]
+
+
+def test_tp_reads_each_tiles_share_of_the_selected_experts_only():
+    """tp: every tile reads 1/N of each selected expert; the MEM issues added by turning the
+    slots on are the selected experts' weight vectors, over the whole tray."""
+    ex = example_moe(E=6, top_k=3, shared=1, H=8, I=8, batch=1, seed=2)
+    mt = compile_moe(ex.spec, ex.x_int8, TINY, tiles=8, mapping="tp")
+    man = mt.manifest()
+    asg = mt.rounds(forced_routing("random", 6, 3, 1, 8, 3, seed=1))[0]
+    res = run_round(mt, mt.programs(), asg)
+    none = mt.predicted_busy({})
+    extra = sum(r.busy[m] - none[t].get(m, 0) for t, r in enumerate(res) for m in TINY.mem_names)
+    assert extra == 3 * man.weight_vectors["routed"]
+    with pytest.raises(MoeError, match="capacity is top_k"):
+        compile_moe(ex.spec, ex.x_int8, TINY, tiles=8, mapping="tp", capacity=1)
 
 
 def test_the_limits_are_named():
