@@ -57,6 +57,7 @@ def compiled(tmp_path_factory):
     ("synth", ["--board", "ulx3s-85f", "--config"]),
     ("tray", ["--tiles", "--chart", "--no-run", "--sim", "SAC", "SENDM", "Exit status"]),
     ("c2c", ["--ppm", "--latency", "--plot", "HAC error", "--beyond-spec", "Exit status"]),
+    ("moe", ["--experts", "--top-k", "--capacity", "--mapping", "--routing", "--weights", "rounds", "Exit status"]),
 ])
 def test_every_subcommand_has_a_complete_help(capsys, sub, words):
     with pytest.raises(SystemExit) as e:
@@ -88,6 +89,11 @@ def test_every_subcommand_has_a_complete_help(capsys, sub, words):
     (["c2c", "--ppm", "2000", "0"], "+2000 ppm is beyond the configuration's tolerance"),
     (["c2c", "--latency", "99"], "link latency 99 is outside the declared range"),
     (["c2c", "--plot", "run.jpg"], "cannot write a picture as '.jpg'"),
+    (["moe", "--no-run", "--experts", "6"], "6 routed experts do not divide evenly over 4 tiles"),
+    (["moe", "--no-run", "--routing", "0,x"], "a routing is one of router, spread"),
+    (["moe", "--no-run", "--tiles", "8", "--experts", "16", "--top-k", "4", "--capacity", "3"],
+     "capacity must be in 1..2"),
+    (["moe", "--no-run", "--layer", "0"], "--layer and --model-config choose what to read from --weights"),
 ])
 def test_bad_arguments_give_one_clear_line_and_exit_2(capsys, tmp_path, monkeypatch, argv, names):
     monkeypatch.chdir(tmp_path)
@@ -449,3 +455,14 @@ def test_bench_on_the_tiny_tile(capsys, tmp_path):
     assert code == 0 and r["ffn"] and all(row["exact"] for row in r["ffn"])
     assert (tmp_path / "bench.md").read_text().startswith("FFNs on the tiny tile")
     assert "job 1/" in err
+
+
+def test_moe_no_run_lists_routings_and_rounds(capsys, tmp_path):
+    """lpu moe --no-run --json: the routings, their rounds (two for one beyond capacity)
+    and the compiler's prediction; --chart writes the framed timeline."""
+    code, out, err = run(capsys, "moe", "--no-run", "--json", "--capacity", "1", "--routing", "over",
+                         "--chart", tmp_path / "moe.svg")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["ran"] is False and d["rounds"] == {"over": 2} and d["capacity"] == 1
+    assert d["cycles"] == max(d["per_tile_cycles"]) and "token 0: expert" in (tmp_path / "moe.svg").read_text()
