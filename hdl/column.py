@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 from .c2c import SLACK_BITS, C2cSlice
 from .fabric import StreamStage
 from .icu import InstructionQueue
-from .layouts import host_signature, stream_vectors, tap_signature
+from .layouts import base_file_layout, host_signature, stream_vectors, tap_signature
 from .mem_slice import MemSlice
 from .mxm import MXM
 from .sxm import SXM
@@ -41,11 +41,12 @@ def column_signature(cfg, p: int, streams: bool = True) -> wiring.Signature:
     """Ports of position ``p`` (from the position's side).
 
     Every position: ``start``, ``run`` (the tile's run state), ``icu_host`` (its queue's
-    host port), ``halted``, ``illegal``, ``valid`` (an instruction issues), ``driving`` (the
-    slice drives).  MEM: ``host``, ``addr_fault``; with the event trace also ``cycle``,
-    ``trace_host``, ``trace_count``, ``trace_overflow``.  VXM: ``host_param``,
-    ``host_table``.  C2C: ``send``, ``send_data``, ``recv``, ``recv_data``, ``deskew``,
-    ``runtime``, ``slack`` (``C2cSlice``'s members).
+    host port), ``halted``, ``illegal``, ``valid`` (a data instruction that does not skip
+    issues: a busy cycle), ``driving`` (the slice drives).  MEM: ``bases`` (the tile's base
+    registers, ``base_file_layout``), ``host``, ``addr_fault``; with the event trace also
+    ``cycle``, ``trace_host``, ``trace_count``, ``trace_overflow``.  VXM: ``bases``,
+    ``host_param``, ``host_table``, ``param_fault``.  C2C: ``send``, ``send_data``,
+    ``recv``, ``recv_data``, ``deskew``, ``runtime``, ``slack`` (``C2cSlice``'s members).
 
     With ``streams``: ``tap`` (the values visible here) and the stream registers loaded
     here, ``east_out`` (visible at ``p + 1`` on the next cycle; not at the east edge) and
@@ -55,12 +56,13 @@ def column_signature(cfg, p: int, streams: bool = True) -> wiring.Signature:
     members = {"start": In(1), "run": In(1), "icu_host": In(host),
                "halted": Out(1), "illegal": Out(1), "valid": Out(1), "driving": Out(1)}
     if kind == "MEM":
-        members.update({"host": In(host), "addr_fault": Out(1)})
+        members.update({"bases": In(base_file_layout(cfg)), "host": In(host), "addr_fault": Out(1)})
         if cfg.trace_depth:
             members.update({"cycle": In(cfg.CYCLE_BITS), "trace_host": In(host),
                             "trace_count": Out(range(cfg.trace_depth + 1)), "trace_overflow": Out(1)})
     elif kind == "VXM":
-        members.update({"host_param": In(host), "host_table": In(host)})
+        members.update({"bases": In(base_file_layout(cfg)), "host_param": In(host), "host_table": In(host),
+                        "param_fault": Out(1)})
     elif kind == "C2C":
         n = max(len(served_links(cfg, p)), 1)
         members.update({"send": Out(n), "send_data": Out(cfg.vector_bits), "recv": Out(n),
@@ -92,11 +94,12 @@ def build_position(m, cfg, p: int, ports, tap, east_out, west_out, suffix: str =
     kind = cfg.kind(name)
     m.submodules[f"icu{suffix}"] = icu = InstructionQueue(cfg, kind)
     m.d.comb += [icu.start.eq(ports.start), icu.run.eq(ports.run), ports.halted.eq(icu.halted),
-                 ports.illegal.eq(icu.illegal), ports.valid.eq(icu.issue.valid)]
+                 ports.illegal.eq(icu.illegal)]
     wiring.connect(m, wiring.flipped(ports.icu_host), icu.host)
     if kind == "MEM":
         sl = MemSlice(cfg)
-        m.d.comb += [sl.start.eq(ports.start), sl.run.eq(ports.run), ports.addr_fault.eq(sl.addr_fault)]
+        m.d.comb += [sl.start.eq(ports.start), sl.run.eq(ports.run), sl.bases.eq(ports.bases),
+                     ports.addr_fault.eq(sl.addr_fault)]
         wiring.connect(m, wiring.flipped(ports.host), sl.host)
         if cfg.trace_depth:
             m.submodules[f"trace{suffix}"] = tr = EventTrace(cfg)
@@ -109,7 +112,8 @@ def build_position(m, cfg, p: int, ports, tap, east_out, west_out, suffix: str =
         m.d.comb += sl.start.eq(ports.start)
     elif kind == "VXM":
         sl = VXM(cfg)
-        m.d.comb += sl.run.eq(ports.run)
+        m.d.comb += [sl.start.eq(ports.start), sl.run.eq(ports.run), sl.bases.eq(ports.bases),
+                     ports.param_fault.eq(sl.param_fault)]
         wiring.connect(m, wiring.flipped(ports.host_param), sl.host_param)
         wiring.connect(m, wiring.flipped(ports.host_table), sl.host_table)
     elif kind == "SXM":
@@ -123,6 +127,8 @@ def build_position(m, cfg, p: int, ports, tap, east_out, west_out, suffix: str =
         raise ValueError(f"unknown slice kind {kind!r} at position {p}")
     m.submodules[f"slice{suffix}"] = sl
     wiring.connect(m, icu.issue, sl.issue)
+    # A busy cycle: a data instruction issues and (MEM, VXM: its base register is on) does not skip.
+    m.d.comb += ports.valid.eq(icu.issue.valid & ~sl.skip if kind in ("MEM", "VXM") else icu.issue.valid)
     sl.tap = tap
     m.d.comb += ports.driving.eq(sl.driving)
     m.submodules[f"fabric{suffix}"] = StreamStage(cfg, tap, sl.drive, east_out, west_out)

@@ -8,7 +8,9 @@ Illegal words: an opcode the slice kind does not execute, or a legal opcode with
 that it does not use (``isa.USED_FIELDS``: a field it has no use for, the bits above a
 named operand's width, an unknown flag), raises the sticky ``illegal`` and halts the
 queue instead of issuing.  The check is one constant mask per legal opcode
-(``isa.used_word_mask``), generated from the ISA table.
+(``isa.used_word_mask``), generated from the ISA table; for ``READ``, ``WRITE`` and
+``VOP`` the mask also leaves out the bits of the ``base`` operand that name a register
+beyond the tile's ``base_regs`` (a power of two), so such a word is illegal the same way.
 """
 
 from amaranth import Module, Mux, Signal
@@ -17,9 +19,20 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from lpu_arch.hostmap import load_row_bits
-from lpu_arch.isa import DATA_OPS, INSTR_BITS, SLICE_OPS, Op, used_word_mask
+from lpu_arch.isa import BASE_BITS, BASE_OPS, DATA_OPS, FIELD, INSTR_BITS, SLICE_OPS, Op, used_word_mask
 
 from .layouts import field_shape, host_signature, instr_layout, issue_signature
+
+
+def legal_word_mask(cfg, op: Op) -> int:
+    """The bits a word of opcode ``op`` may set in a tile of ``cfg``: ``isa.used_word_mask``,
+    and for the base operand (``isa.BASE_OPS``, in ``delay``) only the bits of registers
+    ``0..base_regs-1``."""
+    mask = used_word_mask(op)
+    if op in BASE_OPS:
+        beyond = ((1 << BASE_BITS) - 1) & ~(cfg.base_regs - 1)
+        mask &= ~(beyond << FIELD["delay"][0])
+    return mask
 
 
 class InstructionQueue(wiring.Component):
@@ -43,8 +56,9 @@ class InstructionQueue(wiring.Component):
         Set the cycle after HALT (or an illegal word) is decoded.
     illegal : Out(1)
         Sticky until the next ``start``, set the cycle after an illegal word is decoded
-        (the queue halts; nothing issues): an opcode not legal for this slice kind, or a
-        nonzero bit its opcode does not use (``isa.USED_FIELDS``).
+        (the queue halts; nothing issues): an opcode not legal for this slice kind, a
+        nonzero bit its opcode does not use (``isa.USED_FIELDS``), or a base register
+        ``>= base_regs`` (``legal_word_mask``).
     host : In(host_signature)
         Host access to the queue's memory: word ``2*i`` is the low half of instruction
         ``i``, ``2*i+1`` the high half.  Reads have one cycle of latency.
@@ -112,12 +126,13 @@ class InstructionQueue(wiring.Component):
 
         legal = SLICE_OPS[self.kind]
         # junk: the word at pc is a legal opcode with a bit set that the opcode does not use
-        # (isa.USED_FIELDS); one constant mask compare per legal opcode.  An opcode that is
-        # not legal here falls to the Default case below instead.
+        # (isa.USED_FIELDS) or a base register the tile does not have; one constant mask
+        # compare per legal opcode.  An opcode that is not legal here falls to the Default
+        # case below instead.
         junk = Signal()
         with m.Switch(head.op):
             for op in sorted(legal):
-                unused = ~used_word_mask(op) & ((1 << INSTR_BITS) - 1)
+                unused = ~legal_word_mask(cfg, op) & ((1 << INSTR_BITS) - 1)
                 with m.Case(op):
                     m.d.comb += junk.eq((head.as_value() & unused).any())
         m.d.comb += pc_next.eq(pc)

@@ -40,6 +40,26 @@ def operand(ins, op, name: str):
     return getattr(ins, field)[lsb:lsb + width]
 
 
+def base_reg_layout() -> data.StructLayout:
+    """One base register as the slices see it: ``offset`` (``isa.BASE_OFFSET_BITS``) and
+    ``off`` (the register is off: its READ, WRITE and VOP skip).  All zero is the power-up
+    value, offset 0 and on (``hostmap.base_word``'s word is the same fields, ``off`` at
+    bit ``isa.BASE_OFF_BIT``)."""
+    return data.StructLayout({"offset": unsigned(isa.BASE_OFFSET_BITS), "off": unsigned(1)})
+
+
+def base_file_layout(cfg) -> data.ArrayLayout:
+    """The tile's ``base_regs`` base registers side by side, register ``r`` at index ``r``
+    (register 0, the constant, reads all zero)."""
+    return data.ArrayLayout(base_reg_layout(), cfg.base_regs)
+
+
+def base_index(cfg, ins):
+    """The base register a decoded READ, WRITE or VOP names (``Instr.base``), as an index
+    into ``base_file_layout``: the queue lets no larger one issue (``hdl/icu.py``)."""
+    return ins.delay[:index_bits(cfg.base_regs)]
+
+
 def vxm_lane_layout() -> data.FlexibleLayout:
     """One lane of a VXM parameter entry as the host writes it (``lpu_arch.vxm.PARAM_FIELDS``):
     ``PARAM_WORDS`` 32-bit words, each field at its word and bit."""

@@ -1,4 +1,5 @@
-"""MEM slice: flat SRAM on the streams, physically addressed, no cache."""
+"""MEM slice: flat SRAM on the streams, physically addressed, no cache; a READ's or
+WRITE's address is relocated by its base register (``docs/isa.md``, "Base registers")."""
 
 from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
@@ -8,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from lpu_arch.hostmap import load_row_bits
 from lpu_arch.isa import ADDR_BITS, EAST, Op
 
-from .layouts import drive_signature, host_signature, issue_signature, tap_signature
+from .layouts import base_file_layout, base_index, drive_signature, host_signature, issue_signature, tap_signature
 
 
 class MemSlice(wiring.Component):
@@ -19,6 +20,11 @@ class MemSlice(wiring.Component):
     stream ``s`` at this position on cycle t.  The SRAM is read-before-write: a READ and
     a WRITE of one address on one cycle read the old value.
 
+    The address is ``a + offset`` of the instruction's base register (``bases``; 21 bits,
+    so beyond ``mem_depth`` is a fault as for an unrelocated address).  When the register
+    is off the instruction *skips*: a READ leaves the SRAM alone and drives a zero vector
+    on the same cycle and stream, a WRITE stores nothing and is no event; neither can fault.
+
     Members
     -------
     issue : In(issue_signature)
@@ -27,10 +33,15 @@ class MemSlice(wiring.Component):
         Stream values visible at this position.
     drive : Out(drive_signature)
         This slice's stream write (at most one stream per cycle).
+    bases : In(base_file_layout)
+        The tile's base registers (register 0 all zero).
+    skip : Out(1)
+        The instruction issued this cycle is a READ or WRITE that skips (not a busy cycle).
     write_event : Out(1), write_addr : Out(20), write_data : Out(vector_bits)
-        A WRITE is executing this cycle (for the event trace).
+        A WRITE that does not skip is executing this cycle (for the event trace), at the
+        relocated address.
     addr_fault : Out(1)
-        Sticky until ``start``: an instruction addressed beyond ``mem_depth``.
+        Sticky until ``start``: an instruction addressed (relocated) beyond ``mem_depth``.
     driving : Out(1)
         A READ's value is being driven this cycle.
     host : In(host_signature)
@@ -51,6 +62,8 @@ class MemSlice(wiring.Component):
             "issue": In(issue_signature()),
             "tap": In(tap_signature(cfg)),
             "drive": Out(drive_signature(cfg)),
+            "bases": In(base_file_layout(cfg)),
+            "skip": Out(1),
             "write_event": Out(1),
             "write_addr": Out(ADDR_BITS),
             "write_data": Out(cfg.vector_bits),
@@ -71,12 +84,18 @@ class MemSlice(wiring.Component):
         wr = sram.write_port(granularity=cfg.HOST_WORD)
 
         ins = self.issue.instr
+        base = self.bases[base_index(cfg, ins)]
+        addr = Signal(ADDR_BITS + 1)              # the relocated address
+        m.d.comb += addr.eq(ins.addr + base.offset)
+        # A READ or WRITE naming an off register skips; one naming an on register accesses.
         is_read = self.issue.valid & (ins.op == Op.READ)
         is_write = self.issue.valid & (ins.op == Op.WRITE)
-        in_range = (ins.addr >> cfg.mem_addr_bits) == 0
+        m.d.comb += self.skip.eq((is_read | is_write) & base.off)
+        reads, writes = is_read & ~base.off, is_write & ~base.off
+        in_range = (addr >> cfg.mem_addr_bits) == 0
         with m.If(self.start):
             m.d.sync += self.addr_fault.eq(0)
-        with m.Elif((is_read | is_write) & ~in_range):
+        with m.Elif((reads | writes) & ~in_range):
             m.d.sync += self.addr_fault.eq(1)
 
         # Host addressing: row and word within the vector.
@@ -90,11 +109,11 @@ class MemSlice(wiring.Component):
                                    Cat(*self.tap.west).word_select(ins.stream, cfg.vector_bits)))
         with m.If(self.run):
             m.d.comb += [
-                rd.addr.eq(ins.addr),
-                rd.en.eq(is_read),          # the SRAM output changes only when it is used
-                wr.addr.eq(ins.addr),
+                rd.addr.eq(addr),
+                rd.en.eq(reads),            # the SRAM output changes only when it is used
+                wr.addr.eq(addr),
                 wr.data.eq(passing),
-                wr.en.eq(Mux(is_write & in_range, (1 << wpv) - 1, 0)),
+                wr.en.eq(Mux(writes & in_range, (1 << wpv) - 1, 0)),
             ]
         with m.Else():
             m.d.comb += [
@@ -114,14 +133,15 @@ class MemSlice(wiring.Component):
                     wr.en.eq(Mux(self.host.sel & self.host.we, 1 << h_word, 0)),
                 ]
         m.d.comb += [
-            self.write_event.eq(is_write),
-            self.write_addr.eq(ins.addr),
+            self.write_event.eq(writes),
+            self.write_addr.eq(addr),
             self.write_data.eq(passing),
         ]
 
-        # READ: drive the SRAM output onto the stream on the next cycle.
-        drv_dir, drv_stream = Signal(1), Signal.like(ins.stream)
-        m.d.sync += [self.driving.eq(is_read & in_range), drv_dir.eq(ins.dir), drv_stream.eq(ins.stream)]
+        # READ: drive the SRAM output (a skip: zeros) onto the stream on the next cycle.
+        drv_dir, drv_stream, drv_zero = Signal(1), Signal.like(ins.stream), Signal()
+        m.d.sync += [self.driving.eq(is_read & (base.off | in_range)), drv_dir.eq(ins.dir),
+                     drv_stream.eq(ins.stream), drv_zero.eq(base.off)]
         for s in range(cfg.streams):
             hit = self.driving & (drv_stream == s)
             m.d.comb += [
@@ -129,7 +149,9 @@ class MemSlice(wiring.Component):
                 self.drive.west.mask[s].eq(hit & (drv_dir != EAST)),
             ]
         # One vector for every stream (``drive_port_signature``).
-        m.d.comb += [self.drive.east.data[0].eq(rd.data), self.drive.west.data[0].eq(rd.data)]
+        value = Signal(cfg.vector_bits)
+        m.d.comb += value.eq(Mux(drv_zero, 0, rd.data))
+        m.d.comb += [self.drive.east.data[0].eq(value), self.drive.west.data[0].eq(value)]
 
         h_word_q = Signal.like(h_word)
         m.d.sync += h_word_q.eq(h_word)

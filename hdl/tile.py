@@ -15,11 +15,11 @@ from amaranth.lib.wiring import In, Out
 
 from lpu_arch import hostmap
 from lpu_arch.hostmap import Csr, Ctrl, DeskewStatus, HacStatus, LinkFlag, LinkReg, Region, Status
-from lpu_arch.isa import INSTR_BITS
+from lpu_arch.isa import BASE_OFF_BIT, BASE_OFFSET_BITS, INSTR_BITS
 
 from .c2c import DeskewUnit, HacUnit, LinkRx, LinkTx
 from .column import Taps, build_position, column_signature, edge_taps, served_links
-from .layouts import host_bus_signature
+from .layouts import base_reg_layout, host_bus_signature
 
 
 def load_port_signature(cfg) -> wiring.Signature:
@@ -54,8 +54,13 @@ class Tile(wiring.Component):
     running : Out(1), done : Out(1)
         Run state; ``done`` stays high until the next start.
     fault : Out(1)
-        Any sticky fault flag (illegal opcode, address fault; with links also the link,
-        deskew and HAC faults of ``hostmap.LINK_FAULTS``) is set.
+        Any sticky fault flag (illegal opcode, address fault, parameter fault; with links
+        also the link, deskew and HAC faults of ``hostmap.LINK_FAULTS``) is set.
+
+    The base registers (``docs/isa.md``, "Base registers") are CSRs
+    ``Csr.BASE_REG_BASE + r`` (``hostmap.base_word``: offset in bits 0..19, off in bit 31),
+    written only while the tile is stopped and kept across runs (0, offset 0 and on, after
+    reset); register 0 reads 0 and ignores writes.  Every MEM slice and the VXM see them.
 
     The CSRs from ``Csr.CONFIG_VERSION`` on report the configuration the tile was built
     from (constants: ``hostmap.config_csrs(cfg)``), which the host checks against its
@@ -134,6 +139,15 @@ class Tile(wiring.Component):
         if not linked:
             m.d.comb += start.eq(host_start)
 
+        # ---- the base registers: CSRs, written while stopped; register 0 the constant 0 ----
+        base_regs = [Signal(base_reg_layout(), name=f"base_reg_{r}") for r in range(1, cfg.base_regs)]
+        base_file = Cat(Const(0, base_reg_layout().size), *base_regs)
+        base_write = self.host.we & ~run_q & (region == Region.CSR)
+        for r, reg in enumerate(base_regs, 1):
+            with m.If(base_write & (word == Csr.BASE_REG_BASE + r)):
+                m.d.sync += [reg.offset.eq(self.host.wdata[:BASE_OFFSET_BITS]),
+                             reg.off.eq(self.host.wdata[BASE_OFF_BIT])]
+
         def host_port(port, reg, index):
             core.d.comb += [port.sel.eq((region == reg) & (sel_slice == index)),
                             port.addr.eq(word), port.wdata.eq(self.host.wdata),
@@ -167,6 +181,8 @@ class Tile(wiring.Component):
                 elif kind == "VXM":
                     self._load_vxm(core, sl)
             core.d.comb += [col.start.eq(start), col.run.eq(run_q)]
+            if kind in ("MEM", "VXM"):
+                core.d.comb += col.bases.eq(base_file)
             host_port(col.icu_host, Region.IMEM, p)
             cols.append(col)
             if kind == "VXM":
@@ -204,17 +220,18 @@ class Tile(wiring.Component):
         addr_fault = Cat(mem.addr_fault for mem in mems)
         overflow = Cat(Const(0, 1), *(t.trace_overflow for t in traces)).any()
         status = Signal(cfg.HOST_WORD)
+        param_fault = vxm.param_fault
         status_bits = (self.running * Status.RUNNING | self.done * Status.DONE
                        | illegal.any() * Status.ILLEGAL_OP | addr_fault.any() * Status.ADDR_FAULT
-                       | overflow * Status.TRACE_OVERFLOW)
+                       | overflow * Status.TRACE_OVERFLOW | param_fault * Status.PARAM_FAULT)
         link_csrs = {}
         if linked:
             link_fault, link_status, link_csrs = self._links(m, core, start, host_start, ctrl_write, region,
                                                              word, sac, c2cs, run_q, done_q)
             status_bits = status_bits | link_status
-            m.d.comb += self.fault.eq(illegal.any() | addr_fault.any() | link_fault)
+            m.d.comb += self.fault.eq(illegal.any() | addr_fault.any() | param_fault | link_fault)
         else:
-            m.d.comb += self.fault.eq(illegal.any() | addr_fault.any())
+            m.d.comb += self.fault.eq(illegal.any() | addr_fault.any() | param_fault)
         m.d.comb += status.eq(status_bits)
 
         r_region, r_slice, r_word, r_re = (Signal.like(region), Signal.like(sel_slice),
@@ -250,6 +267,9 @@ class Tile(wiring.Component):
             for reg, val in link_csrs.items():
                 with m.Case(reg):
                     m.d.comb += csr_val.eq(val)
+            for r, reg in enumerate(base_regs, 1):
+                with m.Case(Csr.BASE_REG_BASE + r):
+                    m.d.comb += csr_val.eq(reg.offset | reg.off << BASE_OFF_BIT)
 
         def pick(ports):
             return Array(p.rdata for p in ports)[r_slice] if ports else 0

@@ -7,12 +7,13 @@ stream east and/or west ``VXM_LATENCY`` (2) cycles after issue.
 
 Pipeline of ``VOP`` issued on cycle t::
 
-    t     read the parameter entry (asynchronous read port); va = A (+ B with ADD) +
+    t     read the parameter entry param + offset (asynchronous read port); va = A (+ B with ADD) +
           bias_a, vb = B + bias_b (int32 wrap-around adds), A from streams s..s+3 in
           direction dir, B from the same streams in the other direction
     t+1   a = requantise(va, m_a, s_a), b = requantise(vb, m_b, s_b), bm = b * m_c;
-          address the activation table with a's byte
-    t+2   a = table[a] (TABLE); a = sat8((a * bm + round) >> s_c) (GATE); drive a
+          address the activation table: {the lane's table, a's byte}
+    t+2   a = table[a] (TABLE); a = sat8((a * bm + round) >> s_c) (GATE); drive a (zeros
+          for a skip or a parameter fault)
 
 ``a * bm`` is ``(a * b) * m_c`` exactly, so the gate is ``requantise(a * b, m_c, s_c)``
 with one multiplier after the table instead of two (the stages stay balanced: each
@@ -22,9 +23,18 @@ holds one int32 x 15-bit or int8 x 23-bit product).
 shift, exactly the golden model's ``requantise``: ``v * m`` needs 47 signed bits,
 the rounded sum 48.
 
-Parameters and table are host-writable while the tile is stopped
+A VOP's parameter entry is ``param + offset`` of its base register (``docs/isa.md``,
+"Base registers"); an entry at or beyond ``vxm_param_depth`` sets the sticky
+``param_fault`` and the VOP drives a zero vector, and a VOP whose register is off skips:
+it drives a zero vector too.  Either way on the same streams and cycle, with the same
+flags: the registers choose values, never timing.  The TABLE step of lane ``l`` looks up
+table ``table_l`` (the entry's ``table`` field, modulo ``vxm_tables``) of the
+``vxm_tables`` activation tables.
+
+Parameters and tables are host-writable while the tile is stopped
 (``hostmap.Region.VXM_PARAM`` and ``Region.VXM_TABLE``) and power up as a fresh
-``lpu_arch.vxm.reset_words``: identity parameters (bias 0, multiplier 1, shift 0) and identity table.
+``lpu_arch.vxm.reset_words``: identity parameters (bias 0, multiplier 1, shift 0, table 0)
+and identity tables.
 """
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
@@ -36,7 +46,8 @@ from lpu_arch.hostmap import load_row_bits
 from lpu_arch.isa import EAST, INT32_PLANES, Op, VopFlag
 from lpu_arch.vxm import PARAM_WORDS, SHIFT_BITS, TABLE_SIZE, reset_words
 
-from .layouts import drive_signature, host_signature, issue_signature, operand, tap_signature, vxm_lane_layout
+from .layouts import (base_file_layout, base_index, drive_signature, host_signature, index_bits, issue_signature,
+                      operand, tap_signature, vxm_lane_layout)
 
 # ---- arithmetic helpers -----------------------------------------------------------------
 def _flag(flag) -> int:
@@ -91,8 +102,17 @@ class VXM(wiring.Component):
 
     Members
     -------
+    start : In(1)
+        Clears ``param_fault``.
     run : In(1)
         High while the tile runs (host accesses are honoured only while it is low).
+    bases : In(base_file_layout)
+        The tile's base registers (register 0 all zero).
+    skip : Out(1)
+        The instruction issued this cycle is a VOP that skips (not a busy cycle).
+    param_fault : Out(1)
+        Sticky until ``start``: a VOP's relocated parameter entry was beyond
+        ``vxm_param_depth`` (``Status.PARAM_FAULT``).
     issue : In(issue_signature)
         From this slice's instruction queue.
     tap : In(tap_signature)
@@ -105,7 +125,8 @@ class VXM(wiring.Component):
         ``Region.VXM_PARAM``: word ``(entry * lanes + lane) * VXM_PARAM_WORDS + k``
         (``lpu_arch/vxm.py``); reads return the word as written.
     host_table : In(host_signature)
-        ``Region.VXM_TABLE``: word ``i`` (``i < 256``) is table entry ``i`` in the low byte.
+        ``Region.VXM_TABLE``: word ``t * 256 + i`` (``t < vxm_tables``) is entry ``i`` of
+        table ``t`` in the low byte.
     load_we : In(lanes), load_row : In(load_row_bits), load_data : In(lanes * 32 * PARAM_WORDS)
         The vector load port (``hostmap.LOAD_REGIONS``, ``Region.VXM_PARAM``): for every
         lane ``l`` with ``load_we[l]``, store bits ``160l..160l+159`` of ``load_data`` (the
@@ -117,7 +138,11 @@ class VXM(wiring.Component):
     def __init__(self, cfg):
         self.cfg = cfg
         super().__init__({
+            "start": In(1),
             "run": In(1),
+            "bases": In(base_file_layout(cfg)),
+            "skip": Out(1),
+            "param_fault": Out(1),
             "issue": In(issue_signature()),
             "tap": In(tap_signature(cfg)),
             "drive": Out(drive_signature(cfg)),
@@ -136,6 +161,16 @@ class VXM(wiring.Component):
         W = PARAM_WORDS
         ins = self.issue.instr
         is_vop = self.issue.valid & (ins.op == Op.VOP)
+        base = self.bases[base_index(cfg, ins)]
+        entry = Signal(len(operand(ins, Op.VOP, "param")) + 1)      # the relocated entry
+        m.d.comb += entry.eq(operand(ins, Op.VOP, "param") + base.offset)
+        pbits = index_bits(cfg.vxm_param_depth)
+        fault = Signal()
+        m.d.comb += [self.skip.eq(is_vop & base.off), fault.eq(is_vop & ~base.off & (entry >> pbits).any())]
+        with m.If(self.start):
+            m.d.sync += self.param_fault.eq(0)
+        with m.Elif(fault):
+            m.d.sync += self.param_fault.eq(1)
 
         # ---- parameter memory: one row per entry, lanes x 5 host words ------------------
         p_init, t_init = reset_words(cfg)
@@ -146,11 +181,10 @@ class VXM(wiring.Component):
                                               init=rows)
         pw = params.write_port(granularity=32)
         pr = params.read_port(domain="comb")      # the entry is needed on the issue cycle
-        pbits = max((cfg.vxm_param_depth - 1).bit_length(), 1)
         hp = self.host_param
         h_entry, h_sub = divmod_const(m, hp.addr, row_words, "h_param")
         h_ok = hp.sel & hp.we & ~self.run & (h_entry < cfg.vxm_param_depth)
-        m.d.comb += pr.addr.eq(Mux(self.run, ins.addr[:pbits], Mux(hp.sel, h_entry[:pbits], 0)))
+        m.d.comb += pr.addr.eq(Mux(self.run, entry[:pbits], Mux(hp.sel, h_entry[:pbits], 0)))
         load_ok = ~self.run & (self.load_row < cfg.vxm_param_depth)
         with m.If(self.load_we.any()):
             m.d.comb += [
@@ -167,20 +201,23 @@ class VXM(wiring.Component):
         with m.If(hp.sel & hp.re):
             m.d.sync += hp.rdata.eq(Array(pr.data[32 * k: 32 * k + 32] for k in range(row_words))[h_sub])
 
-        # ---- activation table: one read port per lane (lane 0's also serves the host) ---
+        # ---- activation tables: one read port per lane (lane 0's also serves the host) --
         # One copy per pair of lanes, every copy written alike: a block RAM has two ports,
         # and one memory with a read port per lane cannot be mapped (synthesis replicates
-        # it per port at best, and Yosys's memory mapper does not cope with 16 ports).
+        # it per port at best, and Yosys's memory mapper does not cope with 16 ports).  A
+        # copy holds all vxm_tables tables, entry i of table t at t * 256 + i.
         ht = self.host_table
+        tbits = (cfg.vxm_tables - 1).bit_length()
+        tdepth = cfg.vxm_tables * TABLE_SIZE
         tr = []
         for c in range((L + 1) // 2):
-            table = Memory(shape=unsigned(8), depth=TABLE_SIZE, init=t_init)
+            table = Memory(shape=unsigned(8), depth=tdepth, init=t_init)
             m.submodules[f"table{c}"] = table
             tw = table.write_port()
             m.d.comb += [
-                tw.addr.eq(ht.addr[:8]),
+                tw.addr.eq(ht.addr[:8 + tbits]),
                 tw.data.eq(ht.wdata[:8]),
-                tw.en.eq(ht.sel & ht.we & ~self.run & (ht.addr < TABLE_SIZE)),
+                tw.en.eq(ht.sel & ht.we & ~self.run & (ht.addr < tdepth)),
             ]
             tr += [table.read_port(domain="sync") for _ in range(min(2, L - 2 * c))]
         m.d.comb += ht.rdata.eq(tr[0].data)
@@ -206,17 +243,18 @@ class VXM(wiring.Component):
         add_b = ins.aux[_flag(VopFlag.ADD)]
         # Registers are loaded only when a VOP issues (stage 1's only after one), so between
         # VOPs the arithmetic sees no changes (event-driven simulators skip it).
-        q_vop, q_flags, q_out = Signal(), Signal(8), Signal.like(ins.stream)
+        # q_zero / r_zero: the VOP skips or faulted, its result is a zero vector.
+        q_vop, q_flags, q_out, q_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
         m.d.sync += q_vop.eq(is_vop)
         with m.If(is_vop):
-            m.d.sync += [q_flags.eq(ins.aux), q_out.eq(operand(ins, Op.VOP, "out"))]
+            m.d.sync += [q_flags.eq(ins.aux), q_out.eq(operand(ins, Op.VOP, "out")), q_zero.eq(base.off | fault)]
         lane_q = []
         lane_layout = vxm_lane_layout()
         for l in range(L):
             f = lane_layout(pr.data[32 * W * l: 32 * W * (l + 1)])
             va, vb = Signal(signed(32), name=f"va_{l}"), Signal(signed(32), name=f"vb_{l}")
-            names = ("m_a", "s_a", "m_b", "s_b", "m_c", "s_c")
-            fields = [f[n] for n in names]
+            names = ("m_a", "s_a", "m_b", "s_b", "m_c", "s_c", "table")
+            fields = [f[n] for n in names[:-1]] + [f["table"][:tbits]]    # the table modulo vxm_tables
             regs = [Signal(len(v), name=f"{n.replace('_', '')}_{l}") for n, v in zip(names, fields)]
             with m.If(is_vop):
                 m.d.sync += [va.eq(a_in[l] + Mux(add_b, b_in[l], 0) + f["bias_a"].as_unsigned()),   # int32 wrap-around: 32-bit adds
@@ -225,19 +263,20 @@ class VXM(wiring.Component):
             lane_q.append((va, vb, *regs))
 
         # ---- stage 1 (t+1): requantise A and B, b * m_c, table address ------------------
-        r_vop, r_flags, r_out = Signal(), Signal(8), Signal.like(ins.stream)
+        r_vop, r_flags, r_out, r_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
         m.d.sync += r_vop.eq(q_vop)
         with m.If(q_vop):
-            m.d.sync += [r_flags.eq(q_flags), r_out.eq(q_out)]
+            m.d.sync += [r_flags.eq(q_flags), r_out.eq(q_out), r_zero.eq(q_zero)]
         r_a, r_bm, r_sc = [], [], []
-        for l, (va, vb, ma, sa, mb, sb, mc, sc) in enumerate(lane_q):
+        for l, (va, vb, ma, sa, mb, sb, mc, sc, tsel) in enumerate(lane_q):
             ra = requantise(m, va, ma, sa, f"ra_{l}")
             rb = requantise(m, vb, mb, sb, f"rb_{l}")
+            taddr = Cat(ra.as_unsigned(), tsel)              # {table, byte}
             if l == 0:
-                m.d.comb += [tr[l].addr.eq(Mux(self.run, ra.as_unsigned(), ht.addr[:8])),
+                m.d.comb += [tr[l].addr.eq(Mux(self.run, taddr, ht.addr[:8 + tbits])),
                              tr[l].en.eq(q_vop | (~self.run & ht.sel & ht.re))]
             else:
-                m.d.comb += [tr[l].addr.eq(ra.as_unsigned()), tr[l].en.eq(q_vop)]
+                m.d.comb += [tr[l].addr.eq(taddr), tr[l].en.eq(q_vop)]
             qa = Signal(signed(8), name=f"qa_{l}")
             bm = Signal(signed(24), name=f"bm_{l}")             # |b * m_c| <= 128 * 32767
             qs = Signal(SHIFT_BITS, name=f"qsc_{l}")
@@ -254,7 +293,7 @@ class VXM(wiring.Component):
             m.d.comb += prod.eq(a * r_bm[l])
             g = round_shift(m, prod, r_sc[l], f"rc_{l}")
             res.append(Mux(r_flags[_flag(VopFlag.GATE)], g, a))
-        result = Cat(*res)
+        result = Mux(r_zero, 0, Cat(*res))
         out_e = r_vop & r_flags[_flag(VopFlag.OUT_E)]
         out_w = r_vop & r_flags[_flag(VopFlag.OUT_W)]
         for s in range(S):

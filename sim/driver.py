@@ -67,6 +67,8 @@ class TileDriver:
         # What the VXM's parameter and table memories hold (they power up as a fresh
         # Program's and are not cleared by a start), so load_vxm writes only changes.
         self.vxm_words = reset_words(cfg)
+        # What the base registers hold (host words; reset clears them, a start does not).
+        self.base_words = [0] * cfg.base_regs
         self.config_checked = False   # check_config passed since the last reset or run
         self.load_port = load_port
         self.loaded_bytes = 0
@@ -98,6 +100,7 @@ class TileDriver:
         dut.rst.value = 1
         self._idle()
         self.config_checked = False
+        self.base_words = [0] * self.cfg.base_regs
         await ClockCycles(dut.clk, cycles)
         await FallingEdge(dut.clk)
         dut.rst.value = 0
@@ -204,7 +207,8 @@ class TileDriver:
     async def load_job(self, job: dict):
         """Load a job (``sim.runner.job``): every MEM row that the job's image or an earlier
         job may have left nonzero (``dirty``: the earlier images, plus the rows the trace
-        showed written), the VXM parameters and table where they differ, the programs."""
+        showed written), the VXM parameters and tables where they differ, the base
+        registers where they differ (``"bases"``; a job without them: all 0), the programs."""
         memory, cfg = job.get("memory", {}), self.cfg
         writes = {}
         for name in cfg.mem_names:
@@ -216,7 +220,29 @@ class TileDriver:
         await self.load_memory(writes)
         if "vxm_params" in job or "table" in job:
             await self.load_vxm(job.get("vxm_params"), job.get("table"))
+        await self.load_bases(job.get("bases"))
         await self.load_program(job["images"])
+
+    async def load_bases(self, words=None, force: bool = False):
+        """Write base registers 1..base_regs-1 (``words``: one host word per register,
+        ``hostmap.base_word``; None: all 0, offset 0 and on) over the bus, only those that
+        differ from what the tile holds unless ``force``; register 0 is the constant.
+        Returns the number of registers written."""
+        await self._ensure_config()
+        n = self.cfg.base_regs
+        words = [0] * n if words is None else [int(w) for w in words]
+        if len(words) != n:
+            raise ValueError(f"{len(words)} base register words; the tile has {n} registers")
+        items = [(hostmap.csr(Csr.BASE_REG_BASE + r), words[r]) for r in range(1, n)
+                 if force or words[r] != self.base_words[r]]
+        await self.write_words(items)
+        self.base_words[1:] = words[1:]
+        self.loaded_bytes += 4 * len(items)
+        return len(items)
+
+    async def read_bases(self):
+        """Every base register's host word, as the tile reads it back (register 0: 0)."""
+        return await self.read_words([hostmap.csr(Csr.BASE_REG_BASE + r) for r in range(self.cfg.base_regs)])
 
     async def load_program(self, images: dict):
         await self._ensure_config()
@@ -259,9 +285,11 @@ class TileDriver:
         self.loaded_bytes += 4 * len(items)
 
     async def load_vxm(self, params=None, table=None, force: bool = False):
-        """Write the VXM parameter memory (``(entries, lanes, 8)`` in ``VXM_FIELDS`` order,
-        like ``Program.vxm_params``; fewer entries leave the rest alone) and the 256-entry
-        activation table; only words that differ from what the tile holds, unless ``force``
+        """Write the VXM parameter memory (``(entries, lanes, len(VXM_FIELDS))`` in
+        ``VXM_FIELDS`` order, like ``Program.vxm_params``; fewer entries leave the rest
+        alone) and the activation tables (``(tables, 256)`` like ``Program.table``, or one
+        table of 256: table 0; fewer tables leave the rest alone; ``vxm.table_words``);
+        only words that differ from what the tile holds, unless ``force``
         (through the load port: every lane entry with a differing word).  Returns the
         number of bus words and port lanes written."""
         await self._ensure_config()
@@ -298,7 +326,8 @@ class TileDriver:
         return len(items) + n_port
 
     async def read_vxm(self):
-        """Read back the whole VXM parameter memory and table: ``(param words, table words)``."""
+        """Read back the whole VXM parameter memory and every table: ``(param words, table
+        words)`` (entry ``i`` of table ``t`` is table word ``t * 256 + i``)."""
         n = len(self.vxm_words[0])
         params = await self.read_words([hostmap.addr(Region.VXM_PARAM, 0, i) for i in range(n)])
         table = await self.read_words([hostmap.addr(Region.VXM_TABLE, 0, i) for i in range(len(self.vxm_words[1]))])

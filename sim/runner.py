@@ -274,11 +274,44 @@ def default_timeout(program: Program) -> int:
     return 2 * run_length(program) + 10_000
 
 
+def base_words(cfg: TileConfig, bases=None) -> list[int]:
+    """The base registers' host words of a job: ``bases`` (one word per register,
+    ``hostmap.base_word``) checked against ``cfg``, or all 0 (offset 0, on) for None.
+    A ValueError names a wrong length, a word with bits outside the offset and the off
+    bit, an offset beyond ``isa.BASE_OFFSET_BITS`` bits, or register 0 not 0 (it is the
+    constant)."""
+    from lpu_arch.hostmap import base_fields, base_word
+
+    if bases is None:
+        return [0] * cfg.base_regs
+    try:
+        words = list(bases)
+    except TypeError:
+        raise ValueError(f"bases must be a list of {cfg.base_regs} base register words, got {bases!r}") from None
+    if len(words) != cfg.base_regs:
+        raise ValueError(f"bases has {len(words)} words; the tile has {cfg.base_regs} base registers "
+                         f"(one host word each, hostmap.base_word)")
+    out = []
+    for r, w in enumerate(words):
+        if isinstance(w, bool) or not isinstance(w, int) and not hasattr(w, "__index__"):
+            raise ValueError(f"base register {r}: the word must be an integer (hostmap.base_word), got {w!r}")
+        w = int(w)
+        if not 0 <= w < 1 << 32 or base_word(*base_fields(w)) != w:
+            raise ValueError(f"base register {r}: word {w:#x} is not a base register word (offset in bits "
+                             f"0..19, off in bit 31, every other bit 0; hostmap.base_word)")
+        if r == 0 and w:
+            raise ValueError(f"base register 0 is the constant (offset 0, on): its word must be 0, got {w:#x}")
+        out.append(w)
+    return out
+
+
 def job(program: Program, name: str = "", read_back=None, timeout_cycles: int | None = None,
-        read_vxm: bool = False, checked: bool = True) -> dict:
+        read_vxm: bool = False, checked: bool = True, bases=None, read_bases: bool = False) -> dict:
     """A job for ``TileSim.run``: the program's binary images, memory images, VXM parameters
-    and activation table (the testbench writes only what differs from what the tile holds).
-    ``read_vxm`` reads the VXM's parameter and table words back after the run.
+    and activation tables, and the base registers' host words (``bases``: one per register,
+    see :func:`base_words`; None: all 0); the testbench writes only what differs from what
+    the tile holds.  ``read_vxm`` reads the VXM's parameter and table words back after the
+    run, ``read_bases`` the base registers.
     ``timeout_cycles``: default :func:`default_timeout` of the program.  The program
     must pass the static checker (``firmware_gen.check``: no value lost on a stream, no
     read of an undriven stream, ...), else ``CheckError``; ``checked=False`` loads it anyway
@@ -288,14 +321,17 @@ def job(program: Program, name: str = "", read_back=None, timeout_cycles: int | 
         problems = check_program(program)
         if problems:
             raise CheckError(problems)
+    words = base_words(program.config, bases)
     return {
         "name": name,
         "images": program.images(),
         "memory": {n: m.tolist() for n, m in program.memory.items() if m.any()},
         "vxm_params": program.vxm_params.tolist(),
         "table": program.table.tolist(),
+        "bases": words,
         "read_back": read_back or {},
         "read_vxm": read_vxm,
+        "read_bases": read_bases,
         "timeout_cycles": default_timeout(program) if timeout_cycles is None else timeout_cycles,
     }
 
@@ -366,7 +402,7 @@ class SystemSim:
 
 def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phase_fs=None,
                start_epochs: int = 2, sample_every: int = 16, inject=None, record: int = 0,
-               window=None, timeout_cycles: int | None = None, checked: bool = True) -> dict:
+               window=None, timeout_cycles: int | None = None, checked: bool = True, bases=None) -> dict:
     """A run for ``SystemSim.run``: one program per tile and the tiles' clocks.  The programs
     must pass the static checker as a system (``firmware_gen.check.check_system``: each
     tile's streams, and every SEND matched by a RECV in order and in time), else
@@ -379,13 +415,20 @@ def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phas
     ``inject``: ``[{"tile", "link", "mask", "after_cycles", "count"}]``: XOR ``mask`` into
     ``count`` valid flits leaving that tile on that link, from ``after_cycles`` (sender
     cycles) after the start.  ``window``: ``{"tile", "sac_from", "sac_to"}``: record every
-    tile's state on each of its clock edges while that tile's SAC is in the range."""
+    tile's state on each of its clock edges while that tile's SAC is in the range.
+    ``bases``: None (every tile's base registers 0) or one list of base register words per
+    tile (each as ``job``'s, :func:`base_words`; None for a tile: all 0)."""
     import random
     rng = random.Random(seed)
     if phase_fs is None:
         phase_fs = [rng.randrange(1, period_fs(p)) for p in ppm]
     if len(ppm) != len(programs) or len(phase_fs) != len(programs):
         raise ValueError("one ppm and one phase per tile's program")
+    if bases is None:
+        bases = [None] * len(programs)
+    elif isinstance(bases, (str, bytes)) or not hasattr(bases, "__len__") or len(bases) != len(programs):
+        raise ValueError(f"bases must be None or one list of base register words per tile "
+                         f"({len(programs)} tiles), got {bases!r}")
     if checked and programs[0].config.links:
         from firmware_gen.check import CheckError, check_system
         from lpu_arch.topology import Topology
@@ -394,7 +437,8 @@ def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phas
             raise CheckError(problems)
     return {"name": name, "ppm": list(ppm), "period_fs": [period_fs(p) for p in ppm],
             "phase_fs": list(phase_fs),
-            "jobs": [job(p, name=f"{name}/tile{i}", checked=False) for i, p in enumerate(programs)],
+            "jobs": [job(p, name=f"{name}/tile{i}", checked=False, bases=b)
+                     for i, (p, b) in enumerate(zip(programs, bases))],
             "start_epochs": start_epochs, "sample_every": sample_every, "inject": inject or [],
             "record": record, "window": window, "seed": seed,
             "timeout_cycles": (max(2_000_000, *map(default_timeout, programs)) if timeout_cycles is None

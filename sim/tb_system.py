@@ -5,9 +5,9 @@ each run it
 
 1. (re)starts every tile's clock at its own period (ppm) and phase, in femtoseconds,
    and resets every tile;
-2. loads every tile's program over that tile's own host bus or (``"load": "port"`` in
-   the spec) its vector load port (a ``TileDriver`` per tile, in the tile's clock),
-   concurrently;
+2. loads every tile's job (program, images, VXM state, base registers) over that
+   tile's own host bus or (``"load": "port"`` in the spec) its vector load port (a
+   ``TileDriver`` per tile, in the tile's clock), concurrently;
 3. waits until every child's HAC is locked (polling ``HAC_STATUS``), reads tile 0's HAC
    and arms every tile to start at ``HAC + start_epochs * epoch`` (``START_HAC``);
 4. while the tiles run, samples every few cycles (at one simulation instant) each

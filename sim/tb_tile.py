@@ -3,10 +3,11 @@
 It drives either the bare tile (``lpu_tile``, host bus pins) or the tile behind the UART
 host bridge (``lpu_uart_tile``), with the same driver API, loading over the host bus or
 (``"load": "port"`` in the spec) through the vector load port.  The jobs come from the JSON
-file named by ``LPU_JOBS`` (MEM images, VXM parameters and table, binary images); the
-observations (cycle count, status, busy counters, the hardware trace of every MEM write,
-the rows read back from the SRAM after the run (``read_back``, with their row numbers in
-``read_back_rows``), with ``read_vxm`` the VXM's parameter and table words, wall time of
+file named by ``LPU_JOBS`` (MEM images, VXM parameters and tables, base registers, binary
+images); the observations (cycle count, status, busy counters, the hardware trace of every
+MEM write, the rows read back from the SRAM after the run (``read_back``, with their row
+numbers in ``read_back_rows``), with ``read_vxm`` the VXM's parameter and table words, with
+``read_bases`` the base registers' words (``base_words``), wall time of
 the run and of the load, the bytes loaded and the path that carried them) go to
 ``LPU_RESULTS``.  Comparison against the golden model and the compiler's
 predictions happens in the caller (``sim/runner.py`` users), so the same observations
@@ -55,6 +56,8 @@ async def run_jobs(dut):
         extra = {}
         if job.get("read_vxm"):
             extra["vxm_words"] = await drv.read_vxm()
+        if job.get("read_bases"):
+            extra["base_words"] = await drv.read_bases()
         results.append({"name": job.get("name", ""), "cycles": cycles, "wall_run_s": wall, **load,
                         **status, "events": events, "read_back": readback, "read_back_rows": rows_read, **extra})
         dut._log.info("job %s: %d cycles, %d events", job.get("name", ""), cycles, len(events))

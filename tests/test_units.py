@@ -575,3 +575,157 @@ def test_c2c_recv_latency(direction):
     values = check_drive(what, out["seen"], isa.C2C_LATENCY, "C2C_LATENCY", direction, 1 << stream)
     assert values[stream] == new, (
         f"{what}: drove {values[stream]:#x} on cycle {isa.C2C_LATENCY}, expected the popped vector {new:#x}")
+
+
+# ---- base registers (docs/isa.md, "Base registers") -------------------------------------
+def base_file(regs) -> int:
+    """The slices' ``bases`` input: ``{register: (offset, on)}``, the others offset 0, on."""
+    width = isa.BASE_OFFSET_BITS + 1          # hdl.layouts.base_reg_layout: offset, then off
+    return sum((off | (0 if on else 1) << isa.BASE_OFFSET_BITS) << (width * r) for r, (off, on) in regs.items())
+
+
+def test_mem_base_relocates_skips_and_faults():
+    """READ and WRITE at ``a + offset``; with the register off a READ drives a zero vector
+    on issue + READ_LATENCY (same stream) and a WRITE stores nothing and is no event;
+    ``skip`` marks both on the issue cycle; a relocated address beyond ``mem_depth`` sets
+    ``addr_fault`` and the READ drives nothing; an off register never faults."""
+    mem = MemSlice(CFG)
+    D = CFG.mem_depth
+    stored = {a: vec(tag(a, salt=3)) for a in (5, 8)}
+    out = {"events": [], "skips": []}
+    wpv = CFG.words_per_vector
+
+    def watch(ctx, j):
+        set_taps(ctx, mem, EAST, {2: vec(tag(j, salt=9))})
+        if ctx.get(mem.write_event):
+            out["events"].append((j, ctx.get(mem.write_addr)))
+        if ctx.get(mem.skip):
+            out["skips"].append(j)
+
+    async def read_row(ctx, row):
+        ctx.set(mem.run, 0)
+        ctx.set(mem.host.sel, 1)
+        ctx.set(mem.host.re, 1)
+        words = []
+        for w in range(wpv):
+            ctx.set(mem.host.addr, row * wpv + w)
+            await ctx.tick()
+            words.append(ctx.get(mem.host.rdata))
+        ctx.set(mem.host.sel, 0)
+        ctx.set(mem.host.re, 0)
+        ctx.set(mem.run, 1)
+        return sum(v << (32 * w) for w, v in enumerate(words))
+
+    async def bench(ctx):
+        for a, v in stored.items():
+            await host_write(ctx, mem.host, [(v >> (32 * w)) & 0xFFFFFFFF for w in range(wpv)], base=a * wpv)
+        ctx.set(mem.bases.as_value(), base_file({1: (3, True), 2: (D - 1, False), 3: (D - 2, True)}))
+        ctx.set(mem.run, 1)
+        for key, ins in (("reloc", Instr.read(1, EAST, 5, base=1)), ("skip", Instr.read(1, WEST, 5, base=2)),
+                         ("off_far", Instr.read(1, EAST, D - 1, base=2)), ("plain", Instr.read(1, EAST, 8))):
+            out["skips"].clear()
+            out[key] = (await issue_and_watch(ctx, mem, ins, watch), list(out["skips"]), ctx.get(mem.addr_fault))
+        out["events"].clear()
+        out["skips"].clear()
+        await issue_and_watch(ctx, mem, Instr.write(2, EAST, 9, base=1), watch, after=1)
+        out["w_reloc"] = (list(out["events"]), list(out["skips"]), await read_row(ctx, 12))
+        out["events"].clear()
+        out["skips"].clear()
+        await issue_and_watch(ctx, mem, Instr.write(2, EAST, 20, base=2), watch, after=1)
+        out["w_skip"] = (list(out["events"]), list(out["skips"]), await read_row(ctx, (20 + D - 1) % D),
+                         await read_row(ctx, 20), ctx.get(mem.addr_fault))
+        out["fault"] = (await issue_and_watch(ctx, mem, Instr.read(0, EAST, 2, base=3)), ctx.get(mem.addr_fault))
+
+    simulate(mem, bench)
+    seen, skips, fault = out["reloc"]
+    values = check_drive("READ E1, 5, base=1 (offset 3)", seen, isa.READ_LATENCY, "READ_LATENCY", EAST, 1 << 1)
+    assert values[1] == stored[8] and skips == [] and not fault, (
+        f"READ E1, 5, base=1 (offset 3) must drive row 8 ({stored[8]:#x}), drove {values[1]:#x}; skips {skips}")
+    seen, skips, fault = out["skip"]
+    values = check_drive("READ W1, 5, base=2 (off)", seen, isa.READ_LATENCY, "READ_LATENCY", WEST, 1 << 1)
+    assert values[1] == 0 and skips == [0] and not fault, (
+        f"READ W1, 5 with its register off must drive zeros and skip on its issue cycle; drove {values[1]:#x}, "
+        f"skip on cycles {skips}")
+    seen, skips, fault = out["off_far"]
+    check_drive("READ E1, D-1, base=2 (off, offset D-1)", seen, isa.READ_LATENCY, "READ_LATENCY", EAST, 1 << 1)
+    assert skips == [0] and not fault, "an off register must not fault, whatever its offset"
+    seen, skips, fault = out["plain"]
+    values = check_drive("READ E1, 8", seen, isa.READ_LATENCY, "READ_LATENCY", EAST, 1 << 1)
+    assert values[1] == stored[8] and skips == [] and not fault, "base 0 reads the unrelocated address"
+    events, skips, row = out["w_reloc"]
+    assert events == [(isa.WRITE_LATENCY, 12)] and skips == [] and row == vec(tag(0, salt=9)), (
+        f"WRITE E2, 9, base=1 (offset 3) must store row 12 on its issue cycle: events {events}, row {row:#x}")
+    events, skips, row, row_plain, fault = out["w_skip"]
+    assert events == [] and skips == [0] and row == 0 and row_plain == 0 and not fault, (
+        f"WRITE with its register off must store nothing and be no event: events {events}, skip on {skips}")
+    seen, fault = out["fault"]
+    assert seen == [] and fault, (
+        f"READ E0, 2, base=3 (offset {D - 2}: row {D}, beyond the depth) must drive nothing and set addr_fault; "
+        f"drove {[(j, d, m) for j, d, m, _ in seen]}, addr_fault {fault}")
+
+
+def test_vxm_base_relocates_skips_faults_and_selects_tables():
+    """VOP reads parameter entry ``param + offset``; lane l's TABLE step looks up the table
+    the entry's ``table`` field names; with the register off, or the entry beyond
+    ``vxm_param_depth`` (``param_fault``, sticky until start), the VOP drives a zero
+    vector on the same stream and cycle; ``skip`` marks only the off case."""
+    from lpu_arch.vxm import IDENTITY, PARAM_FIELDS, PARAM_WORDS, lane_words
+
+    vxm = VXM(CFG)
+    P, T = CFG.vxm_param_depth, CFG.vxm_tables
+    assert T >= 4, "the test gives every lane its own table"
+    fields = list(PARAM_FIELDS)
+    bias = {1: 0, 5: 7}                      # entry -> bias_a of every lane
+    tables = {t: [(i + 17 * t) & 0xFF for i in range(256)] for t in range(T)}    # table 0: the identity
+
+    def lane(entry, l):
+        v = list(IDENTITY)
+        v[fields.index("bias_a")] = bias[entry]
+        v[fields.index("table")] = l % T if entry == 5 else 0
+        return lane_words(v)
+
+    o = 1
+    ins = {"on": Instr.vop(0, EAST, param=1, out=o, flags=VopFlag.TABLE | VopFlag.OUT_E, base=1),
+           "off": Instr.vop(0, EAST, param=1, out=o, flags=VopFlag.TABLE | VopFlag.OUT_E, base=2),
+           "beyond": Instr.vop(0, EAST, param=P - 4 + 1, out=o, flags=VopFlag.TABLE | VopFlag.OUT_E, base=1)}
+    out = {}
+
+    def taps(ctx, j):
+        a = [v & 0xFFFFFFFF for v in vxm_a(j)]
+        set_taps(ctx, vxm, EAST, {b: vec([(v >> (8 * b)) & 0xFF for v in a]) for b in range(INT32_PLANES)})
+
+    async def bench(ctx):
+        for e in bias:
+            words = [w for l in range(L) for w in lane(e, l)]
+            await host_write(ctx, vxm.host_param, words, base=e * L * PARAM_WORDS)
+        await host_write(ctx, vxm.host_table, [w for t in range(T) for w in tables[t]])
+        ctx.set(vxm.bases.as_value(), base_file({1: (4, True), 2: (0, False)}))
+        ctx.set(vxm.run, 1)
+        for key, instr in ins.items():
+            skips = []
+
+            def watch(ctx, j):
+                taps(ctx, j)
+                if ctx.get(vxm.skip):
+                    skips.append(j)
+            out[key] = (await issue_and_watch(ctx, vxm, instr, watch), skips, ctx.get(vxm.param_fault))
+        ctx.set(vxm.start, 1)
+        await ctx.tick()
+        ctx.set(vxm.start, 0)
+        out["cleared"] = ctx.get(vxm.param_fault)
+
+    simulate(vxm, bench)
+    a0 = [sat8(v + 7) for v in vxm_a(0)]                    # entry 1 + 4 = 5: bias 7
+    want = [s8(tables[l % T][a & 0xFF]) for l, a in enumerate(a0)]
+    seen, skips, fault = out["on"]
+    check_out_drives("VXM", ins["on"], seen, isa.VXM_LATENCY, "VXM_LATENCY")
+    got = [s8(b) for b in lanes_of(seen[0][3][o])]
+    assert got == want and skips == [] and not fault, (
+        f"VOP param=1, base=1 (offset 4: entry 5, bias 7, lane l's table l) drove {got}, expected {want}")
+    for key in ("off", "beyond"):
+        seen, skips, fault = out[key]
+        check_out_drives("VXM", ins[key], seen, isa.VXM_LATENCY, "VXM_LATENCY")
+        assert seen[0][3][o] == 0, f"VOP ({key}) must drive a zero vector, drove {lanes_of(seen[0][3][o])}"
+        assert skips == ([0] if key == "off" else []), f"VOP ({key}): skip on cycles {skips}"
+        assert fault == (key == "beyond"), f"VOP ({key}): param_fault {fault}"
+    assert not out["cleared"], "a start must clear param_fault"
