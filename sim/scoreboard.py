@@ -138,6 +138,8 @@ def check_run(observed: dict, golden: RunResult, predicted_writes=None, predicte
         problems.append("the hardware trace overflowed: events were lost (raise trace_depth)")
     if observed["illegal"] or observed["addr_fault"]:
         problems.append(f"fault flags set: illegal={observed['illegal']:#x} addr_fault={observed['addr_fault']:#x}")
+    if observed["status"] & Status.PARAM_FAULT:
+        problems.append("PARAM_FAULT: a VOP's relocated parameter entry was beyond vxm_param_depth")
     problems += check_busy(observed, golden.busy, "golden model")
     if predicted_busy is not None:
         problems += check_busy(observed, predicted_busy, "predicted")

@@ -37,7 +37,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.c2c import ElasticBuffer, LinkRx, flit_body_layout
 from hdl.ecc import EccDecoder, EccEncoder
-from hdl.icu import InstructionQueue
+from hdl.icu import InstructionQueue, legal_word_mask
 from hdl.uart import UartRx, UartTx
 from lpu_arch import isa
 from lpu_arch.c2c import KIND_BITS, EccStatus, Kind, ecc_bits, flit_data_bits
@@ -342,7 +342,7 @@ class IcuHarness(wiring.Component):
         op = _field(w, "op")
         legal = 0
         for o in sorted(isa.SLICE_OPS[self.kind]):
-            legal |= (op == o) & ((w & ~isa.used_word_mask(o) & ((1 << 64) - 1)) == 0)
+            legal |= (op == o) & ((w & ~legal_word_mask(cfg, o) & ((1 << 64) - 1)) == 0)
         m.d.comb += Assume(legal)
         m.d.comb += Assume(((op != isa.Op.NOP) & (op != isa.Op.REPEAT)) | (_field(w, "count") != 0))
         m.d.comb += Assume((op != isa.Op.REPEAT) | (_field(w, "delay") != 0))

@@ -280,8 +280,9 @@ def vop_reference(A, B, prm, table, flags):
     A = np.asarray(A, np.int64) + (np.asarray(B, np.int64) if flags & ADD else 0)
     wrap = ((A + f("bias_a") + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
     a = requantise(wrap, f("m_a"), f("s_a")).astype(np.int64)
-    if flags & TABLE:
-        a = np.asarray(table, np.int64)[a & 0xFF]
+    if flags & TABLE:                   # each lane's table, named by its entry
+        tables = np.atleast_2d(np.asarray(table, np.int64))
+        a = tables[prm[:, F["table"]] % len(tables), a & 0xFF]
     if flags & GATE:
         wb = ((np.asarray(B, np.int64) + f("bias_b") + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
         b = requantise(wb, f("m_b"), f("s_b")).astype(np.int64)

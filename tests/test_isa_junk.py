@@ -268,12 +268,14 @@ def run_queue(kind, programs, cycles):
 
 
 def legal_hw_word(op):
-    """A legal word of ``op`` with every bit it uses set, short enough to watch."""
+    """A legal word of ``op`` with every bit it uses set, short enough to watch (a base
+    operand names the tile's last register: one beyond ``base_regs`` is illegal)."""
+    from hdl.icu import legal_word_mask
     if op == Op.NOP:
         return Instr.nop(3).encode()
     if op == Op.REPEAT:
         return Instr.repeat(2, 3, -1).encode()     # stride -1: every addr bit set
-    return full_word(op)
+    return full_word(op) & legal_word_mask(CFG, op)
 
 
 @pytest.mark.parametrize("kind", list(SLICE_OPS))
