@@ -466,3 +466,22 @@ def test_moe_no_run_lists_routings_and_rounds(capsys, tmp_path):
     d = json.loads(out)
     assert d["ran"] is False and d["rounds"] == {"over": 2} and d["capacity"] == 1
     assert d["cycles"] == max(d["per_tile_cycles"]) and "token 0: expert" in (tmp_path / "moe.svg").read_text()
+
+
+def test_moe_from_a_weights_file(capsys, tmp_path):
+    """lpu moe --weights: experts, router and shared expert under the DeepSeek names, top-k
+    from --top-k; compiled for the tray and listed."""
+    rng = np.random.default_rng(3)
+    H, I, E = 8, 8, 8
+    arrays = {"model.layers.0.mlp.gate.weight": rng.normal(size=(E, H))}
+    for e in range(E):
+        for proj, shape in (("gate_proj", (I, H)), ("up_proj", (I, H)), ("down_proj", (H, I))):
+            arrays[f"model.layers.0.mlp.experts.{e}.{proj}.weight"] = rng.normal(size=shape) / 3
+    for proj, shape in (("gate_proj", (I, H)), ("up_proj", (I, H)), ("down_proj", (H, I))):
+        arrays[f"model.layers.0.mlp.shared_experts.{proj}.weight"] = rng.normal(size=shape) / 3
+    np.savez(tmp_path / "moe.npz", **arrays)
+    code, out, err = run(capsys, "moe", "--no-run", "--json", "--weights", tmp_path / "moe.npz", "--top-k", "2")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["experts_per_tile"] == [2, 2, 2, 2] and set(d["routings"]) == {"router", "spread", "packed", "random"}
+    assert all(len(row) == 2 for rows in d["routings"].values() for row in rows)
