@@ -231,6 +231,7 @@ class FfnPlan:
         self.j_blocks = list(range(self.KH)) if j_blocks is None else list(j_blocks)
         self.h_route = h_route or HRoute()
         self.h_stored = {}                        # (i, b) -> (slice, addr, write cycle)
+        self.x_rows = []                          # (slice, addr, block, column) of every copy of x
         # Rows per cycle: the most MEM slices whose count divides the lanes, one stream each,
         # leaving stream n for x/h.
         self.n = max(d for d in range(1, min(cfg.mem_slices, cfg.streams - 1) + 1) if L % d == 0)
@@ -318,6 +319,7 @@ class FfnPlan:
                 for b in range(B):
                     slot, addr = self.x_slot(k, b), self.alloc(src, 1)
                     self.memory[src][addr] = self.x[b, k * self.cfg.lanes:(k + 1) * self.cfg.lanes] & 0xFF
+                    self.x_rows.append((src, addr, k, b))
                     d = self.in_dir(side)
                     dist = abs(self.pos(src) - self.pos(side))
                     read = Instr.read(self.lx_stream, d, addr)

@@ -47,7 +47,10 @@ class InstructionQueue(wiring.Component):
     Members
     -------
     start : In(1)
-        One-cycle pulse: restart at instruction 0.  Instruction 0 issues on the next cycle.
+        One-cycle pulse: restart at instruction ``entry``, which issues on the next cycle.
+    entry : In(iq_addr_bits)
+        Where a start begins (the tile's ``Csr.ENTRY``: several programs held in one queue,
+        one after the other, each started where it begins).
     run : In(1)
         High while the tile runs.
     issue : Out(issue_signature)
@@ -73,6 +76,7 @@ class InstructionQueue(wiring.Component):
         self.cfg, self.kind = cfg, kind
         super().__init__({
             "start": In(1),
+            "entry": In(cfg.iq_addr_bits),
             "run": In(1),
             "issue": Out(issue_signature()),
             "halted": Out(1),
@@ -144,7 +148,7 @@ class InstructionQueue(wiring.Component):
                                                       Signal(len(rep_delay)), Signal(len(rep_stride)))
 
         with m.If(self.start):
-            m.d.comb += pc_next.eq(0)
+            m.d.comb += pc_next.eq(self.entry)
             m.d.sync += [self.halted.eq(0), self.illegal.eq(0), wait.eq(0), in_rep.eq(0), last.eq(0)]
         with m.Elif(self.run & ~self.halted):
             with m.If(wait != 0):

@@ -148,6 +148,11 @@ class Tile(wiring.Component):
                 m.d.sync += [reg.offset.eq(self.host.wdata[:BASE_OFFSET_BITS]),
                              reg.off.eq(self.host.wdata[BASE_OFF_BIT])]
 
+        # ---- the entry point every queue starts at (several programs in one queue) ----
+        entry = Signal(cfg.iq_addr_bits)
+        with m.If(base_write & (word == Csr.ENTRY)):
+            m.d.sync += entry.eq(self.host.wdata[:cfg.iq_addr_bits])
+
         def host_port(port, reg, index):
             core.d.comb += [port.sel.eq((region == reg) & (sel_slice == index)),
                             port.addr.eq(word), port.wdata.eq(self.host.wdata),
@@ -180,7 +185,7 @@ class Tile(wiring.Component):
                     load_mem += 1
                 elif kind == "VXM":
                     self._load_vxm(core, sl)
-            core.d.comb += [col.start.eq(start), col.run.eq(run_q)]
+            core.d.comb += [col.start.eq(start), col.entry.eq(entry), col.run.eq(run_q)]
             if kind in ("MEM", "VXM"):
                 core.d.comb += col.bases.eq(base_file)
             host_port(col.icu_host, Region.IMEM, p)
@@ -267,6 +272,8 @@ class Tile(wiring.Component):
             for reg, val in link_csrs.items():
                 with m.Case(reg):
                     m.d.comb += csr_val.eq(val)
+            with m.Case(Csr.ENTRY):
+                m.d.comb += csr_val.eq(entry)
             for r, reg in enumerate(base_regs, 1):
                 with m.Case(Csr.BASE_REG_BASE + r):
                     m.d.comb += csr_val.eq(reg.offset | reg.off << BASE_OFF_BIT)

@@ -69,6 +69,7 @@ class Csr(enum.IntEnum):
     DESKEW_OFFSET = 10   # read: HAC - SAC since the last DESKEW/RUNTIME_DESKEW released the core
     DESKEW_STALLED = 11  # read: cycles the core was stalled by deskews since the start
     DESKEW_STATUS = 12   # read: see DeskewStatus
+    ENTRY = 13      # read/write: the instruction every queue starts at (written while stopped; kept across runs)
     ILLEGAL_BASE = 0x10     # read: word k, bit b = queue at position 32k+b decoded an illegal opcode
     ADDR_FAULT_BASE = 0x18  # read: word k, bit b = MEM slice 32k+b addressed beyond its depth
     CONFIG_VERSION = 0x20   # read: CONFIG_FORMAT_VERSION, the layout of this block (0: a tile without the block)

@@ -74,6 +74,8 @@ class TileDriver:
         self.loaded_bytes = 0
         # Rows of each MEM slice that may differ from zero (load_job rewrites them).
         self.dirty = {name: set() for name in cfg.mem_names}
+        self.entry = 0            # what Csr.ENTRY holds (reset clears it, a start does not)
+        self.imem_words = {}      # position -> instruction words the queue holds (resident jobs)
 
     async def start_clock(self):
         """Start (or restart, after ``stop_clock``) the clock: ``phase`` from now, 50:50,
@@ -101,6 +103,7 @@ class TileDriver:
         self._idle()
         self.config_checked = False
         self.base_words = [0] * self.cfg.base_regs
+        self.entry, self.imem_words = 0, {}
         await ClockCycles(dut.clk, cycles)
         await FallingEdge(dut.clk)
         dut.rst.value = 0
@@ -209,6 +212,13 @@ class TileDriver:
         job may have left nonzero (``dirty``: the earlier images, plus the rows the trace
         showed written), the VXM parameters and tables where they differ, the base
         registers where they differ (``"bases"``; a job without them: all 0), the programs."""
+        if job.get("resident"):
+            await self.load_resident(job)
+            return
+        self.imem_words = {}      # an ordinary job rewrites its queues: a later resident job loads them again
+        if self.entry:
+            await self.write_words([(hostmap.csr(Csr.ENTRY), 0)])
+            self.entry = 0
         memory, cfg = job.get("memory", {}), self.cfg
         writes = {}
         for name in cfg.mem_names:
@@ -222,6 +232,41 @@ class TileDriver:
             await self.load_vxm(job.get("vxm_params"), job.get("table"))
         await self.load_bases(job.get("bases"))
         await self.load_program(job["images"])
+
+    async def load_resident(self, job: dict):
+        """A job on a tile whose programs, weights and parameters stay resident (``"resident"``:
+        the decode loop, ``docs/afd.md``): write only ``memory_rows`` (``{slice: {row:
+        vector}}``, e.g. a layer's input), the VXM words, base registers and instruction words
+        that differ from what the tile holds, and ``entry`` (``Csr.ENTRY``, where every queue
+        starts) when it changes.  The first such job after a reset loads everything it names."""
+        await self.load_memory({n: {int(r): v for r, v in rows.items()} for n, rows in job.get("memory_rows", {}).items()})
+        if "vxm_params" in job or "table" in job:
+            await self.load_vxm(job.get("vxm_params"), job.get("table"))
+        await self.load_bases(job.get("bases"))
+        images = {}
+        for name, words in job.get("images", {}).items():
+            p = self.cfg.position(name)
+            held = self.imem_words.setdefault(p, {})
+            images[name] = {i: w for i, w in enumerate(words) if held.get(i) != w}
+            held.update(images[name])
+        await self.load_program_words(images)
+        entry = int(job.get("entry", 0))
+        if entry != self.entry:
+            await self.write_words([(hostmap.csr(Csr.ENTRY), entry)])
+            self.entry = entry
+            self.loaded_bytes += 4
+
+    async def load_program_words(self, images: dict):
+        """``images[name] = {index: 64-bit word}``: only those instructions, over the bus."""
+        await self._ensure_config()
+        items = []
+        for name, words in images.items():
+            p = self.cfg.position(name)
+            for i, w in words.items():
+                items.append((hostmap.addr(Region.IMEM, p, 2 * i), w & 0xFFFFFFFF))
+                items.append((hostmap.addr(Region.IMEM, p, 2 * i + 1), w >> 32))
+        await self.write_words(items)
+        self.loaded_bytes += 4 * len(items)
 
     async def load_bases(self, words=None, force: bool = False):
         """Write base registers 1..base_regs-1 (``words``: one host word per register,

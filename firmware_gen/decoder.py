@@ -1,0 +1,243 @@
+"""A small decoder-only transformer for the decode loop (``docs/afd.md``).
+
+The host side (numpy float32): token embedding, RMSNorm, causal multi-head attention
+with a KV cache, residual adds, a final RMSNorm and the LM head.
+Each layer's FFN (SwiGLU) is a callable ``ffn(layer, x) -> y`` on the float vector that
+enters it: :func:`float_ffn` in float64, or the int8 path :class:`IntFfn`, which
+quantises x at the layer's static ``x_scale``, runs the integer FFN (``numerics.ffn_int``,
+or the tray: ``sim/decode.py``) and dequantises with ``out_scale``.
+
+``synthetic(...)`` draws a model from a seed; every layer's activation scales are
+calibrated once (``calibrate``) on a fixed calibration text: ``CALIBRATION_TOKENS`` token
+ids drawn from ``CALIBRATION_SEED``, run through the float model, so no parameter changes
+per token.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .numerics import FfnSpec, ffn_float, ffn_int, quantise_activations
+
+CALIBRATION_SEED, CALIBRATION_TOKENS = 12345, 48
+
+
+@dataclass
+class Layer:
+    ln1: np.ndarray
+    wq: np.ndarray
+    wk: np.ndarray
+    wv: np.ndarray
+    wo: np.ndarray
+    ln2: np.ndarray
+    W1: np.ndarray          # gate_proj (I, H)
+    W3: np.ndarray          # up_proj (I, H)
+    W2: np.ndarray          # down_proj (H, I)
+
+
+@dataclass
+class Decoder:
+    """Weights (float32) of a decoder with ``heads`` attention heads."""
+    embed: np.ndarray                       # (V, H)
+    layers: list
+    norm: np.ndarray                        # final RMSNorm (H,)
+    head: np.ndarray                        # LM head (V, H)
+    heads: int
+    specs: list = field(default_factory=list)   # FfnSpec per layer, after calibrate()
+
+    @property
+    def H(self) -> int:
+        return self.embed.shape[1]
+
+    @property
+    def vocab(self) -> int:
+        return self.embed.shape[0]
+
+
+def synthetic(vocab: int = 64, H: int = 8, I: int = 16, layers: int = 2, heads: int = 2, seed: int = 0) -> Decoder:
+    """A random decoder: weights N(0, 1/fan-in), norms 1, embeddings N(0, 1), an LM head
+    of its own (a tied head mostly repeats the input token in a random model)."""
+    if H % heads:
+        raise ValueError(f"H = {H} must be a multiple of heads = {heads}")
+    rng = np.random.default_rng(seed)
+
+    def w(o, i):
+        return (rng.normal(size=(o, i)) / math.sqrt(i)).astype(np.float32)
+
+    ls = [Layer(np.ones(H, np.float32), w(H, H), w(H, H), w(H, H), w(H, H), np.ones(H, np.float32),
+                w(I, H), w(I, H), w(H, I)) for _ in range(layers)]
+    return Decoder(rng.normal(size=(vocab, H)).astype(np.float32), ls, np.ones(H, np.float32), w(vocab, H), heads)
+
+
+def rms_norm(x, g, eps=1e-6):
+    x = np.asarray(x, np.float32)
+    return (x / np.sqrt(np.mean(x * x) + eps) * g).astype(np.float32)
+
+
+class KvCache:
+    """Per layer, the keys and values of every position so far."""
+
+    def __init__(self, layers: int):
+        self.k = [[] for _ in range(layers)]
+        self.v = [[] for _ in range(layers)]
+
+    @property
+    def positions(self) -> int:
+        return len(self.k[0])
+
+    def nbytes(self) -> int:
+        """Bytes of the cache (float32 keys and values): what attention reads per token."""
+        return sum(4 * a.size for ks in (self.k, self.v) for layer in ks for a in layer)
+
+
+def attention(model: Decoder, l: int, x, cache: KvCache):
+    """Causal attention of one new position over the cache (appending its key and value)."""
+    ly, Hh = model.layers[l], model.heads
+    d = model.H // Hh
+    q, k, v = ly.wq @ x, ly.wk @ x, ly.wv @ x
+    cache.k[l].append(k.astype(np.float32))
+    cache.v[l].append(v.astype(np.float32))
+    K, V = np.stack(cache.k[l]), np.stack(cache.v[l])          # (T, H)
+    out = np.zeros(model.H, np.float32)
+    for h in range(Hh):
+        sl = slice(h * d, (h + 1) * d)
+        s = K[:, sl] @ q[sl] / math.sqrt(d)
+        p = np.exp(s - s.max())
+        out[sl] = (p / p.sum()) @ V[:, sl]
+    return (ly.wo @ out).astype(np.float32)
+
+
+def float_ffn(model: Decoder):
+    """The float64 FFN of each layer (the reference)."""
+    def f(l, x):
+        ly = model.layers[l]
+        return ffn_float("swiglu", ly.W1, ly.W2, ly.W3, None, None, np.asarray(x, np.float64)[None], "silu")[0]
+    return f
+
+
+class IntFfn:
+    """The int8 FFN of each layer: x quantised at the layer's static scale, ``run(l,
+    x_int8) -> y_int8`` (default: ``numerics.ffn_int``), y dequantised.  Records every
+    layer's int8 input and output (``trace``) and the float input (``inputs``)."""
+
+    def __init__(self, model: Decoder, run=None):
+        if not model.specs:
+            raise ValueError("the model is not calibrated: call calibrate(model) first")
+        self.model, self.trace, self.inputs = model, [], []
+        self.run = run or (lambda l, xq: ffn_int(model.specs[l], xq[None])[0])
+
+    def __call__(self, l, x):
+        xq = quantise_in(self.model, l, x)
+        yq = np.asarray(self.run(l, xq), np.int64)
+        self.trace.append((l, xq, yq.astype(np.int8)))
+        self.inputs.append((l, np.asarray(x, np.float64)))
+        return dequantise_out(self.model, l, yq)
+
+
+def step_gen(model: Decoder, token: int, cache: KvCache, timing: dict | None = None):
+    """One position through every layer, as a generator: it yields ``(layer, x)`` for each
+    FFN and takes the FFN's output back (``send``), so that a synchronous caller
+    (:func:`drive`) and the RTL's testbench (``sim/tb_decode.py``, which awaits the tray)
+    run the same host code.  Returns the logits.  ``timing["host_s"]`` accumulates the
+    host's wall seconds (everything but the FFNs)."""
+    t0, host = time.perf_counter(), 0.0
+    x = model.embed[token].copy()
+    for l, ly in enumerate(model.layers):
+        x = x + attention(model, l, rms_norm(x, ly.ln1), cache)
+        f_in = rms_norm(x, ly.ln2)
+        host += time.perf_counter() - t0
+        y = yield l, f_in
+        t0 = time.perf_counter()
+        x = (x + np.asarray(y, np.float32)).astype(np.float32)
+    logits = model.head @ rms_norm(x, model.norm)
+    host += time.perf_counter() - t0
+    if timing is not None:
+        timing["host_s"] = timing.get("host_s", 0.0) + host
+    return logits
+
+
+def generate_gen(model: Decoder, prompt, n: int, timing: dict | None = None, cache: KvCache | None = None):
+    """Greedy decoding as a generator (see :func:`step_gen`): the prompt one position at a
+    time, then ``n`` new tokens; returns the new tokens."""
+    cache = cache or KvCache(len(model.layers))
+    out = [int(t) for t in prompt]
+    logits = None
+    for t in out:
+        logits = yield from step_gen(model, t, cache, timing)
+    new = []
+    for _ in range(n):
+        new.append(int(np.argmax(logits)))
+        logits = yield from step_gen(model, new[-1], cache, timing)
+    return new
+
+
+def drive(gen, ffn):
+    """Run a :func:`step_gen`/:func:`generate_gen` generator with ``ffn(layer, x) -> y``."""
+    try:
+        req = next(gen)
+        while True:
+            req = gen.send(ffn(*req))
+    except StopIteration as e:
+        return e.value
+
+
+def step(model: Decoder, token: int, cache: KvCache, ffn, timing: dict | None = None):
+    """One position through every layer with ``ffn``; returns the logits."""
+    return drive(step_gen(model, token, cache, timing), ffn)
+
+
+def generate(model: Decoder, prompt, n: int, ffn, timing: dict | None = None) -> list[int]:
+    """Greedy decoding with ``ffn``: the prompt one position at a time, then ``n`` tokens."""
+    return drive(generate_gen(model, prompt, n, timing), ffn)
+
+
+def quantise_in(model: Decoder, l: int, x) -> np.ndarray:
+    """Layer ``l``'s FFN input as int8 at its static scale."""
+    return quantise_activations(np.asarray(x, np.float64)[None], model.specs[l].x_scale)[0][0].astype(np.int8)
+
+
+def dequantise_out(model: Decoder, l: int, y_int8) -> np.ndarray:
+    return np.asarray(y_int8, np.int64) * model.specs[l].out_scale
+
+
+def calibration_tokens(vocab: int) -> np.ndarray:
+    """The fixed calibration text: ``CALIBRATION_TOKENS`` ids from ``CALIBRATION_SEED``."""
+    return np.random.default_rng(CALIBRATION_SEED).integers(0, vocab, CALIBRATION_TOKENS)
+
+
+def calibrate(model: Decoder, tokens=None) -> Decoder:
+    """Quantise every layer's FFN (``FfnSpec.from_float``, SwiGLU/SiLU) with its scales
+    calibrated on the float model's FFN inputs over ``tokens`` (default: the calibration
+    text).  Returns the model with ``specs`` set."""
+    tokens = calibration_tokens(model.vocab) if tokens is None else tokens
+    seen = [[] for _ in model.layers]
+    ref = float_ffn(model)
+
+    def record(l, x):
+        seen[l].append(np.asarray(x, np.float64))
+        return ref(l, x)
+
+    cache = KvCache(len(model.layers))
+    for t in tokens:
+        step(model, int(t), cache, record)
+    model.specs = [FfnSpec.from_float("swiglu", ly.W1, ly.W2, ly.W3, x_calibration=np.stack(xs), activation="silu")
+                   for ly, xs in zip(model.layers, seen)]
+    return model
+
+
+def generate(model: Decoder, prompt, n: int, ffn, timing: dict | None = None) -> list[int]:
+    """Greedy decoding: the prompt one position at a time, then ``n`` new tokens."""
+    cache = KvCache(len(model.layers))
+    out = list(int(t) for t in prompt)
+    logits = None
+    for t in out:
+        logits = step(model, t, cache, ffn, timing)
+    for _ in range(n):
+        nxt = int(np.argmax(logits))
+        out.append(nxt)
+        logits = step(model, nxt, cache, ffn, timing)
+    return out[len(prompt):]

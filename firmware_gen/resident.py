@@ -1,0 +1,185 @@
+"""Every layer of a model resident on one tile (the decode loop, ``docs/afd.md``).
+
+``compile_resident(specs, cfg)`` places each layer's FFN as ``compile_ffn`` does, but
+each at its own MEM rows (after the previous layers'), its own VXM parameter entries and
+its own activation table (the entries' ``table`` field), and lowers every layer's program
+into the same instruction queues one after the other: layer ``l`` begins at instruction
+``entry[l]`` of every queue, and the host starts it by writing ``Csr.ENTRY``.  So the
+weights, parameters, tables and programs are loaded once; per token and layer only the
+layer's input x (its ``x_rows``) crosses the host bus one way and its output y (its
+``outputs``) the other.
+
+Each layer's schedule is fixed at compile time, so its cycle count (``Manifest.cycles``)
+is the same for every token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lpu_arch.config import TileConfig
+from lpu_arch.isa import Instr
+from lpu_arch.vxm import TABLE_SIZE, VXM_FIELDS
+
+from .compile_ffn import CompileError, FfnPlan, Manifest
+from .numerics import FfnSpec, NumericsError, ffn_int
+from .program import Program
+
+
+@dataclass
+class ResidentLayer:
+    """One layer's share of a resident model."""
+    index: int
+    spec: FfnSpec
+    program: Program               # this layer's queues alone, over the model's memories and parameters
+    manifest: Manifest             # its cycles and output locations (writes predicted for x = 0)
+    entry: int                     # the instruction its queues begin at
+    x_rows: list                   # (slice, addr, block, column): where the host writes x
+    lanes: int
+    write_cycles: dict             # (column, block) -> the cycle y's vector is written
+
+    def x_image(self, x_int8) -> dict:
+        """``{slice: {row: vector}}``: the rows of int8 input ``x`` ((H,) or (B, H)) the host
+        writes before starting the layer."""
+        x = np.atleast_2d(np.asarray(x_int8, np.int64))
+        L, H = self.lanes, self.spec.H
+        out = {}
+        for m, a, k, b in self.x_rows:
+            v = np.zeros(L, np.int64)
+            part = x[b, k * L:min((k + 1) * L, H)]
+            v[:len(part)] = part
+            out.setdefault(m, {})[a] = [int(u) & 0xFF for u in v]
+        return out
+
+    def y_rows(self) -> dict:
+        """``{slice: [rows]}``: where the layer leaves y (to read back after the run)."""
+        out = {}
+        for m, a in self.manifest.outputs.values():
+            out.setdefault(m, []).append(a)
+        return {m: sorted(rows) for m, rows in out.items()}
+
+    def y_from(self, memory: dict) -> np.ndarray:
+        """y (B, H) int8 from the tile's MEM contents after the run."""
+        from .compile_ffn import output_matrix
+        return output_matrix(self.manifest, memory, self.lanes, self.spec.H)
+
+    def predict(self, x_int8) -> list:
+        """The layer's MEM writes for input ``x``: ``(cycle, slice, addr, bytes)`` from the
+        integer FFN at the compiler's cycles."""
+        L = self.lanes
+        y = ffn_int(self.spec, np.atleast_2d(np.asarray(x_int8, np.int64)))
+        Hp = self.manifest.padded[0]
+        yp = np.zeros((y.shape[0], Hp), np.int64)
+        yp[:, :y.shape[1]] = y
+        return sorted(((self.write_cycles[(b, j)], m, a, tuple(int(v) & 0xFF for v in yp[b, j * L:(j + 1) * L]))
+                       for (b, j), (m, a) in self.manifest.outputs.items()),
+                      key=lambda w: (w[0], self.program.config.position(w[1])))
+
+
+@dataclass
+class ResidentModel:
+    """Every layer of a model on one tile: the combined queue images and memories."""
+    config: TileConfig
+    layers: list                   # ResidentLayer
+    images: dict                   # slice -> 64-bit words: every layer's program at its entry
+    memory: dict                   # slice -> (mem_depth, lanes) uint8: every layer's weights
+    vxm_params: np.ndarray
+    table: np.ndarray              # (vxm_tables, 256): layer l's activation table at l
+
+    def job(self, layer: int, x_int8, name: str = "") -> dict:
+        """A ``TileSim`` job for layer ``layer`` on input ``x`` (``sim.driver``'s resident
+        jobs: the first loads everything, the others only x, the entry and what changed)."""
+        ly = self.layers[layer]
+        return {"name": name or f"layer{layer}", "resident": True, "images": self.images,
+                "memory_rows": ly.x_image(x_int8), "vxm_params": self.vxm_params.tolist(),
+                "table": self.table.tolist(), "entry": ly.entry, "read_back": ly.y_rows(), "read_vxm": False,
+                "timeout_cycles": 2 * ly.manifest.cycles + 10_000}
+
+    def first_job_memory(self) -> dict:
+        """Every nonzero weight row, for the first job (the weights' one load)."""
+        return {m: {int(r): [int(v) for v in img[r]] for r in np.flatnonzero(img.any(axis=1))}
+                for m, img in self.memory.items()}
+
+    def loaded_bytes(self) -> dict:
+        """What the resident model loads once, by kind (bytes as the host writes them)."""
+        words = sum(len(w) for w in self.images.values())
+        rows = sum(int(img.any(axis=1).sum()) for img in self.memory.values())
+        return {"instructions": 8 * words, "weights": rows * self.config.lanes}
+
+
+def compile_resident(specs: list, cfg: TileConfig | None = None, batch: int = 1) -> ResidentModel:
+    """Place every layer's FFN (``specs``, one ``FfnSpec`` each) on one tile of ``cfg``;
+    a model that does not fit is a CompileError naming what it needs and the limit."""
+    cfg = cfg or TileConfig.default()
+    if not specs:
+        raise CompileError("a resident model needs at least one layer")
+    if len(specs) > cfg.vxm_tables:
+        raise CompileError(f"{len(specs)} layers need {len(specs)} activation tables (one each); the VXM has "
+                           f"vxm_tables = {cfg.vxm_tables}")
+    next_free = {m: 0 for m in cfg.mem_names}
+    params = Program(cfg).vxm_params.copy()
+    n_params = 0
+    memory = {m: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for m in cfg.mem_names}
+    tables = np.tile(np.arange(TABLE_SIZE).astype(np.uint8).astype(np.int8), (cfg.vxm_tables, 1))
+    plans = []
+    for l, spec in enumerate(specs):
+        if not isinstance(spec, FfnSpec):
+            raise CompileError(f"layer {l}: expected a numerics.FfnSpec, got {type(spec).__name__}")
+        try:
+            plan = FfnPlan(cfg, spec, np.zeros((batch, spec.H), np.int64))
+        except NumericsError as e:
+            raise CompileError(f"layer {l}: {e}") from None
+        except CompileError as e:
+            raise CompileError(f"layer {l}: {e}") from None
+        need = plan.capacity_needs()
+        rows = max(next_free.values()) + need["mem_depth"]
+        if rows > cfg.mem_depth:
+            raise CompileError(f"layers 0..{l} need {rows} rows per weight slice (layer {l}: {need['mem_depth']}); "
+                               f"a MEM slice holds mem_depth = {cfg.mem_depth}: use a larger mem_depth or fewer layers "
+                               "(a model that does not fit runs on the golden model only)")
+        if n_params + need["vxm_param_depth"] > cfg.vxm_param_depth:
+            raise CompileError(f"layers 0..{l} need {n_params + need['vxm_param_depth']} VXM parameter entries; "
+                               f"the VXM has vxm_param_depth = {cfg.vxm_param_depth}")
+        plan.next_free, plan.n_params, plan.params = dict(next_free), n_params, params
+        plan.compile()
+        params[n_params:plan.n_params, :, VXM_FIELDS.index("table")] = l
+        n_params, next_free = plan.n_params, dict(plan.next_free)
+        for m in cfg.mem_names:
+            memory[m] |= plan.memory[m]
+        tables[l] = spec.table
+        plans.append(plan)
+    layers, images, entry = [], {n: [] for n in cfg.slice_names}, 0
+    halt = Instr.halt().encode()
+    for l, plan in enumerate(plans):
+        prog = plan.program(table=tables)
+        prog.memory, prog.vxm_params = memory, params
+        imgs = prog.images()
+        width = max(len(w) for w in imgs.values())
+        for n in cfg.slice_names:
+            words = imgs.get(n, [halt])
+            images[n] += words + [halt] * (width - len(words))
+        man = plan.manifest(prog)
+        layers.append(ResidentLayer(l, specs[l], prog, man, entry, list(plan.x_rows), cfg.lanes,
+                                    {k: v[2] for k, v in plan.outputs.items()}))
+        entry += width
+    if entry > cfg.iq_depth:
+        raise CompileError(f"the layers' programs need {entry} instructions per queue; a queue holds "
+                           f"iq_depth = {cfg.iq_depth}")
+    return ResidentModel(cfg, layers, images, memory, params, tables)
+
+
+def run_layer(model: ResidentModel, layer: int, x_int8, memory: dict | None = None):
+    """Layer ``layer`` on the golden model from MEM contents ``memory`` (default: the
+    model's images) with its x written: ``(RunResult, y int8 (B, H))``.  The RunResult's
+    ``memory`` is the tile's after the run (the next layer starts from it)."""
+    from . import archmodel
+    ly = model.layers[layer]
+    mem = {m: (memory or model.memory)[m].copy() for m in model.config.mem_names}
+    for m, rows in ly.x_image(x_int8).items():
+        for a, v in rows.items():
+            mem[m][a] = v
+    prog = Program(model.config, ly.program.queues, mem, model.vxm_params, model.table)
+    res = archmodel.run(prog)
+    return res, ly.y_from(res.memory)

@@ -1,0 +1,136 @@
+"""The decode loop (``lpu decode``, ``docs/afd.md``): a small decoder generates tokens
+greedily, attention and everything else on the host (``firmware_gen/decoder.py``), every
+layer's FFN in int8 on one tile that holds every layer (``firmware_gen/resident.py``).
+
+``run_golden`` drives the loop with the golden model as the tile; ``run_rtl`` drives it
+with the RTL (``sim/tb_decode.py``: the host code runs inside the testbench and awaits
+the tile for each FFN).  ``check`` compares a run with the golden one and with the
+compiler: the same tokens, every layer's y bit-exact against ``numerics.ffn_int``, every
+layer's cycle count and writes as predicted, identical for every token, and the weights
+and programs loaded once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from firmware_gen.decoder import Decoder, calibrate, dequantise_out, generate_gen, quantise_in, synthetic
+from firmware_gen.numerics import ffn_int
+from firmware_gen.resident import ResidentModel, compile_resident, run_layer
+from lpu_arch import TileConfig
+
+SYNTHETIC = dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0)   # the tiny test model
+
+
+@dataclass
+class DecodeSetup:
+    """A calibrated model, its layers placed on one tile, and the generation to run."""
+    args: dict                 # what rebuilds it (decode_setup's arguments)
+    model: Decoder
+    resident: ResidentModel
+    prompt: list
+    tokens: int
+
+    @property
+    def cfg(self) -> TileConfig:
+        return self.resident.config
+
+
+def decode_setup(config: dict, model: dict | None = None, prompt=(1, 2, 3), tokens: int = 8) -> DecodeSetup:
+    """``config``: the tile (``TileConfig.to_dict()``); ``model``: ``synthetic``'s
+    arguments (default: :data:`SYNTHETIC`).  Deterministic: the testbench rebuilds the same
+    setup from the same arguments."""
+    margs = dict(SYNTHETIC, **(model or {}))
+    m = calibrate(synthetic(**margs))
+    cfg = TileConfig.from_dict(config)
+    rm = compile_resident(m.specs, cfg)
+    args = {"config": cfg.to_dict(), "model": margs, "prompt": [int(t) for t in prompt], "tokens": int(tokens)}
+    return DecodeSetup(args, m, rm, list(args["prompt"]), args["tokens"])
+
+
+def first_memory(rm: ResidentModel, rows: dict) -> dict:
+    """The first run's MEM rows: every weight row, then the layer's x."""
+    out = rm.first_job_memory()
+    for m, r in rows.items():
+        out.setdefault(m, {}).update(r)
+    return out
+
+
+def run_golden(setup: DecodeSetup) -> dict:
+    """The loop with the golden model as the tile: per FFN run, its token position, layer,
+    int8 x and y, cycles and MEM writes; the new tokens; the host's wall seconds."""
+    rm, model = setup.resident, setup.model
+    timing, runs = {}, []
+    mem = None
+    gen = generate_gen(model, setup.prompt, setup.tokens, timing)
+    try:
+        req = next(gen)
+        while True:
+            l, x = req
+            xq = quantise_in(model, l, x)
+            res, y = run_layer(rm, l, xq, mem)
+            mem = res.memory
+            runs.append({"layer": l, "x": xq.tolist(), "y": y[0].tolist(), "cycles": res.cycles,
+                         "events": [e.as_tuple() for e in res.events], "busy": res.busy})
+            req = gen.send(dequantise_out(model, l, y[0]))
+    except StopIteration as e:
+        tokens = e.value
+    return {"tokens": tokens, "runs": runs, "host_s": timing.get("host_s", 0.0), "engine": "golden model"}
+
+
+def run_rtl(setup: DecodeSetup, sim: str = "verilator", progress=None) -> dict:
+    """The loop on the RTL tile (one simulator invocation; the testbench runs the host)."""
+    from .runner import TIMESCALE, TileSim, _run
+    tile = TileSim(setup.cfg, sim)
+    t0 = time.perf_counter()
+    out, _ = _run(tile, "sim.tb_decode", {"config": setup.cfg.to_dict(), "decode": setup.args}, "decode", TIMESCALE)
+    res = out[0]
+    res["engine"], res["sim"], res["wall_s"] = "RTL", sim, time.perf_counter() - t0
+    return res
+
+
+def check(setup: DecodeSetup, run: dict, golden: dict | None = None) -> list[str]:
+    """Every mismatch of a loop's run against the golden loop and the compiler (empty = PASS)."""
+    problems = []
+    golden = golden or run_golden(setup)
+    rm, model = setup.resident, setup.model
+    if run["tokens"] != golden["tokens"]:
+        problems.append(f"tokens {run['tokens']}, golden model {golden['tokens']}")
+    if len(run["runs"]) != len(golden["runs"]):
+        problems.append(f"{len(run['runs'])} FFN runs, golden model {len(golden['runs'])}")
+    per_layer = {}
+    for n, (r, g) in enumerate(zip(run["runs"], golden["runs"])):
+        l = g["layer"]
+        ly = rm.layers[l]
+        where = f"run {n} (position {n // len(rm.layers)}, layer {l})"
+        y_ref = ffn_int(ly.spec, np.asarray(r["x"], np.int64)[None])[0]
+        if r["x"] != g["x"]:
+            problems.append(f"{where}: x differs from the golden loop's")
+        if list(r["y"]) != [int(v) for v in y_ref]:
+            problems.append(f"{where}: y is not the integer FFN's")
+        if r["cycles"] != ly.manifest.cycles:
+            problems.append(f"{where}: {r['cycles']} cycles, the compiler predicted {ly.manifest.cycles}")
+        events = [(int(c), s_, int(a), tuple(int(v) for v in d)) for c, s_, a, d in r["events"]]
+        if events != ly.predict(r["x"]):
+            problems.append(f"{where}: the MEM writes are not the compiler's prediction")
+        per_layer.setdefault(l, set()).add(r["cycles"])
+        if r.get("status", 0) & ~0b11:
+            problems.append(f"{where}: STATUS {r['status']:#x} has fault flags")
+    for l, cs in per_layer.items():
+        if len(cs) != 1:
+            problems.append(f"layer {l}: cycle counts differ between tokens: {sorted(cs)}")
+    if "loaded" in run:
+        once = run["loaded"][0]
+        later = run["loaded"][1:]
+        x_bytes = max((sum(len(v) for rows in rm.layers[l].x_image(np.zeros(model.H)).values() for v in rows.values())
+                       for l in range(len(rm.layers))), default=0)
+        worst = max(later, default=0)
+        if worst > x_bytes + 8:          # x's rows and, on a change of layer, the entry word
+            problems.append(f"a later run loaded {worst} bytes: more than the layer's input ({x_bytes} bytes) "
+                            "and the entry (the weights must load once)")
+        if once < rm.loaded_bytes()["weights"]:
+            problems.append(f"the first run loaded {once} bytes, less than the weights' {rm.loaded_bytes()['weights']}")
+    return problems
