@@ -241,3 +241,26 @@ def generate(model: Decoder, prompt, n: int, ffn, timing: dict | None = None) ->
         out.append(nxt)
         logits = step(model, nxt, cache, ffn, timing)
     return out[len(prompt):]
+
+
+def teacher_forced(model: Decoder, tokens) -> dict:
+    """The int8-FFN model against the float one over ``tokens`` with teacher forcing (both
+    read the same tokens): the share of positions whose top-1 next token agrees, and per
+    layer the cosine of the int8 FFN's output against the float FFN on the same input."""
+    ref = float_ffn(model)
+    cos = [[] for _ in model.layers]
+
+    def both(l, x):
+        yi = IntFfn(model)(l, x)
+        yf = ref(l, x)
+        cos[l].append(float(np.dot(yi, yf) / (np.linalg.norm(yi) * np.linalg.norm(yf) + 1e-30)))
+        return yi
+
+    cf, ci = KvCache(len(model.layers)), KvCache(len(model.layers))
+    agree = []
+    for t in tokens:
+        lf = step(model, int(t), cf, ref)
+        li = step(model, int(t), ci, both)
+        agree.append(int(np.argmax(lf)) == int(np.argmax(li)))
+    return {"positions": len(agree), "top1_agreement": float(np.mean(agree)),
+            "layer_cosine_min": [float(min(c)) for c in cos], "layer_cosine_mean": [float(np.mean(c)) for c in cos]}

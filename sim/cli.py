@@ -6,6 +6,7 @@ benchmark the simulators, synthesise the tile.
     lpu show    [DIR | FFN options] [--chart FILE.svg|.png] [--window A:B] [--asm] [--json]
     lpu tray    [--tiles 2|4|8] [FFN options] [--chart FILE] [--no-run | --sim SIM] [--json]
     lpu moe     [--experts E --top-k K --shared S --capacity C] [--tiles N] [--routing R] [--no-run] [--json]
+    lpu decode  [--model synthetic] [--tokens N] [--prompt 1,2,3] [--layers L] [--sim SIM | --no-run] [--json]
     lpu c2c     [--sim SIM] [--ppm A B] [--latency L] [--plot FILE] [--inject T:L:MASK:AFTER:N] [--json]
     lpu bench   [--config default|tiny] [--sims verilator,icarus] [--sweep] [--out DIR] [--json]
     lpu synth   [--board ulx3s-85f] [--config default|tiny] [--out DIR] [--json]
@@ -547,6 +548,79 @@ def cmd_moe(args) -> int:
     return EXIT_OK if report["passed"] else EXIT_FAIL
 
 
+DECODE_TILE = ("mem_depth=256", "iq_depth=512", "vxm_param_depth=32")   # the tiny tile, deep enough for 2 layers
+
+
+def cmd_decode(args) -> int:
+    import numpy as np
+
+    from firmware_gen.decoder import KvCache
+
+    from .decode import check, decode_setup, run_golden, run_rtl
+    from .runner import SimSetupError
+    human = sys.stderr if args.json else sys.stdout
+    if args.model != "synthetic":
+        raise CliError(f"--model {args.model}: only 'synthetic' is built in (no registry package ships a small "
+                       "trained decoder this command can load)")
+    base = tile_config(args.config, (*(DECODE_TILE if args.config == "tiny" else ()), *args.set))
+    model = {"vocab": args.vocab, "H": args.H, "I": args.I, "layers": args.layers, "heads": args.heads,
+             "seed": args.seed}
+    setup = decode_setup(base.to_dict(), model, args.prompt, args.tokens)
+    rm = setup.resident
+    print(f"model: synthetic decoder, {args.layers} layers, H={args.H}, I={args.I}, {args.heads} heads, vocab "
+          f"{args.vocab} (seed {args.seed}); FFN scales calibrated once on the fixed calibration text", file=human)
+    print(f"tile: every layer resident ({rm.loaded_bytes()['weights']:,} bytes of weights, "
+          f"{rm.loaded_bytes()['instructions']:,} of instructions, loaded once); per layer "
+          + ", ".join(f"{ly.manifest.cycles} cycles" for ly in rm.layers) + " (compiler)", file=human)
+    golden = run_golden(setup)
+    runs, engine = golden, "golden model"
+    problems = []
+    if not args.no_run:
+        try:
+            runs = run_rtl(setup, args.sim)
+        except RuntimeError as e:
+            return _testbench_failed(e, args, human, (SimSetupError,), ran=True)
+        engine = f"RTL ({args.sim})"
+        problems = check(setup, runs, golden)
+    else:
+        problems = check(setup, golden, golden)
+    L, P = len(rm.layers), len(setup.prompt)
+    cache = KvCache(L)
+    rows = []
+    x_bytes = [sum(len(v) for r in ly.x_image(np.zeros(args.H)).values() for v in r.values()) for ly in rm.layers]
+    y_bytes = [len(ly.manifest.outputs) * base.lanes for ly in rm.layers]
+    kv = []
+    for pos in range(P + args.tokens):
+        kv.append(2 * 4 * args.H * L * (pos + 1))         # float32 keys and values of every layer, read per token
+    per_pos = [runs["runs"][i * L:(i + 1) * L] for i in range(P + args.tokens)]
+    tokens = list(setup.prompt) + list(runs["tokens"])
+    print(f"\n{'pos':>4} {'token':>6} {'tray cycles':>11} {'tray us':>8} {'x/y bytes':>10} {'KV bytes':>9} "
+          f"{'GPU est. ns':>11}   ({engine}; tray time at {args.clock_mhz:g} MHz, GPU: KV bytes at "
+          f"{args.hbm_gbs:g} GB/s)", file=human)
+    for pos, rs in enumerate(per_pos):
+        cyc = sum(r["cycles"] for r in rs)
+        nxt = tokens[pos + 1] if pos + 1 < len(tokens) else None
+        row = {"position": pos, "input_token": tokens[pos], "next_token": nxt, "tray_cycles": cyc,
+               "tray_us": cyc / args.clock_mhz, "bytes_to_tray": sum(x_bytes), "bytes_from_tray": sum(y_bytes),
+               "kv_bytes": kv[pos], "gpu_est_ns": kv[pos] / args.hbm_gbs}
+        rows.append(row)
+        print(f"{pos:>4} {tokens[pos]:>6} {cyc:>11} {row['tray_us']:>8.3f} {sum(x_bytes):>4}/{sum(y_bytes):<5} "
+              f"{kv[pos]:>9} {row['gpu_est_ns']:>11.3f}", file=human)
+    same = len({r["tray_cycles"] for r in rows}) == 1
+    print(f"\ngenerated: {runs['tokens']}", file=human)
+    print(f"tray cycles identical for every token: {'yes' if same else 'NO'}; host time "
+          f"{golden['host_s'] * 1e3:.1f} ms in all (golden-model run, numpy)", file=human)
+    for p in problems[:10]:
+        print(f"  {p}", file=human)
+    ok = not problems and same
+    print("PASS" if ok else "FAIL", file=human)
+    if args.json:
+        _print_json({"ran": not args.no_run, "engine": engine, "tokens": runs["tokens"], "positions": rows,
+                     "layer_cycles": [ly.manifest.cycles for ly in rm.layers], "loaded_once": rm.loaded_bytes(),
+                     "loaded_per_run": runs.get("loaded"), "problems": problems, "passed": ok}, indent=1)
+    return EXIT_OK if ok else EXIT_FAIL
+
+
 def cmd_c2c(args) -> int:
     from .demo_c2c import parse_inject, run_c2c
     from .progress import ProgressPrinter
@@ -832,6 +906,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-run", action="store_true", help="compile (and draw) only")
     _rtl_run_options(p, "print the result as JSON on stdout")
     p.set_defaults(func=cmd_moe)
+
+    p = sub.add_parser("decode", formatter_class=_Formatter, help="a small decoder generating token by token, FFNs on the tile",
+                       description="Generate tokens greedily with a small decoder (sim/decode.py, docs/afd.md): the host\n"
+                                   "(numpy) does embeddings, norms, attention with a KV cache, residuals and the LM head;\n"
+                                   "every layer's FFN runs in int8 on one tile that holds all layers (weights, parameters,\n"
+                                   "tables and programs loaded once; per layer only x goes in, y comes out, and the host\n"
+                                   "selects the layer with Csr.ENTRY).  Unless --no-run, the tile is the RTL (--sim),\n"
+                                   "driven by the host code inside the testbench; the golden model runs the same loop.\n"
+                                   "Checks: the same tokens, every layer's y bit-exact against the integer FFN, every\n"
+                                   "layer's cycles and writes as the compiler predicted, identical for every token,\n"
+                                   "the weights loaded once.\n"
+                                   "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments or a model that does not fit.",
+                       epilog="The tray time is the tile's cycles at --clock-mhz (900 MHz: TSP v1's clock); the GPU\n"
+                              "estimate is the KV cache's bytes read per token at --hbm-gbs, an assumption, not a\n"
+                              "measurement.\n\nexamples:\n  lpu decode --tokens 8 --sim verilator\n"
+                              "  lpu decode --no-run --layers 2 --tokens 32 --json")
+    g = p.add_argument_group("model and tile")
+    g.add_argument("--model", default="synthetic", help="the model: synthetic (default; seeded random weights)")
+    g.add_argument("--tokens", type=_positive, default=8, metavar="N", help="tokens to generate (default: 8)")
+    g.add_argument("--prompt", type=lambda v: [int(t) for t in v.split(",")], default=[1, 2, 3], metavar="IDS",
+                   help="prompt token ids, comma-separated (default: 1,2,3)")
+    g.add_argument("--layers", type=_positive, default=2, help="layers (default: 2)")
+    g.add_argument("--H", type=_positive, default=8, metavar="N", help="model width (default: 8)")
+    g.add_argument("--I", type=_positive, default=16, metavar="N", help="FFN width (default: 16)")
+    g.add_argument("--heads", type=_positive, default=2, help="attention heads (default: 2)")
+    g.add_argument("--vocab", type=_positive, default=64, help="vocabulary (default: 64)")
+    g.add_argument("--seed", type=_nonneg, default=0, help="seed of the synthetic model (default: 0)")
+    g.add_argument("--clock-mhz", type=float, default=900.0, help="tile clock for the tray time (default: 900)")
+    g.add_argument("--hbm-gbs", type=float, default=8000.0,
+                   help="assumed GPU HBM bandwidth for the attention estimate (default: 8000 GB/s)")
+    _config_options(g, "tiny", "tiny, with " + ", ".join(DECODE_TILE))
+    p.add_argument("--no-run", action="store_true", help="the golden model only (no simulator)")
+    _rtl_run_options(p, "print the result as JSON on stdout")
+    p.set_defaults(func=cmd_decode)
 
     p = sub.add_parser("c2c", formatter_class=_Formatter, help="two tiles on drifting clocks over a C2C link (RTL)",
                        description="Two tiny tiles on their own clocks exchange vectors both ways over a C2C link\n"

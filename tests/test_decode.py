@@ -1,0 +1,105 @@
+"""The decode loop: every layer resident on one tile (Csr.ENTRY selects the layer), a
+small decoder on the host, its FFNs in int8 on the golden model and on the RTL."""
+
+import json
+
+import numpy as np
+import pytest
+
+from firmware_gen.compile_ffn import CompileError
+from firmware_gen.decoder import IntFfn, KvCache, calibrate, float_ffn, generate, step, synthetic, teacher_forced
+from firmware_gen.resident import compile_resident
+from lpu_arch import TileConfig
+from sim import cli
+from sim.decode import SYNTHETIC, check, decode_setup, run_golden
+
+from .helpers import SIMS
+
+CFG = TileConfig.tiny().with_overrides(list(cli.DECODE_TILE))
+
+
+def test_the_tile_loop_is_the_integer_model_token_for_token():
+    """The golden-model tile gives the tokens of the pure integer FFN path, every layer's
+    cycles are the compiler's and the same for every token, and the checker passes."""
+    setup = decode_setup(CFG.to_dict(), tokens=8)
+    g = run_golden(setup)
+    m = calibrate(synthetic(**SYNTHETIC))
+    assert g["tokens"] == generate(m, setup.prompt, 8, IntFfn(m))
+    L = len(setup.resident.layers)
+    assert len(g["runs"]) == (len(setup.prompt) + 8) * L
+    for l, ly in enumerate(setup.resident.layers):
+        assert {r["cycles"] for r in g["runs"][l::L]} == {ly.manifest.cycles}
+    assert check(setup, g, g) == []
+
+
+def test_the_checker_catches_a_wrong_output_and_a_reload():
+    setup = decode_setup(CFG.to_dict(), tokens=2)
+    g = run_golden(setup)
+    bad = json.loads(json.dumps(g))
+    bad["runs"][3]["y"][0] ^= 1
+    bad["loaded"] = [10_000, 20, 9000]
+    problems = check(setup, bad, g)
+    assert any("not the integer FFN" in p for p in problems)
+    assert any("weights must load once" in p for p in problems)
+
+
+def test_layers_sit_at_their_own_rows_entries_tables_and_entry_points():
+    rm = compile_resident(calibrate(synthetic(**dict(SYNTHETIC, layers=3))).specs,
+                          CFG.with_overrides(["iq_depth=1024"]))
+    entries = [ly.entry for ly in rm.layers]
+    assert entries == sorted(entries) and len(set(entries)) == 3 and entries[0] == 0
+    rows = [{(m, a) for m, a, *_ in ly.x_rows} for ly in rm.layers]
+    assert not rows[0] & rows[1] and not rows[1] & rows[2]
+    assert {int(t) for t in np.unique(rm.vxm_params[:, :, -1])} >= {0, 1, 2}
+
+
+def test_a_model_too_large_for_the_tile_says_what_it_needs():
+    specs = calibrate(synthetic(**dict(SYNTHETIC, layers=6))).specs
+    with pytest.raises(CompileError, match="mem_depth|vxm_param_depth|vxm_tables|iq_depth"):
+        compile_resident(specs, CFG)
+    with pytest.raises(CompileError, match="activation tables"):
+        compile_resident(specs * 2, CFG)
+
+
+def test_attention_grows_with_the_context_and_the_ffn_does_not():
+    m = calibrate(synthetic(**SYNTHETIC))
+    cache = KvCache(len(m.layers))
+    sizes = []
+    for t in range(6):
+        step(m, t, cache, IntFfn(m))
+        sizes.append(cache.nbytes())
+    assert sizes == sorted(sizes) and sizes[-1] == 6 * sizes[0]
+
+
+def test_int8_ffns_keep_the_float_models_tokens():
+    """Teacher forcing over 64 positions of a fixed text (synthetic weights): top-1 agreement
+    and each layer's FFN cosine against float."""
+    m = calibrate(synthetic(**SYNTHETIC))
+    r = teacher_forced(m, np.random.default_rng(7).integers(0, m.vocab, 64))
+    assert r["top1_agreement"] >= 0.9 and min(r["layer_cosine_mean"]) >= 0.99, r
+
+
+def test_lpu_decode_golden_json(capsys):
+    code = cli.main(["decode", "--no-run", "--tokens", "4", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["passed"] and len(d["tokens"]) == 4 and len({p["tray_cycles"] for p in d["positions"]}) == 1
+    kv = [p["kv_bytes"] for p in d["positions"]]
+    assert kv == sorted(kv) and kv[0] < kv[-1]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("simulator", SIMS)
+def test_lpu_decode_on_the_rtl(capsys, simulator):
+    """lpu decode --model synthetic --tokens 8 --sim SIM: the RTL tile, driven by the host
+    code in the testbench, generates the golden model's tokens with every layer's output
+    bit-exact, every layer's cycles as predicted and identical for every token, the weights
+    loaded once (then only x and the entry per run)."""
+    code = cli.main(["decode", "--model", "synthetic", "--tokens", "8", "--sim", simulator, "--json", "-q"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["passed"] and d["engine"] == f"RTL ({simulator})" and not d["problems"]
+    first, *later = d["loaded_per_run"]
+    assert first >= d["loaded_once"]["weights"] and max(later) <= 64
