@@ -34,9 +34,13 @@ class Layer:
     wv: np.ndarray
     wo: np.ndarray
     ln2: np.ndarray
-    W1: np.ndarray          # gate_proj (I, H)
-    W3: np.ndarray          # up_proj (I, H)
+    W1: np.ndarray          # gate_proj (I, H) (classic: the first matrix)
+    W3: np.ndarray | None   # up_proj (I, H); None for a classic FFN
     W2: np.ndarray          # down_proj (H, I)
+    kind: str = "swiglu"    # or "classic" (W2 act(W1 x + b1) + b2)
+    b1: np.ndarray | None = None
+    b2: np.ndarray | None = None
+    activation: str = "silu"
 
 
 @dataclass
@@ -115,7 +119,8 @@ def float_ffn(model: Decoder):
     """The float64 FFN of each layer (the reference)."""
     def f(l, x):
         ly = model.layers[l]
-        return ffn_float("swiglu", ly.W1, ly.W2, ly.W3, None, None, np.asarray(x, np.float64)[None], "silu")[0]
+        return ffn_float(ly.kind, ly.W1, ly.W2, ly.W3, ly.b1, ly.b2, np.asarray(x, np.float64)[None],
+                         ly.activation)[0]
     return f
 
 
@@ -224,9 +229,31 @@ def calibrate(model: Decoder, tokens=None) -> Decoder:
     cache = KvCache(len(model.layers))
     for t in tokens:
         step(model, int(t), cache, record)
-    model.specs = [FfnSpec.from_float("swiglu", ly.W1, ly.W2, ly.W3, x_calibration=np.stack(xs), activation="silu")
+    model.specs = [FfnSpec.from_float(ly.kind, ly.W1, ly.W2, ly.W3, ly.b1, ly.b2, x_calibration=np.stack(xs),
+                                      activation=ly.activation)
                    for ly, xs in zip(model.layers, seen)]
     return model
+
+
+def with_packaged_ffns(model: Decoder, path, layers=None) -> Decoder:
+    """``model`` with its FFNs replaced by a packaged model's trained ones (``weights.load_ffn``
+    of each of ``layers``, default 0..len-1; e.g. all-MiniLM-L6-v2's classic GELU FFNs): a
+    synthetic decoder with real FFN weights, when no registry package ships a small trained
+    decoder.  Its width must match the file's H.  Calibrate it afterwards."""
+    from dataclasses import replace
+
+    from .weights import load_ffn
+    layers = list(range(len(model.layers))) if layers is None else list(layers)
+    new = []
+    for ly, n in zip(model.layers, layers):
+        w = load_ffn(path, n)
+        if w.H != model.H:
+            raise ValueError(f"layer {n} of {path} has H = {w.H}; the decoder has H = {model.H}")
+        new.append(replace(ly, W1=w.W1.astype(np.float32), W2=w.W2.astype(np.float32),
+                           W3=None if w.W3 is None else w.W3.astype(np.float32), kind=w.kind,
+                           b1=None if w.b1 is None else w.b1.astype(np.float32),
+                           b2=None if w.b2 is None else w.b2.astype(np.float32), activation=w.activation))
+    return replace(model, layers=new, specs=[])
 
 
 def generate(model: Decoder, prompt, n: int, ffn, timing: dict | None = None) -> list[int]:
