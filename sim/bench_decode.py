@@ -1,0 +1,82 @@
+"""`make bench`'s decode-loop rows (``docs/afd.md``): the loop on the golden model.
+
+Per model: each layer's cycles (the compiler's, checked here against the golden model for
+every position), the tile's cycles per token, the bytes that cross per token each way,
+the tokens per second the tile side allows at ``CLOCK_MHZ`` (arithmetic on those cycles),
+and whether every check of ``sim.decode.check`` passed; and the teacher-forced accuracy
+of the int8 FFNs against float, on the synthetic decoders and on all-MiniLM-L6-v2's
+trained FFNs in a synthetic decoder (when its package is installed).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from firmware_gen.decoder import calibrate, synthetic, teacher_forced, with_packaged_ffns
+from firmware_gen.weights import find_packaged_model
+from lpu_arch import TileConfig
+
+from .decode import check, decode_setup, run_golden
+
+CLOCK_MHZ = 900.0          # TSP v1's clock (design brief, section 2): an assumption for the tile's time
+DECODE_MODELS = (          # (name, tile, --set, synthetic's arguments, tokens)
+    ("synthetic tiny", "tiny", ("mem_depth=256", "iq_depth=512", "vxm_param_depth=32"),
+     dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0), 16),
+    ("synthetic H=64 I=256", "default", ("vxm_param_depth=128",),
+     dict(vocab=256, H=64, I=256, layers=4, heads=4, seed=0), 16),
+)
+
+
+def decode_rows() -> list[dict]:
+    rows = []
+    for name, preset, sets, model, tokens in DECODE_MODELS:
+        cfg = TileConfig.preset(preset).with_overrides(list(sets))
+        setup = decode_setup(cfg.to_dict(), model, (1, 2, 3), tokens)
+        g = run_golden(setup)
+        rm, L = setup.resident, len(setup.resident.layers)
+        positions = len(g["runs"]) // L
+        per_pos = [sum(r["cycles"] for r in g["runs"][p * L:(p + 1) * L]) for p in range(positions)]
+        x_bytes = sum(sum(len(v) for r in ly.x_image(np.zeros(model["H"])).values() for v in r.values())
+                      for ly in rm.layers)
+        y_bytes = sum(len(ly.manifest.outputs) * cfg.lanes for ly in rm.layers)
+        rows.append({"model": name, "config": preset, "config_sets": list(sets), "layers": L,
+                     "layer_cycles": [ly.manifest.cycles for ly in rm.layers], "cycles_per_token": per_pos[0],
+                     "identical_every_token": len(set(per_pos)) == 1, "positions": positions,
+                     "bytes_to_tile_per_token": x_bytes, "bytes_from_tile_per_token": y_bytes,
+                     "tokens_per_second_at_clock": round(CLOCK_MHZ * 1e6 / per_pos[0]), "clock_mhz": CLOCK_MHZ,
+                     "weights_loaded_once_bytes": rm.loaded_bytes()["weights"],
+                     "host_seconds": round(g["host_s"], 4), "exact": not check(setup, g, g)})
+    return rows
+
+
+def accuracy_rows(positions: int = 64) -> list[dict]:
+    text_seed = 7
+    out = []
+    for name, kw in (("synthetic tiny", dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0)),
+                     ("synthetic H=64 I=256", dict(vocab=256, H=64, I=256, layers=4, heads=4, seed=0))):
+        m = calibrate(synthetic(**kw))
+        r = teacher_forced(m, np.random.default_rng(text_seed).integers(0, m.vocab, positions))
+        out.append({"model": name, "weights": "random", **r})
+    path = find_packaged_model()
+    if path is not None:
+        m = calibrate(with_packaged_ffns(synthetic(vocab=512, H=384, I=1536, layers=6, heads=6, seed=0), path))
+        r = teacher_forced(m, np.random.default_rng(text_seed).integers(0, m.vocab, positions))
+        out.append({"model": "synthetic attention + all-MiniLM-L6-v2 FFNs", "weights": str(path.name), **r})
+    return out
+
+
+def markdown(rows: list[dict], acc: list[dict]) -> list[str]:
+    lines = ["", "Decode loop (golden model; every layer resident on one tile; tokens/s: the tile's cycles at "
+             f"{CLOCK_MHZ:g} MHz, arithmetic):", "",
+             "| model | tile | layers | cycles per layer | cycles per token | same every token | bytes in / out "
+             "per token | tokens/s | checks |", "|---|---|---:|---|---:|---|---:|---:|---|"]
+    lines += [f"| {r['model']} | {r['config']} {' '.join(r['config_sets'])} | {r['layers']} | "
+              f"{', '.join(map(str, r['layer_cycles']))} | {r['cycles_per_token']} | "
+              f"{'yes' if r['identical_every_token'] else 'NO'} | {r['bytes_to_tile_per_token']} / "
+              f"{r['bytes_from_tile_per_token']} | {r['tokens_per_second_at_clock']:,} | "
+              f"{'pass' if r['exact'] else 'FAIL'} |" for r in rows]
+    lines += ["", "Teacher forcing over 64 positions, int8 FFNs against float (the rest float in both):", "",
+              "| model | top-1 agreement | FFN cosine per layer (mean) | min |", "|---|---:|---|---:|"]
+    lines += [f"| {a['model']} | {a['top1_agreement']:.1%} | {', '.join(f'{c:.4f}' for c in a['layer_cosine_mean'])} | "
+              f"{min(a['layer_cosine_min']):.3f} |" for a in acc]
+    return lines
