@@ -419,3 +419,67 @@ def _compact_svg(path: Path) -> None:
     def short(m):
         return re.sub(r"\s*\n\s*", " ", re.sub(r"(\d+\.\d)\d+", r"\1", m.group(0)))
     path.write_text(re.sub(r' d="[^"]*"', short, path.read_text()))
+
+
+def loop_schedule(host_us: list, tray_us: list, streams: int, tokens: int) -> list:
+    """The decode loop on two engines, the host and the tray, each one thing at a time:
+    ``streams`` micro-batches (1: batch 1) each decode ``tokens`` positions; a position is
+    ``host_us[0]``, ``tray_us[0]``, ``host_us[1]``, ... ``host_us[L]`` (the host's part
+    before each layer's FFN, the FFN, and the host's last part).  Greedy in time: each
+    engine takes the ready step that has waited longest.  Returns ``[(engine, stream,
+    position, step, start, end)]`` (microseconds)."""
+    L = len(tray_us)
+    steps = [("host", host_us[0])] + [s for l in range(L) for s in (("tray", tray_us[l]), ("host", host_us[l + 1]))]
+    nxt = [0] * streams                 # next step index per stream (over all its positions)
+    ready = [0.0] * streams
+    free = {"host": 0.0, "tray": 0.0}
+    out, total = [], len(steps) * tokens
+    while any(n < total for n in nxt):
+        cands = []
+        for s in range(streams):
+            if nxt[s] < total:
+                eng, dur = steps[nxt[s] % len(steps)]
+                cands.append((max(ready[s], free[eng]), ready[s], s, eng, dur))
+        start, _, s, eng, dur = min(cands)
+        k = nxt[s]
+        out.append((eng, s, k // len(steps), k % len(steps), start, start + dur))
+        free[eng] = ready[s] = start + dur
+        nxt[s] += 1
+    return out
+
+
+def loop_chart(host_us: list, tray_us: list, path, *, tokens: int = 2, title: str | None = None,
+               dpi: int = 110) -> tuple[Path, dict]:
+    """Two timelines of the decode loop (:func:`loop_schedule`): batch 1, and two
+    micro-batches in flight (the tray works on one while the host works on the other);
+    returns the path and each one's tokens per second."""
+    path = _target(path)
+    plt = pyplot()
+    rates = {}
+    with plt.rc_context({"svg.fonttype": "none", "font.size": 9}):
+        fig, axes = plt.subplots(2, 1, figsize=(12, 3.6), dpi=dpi, sharex=True)
+        colours = plt.get_cmap("tab10")
+        for ax, streams in zip(axes, (1, 2)):
+            sched = loop_schedule(host_us, tray_us, streams, tokens)
+            end = max(e for *_, e in sched)
+            rates[streams] = streams * tokens / end * 1e6
+            for eng, s, pos, k, a, b in sched:
+                y = 0 if eng == "host" else 1
+                ax.broken_barh([(a, b - a)], (y + 0.1 + 0.4 * s / streams, 0.8 / streams),
+                               facecolors=colours(s), edgecolor="white", linewidth=0.3)
+                if eng == "tray":
+                    ax.text((a + b) / 2, y + 0.5, f"L{(k - 1) // 2}", ha="center", va="center", fontsize=6,
+                            color="white")
+            ax.set_yticks([0.5, 1.5], ["host", "tray"])
+            ax.set_ylim(0, 2)
+            ax.set_title(f"{'batch 1' if streams == 1 else 'two micro-batches in flight'}: "
+                         f"{rates[streams]:,.0f} tokens/s", loc="left", fontsize=9)
+            ax.grid(axis="x", alpha=0.3)
+        axes[-1].set_xlabel("microseconds")
+        if title:
+            fig.suptitle(title, x=0.01, ha="left", fontsize=10)
+        fig.tight_layout()
+        svg = path.suffix.lower() == ".svg"
+        fig.savefig(path, bbox_inches="tight", metadata={"Date": None} if svg else None)
+        plt.close(fig)
+    return path, rates

@@ -148,20 +148,22 @@ def step_gen(model: Decoder, token: int, cache: KvCache, timing: dict | None = N
     FFN and takes the FFN's output back (``send``), so that a synchronous caller
     (:func:`drive`) and the RTL's testbench (``sim/tb_decode.py``, which awaits the tray)
     run the same host code.  Returns the logits.  ``timing["host_s"]`` accumulates the
-    host's wall seconds (everything but the FFNs)."""
-    t0, host = time.perf_counter(), 0.0
+    host's wall seconds (everything but the FFNs), ``timing["segments"]`` gets this
+    position's host seconds before each FFN and after the last."""
+    t0, segments = time.perf_counter(), []
     x = model.embed[token].copy()
     for l, ly in enumerate(model.layers):
         x = x + attention(model, l, rms_norm(x, ly.ln1), cache)
         f_in = rms_norm(x, ly.ln2)
-        host += time.perf_counter() - t0
+        segments.append(time.perf_counter() - t0)
         y = yield l, f_in
         t0 = time.perf_counter()
         x = (x + np.asarray(y, np.float32)).astype(np.float32)
     logits = model.head @ rms_norm(x, model.norm)
-    host += time.perf_counter() - t0
+    segments.append(time.perf_counter() - t0)
     if timing is not None:
-        timing["host_s"] = timing.get("host_s", 0.0) + host
+        timing["host_s"] = timing.get("host_s", 0.0) + sum(segments)
+        timing.setdefault("segments", []).append(segments)
     return logits
 
 

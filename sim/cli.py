@@ -607,6 +607,25 @@ def cmd_decode(args) -> int:
         print(f"{pos:>4} {tokens[pos]:>6} {cyc:>11} {row['tray_us']:>8.3f} {sum(x_bytes):>4}/{sum(y_bytes):<5} "
               f"{kv[pos]:>9} {row['gpu_est_ns']:>11.3f}", file=human)
     same = len({r["tray_cycles"] for r in rows}) == 1
+    chart = None
+    if args.chart is not None:
+        from firmware_gen.chart import loop_chart
+        tray_us = [ly.manifest.cycles / args.clock_mhz for ly in rm.layers]
+        if args.chart_host == "measured":
+            host_us = list(np.median(np.array(golden["host_segments_s"]), axis=0) * 1e6)
+            what = "host: this run's numpy time per step (median over positions)"
+        else:
+            per_layer = kv[-1] / L / (args.hbm_gbs * 1e3)       # us to read one layer's cache at the last position
+            host_us = [per_layer] * L + [0.0]
+            what = (f"host: the KV cache of one layer at position {len(kv) - 1} read at {args.hbm_gbs:g} GB/s "
+                    "(an estimate)")
+        path, rates = loop_chart(host_us, tray_us, args.chart, tokens=2,
+                                 title=f"decode loop, {L} layers: tray {sum(tray_us):.3f} us per token at "
+                                       f"{args.clock_mhz:g} MHz; {what}")
+        chart = {"chart": str(path), "tokens_per_s_batch1": round(rates[1]), "tokens_per_s_two_microbatches":
+                 round(rates[2])}
+        print(f"chart: {path} (batch 1: {rates[1]:,.0f} tokens/s; two micro-batches: {rates[2]:,.0f} tokens/s)",
+              file=human)
     print(f"\ngenerated: {runs['tokens']}", file=human)
     print(f"tray cycles identical for every token: {'yes' if same else 'NO'}; host time "
           f"{golden['host_s'] * 1e3:.1f} ms in all (golden-model run, numpy)", file=human)
@@ -617,7 +636,8 @@ def cmd_decode(args) -> int:
     if args.json:
         _print_json({"ran": not args.no_run, "engine": engine, "tokens": runs["tokens"], "positions": rows,
                      "layer_cycles": [ly.manifest.cycles for ly in rm.layers], "loaded_once": rm.loaded_bytes(),
-                     "loaded_per_run": runs.get("loaded"), "problems": problems, "passed": ok}, indent=1)
+                     "loaded_per_run": runs.get("loaded"), "problems": problems, "passed": ok, **(chart or {})},
+                    indent=1)
     return EXIT_OK if ok else EXIT_FAIL
 
 
@@ -937,6 +957,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--hbm-gbs", type=float, default=8000.0,
                    help="assumed GPU HBM bandwidth for the attention estimate (default: 8000 GB/s)")
     _config_options(g, "tiny", "tiny, with " + ", ".join(DECODE_TILE))
+    p.add_argument("--chart", type=_picture, default=None, metavar="FILE",
+                   help="draw the loop's timeline on the host and the tray, batch 1 and two micro-batches\n"
+                        "in flight, with the tokens/s of each, to FILE (.svg or .png)")
+    p.add_argument("--chart-host", choices=("measured", "gpu"), default="measured",
+                   help="the host's times in the chart: this run's numpy times (measured) or the KV cache's\n"
+                        "bytes at --hbm-gbs (gpu, an estimate) (default: measured)")
     p.add_argument("--no-run", action="store_true", help="the golden model only (no simulator)")
     _rtl_run_options(p, "print the result as JSON on stdout")
     p.set_defaults(func=cmd_decode)

@@ -78,7 +78,8 @@ def run_golden(setup: DecodeSetup) -> dict:
             req = gen.send(dequantise_out(model, l, y[0]))
     except StopIteration as e:
         tokens = e.value
-    return {"tokens": tokens, "runs": runs, "host_s": timing.get("host_s", 0.0), "engine": "golden model"}
+    return {"tokens": tokens, "runs": runs, "host_s": timing.get("host_s", 0.0),
+            "host_segments_s": timing.get("segments", []), "engine": "golden model"}
 
 
 def run_rtl(setup: DecodeSetup, sim: str = "verilator", progress=None) -> dict:
