@@ -103,3 +103,18 @@ def test_lpu_decode_on_the_rtl(capsys, simulator):
     assert d["passed"] and d["engine"] == f"RTL ({simulator})" and not d["problems"]
     first, *later = d["loaded_per_run"]
     assert first >= d["loaded_once"]["weights"] and max(later) <= 64
+
+
+def test_two_micro_batches_hide_the_faster_engine():
+    """loop_schedule: with equal host and tray steps, two micro-batches keep both engines
+    busy (twice the tokens per unit time of batch 1); each engine does one step at a time."""
+    from firmware_gen.chart import loop_schedule
+    host, tray = [1.0, 1.0, 1.0], [1.0, 1.0]
+    one = loop_schedule(host, tray, 1, 4)
+    two = loop_schedule(host, tray, 2, 4)
+    end1, end2 = max(e for *_, e in one), max(e for *_, e in two)
+    assert end1 == 4 * 5.0 and end2 < 2 * end1 * 0.7
+    for sched in (one, two):
+        for eng in ("host", "tray"):
+            spans = sorted((a, b) for e, *_, a, b in sched if e == eng)
+            assert all(b <= a2 for (_, b), (a2, _) in zip(spans, spans[1:]))
