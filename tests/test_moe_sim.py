@@ -1,4 +1,5 @@
-"""The MoE layer on the RTL: 4 and 8 tiny tiles all-to-all, every tile on its own clock
+"""The MoE layer on the RTL: 4 and 8 tiny tiles all-to-all (expert parallelism; and tensor
+parallelism on 4), every tile on its own clock
 (random ppm and phase), on each simulator.  For routings within capacity (spread evenly,
 tiles at capacity, a random one, the router's own) every tile's cycle count is the same
 for every routing and equal to the compiler's prediction, every write as predicted, the
@@ -21,12 +22,12 @@ from .helpers import SIMS
 
 pytestmark = pytest.mark.sim
 
-# tiles -> the layer: (E, top_k, shared, H, I, tokens, capacity)
-LAYERS = {4: (8, 2, 1, 8, 8, 2, 1), 8: (24, 4, 1, 8, 8, 1, 2)}
+# (mapping, tiles) -> the layer: (E, top_k, shared, H, I, tokens, capacity)
+LAYERS = {("ep", 4): (8, 2, 1, 8, 8, 2, 1), ("ep", 8): (24, 4, 1, 8, 8, 1, 2), ("tp", 4): (4, 2, 1, 8, 8, 1, None)}
 
 
-@pytest.mark.parametrize("tiles", [4, 8])
-def test_moe_routings_on_the_rtl(tiles):
+@pytest.mark.parametrize("mapping, tiles", list(LAYERS))
+def test_moe_routings_on_the_rtl(mapping, tiles):
     from lpu_arch.topology import Topology
     from sim.demo_moe import compile_moe_example, run_moe_on_rtl
 
@@ -35,11 +36,13 @@ def test_moe_routings_on_the_rtl(tiles):
     lat = {p: rng.randint(cfg.link_latency_min, cfg.link_latency_max) for p in Topology(tiles).pairs}
     clocks = random.Random(f"moe-{tiles}")
     ppm = [clocks.uniform(-cfg.max_ppm, cfg.max_ppm) for _ in range(tiles)]
-    E, k, S, H, I, T, c = LAYERS[tiles]
+    E, k, S, H, I, T, c = LAYERS[(mapping, tiles)]
+    routings = ("spread", "packed", "random", "router", "over") if mapping == "ep" else ("random", "router")
     cm = compile_moe_example(E=E, top_k=k, shared=S, H=H, I=I, tokens=T, tiles=tiles, capacity=c, seed=tiles,
-                             cfg=cfg, routings=("spread", "packed", "random", "router", "over"))
-    assert len(cm.rounds("over")) == 2                   # beyond capacity: two rounds
-    assert all(len(cm.rounds(n)) == 1 for n in ("spread", "packed", "random"))
+                             cfg=cfg, routings=routings, mapping=mapping)
+    if mapping == "ep":
+        assert len(cm.rounds("over")) == 2               # beyond capacity: two rounds
+        assert all(len(cm.rounds(n)) == 1 for n in ("spread", "packed", "random"))
     predicted = cm.mt.manifest().cycles
     seen = {}
     for sim in SIMS:
