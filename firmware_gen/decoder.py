@@ -258,20 +258,6 @@ def with_packaged_ffns(model: Decoder, path, layers=None) -> Decoder:
     return replace(model, layers=new, specs=[])
 
 
-def generate(model: Decoder, prompt, n: int, ffn, timing: dict | None = None) -> list[int]:
-    """Greedy decoding: the prompt one position at a time, then ``n`` new tokens."""
-    cache = KvCache(len(model.layers))
-    out = list(int(t) for t in prompt)
-    logits = None
-    for t in out:
-        logits = step(model, t, cache, ffn, timing)
-    for _ in range(n):
-        nxt = int(np.argmax(logits))
-        out.append(nxt)
-        logits = step(model, nxt, cache, ffn, timing)
-    return out[len(prompt):]
-
-
 def teacher_forced(model: Decoder, tokens) -> dict:
     """The int8-FFN model against the float one over ``tokens`` with teacher forcing (both
     read the same tokens): the share of positions whose top-1 next token agrees, and per

@@ -27,18 +27,17 @@ registers, each round exactly the scheduled cycles.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from lpu_arch.config import TileConfig
 from lpu_arch.hostmap import base_word
-from lpu_arch.isa import BASE_OFFSET_BITS, Instr, READ_LATENCY
+from lpu_arch.isa import BASE_OFFSET_BITS, Instr
 from lpu_arch.vxm import TABLE_SIZE, VXM_FIELDS
 
-from .compile_ffn import SIDES, CompileError, FfnPlan, ffn_bounds, _read_probe
-from .moe import MoeSpec, moe_int
+from .compile_ffn import SIDES, CompileError, FfnPlan
+from .moe import MoeSpec
 from .numerics import NumericsError, ffn_int
 from .program import Program
 from lpu_arch.topology import Topology

@@ -554,8 +554,6 @@ DECODE_TILE = ("mem_depth=256", "iq_depth=512", "vxm_param_depth=32")   # the ti
 def cmd_decode(args) -> int:
     import numpy as np
 
-    from firmware_gen.decoder import KvCache
-
     from .decode import check, decode_setup, run_golden, run_rtl
     from .runner import SimSetupError
     human = sys.stderr if args.json else sys.stdout
@@ -585,7 +583,6 @@ def cmd_decode(args) -> int:
     else:
         problems = check(setup, golden, golden)
     L, P = len(rm.layers), len(setup.prompt)
-    cache = KvCache(L)
     rows = []
     x_bytes = [sum(len(v) for r in ly.x_image(np.zeros(args.H)).values() for v in r.values()) for ly in rm.layers]
     y_bytes = [len(ly.manifest.outputs) * base.lanes for ly in rm.layers]

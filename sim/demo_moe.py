@@ -15,7 +15,7 @@ import numpy as np
 
 from firmware_gen import archmodel
 from firmware_gen.moe import MoeExample, example_moe, moe_int, route
-from firmware_gen.moe_tray import ROUTINGS, MoeTray, compile_moe, forced_routing, rounds
+from firmware_gen.moe_tray import MoeTray, compile_moe, forced_routing
 from lpu_arch import TileConfig
 from lpu_arch.hostmap import Status, link_fault_names
 from lpu_arch.topology import Topology
@@ -51,7 +51,6 @@ class CompiledMoe:
         return [rng.uniform(-self.cfg.max_ppm, self.cfg.max_ppm) for _ in range(self.tiles)]
 
     def rounds(self, name: str) -> list[dict]:
-        spec = self.example.spec
         return self.mt.rounds(self.routings[name])
 
     def describe(self) -> list[str]:

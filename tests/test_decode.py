@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from firmware_gen.compile_ffn import CompileError
-from firmware_gen.decoder import IntFfn, KvCache, calibrate, float_ffn, generate, step, synthetic, teacher_forced
+from firmware_gen.decoder import IntFfn, KvCache, calibrate, generate, step, synthetic, teacher_forced
 from firmware_gen.resident import compile_resident
 from lpu_arch import TileConfig
 from sim import cli
