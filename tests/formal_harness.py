@@ -15,6 +15,10 @@ around the shipped units (which they instantiate unchanged), not hardware.
 Two clocks are modelled as two clock enables of one solver clock (``two_clocks``): on each
 solver step the receiver's clock ticks or not, and so does the sender's, in any order and
 any interleaving that respects a bounded frequency ratio.
+
+The receive path after the elastic buffer is proved on one clock with the elastic buffer
+replaced by a stub whose output stream is free (``ElasticStub``, ``LinkRxHarness``); the
+elastic buffer's own proof covers the rest (``docs/assurance.md``, "The receive path").
 """
 
 from __future__ import annotations
@@ -28,21 +32,23 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 from amaranth import Array, Cat, ClockDomain, ClockSignal, Const, Module, Mux, ResetSignal, Signal
 from amaranth.back import rtlil
-from amaranth.hdl import Assert, Assume, DomainRenamer, EnableInserter
+from amaranth.hdl import Assert, Assume, DomainRenamer, EnableInserter, Fragment
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.c2c import ElasticBuffer, LinkRx, flit_body_layout
+import hdl.c2c
+from hdl.c2c import ElasticBuffer, LinkRx, ReceiveBuffer, flit_body_layout
 from hdl.ecc import EccDecoder, EccEncoder
 from hdl.icu import InstructionQueue, legal_word_mask
 from hdl.uart import UartRx, UartTx
 from lpu_arch import isa
 from lpu_arch.c2c import KIND_BITS, EccStatus, Kind, ecc_bits, flit_data_bits
 from lpu_arch.config import TileConfig
-from lpu_arch.hostmap import load_row_bits
+from lpu_arch.hostmap import LINK_COUNT_BITS, load_row_bits
 
 
 # ---- the runner ---------------------------------------------------------------------------------
@@ -191,7 +197,9 @@ class ElasticHarness(wiring.Component):
       sender edge that writes it (``ahead``: flits sent before it and not yet delivered),
       unless ``overflow`` is up: a flit is not held back.
     * Watermark: while no more than ``watermark`` flits are in flight (sent, not
-      delivered), ``overflow`` stays down (no false alarm, no loss)."""
+      delivered), ``overflow`` stays down (no false alarm, no loss).
+    * ``overflow`` is sticky (``clear`` low): once up it stays up, so a flit delivered
+      after a wrong one is flagged too (what the receive path's proof relies on)."""
 
     def __init__(self, cfg, ratio: int = 2, watermark: int | None = None, bits: int = 6, elastic=ElasticBuffer):
         self.cfg, self.ratio, self.bits, self.elastic = cfg, ratio, bits, elastic
@@ -233,74 +241,253 @@ class ElasticHarness(wiring.Component):
         with m.If(sent - delivered > self.watermark):
             m.d.sync += high.eq(1)
         m.d.comb += Assert(high | ~el.overflow)
+        ovf_was = Signal()
+        m.d.sync += ovf_was.eq(el.overflow)
+        with m.If(ovf_was):
+            m.d.comb += Assert(el.overflow)
         return m
 
 
 # ---- the receive path ---------------------------------------------------------------------------
-class LinkRxHarness(wiring.Component):
-    """:class:`LinkRx` on two clocks, fed well-formed flits (``EccEncoder``) of any kind and
-    payload with up to ``max_flips`` bits flipped on the wire, and RECV on any cycle.
+class ReceiveBufferHarness(wiring.Component):
+    """The :class:`ReceiveBuffer` alone, fed any vector on any cycle (``push``, at least
+    ``gap`` cycles apart, ``gap=1``: back to back), RECV on any cycle, ``clear`` low.
 
-    The harness follows vector ``vec`` (free, constant) of the DATA flits sent:
+    The harness counts vectors pushed and RECVs, and follows the ``vec``-th vector pushed
+    (``vec`` free, constant for the run).  A vector is *held* from the cycle after its push
+    until the cycle of its RECV, inclusive (the buffer does not free a slot for a push on
+    the cycle of a RECV); it is *ready* for a RECV from the second cycle after its push.
 
-    * Integrity: the ``vec``-th RECV returns that vector, or a sticky flag (``overflow``,
-      ``underflow``, ``uncorrectable``) is already up on the cycle its value shows.  With
-      ``max_flips == 1`` single-bit errors are corrected on the way.
-    * ``uncorrectable`` is not raised falsely: only after a flit with two flips.
+    * Integrity: the ``vec``-th RECV returns the ``vec``-th vector pushed (on the cycle
+      its value shows and after, until the next RECV), or ``overflow`` or ``underflow`` is
+      already up: no vector lost, duplicated or reordered unnoticed.
+    * No false alarm: ``overflow`` stays down while the vectors held plus the one pushed
+      on the cycle never exceed ``rx_depth``; ``underflow`` stays down while every RECV
+      finds a ready vector and no vector was lost that way.  While neither happened,
+      ``level`` is the number held, and the first RECV that finds no vector ready returns 0.
     """
 
-    def __init__(self, cfg, ratio: int = 2, max_flips: int = 2, bits: int = 5, vectors: int = 2,
-                 rx_cls=LinkRx):
-        self.cfg, self.ratio, self.max_flips, self.bits, self.vectors = cfg, ratio, max_flips, bits, vectors
-        self.rx_cls = rx_cls
+    def __init__(self, cfg, gap: int = 1, bits: int = 4, vectors: int = 4, buffer_cls=ReceiveBuffer):
+        self.cfg, self.gap, self.bits, self.vectors, self.buffer_cls = cfg, gap, bits, vectors, buffer_cls
+        super().__init__({"push": In(1), "vector": In(cfg.vector_bits), "recv": In(1),
+                          "vec": In(range(vectors))})
+
+    def elaborate(self, platform):
+        m = solver_module()
+        cfg, b, D = self.cfg, self.bits, self.cfg.rx_depth
+        m.submodules.buf = buf = self.buffer_cls(cfg)
+        m.d.comb += [buf.i_stream.valid.eq(self.push), buf.i_stream.payload.eq(self.vector),
+                     buf.recv.eq(self.recv), buf.clear.eq(0)]
+        vec, started = Signal.like(self.vec), Signal()
+        m.d.sync += [vec.eq(self.vec), started.eq(1)]
+        m.d.comb += Assume(~started | (self.vec == vec))     # one vector for the whole run
+        if self.gap > 1:                                     # pushes at least `gap` cycles apart
+            since = Signal(range(self.gap + 1), init=self.gap)
+            m.d.sync += since.eq(Mux(self.push, 1, Mux(since == self.gap, since, since + 1)))
+            m.d.comb += Assume(~self.push | (since == self.gap))
+
+        pushes, pops, ready = _counter(b, "pushes"), _counter(b, "pops"), _counter(b, "ready")
+        recvs = _counter(b, "recvs")
+        m.d.comb += [Assume(pushes != (1 << b) - 1), Assume(recvs != (1 << b) - 1)]
+        expect = Signal(cfg.vector_bits)
+        pushed_d1 = Signal()
+        m.d.sync += pushed_d1.eq(self.push)
+        with m.If(self.push):
+            m.d.sync += pushes.eq(pushes + 1)
+            with m.If(pushes == vec):
+                m.d.sync += expect.eq(self.vector)
+        with m.If(pushed_d1):
+            m.d.sync += ready.eq(ready + 1)          # ready from the second cycle after the push
+        with m.If(self.recv):                        # pops: the RECVs that found a vector ready
+            m.d.sync += [recvs.eq(recvs + 1), pops.eq(pops + (ready > pops))]
+
+        over, early = Signal(), Signal()             # sticky: the conditions were broken once
+        with m.If(pushes - pops + self.push > D):
+            m.d.sync += over.eq(1)
+        with m.If(self.recv & (ready <= pops)):
+            m.d.sync += early.eq(1)
+        with m.If(buf.overflow):
+            m.d.comb += Assert(over)
+        with m.If(buf.underflow):
+            m.d.comb += Assert(early | over)
+        with m.If(~over & ~early):
+            m.d.comb += Assert(buf.level == pushes - pops)
+
+        # A RECV's value shows from the next cycle on (and is held until the next RECV).
+        mine, empty = Signal(), Signal()
+        with m.If(self.recv):      # `empty`: the first RECV that finds no vector ready
+            m.d.sync += [mine.eq(recvs == vec), empty.eq((ready <= pops) & ~early & ~over)]
+        with m.If(mine):
+            m.d.comb += Assert((buf.recv_data == expect) | buf.overflow | buf.underflow)
+        with m.If(empty):
+            m.d.comb += Assert(buf.recv_data == 0)
+        return m
+
+
+class ElasticStub(ElasticBuffer):
+    """Stands in for the :class:`ElasticBuffer` inside :class:`LinkRx` (a subclass, so its
+    signature is the real one's; only ``elaborate`` differs): its output stream and
+    ``overflow`` are the harness's free inputs, so the stages after it see *any* flit
+    stream the elastic buffer could deliver, one flit a cycle at most, and any overflow the
+    harness allows.  (The elastic buffer's own proof says which streams it does deliver:
+    the flits sent, in order, or with ``overflow`` up and staying up.)"""
+
+    def __init__(self, cfg, w_domain, source):
+        super().__init__(cfg, w_domain)
+        self.source = source
+
+    def elaborate(self, platform):
+        m = Module()
+        s = self.source
+        m.d.comb += [self.o_stream.valid.eq(s.stub_valid), self.o_stream.payload.eq(s.stub_body),
+                     self.overflow.eq(s.stub_overflow), self.level.eq(0)]
+        return m
+
+
+LINK_RX_CHECKS = ("vectors", "alarms", "errors", "control")
+
+
+class LinkRxHarness(wiring.Component):
+    """:class:`LinkRx` unchanged (decoder, assembler, receive buffer and its wiring), with
+    its elastic buffer replaced by :class:`ElasticStub`, on the receiver's clock.  Fed
+    well-formed flits (``EccEncoder``) of any kind and payload on any cycle, each with up
+    to ``max_flips`` bits of the codeword flipped at free positions, any sticky elastic
+    ``overflow``, RECV on any cycle, ``clear`` low.  ``replace`` names ``hdl.c2c`` classes
+    to substitute while :class:`LinkRx` elaborates (a broken stage, for the broken
+    variants); ``checks`` selects the groups of assertions below (all by default).
+
+    The harness follows the ``vec``-th vector (``vec`` free, constant) made of the DATA
+    flits delivered (``flits_per_vector`` of them, in order, low bits first), and counts
+    vectors pushed (1 cycle after their last flit), ready for RECV (3 cycles after), held
+    (pushed and not popped, as in :class:`ReceiveBufferHarness`) and RECVs.
+
+    * ``vectors``: the ``vec``-th RECV returns that vector, or a sticky flag
+      (``overflow``, ``underflow``, ``uncorrectable``) is up on every cycle its value
+      shows: no vector lost, duplicated or reordered, and no wrong data, unflagged.
+    * ``alarms`` (no false alarm): ``uncorrectable`` only after a flit with two flips;
+      ``overflow`` only with the elastic buffer's, or once the vectors held plus the one
+      pushed exceeded ``rx_depth``, or after a double flip (which can turn a DATA flit into
+      a control flit, or back, and shift the vectors); ``underflow`` only after a RECV
+      found no vector ready, or a vector lost (the two causes of ``overflow``), or a double
+      flip.  ``overflow`` is up whenever the elastic buffer's is.
+    * ``errors``: ``uncorrectable`` is up on the cycle a doubly flipped flit leaves the
+      decoder; ``corrected`` counts exactly the flits with one flip, ``uncorrected`` those
+      with two.
+    * ``control``: SYNC, PROBE and ECHO pulse 1 cycle after the flit, exactly for those
+      sent (one flip corrected), never for a doubly flipped one, with the payload sent.
+
+    With ``vectors`` and ``alarms``: a single-bit error, with the buffers within their depth
+    and every RECV after its vector is ready, delivers the vector sent with every flag down.
+    """
+
+    def __init__(self, cfg, max_flips: int = 2, bits: int = 5, vectors: int = 2,
+                 rx_cls=LinkRx, replace: dict | None = None, checks=LINK_RX_CHECKS):
+        assert set(checks) <= set(LINK_RX_CHECKS), checks
+        self.cfg, self.max_flips, self.bits, self.vectors = cfg, max_flips, bits, vectors
+        self.rx_cls, self.replace, self.checks = rx_cls, dict(replace or {}), set(checks)
+        self.layout = flit_body_layout(cfg)
         k = flit_data_bits(cfg)
         self.n = k + ecc_bits(k)
-        super().__init__({"en_rx": In(1), "en_tx": In(1), "valid": In(1), "kind": In(KIND_BITS),
-                          "payload": In(cfg.link_width), "flips": In(2), "p": In(range(self.n)),
-                          "q": In(range(self.n)), "recv": In(1), "vec": In(range(vectors))})
+        super().__init__({"valid": In(1), "kind": In(KIND_BITS), "payload": In(cfg.link_width),
+                          "flips": In(2), "p": In(range(self.n)), "q": In(range(self.n)),
+                          "overflow": In(1), "recv": In(1), "vec": In(range(vectors))})
+        self.stub_valid, self.stub_body, self.stub_overflow = Signal(), Signal(self.layout.size), Signal()
 
     def elaborate(self, platform):
         m = solver_module()
         cfg, b, n = self.cfg, self.bits, self.n
-        W, F = cfg.link_width, cfg.flits_per_vector
+        W, F, D = cfg.link_width, cfg.flits_per_vector, cfg.rx_depth
         k = flit_data_bits(cfg)
+
+        def check(group, *conditions):
+            if group in self.checks:
+                m.d.comb += [Assert(c) for c in conditions]
+
         rx = self.rx_cls(cfg, "tx")
-        two_clocks(m, rx, self.en_rx, self.en_tx, self.ratio)
+        stub = lambda cfg, w_domain: ElasticStub(cfg, w_domain, self)
+        with mock.patch.multiple(hdl.c2c, **{"ElasticBuffer": stub, **self.replace}):
+            m.submodules.rx = Fragment.get(rx, platform)      # elaborated now, with the stub
         m.submodules.enc = enc = EccEncoder(k)
         word = Signal(n)
         m.d.comb += [enc.data.eq(Cat(self.kind, self.payload)),
                      word.eq(Cat(self.kind, self.payload, enc.check)
                              ^ Mux(self.flips >= 1, Const(1, n) << self.p, 0)
                              ^ Mux(self.flips == 2, Const(1, n) << self.q, 0)),
-                     rx.flit.eq(Cat(self.valid, word)), rx.recv.eq(self.recv), rx.clear.eq(0)]
+                     self.stub_valid.eq(self.valid), self.stub_body.eq(word),
+                     self.stub_overflow.eq(self.overflow),
+                     rx.flit.eq(0), rx.recv.eq(self.recv), rx.clear.eq(0)]
         m.d.comb += [Assume(self.flips <= self.max_flips), Assume(self.p < n), Assume(self.q < n),
                      Assume((self.flips < 2) | (self.p != self.q))]
+        ovf_was = Signal()
+        m.d.sync += ovf_was.eq(self.overflow)
+        m.d.comb += Assume(~ovf_was | self.overflow)          # the elastic buffer's flag is sticky
         vec, started = Signal.like(self.vec), Signal()
         m.d.sync += [vec.eq(self.vec), started.eq(1)]
         m.d.comb += Assume(~started | (self.vec == vec))     # one vector for the whole run
 
-        data_sent, recvs = _counter(b, "data_sent"), _counter(b, "recvs")
+        # The flits: DATA flits counted (`at`: position in its vector), the vector followed.
+        data_sent, at = _counter(b, "data_sent"), Signal(range(max(F, 2)))
         m.d.comb += Assume(data_sent != (1 << b) - 1)
         expect = Signal(cfg.vector_bits)
-        send = self.en_tx & self.valid
-        with m.If(send & (self.kind == Kind.DATA)):
-            m.d.sync += data_sent.eq(data_sent + 1)
+        data = self.valid & (self.kind == Kind.DATA)
+        done = Signal()                                      # a vector's last DATA flit
+        m.d.comb += done.eq(data & (at == F - 1))
+        with m.If(data):
+            m.d.sync += [data_sent.eq(data_sent + 1), at.eq(Mux(at == F - 1, 0, at + 1))]
             for f in range(F):
                 with m.If(data_sent == vec * F + f):
                     m.d.sync += expect[f * W:(f + 1) * W].eq(self.payload)
-        double = Signal()
-        with m.If(send & (self.flips == 2)):
-            m.d.sync += double.eq(1)
-        m.d.comb += Assert(double | ~rx.uncorrectable)
 
-        # A RECV on a receiver edge: its value shows from the next cycle on.
-        check, check_idx = Signal(), Signal(b)
-        m.d.sync += check.eq(0)
-        with m.If(self.en_rx & self.recv):
-            m.d.sync += [recvs.eq(recvs + 1), check.eq(1), check_idx.eq(recvs)]
+        # Errors: counted as they enter the decoder (its counters count then too).
+        singles, doubles, double_seen = Signal(LINK_COUNT_BITS), Signal(LINK_COUNT_BITS), Signal()
+        with m.If(self.valid & (self.flips == 1)):
+            m.d.sync += singles.eq(singles + 1)
+        with m.If(self.valid & (self.flips == 2)):
+            m.d.sync += [doubles.eq(doubles + 1), double_seen.eq(1)]
+        # The flit of the cycle before: what leaves the decoder now.
+        p_valid, p_kind, p_payload, p_double = Signal(), Signal(KIND_BITS), Signal(W), Signal()
+        m.d.sync += [p_valid.eq(self.valid), p_kind.eq(self.kind), p_payload.eq(self.payload),
+                     p_double.eq(self.valid & (self.flips == 2))]
+        check("errors", rx.corrected == singles, rx.uncorrected == doubles)
+        with m.If(p_double):
+            check("errors", rx.uncorrectable)
+        for pulse, kind in [(rx.sync_valid, Kind.SYNC), (rx.probe_valid, Kind.PROBE), (rx.echo_valid, Kind.ECHO)]:
+            check("control", pulse == (p_valid & ~p_double & (p_kind == kind)))
+        with m.If(rx.sync_valid | rx.probe_valid | rx.echo_valid):
+            check("control", rx.ctrl_value == p_payload)
+
+        # Vectors: pushed 1 cycle after the last flit, ready for RECV 3 cycles after.
+        pushes, pops, ready, recvs = (_counter(b, name) for name in ("pushes", "pops", "ready", "recvs"))
+        m.d.comb += Assume(recvs != (1 << b) - 1)
+        push, ready_d = Signal(), Signal()
+        m.d.sync += [push.eq(done), ready_d.eq(push)]
+        with m.If(push):
+            m.d.sync += pushes.eq(pushes + 1)
+        with m.If(ready_d):
+            m.d.sync += ready.eq(ready + 1)
+        with m.If(self.recv):                        # pops: the RECVs that found a vector ready
+            m.d.sync += [recvs.eq(recvs + 1), pops.eq(pops + (ready > pops))]
+        over, early = Signal(), Signal()             # sticky: the conditions were broken once
+        with m.If(pushes - pops + push > D):
+            m.d.sync += over.eq(1)
+        with m.If(self.recv & (ready <= pops)):
+            m.d.sync += early.eq(1)
+        with m.If(rx.uncorrectable):
+            check("alarms", double_seen)
+        with m.If(rx.overflow):
+            check("alarms", self.overflow | over | double_seen)
+        with m.If(rx.underflow):
+            check("alarms", early | over | self.overflow | double_seen)
+        with m.If(self.overflow):
+            check("alarms", rx.overflow)
+
+        # A RECV: its value shows from the next cycle on, until the next RECV.
+        mine = Signal()
+        with m.If(self.recv):
+            m.d.sync += mine.eq(recvs == vec)
         flags = rx.overflow | rx.underflow | rx.uncorrectable
-        with m.If(check & (check_idx == vec)):
-            m.d.comb += Assert((rx.recv_data == expect) | flags)
+        with m.If(mine):
+            check("vectors", (rx.recv_data == expect) | flags)
         return m
 
 
