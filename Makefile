@@ -2,7 +2,7 @@
 #   make sim    build the tile and run the demo on Verilator (creates .venv on first use)
 #   make test   the test suite on Verilator and Icarus (all but the long flows)
 #   make test-long  the long flows: place-and-route of the tiny tile (CI runs both)
-#   make bench  FFN cycles vs bounds, the tray, simulator speed (JSON + Markdown in bench/results/)
+#   make bench  FFN cycles vs bounds, the tray, simulator speed (bench/results/; history: bench/history.jsonl)
 #   make synth  ECP5 bitstream + resource/Fmax report (BOARD=ulx3s-85f CONFIG=tiny; default does not fit)
 #   make sim-c2c  two tiles on clocks a few hundred ppm apart over a C2C link (Verilator)
 #   make sim-tray one FFN on a tray of 8 tiles, each on its own clock (TILES=2|4|8, Verilator)
@@ -23,7 +23,7 @@ SYNTH_CONFIG := $(if $(filter command line environment,$(origin CONFIG)),$(CONFI
 
 TILES   ?= 8
 
-.PHONY: sim sim-c2c sim-tray test test-long bench synth env check-icarus clean help
+.PHONY: sim sim-c2c sim-tray test test-long bench bench-history bench-synth synth env check-icarus clean help
 
 help:
 	@sed -n '2,9p' Makefile
@@ -64,8 +64,18 @@ test: $(STAMP) $(MODELS) check-icarus
 test-long: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -q -m synth
 
+# make bench appends its figures to bench/history.jsonl (keyed by commit, a dirty tree marked)
+# and draws them over commits to bench/results/history.svg; bench-history redraws that picture,
+# bench-synth runs make synth and appends its LUTs and Fmax to the same history.
 bench: $(STAMP) $(MODELS) check-icarus
 	$(PY) -m sim.bench --config $(CONFIG)
+
+bench-history: $(STAMP)
+	$(PY) -m sim.history draw --config $(CONFIG)
+
+bench-synth: synth
+	$(PY) -m sim.history add-synth build/synth-$(BOARD)-$(SYNTH_CONFIG)/report.json
+	$(PY) -m sim.history draw --config $(CONFIG)
 
 synth: $(STAMP)
 	$(PY) -m hdl.synth --board $(BOARD) --config $(SYNTH_CONFIG)

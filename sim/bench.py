@@ -38,6 +38,9 @@ from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
 from firmware_gen.numerics import ffn_int
 from firmware_gen.schedule import Scheduler
 
+from . import history
+from .bench_decode import accuracy_rows, decode_rows
+from .bench_decode import markdown as markdown_decode
 from .bench_model import markdown as markdown_model
 from .bench_model import model_rows
 from .progress import ProgressPrinter
@@ -267,6 +270,28 @@ def moe_rows(cfg: TileConfig, tiles: int = 8) -> list[dict]:
     return rows
 
 
+def record_history(result: dict, git: dict, config: str, cfg: TileConfig, path: Path, picture: Path) -> None:
+    """Append the run to the history ``path`` and draw it to ``picture`` (``sim/history.py``);
+    print the tile-cycles/s against the baseline commit's runs in it.  A history that cannot
+    be read is reported on stderr (the run's own figures are written already)."""
+    entry = history.bench_entry(result, git, config, targets={
+        "decode": DECODE_TARGET, "batched_utilisation": UTIL_TARGET, "tray": TRAY_TARGET, "moe": MOE_TARGET})
+    entry["config_key"] = cfg.key()
+    history.append(entry, path)
+    try:
+        entries = history.read(path)
+        history.draw(entries, picture, config)
+    except history.HistoryError as e:
+        print(f"error: the history: {e}", file=sys.stderr)
+        return
+    runs = sum(e["kind"] == "bench" and e.get("config") == config for e in entries)
+    print(f"history: appended to {path} ({git['short']}{', dirty tree' if git['dirty'] else ''}; "
+          f"{runs} {config} runs), drawn to {picture}")
+    current = {s: v["cycles_per_second"] for s, v in entry["speed"].items()}
+    for line in history.speed_lines(entries[:-1], current, config):
+        print(f"history: {line}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--config", choices=TileConfig.PRESETS[:2], default="default",
@@ -283,7 +308,12 @@ def main(argv=None) -> int:
     ap.add_argument("--no-model", action="store_true",
                     help="skip the real-model FFNs (H=384, I=1536 on a tile fitted to them, Verilator: "
                          "a build of minutes; sim/bench_model.py)")
+    ap.add_argument("--history", type=Path, default=history.HISTORY,
+                    help="append this run's figures to this history, keyed by commit, and draw it to "
+                         "OUT/history.svg (default: bench/history.jsonl; sim/history.py)")
+    ap.add_argument("--no-history", action="store_true", help="do not append to the history")
     args = ap.parse_args(argv)
+    git = None if args.no_history else history.git_state()     # the tree as the run starts
     cfg = TileConfig.preset(args.config)
     sims = [x for x in args.sims.split(",") if x]
     bad = [x for x in sims if x not in SIMULATORS]
@@ -309,8 +339,11 @@ def main(argv=None) -> int:
     tray = tray_rows(cfg)
     print("compiling the MoE layer for 8 tiles (golden-model checked under each routing) ...", flush=True)
     moe = moe_rows(cfg) if args.config == "default" else []
+    print("running the decode loop on the golden model, and teacher-forced accuracy ...", flush=True)
+    decode, accuracy = decode_rows(), accuracy_rows()
     result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": shapes, "speed": speed,
-              "loading": loading, "build": build, "builds_used": builds, "tray": tray, "moe": moe, "model": model}
+              "loading": loading, "build": build, "builds_used": builds, "tray": tray, "moe": moe, "decode": decode,
+              "decode_accuracy": accuracy, "model": model}
     ffn_speed = {r["simulator"]: r["cycles_per_second"] for r in speed if r["program"] == "ffn suite"}
     if "verilator" in ffn_speed and "icarus" in ffn_speed:
         result["verilator_over_icarus"] = round(ffn_speed["verilator"] / ffn_speed["icarus"], 2)
@@ -354,6 +387,7 @@ def main(argv=None) -> int:
                   f"{r['ratio_to_batch_bound']:.2f} | "
                   f"{r['weight_bytes_read_per_token']:,} | "
                   f"{r['needed_weight_bytes_per_token']:,} | {'yes' if r['exact'] else 'NO'} |" for r in moe]
+    lines += markdown_decode(decode, accuracy)
     lines += ["", "| simulator | program | cycles | run s | tile-cycles/s |", "|---|---|---:|---:|---:|"]
     lines += [f"| {r['simulator']} | {r['program']} | {r['cycles']} | {r['run_seconds']} | "
               f"{r['cycles_per_second']:,.0f} |" for r in speed]
@@ -378,8 +412,10 @@ def main(argv=None) -> int:
     (out / "bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     print(f"\nwritten: {out / 'bench.json'}, {out / 'bench.md'}")
+    if git is not None:
+        record_history(result, git, args.config, cfg, args.history, out / "history.svg")
     ok = (all(r["exact"] for r in shapes) and all(r.get("exact", True) for r in speed + loading)
-          and all(r["exact"] and r.get("bus_exact", True) for r in tray + model + moe))
+          and all(r["exact"] and r.get("bus_exact", True) for r in tray + model + moe + decode))
     return 0 if ok and all(r["meets_target"] is not False for r in shapes) else 1
 
 
