@@ -18,7 +18,7 @@ from amaranth.hdl import Assume
 import hdl.c2c
 import hdl.ecc
 import hdl.icu
-from hdl.c2c import ElasticBuffer, FlitDecoder, ReceiveBuffer
+from hdl.c2c import ElasticBuffer, FlitDecoder, ReceiveBuffer, VectorFifo
 from hdl.ecc import EccDecoder, EccEncoder
 from hdl.uart import UartRx
 from lpu_arch import c2c
@@ -173,7 +173,7 @@ def test_formal_elastic_buffer_broken_sticky_fails():
 # (rx_depth, gap between pushed vectors) -> cycles.  Gap 1 (back to back) is what a link
 # of one flit per vector delivers (the presets' 32-bit link, `tiny`); gap 2 or more every
 # wider vector.  Each bound reaches an overflow.
-RECEIVE_BUFFER_BOUNDS = {(2, 2): 14, (4, 1): 10, (8, 1): 12}
+RECEIVE_BUFFER_BOUNDS = {(2, 1): 14, (2, 2): 14, (4, 1): 10, (8, 1): 12}
 
 
 def rx_cfg(rx_depth):
@@ -186,19 +186,25 @@ def test_formal_receive_buffer(depth, gap):
     assert r.ok, r.log[-3000:]
 
 
-@pytest.mark.xfail(strict=True, reason="finding (docs/assurance.md): a 2-deep receive buffer loses the second "
-                                       "of two vectors pushed on consecutive cycles into it empty (flagged)")
-def test_formal_receive_buffer_depth2_back_to_back():
-    r = prove(ReceiveBufferHarness(rx_cfg(2), gap=1), depth=RECEIVE_BUFFER_BOUNDS[2, 2])
-    assert r.ok, r.log[-3000:]
-
-
 class ShortBuffer(ReceiveBuffer):
-    """A receive buffer whose FIFO holds one vector fewer than ``rx_depth``."""
+    """A receive buffer whose FIFO holds one vector fewer than ``rx_depth`` (at ``rx_depth``
+    2 Amaranth's one-register ``SyncFIFOBuffered``)."""
 
     def elaborate(self, platform):
-        real = amaranth.lib.fifo.SyncFIFOBuffered
-        with mock.patch.object(hdl.c2c, "SyncFIFOBuffered", lambda width, depth: real(width=width, depth=depth - 1)):
+        def short(width, depth):
+            fifo = VectorFifo if depth > 2 else amaranth.lib.fifo.SyncFIFOBuffered
+            return fifo(width=width, depth=depth - 1)
+        with mock.patch.object(hdl.c2c, "VectorFifo", short):
+            return super().elaborate(platform)
+
+
+class LibraryFifoBuffer(ReceiveBuffer):
+    """The receive buffer on Amaranth's ``SyncFIFOBuffered`` of ``rx_depth`` (the design
+    before ``VectorFifo``): at ``rx_depth`` 2 it refuses a vector pushed on the cycle after
+    one pushed into it empty (a false overflow with one vector held)."""
+
+    def elaborate(self, platform):
+        with mock.patch.object(hdl.c2c, "VectorFifo", amaranth.lib.fifo.SyncFIFOBuffered):
             return super().elaborate(platform)
 
 
@@ -221,11 +227,24 @@ class SilentBuffer(ReceiveBuffer):
         return m
 
 
+@pytest.mark.parametrize("gap", [1, 2])
 @pytest.mark.parametrize("broken", [ShortBuffer, RepeatingBuffer, SilentBuffer])
-def test_formal_receive_buffer_broken_fails(broken):
+def test_formal_receive_buffer_broken_fails(broken, gap):
     """One vector short (a false overflow), RECV not popping (a duplicate), a silent
-    overflow (a vector lost unnoticed): each fails the proof."""
-    assert not prove(ReceiveBufferHarness(rx_cfg(2), gap=2, buffer_cls=broken), depth=RECEIVE_BUFFER_BOUNDS[2, 2]).ok
+    overflow (a vector lost unnoticed): each fails the proof, ``rx_depth`` 2, vectors back
+    to back or 2 cycles apart."""
+    assert not prove(ReceiveBufferHarness(rx_cfg(2), gap=gap, buffer_cls=broken),
+                     depth=RECEIVE_BUFFER_BOUNDS[2, gap]).ok
+
+
+def test_formal_receive_buffer_library_fifo_back_to_back_fails():
+    """The receive buffer on ``SyncFIFOBuffered``, ``rx_depth`` 2, vectors back to back:
+    the proof that the buffer holds ``rx_depth`` vectors must fail (and it passes with
+    vectors 2 cycles apart, where the library FIFO holds 2)."""
+    assert not prove(ReceiveBufferHarness(rx_cfg(2), gap=1, buffer_cls=LibraryFifoBuffer),
+                     depth=RECEIVE_BUFFER_BOUNDS[2, 1]).ok
+    assert prove(ReceiveBufferHarness(rx_cfg(2), gap=2, buffer_cls=LibraryFifoBuffer),
+                 depth=RECEIVE_BUFFER_BOUNDS[2, 2]).ok
 
 
 LINK_RX_DEPTH, LINK_RX_BOUND = 2, 14    # a third vector overflows the receive buffer on cycle 13

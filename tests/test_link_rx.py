@@ -251,6 +251,97 @@ def test_receive_buffer_level_underflow_overflow():
     assert log["end"] == {"recv_data": vecs[D], "level": 0, "max_level": 0, "overflow": 0, "underflow": 0}
 
 
+@pytest.mark.parametrize("depth", [2, 4, 8])
+def test_receive_buffer_holds_rx_depth_vectors_back_to_back(depth):
+    """``rx_depth`` vectors pushed on consecutive cycles into an empty buffer are all held
+    (level 1, 2, .. ``rx_depth``, no overflow) and RECV'd in order; one more overflows.
+    Then random pushes (back to back or not) and RECVs, each push only while the vectors
+    held plus it fit in ``rx_depth`` (a vector is held from the cycle after its push up to
+    and including the cycle of its RECV), each RECV only for a vector pushed at least 2
+    cycles before: ``level`` is the number held on every cycle, nothing is lost or flagged,
+    and the buffer is full many times."""
+    cfg = dataclasses.replace(CFG1, rx_depth=depth)
+    buf = ReceiveBuffer(cfg)
+    vecs = [v for v, _ in random_vectors(cfg, depth + 1 + 200, seed=depth)]
+    fill, extra, rest = vecs[:depth], vecs[depth], vecs[depth + 1:]
+    rng = random.Random(depth)
+    obs = {"levels": [], "expect": [], "got": []}
+
+    async def bench(ctx):
+        async def cycle(push=None, recv=0, clear=0):
+            ctx.set(buf.i_stream.valid, push is not None)
+            ctx.set(buf.i_stream.payload, push or 0)
+            ctx.set(buf.recv, recv)
+            ctx.set(buf.clear, clear)
+            await ctx.tick()
+            return {n: ctx.get(getattr(buf, n)) for n in ("recv_data", "level", "overflow", "underflow")}
+
+        obs["fill"] = [await cycle(push=v) for v in fill]
+        await cycle()
+        obs["popped"] = [await cycle(recv=1) for _ in fill]
+        for v in fill:                              # full again, then one too many
+            await cycle(push=v)
+        obs["full"] = await cycle(push=extra)
+        await cycle(clear=1)
+        held, todo, c = [], list(rest), 0           # held: (vector, cycle of its push)
+        while todo or held:
+            recv = bool(held) and held[0][1] <= c - 2 and rng.random() < 0.5
+            push = todo.pop(0) if todo and len(held) < depth and rng.random() < 0.7 else None
+            s = await cycle(push=push, recv=recv)
+            if recv:
+                obs["got"].append(s["recv_data"])
+                obs["expect"].append(held.pop(0)[0])
+            if push is not None:
+                held.append((push, c))
+            obs["levels"].append((s["level"], len(held)))
+            obs.setdefault("flags", []).append(s["overflow"] | s["underflow"])
+            c += 1
+
+    run(buf, bench)
+    assert [s["level"] for s in obs["fill"]] == list(range(1, depth + 1))
+    assert not any(s["overflow"] or s["underflow"] for s in obs["fill"] + obs["popped"])
+    assert [s["recv_data"] for s in obs["popped"]] == fill
+    assert obs["popped"][-1]["level"] == 0
+    assert obs["full"]["overflow"] and obs["full"]["level"] == depth, "capacity exactly rx_depth"
+    assert obs["got"] == obs["expect"] == rest
+    assert all(a == b for a, b in obs["levels"]), obs["levels"]
+    assert not any(obs["flags"])
+    assert sum(n == depth for n, _ in obs["levels"]) >= 10
+
+
+def test_link_rx_two_deep_buffer_takes_back_to_back_vectors():
+    """One flit a vector and ``rx_depth`` 2: two vectors sent on consecutive sender cycles
+    into an empty receive buffer both arrive (level 1 then 2), RECV'd in order, no flag."""
+    cfg = dataclasses.replace(CFG1, rx_depth=2)
+    rx = LinkRx(cfg, "tx")
+    vecs = [v for v, _ in random_vectors(cfg, 2, seed=5)]
+    obs = {"levels": []}
+
+    async def sender(ctx):
+        for v in [None, None] + vecs:
+            ctx.set(rx.flit, 0 if v is None else flit(cfg, Kind.DATA, v))
+            await ctx.tick("tx")
+        ctx.set(rx.flit, 0)
+
+    async def receiver(ctx):
+        for _ in range(12):
+            await ctx.tick()
+            obs["levels"].append(ctx.get(rx.level))
+        popped = []
+        for _ in range(2):
+            ctx.set(rx.recv, 1)
+            await ctx.tick()
+            ctx.set(rx.recv, 0)
+            popped.append(ctx.get(rx.recv_data))
+        obs["popped"] = popped
+        obs["flags"] = {n: ctx.get(getattr(rx, n)) for n in ("overflow", "underflow", "level", "max_level")}
+
+    run(rx, sender, receiver, tx_period=PERIOD, tx_phase=6e-9)
+    assert [n for i, n in enumerate(obs["levels"]) if n != (obs["levels"][i - 1] if i else 0)] == [1, 2]
+    assert obs["popped"] == vecs
+    assert obs["flags"] == {"overflow": 0, "underflow": 0, "level": 0, "max_level": 2}
+
+
 # ---- elastic buffer --------------------------------------------------------------------------
 
 def _elastic(tx_period: float, tx_phase: float, sends, rx_cycles: int, clear_at=None):
