@@ -163,7 +163,7 @@ def _rtl_run_options(p: argparse.ArgumentParser, json_help: str):
     p.add_argument("--json", action="store_true", help=json_help)
 
 
-def _ffn_options(p: argparse.ArgumentParser, with_out: bool = True):
+def _ffn_options(p: argparse.ArgumentParser):
     from firmware_gen.numerics import ACTIVATIONS
     g = p.add_argument_group("FFN to compile (when no program directory is given)")
     g.add_argument("--kind", choices=("swiglu", "classic"), default=None,
@@ -178,14 +178,8 @@ def _ffn_options(p: argparse.ArgumentParser, with_out: bool = True):
     g.add_argument("--seed", type=_nonneg, default=None, help="seed of the random weights and input (default: 1)")
     _weights_options(g)
     _config_options(g, None, "default")
-    if with_out:
-        g.add_argument("--out", type=Path, default=None, metavar="DIR",
-                       help="where to write program.json and manifest.json (default: build/lpu/<name>)")
-
-
-def _given_ffn_options(args) -> list[str]:
-    return [f"--{k}" for k in ("kind", "H", "I", "batch", "activation", "seed", "weights", "layer", "map")
-            if getattr(args, k, None) is not None]
+    g.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="where to write program.json and manifest.json (default: build/lpu/<name>)")
 
 
 def _example_from_args(args):
@@ -214,7 +208,7 @@ def _weights_given(args) -> bool:
     return True
 
 
-def _compile_from_args(args, quiet=False):
+def _compile_from_args(args):
     from .compiled import from_example, from_weights
     cfg = tile_config(args.config or "default", args.set)
     preset = config_name(args.config, args.set)       # names the output directory
@@ -226,10 +220,10 @@ def _compile_from_args(args, quiet=False):
                         seed=1 if args.seed is None else args.seed, activation=args.activation, preset=preset)
 
 
-def _load_or_compile(args, need_manifest=True):
+def _load_or_compile(args):
     """``(CompiledFfn or None, Program, directory)`` from ``args.program`` or the FFN options
-    (then compiled and saved to ``--out``).  Without ``need_manifest`` a bare program JSON
-    (any ``Program.to_json``) will do."""
+    (then compiled and saved to ``--out``).  A bare program JSON (any ``Program.to_json``),
+    or a directory of one without a manifest, gives no CompiledFfn."""
     from .compiled import MANIFEST_FILE, PROGRAM_FILE, CompiledFfn, load_program
     if args.program is None:
         c = _compile_from_args(args)
@@ -237,18 +231,17 @@ def _load_or_compile(args, need_manifest=True):
         c.save(out)
         print(f"compiled {c.name} -> {out}/", file=sys.stderr if args.json else sys.stdout)
         return c, c.program, out
-    given = _given_ffn_options(args) + (["--out"] if getattr(args, "out", None) is not None else [])
+    given = [f"--{k}" for k in ("kind", "H", "I", "batch", "activation", "seed", "weights", "layer", "map", "out")
+             if getattr(args, k, None) is not None]
     if given:
         raise CliError(f"give either a compiled program directory ({args.program}) or FFN options "
                        f"({', '.join(given)}), not both")
     path = Path(args.program)
     if path.is_file() and path.name not in (PROGRAM_FILE, MANIFEST_FILE):
-        if need_manifest:
-            raise CliError(f"{path} is a file; give the directory lpu compile wrote (program.json and manifest.json)")
         c, prog, d = None, load_program(path), path.parent
     else:
         d = path.parent if path.name in (PROGRAM_FILE, MANIFEST_FILE) else path
-        if not need_manifest and (d / PROGRAM_FILE).exists() and not (d / MANIFEST_FILE).exists():
+        if (d / PROGRAM_FILE).exists() and not (d / MANIFEST_FILE).exists():
             c, prog = None, load_program(d / PROGRAM_FILE)
         else:
             c = CompiledFfn.load(d)
@@ -297,6 +290,23 @@ def _testbench_failed(e: RuntimeError, args, human, setup_errors: tuple, **field
     return EXIT_FAIL
 
 
+def _run_on_rtl(args, human, run, expected: list, setup_errors: tuple = (), to_json=None, **fields) -> int:
+    """``run(progress)``, a testbench run with progress lines on stderr unless ``--quiet``
+    (``expected``: each job's predicted cycles), and its exit status: the report's verdict,
+    the report (``to_json`` of it) printed as JSON with ``--json``; a testbench that failed
+    is :func:`_testbench_failed` with ``fields``."""
+    from .progress import ProgressPrinter
+    from .runner import SimSetupError
+    progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=expected)
+    try:
+        report = run(progress)
+    except RuntimeError as e:
+        return _testbench_failed(e, args, human, (SimSetupError, *setup_errors), **fields)
+    if args.json:
+        _print_json(report if to_json is None else to_json(report), indent=1)
+    return EXIT_OK if report["passed"] else EXIT_FAIL
+
+
 def _checked(prog, unchecked: bool, human) -> None:
     """The static program checker (``firmware_gen.check``) before the host loads ``prog``:
     a problem is one error naming it (and how many more), unless ``--unchecked``."""
@@ -313,27 +323,18 @@ def cmd_sim(args) -> int:
     from firmware_gen import archmodel
 
     from .demo import run_ffn_on_rtl, run_program_on_rtl
-    from .progress import ProgressPrinter
-    from .runner import SimSetupError
     from .waves import WavesError
     human = sys.stderr if args.json else sys.stdout
-    c, prog, d = _load_or_compile(args, need_manifest=False)
+    c, prog, d = _load_or_compile(args)
     _checked(prog, args.unchecked, human)
-    expected = [c.manifest.cycles if c else archmodel.run(prog).cycles]
-    progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=expected)
-    try:
-        if c is None:
-            report = run_program_on_rtl(prog, args.sim, args.waves, waves_dir=d / "waves" if args.waves else None,
-                                        progress=progress, out=human, checked=not args.unchecked)
-        else:
-            report = run_ffn_on_rtl(c, args.sim, args.waves, waves_dir=d / "waves" if args.waves else None,
-                                    progress=progress, out=human, checked=not args.unchecked)
-    except RuntimeError as e:
-        return _testbench_failed(e, args, human, (SimSetupError, WavesError), program_dir=str(d))
-    report["program_dir"] = str(d)
-    if args.json:
-        _print_json(report, indent=1)
-    return EXIT_OK if report["passed"] else EXIT_FAIL
+
+    def run(progress):
+        rtl, what = (run_program_on_rtl, prog) if c is None else (run_ffn_on_rtl, c)
+        return rtl(what, args.sim, args.waves, waves_dir=d / "waves" if args.waves else None, progress=progress,
+                   out=human, checked=not args.unchecked)
+
+    return _run_on_rtl(args, human, run, [c.manifest.cycles if c else archmodel.run(prog).cycles], (WavesError,),
+                       lambda report: {**report, "program_dir": str(d)}, program_dir=str(d))
 
 
 def cmd_asm(args) -> int:
@@ -366,7 +367,7 @@ def cmd_show(args) -> int:
     if args.chart is not None and args.chart.suffix.lower() not in FORMATS:    # before any work
         raise CliError(f"cannot write a chart as {args.chart.suffix or 'a file without extension'!r} "
                        f"({args.chart.name}); use a name ending in {' or '.join(FORMATS)}")
-    c, prog, d = _load_or_compile(args, need_manifest=False)
+    c, prog, d = _load_or_compile(args)
     if args.chart:
         chart = args.chart
     elif args.program is not None and Path(args.program).is_file() and c is None:
@@ -394,14 +395,12 @@ def cmd_show(args) -> int:
 
 def cmd_tray(args) -> int:
     import time
+    from collections import Counter
 
     from firmware_gen.chart import tray_chart, tray_transfers
-
     from firmware_gen.compile_ffn import example_ffn
 
     from .demo_tray import TRAY_H, TRAY_I, compile_tray, run_tray_on_rtl, tray_tile_config
-    from .progress import ProgressPrinter
-    from .runner import SimSetupError
     human = sys.stderr if args.json else sys.stdout
     if args.window is not None and args.chart is None:
         raise CliError("--window limits the picture: give --chart FILE with it")
@@ -434,10 +433,8 @@ def cmd_tray(args) -> int:
     if args.no_run:
         for line in ct.describe():
             print(line, file=human)
-        sent, got = [0] * ct.tiles, [0] * ct.tiles
-        for x in tray_transfers(ct.programs, ct.topo.peer):
-            sent[x.src] += 1
-            got[x.dst] += 1
+        moves = tray_transfers(ct.programs, ct.topo.peer)
+        sent, got = Counter(x.src for x in moves), Counter(x.dst for x in moves)
         print(f"\n{'tile':>4} {'predicted cycles':>16} {'output writes':>13} {'vectors sent':>12} {'received':>8}",
               file=human)
         for t, m in enumerate(man.tile):
@@ -450,14 +447,10 @@ def cmd_tray(args) -> int:
                 {"tile": t, "predicted_cycles": m.cycles, "output_writes": len(m.writes), "vectors_sent": sent[t],
                  "vectors_received": got[t]} for t, m in enumerate(man.tile)], **(chart or {})}, indent=1)
         return EXIT_OK
-    progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=[man.cycles] * args.repeat)
-    try:
-        report = run_tray_on_rtl(ct, args.sim, progress=progress, out=human, repeat=args.repeat)
-    except RuntimeError as e:
-        return _testbench_failed(e, args, human, (SimSetupError,), ran=True, **ct.summary())
-    if args.json:
-        _print_json({"ran": True, **report, **(chart or {})}, indent=1)
-    return EXIT_OK if report["passed"] else EXIT_FAIL
+    return _run_on_rtl(args, human, lambda progress: run_tray_on_rtl(ct, args.sim, progress=progress, out=human,
+                                                                     repeat=args.repeat),
+                       [man.cycles] * args.repeat, to_json=lambda report: {"ran": True, **report, **(chart or {})},
+                       ran=True, **ct.summary())
 
 
 def _routing_arg(text: str):
@@ -483,8 +476,6 @@ def cmd_moe(args) -> int:
 
     from .demo_moe import compile_moe_example, run_moe_on_rtl
     from .demo_tray import tray_tile_config
-    from .progress import ProgressPrinter
-    from .runner import SimSetupError
     human = sys.stderr if args.json else sys.stdout
     base = tray_tile_config(args.config) if args.config in PRESETS else tile_config(args.config)
     base = base.with_overrides(args.set)
@@ -513,10 +504,8 @@ def cmd_moe(args) -> int:
     if args.chart is not None:
         name = next(iter(cm.routings))
         asg = cm.rounds(name)[0]
-        spans = []
-        for (t, b, j), e in sorted(asg.items()):
-            first, last = mt.slot_span(t, b, j)
-            spans.append((t, first, last, f"token {b}: expert {e}" if mt.mapping == "ep" else f"t{b} e{e}"))
+        spans = [(t, *mt.slot_span(t, b, j), f"token {b}: expert {e}" if mt.mapping == "ep" else f"t{b} e{e}")
+                 for (t, b, j), e in sorted(asg.items())]
         done = types.SimpleNamespace(tile=[types.SimpleNamespace(cycles=c) for c in man.cycles])
         title = (f"MoE: {cm.example.spec.E} experts H={cm.example.spec.H} I={cm.example.spec.I} top-"
                  f"{cm.example.spec.top_k} on {cm.tiles} tiles, routing '{name}': {man.cycles_max:,} SAC cycles "
@@ -535,17 +524,14 @@ def cmd_moe(args) -> int:
                          "routings": {n: np.asarray(v).tolist() for n, v in cm.routings.items()},
                          "rounds": {n: len(r) for n, r in routing_rows.items()}, **(chart or {})}, indent=1)
         return EXIT_OK
-    runs = sum(len(r) for r in routing_rows.values())
-    progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=[man.cycles_max] * runs)
-    try:
-        report = run_moe_on_rtl(cm, args.sim, progress=progress, out=human)
-    except RuntimeError as e:
-        return _testbench_failed(e, args, human, (SimSetupError,), ran=True, **man.summary())
-    if args.json:
-        for r in report["runs"]:
-            r.pop("observed")
-        _print_json({"ran": True, **report, **(chart or {})}, indent=1)
-    return EXIT_OK if report["passed"] else EXIT_FAIL
+
+    def to_json(report):            # without the raw observations
+        runs = [{k: v for k, v in r.items() if k != "observed"} for r in report["runs"]]
+        return {"ran": True, **report, "runs": runs, **(chart or {})}
+
+    return _run_on_rtl(args, human, lambda progress: run_moe_on_rtl(cm, args.sim, progress=progress, out=human),
+                       [man.cycles_max] * sum(len(r) for r in routing_rows.values()), to_json=to_json, ran=True,
+                       **man.summary())
 
 
 DECODE_TILE = ("mem_depth=256", "iq_depth=512", "vxm_param_depth=32")   # the tiny tile, deep enough for 2 layers
@@ -572,23 +558,18 @@ def cmd_decode(args) -> int:
           + ", ".join(f"{ly.manifest.cycles} cycles" for ly in rm.layers) + " (compiler)", file=human)
     golden = run_golden(setup)
     runs, engine = golden, "golden model"
-    problems = []
     if not args.no_run:
         try:
             runs = run_rtl(setup, args.sim)
         except RuntimeError as e:
             return _testbench_failed(e, args, human, (SimSetupError,), ran=True)
         engine = f"RTL ({args.sim})"
-        problems = check(setup, runs, golden)
-    else:
-        problems = check(setup, golden, golden)
+    problems = check(setup, runs, golden)
     L, P = len(rm.layers), len(setup.prompt)
     rows = []
     x_bytes = [sum(len(v) for r in ly.x_image(np.zeros(args.H)).values() for v in r.values()) for ly in rm.layers]
     y_bytes = [len(ly.manifest.outputs) * base.lanes for ly in rm.layers]
-    kv = []
-    for pos in range(P + args.tokens):
-        kv.append(2 * 4 * args.H * L * (pos + 1))         # float32 keys and values of every layer, read per token
+    kv = [2 * 4 * args.H * L * (pos + 1) for pos in range(P + args.tokens)]  # read per token: float32 K, V, all layers
     per_pos = [runs["runs"][i * L:(i + 1) * L] for i in range(P + args.tokens)]
     tokens = list(setup.prompt) + list(runs["tokens"])
     print(f"\n{'pos':>4} {'token':>6} {'tray cycles':>11} {'tray us':>8} {'x/y bytes':>10} {'KV bytes':>9} "
@@ -660,9 +641,7 @@ def cmd_bench(args) -> int:
         raise CliError(f"unknown simulator(s) {', '.join(bad) or '(none given)'} in --sims; "
                        f"choose from {', '.join(SIMULATORS)}")
     argv = ["--config", args.config, "--sims", ",".join(sims), "--passes", str(args.passes)]
-    argv += ["--sweep"] if args.sweep else []
-    argv += ["--no-bus-load"] if args.no_bus_load else []
-    argv += ["--no-model"] if args.no_model else []
+    argv += [f"--{flag.replace('_', '-')}" for flag in ("sweep", "no_bus_load", "no_model") if getattr(args, flag)]
     argv += ["--build-configs", args.build_configs] if args.build_configs is not None else []
     argv += ["--out", str(args.out)] if args.out else []
     if not args.json:
@@ -734,6 +713,13 @@ def _print_json(obj, indent=None):
     print(json.dumps(_finite_json(obj), indent=indent, allow_nan=False))
 
 
+def _subcommand(sub, name: str, func, **kw) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name``, which ``func(args)`` runs."""
+    p = sub.add_parser(name, formatter_class=_Formatter, **kw)
+    p.set_defaults(func=func)
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     from hdl.synth import BOARDS
 
@@ -750,34 +736,33 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"lpu {_version()}")
     sub = ap.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
 
-    p = sub.add_parser("compile", formatter_class=_Formatter, help="compile an FFN to a program directory",
-                       description="Compile an FFN (random weights from --seed, or --weights FILE.npz) for the tile.\n"
-                                   "Writes DIR/program.json (the program: queues, MEM images, VXM parameters)\n"
-                                   "and DIR/manifest.json (the compiler's summary and every predicted output\n"
-                                   "write, with the reference output), and prints shape, predicted cycles,\n"
-                                   "bounds and efficiency.",
-                       epilog=NPZ_HELP + "\nexamples:\n  lpu compile --kind classic --H 64 --I 256\n"
-                              "  lpu compile --config tiny --H 8 --I 16 --batch 2 --out /tmp/ffn\n"
-                              "  lpu compile --weights ffn.npz --json")
+    p = _subcommand(sub, "compile", cmd_compile, help="compile an FFN to a program directory",
+                    description="Compile an FFN (random weights from --seed, or --weights FILE.npz) for the tile.\n"
+                                "Writes DIR/program.json (the program: queues, MEM images, VXM parameters)\n"
+                                "and DIR/manifest.json (the compiler's summary and every predicted output\n"
+                                "write, with the reference output), and prints shape, predicted cycles,\n"
+                                "bounds and efficiency.",
+                    epilog=NPZ_HELP + "\nexamples:\n  lpu compile --kind classic --H 64 --I 256\n"
+                           "  lpu compile --config tiny --H 8 --I 16 --batch 2 --out /tmp/ffn\n"
+                           "  lpu compile --weights ffn.npz --json")
     _ffn_options(p)
     p.add_argument("--fit", action="store_true",
                    help="print the smallest tile (power-of-two depths, the rest as --config) that holds\n"
                         "the FFN, as a TOML file for --config; compiles nothing else")
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
-    p.set_defaults(func=cmd_compile)
 
-    p = sub.add_parser("sim", formatter_class=_Formatter, help="run a compiled FFN on the RTL and check it",
-                       description="Run an FFN on the RTL tile (compiling it first unless DIR is given) and check\n"
-                                   "every output write's cycle and value against the compiler's prediction and\n"
-                                   "the golden model, the cycle count and busy counters, the output bit-exact\n"
-                                   "against the integer FFN; report the error against the float FFN.\n"
-                                   "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments or setup.",
-                       epilog="Progress (jobs done, cycles, rate, a heartbeat on long runs) goes to stderr.\n"
-                              "--waves writes DIR/waves/<sim>.fst and a GTKWave view DIR/waves/<sim>.gtkw\n"
-                              "(signals grouped by slice): open it with  gtkwave DIR/waves/<sim>.gtkw\n"
-                              "(Verilator's FST needs lz4 headers: sudo apt-get install liblz4-dev).\n\n"
-                              "examples:\n  lpu sim --config tiny --H 8 --I 16\n  lpu compile --out /tmp/ffn && "
-                              "lpu sim /tmp/ffn --sim icarus --waves\n  lpu sim /tmp/ffn --json > result.json")
+    p = _subcommand(sub, "sim", cmd_sim, help="run a compiled FFN on the RTL and check it",
+                    description="Run an FFN on the RTL tile (compiling it first unless DIR is given) and check\n"
+                                "every output write's cycle and value against the compiler's prediction and\n"
+                                "the golden model, the cycle count and busy counters, the output bit-exact\n"
+                                "against the integer FFN; report the error against the float FFN.\n"
+                                "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments or setup.",
+                    epilog="Progress (jobs done, cycles, rate, a heartbeat on long runs) goes to stderr.\n"
+                           "--waves writes DIR/waves/<sim>.fst and a GTKWave view DIR/waves/<sim>.gtkw\n"
+                           "(signals grouped by slice): open it with  gtkwave DIR/waves/<sim>.gtkw\n"
+                           "(Verilator's FST needs lz4 headers: sudo apt-get install liblz4-dev).\n\n"
+                           "examples:\n  lpu sim --config tiny --H 8 --I 16\n  lpu compile --out /tmp/ffn && "
+                           "lpu sim /tmp/ffn --sim icarus --waves\n  lpu sim /tmp/ffn --json > result.json")
     p.add_argument("program", nargs="?", type=Path, metavar="DIR",
                    help="a directory written by lpu compile (else compile from the FFN options)")
     _ffn_options(p)
@@ -785,32 +770,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unchecked", action="store_true",
                    help="run a program that fails the static check anyway (its problems are printed)")
     _rtl_run_options(p, "print the result as JSON on stdout (the table goes to stderr)")
-    p.set_defaults(func=cmd_sim)
 
-    p = sub.add_parser("asm", formatter_class=_Formatter, help="assemble a hand-written program",
-                       description="Assemble text (``[SLICE]`` headers, one instruction per line, # comments;\n"
-                                   "docs/isa.md) into DIR/program.json for lpu sim and lpu show, and run the\n"
-                                   "static checker on it (firmware_gen/check.py: values lost on a stream,\n"
-                                   "reads of undriven streams, addresses, queue sizes).",
-                       epilog="A program directory without manifest.json runs against the golden model alone:\n"
-                              "  lpu asm copy.s --config tiny --out /tmp/copy && lpu sim /tmp/copy --sim icarus")
+    p = _subcommand(sub, "asm", cmd_asm, help="assemble a hand-written program",
+                    description="Assemble text (``[SLICE]`` headers, one instruction per line, # comments;\n"
+                                "docs/isa.md) into DIR/program.json for lpu sim and lpu show, and run the\n"
+                                "static checker on it (firmware_gen/check.py: values lost on a stream,\n"
+                                "reads of undriven streams, addresses, queue sizes).",
+                    epilog="A program directory without manifest.json runs against the golden model alone:\n"
+                           "  lpu asm copy.s --config tiny --out /tmp/copy && lpu sim /tmp/copy --sim icarus")
     p.add_argument("file", type=Path, metavar="FILE", help="assembly text")
     _config_options(p, "tiny", "tiny")
     p.add_argument("--out", type=Path, default=None, metavar="DIR", help="directory (default: build/lpu/<FILE stem>)")
     p.add_argument("--json", action="store_true", help="print the program path and problems as JSON")
-    p.set_defaults(func=cmd_asm)
 
-    p = sub.add_parser("show", formatter_class=_Formatter, help="draw the schedule of a program",
-                       description="Draw a compiled program's schedule (SVG or PNG by the file name):\n"
-                                   "  issue: one row per slice, west to east, a bar per issued data\n"
-                                   "         instruction coloured by opcode, on the cycle it issues;\n"
-                                   "  east- and west-flowing stream occupancy: at each position and cycle,\n"
-                                   "         how many streams carry a live value (one a slice downstream\n"
-                                   "         still reads: from the position after its driver to its last reader).\n"
-                                   "DIR may also be any program JSON (Program.to_json), e.g. a scheduler's copies.",
-                       epilog="examples:\n  lpu show build/lpu/swiglu-H128-I512-b1-s1\n"
-                              "  lpu show --kind classic --H 64 --I 128 --chart classic.png\n"
-                              "  lpu show /tmp/ffn --window 0:200 --chart start.svg")
+    p = _subcommand(sub, "show", cmd_show, help="draw the schedule of a program",
+                    description="Draw a compiled program's schedule (SVG or PNG by the file name):\n"
+                                "  issue: one row per slice, west to east, a bar per issued data\n"
+                                "         instruction coloured by opcode, on the cycle it issues;\n"
+                                "  east- and west-flowing stream occupancy: at each position and cycle,\n"
+                                "         how many streams carry a live value (one a slice downstream\n"
+                                "         still reads: from the position after its driver to its last reader).\n"
+                                "DIR may also be any program JSON (Program.to_json), e.g. a scheduler's copies.",
+                    epilog="examples:\n  lpu show build/lpu/swiglu-H128-I512-b1-s1\n"
+                           "  lpu show --kind classic --H 64 --I 128 --chart classic.png\n"
+                           "  lpu show /tmp/ffn --window 0:200 --chart start.svg")
     p.add_argument("program", nargs="?", type=Path, metavar="DIR",
                    help="a directory written by lpu compile, or a program .json (else compile from the FFN options)")
     _ffn_options(p)
@@ -820,28 +803,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only these cycles, e.g. 0:300 (default: the whole program)")
     p.add_argument("--asm", action="store_true", help="also print the program's disassembly")
     p.add_argument("--json", action="store_true", help="print what was written as JSON on stdout")
-    p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("tray", formatter_class=_Formatter, help="an FFN on a tray of 2, 4 or 8 tiles: picture, RTL run",
-                       description="Compile an FFN (random weights from --seed) for a tray of tiles linked all-to-all\n"
-                                   "(firmware_gen/tray.py: each tile computes 1/N of h, multicasts it over the C2C\n"
-                                   "links, computes 1/N of y over all of h).  --chart draws the tray's timeline:\n"
-                                   "one band per tile, SAC cycles across, a row per slice kind (MEM, MXM, VXM,\n"
-                                   "SXM, C2C) with a bar per issued instruction coloured by opcode, and every C2C\n"
-                                   "transfer as an arrow from its SEND/SENDM to its RECV.  Unless --no-run, it\n"
-                                   "then runs on the RTL with every tile on its own clock (random ppm within the\n"
-                                   "specification, random phases and wire latencies, all from --clock-seed) and checks\n"
-                                   "per tile every MEM write's cycle and value and the cycle count against the\n"
-                                   "compiler and the multi-tile golden model, no link fault, and y bit-exact\n"
-                                   "against the integer FFN.\n"
-                                   "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments or an FFN that does not fit.",
-                       epilog="Every cycle is SAC time (the program's cycle count, which deskew stalls do not\n"
-                              "advance; docs/c2c.md).  Progress goes to stderr; the default tile preset is tiny\n"
-                              "so that 8 tiles build in minutes on Verilator (in seconds on Icarus for 2).\n\n"
-                              "examples:\n  lpu tray --no-run --config default --H 128 --I 512 --chart tray.svg\n"
-                              "  lpu tray --tiles 2 --H 8 --I 16 --sim icarus --json > tray.json\n"
-                              "  lpu tray --tiles 2 --sim icarus --repeat 4    (4 clock draws: identical cycles, traces)\n"
-                              "  lpu tray --tiles 4 --kind classic --chart tray.png")
+    p = _subcommand(sub, "tray", cmd_tray, help="an FFN on a tray of 2, 4 or 8 tiles: picture, RTL run",
+                    description="Compile an FFN (random weights from --seed) for a tray of tiles linked all-to-all\n"
+                                "(firmware_gen/tray.py: each tile computes 1/N of h, multicasts it over the C2C\n"
+                                "links, computes 1/N of y over all of h).  --chart draws the tray's timeline:\n"
+                                "one band per tile, SAC cycles across, a row per slice kind (MEM, MXM, VXM,\n"
+                                "SXM, C2C) with a bar per issued instruction coloured by opcode, and every C2C\n"
+                                "transfer as an arrow from its SEND/SENDM to its RECV.  Unless --no-run, it\n"
+                                "then runs on the RTL with every tile on its own clock (random ppm within the\n"
+                                "specification, random phases and wire latencies, all from --clock-seed) and checks\n"
+                                "per tile every MEM write's cycle and value and the cycle count against the\n"
+                                "compiler and the multi-tile golden model, no link fault, and y bit-exact\n"
+                                "against the integer FFN.\n"
+                                "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments or an FFN that does not fit.",
+                    epilog="Every cycle is SAC time (the program's cycle count, which deskew stalls do not\n"
+                           "advance; docs/c2c.md).  Progress goes to stderr; the default tile preset is tiny\n"
+                           "so that 8 tiles build in minutes on Verilator (in seconds on Icarus for 2).\n\n"
+                           "examples:\n  lpu tray --no-run --config default --H 128 --I 512 --chart tray.svg\n"
+                           "  lpu tray --tiles 2 --H 8 --I 16 --sim icarus --json > tray.json\n"
+                           "  lpu tray --tiles 2 --sim icarus --repeat 4    (4 clock draws: identical cycles, traces)\n"
+                           "  lpu tray --tiles 4 --kind classic --chart tray.png")
     g = p.add_argument_group("tray and FFN")
     g.add_argument("--tiles", type=_tiles, default=8, metavar="N", help="tiles in the tray: 2, 4 or 8 (default: 8)")
     g.add_argument("--kind", choices=("swiglu", "classic"), default=None,
@@ -871,24 +853,23 @@ def build_parser() -> argparse.ArgumentParser:
     _rtl_run_options(p, "print the result as JSON on stdout (per tile: ppm, cycles observed, predicted and\n"
                         "by the golden model, writes as predicted, link faults; bit_exact, y; the tables go\n"
                         "to stderr)")
-    p.set_defaults(func=cmd_tray)
 
-    p = sub.add_parser("moe", formatter_class=_Formatter, help="a mixture-of-experts layer on a tray: routings, RTL run",
-                       description="Compile a mixture-of-experts layer (random SwiGLU experts and router from --seed,\n"
-                                   "or --weights) for a tray (firmware_gen/moe_tray.py, docs/moe.md): every tile holds\n"
-                                   "E/N experts and reserves --capacity expert slots per token; the shared expert runs\n"
-                                   "tensor-parallel over the tray.  One program serves every routing: the host loads\n"
-                                   "base registers with each slot's expert (or off), so only the selected experts'\n"
-                                   "weights are read, in the same cycles.  Unless --no-run, it runs the routings on the\n"
-                                   "RTL (the router's own, spread, packed, random; or --routing) and checks per tile\n"
-                                   "every write, the cycle count and the busy counters against the compiler and the\n"
-                                   "golden model, and every expert's output bit-exact against moe.moe_int.  A routing\n"
-                                   "beyond capacity runs in rounds of the same program.\n"
-                                   "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments or a layer that does not fit.",
-                       epilog="examples:\n  lpu moe --no-run --chart moe.svg\n"
-                              "  lpu moe --tiles 4 --experts 8 --top-k 2 --sim icarus\n"
-                              "  lpu moe --routing over --capacity 1 --tiles 4 --experts 8   (two rounds)\n"
-                              "  lpu moe --no-run --config default --experts 32 --H 64 --I 128 --top-k 4 --json")
+    p = _subcommand(sub, "moe", cmd_moe, help="a mixture-of-experts layer on a tray: routings, RTL run",
+                    description="Compile a mixture-of-experts layer (random SwiGLU experts and router from --seed,\n"
+                                "or --weights) for a tray (firmware_gen/moe_tray.py, docs/moe.md): every tile holds\n"
+                                "E/N experts and reserves --capacity expert slots per token; the shared expert runs\n"
+                                "tensor-parallel over the tray.  One program serves every routing: the host loads\n"
+                                "base registers with each slot's expert (or off), so only the selected experts'\n"
+                                "weights are read, in the same cycles.  Unless --no-run, it runs the routings on the\n"
+                                "RTL (the router's own, spread, packed, random; or --routing) and checks per tile\n"
+                                "every write, the cycle count and the busy counters against the compiler and the\n"
+                                "golden model, and every expert's output bit-exact against moe.moe_int.  A routing\n"
+                                "beyond capacity runs in rounds of the same program.\n"
+                                "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments or a layer that does not fit.",
+                    epilog="examples:\n  lpu moe --no-run --chart moe.svg\n"
+                           "  lpu moe --tiles 4 --experts 8 --top-k 2 --sim icarus\n"
+                           "  lpu moe --routing over --capacity 1 --tiles 4 --experts 8   (two rounds)\n"
+                           "  lpu moe --no-run --config default --experts 32 --H 64 --I 128 --top-k 4 --json")
     g = p.add_argument_group("layer and tray")
     g.add_argument("--experts", type=_positive, default=8, metavar="E", help="routed experts (default: 8)")
     g.add_argument("--top-k", type=_positive, default=None, metavar="K", help="experts per token (default: 2)")
@@ -922,23 +903,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=_window, default=None, metavar="FIRST:LAST", help="with --chart: these cycles only")
     p.add_argument("--no-run", action="store_true", help="compile (and draw) only")
     _rtl_run_options(p, "print the result as JSON on stdout")
-    p.set_defaults(func=cmd_moe)
 
-    p = sub.add_parser("decode", formatter_class=_Formatter, help="a small decoder generating token by token, FFNs on the tile",
-                       description="Generate tokens greedily with a small decoder (sim/decode.py, docs/afd.md): the host\n"
-                                   "(numpy) does embeddings, norms, attention with a KV cache, residuals and the LM head;\n"
-                                   "every layer's FFN runs in int8 on one tile that holds all layers (weights, parameters,\n"
-                                   "tables and programs loaded once; per layer only x goes in, y comes out, and the host\n"
-                                   "selects the layer with Csr.ENTRY).  Unless --no-run, the tile is the RTL (--sim),\n"
-                                   "driven by the host code inside the testbench; the golden model runs the same loop.\n"
-                                   "Checks: the same tokens, every layer's y bit-exact against the integer FFN, every\n"
-                                   "layer's cycles and writes as the compiler predicted, identical for every token,\n"
-                                   "the weights loaded once.\n"
-                                   "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments or a model that does not fit.",
-                       epilog="The tray time is the tile's cycles at --clock-mhz (900 MHz: TSP v1's clock); the GPU\n"
-                              "estimate is the KV cache's bytes read per token at --hbm-gbs, an assumption, not a\n"
-                              "measurement.\n\nexamples:\n  lpu decode --tokens 8 --sim verilator\n"
-                              "  lpu decode --no-run --layers 2 --tokens 32 --json")
+    p = _subcommand(sub, "decode", cmd_decode, help="a small decoder generating token by token, FFNs on the tile",
+                    description="Generate tokens greedily with a small decoder (sim/decode.py, docs/afd.md): the host\n"
+                                "(numpy) does embeddings, norms, attention with a KV cache, residuals and the LM head;\n"
+                                "every layer's FFN runs in int8 on one tile that holds all layers (weights, parameters,\n"
+                                "tables and programs loaded once; per layer only x goes in, y comes out, and the host\n"
+                                "selects the layer with Csr.ENTRY).  Unless --no-run, the tile is the RTL (--sim),\n"
+                                "driven by the host code inside the testbench; the golden model runs the same loop.\n"
+                                "Checks: the same tokens, every layer's y bit-exact against the integer FFN, every\n"
+                                "layer's cycles and writes as the compiler predicted, identical for every token,\n"
+                                "the weights loaded once.\n"
+                                "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments or a model that does not fit.",
+                    epilog="The tray time is the tile's cycles at --clock-mhz (900 MHz: TSP v1's clock); the GPU\n"
+                           "estimate is the KV cache's bytes read per token at --hbm-gbs, an assumption, not a\n"
+                           "measurement.\n\nexamples:\n  lpu decode --tokens 8 --sim verilator\n"
+                           "  lpu decode --no-run --layers 2 --tokens 32 --json")
     g = p.add_argument_group("model and tile")
     g.add_argument("--model", default="synthetic", help="the model: synthetic (default; seeded random weights)")
     g.add_argument("--tokens", type=_positive, default=8, metavar="N", help="tokens to generate (default: 8)")
@@ -962,24 +942,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "bytes at --hbm-gbs (gpu, an estimate) (default: measured)")
     p.add_argument("--no-run", action="store_true", help="the golden model only (no simulator)")
     _rtl_run_options(p, "print the result as JSON on stdout")
-    p.set_defaults(func=cmd_decode)
 
-    p = sub.add_parser("c2c", formatter_class=_Formatter, help="two tiles on drifting clocks over a C2C link (RTL)",
-                       description="Two tiny tiles on their own clocks exchange vectors both ways over a C2C link\n"
-                                   "(sim/demo_c2c.py), spread over several RUNTIME_DESKEW intervals, on the RTL.\n"
-                                   "Prints per tile its ppm, cycles, the HAC error range, receive and elastic\n"
-                                   "buffer fill, deskew stall cycles and whether every MEM write came at its\n"
-                                   "predicted SAC cycle with the golden model's value.  --plot draws the run:\n"
-                                   "activity (running / stalled by a deskew), HAC error, program skew and the\n"
-                                   "receive buffers over time.\n"
-                                   "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments.",
-                       epilog="examples:\n  lpu c2c --ppm 1000 -1000 --plot drift.png\n"
-                              "  lpu c2c --sim icarus --vectors 4 --spread 300 --json\n"
-                              "  lpu c2c --ppm 5000 -5000 --beyond-spec    (out of specification: faults flagged)\n"
-                              "  lpu c2c --inject 0:0:0x10:500:3    (3 single-bit flips, corrected and counted)\n"
-                              "  lpu c2c --inject 0:0:0x90800000:0:40    (3-bit errors in the root's flits,\n"
-                              "      miscorrected: the child loses HAC lock; a deskew stall beyond its bound\n"
-                              "      halts it with DESKEW_TIMEOUT)")
+    p = _subcommand(sub, "c2c", cmd_c2c, help="two tiles on drifting clocks over a C2C link (RTL)",
+                    description="Two tiny tiles on their own clocks exchange vectors both ways over a C2C link\n"
+                                "(sim/demo_c2c.py), spread over several RUNTIME_DESKEW intervals, on the RTL.\n"
+                                "Prints per tile its ppm, cycles, the HAC error range, receive and elastic\n"
+                                "buffer fill, deskew stall cycles and whether every MEM write came at its\n"
+                                "predicted SAC cycle with the golden model's value.  --plot draws the run:\n"
+                                "activity (running / stalled by a deskew), HAC error, program skew and the\n"
+                                "receive buffers over time.\n"
+                                "Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments.",
+                    epilog="examples:\n  lpu c2c --ppm 1000 -1000 --plot drift.png\n"
+                           "  lpu c2c --sim icarus --vectors 4 --spread 300 --json\n"
+                           "  lpu c2c --ppm 5000 -5000 --beyond-spec    (out of specification: faults flagged)\n"
+                           "  lpu c2c --inject 0:0:0x10:500:3    (3 single-bit flips, corrected and counted)\n"
+                           "  lpu c2c --inject 0:0:0x90800000:0:40    (3-bit errors in the root's flits,\n"
+                           "      miscorrected: the child loses HAC lock; a deskew stall beyond its bound\n"
+                           "      halts it with DESKEW_TIMEOUT)")
     p.add_argument("--ppm", type=float, nargs=2, default=(350.0, -620.0), metavar=("TILE0", "TILE1"),
                    help=f"clock offsets from nominal (10 ns) in ppm (default: +350 -620; the tile\n"
                         f"specification allows +-{c2c_cfg.max_ppm})")
@@ -1001,14 +980,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "start.  The report shows per injection the flits requested and the flits hit\n"
                         "(fewer when the link sends fewer)")
     _rtl_run_options(p, "print the result as JSON on stdout (the table goes to stderr)")
-    p.set_defaults(func=cmd_c2c)
 
-    p = sub.add_parser("bench", formatter_class=_Formatter, help="FFN suite: cycles vs bounds, simulator speed",
-                       description="Run the FFN benchmark suite (sim.bench) on each simulator: per FFN the\n"
-                                   "hardware's cycles against the SRAM-read and MAC bounds and the targets,\n"
-                                   "per simulator tile-cycles per second.  Writes bench.json and bench.md.\n"
-                                   "Exit status 0 when every run is exact and every target met, else 1.",
-                       epilog="example:\n  lpu bench --config tiny --sims verilator --out /tmp/bench --json")
+    p = _subcommand(sub, "bench", cmd_bench, help="FFN suite: cycles vs bounds, simulator speed",
+                    description="Run the FFN benchmark suite (sim.bench) on each simulator: per FFN the\n"
+                                "hardware's cycles against the SRAM-read and MAC bounds and the targets,\n"
+                                "per simulator tile-cycles per second.  Writes bench.json and bench.md.\n"
+                                "Exit status 0 when every run is exact and every target met, else 1.",
+                    epilog="example:\n  lpu bench --config tiny --sims verilator --out /tmp/bench --json")
     p.add_argument("--config", choices=PRESETS, default="default", help="tile preset (default: default)")
     p.add_argument("--sims", default=",".join(SIMULATORS), metavar="LIST",
                    help=f"comma-separated simulators (default: {','.join(SIMULATORS)})")
@@ -1022,24 +1000,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip the real-model FFNs (H=384, I=1536 on a fitted tile; a build of minutes)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR", help="output directory (default: bench/results)")
     p.add_argument("--json", action="store_true", help="print bench.json on stdout (the tables go to stderr)")
-    p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("synth", formatter_class=_Formatter, help="ECP5 bitstream and resource/Fmax report",
-                       description="Synthesise the tile behind its UART host bridge for an ECP5 board with the\n"
-                                   "YoWASP Yosys/nextpnr (hdl.synth) and report LUTs, flip-flops, block RAMs,\n"
-                                   "DSPs, Fmax and logic per unit.  Yosys runs first; when its mapped cells\n"
-                                   "exceed the device, the flow stops there and names each resource over the\n"
-                                   "limit (exit status 1) instead of placing.  When the design has more\n"
-                                   "multipliers than the device has DSPs, the MXMs' 8x8 products are built\n"
-                                   "from logic.",
-                       epilog="example:\n  lpu synth --config tiny --board ulx3s-85f")
+    p = _subcommand(sub, "synth", cmd_synth, help="ECP5 bitstream and resource/Fmax report",
+                    description="Synthesise the tile behind its UART host bridge for an ECP5 board with the\n"
+                                "YoWASP Yosys/nextpnr (hdl.synth) and report LUTs, flip-flops, block RAMs,\n"
+                                "DSPs, Fmax and logic per unit.  Yosys runs first; when its mapped cells\n"
+                                "exceed the device, the flow stops there and names each resource over the\n"
+                                "limit (exit status 1) instead of placing.  When the design has more\n"
+                                "multipliers than the device has DSPs, the MXMs' 8x8 products are built\n"
+                                "from logic.",
+                    epilog="example:\n  lpu synth --config tiny --board ulx3s-85f")
     p.add_argument("--board", choices=tuple(BOARDS), default="ulx3s-85f", help="board (default: ulx3s-85f)")
     _config_options(p, "default", "default")
     p.add_argument("--baud", type=_positive, default=115200, help="UART baud rate (default: 115200)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="build directory (default: build/synth-<board>-<config>)")
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
-    p.set_defaults(func=cmd_synth)
     return ap
 
 
