@@ -438,12 +438,9 @@ class Timer:
         self.cfg, self.golden, self.progress = cfg, golden, progress
         self.cache: dict = {}
 
-    def weight_capacity(self) -> int:
-        """Bytes of weights the compiler's plan can hold: its weight slices (``n`` per
-        hemisphere, ``FfnPlan``) times the depth and the lanes."""
-        cfg = self.cfg
-        n = max(d for d in range(1, min(cfg.mem_slices, cfg.streams - 1) + 1) if cfg.lanes % d == 0)
-        return 2 * n * cfg.mem_depth * cfg.lanes
+    def sram_bytes(self) -> int:
+        """The tile's SRAM: every MEM slice, depth times lanes."""
+        return 2 * self.cfg.mem_slices * self.cfg.mem_depth * self.cfg.lanes
 
     def time(self, H: int, I: int) -> Timed:
         key = (H, I)
@@ -455,7 +452,8 @@ class Timer:
         from .compile_ffn import CompileError
         L = self.cfg.lanes
         Hp = -(-H // L) * L
-        pieces = max(1, math.ceil(3 * Hp * I / self.weight_capacity()))
+        # the fewest pieces that compile, from a lower bound: every MEM slice full of weights
+        pieces = max(1, math.ceil(3 * Hp * I / self.sram_bytes()))
         while True:
             piece_I = -(-I // pieces)
             t0 = time.time()
@@ -797,9 +795,16 @@ def run(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """One-line errors (no usage dump), exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="lpu plan", description=DESCRIPTION, epilog=EPILOG,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = _Parser(prog="lpu plan", description=DESCRIPTION, epilog=EPILOG,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(ap)
     try:
         args = ap.parse_args(argv)
