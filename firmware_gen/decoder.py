@@ -89,10 +89,6 @@ class KvCache:
         self.k = [[] for _ in range(layers)]
         self.v = [[] for _ in range(layers)]
 
-    @property
-    def positions(self) -> int:
-        return len(self.k[0])
-
     def nbytes(self) -> int:
         """Bytes of the cache (float32 keys and values): what attention reads per token."""
         return sum(4 * a.size for ks in (self.k, self.v) for layer in ks for a in layer)
@@ -126,21 +122,16 @@ def float_ffn(model: Decoder):
 
 class IntFfn:
     """The int8 FFN of each layer: x quantised at the layer's static scale, ``run(l,
-    x_int8) -> y_int8`` (default: ``numerics.ffn_int``), y dequantised.  Records every
-    layer's int8 input and output (``trace``) and the float input (``inputs``)."""
+    x_int8) -> y_int8`` (default: ``numerics.ffn_int``), y dequantised."""
 
     def __init__(self, model: Decoder, run=None):
         if not model.specs:
             raise ValueError("the model is not calibrated: call calibrate(model) first")
-        self.model, self.trace, self.inputs = model, [], []
+        self.model = model
         self.run = run or (lambda l, xq: ffn_int(model.specs[l], xq[None])[0])
 
     def __call__(self, l, x):
-        xq = quantise_in(self.model, l, x)
-        yq = np.asarray(self.run(l, xq), np.int64)
-        self.trace.append((l, xq, yq.astype(np.int8)))
-        self.inputs.append((l, np.asarray(x, np.float64)))
-        return dequantise_out(self.model, l, yq)
+        return dequantise_out(self.model, l, self.run(l, quantise_in(self.model, l, x)))
 
 
 def step_gen(model: Decoder, token: int, cache: KvCache, timing: dict | None = None):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from firmware_gen.decoder import Decoder, calibrate, dequantise_out, generate_gen, quantise_in, synthetic
+from firmware_gen.decoder import Decoder, IntFfn, calibrate, generate, synthetic
 from firmware_gen.numerics import ffn_int
 from firmware_gen.resident import ResidentModel, compile_resident, run_layer
 from lpu_arch import TileConfig
@@ -63,21 +63,17 @@ def run_golden(setup: DecodeSetup) -> dict:
     """The loop with the golden model as the tile: per FFN run, its token position, layer,
     int8 x and y, cycles and MEM writes; the new tokens; the host's wall seconds."""
     rm, model = setup.resident, setup.model
-    timing, runs = {}, []
-    mem = None
-    gen = generate_gen(model, setup.prompt, setup.tokens, timing)
-    try:
-        req = next(gen)
-        while True:
-            l, x = req
-            xq = quantise_in(model, l, x)
-            res, y = run_layer(rm, l, xq, mem)
-            mem = res.memory
-            runs.append({"layer": l, "x": xq.tolist(), "y": y[0].tolist(), "cycles": res.cycles,
-                         "events": [e.as_tuple() for e in res.events], "busy": res.busy})
-            req = gen.send(dequantise_out(model, l, y[0]))
-    except StopIteration as e:
-        tokens = e.value
+    timing, runs, mem = {}, [], None
+
+    def tile(l, xq):                # one FFN on the golden model, its SRAM kept from run to run
+        nonlocal mem
+        res, y = run_layer(rm, l, xq, mem)
+        mem = res.memory
+        runs.append({"layer": l, "x": xq.tolist(), "y": y[0].tolist(), "cycles": res.cycles,
+                     "events": [e.as_tuple() for e in res.events], "busy": res.busy})
+        return y[0]
+
+    tokens = generate(model, setup.prompt, setup.tokens, IntFfn(model, tile), timing)
     return {"tokens": tokens, "runs": runs, "host_s": timing.get("host_s", 0.0),
             "host_segments_s": timing.get("segments", []), "engine": "golden model"}
 
