@@ -6,7 +6,7 @@ prediction and the golden model, every expert's output bit-exact against ``moe.m
 
 from __future__ import annotations
 
-import random
+import functools
 import sys
 import time
 from dataclasses import dataclass, field
@@ -20,12 +20,13 @@ from lpu_arch import TileConfig
 from lpu_arch.hostmap import Status, link_fault_names
 from lpu_arch.topology import Topology
 
+from .demo_tray import TrayClocks
 from .runner import SystemSim, TileSim, job, observed_events, system_run
 from .scoreboard import check_run
 
 
 @dataclass
-class CompiledMoe:
+class CompiledMoe(TrayClocks):
     """An MoE layer compiled for ``tiles`` tiles with the routings to run it under."""
     example: MoeExample
     mt: MoeTray
@@ -40,15 +41,6 @@ class CompiledMoe:
     @property
     def tiles(self) -> int:
         return self.mt.tiles
-
-    def latencies(self) -> dict:
-        rng = random.Random(self.clock_seed)
-        return {p: rng.randint(self.cfg.link_latency_min, self.cfg.link_latency_max)
-                for p in Topology(self.tiles).pairs}
-
-    def clocks(self, draw: int = 0) -> list:
-        rng = random.Random(f"{self.clock_seed}/{draw}")
-        return [rng.uniform(-self.cfg.max_ppm, self.cfg.max_ppm) for _ in range(self.tiles)]
 
     def rounds(self, name: str) -> list[dict]:
         return self.mt.rounds(self.routings[name])
@@ -93,12 +85,8 @@ def run_moe_on_rtl(cm: CompiledMoe, sim: str = "verilator", progress=None, out=N
     routing and round: per-tile cycles, writes, busy and outputs as predicted, and the
     observations for comparing simulators).  ``latency``/``ppm``: the wires' latencies and
     the tiles' clocks (default: from ``clock_seed``)."""
-    out = out or sys.stdout
+    say = functools.partial(print, file=out or sys.stdout, flush=True)
     mt, spec, tiles = cm.mt, cm.example.spec, cm.tiles
-
-    def say(*a):
-        print(*a, file=out, flush=True)
-
     for line in cm.describe():
         say(line)
     man = mt.manifest()

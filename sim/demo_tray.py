@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import json
 import random
@@ -39,8 +40,26 @@ from .scoreboard import check_run
 PRESETS = ("tiny", "default")
 
 
+class TrayClocks:
+    """The wire latencies and clock draws of a run on the RTL, all from ``clock_seed`` (of
+    a tray compiled for ``tiles`` tiles of ``cfg``)."""
+
+    def latencies(self) -> dict:
+        """Wire latency per link pair, random in the declared range from ``clock_seed``
+        (a build parameter: one per simulator build)."""
+        rng = random.Random(self.clock_seed)
+        return {p: rng.randint(self.cfg.link_latency_min, self.cfg.link_latency_max)
+                for p in Topology(self.tiles).pairs}
+
+    def clocks(self, draw: int = 0) -> list:
+        """Clock draw ``draw``: every tile's ppm, random within the specification, from
+        ``clock_seed`` (the phases come from the same draw, ``system_run``)."""
+        rng = random.Random(f"{self.clock_seed}/{draw}")
+        return [rng.uniform(-self.cfg.max_ppm, self.cfg.max_ppm) for _ in range(self.tiles)]
+
+
 @dataclass
-class CompiledTray:
+class CompiledTray(TrayClocks):
     """An FFN compiled for a tray, with what a run on the RTL needs."""
     kind: str
     H: int
@@ -63,18 +82,6 @@ class CompiledTray:
     def y_int8(self) -> np.ndarray:
         """The reference output: the integer FFN (``numerics.ffn_int``)."""
         return ffn_int(self.spec, self.x)
-
-    def latencies(self) -> dict:
-        """Wire latency per link pair, random in the declared range from ``clock_seed``
-        (a build parameter: one per simulator build)."""
-        rng = random.Random(self.clock_seed)
-        return {p: rng.randint(self.cfg.link_latency_min, self.cfg.link_latency_max) for p in self.topo.pairs}
-
-    def clocks(self, draw: int = 0) -> list:
-        """Clock draw ``draw``: every tile's ppm, random within the specification, from
-        ``clock_seed`` (the phases come from the same draw, ``system_run``)."""
-        rng = random.Random(f"{self.clock_seed}/{draw}")
-        return [rng.uniform(-self.cfg.max_ppm, self.cfg.max_ppm) for _ in range(self.tiles)]
 
     def describe(self) -> list[str]:
         """Two lines: the tray, and the FFN with its traffic."""
@@ -148,12 +155,8 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
     table on ``out`` (default stdout) and returns the report as a dict whose ``passed``
     is the verdict.
     ``progress``: see ``TileSim.run`` (one job: the whole tray)."""
-    out = out or sys.stdout
+    say = functools.partial(print, file=out or sys.stdout, flush=True)
     cfg, man, tiles = ct.cfg, ct.manifest, ct.tiles
-
-    def say(*a):
-        print(*a, file=out, flush=True)
-
     gold = archmodel.run_system(ct.programs, ct.topo.peer, man.min_distance)
     lat, ppm = ct.latencies(), ct.clocks()
     for line in ct.describe():
