@@ -240,10 +240,7 @@ def quantise_weights(w_float, per_row=True):
     w = _finite(w_float, "w_float")
     if w.ndim != 2:
         raise NumericsError(f"w_float must be a 2-D matrix, got shape {w.shape}")
-    if per_row:
-        scales = np.array([_range_scale(row) for row in w])
-    else:
-        scales = np.full(w.shape[0], _range_scale(w))
+    scales = np.array([_range_scale(row) for row in w]) if per_row else np.full(w.shape[0], _range_scale(w))
     return _sat8(round_half_away_from_zero(w / scales[:, None])), scales
 
 

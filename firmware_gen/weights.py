@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import itertools
 import json
 import re
 import struct
@@ -147,9 +148,6 @@ class SafetensorsFile:
     def names(self):
         return list(self.tensors)
 
-    def shape(self, name):
-        return self.tensors[name][1]
-
     def read(self, name, role):
         dtype, shape, begin = self.tensors[name]
         if dtype not in FLOATS:
@@ -176,9 +174,6 @@ class NpzFile:
     @property
     def names(self):
         return list(self.arrays)
-
-    def shape(self, name):
-        return self.arrays[name].shape
 
     def read(self, name, role):
         a = self.arrays[name]
@@ -247,12 +242,9 @@ def _at(template, layer):
 
 
 def _layers_text(layers):
-    runs, start = [], layers[0]
-    for a, b in zip(layers, layers[1:] + [None]):
-        if b != a + 1:
-            runs.append(f"{start}" if start == a else f"{start}..{a}")
-            start = b
-    return ", ".join(runs)
+    """Sorted distinct layer numbers as runs, e.g. ``0..3, 5``."""
+    runs = [[n for _, n in run] for _, run in itertools.groupby(enumerate(layers), lambda p: p[1] - p[0])]
+    return ", ".join(f"{r[0]}" if len(r) == 1 else f"{r[0]}..{r[-1]}" for r in runs)
 
 
 def _some(names, n=8):

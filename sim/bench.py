@@ -84,18 +84,17 @@ def run_ffns(cfg, sims, bus_load: bool = True) -> tuple[list, list, list, dict]:
             continue
         compiled.append((prog, man, archmodel.run(prog), ffn_int(ex.spec, ex.x_int8)))
     jobs = [job(p, name=f"{m.kind} {m.H}x{m.I} b{m.batch}", read_back=output_rows(m)) for p, m, _, _ in compiled]
+    expected = [m.cycles for _, m, _, _ in compiled]
     shapes, speed, loading, builds = [], [], [], {}
     for sim in sims:
         tile = TileSim(cfg, sim, waves=False)
         builds[sim] = tile.build_info
         print(f"running {len(compiled)} FFNs on {sim} ...", flush=True)
-        progress = ProgressPrinter(sim, expected=[m.cycles for _, m, _, _ in compiled])
-        results = tile.run(jobs, name="bench-ffn", progress=progress, load="port")
+        results = tile.run(jobs, name="bench-ffn", progress=ProgressPrinter(sim, expected=expected), load="port")
         loading.append(load_row(sim, "port", results))
         if bus_load:
             print(f"the same FFNs on {sim}, loaded over the host bus ...", flush=True)
-            bus = tile.run(jobs, name="bench-ffn-bus", load="bus",
-                           progress=ProgressPrinter(sim, expected=[m.cycles for _, m, _, _ in compiled]))
+            bus = tile.run(jobs, name="bench-ffn-bus", load="bus", progress=ProgressPrinter(sim, expected=expected))
             row = load_row(sim, "bus", bus)
             row["exact"] = all(not check_run(res, gold, manifest=man, y=y)
                                for (_, man, gold, y), res in zip(compiled, bus))

@@ -249,9 +249,7 @@ def _plot(ax, series: dict, colours, log: bool = False):
     """Every run as a marker (hollow on a dirty tree), a line through each x's latest value."""
     for i, (name, pts) in enumerate(series.items()):
         c = colours(i % colours.N)
-        last = {}
-        for x, v, _ in pts:
-            last[x] = v
+        last = {x: v for x, v, _ in pts}
         line_x = sorted(last)
         ax.plot(line_x, [last[x] for x in line_x], color=c, linewidth=1.2, label=name)
         for filled in (True, False):
@@ -301,9 +299,7 @@ def draw(entries: list[dict], path: Path = PICTURE, config: str = "default", las
     pos = {k: i for i, k in enumerate(keys)}
     benches = [e for e in benches if (e["commit"], bool(e.get("dirty"))) in pos]
     synths = [e for e in synths if (e["commit"], bool(e.get("dirty"))) in pos]
-    label = {}
-    for e in benches + synths:
-        label[pos[e["commit"], bool(e.get("dirty"))]] = _label(e)
+    label = {pos[e["commit"], bool(e.get("dirty"))]: _label(e) for e in benches + synths}
     bx = [pos[e["commit"], bool(e.get("dirty"))] for e in benches]
     sx = [pos[e["commit"], bool(e.get("dirty"))] for e in synths]
     targets = next((e["targets"] for e in reversed(benches) if e.get("targets")), {})
