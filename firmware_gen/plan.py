@@ -558,8 +558,10 @@ def plan(arch: Arch, dtype: str = "fp8", cfg=None, config_name: str = DEFAULT_CO
     bw_s = (main_dense * d_bytes + arch.moe_layers * e_bytes) / LP30_SRAM_BW
     compiled = dtype in COMPILED_DTYPES
     srcs = sorted({t.source.split(";")[0] for _, t in rec})
-    time_source = (" and ".join(srcs) if compiled else
-                   f"analytic ({dtype}: no such datapath; from the int8 schedule, {', '.join(srcs)})")
+    pieces = [f"{what}: {t.pieces} pieces summed (analytic)" for what, t in rec if t.pieces > 1]
+    time_source = (" and ".join(srcs) + "".join(f"; {x}" for x in pieces) + "; C2C hops analytic" if compiled else
+                   f"analytic ({dtype}: no such datapath; the int8 schedule scaled, {' and '.join(srcs)}"
+                   + "".join(f"; {x}" for x in pieces) + "); C2C hops analytic")
     units = [{"unit": what, "H": t.H, "I": t.I, "pieces": t.pieces, "piece_I": t.piece_I,
               "piece_cycles": t.piece_cycles, "cycles_int8": t.cycles, "tightest_bound": t.tightest_bound,
               "source": t.source, "golden_model": t.golden, "compile_and_check_s": t.seconds} for what, t in rec]
@@ -682,7 +684,12 @@ def chart(plans: list, path) -> Path:
         a2.bar(x - w / 2, comp, w, color="#dd8452",
                label=f"{lab} on {p0['config']} at {p0['clock_mhz']:g} MHz + C2C hops")
         a2.bar(x + w / 2, bound, w, color="#55a868", label="analytic: LP30 150 TB/s SRAM bound")
-        a2.set_ylabel("FFN time per decoded token (us)")
+        for i in range(len(plans)):
+            a2.text(i - w / 2, comp[i], f"{comp[i]:.0f}", ha="center", va="bottom", fontsize=6.5)
+            a2.text(i + w / 2, bound[i], f"{bound[i]:.0f}", ha="center", va="bottom", fontsize=6.5)
+        a2.set_yscale("log")
+        a2.set_ylim(min(bound) / 2, max(comp) * 4)
+        a2.set_ylabel("FFN time per decoded token (us, log scale)")
         a2.set_title("per-token decode time of the FFN side", loc="left")
         a2.legend(fontsize=7, loc="upper left")
         for a in (a1, a2):
