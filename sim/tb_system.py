@@ -63,10 +63,10 @@ async def _all(coros):
     return [await t for t in tasks]
 
 
-
 def _level(packed: int, link: int, cfg) -> int:
     """Link ``link``'s buffer level from a ``t<i>_rx_level``/``elastic_level`` port."""
     return packed >> (cfg.level_bits * link) & ((1 << cfg.level_bits) - 1)
+
 
 class Sampler:
     """Samples HAC errors and buffer levels at one simulation instant every ``every`` root
@@ -84,13 +84,9 @@ class Sampler:
         self.elastic = [[[None, None] for _ in range(cfg.links)] for _ in range(self.n)]
         self.series = []
         self.samples = 0
-        self._h = [getattr(dut, f"t{i}_hac") for i in range(self.n)]
-        self._rx = [getattr(dut, f"t{i}_rx_level") for i in range(self.n)]
-        self._el = [getattr(dut, f"t{i}_elastic_level") for i in range(self.n)]
-        self._stall = [getattr(dut, f"t{i}_stall") for i in range(self.n)]
-        self._sac = [getattr(dut, f"t{i}_sac") for i in range(self.n)]
         self.skew = []           # SAC(child) - SAC(root) while both run unstalled
-        self._run = [getattr(dut, f"t{i}_running") for i in range(self.n)]
+        self._ports = {name: [getattr(dut, f"t{i}_{name}") for i in range(self.n)]
+                       for name in ("hac", "rx_level", "elastic_level", "stall", "sac", "running")}
 
     @staticmethod
     def _minmax(mm, v):
@@ -108,28 +104,20 @@ class Sampler:
 
     def sample(self):
         t = int(get_sim_time("fs"))
-        hac = [int(h.value) for h in self._h]
+        hac, stall, sac, running = ([int(s.value) for s in self._ports[name]]
+                                    for name in ("hac", "stall", "sac", "running"))
         frac = [((t - d.clock_t0) % d.period) / d.period for d in self.drivers]
-        errs = []
-        for i in range(1, self.n):
-            e_int = _s32(hac[i] - hac[0])
-            e = e_int + frac[i] - frac[0]
-            self.err_int.append(e_int)
-            self.err.append(e)
-            errs.append(e)
-        rx, el = [], []
+        e_int = [_s32(hac[i] - hac[0]) for i in range(1, self.n)]
+        errs = [e + frac[i] - frac[0] for i, e in enumerate(e_int, 1)]
+        self.err_int += e_int
+        self.err += errs
+        links = range(self.cfg.links)
+        rx, el = ([[_level(int(s.value), k, self.cfg) for k in links] for s in self._ports[name]]
+                  for name in ("rx_level", "elastic_level"))
         for i in range(self.n):
-            rv, ev = int(self._rx[i].value), int(self._el[i].value)
-            rxi = [_level(rv, k, self.cfg) for k in range(self.cfg.links)]
-            eli = [_level(ev, k, self.cfg) for k in range(self.cfg.links)]
-            for k in range(self.cfg.links):
-                self._minmax(self.rx[i][k], rxi[k])
-                self._minmax(self.elastic[i][k], eli[k])
-            rx.append(rxi)
-            el.append(eli)
-        stall = [int(s.value) for s in self._stall]
-        running = [int(r.value) for r in self._run]
-        sac = [int(s.value) for s in self._sac]
+            for k in links:
+                self._minmax(self.rx[i][k], rx[i][k])
+                self._minmax(self.elastic[i][k], el[i][k])
         skews = []
         if all(running) and not any(stall):
             skews = [sac[i] + frac[i] - sac[0] - frac[0] for i in range(1, self.n)]
@@ -223,6 +211,25 @@ async def read_c2c(drv: TileDriver) -> dict:
     return c2c
 
 
+async def observe(cfg, drv: TileDriver, job: dict, done: bool) -> dict:
+    """A tile's observation after a run: STATUS, cycles, busy counters, the trace and the
+    C2C registers.  A tile not done (still running, or never started: its HAC did not
+    lock), or halted by a deskew stall beyond its bound, has its core (and its memories'
+    read ports) frozen: its trace is not read, and every row of its MEM slices counts as
+    written for the next run's load."""
+    status = await drv.read_status()
+    trace_read = done and not status["status"] & Status.DESKEW_TIMEOUT
+    events = await drv.read_trace() if cfg.trace_depth and trace_read else []
+    for _, name, addr, _ in events:
+        drv.dirty[name].add(addr)
+    if not trace_read:
+        for name in cfg.mem_names:
+            drv.dirty[name] = set(range(cfg.mem_depth))
+    return {"name": job.get("name", ""), "cycles": status["cycles"], **status, "events": events, "read_back": {},
+            "c2c": await read_c2c(drv), "done": done, "trace_read": trace_read,
+            "fault_names": link_fault_names(status["status"])}
+
+
 async def one_run(dut, cfg, drivers, run) -> dict:
     n = len(drivers)
     log = dut._log
@@ -236,10 +243,7 @@ async def one_run(dut, cfg, drivers, run) -> dict:
     await _all(d.reset(4) for d in drivers)
 
     # ---- load every tile over its own bus or load port -------------------------------
-    async def load(i):
-        await drivers[i].load_job(run["jobs"][i])
-
-    await _all(load(i) for i in range(n))
+    await _all(d.load_job(job) for d, job in zip(drivers, run["jobs"]))
 
     # ---- HAC lock --------------------------------------------------------------------
     async def wait_lock(i, limit=50_000):
@@ -253,14 +257,7 @@ async def one_run(dut, cfg, drivers, run) -> dict:
     locked = await _all(wait_lock(i) for i in range(n))
     if not all(locked):            # reported like a timeout: the batch goes on
         log.warning("run %s: HAC not locked on tile(s) %s", run["name"], [i for i, ok in enumerate(locked) if not ok])
-        tiles = []
-        for i, drv in enumerate(drivers):
-            status = await drv.read_status()
-            tiles.append({"name": run["jobs"][i].get("name", ""), **status, "events": [], "read_back": {},
-                          "c2c": await read_c2c(drv), "done": False, "trace_read": False,
-                          "fault_names": link_fault_names(status["status"])})
-            for name in cfg.mem_names:
-                drv.dirty[name] = set(range(cfg.mem_depth))
+        tiles = [await observe(cfg, drv, run["jobs"][i], False) for i, drv in enumerate(drivers)]
         return {"name": run["name"], "ppm": run["ppm"], "period_fs": run["period_fs"], "phase_fs": run["phase_fs"],
                 "clock_t0_fs": [d.clock_t0 for d in drivers], "tiles": tiles, "timed_out": True,
                 "hac_not_locked": [i for i, ok in enumerate(locked) if not ok],
@@ -304,23 +301,7 @@ async def one_run(dut, cfg, drivers, run) -> dict:
             inj.cancel()
 
     # ---- observe ---------------------------------------------------------------------
-    tiles = []
-    for i, drv in enumerate(drivers):
-        status = await drv.read_status()
-        # A tile still running, or halted by a deskew stall beyond its bound, has its core
-        # (and its memories' read ports) frozen: its trace is not read, and every row of its
-        # MEM slices counts as written for the next run's load.
-        trace_read = done[i] and not status["status"] & Status.DESKEW_TIMEOUT
-        events = await drv.read_trace() if cfg.trace_depth and trace_read else []
-        for _, name, addr, _ in events:
-            drv.dirty[name].add(addr)
-        if not trace_read:
-            for name in cfg.mem_names:
-                drv.dirty[name] = set(range(cfg.mem_depth))
-        c2c = await read_c2c(drv)
-        tiles.append({"name": run["jobs"][i].get("name", ""), "cycles": status["cycles"], **status,
-                      "events": events, "read_back": {}, "c2c": c2c, "done": done[i], "trace_read": trace_read,
-                      "fault_names": link_fault_names(status["status"])})
+    tiles = [await observe(cfg, drv, run["jobs"][i], done[i]) for i, drv in enumerate(drivers)]
     if timed_out:
         log.warning("run %s: timed out, not every tile is done: %s", run["name"],
                     "; ".join(f"tile {i} STATUS {t['status']:#x} SAC {t['cycles']}"
