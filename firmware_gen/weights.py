@@ -217,18 +217,13 @@ def parse_mapping(spec) -> dict:
     return out
 
 
-def _pattern(template):
-    """A regex for a name template: any prefix, then the name, ``{layer}`` as digits."""
-    parts = template.split("{layer}")
-    return re.compile("(.*?)" + r"(\d+)".join(re.escape(p) for p in parts) + "$")
-
-
 def _find(template, names, prefix_allowed=True):
     """``{prefix: sorted layers}`` of the names matching ``template`` (layers ``[None]`` for a
     template without ``{layer}``, which must match exactly); a prefix ends with a dot."""
     if "{layer}" not in template:
         return {"": [None]} if template in names else {}
-    pat, out = _pattern(template), {}
+    # any prefix, then the name, {layer} as digits
+    pat, out = re.compile("(.*?)" + r"(\d+)".join(re.escape(p) for p in template.split("{layer}")) + "$"), {}
     for n in names:
         m = pat.match(n)
         p = m and m.group(1)

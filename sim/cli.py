@@ -253,12 +253,6 @@ def _load_or_compile(args):
     return c, prog, d
 
 
-def _print_table(rows, out):
-    width = max(len(r[0]) for r in rows)
-    for label, text in rows:
-        print(f"  {label:<{width}}  {text}", file=out)
-
-
 # ---- subcommands -----------------------------------------------------------------------------
 def cmd_compile(args) -> int:
     from .compiled import summary_rows
@@ -274,7 +268,10 @@ def cmd_compile(args) -> int:
                           **c.manifest.summary()}, indent=1)
         return EXIT_OK
     print(f"compiled {c.name} -> {out}/")
-    _print_table(summary_rows(c), sys.stdout)
+    rows = summary_rows(c)
+    width = max(len(label) for label, _ in rows)
+    for label, text in rows:
+        print(f"  {label:<{width}}  {text}")
     print(f"next: lpu sim {out}   |   lpu show {out} --chart {Path(out) / 'schedule.svg'}")
     return EXIT_OK
 
@@ -368,12 +365,8 @@ def cmd_show(args) -> int:
         raise CliError(f"cannot write a chart as {args.chart.suffix or 'a file without extension'!r} "
                        f"({args.chart.name}); use a name ending in {' or '.join(FORMATS)}")
     c, prog, d = _load_or_compile(args)
-    if args.chart:
-        chart = args.chart
-    elif args.program is not None and Path(args.program).is_file() and c is None:
-        chart = Path(args.program).with_suffix(".svg")
-    else:
-        chart = d / "schedule.svg"
+    bare = args.program is not None and Path(args.program).is_file() and c is None     # a program .json
+    chart = args.chart or (Path(args.program).with_suffix(".svg") if bare else d / "schedule.svg")
     title = None
     if c is not None:
         m, cfg = c.manifest, c.config

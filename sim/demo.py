@@ -84,8 +84,7 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
     summary table on ``out`` (default stdout) and returns it as a dict whose ``passed``
     is the verdict.  With ``waves``, the waveform (moved to ``waves_dir`` if given) and a
     GTKWave view next to it (``sim/waves.py``).  ``progress``: see ``TileSim.run``."""
-    out = out or sys.stdout
-    say = functools.partial(print, file=out, flush=True)
+    say = functools.partial(print, file=out or sys.stdout, flush=True)
     cfg, prog, man = c.config, c.program, c.manifest
     say(f"FFN: {man.kind} ({c.source.get('activation', '?')}), H={man.H}, I={man.I}, batch={man.batch} "
         f"(padded to {man.padded[0]}x{man.padded[1]}), {man.weight_vectors * cfg.lanes} weight bytes")
@@ -162,8 +161,7 @@ def run_program_on_rtl(prog, sim: str = "verilator", waves: bool = False, waves_
     (cycle, slice, address, value) as traced, the cycle count, the busy counters, the final
     SRAM of every slice the program writes (read back) and the fault flags.  Prints a short
     report on ``out`` and returns it as a dict whose ``passed`` is the verdict."""
-    out = out or sys.stdout
-    say = functools.partial(print, file=out, flush=True)
+    say = functools.partial(print, file=out or sys.stdout, flush=True)
     cfg = prog.config
     gold = archmodel.run(prog)
     written = sorted({e.slice for e in gold.events})

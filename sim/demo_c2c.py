@@ -79,12 +79,9 @@ def exchange(cfg: TileConfig, tiles: int = 2, per_link: int = 4, spread: int = 0
 def without_runtime_deskews(programs: list[Program]) -> list[Program]:
     """The same programs with every RUNTIME_DESKEW replaced by a one-cycle NOP (same SAC
     timing, no re-alignment): outside the specification on drifting clocks."""
-    out = []
-    for p in programs:
-        q = {n: [Instr.nop(1) if i.op == Op.RUNTIME_DESKEW else i for i in instrs]
-             for n, instrs in p.queues.items()}
-        out.append(Program(p.config, q, p.memory, p.vxm_params, p.table))
-    return out
+    return [Program(p.config, {n: [Instr.nop(1) if i.op == Op.RUNTIME_DESKEW else i for i in instrs]
+                               for n, instrs in p.queues.items()}, p.memory, p.vxm_params, p.table)
+            for p in programs]
 
 
 def check_tiles(result: dict, sched: SystemScheduler, gold) -> list[list[str]]:
@@ -293,7 +290,6 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
     report lists each with the flits it asked for and the flits it hit."""
     from .runner import SystemSim, period_fs, system_run
 
-    out = out or sys.stdout
     cfg = c2c_config()
     if latency is None:
         latency = cfg.link_latency_max
@@ -326,7 +322,7 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
     res = system.run([run], progress=progress)[0]
     problems = check_tiles(res, sched, gold)
     ok = not any(problems)
-    say = functools.partial(print, file=out, flush=True)
+    say = functools.partial(print, file=out or sys.stdout, flush=True)
     say()
     say(f"{'tile':>4} {'ppm':>7} {'period fs':>10} {'cycles':>7} {'writes':>6}  "
         f"{'HAC error':>15} {'rx buffer':>9} {'elastic':>7} {'stalled':>7}  predicted == observed")
