@@ -68,12 +68,8 @@ def compile_moe_example(E=8, top_k=2, shared=1, H=8, I=8, tokens=1, tiles=4, cap
     spec = ex.spec
     mt = compile_moe(spec, ex.x_int8, cfg, tiles=tiles, capacity=capacity, mapping=mapping)
     T = len(ex.x_int8)
-    out = {}
-    for name in routings:
-        if name == "router":
-            out[name] = route(spec.router, ex.x)[0]
-        else:
-            out[name] = forced_routing(name, spec.E, spec.top_k, T, tiles, mt.capacity, seed=seed)
+    out = {name: route(spec.router, ex.x)[0] if name == "router"
+           else forced_routing(name, spec.E, spec.top_k, T, tiles, mt.capacity, seed=seed) for name in routings}
     if forced is not None:
         out["forced"] = np.asarray(forced, np.int64).reshape(T, spec.top_k)
     return CompiledMoe(ex, mt, out, clock_seed, mt.programs())

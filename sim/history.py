@@ -113,14 +113,10 @@ def bench_entry(result: dict, git: dict | None = None, config: str | None = None
     git = git_state() if git is None else git
     sims = list(dict.fromkeys(r["simulator"] for r in result["ffn"]))
     first = sims[0] if sims else None
-    ffn = []
-    for r in result["ffn"]:
-        if r["simulator"] != first:
-            continue
-        row = _pick(r, ("ffn", "kind", "H", "I", "batch", "cycles", "predicted", "sram_bound", "mac_bound",
-                        "ratio_to_sram_bound", "mxm_utilisation", "meets_target"))
-        row["exact"] = all(o["exact"] for o in result["ffn"] if o["ffn"] == r["ffn"])
-        ffn.append(row)
+    ffn = [{**_pick(r, ("ffn", "kind", "H", "I", "batch", "cycles", "predicted", "sram_bound", "mac_bound",
+                        "ratio_to_sram_bound", "mxm_utilisation", "meets_target")),
+            "exact": all(o["exact"] for o in result["ffn"] if o["ffn"] == r["ffn"])}
+           for r in result["ffn"] if r["simulator"] == first]
     speed = {r["simulator"]: _pick(r, ("cycles", "run_seconds", "cycles_per_second"))
              for r in result.get("speed", []) if r.get("program") == "ffn suite"}
     entry = {"schema": SCHEMA, "kind": "bench", **git, "date": date or _now(),

@@ -128,10 +128,8 @@ def check_run(observed: dict, golden: RunResult, predicted_writes=None, predicte
         predicted_writes = manifest.writes if predicted_writes is None else predicted_writes
         predicted_cycles = manifest.cycles if predicted_cycles is None else predicted_cycles
         predicted_busy = manifest.busy if predicted_busy is None else predicted_busy
-    problems = []
     hw = observed_events(observed)
-    gold = [e.as_tuple() for e in golden.events]
-    problems += diff_events(gold, hw, "hardware trace vs golden model")
+    problems = diff_events([e.as_tuple() for e in golden.events], hw, "hardware trace vs golden model")
     if observed["cycles"] != golden.cycles:
         problems.append(f"cycle count: golden model {golden.cycles}, hardware {observed['cycles']}")
     if observed["status"] & Status.TRACE_OVERFLOW:

@@ -335,8 +335,6 @@ async def run_system(dut):
     for i in range(n):
         for k in range(cfg.links):
             getattr(dut, f"t{i}_l{k}_inject").value = 0
-    results = []
-    for run in spec["runs"]:
-        results.append(await one_run(dut, cfg, drivers, run))
+    results = [await one_run(dut, cfg, drivers, run) for run in spec["runs"]]
     with open(os.environ["LPU_RESULTS"], "w") as f:
         json.dump({"results": results, "precision": precision}, f)
