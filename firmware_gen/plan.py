@@ -43,7 +43,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -762,6 +762,7 @@ def run(args) -> int:
     from lpu_arch.config import ConfigError, TileConfig
 
     from .compile_ffn import CompileError
+    from .numerics import NumericsError
     try:
         if args.dtype not in DTYPES:
             raise PlanError(f"unknown dtype {args.dtype!r}; choose one of {', '.join(DTYPES)}")
@@ -785,14 +786,17 @@ def run(args) -> int:
         plans = [plan(a, args.dtype, cfg, config_name, timer, args.clock_mhz, args.hop_ns, title, src, pub)
                  for a, title, src, pub in todo]
         elapsed = time.time() - t0
-    except (PlanError, ConfigError, CompileError) as e:
+        for p in plans:
+            p["run_seconds"] = round(elapsed, 2)
+        if args.chart:
+            chart(plans, args.chart)
+    except (PlanError, ConfigError, CompileError, NumericsError) as e:
         msg = " ".join(str(e).split("\n")[0].split())
         print(f"lpu plan: error: {msg}", file=sys.stderr)
         return 2
-    for p in plans:
-        p["run_seconds"] = round(elapsed, 2)
-    if args.chart:
-        chart(plans, args.chart)
+    except OSError as e:
+        print(f"lpu plan: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(plans[0] if len(plans) == 1 else plans, indent=1, allow_nan=False))
     else:
