@@ -42,6 +42,7 @@ import argparse
 import json
 import math
 import sys
+import textwrap
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -556,6 +557,10 @@ def plan(arch: Arch, dtype: str = "fp8", cfg=None, config_name: str = DEFAULT_CO
     e_bytes = expert_params(arch, max(arch.expert_intermediate, arch.shared_intermediate)) * bpw if arch.moe else 0
     d_bytes = 3 * arch.hidden * arch.dense_intermediate * bpw / pl["dense_split"]
     bw_s = (main_dense * d_bytes + arch.moe_layers * e_bytes) / LP30_SRAM_BW
+    # and at its public FP8 rate: 2 operations per weight of each layer's busiest chip
+    e_w = expert_params(arch, max(arch.expert_intermediate, arch.shared_intermediate)) if arch.moe else 0
+    flop_s = 2 * (main_dense * 3 * arch.hidden * arch.dense_intermediate / pl["dense_split"]
+                  + arch.moe_layers * e_w) / LP30_FP8_FLOPS
     compiled = dtype in COMPILED_DTYPES
     srcs = sorted({t.source.split(";")[0] for _, t in rec})
     pieces = [f"{what}: {t.pieces} pieces summed (analytic)" for what, t in rec if t.pieces > 1]
@@ -589,6 +594,9 @@ def plan(arch: Arch, dtype: str = "fp8", cfg=None, config_name: str = DEFAULT_CO
             "lp30_sram_bw_bound_us": bw_s * 1e6,
             "lp30_sram_bw_bound_source": "analytic: each layer's weights on its busiest chip read once at LP30's "
                                          "public 150 TB/s per chip, hops not counted",
+            "lp30_fp8_compute_bound_us": flop_s * 1e6,
+            "lp30_fp8_compute_bound_source": "analytic: 2 operations per weight of each layer's busiest chip at "
+                                             "LP30's public 1.2 PFLOPS FP8, batch 1",
         },
         "notes": list(arch.notes) + ([] if not arch.expert_bias else
                                      ["expert biases are counted; the compiled expert has none (2I + H adds)"]),
@@ -718,9 +726,9 @@ layers, plus the C2C hops of the placement (analytic); bf16, int4 and mxfp4 time
 analytic (the tile has an int8 datapath only)."""
 
 EPILOG = f"""\
-Placement rule: {PLACEMENT_RULE}
+{textwrap.fill("Placement rule: " + PLACEMENT_RULE, 92)}
 
-Hops: {HOP_RULE}
+{textwrap.fill("Hops: " + HOP_RULE, 92)}
 
 LP30 public figures used: {LP30_SRAM_BYTES / 1e6:g} MB SRAM and 150 TB/s SRAM bandwidth per chip,
 {CHIPS_PER_TRAY} chips per tray, {TRAYS_PER_RACK} trays per rack, 640 TB/s scale-up bandwidth per rack.
