@@ -52,8 +52,7 @@ def decode_rows() -> list[dict]:
 def accuracy_rows(positions: int = 64) -> list[dict]:
     text_seed = 7
     out = []
-    for name, kw in (("synthetic tiny", dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0)),
-                     ("synthetic H=64 I=256", dict(vocab=256, H=64, I=256, layers=4, heads=4, seed=0))):
+    for name, _, _, kw, _ in DECODE_MODELS:          # the decode loop's models
         m = calibrate(synthetic(**kw))
         r = teacher_forced(m, np.random.default_rng(text_seed).integers(0, m.vocab, positions))
         out.append({"model": name, "weights": "random", **r})

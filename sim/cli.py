@@ -241,11 +241,9 @@ def _load_or_compile(args):
         c, prog, d = None, load_program(path), path.parent
     else:
         d = path.parent if path.name in (PROGRAM_FILE, MANIFEST_FILE) else path
-        if (d / PROGRAM_FILE).exists() and not (d / MANIFEST_FILE).exists():
-            c, prog = None, load_program(d / PROGRAM_FILE)
-        else:
-            c = CompiledFfn.load(d)
-            prog = c.program
+        bare = (d / PROGRAM_FILE).exists() and not (d / MANIFEST_FILE).exists()
+        c = None if bare else CompiledFfn.load(d)
+        prog = load_program(d / PROGRAM_FILE) if bare else c.program
     if args.config is not None or args.set:
         if tile_config(args.config or "default", args.set) != prog.config:
             given = " ".join([f"--config {args.config or 'default'}"] + [f"--set {x}" for x in args.set])
@@ -476,8 +474,7 @@ def cmd_moe(args) -> int:
     if args.weights is not None:
         from firmware_gen.weights import load_moe
         w = load_moe(args.weights, args.layer, config=args.model_config, batch=args.batch)
-        router = {"top_k": args.top_k} if args.top_k else {}
-        layer = MoeLayer.from_weights(w, **router)
+        layer = MoeLayer.from_weights(w, **({"top_k": args.top_k} if args.top_k else {}))
         x = np.asarray(w.x, float)[: args.batch]
         spec = MoeSpec.from_float(layer, x_calibration=np.asarray(w.x, float))
         example = MoeExample(spec, layer, x, quantise_input(spec, x))

@@ -424,8 +424,12 @@ def main(argv=None) -> int:
                                  epilog="without a command: draw.  Each command has its own --help.")
     sub = ap.add_subparsers(dest="command", metavar="{draw,add-bench,add-synth,show}")
 
-    def common(p):
+    def common(p, measured=False):
         p.add_argument("--file", type=Path, default=HISTORY, help="the history (default: bench/history.jsonl)")
+        if measured:                # an entry to append: which commit it measured
+            p.add_argument("--commit", default=None, help="the commit it measured (default: this checkout's HEAD "
+                                                          "and its dirty state)")
+            p.add_argument("--dirty", action="store_true", help="with --commit: the tree it ran on had changes")
 
     p = sub.add_parser("draw", help="picture the history over commits (the default)",
                        description="Picture one configuration's bench runs (and every synthesis report) over "
@@ -439,21 +443,15 @@ def main(argv=None) -> int:
     p = sub.add_parser("add-bench", help="append a bench.json (e.g. from another checkout) to the history",
                        description="Append the figures of a bench.json written by python -m sim.bench (of this "
                                    "or an older commit's bench) as one bench entry.")
-    common(p)
+    common(p, measured=True)
     p.add_argument("bench_json", type=Path, help="the bench.json")
-    p.add_argument("--commit", default=None, help="the commit it measured (default: this checkout's HEAD and "
-                                                  "its dirty state)")
-    p.add_argument("--dirty", action="store_true", help="with --commit: the tree it ran on had changes")
     p.add_argument("--config", default=None, help="the preset it ran (default: recognised from its configuration)")
     p = sub.add_parser("add-synth", help="append a make synth report to the history",
                        description="Append LUTs, flip-flops, block RAMs, DSPs and Fmax of a report.json written "
                                    "by python -m hdl.synth (make synth) as one synth entry.")
-    common(p)
+    common(p, measured=True)
     p.add_argument("report", type=Path, nargs="?", default=None,
                    help="the report.json (default: the newest build/synth-*/report.json)")
-    p.add_argument("--commit", default=None, help="the commit it measured (default: this checkout's HEAD and "
-                                                  "its dirty state)")
-    p.add_argument("--dirty", action="store_true", help="with --commit: the tree it ran on had changes")
     p = sub.add_parser("show", help="one line per entry", description="Print one line per entry of the history.")
     common(p)
     args = ap.parse_args(argv)
