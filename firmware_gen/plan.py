@@ -439,9 +439,18 @@ class Timer:
         self.cfg, self.golden, self.progress = cfg, golden, progress
         self.cache: dict = {}
 
-    def sram_bytes(self) -> int:
-        """The tile's SRAM: every MEM slice, depth times lanes."""
-        return 2 * self.cfg.mem_slices * self.cfg.mem_depth * self.cfg.lanes
+    def weight_bytes(self) -> int:
+        """The most weight bytes one compiled FFN can hold: the MEM slices an MXM loads from
+        (``weight_streams`` of the compiler, each hemisphere) times depth and lanes; without
+        that function, the divisors rule of ``FfnPlan`` (the count of slices whose number
+        divides the lanes).  Only the first guess: the compiler decides."""
+        cfg = self.cfg
+        try:
+            from .compile_ffn import weight_streams
+            n = weight_streams(cfg)
+        except ImportError:
+            n = max(d for d in range(1, min(cfg.mem_slices, cfg.streams - 1) + 1) if cfg.lanes % d == 0)
+        return 2 * n * cfg.mem_depth * cfg.lanes
 
     def time(self, H: int, I: int) -> Timed:
         key = (H, I)
@@ -453,8 +462,8 @@ class Timer:
         from .compile_ffn import CompileError
         L = self.cfg.lanes
         Hp = -(-H // L) * L
-        # the fewest pieces that compile, from a lower bound: every MEM slice full of weights
-        pieces = max(1, math.ceil(3 * Hp * I / self.sram_bytes()))
+        # the fewest pieces that compile, from a lower bound: the weight slices full of weights
+        pieces = max(1, math.ceil(3 * Hp * I / self.weight_bytes()))
         while True:
             piece_I = -(-I // pieces)
             t0 = time.time()
