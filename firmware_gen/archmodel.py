@@ -49,7 +49,7 @@ class RunResult:
     cycles: int                          # value of the cycle counter at done
     events: list = field(default_factory=list)
     memory: dict = field(default_factory=dict)
-    busy: dict = field(default_factory=dict)   # issue cycles per slice (data instructions that did not skip)
+    busy: dict = field(default_factory=dict)   # issue cycles per queue (data instructions that did not skip)
     mm_count: dict = field(default_factory=dict)  # MM instructions per MXM
     sent: list = field(default_factory=list)       # LinkVector per SEND, in order
 
@@ -105,25 +105,44 @@ class _Mxm:
         self.name, self.L = name, L
         self.weights = [np.zeros((L, L), np.int64), np.zeros((L, L), np.int64)]
         self.active = 0
-        self.loader = None                      # (first cycle, n, stream, dir)
+        self.loader = None                      # the load in progress: (first cycle, n, stream, dir)
+        self.loader_end = 0                     # the cycle after its last row
+        self.waiting = None                     # an LW issued whose load has not started
         self.acc = np.zeros((cfg.mxm_acc_depth, L), np.int64)
         self.acc_ok = np.zeros(cfg.mxm_acc_depth, bool)
         self.xbuf = np.zeros((cfg.mxm_xbuf_depth, L), np.int64)
         self.x_ok = np.zeros(cfg.mxm_xbuf_depth, bool)
         self.mm_count = 0
 
+    def issue_lw(self, t, ins, where):
+        """An LW issued on cycle t: its load starts on ``t + delay``.  One LW may wait while
+        a load is in progress; its load must start after that load's last row."""
+        self._start_waiting(t)
+        first = t + ins.operand("delay")
+        if self.waiting is not None:
+            raise ModelError(f"{where}: LW while another LW waits to start its load (on cycle {self.waiting[0]})")
+        if self.loader is not None and first < self.loader_end:
+            raise ModelError(f"{where}: its load would start on cycle {first}, while the previous LW "
+                             f"still loads (until cycle {self.loader_end - 1})")
+        self.waiting = (first, ins.operand("n"), ins.stream, ins.dir)
+
+    def _start_waiting(self, t):
+        if self.waiting is not None and self.waiting[0] == t:
+            self.loader, self.waiting = self.waiting, None
+            self.loader_end = t + -(-self.L // self.loader[1])
+
     def load_step(self, t, tap):
-        """Sample this cycle's rows of an LW in progress; swap in the block after the last."""
+        """Start a waiting LW whose cycle has come; sample this cycle's rows of the load in
+        progress; swap in the block after the last."""
+        self._start_waiting(t)
         if self.loader is None:
             return
         first, n, s, d = self.loader
-        if t < first:
-            return
         k = t - first
         shadow = self.weights[1 - self.active]
-        for j in range(n):
+        for j in range(min(n, self.L - k * n)):      # the last group may be partial
             shadow[k * n + j] = _s8(tap(d, s + j))
-        if (k + 1) * n == self.L:
+        if (k + 1) * n >= self.L:
             self.active ^= 1
             self.loader = None
 
@@ -195,15 +214,15 @@ class TileModel:
         if min_distance is None:
             min_distance = c2c.min_distance(cfg) if cfg.links else 0
         self.min_distance = min_distance
-        self.issues: dict[int, list[tuple[int, Instr]]] = {}   # cycle -> [(position, instr)]
+        self.issues: dict[int, list[tuple[int, Instr, str]]] = {}   # cycle -> [(position, instr, queue)]
         self.halt_at, self.busy = [], {}
         for name, q in program.queues.items():
             timeline, h = expand(q)
             self.halt_at.append(h)
             self.busy[name] = sum(1 for _, ins in timeline if not self.skips(ins))
-            p = cfg.position(name)
+            p = cfg.position(name)      # a loader queue issues at its MXM's position
             for c, ins in timeline:
-                self.issues.setdefault(c, []).append((p, ins))
+                self.issues.setdefault(c, []).append((p, ins, name))
         self.names = cfg.slice_names
         self.latest = max([max(self.halt_at)] + list(self.issues))
         # east[p] / west[p]: the value visible at position p in the current cycle.
@@ -235,14 +254,15 @@ class TileModel:
     def busy_running(self) -> bool:
         """More cycles to simulate (instructions, values in flight, a weight load)."""
         return (self.t <= max(self.latest, self.last_drive)
-                or any(m.loader for m in self.mxms.values()))
+                or any(m.loader or m.waiting for m in self.mxms.values()))
 
     def step(self) -> None:
         t, cfg, names, tap = self.t, self.cfg, self.names, self._tap
         now = sorted(self.issues.get(t, []), key=lambda x: x[0])
-        # Reads of state happen before this cycle's writes commit (read-before-write).
-        for p, ins in now:
-            name, where = names[p], f"{names[p]} on cycle {t} ({ins})"
+        # Reads of state happen before this cycle's writes commit (read-before-write): an
+        # MM reads the x slot and the weights an LX or LW of the same cycle then changes.
+        for p, ins, queue in now:
+            name, where = names[p], f"{queue} on cycle {t} ({ins})"
             if self.tile:
                 where = f"tile {self.tile} {where}"
             out = None      # the value(s) this instruction drives (when, where: its effects)
@@ -288,7 +308,7 @@ class TileModel:
                 out = v.data
             for k, a in enumerate(effects(ins, name, cfg.lanes).drives):
                 self._drive(t + a.offset, p, a.dir, a.stream, out[k] if ins.op == Op.MM else out)
-        for p, ins in now:
+        for p, ins, queue in now:
             name = names[p]
             if ins.op == Op.WRITE and not self.skips(ins):
                 data = tap(ins.dir, ins.stream, p).copy()
@@ -306,10 +326,7 @@ class TileModel:
                 slot = ins.operand("slot")
                 m.xbuf[slot], m.x_ok[slot] = _s8(tap(ins.dir, ins.stream, p)), True
             elif ins.op == Op.LW:
-                m = self.mxms[name]
-                if m.loader is not None:
-                    raise ModelError(f"{name} on cycle {t} ({ins}): LW while the previous LW is still loading")
-                m.loader = (t + ins.operand("delay"), ins.operand("n"), ins.stream, ins.dir)
+                self.mxms[name].issue_lw(t, ins, f"{queue} on cycle {t} ({ins})")
             elif ins.op in (Op.SEND, Op.SENDM):
                 data = tuple(int(x) for x in tap(ins.dir, ins.stream, p))
                 self.sent += [LinkVector(t, data, self.tile, link) for link in ins.links()]

@@ -2,8 +2,8 @@
 
 :func:`schedule_chart` draws three panels over one cycle axis:
 
-1. **Issue**: one row per slice, west to east (``cfg.slice_names``), one bar per issued
-   data instruction, coloured by opcode.  Issue cycles come from
+1. **Issue**: one row per instruction queue, west to east (``cfg.slice_names``, each
+   MXM's loader queue beside it), one bar per issued data instruction, coloured by opcode.  Issue cycles come from
    :func:`archmodel.expand` on each queue, so they are exactly the cycles the golden
    model and the hardware issue on (``NOP`` gaps and ``REPEAT`` re-issues included).
 2. **East-flowing** and 3. **west-flowing stream occupancy**: at each position and
@@ -56,7 +56,7 @@ class ChartError(ValueError):
 @dataclass
 class Timeline:
     """What a program does, cycle by cycle, as the chart draws it."""
-    issues: dict            # slice name -> [(cycle, Instr)] data instructions in issue order
+    issues: dict            # queue name -> [(cycle, Instr)] data instructions in issue order
     drives: list            # (dir, stream, position, drive cycle)
     reads: list             # (dir, stream, position, cycle)
     end: int                # first cycle after the last issue or drive
@@ -67,7 +67,7 @@ def timeline(program: Program) -> Timeline:
     program and the opcodes' effects (``lpu_arch/effects.py``)."""
     cfg = program.config
     issues, drives, reads, end = {}, [], [], 0
-    for name in cfg.slice_names:
+    for name in cfg.queue_names:
         tl, halt = expand(program.queues.get(name, []))
         issues[name] = tl
         end = max(end, halt)
@@ -78,6 +78,15 @@ def timeline(program: Program) -> Timeline:
             drives += [(a.dir, a.stream, p, t + a.offset) for a in eff.drives]
     end = max([end] + [t + 1 for *_, t in drives + reads])
     return Timeline(issues, drives, reads, end)
+
+
+def queue_rows(cfg) -> list[str]:
+    """The issue panel's rows: every position's queue west to east, each MXM's loader on
+    the MXM's outer side (``MXL_W``, ``MXM_W``, ..., ``MXM_E``, ``MXL_E``)."""
+    rows = []
+    for name in cfg.slice_names:
+        rows += {"MXM_W": ["MXL_W", "MXM_W"], "MXM_E": ["MXM_E", "MXL_E"]}.get(name, [name])
+    return rows
 
 
 def stream_occupancy(program: Program, tl: Timeline | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -175,7 +184,7 @@ def schedule_chart(program: Program, path, *, title: str | None = None, window: 
     from matplotlib.colors import BoundaryNorm, ListedColormap
 
     cfg = program.config
-    names, P, S = cfg.slice_names, cfg.positions, cfg.streams
+    names, P, S = queue_rows(cfg), cfg.positions, cfg.streams
     tl = timeline(program)
     east, west = stream_occupancy(program, tl)
     lo, hi = _window(window, tl.end, "the program runs")
@@ -195,9 +204,9 @@ def schedule_chart(program: Program, path, *, title: str | None = None, window: 
                 used.add(op)
                 ax.broken_barh(bars, (p - 0.38, 0.76), facecolors=OP_COLOURS[Op(op)], linewidth=0,
                                rasterized=many)
-        ax.set_ylim(P - 0.5, -0.5)
-        ax.set_yticks(range(P), names)
-        ax.set_ylabel("slice (west to east)")
+        ax.set_ylim(len(names) - 0.5, -0.5)
+        ax.set_yticks(range(len(names)), names)
+        ax.set_ylabel("queue (west to east)")
         ax.grid(axis="x", alpha=0.3)
         _legend(ax, used)
         ax.set_title(title or f"schedule: {tl.end} cycles, {n_issue} data instructions issued", loc="left")
@@ -208,7 +217,7 @@ def schedule_chart(program: Program, path, *, title: str | None = None, window: 
         for ax, occ, label in ((axes[1], east, "east-flowing"), (axes[2], west, "west-flowing")):
             img = ax.imshow(occ[:, lo:hi + 1], aspect="auto", interpolation="nearest", cmap=cmap, norm=norm,
                             extent=(lo - 0.5, hi + 0.5, P - 0.5, -0.5))
-            ax.set_yticks(range(P), names)
+            ax.set_yticks(range(P), cfg.slice_names)
             busiest = int(occ.max()) if occ.size else 0
             ax.set_ylabel(f"{label} streams\n(peak {busiest} of {S} in use)")
             cb = fig.colorbar(img, ax=ax, pad=0.01, fraction=0.03, ticks=range(0, S + 1, max(1, S // 8)))
@@ -230,7 +239,7 @@ def schedule_chart(program: Program, path, *, title: str | None = None, window: 
 
 
 # ---- several tiles: the tray ---------------------------------------------------------------------
-GROUPS = ("MEM", "MXM", "VXM", "SXM", "C2C")    # one row per slice kind in a tile's band
+GROUPS = ("MEM", "MXM", "MXL", "VXM", "SXM", "C2C")    # one row per queue kind in a tile's band
 
 
 @dataclass(frozen=True)
@@ -295,7 +304,7 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
     """Draw a tray's schedule to ``path`` (``.svg`` or ``.png``): one band per tile, SAC
     cycles on the x axis.
 
-    In each band, one row per slice kind (``GROUPS``: MEM, MXM, VXM, SXM, C2C), split into
+    In each band, one row per queue kind (``GROUPS``: MEM, MXM, MXL (the MXM loaders), VXM, SXM, C2C), split into
     one thin lane per slice of that kind (west to east), with a bar on every cycle a slice
     issues, coloured by opcode as in :func:`schedule_chart`; the tile's predicted done
     cycle (``manifest.tile[t].cycles`` of a ``tray.TrayManifest``, if given) is a black
@@ -320,7 +329,7 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
     lane_y, row_ticks, bands = {}, [], []
     y, gap = 0.0, 0.6
     for t, prog in enumerate(programs):
-        names = prog.config.slice_names
+        names = prog.config.queue_names
         top = y
         for g in GROUPS:
             members = [s for s in names if s.startswith(g)]
@@ -337,7 +346,7 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
 
     issues, end = {}, 0
     for t, prog in enumerate(programs):
-        for name in prog.config.slice_names:
+        for name in prog.config.queue_names:
             tl, halt = expand(prog.queues.get(name, []))
             issues[t, name] = tl
             end = max(end, halt)

@@ -147,7 +147,7 @@ def _streams(ss) -> str:
 
 
 class _Issued:
-    """Every issued data instruction of one tile: (slice, issue cycle, Instr)."""
+    """Every issued data instruction of one tile: (queue, issue cycle, Instr)."""
 
     def __init__(self, program: Program, tile):
         cfg = self.cfg = program.config
@@ -155,7 +155,7 @@ class _Issued:
         self.pre = "" if tile is None else f"tile {tile} "
         self.insts: list[tuple[str, int, object]] = []
         self.by_slice: dict[str, list[int]] = {}
-        for name in cfg.slice_names:
+        for name in cfg.queue_names:
             q = program.queues.get(name, [])
             try:
                 tl, _ = expand(q)
@@ -181,7 +181,7 @@ def _validate(program: Program, tile, problems) -> None:
         try:
             one.validate()
         except (ProgramError, IsaError, ConfigError, ModelError) as e:
-            pos = program.config.position(name) if name in program.config.slice_names else None
+            pos = program.config.position(name) if name in program.config.queue_names else None
             problems.append(Problem(PROGRAM, f"{pre}{e}", (name,), position=pos, tile=tile))
 
 
@@ -271,20 +271,27 @@ def _streams_check(iss: _Issued, problems) -> None:
 def _mxm_check(iss: _Issued, problems) -> None:
     """Rule mxm-state: the MXM faults of the golden model, from issue order alone."""
     cfg = iss.cfg
-    for name in ("MXM_W", "MXM_E"):
+    for loader, name in cfg.LOADERS.items():
         if name not in iss.by_slice:
             continue
         p = cfg.position(name)
-        acc_ok, slot_ok, loading_until, last_lw = set(), set(), -1, None
-        for i in iss.by_slice[name]:
+        acc_ok, slot_ok, prev_start, prev_end, last_lw = set(), set(), -1, -1, None
+        # The MXM's MMs and its loader's LWs and LXs in issue order; in one cycle the MM
+        # reads the x slot before the LX writes it.
+        order = sorted(iss.by_slice[name] + iss.by_slice.get(loader, []),
+                       key=lambda i: (iss.insts[i][1], iss.insts[i][2].op != Op.MM))
+        for i in order:
             _, t, ins = iss.insts[i]
             msg = None
             if ins.op == Op.LW:
-                if t < loading_until:
-                    msg = (f"{iss.describe(i)} starts a weight load while {iss.describe(last_lw)} still loads "
-                           f"(until cycle {loading_until - 1})")
-                n = ins.operand("n")
-                loading_until, last_lw = t + ins.operand("delay") + -(-cfg.lanes // n), i
+                first = t + ins.operand("delay")
+                if t < prev_start:
+                    msg = (f"{iss.describe(i)} issues while {iss.describe(last_lw)} still waits to start "
+                           f"its load (on cycle {prev_start}); one LW may wait")
+                elif first < prev_end:
+                    msg = (f"{iss.describe(i)} starts a weight load on cycle {first} while {iss.describe(last_lw)} "
+                           f"still loads (until cycle {prev_end - 1})")
+                prev_start, prev_end, last_lw = first, first + -(-cfg.lanes // ins.operand("n")), i
             elif ins.op == Op.LX:
                 slot_ok.add(ins.operand("slot"))
             elif ins.op == Op.MM:
@@ -295,7 +302,7 @@ def _mxm_check(iss: _Issued, problems) -> None:
                     msg = f"{iss.describe(i)} accumulates into row {acc} before any MM without ACC wrote it"
                 acc_ok.add(acc)
             if msg:
-                problems.append(Problem(MXM_STATE, msg, (name,), None, p, t, iss.tile))
+                problems.append(Problem(MXM_STATE, msg, (iss.insts[i][0],), None, p, t, iss.tile))
 
 
 def _sends_recvs(iss: _Issued):

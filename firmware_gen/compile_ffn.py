@@ -98,9 +98,9 @@ class Manifest:
 BOUNDS = {
     "sram": "every weight vector read once (padded blocks), all MEM slices every cycle",
     "sram_real": "the same for the FFN's real (unpadded) weight bytes",
-    "weight_load": "every weight block loaded into an MXM (LW: lanes/n cycles on n streams), both MXMs",
+    "weight_load": "every weight block loaded into an MXM (LW: ceil(lanes/n) cycles on n streams), both MXMs",
     "mac": "every MM issued, both MXMs every cycle",
-    "mxm_issue": "every LW and MM, and each x and h vector's LX into both MXMs, one per MXM issue slot",
+    "loader_issue": "every LW, and each x and h vector's LX into both MXMs, one per loader issue slot",
     "streams": "the weights crossing the busiest position (next to an MXM) on its streams",
     "latency": "the dataflow's fixed fill and drain: weights to an MXM, h and back, y to MEM",
 }
@@ -118,12 +118,18 @@ def ffn_bounds(cfg: TileConfig, n: int, mats: int, H: int, I: int, KH: int, KI: 
     out = MXM_LATENCY + d_vxm + VXM_LATENCY        # MM issue to its VOP's result at the VXM
     return {"sram": -(-blocks * L // (2 * cfg.mem_slices * tiles)),
             "sram_real": -(-(-(-mats * H * I // L)) // (2 * cfg.mem_slices * tiles)),
-            "weight_load": -(-blocks * (L // n) // (2 * tiles)),
+            "weight_load": -(-blocks * -(-L // n) // (2 * tiles)),
             "mac": -(-blocks * B // (2 * tiles)),
-            "mxm_issue": -(-blocks * (1 + B) // (2 * tiles)) + B * (KH + KI),
+            "loader_issue": -(-blocks // (2 * tiles)) + B * (KH + KI),
             "streams": -(-blocks * L // (2 * cfg.streams * tiles)),
             # first MM (a weight block read and loaded), h back to an MXM, y to MEM and done
-            "latency": (READ_LATENCY + d_mem + L // n) + (out + d_vxm + 1) + (out + 1 + 2)}
+            "latency": (READ_LATENCY + d_mem + -(-L // n)) + (out + d_vxm + 1) + (out + 1 + 2)}
+
+
+def weight_streams(cfg: TileConfig) -> int:
+    """Weight rows an MXM loads per cycle (LW's n): one per MEM slice of its hemisphere, on
+    streams 0..n-1, leaving stream n for x and h."""
+    return min(cfg.mem_slices, cfg.streams - 1)
 
 
 @functools.lru_cache(maxsize=None)
@@ -232,19 +238,20 @@ class FfnPlan:
         self.h_route = h_route or HRoute()
         self.h_stored = {}                        # (i, b) -> (slice, addr, write cycle)
         self.x_rows = []                          # (slice, addr, block, column) of every copy of x
-        # Rows per cycle: the most MEM slices whose count divides the lanes, one stream each,
-        # leaving stream n for x/h.
-        self.n = max(d for d in range(1, min(cfg.mem_slices, cfg.streams - 1) + 1) if L % d == 0)
-        self.chunks = L // self.n
+        # Rows per cycle: one per MEM slice of the hemisphere, one stream each, leaving
+        # stream n for x/h (the last of a block's chunks is partial when n does not divide L).
+        self.n = weight_streams(cfg)
+        self.chunks = -(-L // self.n)
         self.lx_stream = self.n
         self.res = Reservations(cfg)
-        self.timed: dict[str, list[tuple[int, Instr]]] = {n: [] for n in cfg.slice_names}
+        self.timed: dict[str, list[tuple[int, Instr]]] = {n: [] for n in cfg.queue_names}
         self.memory = {n: np.zeros((cfg.mem_depth, L), np.uint8) for n in cfg.mem_names}
         self.next_free = {n: 0 for n in cfg.mem_names}
         self.params = Program(cfg).vxm_params.copy()
         self.n_params = 0
         self.slot_ready = {s: {} for s in SIDES}
-        self.loader_free = {s: 0 for s in SIDES}   # first cycle a new LW may issue
+        self.loader_free = {s: 0 for s in SIDES}   # first cycle a new LW may issue (the last load started)
+        self.load_end = {s: 0 for s in SIDES}      # first cycle a new load may start (the last one swapped)
         self.last_mm = {s: -1 for s in SIDES}
         self.mm_count = 0
         self.writes: list[PredictedWrite] = []
@@ -254,6 +261,10 @@ class FfnPlan:
     # ---- geometry ----------------------------------------------------------------------
     def pos(self, name):
         return self.cfg.position(name)
+
+    def ldr(self, side):
+        """The loader queue of MXM ``side`` (its LWs and LXs)."""
+        return self.cfg.loader(side)
 
     def hemi(self, side):
         return "W" if side == "MXM_W" else "E"
@@ -325,15 +336,15 @@ class FfnPlan:
                     read = Instr.read(self.lx_stream, d, addr)
                     t = 0
                     while not (self.res.slot_free(src, t)
-                               and self.res.slot_free(side, t + READ_LATENCY + dist)
+                               and self.res.slot_free(self.ldr(side), t + READ_LATENCY + dist)
                                and self.res.drives_free(src, t, read, self.pos(side))):
                         t += 1
                     who = f"x[{b}] block {k} -> {side} slot {slot}"
                     self.res.take_slot(src, t, who)
-                    self.res.take_slot(side, t + READ_LATENCY + dist, who)
+                    self.res.take_slot(self.ldr(side), t + READ_LATENCY + dist, who)
                     self.res.take_drives(src, t, read, self.pos(side), who)
                     self.emit(src, t, read)
-                    self.emit(side, t + READ_LATENCY + dist, Instr.lx(self.lx_stream, d, slot))
+                    self.emit(self.ldr(side), t + READ_LATENCY + dist, Instr.lx(self.lx_stream, d, slot))
                     self.slot_ready[side][slot] = t + READ_LATENCY + dist + 1
 
     def alloc(self, name, rows):
@@ -353,7 +364,7 @@ class FfnPlan:
         """The READs that feed ``side``'s LW of a block starting on ``t_s``: (chunk, slice
         index j, MEM slice, READ cycle); row ``c*n + j`` comes from slice j on stream j."""
         for c in range(self.chunks):
-            for j in range(self.n):
+            for j in range(min(self.n, self.cfg.lanes - c * self.n)):
                 m = self.mem(side, j)
                 yield c, j, m, t_s + c - READ_LATENCY - abs(self.pos(m) - self.pos(side))
 
@@ -380,12 +391,12 @@ class FfnPlan:
         places what follows an EMIT on cycle t for MM number b and returns False if it
         cannot on that cycle."""
         ch = self.chunks
-        t_s = max(max(self.loader_free[s], self.last_mm[s] + 1 - ch) for s in sides)
+        t_s = max(max(self.load_end[s], self.last_mm[s] + 1 - ch) for s in sides)
         while True:
             if all(self._window_ok(s, t_s) for s in sides):
                 lw_slot = max(self.loader_free[s] for s in sides)
                 lw_slot = max(lw_slot, t_s - DELAY_MAX)
-                while lw_slot <= t_s and not all(self.res.slot_free(s, lw_slot) for s in sides):
+                while lw_slot <= t_s and not all(self.res.slot_free(self.ldr(s), lw_slot) for s in sides):
                     lw_slot += 1
                 if lw_slot <= t_s:
                     break
@@ -394,11 +405,11 @@ class FfnPlan:
         for s, blk in zip(sides, blocks):
             who = f"{label} on {s}"
             self._take_window(s, t_s, blk, who)
-            self.res.take_slot(s, lw_slot, who + " LW")
-            self.emit(s, lw_slot, Instr.lw(0, self.in_dir(s), self.n, t_s - lw_slot))
-            self.loader_free[s] = swap
-        # MMs: after the swap, leaving the swap cycle itself for the next block's LW.
-        t = swap + 1
+            self.res.take_slot(self.ldr(s), lw_slot, who + " LW")
+            self.emit(self.ldr(s), lw_slot, Instr.lw(0, self.in_dir(s), self.n, t_s - lw_slot))
+            self.loader_free[s], self.load_end[s] = t_s, swap
+        # MMs: from the swap on (the loader issues the next block's LW beside them).
+        t = swap
         for b, (slot, acc, flags) in enumerate(mms):
             while True:
                 ok = all(self.res.slot_free(s, t) and self.slot_ready[s].get(_slot(slot, s), 1 << 62) <= t
@@ -441,14 +452,14 @@ class FfnPlan:
         dirs = {"MXM_W": WEST, "MXM_E": EAST}
         vop = Instr.vop(0, EAST, 0, s, VopFlag.OUT_E | VopFlag.OUT_W)
         to = {d: self.pos(side) for side, d in dirs.items()}
-        ok = (all(self.res.slot_free(side, arrive[side]) for side in SIDES)
+        ok = (all(self.res.slot_free(self.ldr(side), arrive[side]) for side in SIDES)
               and self.res.drives_free("VXM", t_vop, vop, to))
         if dry or not ok:
             return ok
         self.res.take_drives("VXM", t_vop, vop, to, who)
         for side in SIDES:
-            self.res.take_slot(side, arrive[side], who + f" LX {side}")
-            self.emit(side, arrive[side], Instr.lx(s, dirs[side], slot))
+            self.res.take_slot(self.ldr(side), arrive[side], who + f" LX {side}")
+            self.emit(self.ldr(side), arrive[side], Instr.lx(s, dirs[side], slot))
             self.slot_ready[side][slot] = arrive[side] + 1
         return True
 

@@ -90,7 +90,7 @@ class ExpertSlot(FfnPlan):
     def __init__(self, cfg, spec, host, *, token, tokens, h0, template, pbase, w_reg, v_reg,
                  i_blocks=None, j_blocks=None, h_route=None):
         super().__init__(cfg, spec, np.zeros(spec.H, np.int64), i_blocks, j_blocks, h_route)
-        for name in ("res", "timed", "memory", "next_free", "slot_ready", "loader_free", "last_mm", "params"):
+        for name in ("res", "timed", "memory", "next_free", "slot_ready", "loader_free", "load_end", "last_mm", "params"):
             setattr(self, name, getattr(host, name))
         self.token, self.tokens, self.h0, self.w_reg, self.v_reg = token, tokens, h0, w_reg, v_reg
         self.template, self.p_next, self._ids = template, pbase, []
@@ -478,13 +478,14 @@ class MoeTray:
         """:func:`rounds` of ``indices`` under this layer's mapping and capacity."""
         return rounds(indices, self.spec.E, self.tiles, self.capacity, self.mapping)
 
-    def slot_span(self, t: int, b: int, j: int) -> tuple[int, int]:
+    def slot_span(self, t: int, b: int, j: int) -> tuple[int, int] | None:
         """(first, last) cycle of slot ``j`` of token ``b`` on tile ``t``: its first weight
-        READ to its last y WRITE (or its last VOP, for a tp share without output blocks)."""
+        READ to its last y WRITE (or its last VOP, for a tp share without output blocks);
+        None when the slot has no work on that tile (a tp share of no blocks)."""
         sp = self.slot_plans[(t, b, j)]
         mine = [c for name in [*self.cfg.mem_names, "VXM"] for c, ins in sp.timed[name]
                 if getattr(ins, "base", 0) in (sp.w_reg, sp.v_reg)]
-        return min(mine), max(mine + [c for _, _, c in sp.outputs.values()])
+        return (min(mine), max(mine + [c for _, _, c in sp.outputs.values()])) if mine else None
 
     # ---- a routing's run -------------------------------------------------------------------------
     def bases(self, assignment: dict) -> list[list[int]]:

@@ -23,7 +23,8 @@ class ProgramError(ValueError):
 
 
 class Program:
-    """Instruction queues (one per slice, by slice name) and initial MEM contents.
+    """Instruction queues (one per queue of ``config.queue_names``: a slice's own, by its
+    name, and the MXMs' loaders ``MXL_W``/``MXL_E``) and initial MEM contents.
 
     ``queues[name]`` lists the instructions without the final HALT; the assembler adds it.
     ``memory[name]`` is a ``(mem_depth, lanes)`` uint8 array for each MEM slice.
@@ -36,7 +37,7 @@ class Program:
 
     def __init__(self, config: TileConfig, queues=None, memory=None, vxm_params=None, table=None):
         self.config = config
-        self.queues: dict[str, list[Instr]] = {n: [] for n in config.slice_names}
+        self.queues: dict[str, list[Instr]] = {n: [] for n in config.queue_names}
         for name, instrs in (queues or {}).items():
             config.position(name)
             self.queues[name] = list(instrs)
@@ -109,7 +110,13 @@ class Program:
             for i, ins in enumerate(instrs):
                 where = f"{name}[{i}] '{ins}'"
                 if ins.op not in SLICE_OPS[kind]:
-                    raise ProgramError(f"{where}: {ins.op.name} is not an instruction of a {kind} slice")
+                    hint = ""
+                    if ins.op in SLICE_OPS["MXL"] and kind == "MXM":
+                        hint = f" (LW and LX issue from the MXM's loader queue MXL_{name[-1]})"
+                    elif ins.op in SLICE_OPS["MXM"] and kind == "MXL":
+                        hint = f" (MM issues from the MXM's own queue MXM_{name[-1]})"
+                    what = "an MXM loader queue" if kind == "MXL" else f"a {kind} slice"
+                    raise ProgramError(f"{where}: {ins.op.name} is not an instruction of {what}{hint}")
                 if ins.op == Op.HALT:
                     raise ProgramError(f"{where}: HALT inside a program (the assembler appends it)")
                 if ins.op in DATA_OPS:
@@ -143,7 +150,7 @@ class Program:
             need(ins.addr < cfg.mem_depth, f"address {ins.addr} is beyond {name}'s depth of {cfg.mem_depth} vectors")
         elif ins.op == Op.LW:
             n = ins.operand("n")
-            need(cfg.lanes % n == 0, f"LW loads n = {n} rows per cycle; n must divide the {cfg.lanes} lanes")
+            need(n <= cfg.lanes, f"LW loads n = {n} rows per cycle; a block has {cfg.lanes} rows")
             need(ins.stream + n <= cfg.streams, f"LW reads streams {ins.stream}..{ins.stream + n - 1}; "
                                                 f"the tile has {cfg.streams} per direction")
         elif ins.op == Op.MM:
@@ -191,7 +198,7 @@ class Program:
 
     # ---- binary images -----------------------------------------------------------
     def images(self) -> dict[str, list[int]]:
-        """Assemble: one list of 64-bit words per slice, HALT-terminated."""
+        """Assemble: one list of 64-bit words per queue, HALT-terminated."""
         self.validate()
         return {n: [i.encode() for i in q] + [Instr.halt().encode()] for n, q in self.queues.items()}
 
@@ -288,7 +295,7 @@ class Program:
             raise ProgramError(f"program JSON: the VXM parameters or the table are malformed ({e})") from None
 
 
-FORMAT = "lpu-program/2"    # Program.to_json: changes with the JSON layout or the ISA's encoding
+FORMAT = "lpu-program/3"    # Program.to_json: changes with the JSON layout or the ISA's encoding
 
 
 def _byte_rows(rows, name, cfg):

@@ -25,7 +25,7 @@ class ReservationError(ValueError):
 class Reservations:
     def __init__(self, cfg):
         self.cfg = cfg
-        self.slots: dict[str, dict[int, str]] = {n: {} for n in cfg.slice_names}
+        self.slots: dict[str, dict[int, str]] = {n: {} for n in cfg.queue_names}
         self._occ: dict[tuple, list[tuple[int, int, str]]] = {}
         self.last_drive = -1
 

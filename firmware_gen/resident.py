@@ -150,14 +150,14 @@ def compile_resident(specs: list, cfg: TileConfig | None = None, batch: int = 1)
             memory[m] |= plan.memory[m]
         tables[l] = spec.table
         plans.append(plan)
-    layers, images, entry = [], {n: [] for n in cfg.slice_names}, 0
+    layers, images, entry = [], {n: [] for n in cfg.queue_names}, 0
     halt = Instr.halt().encode()
     for l, plan in enumerate(plans):
         prog = plan.program(table=tables)
         prog.memory, prog.vxm_params = memory, params
         imgs = prog.images()
         width = max(len(w) for w in imgs.values())
-        for n in cfg.slice_names:
+        for n in cfg.queue_names:
             words = imgs.get(n, [halt])
             images[n] += words + [halt] * (width - len(words))
         man = plan.manifest(prog)

@@ -92,7 +92,7 @@ class SystemScheduler:
         self.F = cfg.flits_per_vector
         self.interval = c2c.deskew_interval(cfg)
         self.res = [Reservations(cfg) for _ in range(tiles)]
-        self.timed = [{n: [] for n in cfg.slice_names} for _ in range(tiles)]
+        self.timed = [{n: [] for n in cfg.queue_names} for _ in range(tiles)]
         self.memory = [{n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
                        for _ in range(tiles)]
         self.value = [{n: m.copy() for n, m in mem.items()} for mem in self.memory]

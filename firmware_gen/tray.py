@@ -290,8 +290,8 @@ class _Tray:
         fu.res.take_drives(sx, t_sx, shift, {d: pos(side) for side, d in ways.items()}, who)
         fu.emit(sx, t_sx, shift)
         for side, d in ways.items():
-            fu.res.take_slot(side, arrive[side], who + f" LX {side}")
-            fu.emit(side, arrive[side], Instr.lx(st_out, d, slot))
+            fu.res.take_slot(fu.ldr(side), arrive[side], who + f" LX {side}")
+            fu.emit(fu.ldr(side), arrive[side], Instr.lx(st_out, d, slot))
             fu.slot_ready[side][slot] = arrive[side] + 1
         if not self.defer:
             self.book.take_send(t, link, s)
@@ -310,7 +310,7 @@ class _Tray:
         if st_rx is None:
             return None
         arrive = {side: t_sx + SXM_LATENCY + abs(pos(sx) - pos(side)) for side in sides}
-        if not all(fu.res.slot_free(side, arrive[side]) for side in sides):
+        if not all(fu.res.slot_free(fu.ldr(side), arrive[side]) for side in sides):
             return None
         for st in self.spare:
             if all(fu.res.stream_free(d, st, pos(sx), pos(side), t_sx + SXM_LATENCY)

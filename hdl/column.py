@@ -47,6 +47,7 @@ def column_signature(cfg, p: int, streams: bool = True) -> wiring.Signature:
     ``cycle``, ``trace_host``, ``trace_count``, ``trace_overflow``.  VXM: ``bases``,
     ``host_param``, ``host_table``, ``param_fault``.  C2C: ``send``, ``send_data``,
     ``recv``, ``recv_data``, ``deskew``, ``runtime``, ``slack`` (``C2cSlice``'s members).
+    MXM: its loader queue's ``ld_icu_host``, ``ld_halted``, ``ld_illegal``, ``ld_valid``.
 
     With ``streams``: ``tap`` (the values visible here) and the stream registers loaded
     here, ``east_out`` (visible at ``p + 1`` on the next cycle; not at the east edge) and
@@ -60,6 +61,8 @@ def column_signature(cfg, p: int, streams: bool = True) -> wiring.Signature:
         if cfg.trace_depth:
             members.update({"cycle": In(cfg.CYCLE_BITS), "trace_host": In(host),
                             "trace_count": Out(range(cfg.trace_depth + 1)), "trace_overflow": Out(1)})
+    elif kind == "MXM":
+        members.update({"ld_icu_host": In(host), "ld_halted": Out(1), "ld_illegal": Out(1), "ld_valid": Out(1)})
     elif kind == "VXM":
         members.update({"bases": In(base_file_layout(cfg)), "host_param": In(host), "host_table": In(host),
                         "param_fault": Out(1)})
@@ -83,8 +86,9 @@ def edge_taps(cfg) -> list:
 
 
 def build_position(m, cfg, p: int, ports, tap, east_out, west_out, suffix: str = ""):
-    """Add position ``p``'s queue (``icu<suffix>``), slice (``slice<suffix>``), event trace
-    (``trace<suffix>``) and stream registers (``fabric<suffix>``) to module ``m``.
+    """Add position ``p``'s queue (``icu<suffix>``; an MXM's loader queue ``icu_ld<suffix>``),
+    slice (``slice<suffix>``), event trace (``trace<suffix>``) and stream registers
+    (``fabric<suffix>``) to module ``m``.
 
     ``ports`` has the members of ``column_signature(cfg, p, streams=False)`` (the side of
     the position); ``tap`` the values visible here; ``east_out`` / ``west_out`` the
@@ -111,6 +115,12 @@ def build_position(m, cfg, p: int, ports, tap, east_out, west_out, suffix: str =
     elif kind == "MXM":
         sl = MXM(cfg, side=name[-1])
         m.d.comb += sl.start.eq(ports.start)
+        m.submodules[f"icu_ld{suffix}"] = ld = InstructionQueue(cfg, "MXL")
+        m.d.comb += [ld.start.eq(ports.start), ld.entry.eq(ports.entry), ld.run.eq(ports.run),
+                     ports.ld_halted.eq(ld.halted), ports.ld_illegal.eq(ld.illegal),
+                     ports.ld_valid.eq(ld.issue.valid)]
+        wiring.connect(m, wiring.flipped(ports.ld_icu_host), ld.host)
+        wiring.connect(m, ld.issue, sl.ld_issue)
     elif kind == "VXM":
         sl = VXM(cfg)
         m.d.comb += [sl.start.eq(ports.start), sl.run.eq(ports.run), sl.bases.eq(ports.bases),

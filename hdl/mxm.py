@@ -3,7 +3,9 @@
 Implements ``LW``, ``MM`` and ``LX`` of ``lpu_arch/isa.py`` (``docs/isa.md``,
 "Compute slices").  One class serves both hemispheres: ``MXM_W`` (position 0) drives
 east, ``MXM_E`` (the last position) drives west; both read the streams named by their
-instructions' ``dir`` field (in practice the ones flowing towards them).
+instructions' ``dir`` field (in practice the ones flowing towards them).  ``MM`` comes
+from the MXM's own instruction queue, ``LW`` and ``LX`` from its loader queue
+(``MXL_W``/``MXL_E``), so the two issue in the same cycle.
 
 Pipeline of ``MM`` issued on cycle t::
 
@@ -41,7 +43,9 @@ class MXM(wiring.Component):
     start : In(1)
         Clears both weight buffers, the active-block select and any load in progress.
     issue : In(issue_signature)
-        From this slice's instruction queue.
+        From this slice's instruction queue (MM).
+    ld_issue : In(issue_signature)
+        From the loader queue (LW, LX).
     tap : In(tap_signature)
         Stream values visible at this position.
     drive : Out(drive_signature)
@@ -61,6 +65,7 @@ class MXM(wiring.Component):
         super().__init__({
             "start": In(1),
             "issue": In(issue_signature()),
+            "ld_issue": In(issue_signature()),
             "tap": In(tap_signature(cfg)),
             "drive": Out(drive_signature(cfg, per_stream=True)),
             "driving": Out(1),
@@ -71,10 +76,10 @@ class MXM(wiring.Component):
         cfg = self.cfg
         L, S = cfg.lanes, cfg.streams
         VB = cfg.vector_bits
-        ins = self.issue.instr
-        is_lw = self.issue.valid & (ins.op == Op.LW)
+        ins, ld = self.issue.instr, self.ld_issue.instr
         is_mm = self.issue.valid & (ins.op == Op.MM)
-        is_lx = self.issue.valid & (ins.op == Op.LX)
+        is_lw = self.ld_issue.valid & (ld.op == Op.LW)
+        is_lx = self.ld_issue.valid & (ld.op == Op.LX)
 
         def bundle(dir_sig, enable, name):
             """The streams of direction ``dir_sig`` at this position while ``enable`` (else
@@ -88,33 +93,46 @@ class MXM(wiring.Component):
         # Every expression used more than once is a signal: Amaranth builds an expression
         # anew at each use (at full scale a weight row's mux used by 320 products would be
         # 320 copies of a 2560-bit mux).
-        ins_streams = bundle(ins.dir, is_mm | is_lx, "ins_stream")
+        mm_streams = bundle(ins.dir, is_mm, "mm_stream")
         x_stream = Signal(VB)
-        m.d.comb += x_stream.eq(Array(ins_streams)[ins.stream])
+        m.d.comb += x_stream.eq(Array(mm_streams)[ins.stream])
+        lx_streams = bundle(ld.dir, is_lx, "lx_stream")
+        lx_stream = Signal(VB)
+        m.d.comb += lx_stream.eq(Array(lx_streams)[ld.stream])
 
         # ---- weights: two blocks of L rows (row r = output lane r, in MxmRow r) --------
         act = Signal()                     # index of the active block
 
         # ---- LW loader ------------------------------------------------------------------
-        # Registered state, and the state seen this cycle (an LW issuing now overrides it).
-        ld_active, ld_wait = Signal(), Signal(len(operand(ins, Op.LW, "delay")))
-        ld_base, ld_n = Signal(range(L + 1)), Signal(range(L + 1))
-        ld_s, ld_dir = Signal.like(ins.stream), Signal()
-        c_active, c_wait = Signal(), Signal(len(ld_wait))
-        c_base, c_n = Signal(range(L + 1)), Signal(range(L + 1))
-        c_s, c_dir = Signal.like(ins.stream), Signal()
-        lw_n = operand(ins, Op.LW, "n")
-        with m.If(is_lw):
-            m.d.comb += [c_active.eq(lw_n != 0), c_wait.eq(ins.delay), c_base.eq(0),
-                         c_n.eq(Mux(lw_n > L, L, lw_n)), c_s.eq(ins.stream), c_dir.eq(ins.dir)]
+        # The load in progress (cur_*: rows cur_base.. next, one group of n per cycle) and one
+        # waiting LW (pend_*: its load starts when pend_wait reaches 0), so that the next
+        # block's LW issues while this block loads.  An LW with delay 0, or a waiting one
+        # whose delay has run out, starts on this cycle (c_*: the state seen this cycle).
+        delay_bits = len(operand(ld, Op.LW, "delay"))
+        cur_active, cur_base, cur_n = Signal(), Signal(range(L + 1)), Signal(range(L + 1))
+        cur_s, cur_dir = Signal.like(ld.stream), Signal()
+        pend_valid, pend_wait, pend_n = Signal(), Signal(delay_bits), Signal(range(L + 1))
+        pend_s, pend_dir = Signal.like(ld.stream), Signal()
+        c_active, c_base, c_n = Signal(), Signal(range(L + 1)), Signal(range(L + 1))
+        c_s, c_dir = Signal.like(ld.stream), Signal()
+        lw_n = operand(ld, Op.LW, "n")
+        lw_rows = Mux(lw_n > L, L, lw_n)
+        lw_now, lw_later, ripe = Signal(), Signal(), Signal()
+        m.d.comb += [lw_now.eq(is_lw & (ld.delay == 0) & (lw_n != 0)),
+                     lw_later.eq(is_lw & (ld.delay != 0) & (lw_n != 0)),
+                     ripe.eq(pend_valid & (pend_wait == 0))]
+        with m.If(lw_now):
+            m.d.comb += [c_active.eq(1), c_base.eq(0), c_n.eq(lw_rows), c_s.eq(ld.stream), c_dir.eq(ld.dir)]
+        with m.Elif(ripe):
+            m.d.comb += [c_active.eq(1), c_base.eq(0), c_n.eq(pend_n), c_s.eq(pend_s), c_dir.eq(pend_dir)]
         with m.Else():
-            m.d.comb += [c_active.eq(ld_active), c_wait.eq(ld_wait), c_base.eq(ld_base),
-                         c_n.eq(ld_n), c_s.eq(ld_s), c_dir.eq(ld_dir)]
-        load_now = Signal()
+            m.d.comb += [c_active.eq(cur_active), c_base.eq(cur_base), c_n.eq(cur_n), c_s.eq(cur_s),
+                         c_dir.eq(cur_dir)]
+        load_now = c_active
         next_base = Signal(range(2 * L + 1))
-        m.d.comb += [load_now.eq(c_active & (c_wait == 0)), next_base.eq(c_base + c_n)]
+        m.d.comb += next_base.eq(c_base + c_n)
         last_group = next_base >= L
-        m.d.sync += [ld_n.eq(c_n), ld_s.eq(c_s), ld_dir.eq(c_dir)]
+        m.d.sync += [cur_n.eq(c_n), cur_s.eq(c_s), cur_dir.eq(c_dir)]
         ld_streams = bundle(c_dir, load_now, "ld_stream")
         # Row r loads stream (c_s + r - c_base) mod 2**sb (a stream beyond S: zeros).  One
         # rotation of the streams by (c_s - c_base) mod 2**sb serves every row: row r takes
@@ -130,14 +148,19 @@ class MXM(wiring.Component):
                          for j, v in enumerate(stage)]
             rotated = stage
         with m.If(self.start):             # (the rows clear their weights)
-            m.d.sync += [ld_active.eq(0), act.eq(0)]
-        with m.Elif(c_active):
-            with m.If(c_wait != 0):
-                m.d.sync += [ld_active.eq(1), ld_wait.eq(c_wait - 1), ld_base.eq(c_base)]
-            with m.Else():
+            m.d.sync += [cur_active.eq(0), pend_valid.eq(0), act.eq(0)]
+        with m.Else():
+            with m.If(lw_later):
+                m.d.sync += [pend_valid.eq(1), pend_wait.eq(ld.delay - 1), pend_n.eq(lw_rows),
+                             pend_s.eq(ld.stream), pend_dir.eq(ld.dir)]
+            with m.Elif(ripe):
+                m.d.sync += pend_valid.eq(0)
+            with m.Elif(pend_valid):
+                m.d.sync += pend_wait.eq(pend_wait - 1)
+            with m.If(c_active):
                 # Rows c_base .. c_base+n-1 from streams s .. s+n-1 into the shadow block;
                 # after the last group the loaded block is active from the next cycle on.
-                m.d.sync += [ld_active.eq(~last_group), ld_wait.eq(0), ld_base.eq(next_base)]
+                m.d.sync += [cur_active.eq(~last_group), cur_base.eq(next_base)]
                 with m.If(last_group):
                     m.d.sync += act.eq(~act)
 
@@ -154,7 +177,7 @@ class MXM(wiring.Component):
         mm_acc = ins.addr[0:MM_ACC_BITS]
         mm_slot = ins.addr[MM_ACC_BITS:]
         m.d.comb += [
-            xw.addr.eq(ins.addr[:xb]), xw.data.eq(x_stream), xw.en.eq(is_lx),
+            xw.addr.eq(ld.addr[:xb]), xw.data.eq(lx_stream), xw.en.eq(is_lx),
             xr.addr.eq(mm_slot[:xb]), xr.en.eq(is_mm),
             ar.addr.eq(mm_acc[:ab]), ar.en.eq(is_mm),
         ]

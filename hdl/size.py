@@ -47,7 +47,7 @@ from .dedup import separate_modules
 from .tile import Tile
 
 TOP = "lpu_tile"
-UNIT_OF_PART = {"icu": "ICU", "fabric": "fabric", "trace": "event trace"}
+UNIT_OF_PART = {"icu": "ICU", "icu_ld": "ICU", "fabric": "fabric", "trace": "event trace"}
 UNIT_OF_KIND = {"MEM": "MEM slice", "MXM": "MXM", "VXM": "VXM", "SXM": "SXM", "C2C": "C2C"}
 UNIT_ORDER = ["MXM", "VXM", "SXM", "MEM slice", "C2C", "ICU", "fabric", "event trace", "control"]
 
@@ -311,7 +311,7 @@ def _total_instances(built, top_counts, name) -> int:
 
 def _report(cfg, built, top_counts) -> dict:
     unit_instances = Counter(UNIT_OF_KIND[cfg.kind(name)] for name in cfg.slice_names)
-    unit_instances.update(ICU=cfg.positions, fabric=cfg.positions, control=1)
+    unit_instances.update(ICU=cfg.queues, fabric=cfg.positions, control=1)
     units = defaultdict(_unit_counts)
     for name, b in built.items():
         n = _total_instances(built, top_counts, name)

@@ -1,5 +1,6 @@
 """The tile: slices in the mirrored order of the design brief on one stream fabric, an
-instruction queue per slice, the host interface, the cycle counter and done.
+instruction queue per slice (and a loader queue per MXM), the host interface, the cycle
+counter and done.
 
 A tile with C2C links (``cfg.links > 0``, ``docs/c2c.md``) also has the C2C slices, a
 transmitter and a receiver per link, the HAC unit and the deskew unit.  Everything that
@@ -196,6 +197,15 @@ class Tile(wiring.Component):
                 vxm = col
             elif kind == "C2C":
                 c2cs[name] = col
+        # The queues in index order (cfg.queue_names): every position's, then the MXMs' loaders.
+        by_name = dict(zip(cfg.slice_names, cols))
+        queues = [(c.icu_host, c.halted, c.illegal, c.valid) for c in cols]
+        for q, mxm in cfg.LOADERS.items():
+            col = by_name[mxm]
+            queues.append((col.ld_icu_host, col.ld_halted, col.ld_illegal, col.ld_valid))
+            host_port(col.ld_icu_host, Region.IMEM, cfg.queue_index(q))
+            if not self.separate_columns:
+                self._load_lane(core, core.submodules[f"icu_ld_{mxm}"], Region.IMEM, cfg.queue_index(q), INSTR_BITS)
         mems = [col for col, name in zip(cols, cfg.slice_names) if cfg.kind(name) == "MEM"]
         for i, mem in enumerate(mems):
             host_port(mem.host, Region.DMEM, i)
@@ -205,23 +215,23 @@ class Tile(wiring.Component):
         traces = mems if cfg.trace_depth else []
 
         # ---- run control and counters ------------------------------------------------
-        all_halted = Cat(c.halted for c in cols).all()
+        all_halted = Cat(halted for _, halted, _, _ in queues).all()
         # Done waits for every stream drive (READ, EMIT, VOP, SXM and RECV results).
         any_driving = Cat(*(c.driving for c in cols)).any()
-        busy_count = [Signal(cfg.CYCLE_BITS, name=f"busy_{n}") for n in cfg.slice_names]
+        busy_count = [Signal(cfg.CYCLE_BITS, name=f"busy_{n}") for n in cfg.queue_names]
         with core.If(start):
             core.d.sync += [run_q.eq(1), done_q.eq(0), sac.eq(0)]
             core.d.sync += [b.eq(0) for b in busy_count]
         with core.Elif(run_q):
             core.d.sync += sac.eq(sac + 1)
-            for c, b in zip(cols, busy_count):
-                with core.If(c.valid):
+            for (_, _, _, valid), b in zip(queues, busy_count):
+                with core.If(valid):
                     core.d.sync += b.eq(b + 1)
             with core.If(all_halted & ~any_driving):
                 core.d.sync += [run_q.eq(0), done_q.eq(1)]
 
         # ---- host reads: registered select, then registered data (latency 2) ----------
-        illegal = Cat(c.illegal for c in cols)
+        illegal = Cat(ill for _, _, ill, _ in queues)
         addr_fault = Cat(mem.addr_fault for mem in mems)
         overflow = Cat(Const(0, 1), *(t.trace_overflow for t in traces)).any()
         status = Signal(cfg.HOST_WORD)
@@ -285,7 +295,7 @@ class Tile(wiring.Component):
             with m.Case(Region.CSR):
                 m.d.sync += self.host.rdata.eq(csr_val)
             with m.Case(Region.IMEM):
-                m.d.sync += self.host.rdata.eq(pick([c.icu_host for c in cols]))
+                m.d.sync += self.host.rdata.eq(pick([host for host, _, _, _ in queues]))
             with m.Case(Region.DMEM):
                 m.d.sync += self.host.rdata.eq(pick([mem.host for mem in mems]))
             with m.Case(Region.TRACE):

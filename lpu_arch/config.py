@@ -8,7 +8,11 @@ Slice order (design brief, section 1): positions run west to east ::
 
     MXM_W | SXM_W | MEM_W{n-1} .. MEM_W0 | VXM | MEM_E0 .. MEM_E{n-1} | SXM_E | MXM_E
 
-``MEM_W0`` and ``MEM_E0`` are the MEM slices next to the VXM.
+``MEM_W0`` and ``MEM_E0`` are the MEM slices next to the VXM.  Every position has an
+instruction queue named after its slice; each MXM has a second one, its *loader*
+(``MXL_W``, ``MXL_E``: ``LW`` and ``LX``), at the MXM's position, so that loading weights
+and x never takes an ``MM`` issue slot.  Queues are numbered by position, the loaders
+after the last position (:attr:`TileConfig.queue_names`).
 """
 
 from __future__ import annotations
@@ -256,6 +260,32 @@ class TileConfig:
         return (["MXM_W", "SXM_W"] + c_w + [f"MEM_W{i}" for i in reversed(range(n))] + ["VXM"]
                 + [f"MEM_E{i}" for i in range(n)] + c_e + ["SXM_E", "MXM_E"])
 
+    LOADERS = {"MXL_W": "MXM_W", "MXL_E": "MXM_E"}   # loader queue -> the MXM it issues to
+
+    @property
+    def queue_names(self) -> list[str]:
+        """Instruction queues in index order: one per position (named after its slice),
+        then the MXM loaders (the host map's IMEM slice index, ILLEGAL and BUSY bits)."""
+        return self.slice_names + list(self.LOADERS)
+
+    @property
+    def queues(self) -> int:
+        return self.positions + len(self.LOADERS)
+
+    def queue_index(self, name: str) -> int:
+        """A queue's index (:attr:`queue_names`)."""
+        if name in self.LOADERS:
+            return self.positions + list(self.LOADERS).index(name)
+        return self.position(name)
+
+    def loader(self, mxm: str) -> str:
+        """The loader queue of MXM ``mxm`` (``MXM_W`` -> ``MXL_W``)."""
+        return {m: q for q, m in self.LOADERS.items()}[mxm]
+
+    def queue_slice(self, name: str) -> str:
+        """The slice a queue issues to (a loader's MXM; else the queue's own slice)."""
+        return self.LOADERS.get(name, name)
+
     def link_slice(self, link: int) -> str:
         """The C2C slice that serves ``link``: C2C_W the even links, C2C_E the odd ones."""
         if not 0 <= link < self.links:
@@ -281,14 +311,15 @@ class TileConfig:
         return {n: p for p, n in enumerate(self.slice_names)}
 
     def position(self, slice_name: str) -> int:
+        """The position of a slice, or of the queue named ``slice_name`` (a loader: its MXM's)."""
         try:
-            return self._position_of[slice_name]
+            return self._position_of[self.LOADERS.get(slice_name, slice_name)]
         except KeyError:
-            raise ConfigError(f"no slice named {slice_name!r} in this tile; slices are "
-                              f"{', '.join(self.slice_names)}") from None
+            raise ConfigError(f"no slice or queue named {slice_name!r} in this tile; queues are "
+                              f"{', '.join(self.queue_names)}") from None
 
     def kind(self, slice_name: str) -> str:
-        """'MEM', 'VXM', 'SXM', 'MXM' or 'C2C'."""
+        """'MEM', 'VXM', 'SXM', 'MXM', 'C2C', or 'MXL' (an MXM's loader queue)."""
         self.position(slice_name)
         return slice_name[:3]
 

@@ -2,7 +2,8 @@
 the (future) UART bridge.
 
 The host bus is word-addressed with 32-bit data.  Address bits ``[28:32]`` pick a
-region, bits ``[20:28]`` a slice (position for IMEM, MEM index for DMEM and TRACE),
+region, bits ``[20:28]`` a slice (queue index for IMEM, ``TileConfig.queue_names``; MEM
+index for DMEM and TRACE),
 bits ``[0:20]`` a word inside it.  Reads return data two cycles after ``re``
 (``HOST_READ_LATENCY``).  IMEM, DMEM, VXM_PARAM and VXM_TABLE writes are honoured only while
 the tile is stopped.
@@ -70,13 +71,13 @@ class Csr(enum.IntEnum):
     DESKEW_STALLED = 11  # read: cycles the core was stalled by deskews since the start
     DESKEW_STATUS = 12   # read: see DeskewStatus
     ENTRY = 13      # read/write: the instruction every queue starts at (written while stopped; kept across runs)
-    ILLEGAL_BASE = 0x10     # read: word k, bit b = queue at position 32k+b decoded an illegal opcode
+    ILLEGAL_BASE = 0x10     # read: word k, bit b = queue 32k+b (TileConfig.queue_names) decoded an illegal opcode
     ADDR_FAULT_BASE = 0x18  # read: word k, bit b = MEM slice 32k+b addressed beyond its depth
     CONFIG_VERSION = 0x20   # read: CONFIG_FORMAT_VERSION, the layout of this block (0: a tile without the block)
     CONFIG_FIELDS = 0x21    # read: number of TileConfig fields the tile was built with
     CONFIG_HASH = 0x22      # read: config_hash(cfg), CRC-32 of the field names and values
     CONFIG_BASE = 0x40      # read: CONFIG_BASE + k = field k of TileConfig (config_words), 0 beyond CONFIG_FIELDS
-    BUSY_BASE = 0x100       # read: BUSY_BASE + p = cycles slice p issued a data instruction that did not skip
+    BUSY_BASE = 0x100       # read: BUSY_BASE + q = cycles queue q issued a data instruction that did not skip
     TRACE_COUNT_BASE = 0x200  # read: TRACE_COUNT_BASE + i = events recorded by MEM slice i
     LINK_BASE = 0x300       # read: LINK_BASE + LINK_WORDS * l + LinkReg: link l's receiver and transmitter
     BASE_REG_BASE = 0x380   # read/write: BASE_REG_BASE + r = base register r (base_word; r = 0 reads 0,
@@ -170,8 +171,9 @@ def link_fault_names(status: int) -> list[str]:
 
 def check_fits(cfg: TileConfig) -> None:
     """The address map limits the configuration; say which limit is broken."""
-    if cfg.positions > 256:
-        raise ConfigError(f"the host map addresses up to 256 slice positions; this tile has {cfg.positions}")
+    if cfg.queues > 256:
+        raise ConfigError(f"the host map addresses up to 256 instruction queues; this tile has {cfg.queues} "
+                          f"({cfg.positions} positions and {len(cfg.LOADERS)} MXM loaders)")
     if cfg.mem_depth * cfg.words_per_vector > WORD_MASK + 1:
         raise ConfigError(f"a MEM slice of {cfg.mem_depth} x {cfg.lanes} bytes exceeds the host "
                           f"map's {WORD_MASK + 1} words per slice")
@@ -184,7 +186,7 @@ def check_fits(cfg: TileConfig) -> None:
 # One write per cycle of ``row`` into every lane whose ``mask`` bit is set, in ``region``:
 #   DMEM       lane i = MEM slice i, row = vector (bits 8l..8l+7: lane l's byte); as the
 #              words ``row * words_per_vector + w`` of Region.DMEM
-#   IMEM       lane p = the queue at position p, row = instruction (its 64-bit word); as
+#   IMEM       lane q = queue q (TileConfig.queue_names), row = instruction (its 64-bit word); as
 #              the words ``2 * row`` and ``2 * row + 1`` of Region.IMEM
 #   VXM_PARAM  lane l = VXM lane l, row = parameter entry (bits 32k..32k+31: host word k of
 #              ``vxm.lane_words``); as the words ``(row * lanes + l) * VXM_PARAM_WORDS + k``
@@ -196,9 +198,9 @@ LOAD_REGION_BITS = HOST_ADDR_BITS - REGION_SHIFT
 
 
 def load_lanes(cfg: TileConfig) -> int:
-    """Lanes of the vector load port: one per position (IMEM; MEM slices are the first
-    lanes for DMEM) or per VXM lane, whichever is more."""
-    return max(cfg.positions, cfg.lanes)
+    """Lanes of the vector load port: one per instruction queue (IMEM; MEM slices are the
+    first lanes for DMEM) or per VXM lane, whichever is more."""
+    return max(cfg.queues, cfg.lanes)
 
 
 def load_lane_bits(cfg: TileConfig) -> int:

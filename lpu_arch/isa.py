@@ -131,14 +131,16 @@ CONTROL_OPS = frozenset({Op.HALT, Op.NOP, Op.REPEAT})
 DATA_OPS = frozenset({Op.READ, Op.WRITE, Op.LW, Op.MM, Op.LX, Op.VOP,
                       Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO,
                       Op.SEND, Op.RECV, Op.DESKEW, Op.RUNTIME_DESKEW, Op.SENDM})
-# Which slice kinds execute which opcodes.  Any other opcode at a slice is illegal:
-# the hardware raises its sticky ILLEGAL_OP flag and halts that queue.
+# Which queue kinds execute which opcodes.  Any other opcode in a queue is illegal:
+# the hardware raises its sticky ILLEGAL_OP flag and halts that queue.  An MXM has two
+# queues: its own issues MM, its loader (MXL) LW and LX, so loads never take an MM slot.
 SLICE_OPS = {
     "MEM": CONTROL_OPS | {Op.READ, Op.WRITE},
     "VXM": CONTROL_OPS | {Op.VOP},
     "SXM": CONTROL_OPS | {Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO},
     "C2C": CONTROL_OPS | {Op.SEND, Op.RECV, Op.DESKEW, Op.RUNTIME_DESKEW, Op.SENDM},
-    "MXM": CONTROL_OPS | {Op.LW, Op.MM, Op.LX},
+    "MXM": CONTROL_OPS | {Op.MM},
+    "MXL": CONTROL_OPS | {Op.LW, Op.LX},
 }
 
 # Base registers (docs/isa.md, "Base registers"): READ, WRITE and VOP name one in ``delay``.

@@ -494,8 +494,8 @@ def cmd_moe(args) -> int:
     if args.chart is not None:
         name = next(iter(cm.routings))
         asg = cm.rounds(name)[0]
-        spans = [(t, *mt.slot_span(t, b, j), f"token {b}: expert {e}" if mt.mapping == "ep" else f"t{b} e{e}")
-                 for (t, b, j), e in sorted(asg.items())]
+        spans = [(t, *span, f"token {b}: expert {e}" if mt.mapping == "ep" else f"t{b} e{e}")
+                 for (t, b, j), e in sorted(asg.items()) if (span := mt.slot_span(t, b, j)) is not None]
         done = types.SimpleNamespace(tile=[types.SimpleNamespace(cycles=c) for c in man.cycles])
         title = (f"MoE: {cm.example.spec.E} experts H={cm.example.spec.H} I={cm.example.spec.I} top-"
                  f"{cm.example.spec.top_k} on {cm.tiles} tiles, routing '{name}': {man.cycles_max:,} SAC cycles "

@@ -237,7 +237,7 @@ def summary_rows(c: CompiledFfn) -> list[tuple[str, str]]:
                             f"slices every cycle; {b.get('sram_real', m.sram_bound):,} for the unpadded bytes)"),
         ("MAC bound", f"{m.mac_bound:,}  ({m.mm_count:,} MMs on 2 MXMs)"),
         *[(label, f"{b[k]:,}  ({BOUNDS[k]})") for k, label in
-          (("mxm_issue", "MXM issue bound"), ("weight_load", "weight-load bound"), ("streams", "stream bound"),
+          (("loader_issue", "loader issue bound"), ("weight_load", "weight-load bound"), ("streams", "stream bound"),
            ("latency", "latency floor")) if k in b],
         ("efficiency", f"{m.efficiency:.3f}  (tightest bound / cycles: {m.tightest}; {m.cycles / m.sram_bound:.3f}x "
                        "the SRAM-read bound)"),

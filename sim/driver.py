@@ -245,7 +245,7 @@ class TileDriver:
         await self.load_bases(job.get("bases"))
         images = {}
         for name, words in job.get("images", {}).items():
-            p = self.cfg.position(name)
+            p = self.cfg.queue_index(name)
             held = self.imem_words.setdefault(p, {})
             images[name] = {i: w for i, w in enumerate(words) if held.get(i) != w}
             held.update(images[name])
@@ -261,7 +261,7 @@ class TileDriver:
         await self._ensure_config()
         items = []
         for name, words in images.items():
-            p = self.cfg.position(name)
+            p = self.cfg.queue_index(name)
             for i, w in words.items():
                 items.append((hostmap.addr(Region.IMEM, p, 2 * i), w & 0xFFFFFFFF))
                 items.append((hostmap.addr(Region.IMEM, p, 2 * i + 1), w >> 32))
@@ -294,14 +294,14 @@ class TileDriver:
         if self.load_port:
             rows = {}
             for name, words in images.items():
-                p = self.cfg.position(name)
+                p = self.cfg.queue_index(name)
                 for i, w in enumerate(words):
                     rows.setdefault(i, {})[p] = w
             await self.write_rows(Region.IMEM, sorted(rows.items()), INSTR_BITS // 8)
             return
         items = []
         for name, words in images.items():
-            p = self.cfg.position(name)
+            p = self.cfg.queue_index(name)
             for i, w in enumerate(words):
                 items.append((hostmap.addr(Region.IMEM, p, 2 * i), w & 0xFFFFFFFF))
                 items.append((hostmap.addr(Region.IMEM, p, 2 * i + 1), w >> 32))
@@ -444,16 +444,16 @@ class TileDriver:
 
     async def read_status(self):
         cfg = self.cfg
-        nill = (cfg.positions + 31) // 32          # 32-bit words of the ILLEGAL mask
+        nill = (cfg.queues + 31) // 32             # 32-bit words of the ILLEGAL mask
         nadf = (2 * cfg.mem_slices + 31) // 32     # 32-bit words of the ADDR_FAULT mask
         regs = [Csr.STATUS, Csr.SAC]
         regs += [Csr.ILLEGAL_BASE + k for k in range(nill)]
         regs += [Csr.ADDR_FAULT_BASE + k for k in range(nadf)]
-        regs += [Csr.BUSY_BASE + p for p in range(cfg.positions)]
+        regs += [Csr.BUSY_BASE + q for q in range(cfg.queues)]
         vals = await self.read_words([hostmap.csr(r) for r in regs])
         illegal = sum(v << (32 * k) for k, v in enumerate(vals[2:2 + nill]))
         addr_fault = sum(v << (32 * k) for k, v in enumerate(vals[2 + nill:2 + nill + nadf]))
-        busy = dict(zip(cfg.slice_names, vals[2 + nill + nadf:]))
+        busy = dict(zip(cfg.queue_names, vals[2 + nill + nadf:]))
         return {"status": vals[0], "cycles": vals[1], "illegal": illegal,
                 "addr_fault": addr_fault, "busy": busy}
 

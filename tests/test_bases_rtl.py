@@ -270,7 +270,7 @@ def vop_program(rng, n=3):
     last entry biases and the last table; every table is random."""
     L, pl = CFG.lanes, Plan(CFG)
     eye = np.eye(L, dtype=np.int64)
-    pl.at("MXM_W", 0, Instr.lw(0, WEST, n=2, delay=7))          # row r from W(r % 2) on 7 + r // 2
+    pl.at("MXL_W", 0, Instr.lw(0, WEST, n=2, delay=7))          # row r from W(r % 2) on 7 + r // 2
     for src, first, stream in (("MEM_W0", 0, 0), ("MEM_E0", 1, 1)):
         pl.memory[src][60:62] = eye[first::2] & 0xFF
         pl.at(src, 7 - READ_LATENCY - pl.dist(src, "MXM_W"), Instr.read(stream, WEST, 60), Instr.repeat(1, 1, +1))

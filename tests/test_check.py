@@ -117,19 +117,19 @@ def test_a_read_on_the_drive_cycle_at_the_drivers_own_position_sees_the_passing_
 
 
 def test_lw_rows_count_as_reads_and_are_reported_once_per_instruction():
-    # LW on MXM_W (n=4, 4 lanes) samples west-flowing W0..W3, one row each, on its issue
+    # LW on MXL_W (MXM_W's loader; n=4, 4 lanes) samples west-flowing W0..W3, one row each, on its issue
     # cycle.  Only W0 is driven: by MEM_W1's READ on cycle 0, at MXM_W on
     # READ_LATENCY + (position(MEM_W1) - position(MXM_W)).
     pos = TINY.position
     t_lw = READ_LATENCY + pos("MEM_W1") - pos("MXM_W")
     prog = Program(TINY, {"MEM_W1": [Instr.read(0, WEST, 0)],
-                          "MXM_W": [Instr.nop(t_lw), Instr.lw(0, WEST, n=4)]})
+                          "MXL_W": [Instr.nop(t_lw), Instr.lw(0, WEST, n=4)]})
     (p,) = check_program(prog)
     assert (p.rule, p.slices, p.stream, p.position, p.cycle) == (UNDRIVEN, ("MXM_W",), "W1", pos("MXM_W"), t_lw)
     assert "reads streams W1, W2, W3 (3 rows)" in p.message
     # n=1: row r samples W0 on cycle t_lw + r; only row 0 finds a value.
     prog = Program(TINY, {"MEM_W1": [Instr.read(0, WEST, 0)],
-                          "MXM_W": [Instr.nop(t_lw), Instr.lw(0, WEST, n=1)]})
+                          "MXL_W": [Instr.nop(t_lw), Instr.lw(0, WEST, n=1)]})
     (p,) = check_program(prog)
     assert (p.rule, p.stream, p.cycle) == (UNDRIVEN, "W0", t_lw + 1)
     assert f"reads stream W0 (3 rows) at MXM_W (position 0) on cycles {t_lw + 1}..{t_lw + 3}" in p.message
@@ -178,16 +178,32 @@ def test_validate_failures_become_problems_for_every_queue():
 def test_mxm_faults_of_the_golden_model_are_found_statically():
     cfg = TINY
     mxm = [Instr.mm(0, WEST, acc=1, flags=MMFlag.ACC | MMFlag.XBUF),     # neither row 1 nor slot 0 written
-           Instr.lx(0, WEST, slot=0),
+           Instr.nop(1),
            Instr.mm(0, WEST, acc=1, slot=0, flags=MMFlag.XBUF),
-           Instr.mm(0, WEST, acc=1, slot=0, flags=MMFlag.XBUF | MMFlag.ACC),
-           Instr.lw(0, WEST, n=4, delay=2),
-           Instr.lw(0, WEST, n=4)]                                        # the first loads until cycle 6
-    prog = Program(cfg, {"MXM_W": mxm})
-    got = [(p.cycle, p.message) for p in check_program(prog) if p.rule == MXM_STATE]
-    assert [c for c, _ in got] == [0, 5]
-    assert "reads x slot 0 before any LX wrote it" in got[0][1]
-    assert "starts a weight load while MXM_W 'LW W0, n=4, delay=2' (issued on cycle 4) still loads" in got[1][1]
+           Instr.mm(0, WEST, acc=1, slot=0, flags=MMFlag.XBUF | MMFlag.ACC)]
+    loader = [Instr.nop(1),
+              Instr.lx(0, WEST, slot=0),                                  # cycle 1: slot 0 from here on
+              Instr.nop(2),
+              Instr.lw(0, WEST, n=4, delay=2),                           # cycle 4: its load starts on 6
+              Instr.lw(0, WEST, n=4)]                                     # cycle 5: the first still waits
+    prog = Program(cfg, {"MXM_W": mxm, "MXL_W": loader})
+    got = [(p.cycle, p.slices, p.message) for p in check_program(prog) if p.rule == MXM_STATE]
+    assert [(c, s) for c, s, _ in got] == [(0, ("MXM_W",)), (5, ("MXL_W",))]
+    assert "reads x slot 0 before any LX wrote it" in got[0][2]
+    assert ("issues while MXL_W 'LW W0, n=4, delay=2' (issued on cycle 4) still waits to start its load "
+            "(on cycle 6)") in got[1][2]
+    with pytest.raises(archmodel.ModelError, match="LW while another LW waits"):
+        archmodel.run(Program(cfg, {"MXL_W": loader[3:]}))
+    # A second LW may wait while a load is in progress, but its load may not start before
+    # the first one's last row: n = 1 loads rows on cycles 0..3.
+    overlap = [Instr.lw(0, WEST, n=1), Instr.nop(1), Instr.lw(0, WEST, n=4)]
+    (p,) = [p for p in check_program(Program(cfg, {"MXL_W": overlap})) if p.rule == MXM_STATE]
+    assert (p.cycle, "starts a weight load on cycle 2 while MXL_W 'LW W0, n=1, delay=0' (issued on cycle 0) "
+                     "still loads (until cycle 3)") == (2, p.message[p.message.index("starts"):])
+    with pytest.raises(archmodel.ModelError, match="would start on cycle 2, while the previous LW still loads"):
+        archmodel.run(Program(cfg, {"MXL_W": overlap}))
+    overlap[1] = Instr.nop(3)                       # issued on cycle 4: loads once the first swapped
+    assert [p for p in check_program(Program(cfg, {"MXL_W": overlap})) if p.rule == MXM_STATE] == []
     mxm[0] = Instr.mm(0, WEST, acc=1, slot=1, flags=MMFlag.ACC)
     prog = Program(cfg, {"MXM_W": mxm[:1]})
     (p,) = [p for p in check_program(prog) if p.rule == MXM_STATE]

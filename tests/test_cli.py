@@ -468,6 +468,15 @@ def test_moe_no_run_lists_routings_and_rounds(capsys, tmp_path):
     assert d["cycles"] == max(d["per_tile_cycles"]) and "token 0: expert" in (tmp_path / "moe.svg").read_text()
 
 
+def test_moe_tp_chart_frames_only_slots_with_work(capsys, tmp_path):
+    """lpu moe --mapping tp --chart: a tile whose share of an expert is no block (I of one
+    block over 4 tiles) has no span to frame; the others are framed."""
+    code, out, err = run(capsys, "moe", "--no-run", "--mapping", "tp", "--set", "vxm_tables=16",
+                         "--set", "mem_depth=256", "--set", "vxm_param_depth=32", "--chart", tmp_path / "tp.svg")
+    assert code == 0, err
+    assert "t0 e" in (tmp_path / "tp.svg").read_text()
+
+
 def test_moe_from_a_weights_file(capsys, tmp_path):
     """lpu moe --weights: experts, router and shared expert under the DeepSeek names, top-k
     from --top-k; compiled for the tray and listed."""

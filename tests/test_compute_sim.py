@@ -12,7 +12,7 @@ from lpu_arch import TileConfig
 
 from firmware_gen import archmodel
 from lpu_arch.vxm import VXM_FIELDS
-from lpu_arch.isa import EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, VXM_LATENCY, WEST, Instr, MMFlag, VopFlag
+from lpu_arch.isa import EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, VXM_LATENCY, WEST, Instr, MMFlag, Op, VopFlag
 from firmware_gen.numerics import requantise
 from firmware_gen.program import Program
 from firmware_gen.reserve import lower
@@ -91,7 +91,7 @@ def load_weights(plan, mxm, cycle, w, n, stream, delay, sources, row):
     """LW on ``cycle``: row r of ``w`` from stream ``stream + r % n`` on ``cycle + delay + r // n``,
     sent by ``sources[r % n]`` from its rows ``row..``.  Returns the first cycle the block is active."""
     L = plan.cfg.lanes
-    plan.at(mxm, cycle, Instr.lw(stream, in_dir(mxm), n=n, delay=delay))
+    plan.at(plan.cfg.loader(mxm), cycle, Instr.lw(stream, in_dir(mxm), n=n, delay=delay))
     for j in range(n):
         plan.store(sources[j], row, np.asarray(w)[j::n])
         plan.send(sources[j], row, mxm, cycle + delay, stream + j, count=L // n)
@@ -204,7 +204,7 @@ def test_back_to_back_accumulation_and_xbuf(simulator):
     pl.store("MEM_E0", 10, xs)
     # LX slots 40..49 on cycles 10..19 (REPEAT stride 1 steps the slot operand).
     pl.send("MEM_E0", 10, "MXM_W", 10, 3, count=10)
-    pl.at("MXM_W", 10, Instr.lx(3, WEST, slot=40), count=10)
+    pl.at("MXL_W", 10, Instr.lx(3, WEST, slot=40), count=10)
     # Cycle 20: acc 7 = W x[slot 40]; 21..27 ACC from slots 41..47, EMIT every one.
     first = Instr.mm(0, WEST, acc=7, slot=40, out=0, flags=XBUF | EMIT)
     pl.at("MXM_W", 20, first)
@@ -218,7 +218,7 @@ def test_back_to_back_accumulation_and_xbuf(simulator):
     # LX on 40 then MM XBUF of slot 60 on 41, written by an LX on cycle 40.
     pl.store("MEM_W1", 20, rng.integers(-128, 128, (1, L)))
     pl.send("MEM_W1", 20, "MXM_W", 40, 1)
-    pl.at("MXM_W", 40, Instr.lx(1, WEST, slot=60))
+    pl.at("MXL_W", 40, Instr.lx(1, WEST, slot=60))
     pl.at("MXM_W", 41, Instr.mm(0, WEST, acc=3, slot=60, out=0, flags=XBUF | EMIT))
     catch_emit(pl, "MXM_W", 41, 0, 45, cw)
     (res,), _ = run_checked(cfg, simulator, [pl.program()])
@@ -593,10 +593,11 @@ def test_start_cancels_weight_load_unit():
         return int.from_bytes(bytes(int(b) & 0xFF for b in v), "little")
 
     async def issue(ctx, ins):
-        ctx.set(dut.issue.valid, 1)
-        ctx.set(dut.issue.instr.as_value(), ins.encode())
+        port = dut.ld_issue if ins.op == Op.LW else dut.issue      # LW: from the loader queue
+        ctx.set(port.valid, 1)
+        ctx.set(port.instr.as_value(), ins.encode())
         await ctx.tick()
-        ctx.set(dut.issue.valid, 0)
+        ctx.set(port.valid, 0)
 
     async def emitted(ctx):
         """MM now, then the int32 lanes EMIT drives two cycles later."""

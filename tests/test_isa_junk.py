@@ -32,7 +32,7 @@ from firmware_gen.program import Program
 from hdl.icu import InstructionQueue
 from lpu_arch import TileConfig
 from lpu_arch.isa import (BASE_BITS, EAST, FIELD, FIELDS, FLAGS, NO_STREAM_OPS, OPERANDS, SLICE_OPS,
-                          USED_FIELDS, WEST, Instr, IsaError, Op, VopFlag, field_mask, used_word_mask)
+                          USED_FIELDS, WEST, Instr, IsaError, MMFlag, Op, VopFlag, field_mask, used_word_mask)
 
 CFG = TileConfig.tiny()
 WORD_MASK = (1 << 64) - 1
@@ -191,7 +191,8 @@ KIND_FIRST = {
     "MEM": Instr.read(1, WEST, 7),
     "VXM": Instr.vop(0, EAST, param=3, out=1, flags=VopFlag.OUT_E),
     "SXM": Instr.compute(Op.TRI, 2, EAST, row=1),
-    "MXM": Instr.lx(0, WEST, slot=2),
+    "MXM": Instr.mm(0, WEST, acc=1, flags=MMFlag.XBUF),
+    "MXL": Instr.lx(0, WEST, slot=2),
     "C2C": Instr.compute(Op.RECV, 3, EAST, link=0),
 }
 BAD_AT = 3          # [K, NOP 2, word, ...]: K on cycle 0, NOP on 1..2, the word on 3

@@ -33,7 +33,7 @@ def test_presets_and_positions():
     assert cfg.position("VXM") == cfg.vxm_position
     with pytest.raises(ConfigError, match="unknown configuration preset"):
         TileConfig.preset("huge")
-    with pytest.raises(ConfigError, match="no slice named 'MEM_X'"):
+    with pytest.raises(ConfigError, match="no slice or queue named 'MEM_X'"):
         cfg.position("MEM_X")
     TileConfig.full_scale()
 
@@ -76,8 +76,10 @@ def test_unknown_opcode_in_image_is_named():
     ("[VXM]\nREAD E0, 1", "READ is not an instruction of a VXM slice"),
     ("[MEM_E0]\nREPEAT 3, 1, 1", "REPEAT with no earlier data instruction"),
     ("[MEM_E0]\nREAD E0, 62\nREPEAT 3, 1, +1", r"repetition 2 .*address 64 is beyond MEM_E0's depth"),
-    ("[MXM_W]\nLW W1, n=3", "n = 3 rows per cycle; n must divide the 4 lanes"),
-    ("[MXM_W]\nLW W2, n=4", "LW reads streams 2..5; the tile has 4"),
+    ("[MXL_W]\nLW W0, n=5", "n = 5 rows per cycle; a block has 4 rows"),
+    ("[MXL_W]\nLW W2, n=4", "LW reads streams 2..5; the tile has 4"),
+    ("[MXM_W]\nLW W0, n=4", r"LW is not an instruction of a MXM slice \(LW and LX issue from the MXM's loader queue MXL_W\)"),
+    ("[MXL_E]\nMM E0, acc=0", r"MM is not an instruction of an MXM loader queue \(MM issues from the MXM's own queue MXM_E\)"),
     ("[MXM_W]\nMM W0, acc=16", "accumulator row 16 is beyond the MXM's 16"),
     ("[MXM_W]\nMM W0, slot=64, flags=XBUF", "x slot 64 is beyond the MXM's 64"),
     ("[MXM_W]\nMM W0, out=1, flags=EMIT", "EMIT drives streams 1..4"),
@@ -90,7 +92,7 @@ def test_unknown_opcode_in_image_is_named():
     ("[MEM_E0]\nFLY E0, 1", "unknown mnemonic 'FLY'"),
     ("[MEM_E0]\nNOP 0", "NOP count must be in 1..65535"),
     ("READ E0, 1", "before any \\[SLICE\\] header"),
-    ("[MEM_Q]\nNOP 1", "no slice named 'MEM_Q'"),
+    ("[MEM_Q]\nNOP 1", "no slice or queue named 'MEM_Q'"),
 ])
 def test_assembler_errors(text, words):
     with pytest.raises((IsaError, ProgramError, ConfigError), match=words):

@@ -44,10 +44,10 @@ def test_figures_follow_the_configuration(tiny):
     mxm_mems = {m["name"]: m for m in u["MXM"]["memories"]}
     assert mxm_mems["acc"]["bits"] == 2 * cfg.mxm_acc_depth * 32 * cfg.lanes
     assert mxm_mems["xbuf"]["bits"] == 2 * cfg.mxm_xbuf_depth * VB
-    # One instruction queue per position; the stream registers: every position loads
-    # both directions except towards an edge.
-    assert u["ICU"]["instances"] == P
-    assert u["ICU"]["memory_bits"] == P * cfg.iq_depth * 64
+    # One instruction queue per position and a loader queue per MXM; the stream registers:
+    # every position loads both directions except towards an edge.
+    assert u["ICU"]["instances"] == P + 2 == cfg.queues
+    assert u["ICU"]["memory_bits"] == (P + 2) * cfg.iq_depth * 64
     assert u["fabric"]["ff_bits"] == 2 * (P - 1) * S * VB
     assert u["SXM"]["ff_bits"] >= 2 * cfg.lanes * VB          # the transpose buffers
     assert r["total"]["memory_bits"] == sum(x["memory_bits"] for x in u.values())

@@ -274,15 +274,16 @@ def test_queue_illegal_opcode_halts(kind, bad):
 
 
 # ---- slice latencies -------------------------------------------------------------------
-async def issue_and_watch(ctx, dut, instr, each_cycle=None, before=2, after=6):
-    """Issue ``instr`` for one cycle (cycle 0) and watch ``dut.drive`` from cycle
-    ``-before`` to ``after``.  ``each_cycle(ctx, j)`` runs on every cycle after the issue
-    port is set, to present that cycle's stream values.  Returns
-    ``[(cycle, direction, mask, [value of each stream])]`` of the cycles with a drive."""
-    seen = []
+async def issue_and_watch(ctx, dut, instr, each_cycle=None, before=2, after=6, port="issue"):
+    """Issue ``instr`` for one cycle (cycle 0) on the issue port ``port`` (an MXM's loader
+    instructions: ``ld_issue``) and watch ``dut.drive`` from cycle ``-before`` to ``after``.
+    ``each_cycle(ctx, j)`` runs on every cycle after the issue port is set, to present that
+    cycle's stream values.  Returns ``[(cycle, direction, mask, [value of each stream])]``
+    of the cycles with a drive."""
+    seen, issue = [], getattr(dut, port)
     for j in range(-before, after + 1):
-        ctx.set(dut.issue.valid, int(j == 0))
-        ctx.set(dut.issue.instr.as_value(), instr.encode() if j == 0 else 0)
+        ctx.set(issue.valid, int(j == 0))
+        ctx.set(issue.instr.as_value(), instr.encode() if j == 0 else 0)
         if each_cycle is not None:
             each_cycle(ctx, j)
         for d, port in ((EAST, dut.drive.east), (WEST, dut.drive.west)):
@@ -290,7 +291,7 @@ async def issue_and_watch(ctx, dut, instr, each_cycle=None, before=2, after=6):
             if mask:
                 seen.append((j, d, mask, [ctx.get(drive_value(port, s)) for s in range(S)]))
         await ctx.tick()
-    ctx.set(dut.issue.valid, 0)          # (when after = 0 the issue cycle was the last one)
+    ctx.set(issue.valid, 0)              # (when after = 0 the issue cycle was the last one)
     return seen
 
 
@@ -525,7 +526,7 @@ def test_mxm_latency(side):
         # LW s=0, n=L, delay 0: row r from stream r on the LW's issue cycle; the block is
         # active from issue + 0 + L/L = issue + 1.
         set_taps(ctx, mxm, d_in, {r: vec(MXM_W[r]) for r in range(L)})
-        await issue_and_watch(ctx, mxm, Instr.lw(0, d_in, n=L, delay=0), before=0, after=0)
+        await issue_and_watch(ctx, mxm, Instr.lw(0, d_in, n=L, delay=0), before=0, after=0, port="ld_issue")
         set_taps(ctx, mxm, d_in, {})
         await ctx.tick()
         out["seen"] = await issue_and_watch(
