@@ -9,9 +9,9 @@ Every instruction is one 64-bit word::
     bits   field    meaning
     0-5    op       opcode (Op)
     6      dir      stream direction: 0 = east-flowing, 1 = west-flowing
-    7-11   stream   stream index within the direction
-    12-31  addr     MEM vector address (REPEAT: signed address stride; see OPERANDS)
-    32-47  count    NOP: cycles; REPEAT: repetitions (see OPERANDS)
+    7-13   stream   stream index within the direction
+    14-33  addr     MEM vector address (REPEAT: signed address stride; see OPERANDS)
+    34-47  count    NOP: cycles; REPEAT: repetitions (see OPERANDS)
     48-55  delay    REPEAT: cycles between repetitions; READ, WRITE, VOP: base register (see OPERANDS)
     56-63  aux      flags of MM, VOP and the SXM ops (FLAGS); must be 0 for every other opcode
 
@@ -103,9 +103,9 @@ class Op(enum.IntEnum):
 FIELDS = (
     ("op", 0, 6, False),
     ("dir", 6, 1, False),
-    ("stream", 7, 5, False),
-    ("addr", 12, 20, False),
-    ("count", 32, 16, False),
+    ("stream", 7, 7, False),
+    ("addr", 14, 20, False),
+    ("count", 34, 14, False),
     ("delay", 48, 8, False),
     ("aux", 56, 8, False),
 )
@@ -150,22 +150,24 @@ BASE_OFFSET_BITS = 20               # a register's offset (the width of an addre
 BASE_OFF_BIT = 31                   # host word bit: the register is off (its instructions skip)
 
 # Named operands of the compute instructions: name -> (field, lsb within the field, width).
+# An operand naming a stream (``out``, ``map``) is as wide as the stream field.
+STREAM_BITS = FIELD["stream"][1]
 MM_ACC_BITS = MM_SLOT_BITS = 10
 OPERANDS = {
-    Op.LW: {"n": ("count", 0, 16), "delay": ("delay", 0, 8)},
+    Op.LW: {"n": ("count", 0, 14), "delay": ("delay", 0, 8)},
     Op.MM: {"acc": ("addr", 0, MM_ACC_BITS), "slot": ("addr", MM_ACC_BITS, MM_SLOT_BITS),
-            "out": ("count", 0, 5)},
+            "out": ("count", 0, STREAM_BITS)},
     Op.LX: {"slot": ("addr", 0, 20)},
-    Op.VOP: {"param": ("addr", 0, 20), "out": ("count", 0, 5), "base": ("delay", 0, BASE_BITS)},
-    Op.SHIFT: {"k": ("addr", 0, 10), "out": ("count", 0, 5)},
-    Op.PERM: {"map": ("delay", 0, 5), "out": ("count", 0, 5)},
-    Op.DIST: {"k": ("addr", 0, 10), "g": ("delay", 0, 8), "out": ("count", 0, 5)},
+    Op.VOP: {"param": ("addr", 0, 20), "out": ("count", 0, STREAM_BITS), "base": ("delay", 0, BASE_BITS)},
+    Op.SHIFT: {"k": ("addr", 0, 10), "out": ("count", 0, STREAM_BITS)},
+    Op.PERM: {"map": ("delay", 0, STREAM_BITS), "out": ("count", 0, STREAM_BITS)},
+    Op.DIST: {"k": ("addr", 0, 10), "g": ("delay", 0, 8), "out": ("count", 0, STREAM_BITS)},
     Op.TRI: {"row": ("addr", 0, 10)},
-    Op.TRO: {"col": ("addr", 0, 10), "out": ("count", 0, 5)},
+    Op.TRO: {"col": ("addr", 0, 10), "out": ("count", 0, STREAM_BITS)},
     Op.SEND: {"link": ("addr", 0, 3)},
     Op.RECV: {"link": ("addr", 0, 3)},
     Op.DESKEW: {},
-    Op.RUNTIME_DESKEW: {"slack": ("count", 0, 16)},
+    Op.RUNTIME_DESKEW: {"slack": ("count", 0, 14)},
     Op.SENDM: {"links": ("addr", 0, 7)},
 }
 NO_STREAM_OPS = frozenset({Op.DESKEW, Op.RUNTIME_DESKEW})   # text form has no stream operand
@@ -328,8 +330,8 @@ class Instr:
             if not lo <= getattr(self, field) <= hi:
                 raise IsaError(f"{self.op.name} {what} must be in {lo}..{hi}, got {getattr(self, field)}")
         if self.op in DATA_OPS:
-            if not 0 <= self.stream < 32:
-                raise IsaError(f"stream index must be in 0..31, got {self.stream}")
+            if not 0 <= self.stream < 1 << STREAM_BITS:
+                raise IsaError(f"stream index must be in 0..{(1 << STREAM_BITS) - 1}, got {self.stream}")
             if self.dir not in (EAST, WEST):
                 raise IsaError(f"direction must be 0 (east) or 1 (west), got {self.dir}")
             if not 0 <= self.addr < (1 << ADDR_BITS):

@@ -566,7 +566,8 @@ class IcuHarness(wiring.Component):
 
         def repeat_issue(stride, d, base_next):
             adv = Signal(isa.INSTR_BITS, name="adv")
-            m.d.comb += [adv.eq(last), adv[12:32].eq(_field(last, "addr") + stride),
+            lsb, width = isa.FIELD["addr"]
+            m.d.comb += [adv.eq(last), adv[lsb:lsb + width].eq(_field(last, "addr") + stride),
                          exp_valid.eq(1), exp_instr.eq(adv)]
             m.d.sync += [last.eq(adv), rep_next.eq(base_next + d)]
 

@@ -2,6 +2,7 @@
 anything is built or simulated: every damaged, foreign or mismatched file is one clear
 error (exit 2 on the command line) naming what is wrong, never a traceback."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -154,8 +155,8 @@ def test_timeout_follows_the_program_length():
     length (the fixed 1,000,000 cut it off), and a short one a short timeout."""
     from lpu_arch.isa import Instr
     from sim.runner import job, run_length, system_run
-    cfg = TileConfig.tiny()
-    long = Program(cfg, {"MEM_W1": [Instr.nop(60_000)] * 30 + [Instr.read(0, 0, 0)]})
+    cfg = dataclasses.replace(TileConfig.tiny(), iq_depth=128)
+    long = Program(cfg, {"MEM_W1": [Instr.nop(15_000)] * 120 + [Instr.read(0, 0, 0)]})
     assert run_length(long) == 1_800_002
     assert job(long)["timeout_cycles"] >= 2 * 1_800_002
     short = Program(cfg, {"MEM_W1": [Instr.read(0, 0, 0)]})

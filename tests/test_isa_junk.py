@@ -90,7 +90,7 @@ def test_used_fields_table():
         if op in FLAGS:
             want["aux"] = int(sum(FLAGS[op]))
         assert USED_FIELDS[op] == want, op.name
-    assert USED_FIELDS[Op.MM]["count"] == 0x1F          # MM's out is count[0:5]
+    assert USED_FIELDS[Op.MM]["count"] == 0x7F          # MM's out is count[0:7], a stream index
     for op in Op:
         mask = used_word_mask(op)
         assert mask & field_mask("op") == field_mask("op") and mask <= WORD_MASK
@@ -134,7 +134,7 @@ def test_legal_words_round_trip(op):
     (lambda: Instr(Op.REPEAT, count=2, delay=1, dir=1), "REPEAT uses no bits 0x1 of field dir"),
     (lambda: Instr(Op.HALT, count=1), "HALT uses no bits 0x1 of field count"),
     (lambda: Instr(Op.HALT, addr=2), "HALT uses no bits 0x2 of field addr"),
-    (lambda: Instr(Op.MM, count=0x20), "MM uses no bits 0x20 of field count"),
+    (lambda: Instr(Op.MM, count=0x80), "MM uses no bits 0x80 of field count"),
     (lambda: Instr(Op.MM, aux=0x8), "MM flags 0x8 set unknown bits 0x8 of field aux"),
     (lambda: Instr(Op.DESKEW, dir=1), "DESKEW uses no bits 0x1 of field dir"),
 ])
@@ -150,7 +150,7 @@ def test_loader_names_the_word():
     read = Instr.read(0, EAST, 1).encode()
     halt = Instr.halt().encode()
     with pytest.raises(IsaError, match=r"READ uses no bits 0x1 of field count .* at MEM_E0 word 1"):
-        Program.from_images(CFG, {"MEM_E0": [Instr.nop(2).encode(), read | 1 << 32, halt]})
+        Program.from_images(CFG, {"MEM_E0": [Instr.nop(2).encode(), read | 1 << FIELD["count"][0], halt]})
     with pytest.raises(IsaError, match=r"HALT uses no bits 0x10 of field stream .* at MEM_E0 word 1"):
         Program.from_images(CFG, {"MEM_E0": [read, halt | 0x10 << 7]})
     assert Program.from_images(CFG, {"MEM_E0": [read, halt]}).queues["MEM_E0"] == [Instr.read(0, EAST, 1)]

@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 
 from lpu_arch import ConfigError, TileConfig
-from lpu_arch.isa import FLAGS, NO_STREAM_OPS, OPERANDS, Instr, IsaError, Op, VopFlag
+from lpu_arch.isa import COUNT_MAX, FLAGS, NO_STREAM_OPS, OPERANDS, STREAM_BITS, Instr, IsaError, Op, VopFlag
 from firmware_gen.program import Program, ProgramError
 
 
 @pytest.mark.parametrize("kwargs, words", [
     (dict(lanes=0), "lanes must be at least 4"),
     (dict(lanes=6), "multiple of 4"),
-    (dict(streams=0), "streams per direction must be in 1..32"),
+    (dict(streams=0), "streams per direction must be in 1..128"),
     (dict(mem_slices=0), "mem_slices per hemisphere must be in 1..120"),
     (dict(mem_slices=500), "mem_slices per hemisphere must be in 1..120"),
     (dict(mem_depth=100), "mem_depth must be a power of two"),
@@ -43,20 +43,20 @@ def test_encode_decode_round_trip():
     for _ in range(500):
         op = Op(int(rng.integers(1, len(Op))))
         if op == Op.NOP:
-            i = Instr.nop(int(rng.integers(1, 65536)))
+            i = Instr.nop(int(rng.integers(1, COUNT_MAX + 1)))
         elif op == Op.REPEAT:
-            i = Instr.repeat(int(rng.integers(1, 65536)), int(rng.integers(1, 256)),
+            i = Instr.repeat(int(rng.integers(1, COUNT_MAX + 1)), int(rng.integers(1, 256)),
                              int(rng.integers(-(1 << 19), 1 << 19)))
         elif op in OPERANDS:
             ops = {n: int(rng.integers(op == Op.LW and n == "n", 1 << w)) for n, (_, _, w) in OPERANDS[op].items()}
             flags = int(rng.integers(0, sum(FLAGS[op]) + 1)) if op in FLAGS else 0
             if op == Op.VOP and flags & VopFlag.GATE:
                 flags &= ~VopFlag.ADD           # ADD and GATE exclude each other
-            st, d = (0, 0) if op in NO_STREAM_OPS else (int(rng.integers(0, 32)), int(rng.integers(0, 2)))
+            st, d = (0, 0) if op in NO_STREAM_OPS else (int(rng.integers(0, 1 << STREAM_BITS)), int(rng.integers(0, 2)))
             i = Instr.compute(op, st, d, flags=flags, **ops)
             assert all(i.operand(n) == v for n, v in ops.items())
         else:
-            i = Instr(op, stream=int(rng.integers(0, 32)), dir=int(rng.integers(0, 2)),
+            i = Instr(op, stream=int(rng.integers(0, 1 << STREAM_BITS)), dir=int(rng.integers(0, 2)),
                       addr=int(rng.integers(0, 1 << 20))).checked()
         assert Instr.decode(i.encode()) == i
         assert Instr.parse(str(i)) == i
@@ -90,7 +90,7 @@ def test_unknown_opcode_in_image_is_named():
     ("[VXM]\nVOP E0, flags=ADD|GATE", "ADD and GATE both use B"),
     ("[MEM_E0]\nMM E0, acc=0", "MM is not an instruction of a MEM slice"),
     ("[MEM_E0]\nFLY E0, 1", "unknown mnemonic 'FLY'"),
-    ("[MEM_E0]\nNOP 0", "NOP count must be in 1..65535"),
+    ("[MEM_E0]\nNOP 0", "NOP count must be in 1..16383"),
     ("READ E0, 1", "before any \\[SLICE\\] header"),
     ("[MEM_Q]\nNOP 1", "no slice or queue named 'MEM_Q'"),
 ])
