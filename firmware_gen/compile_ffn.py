@@ -103,6 +103,8 @@ BOUNDS = {
     "loader_issue": "every LW, and each x and h vector's LX into both MXMs, one per loader issue slot",
     "streams": "the weights crossing the busiest position (next to an MXM) on its streams",
     "latency": "the dataflow's fixed fill and drain: weights to an MXM, h and back, y to MEM",
+    "sram_drain": "the last weight vector read no earlier than the SRAM-read bound allows, then its way from the "
+                  "nearest MEM slice into an MXM, one MM and its result through the VXM to MEM",
 }
 
 
@@ -116,14 +118,18 @@ def ffn_bounds(cfg: TileConfig, n: int, mats: int, H: int, I: int, KH: int, KI: 
     d_mem = min(abs(pos("MXM_W") - pos(m)) for m in cfg.mem_names if m.startswith("MEM_W"))
     d_vxm = abs(pos("MXM_W") - cfg.vxm_position)
     out = MXM_LATENCY + d_vxm + VXM_LATENCY        # MM issue to its VOP's result at the VXM
-    return {"sram": -(-blocks * L // (2 * cfg.mem_slices * tiles)),
+    sram = -(-blocks * L // (2 * cfg.mem_slices * tiles))
+    return {"sram": sram,
             "sram_real": -(-(-(-mats * H * I // L)) // (2 * cfg.mem_slices * tiles)),
             "weight_load": -(-blocks * -(-L // n) // (2 * tiles)),
             "mac": -(-blocks * B // (2 * tiles)),
             "loader_issue": -(-blocks // (2 * tiles)) + B * (KH + KI),
             "streams": -(-blocks * L // (2 * cfg.streams * tiles)),
             # first MM (a weight block read and loaded), h back to an MXM, y to MEM and done
-            "latency": (READ_LATENCY + d_mem + -(-L // n)) + (out + d_vxm + 1) + (out + 1 + 2)}
+            "latency": (READ_LATENCY + d_mem + -(-L // n)) + (out + d_vxm + 1) + (out + 1 + 2),
+            # the last READ on cycle sram - 1 at the earliest, its row at the MXM READ_LATENCY +
+            # d_mem later, the MM on the next cycle (the swap), its chain's result to MEM and done
+            "sram_drain": (sram - 1) + READ_LATENCY + d_mem + 1 + (out + 1 + 2)}
 
 
 def weight_streams(cfg: TileConfig) -> int:

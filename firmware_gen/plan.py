@@ -49,11 +49,13 @@ from pathlib import Path
 
 import numpy as np
 
+from lpu_arch.config import PRESET_CLOCK_MHZ
+
 from . import models as _models
 
 # ---- figures --------------------------------------------------------------------------------
-DEFAULT_CONFIG = "full_scale"   # the TileConfig preset experts are compiled on (``--config``)
-CLOCK_MHZ = 900.0               # TSP v1's clock (design brief): the tile's clock for times
+DEFAULT_CONFIG = "lp30"         # the TileConfig preset experts are compiled on (``--config``)
+CLOCK_MHZ = 900.0               # TSP v1's clock (design brief): times of a tile that is not a preset
 
 # LP30 / LPX public figures (design brief, section 5).
 LP30_SRAM_BYTES = 500_000_000           # SRAM per chip
@@ -441,16 +443,11 @@ class Timer:
 
     def weight_bytes(self) -> int:
         """The most weight bytes one compiled FFN can hold: the MEM slices an MXM loads from
-        (``weight_streams`` of the compiler, each hemisphere) times depth and lanes; without
-        that function, the divisors rule of ``FfnPlan`` (the count of slices whose number
-        divides the lanes).  Only the first guess: the compiler decides."""
+        (``weight_streams`` of the compiler, each hemisphere) times depth and lanes.  Only
+        the first guess: the compiler decides."""
         cfg = self.cfg
-        try:
-            from .compile_ffn import weight_streams
-            n = weight_streams(cfg)
-        except ImportError:
-            n = max(d for d in range(1, min(cfg.mem_slices, cfg.streams - 1) + 1) if cfg.lanes % d == 0)
-        return 2 * n * cfg.mem_depth * cfg.lanes
+        from .compile_ffn import weight_streams
+        return 2 * weight_streams(cfg) * cfg.mem_depth * cfg.lanes
 
     def time(self, H: int, I: int) -> Timed:
         key = (H, I)
@@ -759,8 +756,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--config", default=DEFAULT_CONFIG, metavar="PRESET|FILE",
                     help=f"tile the experts are compiled on: a TileConfig preset or a .toml/.json file "
                          f"(default: {DEFAULT_CONFIG})")
-    ap.add_argument("--clock-mhz", type=float, default=CLOCK_MHZ,
-                    help=f"tile clock for times (default: {CLOCK_MHZ:g}, TSP v1's)")
+    ap.add_argument("--clock-mhz", type=float, default=None,
+                    help=f"tile clock for times (default: the preset's, lpu_arch.config.PRESET_CLOCK_MHZ: lp30 "
+                         f"{PRESET_CLOCK_MHZ['lp30']:g}, where its SRAM reads 150 TB/s; {CLOCK_MHZ:g}, TSP v1's, "
+                         "for the other presets and for a file)")
     ap.add_argument("--hop-ns", type=float, default=None,
                     help="latency of one C2C hop in ns (default: the link budget of lpu_arch/c2c.py at the clock)")
     ap.add_argument("--no-golden", action="store_true",
@@ -783,6 +782,8 @@ def run(args) -> int:
     try:
         if args.dtype not in DTYPES:
             raise PlanError(f"unknown dtype {args.dtype!r}; choose one of {', '.join(DTYPES)}")
+        if args.clock_mhz is None:
+            args.clock_mhz = float(PRESET_CLOCK_MHZ.get(args.config, CLOCK_MHZ))
         if not args.clock_mhz > 0:
             raise PlanError(f"--clock-mhz must be positive, got {args.clock_mhz:g}")
         if args.hop_ns is not None and not args.hop_ns >= 0:

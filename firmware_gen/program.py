@@ -260,7 +260,7 @@ class Program:
             "format": FORMAT,
             "config": self.config.to_dict(),
             "images": self.images(),
-            "memory": {n: m.tolist() for n, m in self.memory.items() if m.any()},
+            "memory": {n: m[:_used_rows(m)].tolist() for n, m in self.memory.items() if m.any()},
             "vxm_params": self.vxm_params.tolist(),
             "table": self.table.tolist(),
         })
@@ -296,6 +296,11 @@ class Program:
 
 
 FORMAT = "lpu-program/3"    # Program.to_json: changes with the JSON layout or the ISA's encoding
+
+
+def _used_rows(img) -> int:
+    """Rows of a MEM image up to its last non-zero one (the rest load as zeros)."""
+    return int(np.flatnonzero(img.any(axis=1))[-1]) + 1
 
 
 def _byte_rows(rows, name, cfg):

@@ -27,6 +27,7 @@ class Reservations:
         self.cfg = cfg
         self.slots: dict[str, dict[int, str]] = {n: {} for n in cfg.queue_names}
         self._occ: dict[tuple, list[tuple[int, int, str]]] = {}
+        self._effects: dict[tuple, object] = {}
         self.last_drive = -1
 
     # ---- issue slots -------------------------------------------------------------------
@@ -87,7 +88,12 @@ class Reservations:
     # ---- an instruction's stream drives (lpu_arch.effects) ---------------------------------
     def _drives(self, slice_name, cycle, ins, to):
         p = self.cfg.position(slice_name)
-        for a in effects(ins, slice_name, self.cfg.lanes).drives:
+        # An instruction's effects do not depend on its address: one lookup per shape.
+        key = (ins.op, ins.dir, ins.stream, ins.count, ins.delay, ins.aux, slice_name)
+        eff = self._effects.get(key)
+        if eff is None:
+            eff = self._effects[key] = effects(ins, slice_name, self.cfg.lanes)
+        for a in eff.drives:
             yield a.dir, a.stream, p, to[a.dir] if isinstance(to, dict) else to, cycle + a.offset
 
     def drives_free(self, slice_name: str, cycle: int, ins: Instr, to) -> bool:

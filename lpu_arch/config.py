@@ -28,6 +28,12 @@ from pathlib import Path
 from . import isa
 
 
+# The clock each preset is reported at: TSP v1's 900 MHz, except ``lp30``, whose clock is
+# the one at which its SRAM delivers LP30's public 150 TB/s: 150e12 B/s / (2 x 107 slices
+# x 320 B) = 2.19 GHz (LP30's clock is not public; docs/lp30.md).
+PRESET_CLOCK_MHZ = {"default": 900, "tiny": 900, "full_scale": 900, "lp30": 2190}
+
+
 class ConfigError(ValueError):
     """A configuration value is out of range; the message names the field and the limit."""
 
@@ -191,7 +197,17 @@ class TileConfig:
         return cls(lanes=320, streams=32, mem_slices=44, mem_depth=8192, iq_depth=4096, trace_depth=0,
                    mxm_acc_depth=1024, mxm_xbuf_depth=1024, vxm_param_depth=256)
 
-    PRESETS = ("default", "tiny", "full_scale")
+    @classmethod
+    def lp30(cls) -> "TileConfig":
+        """An LP30-like chip as one tile (docs/lp30.md): 320 lanes, 107+107 MEM slices of 8192
+        vectors (561 MB) and 108 streams per direction, so that each MXM loads a 320-row
+        weight block from every slice of its hemisphere in 3 cycles; at
+        ``PRESET_CLOCK_MHZ["lp30"]`` its SRAM reads 150 TB/s.  Compiler and golden model
+        only: too big to simulate."""
+        return cls(lanes=320, streams=108, mem_slices=107, mem_depth=8192, iq_depth=8192, trace_depth=0,
+                   mxm_acc_depth=1024, mxm_xbuf_depth=1024, vxm_param_depth=512)
+
+    PRESETS = ("default", "tiny", "full_scale", "lp30")
 
     @classmethod
     def preset(cls, name: str) -> "TileConfig":

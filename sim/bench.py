@@ -40,6 +40,7 @@ from firmware_gen.schedule import Scheduler
 
 from . import history
 from .bench_decode import accuracy_rows, decode_rows
+from .bench_lp30 import lp30_rows, markdown_lp30
 from .bench_decode import markdown as markdown_decode
 from .bench_model import markdown as markdown_model
 from .bench_model import model_rows
@@ -340,9 +341,10 @@ def main(argv=None) -> int:
     moe = moe_rows(cfg) if args.config == "default" else []
     print("running the decode loop on the golden model, and teacher-forced accuracy ...", flush=True)
     decode, accuracy = decode_rows(), accuracy_rows()
+    lp30 = lp30_rows()
     result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": shapes, "speed": speed,
               "loading": loading, "build": build, "builds_used": builds, "tray": tray, "moe": moe, "decode": decode,
-              "decode_accuracy": accuracy, "model": model}
+              "decode_accuracy": accuracy, "model": model, "lp30": lp30}
     ffn_speed = {r["simulator"]: r["cycles_per_second"] for r in speed if r["program"] == "ffn suite"}
     if "verilator" in ffn_speed and "icarus" in ffn_speed:
         result["verilator_over_icarus"] = round(ffn_speed["verilator"] / ffn_speed["icarus"], 2)
@@ -387,6 +389,7 @@ def main(argv=None) -> int:
                   f"{r['weight_bytes_read_per_token']:,} | "
                   f"{r['needed_weight_bytes_per_token']:,} | {'yes' if r['exact'] else 'NO'} |" for r in moe]
     lines += markdown_decode(decode, accuracy)
+    lines += markdown_lp30(lp30)
     lines += ["", "| simulator | program | cycles | run s | tile-cycles/s |", "|---|---|---:|---:|---:|"]
     lines += [f"| {r['simulator']} | {r['program']} | {r['cycles']} | {r['run_seconds']} | "
               f"{r['cycles_per_second']:,.0f} |" for r in speed]
@@ -414,7 +417,7 @@ def main(argv=None) -> int:
     if git is not None:
         record_history(result, git, args.config, cfg, args.history, out / "history.svg")
     ok = (all(r["exact"] for r in shapes) and all(r.get("exact", True) for r in speed + loading)
-          and all(r["exact"] and r.get("bus_exact", True) for r in tray + model + moe + decode))
+          and all(r["exact"] and r.get("bus_exact", True) for r in tray + model + moe + decode + lp30))
     return 0 if ok and all(r["meets_target"] is not False for r in shapes) else 1
 
 

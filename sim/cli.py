@@ -894,6 +894,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-run", action="store_true", help="compile (and draw) only")
     _rtl_run_options(p, "print the result as JSON on stdout")
 
+    from firmware_gen import plan as fw_plan
+    p = _subcommand(sub, "plan", fw_plan.run, help="what real models' FFNs need on LP30-scale hardware",
+                    description=fw_plan.DESCRIPTION, epilog=fw_plan.EPILOG)
+    fw_plan.add_arguments(p)
+
     p = _subcommand(sub, "decode", cmd_decode, help="a small decoder generating token by token, FFNs on the tile",
                     description="Generate tokens greedily with a small decoder (sim/decode.py, docs/afd.md): the host\n"
                                 "(numpy) does embeddings, norms, attention with a KV cache, residuals and the LM head;\n"

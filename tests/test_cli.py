@@ -58,6 +58,7 @@ def compiled(tmp_path_factory):
     ("tray", ["--tiles", "--chart", "--no-run", "--sim", "SAC", "SENDM", "Exit status"]),
     ("c2c", ["--ppm", "--latency", "--plot", "HAC error", "--beyond-spec", "Exit status"]),
     ("moe", ["--experts", "--top-k", "--capacity", "--mapping", "--routing", "--weights", "rounds", "Exit status"]),
+    ("plan", ["--model", "--hf-config", "--dtype", "lp30", "--no-golden", "Placement rule"]),
 ])
 def test_every_subcommand_has_a_complete_help(capsys, sub, words):
     with pytest.raises(SystemExit) as e:
@@ -70,7 +71,7 @@ def test_every_subcommand_has_a_complete_help(capsys, sub, words):
 
 @pytest.mark.parametrize("argv, names", [
     (["compile", "--H", "0"], "--H: must be a positive integer, got '0'"),
-    (["compile", "--config", "huge"], "huge is neither a preset (default, tiny, full_scale) nor a configuration file"),
+    (["compile", "--config", "huge"], "huge is neither a preset (default, tiny, full_scale, lp30) nor a configuration file"),
     (["compile", "--config", "tiny", "--H", "512", "--I", "512"], "does not fit the tile's SRAM"),
     (["compile", "--weights", "no/such.npz"], "weights file no/such.npz does not exist"),
     (["compile", "--weights", "x.npz", "--H", "8"], "--H cannot be used with --weights"),
@@ -475,6 +476,18 @@ def test_moe_tp_chart_frames_only_slots_with_work(capsys, tmp_path):
                          "--set", "mem_depth=256", "--set", "vxm_param_depth=32", "--chart", tmp_path / "tp.svg")
     assert code == 0, err
     assert "t0 e" in (tmp_path / "tp.svg").read_text()
+
+
+def test_plan_is_a_subcommand(capsys, tmp_path):
+    """lpu plan: the same options as python -m firmware_gen.plan (docs/plan.md)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
+                                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                "vocab_size": 100, "tie_word_embeddings": False}))
+    code, out, err = run(capsys, "plan", "--hf-config", path, "--config", "default", "--no-golden", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["config"] == "default" and d["clock_mhz"] == 900 and d["params"]["total"] > 0
 
 
 def test_moe_from_a_weights_file(capsys, tmp_path):

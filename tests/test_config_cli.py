@@ -42,7 +42,7 @@ def _write(path, text):
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda d: TileConfig.load("huge"), r"huge is neither a preset \(default, tiny, full_scale\) nor a configuration file"),
+    (lambda d: TileConfig.load("huge"), r"huge is neither a preset \(default, tiny, full_scale, lp30\) nor a configuration file"),
     (lambda d: TileConfig.load(_write(d / "x.toml", "lanes = [")), r"x.toml is not TOML"),
     (lambda d: TileConfig.load(_write(d / "x.json", "{")), r"x.json is not JSON"),
     (lambda d: TileConfig.load(_write(d / "x.toml", "lane = 8")), r"unknown configuration field\(s\): lane \(the fields: lanes, "),
@@ -59,7 +59,7 @@ def test_bad_configurations_are_one_line_config_errors(tmp_path, make, message):
 @pytest.mark.parametrize("argv, message", [
     (["compile", "--config", "tiny", "--set", "mem_depth=100"], "mem_depth must be a power of two"),
     (["compile", "--config", "nope.toml"], "nope.toml is neither a preset"),
-    (["tray", "--no-run", "--set", "streams=99"], "streams per direction must be in 1.."),
+    (["tray", "--no-run", "--set", "streams=200"], "streams per direction must be in 1.."),
     (["compile", "--layer", "1"], "--layer and --map select tensors of a --weights file"),
     (["compile", "--fit", "--out", "x"], "--fit prints a configuration and compiles nothing"),
 ])

@@ -224,4 +224,3 @@ def test_deepseek_r1_real_run(capsys):
     assert plan.main(["--model", "deepseek-r1", "--dtype", "fp8", "--json"]) == 0
     p = json.loads(capsys.readouterr().out)
     assert p["time"]["source"].startswith("compiled and golden-model-checked")
-    assert p["run_seconds"] < 60

@@ -1,0 +1,44 @@
+"""The ``lp30`` preset (docs/lp30.md): its capacity and SRAM bandwidth against LP30's
+public figures, its weight path against its SRAM, and an FFN on it compiled and run on the
+golden model (cycles and every write as predicted, y bit-exact)."""
+
+import numpy as np
+
+from firmware_gen import archmodel
+from firmware_gen.compile_ffn import compile_ffn, example_ffn, ffn_bounds, output_matrix, weight_streams
+from firmware_gen.numerics import ffn_int
+from lpu_arch.config import PRESET_CLOCK_MHZ, TileConfig
+
+LP30_SRAM_BYTES, LP30_SRAM_BYTES_PER_S = 500e6, 150e12     # per chip, public
+
+
+def test_capacity_and_bandwidth_match_the_public_figures():
+    cfg = TileConfig.preset("lp30")
+    assert abs(cfg.mem_bytes / LP30_SRAM_BYTES - 1) < 0.15          # 561 MB: mem_depth is a power of two
+    per_cycle = 2 * cfg.mem_slices * cfg.lanes                      # every MEM slice reads a vector a cycle
+    assert abs(per_cycle * PRESET_CLOCK_MHZ["lp30"] * 1e6 / LP30_SRAM_BYTES_PER_S - 1) < 0.01
+    assert cfg.lanes == 320                                         # as reported for LP30
+    # Every MEM slice of a hemisphere feeds its MXM, each on its own stream, x and h on one more.
+    assert weight_streams(cfg) == cfg.mem_slices == cfg.streams - 1
+
+
+def test_decode_expert_is_bound_by_sram_reads_not_by_the_weight_path():
+    """The H=7168, I=2048 expert (DeepSeek-V3's routed expert): arithmetic on the preset."""
+    cfg = TileConfig.preset("lp30")
+    L = cfg.lanes
+    KH, KI = -(-7168 // L), -(-2048 // L)
+    b = ffn_bounds(cfg, weight_streams(cfg), 3, 7168, 2048, KH, KI, 1)
+    assert b["weight_load"] <= 1.005 * b["sram"] and b["streams"] <= b["sram"]
+    assert max(b, key=b.get) == "sram_drain"     # the long fabric's drain after the last read
+
+
+def test_an_ffn_on_lp30_runs_as_predicted_on_the_golden_model():
+    cfg = TileConfig.preset("lp30")
+    ex = example_ffn("swiglu", 2 * cfg.lanes, 2 * cfg.lanes, 1, seed=3)
+    prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
+    res = archmodel.run(prog)
+    assert res.cycles == man.cycles
+    assert [e.as_tuple()[:3] for e in res.events] == [(w.cycle, w.slice, w.addr) for w in man.writes]
+    y = output_matrix(man, res.memory, cfg.lanes, ex.spec.H)
+    assert np.array_equal(y, np.asarray(ffn_int(ex.spec, ex.x_int8)).reshape(y.shape))
+    assert all(man.cycles >= v for v in man.bounds.values())
