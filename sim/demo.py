@@ -109,7 +109,7 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
         "ratio_to_sram_bound": round(cyc / man.sram_bound, 4),
         "mxm_utilisation": round(man.mm_count / (2 * cyc), 4),
         "busy": {n: {"hardware": res["busy"].get(n), "predicted": man.busy[n]}
-                 for n in cfg.slice_names if man.busy.get(n)},
+                 for n in cfg.queue_names if man.busy.get(n)},
         "output_writes": len(res["events"]), "writes_as_predicted": writes_ok, "bit_exact": exact,
         "error_vs_float": err, "problems": problems, "run_seconds": round(res["wall_run_s"], 3),
         "cycles_per_second": round(cyc / res["wall_run_s"], 1) if res["wall_run_s"] > 0 else None,
@@ -137,7 +137,7 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
     for label, value, note in rows:
         say(f"{label:<22}{value}   {note}".rstrip())
     say("busy cycles (hardware / predicted): "
-        + ", ".join(f"{n} {res['busy'][n]}/{man.busy[n]}" for n in cfg.slice_names if man.busy[n]))
+        + ", ".join(f"{n} {res['busy'][n]}/{man.busy[n]}" for n in cfg.queue_names if man.busy.get(n)))
     for p in problems:
         say("  " + p)
     say(f"\n{'PASS' if verdict else 'FAIL'}: FFN on {sim}, {cyc} cycles, every output "
