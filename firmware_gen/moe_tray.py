@@ -618,7 +618,8 @@ def forced_routing(name: str, E: int, top_k: int, tokens: int, tiles: int, capac
         elif name == "random":
             for _ in range(1000):
                 row = list(rng.choice(E, top_k, replace=False))
-                if max(np.bincount([e // per for e in row], minlength=tiles)) <= capacity:
+                # fewer experts than tiles (tp): every tile holds a share of each, no capacity
+                if per == 0 or max(np.bincount([e // per for e in row], minlength=tiles)) <= capacity:
                     break
         elif name == "over":
             t = b % tiles
