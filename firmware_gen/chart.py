@@ -232,10 +232,7 @@ def schedule_chart(program: Program, path, *, title: str | None = None, window: 
         b1 = axes[1].get_position()
         b0 = axes[0].get_position()
         axes[0].set_position([b0.x0, b0.y0, b1.width, b0.height])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, bbox_inches="tight")
-        plt.close(fig)
-    return path
+        return save_figure(plt, fig, path, compact=False)
 
 
 # ---- several tiles: the tray ---------------------------------------------------------------------
@@ -411,11 +408,17 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
             title = f"tray of {n} tiles: {end} SAC cycles, {n_issue} instructions issued, {len(transfers)} " \
                     "vectors over C2C links"
         ax.set_title(title, loc="left")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        svg = path.suffix.lower() == ".svg"
-        fig.savefig(path, bbox_inches="tight", metadata={"Date": None} if svg else None)
-        plt.close(fig)
-    if svg:
+        return save_figure(plt, fig, path)
+
+
+def save_figure(plt, fig, path: Path, compact: bool = True) -> Path:
+    """Write ``fig`` to ``path`` (its directory made) and close it: an SVG without a date
+    (the same picture, the same file) and, with ``compact``, its path coordinates shortened."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    svg = path.suffix.lower() == ".svg"
+    fig.savefig(path, bbox_inches="tight", metadata={"Date": None} if svg else None)
+    plt.close(fig)
+    if svg and compact:
         _compact_svg(path)
     return path
 
@@ -488,7 +491,5 @@ def loop_chart(host_us: list, tray_us: list, path, *, tokens: int = 2, title: st
         if title:
             fig.suptitle(title, x=0.01, ha="left", fontsize=10)
         fig.tight_layout()
-        svg = path.suffix.lower() == ".svg"
-        fig.savefig(path, bbox_inches="tight", metadata={"Date": None} if svg else None)
-        plt.close(fig)
+        save_figure(plt, fig, path, compact=False)
     return path, rates

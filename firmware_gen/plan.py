@@ -670,7 +670,7 @@ def table(plans: list) -> str:
 def chart(plans: list, path) -> Path:
     """A bar chart across models: the chips that hold the FFN weights, and the per-token FFN
     time (compiled on the preset, and the bound at LP30's SRAM bandwidth)."""
-    from .chart import _compact_svg, pyplot
+    from .chart import pyplot, save_figure
     path = Path(path)
     if path.suffix.lower() not in (".svg", ".png"):
         raise PlanError(f"cannot write a chart as {path.suffix or 'a file without extension'!r} ({path.name}); "
@@ -710,13 +710,7 @@ def chart(plans: list, path) -> Path:
             a.set_xticks(x, names, rotation=30, ha="right")
             a.spines[["top", "right"]].set_visible(False)
         fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        svg = path.suffix.lower() == ".svg"
-        fig.savefig(path, bbox_inches="tight", metadata={"Date": None} if svg else None)
-        plt.close(fig)
-    if svg:
-        _compact_svg(path)
-    return path
+        return save_figure(plt, fig, path)
 
 
 DESCRIPTION = """\

@@ -271,7 +271,7 @@ def draw(entries: list[dict], path: Path = PICTURE, config: str = "default", las
     """Picture the entries of ``config`` (bench runs of that preset, synthesis reports of any)
     over commits to ``path`` (``.svg`` or ``.png``); ``last`` keeps the latest ``last``
     commits.  A HistoryError if there is nothing to draw."""
-    from firmware_gen.chart import _compact_svg, pyplot
+    from firmware_gen.chart import pyplot, save_figure
 
     path = Path(path)
     if path.suffix.lower() not in (".svg", ".png"):
@@ -353,13 +353,7 @@ def draw(entries: list[dict], path: Path = PICTURE, config: str = "default", las
                      + (f", {len(synths)} synthesis report{'s' * (len(synths) != 1)}" if synths else ""),
                      x=0.01, ha="left", fontsize=10)
         fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / height))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        svg = path.suffix.lower() == ".svg"
-        fig.savefig(path, bbox_inches="tight", metadata={"Date": None} if svg else None)
-        plt.close(fig)
-    if svg:
-        _compact_svg(path)
-    return path
+        return save_figure(plt, fig, path)
 
 
 # ---- a summary -----------------------------------------------------------------------------------
