@@ -12,7 +12,6 @@ memories and the cycle count at which the tile reports done.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,7 +69,7 @@ def expand(instrs: list[Instr]) -> tuple[list[tuple[int, Instr]], int]:
             if last is None:
                 raise ModelError("REPEAT with nothing to repeat")
             for k in range(1, ins.count + 1):
-                last = dataclasses.replace(last, addr=last.addr + ins.addr)
+                last = last.with_addr(last.addr + ins.addr)
                 out.append((c + k * ins.delay - 1, last))
             c += ins.count * ins.delay
     return out, c
@@ -95,6 +94,20 @@ def _wrap32(v):
 
 def _s8(v):
     return np.asarray(v, np.uint8).astype(np.int8).astype(np.int64)
+
+
+class _At:
+    """Where an instruction issues, for error messages: text only when one is raised."""
+    __slots__ = ("tile", "queue", "t", "ins")
+
+    def __init__(self, tile, queue, t, ins):
+        self.tile, self.queue, self.t, self.ins = tile, queue, t, ins
+
+    def __str__(self):
+        return f"{f'tile {self.tile} ' if self.tile else ''}{self.queue} on cycle {self.t} ({self.ins})"
+
+    def __format__(self, spec):
+        return format(str(self), spec)
 
 
 class _Mxm:
@@ -262,9 +275,7 @@ class TileModel:
         # Reads of state happen before this cycle's writes commit (read-before-write): an
         # MM reads the x slot and the weights an LX or LW of the same cycle then changes.
         for p, ins, queue in now:
-            name, where = names[p], f"{queue} on cycle {t} ({ins})"
-            if self.tile:
-                where = f"tile {self.tile} {where}"
+            name, where = names[p], _At(self.tile, queue, t, ins)
             out = None      # the value(s) this instruction drives (when, where: its effects)
             if self.skips(ins):
                 out = np.zeros(cfg.lanes, np.uint8)     # a skipped READ or VOP drives zeros
@@ -333,11 +344,14 @@ class TileModel:
         for name, m in self.mxms.items():
             p = cfg.position(name)
             m.load_step(t, lambda d, s, p=p: tap(d, s, p))
-        # Advance the stream registers; a drive replaces the passing value.
+        # Advance the stream registers (in place: the edges feed zeros); a drive replaces the
+        # passing value.
         seen = set()
-        ne, nw = np.zeros_like(self.east), np.zeros_like(self.west)
-        ne[1:] = self.east[:-1]
-        nw[:-1] = self.west[1:]
+        ne, nw = self.east, self.west
+        ne[1:] = ne[:-1]
+        ne[0] = 0
+        nw[:-1] = nw[1:]
+        nw[-1] = 0
         for p, d, s, data in self.drives.pop(t, []):
             if (p, d, s) in seen:
                 raise ModelError(f"two writes to stream {'EW'[d]}{s} at {names[p]} on cycle {t}")
@@ -346,7 +360,6 @@ class TileModel:
                 ne[p + 1, s] = data
             elif d != EAST and p > 0:
                 nw[p - 1, s] = data
-        self.east, self.west = ne, nw
         self.t += 1
 
     def _vop(self, ins, p, where=""):

@@ -250,6 +250,7 @@ class FfnPlan:
         self.chunks = -(-L // self.n)
         self.lx_stream = self.n
         self.res = Reservations(cfg)
+        self._feeds = {}                          # side -> [(weight slice j, READ lead)] (_window)
         self.timed: dict[str, list[tuple[int, Instr]]] = {n: [] for n in cfg.queue_names}
         self.memory = {n: np.zeros((cfg.mem_depth, L), np.uint8) for n in cfg.mem_names}
         self.next_free = {n: 0 for n in cfg.mem_names}
@@ -369,10 +370,15 @@ class FfnPlan:
     def _window(self, side, t_s):
         """The READs that feed ``side``'s LW of a block starting on ``t_s``: (chunk, slice
         index j, MEM slice, READ cycle); row ``c*n + j`` comes from slice j on stream j."""
+        feed = self._feeds.get(side)
+        if feed is None:        # slice j and its READ's lead (latency + distance), once per side
+            feed = self._feeds[side] = [(self.mem(side, j), READ_LATENCY + abs(self.pos(self.mem(side, j))
+                                                                                - self.pos(side)))
+                                        for j in range(self.n)]
         for c in range(self.chunks):
             for j in range(min(self.n, self.cfg.lanes - c * self.n)):
-                m = self.mem(side, j)
-                yield c, j, m, t_s + c - READ_LATENCY - abs(self.pos(m) - self.pos(side))
+                m, lead = feed[j]
+                yield c, j, m, t_s + c - lead
 
     def _window_ok(self, side, t_s):
         """Can the n weight slices of ``side``'s hemisphere feed a block starting on ``t_s``?"""
@@ -381,13 +387,14 @@ class FfnPlan:
                    for _, j, m, r in self._window(side, t_s))
 
     def _take_window(self, side, t_s, block, who):
-        d = self.in_dir(side)
+        d, to = self.in_dir(side), self.pos(side)
+        rows = np.asarray(block, np.int64) & 0xFF
         for c, j, m, r in self._window(side, t_s):
             addr = self.alloc(m, 1)
-            self.memory[m][addr] = np.asarray(block[c * self.n + j], np.int64) & 0xFF
-            read = Instr.read(j, d, addr)
+            self.memory[m][addr] = rows[c * self.n + j]
+            read = _read_probe(j, d).with_addr(addr)     # a checked READ; alloc keeps addr < mem_depth
             self.res.take_slot(m, r, who)
-            self.res.take_drives(m, r, read, self.pos(side), who)
+            self.res.take_drives(m, r, read, to, who)
             self.emit(m, r, read)
 
     def place_blocks(self, sides, blocks, mms, on_emit, label):

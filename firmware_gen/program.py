@@ -7,7 +7,6 @@ checked (an unknown opcode is an error, not a silent HALT).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
@@ -108,7 +107,7 @@ class Program:
                                    f"(with HALT); its queue holds {cfg.iq_depth}")
             last = None
             for i, ins in enumerate(instrs):
-                where = f"{name}[{i}] '{ins}'"
+                where = _Where(name, i, ins)
                 if ins.op not in SLICE_OPS[kind]:
                     hint = ""
                     if ins.op in SLICE_OPS["MXL"] and kind == "MXM":
@@ -125,14 +124,27 @@ class Program:
                 elif ins.op == Op.REPEAT:
                     if last is None:
                         raise ProgramError(f"{where}: REPEAT with no earlier data instruction to repeat")
-                    for k in range(1, ins.count + 1):
-                        rep = dataclasses.replace(last, addr=last.addr + k * ins.addr)
-                        if not 0 <= rep.addr < 1 << 20:
-                            raise ProgramError(f"{where}: repetition {k} has address field {rep.addr}, "
-                                               "outside 0..1048575")
-                        self._check_data(rep, name, f"{where} (repetition {k} of {last})")
-                    last = rep
+                    # A READ's or WRITE's only operand that moves is its whole address, which
+                    # moves by the stride: its first and last repetitions bound all of them
+                    # (when one of them fails, every repetition is checked to name the first).
+                    if last.op in (Op.READ, Op.WRITE) and ins.count > 2:
+                        try:
+                            self._check_repeat(last, ins, name, i, (1, ins.count))
+                        except ProgramError:
+                            self._check_repeat(last, ins, name, i, range(1, ins.count + 1))
+                    else:
+                        self._check_repeat(last, ins, name, i, range(1, ins.count + 1))
+                    last = last.with_addr(last.addr + ins.count * ins.addr)
         return self
+
+    def _check_repeat(self, last: Instr, rep_ins: Instr, name: str, i: int, ks) -> None:
+        """Repetitions ``ks`` of ``REPEAT`` ``rep_ins`` (queue ``name``, index ``i``) of ``last``."""
+        where = _Where(name, i, rep_ins)
+        for k in ks:
+            rep = last.with_addr(last.addr + k * rep_ins.addr)
+            if not 0 <= rep.addr < 1 << 20:
+                raise ProgramError(f"{where}: repetition {k} has address field {rep.addr}, outside 0..1048575")
+            self._check_data(rep, name, _Where(name, i, rep_ins, (k, last)))
 
     def _check_data(self, ins: Instr, name: str, where: str) -> None:
         """Operand ranges of one data instruction against the tile."""
@@ -296,6 +308,22 @@ class Program:
 
 
 FORMAT = "lpu-program/3"    # Program.to_json: changes with the JSON layout or the ISA's encoding
+
+
+class _Where:
+    """Where an instruction sits, for error messages: made into text only when one is raised
+    (validating a large program builds millions of them)."""
+    __slots__ = ("name", "i", "ins", "rep")
+
+    def __init__(self, name, i, ins, rep=None):
+        self.name, self.i, self.ins, self.rep = name, i, ins, rep
+
+    def __str__(self):
+        text = f"{self.name}[{self.i}] '{self.ins}'"
+        return text if self.rep is None else f"{text} (repetition {self.rep[0]} of {self.rep[1]})"
+
+    def __format__(self, spec):
+        return format(str(self), spec)
 
 
 def _used_rows(img) -> int:

@@ -259,6 +259,11 @@ class Instr:
     delay: int = 0         # REPEAT d; else see OPERANDS
     aux: int = 0           # MM / VOP flags
 
+    def with_addr(self, addr: int) -> "Instr":
+        """This instruction with another address field (a REPEAT's repetition): the same as
+        ``dataclasses.replace(self, addr=addr)``, without its per-call field lookups."""
+        return Instr(self.op, self.stream, self.dir, addr, self.count, self.delay, self.aux)
+
     # ---- constructors ------------------------------------------------------------
     @classmethod
     def read(cls, stream: int, dir: int, addr: int, base: int = 0) -> "Instr":
