@@ -20,7 +20,7 @@ from lpu_arch import c2c
 from lpu_arch.effects import SXM_OUT_OPS, effects
 from lpu_arch.hostmap import base_fields
 from lpu_arch.isa import BASE_OPS, DATA_OPS, EAST, INT32_PLANES, Instr, MMFlag, Op, SxmFlag, VopFlag
-from lpu_arch.timing import done_cycles
+from lpu_arch.timing import done_cycles, lw_cycles
 from lpu_arch.vxm import VXM_FIELDS
 
 from .numerics import add_int32, requantise
@@ -119,7 +119,6 @@ class _Mxm:
         self.weights = [np.zeros((L, L), np.int64), np.zeros((L, L), np.int64)]
         self.active = 0
         self.loader = None                      # the load in progress: (first cycle, n, stream, dir)
-        self.loader_end = 0                     # the cycle after its last row
         self.waiting = None                     # an LW issued whose load has not started
         self.acc = np.zeros((cfg.mxm_acc_depth, L), np.int64)
         self.acc_ok = np.zeros(cfg.mxm_acc_depth, bool)
@@ -134,15 +133,16 @@ class _Mxm:
         first = t + ins.operand("delay")
         if self.waiting is not None:
             raise ModelError(f"{where}: LW while another LW waits to start its load (on cycle {self.waiting[0]})")
-        if self.loader is not None and first < self.loader_end:
-            raise ModelError(f"{where}: its load would start on cycle {first}, while the previous LW "
-                             f"still loads (until cycle {self.loader_end - 1})")
+        if self.loader is not None:
+            end = self.loader[0] + lw_cycles(self.L, self.loader[1])      # the cycle after its last row
+            if first < end:
+                raise ModelError(f"{where}: its load would start on cycle {first}, while the previous LW "
+                                 f"still loads (until cycle {end - 1})")
         self.waiting = (first, ins.operand("n"), ins.stream, ins.dir)
 
     def _start_waiting(self, t):
         if self.waiting is not None and self.waiting[0] == t:
             self.loader, self.waiting = self.waiting, None
-            self.loader_end = t + -(-self.L // self.loader[1])
 
     def load_step(self, t, tap):
         """Start a waiting LW whose cycle has come; sample this cycle's rows of the load in
@@ -337,7 +337,7 @@ class TileModel:
                 slot = ins.operand("slot")
                 m.xbuf[slot], m.x_ok[slot] = _s8(tap(ins.dir, ins.stream, p)), True
             elif ins.op == Op.LW:
-                self.mxms[name].issue_lw(t, ins, f"{queue} on cycle {t} ({ins})")
+                self.mxms[name].issue_lw(t, ins, _At(self.tile, queue, t, ins))
             elif ins.op in (Op.SEND, Op.SENDM):
                 data = tuple(int(x) for x in tap(ins.dir, ins.stream, p))
                 self.sent += [LinkVector(t, data, self.tile, link) for link in ins.links()]

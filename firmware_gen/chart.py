@@ -84,8 +84,9 @@ def queue_rows(cfg) -> list[str]:
     """The issue panel's rows: every position's queue west to east, each MXM's loader on
     the MXM's outer side (``MXL_W``, ``MXM_W``, ..., ``MXM_E``, ``MXL_E``)."""
     rows = []
-    for name in cfg.slice_names:
-        rows += {"MXM_W": ["MXL_W", "MXM_W"], "MXM_E": ["MXM_E", "MXL_E"]}.get(name, [name])
+    for p, name in enumerate(cfg.slice_names):
+        loader = cfg.LOADER_OF.get(name)
+        rows += [name] if loader is None else [loader, name] if p == 0 else [name, loader]
     return rows
 
 

@@ -82,7 +82,7 @@ from lpu_arch import c2c
 from lpu_arch.config import ConfigError
 from lpu_arch.effects import effects
 from lpu_arch.isa import DIR_NAMES, EAST, IsaError, MMFlag, Op
-from lpu_arch.timing import diagonal
+from lpu_arch.timing import diagonal, lw_cycles
 
 from .archmodel import ModelError, expand
 from .program import Program, ProgramError
@@ -291,7 +291,7 @@ def _mxm_check(iss: _Issued, problems) -> None:
                 elif first < prev_end:
                     msg = (f"{iss.describe(i)} starts a weight load on cycle {first} while {iss.describe(last_lw)} "
                            f"still loads (until cycle {prev_end - 1})")
-                prev_start, prev_end, last_lw = first, first + -(-cfg.lanes // ins.operand("n")), i
+                prev_start, prev_end, last_lw = first, first + lw_cycles(cfg.lanes, ins.operand("n")), i
             elif ins.op == Op.LX:
                 slot_ok.add(ins.operand("slot"))
             elif ins.op == Op.MM:

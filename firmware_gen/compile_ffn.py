@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lpu_arch.config import TileConfig
+from lpu_arch.timing import lw_cycles
 from lpu_arch.vxm import VXM_FIELDS
 from lpu_arch.isa import DELAY_MAX, EAST, MXM_LATENCY, READ_LATENCY, VXM_LATENCY, WEST, Instr, MMFlag, VopFlag
 from .numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
@@ -121,12 +122,12 @@ def ffn_bounds(cfg: TileConfig, n: int, mats: int, H: int, I: int, KH: int, KI: 
     sram = -(-blocks * L // (2 * cfg.mem_slices * tiles))
     return {"sram": sram,
             "sram_real": -(-(-(-mats * H * I // L)) // (2 * cfg.mem_slices * tiles)),
-            "weight_load": -(-blocks * -(-L // n) // (2 * tiles)),
+            "weight_load": -(-blocks * lw_cycles(L, n) // (2 * tiles)),
             "mac": -(-blocks * B // (2 * tiles)),
             "loader_issue": -(-blocks // (2 * tiles)) + B * (KH + KI),
             "streams": -(-blocks * L // (2 * cfg.streams * tiles)),
             # first MM (a weight block read and loaded), h back to an MXM, y to MEM and done
-            "latency": (READ_LATENCY + d_mem + -(-L // n)) + (out + d_vxm + 1) + (out + 1 + 2),
+            "latency": (READ_LATENCY + d_mem + lw_cycles(L, n)) + (out + d_vxm + 1) + (out + 1 + 2),
             # the last READ on cycle sram - 1 at the earliest, its row at the MXM READ_LATENCY +
             # d_mem later, the MM on the next cycle (the swap), its chain's result to MEM and done
             "sram_drain": (sram - 1) + READ_LATENCY + d_mem + 1 + (out + 1 + 2)}
@@ -247,7 +248,7 @@ class FfnPlan:
         # Rows per cycle: one per MEM slice of the hemisphere, one stream each, leaving
         # stream n for x/h (the last of a block's chunks is partial when n does not divide L).
         self.n = weight_streams(cfg)
-        self.chunks = -(-L // self.n)
+        self.chunks = lw_cycles(L, self.n)
         self.lx_stream = self.n
         self.res = Reservations(cfg)
         self._feeds = {}                          # side -> [(weight slice j, READ lead)] (_window)

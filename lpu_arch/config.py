@@ -277,6 +277,7 @@ class TileConfig:
                 + [f"MEM_E{i}" for i in range(n)] + c_e + ["SXM_E", "MXM_E"])
 
     LOADERS = {"MXL_W": "MXM_W", "MXL_E": "MXM_E"}   # loader queue -> the MXM it issues to
+    LOADER_OF = {m: q for q, m in LOADERS.items()}   # the MXM -> its loader queue
 
     @property
     def queue_names(self) -> list[str]:
@@ -296,7 +297,7 @@ class TileConfig:
 
     def loader(self, mxm: str) -> str:
         """The loader queue of MXM ``mxm`` (``MXM_W`` -> ``MXL_W``)."""
-        return {m: q for q, m in self.LOADERS.items()}[mxm]
+        return self.LOADER_OF[mxm]
 
     def queue_slice(self, name: str) -> str:
         """The slice a queue issues to (a loader's MXM; else the queue's own slice)."""

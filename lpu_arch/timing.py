@@ -22,6 +22,13 @@ def span(p_from: int, p_to: int) -> tuple[int, int]:
     return (p_from + 1, p_to) if p_to > p_from else (p_to, p_from - 1)
 
 
+def lw_cycles(lanes: int, n: int) -> int:
+    """Cycles an ``LW`` of ``n`` rows per cycle loads a block of ``lanes`` rows in: its load
+    starts on ``issue + delay`` and the block is active ``lw_cycles`` later (the last group
+    of rows is partial when ``n`` does not divide the lanes)."""
+    return -(-lanes // n)
+
+
 def done_cycles(last_halt: int, last_drive: int = -1) -> int:
     """The tile's cycle counter at done.  Every queue halts on the cycle after its last
     instruction (``last_halt``: the latest of those cycles), the tile is done on the cycle
