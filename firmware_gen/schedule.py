@@ -65,6 +65,10 @@ class PredictedWrite:
     data: tuple
     transfer: int
 
+    def as_tuple(self):
+        """``(cycle, slice, addr, data)``, as ``archmodel.WriteEvent.as_tuple`` of the write."""
+        return (self.cycle, self.slice, self.addr, self.data)
+
 
 class Scheduler:
     """Builds one tile program from a sequence of copies (program order = dependency order)."""

@@ -174,14 +174,25 @@ def run_sweep(base, sims, passes):
 TRAY_TARGET = 6.0
 
 
+def _tray_checked(ex, cfg: TileConfig, tiles: int):
+    """``ex`` compiled for ``tiles`` tiles and run on the multi-tile golden model:
+    ``(TrayManifest, every tile's writes and cycle count as predicted and y bit-exact)``."""
+    from firmware_gen.tray import compile_ffn_tray, tray_output
+    from lpu_arch.topology import Topology
+    progs, man = compile_ffn_tray(ex.spec, ex.x_int8, cfg, tiles)
+    res = archmodel.run_system(progs, Topology(tiles).peer, man.min_distance)
+    y = tray_output(man, [r.memory for r in res], cfg.lanes, ex.spec.H)
+    exact = bool(np.array_equal(y, ffn_int(ex.spec, ex.x_int8))) and all(
+        archmodel.as_predicted(r, m.cycles, m.writes) for r, m in zip(res, man.tile))
+    return man, exact
+
+
 def tray_rows(cfg: TileConfig) -> list[dict]:
     """The largest decode FFN of the suite that fits one tile, on 1, 2, 4 and 8 tiles.
 
     Cycles are SAC cycles (deskew stalls not counted) as the compiler predicts them, each
     checked here against the multi-tile golden model (bit-exact output, every tile's
     writes and cycle count)."""
-    from lpu_arch.topology import Topology
-    from firmware_gen.tray import compile_ffn_tray, tray_output
     decode = sorted((c for c in ffn_suite(cfg) if c[3] == 1), key=lambda c: (c[1] * c[2], c[0] == "swiglu"))
     for kind, H, I, B in reversed(decode):       # the largest that fits one tile (the tiny tile holds few)
         ex = example_ffn(kind, H, I, B, seed=1)
@@ -195,12 +206,7 @@ def tray_rows(cfg: TileConfig) -> list[dict]:
     rows = [{"tiles": 1, "ffn": f"{kind} {H}x{I} b{B}", "cycles": one.cycles, "speedup": 1.0,
              "c2c_share": 0.0, "exact": True}]
     for n in (2, 4, 8):
-        progs, man = compile_ffn_tray(ex.spec, ex.x_int8, cfg, n)
-        res = archmodel.run_system(progs, Topology(n).peer, man.min_distance)
-        y = tray_output(man, [r.memory for r in res], cfg.lanes, H)
-        exact = bool(np.array_equal(y, ffn_int(ex.spec, ex.x_int8))) and all(
-            [e.as_tuple() for e in r.events] == [(w.cycle, w.slice, w.addr, w.data) for w in m.writes]
-            and r.cycles == m.cycles for r, m in zip(res, man.tile))
+        man, exact = _tray_checked(ex, cfg, n)
         rows.append({"tiles": n, "ffn": f"{kind} {H}x{I} b{B}", "cycles": man.cycles,
                      "speedup": round(one.cycles / man.cycles, 3), "c2c_share": round(man.c2c_share, 4),
                      "link_vectors": man.transfers, "exact": exact})
@@ -216,22 +222,12 @@ def tray_big_row(cfg: TileConfig, tiles: int = 8) -> dict:
     to hold it (``fit.fit_ffn``): both compiled and run on the golden model (the tray on the
     multi-tile model), every write, cycle count and y checked."""
     from firmware_gen.fit import fit_ffn
-    from firmware_gen.tray import compile_ffn_tray, tray_output
-    from lpu_arch.topology import Topology
     kind, H, I = TRAY_BIG
     ex = example_ffn(kind, H, I, 1, seed=1)
-    want = ffn_int(ex.spec, ex.x_int8)
     fitted, _ = fit_ffn(ex.spec, ex.x_int8, cfg)
     prog, one = compile_ffn(ex.spec, ex.x_int8, fitted)
-    r1 = archmodel.run(prog)
-    exact = (r1.cycles == one.cycles and [e.as_tuple() for e in r1.events] ==
-             [(w.cycle, w.slice, w.addr, w.data) for w in one.writes])
-    progs, man = compile_ffn_tray(ex.spec, ex.x_int8, cfg, tiles)
-    res = archmodel.run_system(progs, Topology(tiles).peer, man.min_distance)
-    y = tray_output(man, [r.memory for r in res], cfg.lanes, H)
-    exact = exact and bool(np.array_equal(y, want)) and all(
-        [e.as_tuple() for e in r.events] == [(w.cycle, w.slice, w.addr, w.data) for w in m.writes]
-        and r.cycles == m.cycles for r, m in zip(res, man.tile))
+    man, tray_exact = _tray_checked(ex, cfg, tiles)
+    exact = archmodel.as_predicted(archmodel.run(prog), one.cycles, one.writes) and tray_exact
     return {"ffn": f"{kind} {H}x{I} b1", "tiles": tiles, "cycles": man.cycles, "one_tile_cycles": one.cycles,
             "one_tile_config": {k: getattr(fitted, k) for k in ("mem_depth", "iq_depth", "mxm_xbuf_depth",
                                                                 "vxm_param_depth") if getattr(fitted, k) != getattr(cfg, k)},
