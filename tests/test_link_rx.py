@@ -189,6 +189,19 @@ def test_decoder_control_flits_are_pulses():
 
 
 # ---- receive buffer --------------------------------------------------------------------------
+async def buffer_cycle(ctx, buf, push=None, recv=0, clear=0):
+    """One cycle of a ``ReceiveBuffer``: a push of ``push`` (None: none), RECV and clear as
+    given, then the inputs released; its outputs after the cycle."""
+    ctx.set(buf.i_stream.valid, push is not None)
+    ctx.set(buf.i_stream.payload, push or 0)
+    ctx.set(buf.recv, recv)
+    ctx.set(buf.clear, clear)
+    await ctx.tick()
+    ctx.set(buf.i_stream.valid, 0)
+    ctx.set(buf.recv, 0)
+    ctx.set(buf.clear, 0)
+    return {n: ctx.get(getattr(buf, n)) for n in ("recv_data", "level", "max_level", "overflow", "underflow")}
+
 
 def test_receive_buffer_level_underflow_overflow():
     """RECV on an empty buffer underflows (and gets 0); a pushed vector counts in the level
@@ -201,17 +214,8 @@ def test_receive_buffer_level_underflow_overflow():
     log = {}
 
     async def bench(ctx):
-        async def cycle(push=None, recv=0, clear=0):
-            ctx.set(buf.i_stream.valid, push is not None)
-            ctx.set(buf.i_stream.payload, push or 0)
-            ctx.set(buf.recv, recv)
-            ctx.set(buf.clear, clear)
-            await ctx.tick()
-            ctx.set(buf.i_stream.valid, 0)
-            ctx.set(buf.recv, 0)
-            ctx.set(buf.clear, 0)
-            return {n: ctx.get(getattr(buf, n)) for n in
-                    ("recv_data", "level", "max_level", "overflow", "underflow")}
+        def cycle(push=None, recv=0, clear=0):
+            return buffer_cycle(ctx, buf, push, recv, clear)
 
         # Empty: RECV underflows and gets 0; a clear clears it.
         s = await cycle(recv=1)
@@ -268,13 +272,8 @@ def test_receive_buffer_holds_rx_depth_vectors_back_to_back(depth):
     obs = {"levels": [], "expect": [], "got": []}
 
     async def bench(ctx):
-        async def cycle(push=None, recv=0, clear=0):
-            ctx.set(buf.i_stream.valid, push is not None)
-            ctx.set(buf.i_stream.payload, push or 0)
-            ctx.set(buf.recv, recv)
-            ctx.set(buf.clear, clear)
-            await ctx.tick()
-            return {n: ctx.get(getattr(buf, n)) for n in ("recv_data", "level", "overflow", "underflow")}
+        def cycle(push=None, recv=0, clear=0):
+            return buffer_cycle(ctx, buf, push, recv, clear)
 
         obs["fill"] = [await cycle(push=v) for v in fill]
         await cycle()
