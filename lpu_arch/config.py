@@ -31,7 +31,7 @@ from . import isa
 # The clock each preset is reported at: TSP v1's 900 MHz, except ``lp30``, whose clock is
 # the one at which its SRAM delivers LP30's public 150 TB/s: 150e12 B/s / (2 x 107 slices
 # x 320 B) = 2.19 GHz (LP30's clock is not public; docs/lp30.md).
-PRESET_CLOCK_MHZ = {"default": 900, "tiny": 900, "full_scale": 900, "lp30": 2190}
+PRESET_CLOCK_MHZ = {"default": 900, "tiny": 900, "board": 25, "full_scale": 900, "lp30": 2190}
 
 
 class ConfigError(ValueError):
@@ -192,6 +192,13 @@ class TileConfig:
                    mxm_acc_depth=16, mxm_xbuf_depth=64, vxm_param_depth=16)
 
     @classmethod
+    def board(cls) -> "TileConfig":
+        """The FPGA tile (docs/fpga.md): 8 lanes, 4 streams, 2+2 MEM slices of 1024 vectors,
+        the whole single-tile ISA, sized to fit the ULX3S's LFE5U-85F at its 25 MHz clock."""
+        return cls(lanes=8, streams=4, mem_slices=2, mem_depth=1024, iq_depth=512, trace_depth=64,
+                   mxm_acc_depth=32, mxm_xbuf_depth=128, vxm_param_depth=16)
+
+    @classmethod
     def full_scale(cls) -> "TileConfig":
         """TSP-v1-like proportions (320 lanes, 32 streams, 44+44 MEM slices): elaborates, too big to simulate."""
         return cls(lanes=320, streams=32, mem_slices=44, mem_depth=8192, iq_depth=4096, trace_depth=0,
@@ -207,7 +214,7 @@ class TileConfig:
         return cls(lanes=320, streams=108, mem_slices=107, mem_depth=8192, iq_depth=8192, trace_depth=0,
                    mxm_acc_depth=1024, mxm_xbuf_depth=1024, vxm_param_depth=512)
 
-    PRESETS = ("default", "tiny", "full_scale", "lp30")
+    PRESETS = ("default", "tiny", "board", "full_scale", "lp30")
 
     @classmethod
     def preset(cls, name: str) -> "TileConfig":

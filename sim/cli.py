@@ -29,7 +29,7 @@ from pathlib import Path
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 PRESETS = ("default", "tiny")
-DEFAULT_SHAPE = {"default": (128, 512), "tiny": (8, 16)}   # (H, I) when not given
+DEFAULT_SHAPE = {"default": (128, 512), "tiny": (8, 16), "board": (32, 64)}   # (H, I) when not given
 
 NPZ_HELP = """\
 weights file (--weights FILE): float tensors (float16, bfloat16, float32), by name
@@ -189,8 +189,7 @@ def _example_from_args(args):
         from .compiled import example_from_weights
         return example_from_weights(args.weights, kind=args.kind, activation=args.activation, layer=args.layer,
                                     mapping=args.map)[0]
-    preset = args.config if args.config in PRESETS else "default"
-    H0, I0 = DEFAULT_SHAPE[preset]
+    H0, I0 = DEFAULT_SHAPE.get(args.config, DEFAULT_SHAPE["default"])
     return example_ffn(args.kind or "swiglu", args.H or H0, args.I or I0, args.batch or 1,
                        seed=1 if args.seed is None else args.seed, activation=args.activation)
 
@@ -215,7 +214,7 @@ def _compile_from_args(args):
     if _weights_given(args):
         return from_weights(args.weights, cfg, kind=args.kind, activation=args.activation, preset=preset,
                             layer=args.layer, mapping=args.map)
-    H0, I0 = DEFAULT_SHAPE.get(args.config if args.config in PRESETS else "default")
+    H0, I0 = DEFAULT_SHAPE.get(args.config, DEFAULT_SHAPE["default"])
     return from_example(cfg, args.kind or "swiglu", args.H or H0, args.I or I0, args.batch or 1,
                         seed=1 if args.seed is None else args.seed, activation=args.activation, preset=preset)
 

@@ -71,7 +71,7 @@ def test_every_subcommand_has_a_complete_help(capsys, sub, words):
 
 @pytest.mark.parametrize("argv, names", [
     (["compile", "--H", "0"], "--H: must be a positive integer, got '0'"),
-    (["compile", "--config", "huge"], "huge is neither a preset (default, tiny, full_scale, lp30) nor a configuration file"),
+    (["compile", "--config", "huge"], "huge is neither a preset (default, tiny, board, full_scale, lp30) nor a configuration file"),
     (["compile", "--config", "tiny", "--H", "512", "--I", "512"], "does not fit the tile's SRAM"),
     (["compile", "--weights", "no/such.npz"], "weights file no/such.npz does not exist"),
     (["compile", "--weights", "x.npz", "--H", "8"], "--H cannot be used with --weights"),

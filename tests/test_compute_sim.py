@@ -400,8 +400,8 @@ EDGE_PARAMS = [  # (bias, m, s)
 def test_vop_saturation_edges_default(simulator):
     """Default tile: int32 A and B straight from MEM (one byte plane per MEM slice, four
     on each side), operands at the edges: A and biases at +-2**31 (the add wraps),
-    multipliers 1 and 32767, shifts 0, 1 and 46; every flag combination.  (One VOP every
-    other cycle: the MEM slices next to the VXM send planes and store results.)  A second
+    multipliers 1 and 32767, shifts 0, 1 and 46; every flag combination.  (A VOP every few
+    cycles: the MEM slices next to the VXM send planes and store results.)  A second
     job: LW with n = 8 (the maximum: 8 MEM slices, 2 cycles), MM ACC/EMIT on 16 lanes."""
     cfg = TileConfig.default()
     L = cfg.lanes
@@ -419,11 +419,17 @@ def test_vop_saturation_edges_default(simulator):
     pa = archmodel.to_planes(A.reshape(-1)).reshape(INT32_PLANES, nv, L)
     pb = archmodel.to_planes(B.reshape(-1)).reshape(INT32_PLANES, nv, L)
     t0, s_in = 20, 2                                   # A on E2..E5, B on W2..W5
+    # MEM_E0 and MEM_W0 read a plane for VOP k on T_k - d - READ_LATENCY and store the
+    # result of VOP j on T_j + VXM_LATENCY + d: VOPs every `every` cycles, where no two
+    # VOPs are that difference apart (one queue issues one instruction per cycle).
+    d = pl.dist("VXM", "MEM_E0")
+    assert d == pl.dist("VXM", "MEM_W0")
+    every = next(p for p in range(2, 8) if (2 * d + READ_LATENCY + VXM_LATENCY) % p)
     for b in range(INT32_PLANES):
         pl.store(west[b], 100, pa[b])
-        pl.send(west[b], 100, "VXM", t0, s_in + b, count=nv, every=2)
+        pl.send(west[b], 100, "VXM", t0, s_in + b, count=nv, every=every)
         pl.store(east[b], 100, pb[b])
-        pl.send(east[b], 100, "VXM", t0, s_in + b, count=nv, every=2)
+        pl.send(east[b], 100, "VXM", t0, s_in + b, count=nv, every=every)
     # Parameter entries: lane l of entry e takes edge sets (e + l + offset) for A, B and C.
     for e in range(cfg.vxm_param_depth):
         for l in range(L):
@@ -437,7 +443,7 @@ def test_vop_saturation_edges_default(simulator):
     flags_of = [ALL_FLAGS[k % len(ALL_FLAGS)] | (OUT_E if k % 3 == 0 else 0) for k in range(nv)]
     entry_of = [(5 * k) % cfg.vxm_param_depth for k in range(nv)]
     for k in range(nv):
-        t, out, fl = t0 + 2 * k, 6 + k % 2, flags_of[k]
+        t, out, fl = t0 + every * k, 6 + k % 2, flags_of[k]
         pl.at("VXM", t, Instr.vop(s_in, EAST, param=entry_of[k], out=out, flags=fl))
         if fl & OUT_E:
             pl.catch("VXM", t + VXM_LATENCY, "MEM_E0", out, 200 + k)

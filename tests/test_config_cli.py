@@ -42,7 +42,7 @@ def _write(path, text):
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda d: TileConfig.load("huge"), r"huge is neither a preset \(default, tiny, full_scale, lp30\) nor a configuration file"),
+    (lambda d: TileConfig.load("huge"), r"huge is neither a preset \(default, tiny, board, full_scale, lp30\) nor a configuration file"),
     (lambda d: TileConfig.load(_write(d / "x.toml", "lanes = [")), r"x.toml is not TOML"),
     (lambda d: TileConfig.load(_write(d / "x.json", "{")), r"x.json is not JSON"),
     (lambda d: TileConfig.load(_write(d / "x.toml", "lane = 8")), r"unknown configuration field\(s\): lane \(the fields: lanes, "),

@@ -18,6 +18,7 @@ from .helpers import SIMS, get_sim
 CASES = {
     "tiny": [("swiglu", 4, 4, 1), ("swiglu", 5, 7, 1), ("classic", 6, 10, 3), ("classic", 8, 12, 4),
              ("swiglu", 8, 8, 4)],
+    "board": [("swiglu", 32, 64, 1), ("classic", 24, 40, 3), ("swiglu", 16, 32, 8)],
     "default": [("swiglu", 16, 16, 1), ("classic", 40, 72, 2), ("swiglu", 64, 128, 1), ("swiglu", 32, 64, 16)],
 }
 
@@ -41,7 +42,7 @@ def run_ffns(preset, simulator, cases, seed=0):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("preset", ["tiny", "default"])
+@pytest.mark.parametrize("preset", ["tiny", "board", "default"])
 def test_ffn_on_rtl(simulator, preset):
     run_ffns(preset, simulator, CASES[preset])
 

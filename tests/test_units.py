@@ -504,6 +504,62 @@ def test_vxm_latency(in_dir, flags):
             f"issue cycle, {expected}")
 
 
+@pytest.mark.parametrize("v_bits", [32, 16], ids=["int32", "gate-int16"])
+def test_vxm_requantise_matches_the_golden_model(v_bits):
+    """The VXM's requantiser (``hdl.vxm.requantise``: shift first, round after, an 8-bit
+    add) against ``firmware_gen.numerics.requantise`` on the edges (the extreme values,
+    multipliers 1 and 32767, every shift 0..46, products that round onto +-127/-128)
+    and on random operands: every output equal."""
+    from amaranth import Module, Signal, signed
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+
+    from firmware_gen.numerics import requantise as golden
+    from hdl.vxm import requantise as hdl_requantise
+    from lpu_arch.vxm import MULT_MAX, SHIFT_BITS, SHIFT_MAX
+
+    class Unit(wiring.Component):
+        v: In(signed(v_bits))
+        mult: In(15)
+        shift: In(SHIFT_BITS)
+        out: Out(signed(8))
+
+        def elaborate(self, platform):
+            m = Module()
+            m.d.comb += self.out.eq(hdl_requantise(m, self.v, self.mult, self.shift, "rq"))
+            return m
+
+    import numpy as np
+    rng = np.random.default_rng(v_bits)
+    lo, hi = -(1 << (v_bits - 1)), (1 << (v_bits - 1)) - 1
+    edge_v = [lo, lo + 1, -129, -128, -127, -1, 0, 1, 126, 127, 128, hi - 1, hi]
+    cases = [(v, mu, sh) for v in edge_v for mu in (1, 2, 3, MULT_MAX) for sh in range(SHIFT_MAX + 1)]
+    # Products just around the rounding points of +127.5 and -128.5 after the shift.
+    for sh in range(1, 16):
+        for target in (127, -128, -129, 126):
+            for d in (-1, 0, 1):
+                p = (2 * target + 1) << (sh - 1)
+                cases += [(p + d, 1, sh)] if lo <= p + d <= hi else []
+    cases += [(int(v), int(mu), int(sh)) for v, mu, sh in zip(rng.integers(lo, hi, 2000, endpoint=True),
+                                                               rng.integers(1, MULT_MAX, 2000, endpoint=True),
+                                                               rng.integers(0, SHIFT_MAX, 2000, endpoint=True))]
+    unit, got = Unit(), []
+
+    async def bench(ctx):
+        for v, mu, sh in cases:
+            ctx.set(unit.v, v)
+            ctx.set(unit.mult, mu)
+            ctx.set(unit.shift, sh)
+            got.append(ctx.get(unit.out))
+
+    sim = Simulator(unit)                     # combinational: no clock
+    sim.add_testbench(bench)
+    sim.run()
+    want = [int(golden(v, mu, sh)) for v, mu, sh in cases]
+    bad = [(c, g, w) for c, g, w in zip(cases, got, want) if g != w]
+    assert not bad, f"{len(bad)} of {len(cases)} differ, e.g. (v, mult, shift) -> hdl, golden: {bad[:5]}"
+
+
 MXM_W = [[1, 2, 0, -1], [0, 1, 0, 0], [-3, 0, 2, 1], [1, 1, 1, 1]]
 
 
