@@ -201,10 +201,17 @@ class VXM(wiring.Component):
                                               init=rows)
         pw = params.write_port(granularity=32)
         pr = params.read_port(domain="comb")      # the entry is needed on the issue cycle
+        # A host access's word address is split into (entry, word) on its cycle and used
+        # on the next: the split (a multiplication by a reciprocal) and the memory read
+        # are then in different cycles.  Reads still answer one cycle after re, as every
+        # host port does; a write lands one cycle after its we.
         hp = self.host_param
-        h_entry, h_sub = divmod_const(m, hp.addr, row_words, "h_param")
-        h_ok = hp.sel & hp.we & ~self.run & (h_entry < cfg.vxm_param_depth)
-        m.d.comb += pr.addr.eq(Mux(self.run, entry[:pbits], Mux(hp.sel, h_entry[:pbits], 0)))
+        d_entry, d_sub = divmod_const(m, hp.addr, row_words, "h_param")
+        h_entry, h_sub = Signal.like(d_entry), Signal.like(d_sub)
+        h_ok, h_wdata = Signal(), Signal.like(hp.wdata)
+        m.d.sync += [h_entry.eq(d_entry), h_sub.eq(d_sub), h_wdata.eq(hp.wdata),
+                     h_ok.eq(hp.sel & hp.we & ~self.run & (d_entry < cfg.vxm_param_depth))]
+        m.d.comb += pr.addr.eq(Mux(self.run, entry[:pbits], h_entry[:pbits]))
         load_ok = ~self.run & (self.load_row < cfg.vxm_param_depth)
         with m.If(self.load_we.any()):
             m.d.comb += [
@@ -215,11 +222,10 @@ class VXM(wiring.Component):
         with m.Else():
             m.d.comb += [
                 pw.addr.eq(h_entry[:pbits]),
-                pw.data.eq(Mux(hp.sel, hp.wdata, 0).replicate(row_words)),   # quiet unless selected
+                pw.data.eq(Mux(h_ok, h_wdata, 0).replicate(row_words)),   # quiet unless written
                 pw.en.eq(Cat(h_ok & (h_sub == k) for k in range(row_words))),
             ]
-        with m.If(hp.sel & hp.re):
-            m.d.sync += hp.rdata.eq(Array(pr.data[32 * k: 32 * k + 32] for k in range(row_words))[h_sub])
+        m.d.comb += hp.rdata.eq(Array(pr.data[32 * k: 32 * k + 32] for k in range(row_words))[h_sub])
 
         # ---- activation tables: one read port per lane (lane 0's also serves the host) --
         # One copy per pair of lanes, every copy written alike: a block RAM has two ports,

@@ -23,6 +23,7 @@ from firmware_gen.numerics import NumericsError
 from firmware_gen.schedule import Scheduler
 
 from .runner import BUILD, SIMULATORS, SimSetupError, TileSim, job, observed_events
+from .cli import DEFAULT_SHAPE
 from .compiled import ArtifactError
 from .progress import ProgressPrinter
 from .scoreboard import check_run, output_rows, read_back
@@ -220,17 +221,19 @@ def run_copy(cfg, args) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.demo", description=__doc__.splitlines()[0])
     ap.add_argument("--kind", choices=("swiglu", "classic"), default="swiglu", help="FFN kind (default: swiglu)")
-    ap.add_argument("--H", type=int, default=128, help="model width H (default: 128)")
-    ap.add_argument("--I", type=int, default=512, help="intermediate width I (default: 512)")
+    ap.add_argument("--H", type=int, default=None, help="model width H (default: 128; tiny 8, board 32)")
+    ap.add_argument("--I", type=int, default=None, help="intermediate width I (default: 512; tiny 16, board 64)")
     ap.add_argument("--batch", type=int, default=1, help="batch size, 1 = decode (default: 1)")
     ap.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default: verilator)")
-    ap.add_argument("--config", choices=TileConfig.PRESETS[:2], default="default",
+    ap.add_argument("--config", choices=TileConfig.PRESETS[:3], default="default",
                     help="tile configuration preset (default: default)")
     ap.add_argument("--waves", action="store_true",
                     help="dump waveforms (FST) and write a GTKWave view next to them")
     ap.add_argument("--seed", type=int, default=1, help="seed for weights and inputs (default: 1)")
     ap.add_argument("--copy", action="store_true", help="run the MEM-to-MEM data-movement demo instead")
     args = ap.parse_args(argv)
+    H0, I0 = DEFAULT_SHAPE[args.config]
+    args.H, args.I = args.H or H0, args.I or I0
     try:
         cfg = TileConfig.preset(args.config)
         print(f"tile: {cfg.lanes} lanes, {cfg.streams} streams per direction, "
