@@ -3,7 +3,7 @@
 #   make test   the test suite on Verilator and Icarus (all but the long flows)
 #   make test-long  the long flows: place-and-route of the tiny tile (CI runs both)
 #   make bench  FFN cycles vs bounds, the tray, simulator speed (bench/results/; history: bench/history.jsonl)
-#   make synth  ECP5 bitstream + resource/Fmax report (BOARD=ulx3s-85f CONFIG=tiny; default does not fit)
+#   make synth  ECP5 bitstream + resource/Fmax report (BOARD=ulx3s-85f CONFIG=tiny|board; default does not fit)
 #   make sim-c2c  two tiles on clocks a few hundred ppm apart over a C2C link (Verilator)
 #   make sim-tray one FFN on a tray of 8 tiles, each on its own clock (TILES=2|4|8, Verilator)
 

@@ -510,7 +510,7 @@ def test_vxm_requantise_matches_the_golden_model(v_bits):
     add) against ``firmware_gen.numerics.requantise`` on the edges (the extreme values,
     multipliers 1 and 32767, every shift 0..46, products that round onto +-127/-128)
     and on random operands: every output equal."""
-    from amaranth import Module, Signal, signed
+    from amaranth import Module, signed
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In, Out
 
