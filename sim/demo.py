@@ -225,7 +225,7 @@ def main(argv=None) -> int:
     ap.add_argument("--I", type=int, default=None, help="intermediate width I (default: 512; tiny 16, board 64)")
     ap.add_argument("--batch", type=int, default=1, help="batch size, 1 = decode (default: 1)")
     ap.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default: verilator)")
-    ap.add_argument("--config", choices=TileConfig.PRESETS[:3], default="default",
+    ap.add_argument("--config", choices=tuple(DEFAULT_SHAPE), default="default",
                     help="tile configuration preset (default: default)")
     ap.add_argument("--waves", action="store_true",
                     help="dump waveforms (FST) and write a GTKWave view next to them")

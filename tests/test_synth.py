@@ -29,14 +29,14 @@ def test_tiny_tile_fits_and_reaches_40_mhz(tmp_path_factory):
     assert r["fits"], r["utilization"]
     assert r["meets_board_clock"], r["fmax_mhz"]
     assert r["nextpnr_seed"] == synth.NEXTPNR_SEED
+    assert (out / "lpu_board.bit").stat().st_size > 0
+    assert r["utilization"]["LUT4"]["used"] > 0
+    assert (out / "report.md").read_text().startswith("# Synthesis: 4-lane tile")
     fmax = min(r["fmax_mhz"].values())
     if fmax < TINY_FMAX_MHZ:
         cp = r["critical_path"] or {}
         pytest.xfail(f"Fmax {fmax} MHz is below the {TINY_FMAX_MHZ} MHz target (docs/fpga.md, 'What limits "
                      f"the clock'); critical path {cp.get('start_cell')} -> {cp.get('end_cell')}")
-    assert (out / "lpu_board.bit").stat().st_size > 0
-    assert r["utilization"]["LUT4"]["used"] > 0
-    assert (out / "report.md").read_text().startswith("# Synthesis: 4-lane tile")
 
 
 def _report(used_luts, used_brams):
