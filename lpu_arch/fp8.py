@@ -1,0 +1,103 @@
+"""FP8 E4M3 (OCP 8-bit floating point, ``float8_e4m3fn``): the number format, its exact
+fixed-point products and the accumulator width an exact sum needs, stated once.
+
+A code is ``s eeee mmm`` (sign, 4 exponent bits with bias 7, 3 mantissa bits):
+
+* ``e == 0``: subnormal, ``(-1)^s * m * 2^-9`` (``m == 0``: zero; ``0x80`` is -0);
+* ``0 < e``: normal, ``(-1)^s * (8 + m) * 2^(e - 10)``, up to ``0x7E`` = 448;
+* ``0x7F`` and ``0xFF`` are NaN; E4M3 has no infinities.
+
+Every finite value is an integer number of units of ``2^-9`` (``UNIT_FRAC`` fraction
+bits): a magnitude below ``2^18``, a signed value of ``VALUE_BITS`` bits.  A product of two
+is then an integer number of units of ``2^-18`` (``PRODUCT_FRAC``), of at most
+``448 * 448 * 2^18 < 2^36`` in magnitude: ``PRODUCT_BITS`` (37) signed bits, exact.  A sum
+of ``n`` such products is exact in ``acc_bits(n) = PRODUCT_BITS + ceil(log2 n)`` bits, so
+it is independent of the order of the additions.
+
+What the hardware does with the special codes: -0 is 0 (a fixed-point sum has one zero);
+a NaN operand contributes 0 to its product and raises a sticky flag (``hdl/fp8.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+EXP_BITS, MAN_BITS, BIAS = 4, 3, 7
+NAN_CODES = (0x7F, 0xFF)
+MAX_CODE = 0x7E                       # +448, the largest finite value
+MAX = 448.0
+UNIT_FRAC = 9                         # a value is an integer number of 2^-9
+MAG_BITS = 18                         # |value| / 2^-9 < 2^18
+VALUE_BITS = MAG_BITS + 1
+PRODUCT_FRAC = 2 * UNIT_FRAC          # a product is an integer number of 2^-18
+PRODUCT_BITS = 37                     # signed; |a*b| / 2^-18 <= (448 * 2^9)^2 < 2^36
+
+
+def fields(code):
+    """(sign, exponent, mantissa) of a code (ints or an integer array)."""
+    code = np.asarray(code, dtype=np.int64)
+    return code >> 7 & 1, code >> MAN_BITS & ((1 << EXP_BITS) - 1), code & ((1 << MAN_BITS) - 1)
+
+
+def significand_and_shift(code):
+    """A code's magnitude as ``significand << shift`` in units of ``2^-9``: a 4-bit
+    significand (``m`` for a subnormal, ``8 + m`` for a normal) and a shift of ``e - 1``
+    (0 for a subnormal).  The hardware's multiplier works on these."""
+    _, e, m = fields(code)
+    return np.where(e == 0, m, 8 + m), np.where(e == 0, 0, e - 1)
+
+
+def is_nan(code):
+    code = np.asarray(code, dtype=np.int64)
+    return (code & 0x7F) == 0x7F
+
+
+def to_fixed(code) -> np.ndarray:
+    """Each code's value in units of ``2^-9`` (int64); NaN and -0 give 0."""
+    s, _, _ = fields(code)
+    sig, sh = significand_and_shift(code)
+    mag = np.where(is_nan(code), 0, sig << sh)
+    return np.where(s == 1, -mag, mag).astype(np.int64)
+
+
+def to_float(code) -> np.ndarray:
+    """Each code's value as float64 (NaN for the NaN codes, -0.0 for 0x80)."""
+    s, _, _ = fields(code)
+    v = to_fixed(code).astype(np.float64) * 2.0 ** -UNIT_FRAC
+    v = np.where((s == 1) & (v == 0), -0.0, v)
+    return np.where(is_nan(code), np.nan, v)
+
+
+def product(a, b) -> np.ndarray:
+    """The exact products of codes ``a`` and ``b`` in units of ``2^-18`` (int64), 0 where
+    either is NaN: what one MXM multiplier computes."""
+    return to_fixed(a) * to_fixed(b)
+
+
+def acc_bits(max_terms: int) -> int:
+    """Signed bits that hold any sum of up to ``max_terms`` products exactly."""
+    if max_terms < 1:
+        raise ValueError(f"an accumulation has at least one term, got {max_terms}")
+    return PRODUCT_BITS + (max_terms - 1).bit_length()
+
+
+def planes(bits: int) -> int:
+    """Byte planes (streams) a ``bits``-wide accumulator leaves the MXM in."""
+    return -(-bits // 8)
+
+
+_POSITIVE = to_float(np.arange(MAX_CODE + 1))       # codes 0 .. 0x7E, increasing
+
+
+def from_float(x) -> np.ndarray:
+    """The E4M3 codes (uint8) nearest to ``x``: round to nearest, ties to the even code;
+    magnitudes beyond 448 saturate to +-448 (OCP's saturating conversion); NaN gives 0x7F;
+    the sign of a zero is kept."""
+    x = np.asarray(x, dtype=np.float64)
+    mag = np.minimum(np.abs(x), MAX)
+    hi = np.clip(np.searchsorted(_POSITIVE, np.nan_to_num(mag), side="left"), 0, MAX_CODE)
+    lo = np.maximum(hi - 1, 0)
+    d_lo, d_hi = mag - _POSITIVE[lo], _POSITIVE[hi] - mag
+    pick = np.where(d_lo < d_hi, lo, np.where(d_hi < d_lo, hi, np.where(lo % 2 == 0, lo, hi)))
+    code = np.where(np.signbit(x), pick | 0x80, pick)
+    return np.where(np.isnan(x), NAN_CODES[0], code).astype(np.uint8)

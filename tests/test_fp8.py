@@ -1,0 +1,115 @@
+"""FP8 E4M3: the format's definition (``lpu_arch/fp8.py``) against ml_dtypes'
+``float8_e4m3fn``, and the hardware multiplier and dot product (``hdl/fp8.py``) against
+the definition, exhaustively, in Amaranth's simulator."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+from amaranth import Module
+from amaranth.sim import Simulator
+
+from hdl.fp8 import Fp8Dot, Fp8Mul
+from lpu_arch import fp8
+
+CODES = np.arange(256)
+REFERENCE = CODES.astype(np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+
+
+def test_decoding_matches_ml_dtypes():
+    got = fp8.to_float(CODES)
+    assert np.array_equal(np.isnan(got), np.isnan(REFERENCE))
+    assert list(np.flatnonzero(np.isnan(REFERENCE))) == list(fp8.NAN_CODES)
+    finite = ~np.isnan(REFERENCE)
+    assert np.array_equal(got[finite], REFERENCE[finite])
+    assert np.array_equal(np.signbit(got[finite]), np.signbit(REFERENCE[finite]))     # -0 is 0x80
+    assert fp8.to_float(fp8.MAX_CODE) == fp8.MAX == np.nanmax(REFERENCE)
+    # the fixed-point claim: every finite value is an integer number of 2^-9, below 2^18 of them
+    fixed = fp8.to_fixed(CODES)
+    assert np.array_equal(fixed[finite], REFERENCE[finite] * 2 ** fp8.UNIT_FRAC)
+    assert np.abs(fixed).max() < 1 << fp8.MAG_BITS
+
+
+def test_encoding_rounds_to_nearest_even_like_ml_dtypes():
+    rng = np.random.default_rng(8)
+    finite = REFERENCE[~np.isnan(REFERENCE)]
+    mids = (np.sort(finite)[1:] + np.sort(finite)[:-1]) / 2            # every tie
+    x = np.concatenate([rng.normal(0, 30, 20000), rng.uniform(-448, 448, 20000), mids, finite,
+                        [0.0, -0.0, 2.0 ** -10, -(2.0 ** -10), 2.0 ** -11, 460.0, -463.9]])
+    want = x.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+    assert np.array_equal(fp8.from_float(x), want)
+
+
+def test_encoding_saturates_and_keeps_nan():
+    assert list(fp8.from_float([1e9, -1e9, 464.0, np.inf, -np.inf, np.nan])) == [0x7E, 0xFE, 0x7E, 0x7E, 0xFE, 0x7F]
+
+
+
+def test_multiplier_is_exact_for_every_pair():
+    """All 256 x 256 code pairs: the product in units of 2^-18 equals the float64 product
+    of ml_dtypes' values (exact: at most 8 significant bits) scaled by 2^18, and a NaN
+    operand gives 0 with ``nan`` high."""
+    m = Module()
+    muls = [Fp8Mul() for _ in CODES]
+    for i, mul in enumerate(muls):
+        m.submodules[f"mul{i}"] = mul
+        m.d.comb += mul.a.eq(i)
+    got_p = np.zeros((256, 256), dtype=np.int64)
+    got_nan = np.zeros((256, 256), dtype=bool)
+
+    async def bench(ctx):
+        for b in CODES:
+            for mul in muls:
+                ctx.set(mul.b, int(b))
+            await ctx.delay(1e-9)
+            for a, mul in enumerate(muls):
+                got_p[a, b] = ctx.get(mul.p)
+                got_nan[a, b] = ctx.get(mul.nan)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    ref = np.multiply.outer(REFERENCE, REFERENCE)
+    nan = np.isnan(ref)
+    assert np.array_equal(got_nan, nan)
+    assert np.array_equal(got_p[nan], np.zeros(nan.sum(), dtype=np.int64))
+    assert np.array_equal(got_p[~nan], (ref[~nan] * 2.0 ** fp8.PRODUCT_FRAC).astype(np.int64))
+    assert np.array_equal(got_p, np.multiply.outer(fp8.to_fixed(CODES), fp8.to_fixed(CODES)))
+    assert np.abs(got_p).max() < 1 << (fp8.PRODUCT_BITS - 1)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 16, 320, 4096, 1 << 20])
+def test_accumulator_width_holds_the_worst_case(n):
+    """``acc_bits(n)`` holds n products of +-448 * +-448 of either sign, and one bit less
+    would not (for n a power of two the bound is tight up to the product's own slack)."""
+    worst = (448 * 2 ** fp8.UNIT_FRAC) ** 2 * n
+    bits = fp8.acc_bits(n)
+    assert -(1 << (bits - 1)) <= -worst and worst <= (1 << (bits - 1)) - 1
+    assert worst > (1 << (bits - 3)) - 1, "the width is not loose by more than the product's slack"
+
+
+@pytest.mark.parametrize("lanes", [4, 8])
+def test_dot_product_is_exact_at_its_length(lanes):
+    """``Fp8Dot`` at the worst case (every product +448^2, then every one -448^2), with
+    NaN operands, and on random codes: equal to the exact integer sum."""
+    rng = np.random.default_rng(lanes)
+    cases = [np.full((2, lanes), fp8.MAX_CODE), np.stack([np.full(lanes, fp8.MAX_CODE), np.full(lanes, 0xFE)]),
+             np.stack([np.full(lanes, 0xFE), np.full(lanes, 0xFE)])]
+    cases += [rng.integers(0, 256, (2, lanes)) for _ in range(200)]
+    dut = Fp8Dot(lanes)
+    assert dut.bits == fp8.acc_bits(lanes)
+    got = []
+
+    async def bench(ctx):
+        for a, b in cases:
+            ctx.set(dut.a, sum(int(c) << 8 * i for i, c in enumerate(a)))
+            ctx.set(dut.b, sum(int(c) << 8 * i for i, c in enumerate(b)))
+            await ctx.delay(1e-9)
+            got.append((ctx.get(dut.sum), ctx.get(dut.nan)))
+
+    sim = Simulator(dut)
+    sim.add_testbench(bench)
+    sim.run()
+    for (a, b), (s, nan) in zip(cases, got):
+        assert s == int(fp8.product(a, b).sum()), (a, b)
+        assert nan == bool(fp8.is_nan(a).any() | fp8.is_nan(b).any()), (a, b)
+    assert got[0][0] == lanes * (448 * 2 ** 9) ** 2 and got[1][0] == -got[0][0]
