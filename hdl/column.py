@@ -40,7 +40,7 @@ def served_links(cfg, p: int) -> list[int]:
 def column_signature(cfg, p: int, streams: bool = True) -> wiring.Signature:
     """Ports of position ``p`` (from the position's side).
 
-    Every position: ``start``, ``entry`` (where the queue starts), ``run`` (the tile's run state), ``icu_host`` (its queue's
+    Every position: ``prestart`` (starts the queues, one cycle before ``start``), ``start``, ``entry`` (where the queue starts), ``run`` (the tile's run state), ``icu_host`` (its queue's
     host port), ``halted``, ``illegal``, ``valid`` (a data instruction that does not skip
     issues: a busy cycle), ``driving`` (the slice drives).  MEM: ``bases`` (the tile's base
     registers, ``base_file_layout``), ``host``, ``addr_fault``; with the event trace also
@@ -54,7 +54,7 @@ def column_signature(cfg, p: int, streams: bool = True) -> wiring.Signature:
     ``west_out`` (at ``p - 1``; not at the west edge)."""
     kind = cfg.kind(cfg.slice_names[p])
     host = host_signature(cfg)
-    members = {"start": In(1), "entry": In(cfg.iq_addr_bits), "run": In(1), "icu_host": In(host),
+    members = {"prestart": In(1), "start": In(1), "entry": In(cfg.iq_addr_bits), "run": In(1), "icu_host": In(host),
                "halted": Out(1), "illegal": Out(1), "valid": Out(1), "driving": Out(1)}
     if kind == "MEM":
         members.update({"bases": In(base_file_layout(cfg)), "host": In(host), "addr_fault": Out(1)})
@@ -97,7 +97,7 @@ def build_position(m, cfg, p: int, ports, tap, east_out, west_out, suffix: str =
     name = cfg.slice_names[p]
     kind = cfg.kind(name)
     m.submodules[f"icu{suffix}"] = icu = InstructionQueue(cfg, kind)
-    m.d.comb += [icu.start.eq(ports.start), icu.entry.eq(ports.entry), icu.run.eq(ports.run),
+    m.d.comb += [icu.start.eq(ports.prestart), icu.entry.eq(ports.entry), icu.run.eq(ports.run),
                  ports.halted.eq(icu.halted),
                  ports.illegal.eq(icu.illegal)]
     wiring.connect(m, wiring.flipped(ports.icu_host), icu.host)
@@ -116,7 +116,7 @@ def build_position(m, cfg, p: int, ports, tap, east_out, west_out, suffix: str =
         sl = MXM(cfg, side=name[-1])
         m.d.comb += sl.start.eq(ports.start)
         m.submodules[f"icu_ld{suffix}"] = ld = InstructionQueue(cfg, "MXL")
-        m.d.comb += [ld.start.eq(ports.start), ld.entry.eq(ports.entry), ld.run.eq(ports.run),
+        m.d.comb += [ld.start.eq(ports.prestart), ld.entry.eq(ports.entry), ld.run.eq(ports.run),
                      ports.ld_halted.eq(ld.halted), ports.ld_illegal.eq(ld.illegal),
                      ports.ld_valid.eq(ld.issue.valid)]
         wiring.connect(m, wiring.flipped(ports.ld_icu_host), ld.host)

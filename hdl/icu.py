@@ -47,19 +47,25 @@ class InstructionQueue(wiring.Component):
     Members
     -------
     start : In(1)
-        One-cycle pulse: restart at instruction ``entry``, which issues on the next cycle.
+        One-cycle pulse: restart at instruction ``entry``.  The queue decodes one cycle
+        ahead of the slice it feeds and issues from a register: the cycle after ``start``
+        is its priming cycle (it decodes instruction ``entry`` while ``run`` is still low),
+        and instruction ``entry`` issues on the cycle after that, the tile's cycle 0 (the
+        tile raises ``run`` then: ``hdl/tile.py`` pulses the queues' start one cycle before
+        its own).
     entry : In(iq_addr_bits)
         Where a start begins (the tile's ``Csr.ENTRY``: several programs held in one queue,
         one after the other, each started where it begins).
     run : In(1)
         High while the tile runs.
     issue : Out(issue_signature)
-        The instruction issued this cycle (combinational from the instruction memory).
+        The instruction issued this cycle, from a register (decoded from the instruction
+        memory on the cycle before).
     halted : Out(1)
-        Set the cycle after HALT (or an illegal word) is decoded.
+        Set the cycle after HALT (or an illegal word) would have issued.
     illegal : Out(1)
-        Sticky until the next ``start``, set the cycle after an illegal word is decoded
-        (the queue halts; nothing issues): an opcode not legal for this slice kind, a
+        Sticky until the next ``start`` (cleared on the priming cycle), set the cycle after
+        an illegal word would have issued (the queue halts; nothing issues): an opcode not legal for this slice kind, a
         nonzero bit its opcode does not use (``isa.USED_FIELDS``), or a base register
         ``>= base_regs`` (``legal_word_mask``).
     host : In(host_signature)
@@ -105,24 +111,34 @@ class InstructionQueue(wiring.Component):
         rep_stride = Signal(field_shape("addr"))
         last = Signal(lay)            # last issued data instruction (REPEAT's operand)
         head = lay(rd.data)           # instruction at pc (memory output is mem[pc])
+        # The decode runs one cycle ahead of the issue: ``issue``, ``halted`` and
+        # ``illegal`` are registers loaded from what the decode finds (``nxt``, ``halt``,
+        # ``bad``), so the instruction memory's output reaches no slice combinationally.
+        prime = Signal()              # the cycle after start: decode while run is still low
+        active = Signal()
+        nxt = issue_signature().create(path=("nxt",))
+        halt, bad = Signal(), Signal()
+        m.d.sync += [prime.eq(self.start), self.issue.valid.eq(nxt.valid), self.issue.instr.eq(nxt.instr),
+                     self.halted.eq(halt), self.illegal.eq(bad)]
+        m.d.comb += active.eq(self.run | prime)
 
         # Host access: only meaningful while the tile is stopped.
         word = self.host.addr[0]
         m.d.comb += [
-            rd.addr.eq(Mux(self.run | self.start, pc_next, self.host.addr[1:])),
+            rd.addr.eq(Mux(active | self.start, pc_next, self.host.addr[1:])),
         ]
         load_ok = (self.load_row >> cfg.iq_addr_bits) == 0
         with m.If(self.load_we):
             m.d.comb += [
                 wr.addr.eq(self.load_row),
                 wr.data.eq(self.load_data),
-                wr.en.eq(Mux(load_ok & ~self.run, 0b11, 0)),
+                wr.en.eq(Mux(load_ok & ~active, 0b11, 0)),
             ]
         with m.Else():
             m.d.comb += [
                 wr.addr.eq(self.host.addr[1:]),
                 wr.data.eq(self.host.wdata.replicate(2)),
-                wr.en.eq(Mux(self.host.sel & self.host.we & ~self.run, Mux(word, 0b10, 0b01), 0)),
+                wr.en.eq(Mux(self.host.sel & self.host.we & ~active, Mux(word, 0b10, 0b01), 0)),
             ]
         word_q = Signal()
         m.d.sync += word_q.eq(word)
@@ -149,19 +165,19 @@ class InstructionQueue(wiring.Component):
 
         with m.If(self.start):
             m.d.comb += pc_next.eq(self.entry)
-            m.d.sync += [self.halted.eq(0), self.illegal.eq(0), wait.eq(0), in_rep.eq(0), last.eq(0)]
-        with m.Elif(self.run & ~self.halted):
+            m.d.sync += [halt.eq(0), bad.eq(0), wait.eq(0), in_rep.eq(0), last.eq(0)]
+        with m.Elif(active & ~halt):
             with m.If(wait != 0):
                 m.d.sync += wait.eq(wait - 1)
             with m.Elif(in_rep):
                 m.d.comb += [rep_active.eq(1), cur_left.eq(rep_left), cur_timer.eq(rep_timer),
                              cur_delay.eq(rep_delay), cur_stride.eq(rep_stride)]
             with m.Elif(junk):
-                m.d.sync += [self.halted.eq(1), self.illegal.eq(1)]
+                m.d.sync += [halt.eq(1), bad.eq(1)]
             with m.Else():
                 with m.Switch(head.op):
                     with m.Case(Op.HALT):
-                        m.d.sync += self.halted.eq(1)
+                        m.d.sync += halt.eq(1)
                     with m.Case(Op.NOP):
                         m.d.comb += pc_next.eq(pc + 1)
                         m.d.sync += wait.eq(head.count - 1)
@@ -171,18 +187,18 @@ class InstructionQueue(wiring.Component):
                                      cur_delay.eq(head.delay), cur_stride.eq(head.addr)]
                     for op in sorted(DATA_OPS & legal):
                         with m.Case(op):
-                            m.d.comb += [pc_next.eq(pc + 1), self.issue.valid.eq(1),
-                                         self.issue.instr.eq(head)]
+                            m.d.comb += [pc_next.eq(pc + 1), nxt.valid.eq(1),
+                                         nxt.instr.eq(head)]
                             m.d.sync += last.eq(head)
                     with m.Default():
-                        m.d.sync += [self.halted.eq(1), self.illegal.eq(1)]
+                        m.d.sync += [halt.eq(1), bad.eq(1)]
 
         with m.If(rep_active):
             m.d.sync += [rep_delay.eq(cur_delay), rep_stride.eq(cur_stride)]
             with m.If(cur_timer == 0):
                 repeated = Signal(lay)
                 m.d.comb += [repeated.eq(last), repeated.addr.eq(last.addr + cur_stride),
-                             self.issue.valid.eq(1), self.issue.instr.eq(repeated)]
+                             nxt.valid.eq(1), nxt.instr.eq(repeated)]
                 m.d.sync += [last.eq(repeated), rep_timer.eq(cur_delay - 1),
                              rep_left.eq(cur_left - 1), in_rep.eq(cur_left != 1)]
             with m.Else():

@@ -76,7 +76,7 @@ def trace_layout(cfg) -> data.FlexibleLayout:
 
 
 def issue_signature() -> wiring.Signature:
-    """What an instruction queue hands its slice on the issue cycle (combinational)."""
+    """What an instruction queue hands its slice on the issue cycle (from a register)."""
     return wiring.Signature({"valid": Out(1), "instr": Out(instr_layout())})
 
 

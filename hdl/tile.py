@@ -39,8 +39,9 @@ class Tile(wiring.Component):
 
     The host bus is word-addressed with 32-bit data; ``lpu_arch/hostmap.py`` gives the
     map.  Writing bit 0 of ``CTRL`` starts every instruction queue at instruction 0 on the
-    same cycle (cycle 0 is the cycle after the write); the tile stops and raises ``done``
-    on the first cycle on which every queue has halted and no slice is still driving.
+    same cycle (cycle 0 is the second cycle after the write: the queues decode one cycle
+    ahead, ``hdl/icu.py``); the tile stops and raises ``done`` on the first cycle on which
+    every queue has halted and no slice is still driving.
 
     Members
     -------
@@ -128,22 +129,26 @@ class Tile(wiring.Component):
         sel_slice = self.host.addr[hostmap.SLICE_SHIFT:hostmap.REGION_SHIFT]
         word = self.host.addr[0:hostmap.SLICE_SHIFT]
 
-        start = Signal()
+        # ``prestart`` starts the instruction queues, which decode one cycle ahead of the
+        # slices (``hdl/icu.py``); ``start``, the cycle after it, starts everything else:
+        # cycle 0 is the cycle after ``start``.
+        prestart, start = Signal(), Signal()
+        m.d.sync += start.eq(prestart)
         # The run state the core keeps.  With links, ``running``/``done`` are these unless a
         # deskew stall exceeded its bound (``_links``): the tile then reads as halted.
         run_q = Signal(name="core_running") if linked else self.running
         done_q = Signal(name="core_done") if linked else self.done
         sac = Signal(cfg.CYCLE_BITS)      # the program's cycle counter (SAC: stalls do not advance it)
         host_start = Signal()
-        ctrl_write = self.host.we & ~self.running & (region == Region.CSR) & (word == Csr.CTRL)
+        ctrl_write = self.host.we & ~self.running & ~start & (region == Region.CSR) & (word == Csr.CTRL)
         m.d.comb += host_start.eq(ctrl_write & self.host.wdata[0])
         if not linked:
-            m.d.comb += start.eq(host_start)
+            m.d.comb += prestart.eq(host_start)
 
         # ---- the base registers: CSRs, written while stopped; register 0 the constant 0 ----
         base_regs = [Signal(base_reg_layout(), name=f"base_reg_{r}") for r in range(1, cfg.base_regs)]
         base_file = Cat(Const(0, base_reg_layout().size), *base_regs)
-        base_write = self.host.we & ~run_q & (region == Region.CSR)
+        base_write = self.host.we & ~run_q & ~start & (region == Region.CSR)
         for r, reg in enumerate(base_regs, 1):
             with m.If(base_write & (word == Csr.BASE_REG_BASE + r)):
                 m.d.sync += [reg.offset.eq(self.host.wdata[:BASE_OFFSET_BITS]),
@@ -186,7 +191,7 @@ class Tile(wiring.Component):
                     load_mem += 1
                 elif kind == "VXM":
                     self._load_vxm(core, sl)
-            core.d.comb += [col.start.eq(start), col.entry.eq(entry), col.run.eq(run_q)]
+            core.d.comb += [col.prestart.eq(prestart), col.start.eq(start), col.entry.eq(entry), col.run.eq(run_q)]
             if kind in ("MEM", "VXM"):
                 core.d.comb += col.bases.eq(base_file)
             host_port(col.icu_host, Region.IMEM, p)
@@ -219,6 +224,8 @@ class Tile(wiring.Component):
         # Done waits for every stream drive (READ, EMIT, VOP, SXM and RECV results).
         any_driving = Cat(*(c.driving for c in cols)).any()
         busy_count = [Signal(cfg.CYCLE_BITS, name=f"busy_{n}") for n in cfg.queue_names]
+        with core.If(prestart):            # done falls with the write that starts the tile
+            core.d.sync += done_q.eq(0)
         with core.If(start):
             core.d.sync += [run_q.eq(1), done_q.eq(0), sac.eq(0)]
             core.d.sync += [b.eq(0) for b in busy_count]
@@ -241,7 +248,7 @@ class Tile(wiring.Component):
                        | overflow * Status.TRACE_OVERFLOW | param_fault * Status.PARAM_FAULT)
         link_csrs = {}
         if linked:
-            link_fault, link_status, link_csrs = self._links(m, core, start, host_start, ctrl_write, region,
+            link_fault, link_status, link_csrs = self._links(m, core, prestart, start, host_start, ctrl_write, region,
                                                              word, sac, c2cs, run_q, done_q)
             status_bits = status_bits | link_status
             m.d.comb += self.fault.eq(illegal.any() | addr_fault.any() | param_fault | link_fault)
@@ -323,7 +330,7 @@ class Tile(wiring.Component):
                      vxm.load_data.eq(Cat(ld.data[l][:32 * PARAM_WORDS] for l in range(L)))]
 
     # ---- C2C: links, HAC, deskew, start at a HAC value ------------------------------------
-    def _links(self, m, core, start, host_start, ctrl_write, region, word, sac, c2cs, run_q, done_q):
+    def _links(self, m, core, prestart, start, host_start, ctrl_write, region, word, sac, c2cs, run_q, done_q):
         """Build the units outside the core; return (any link fault, STATUS bits, {CSR word: value}).
 
         A deskew stall beyond its bound (``dsk.timeout``, ``c2c.deskew_stall_max``) halts the
@@ -339,18 +346,19 @@ class Tile(wiring.Component):
         m.d.comb += [self.hac.eq(hac.hac), self.stall.eq(stall), self.sac.eq(sac)]
 
         # Start now (CTRL.START), or armed (CTRL.START_AT_HAC) so that cycle 0 is the cycle
-        # on which the HAC equals START_HAC: the start pulse comes the cycle before.  A HAC
-        # that a SYNC moves past the value still starts (signed comparison).
+        # on which the HAC equals START_HAC: the start pulse comes the cycle before, the
+        # queues' prestart two cycles before.  A HAC that a SYNC moves past the value still
+        # starts (signed comparison).
         start_hac, armed = Signal(32), Signal()
         csr_write = self.host.we & (region == Region.CSR)
         with m.If(csr_write & (word == Csr.START_HAC)):
             m.d.sync += start_hac.eq(self.host.wdata)
         due = Signal(32)
-        m.d.comb += due.eq(hac.hac + 1 - start_hac)
-        m.d.comb += start.eq(host_start | (armed & ~self.running & ~due[31]))
+        m.d.comb += due.eq(hac.hac + 2 - start_hac)
+        m.d.comb += prestart.eq(host_start | (armed & ~self.running & ~start & ~due[31]))
         with m.If(ctrl_write & (self.host.wdata & Ctrl.START_AT_HAC).any()):
             m.d.sync += armed.eq(1)
-        with m.If(start):
+        with m.If(prestart):
             m.d.sync += armed.eq(0)
 
         links = []
@@ -377,7 +385,7 @@ class Tile(wiring.Component):
 
         cw, ce = c2cs["C2C_W"], c2cs["C2C_E"]
         m.d.comb += [
-            dsk.hac.eq(hac.hac), dsk.sac.eq(sac), dsk.clear.eq(start),
+            dsk.hac.eq(hac.hac), dsk.sac.eq(sac), dsk.clear.eq(prestart | start),
             dsk.deskew.eq((cw.deskew | ce.deskew) & ~stall),
             dsk.runtime.eq((cw.runtime | ce.runtime) & ~stall),
             dsk.slack.eq(Mux(cw.runtime, cw.slack, ce.slack)),

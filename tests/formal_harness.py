@@ -24,7 +24,6 @@ elastic buffer's own proof covers the rest (``docs/assurance.md``, "The receive 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import shutil
 import subprocess
@@ -38,7 +37,7 @@ from amaranth import Array, Cat, ClockDomain, ClockSignal, Const, Module, Mux, R
 from amaranth.back import rtlil
 from amaranth.hdl import Assert, Assume, DomainRenamer, EnableInserter, Fragment
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In
 
 import hdl.c2c
 from hdl.c2c import ElasticBuffer, LinkRx, ReceiveBuffer, flit_body_layout
@@ -48,7 +47,7 @@ from hdl.uart import UartRx, UartTx
 from lpu_arch import isa
 from lpu_arch.c2c import KIND_BITS, EccStatus, Kind, ecc_bits, flit_data_bits
 from lpu_arch.config import TileConfig
-from lpu_arch.hostmap import LINK_COUNT_BITS, load_row_bits
+from lpu_arch.hostmap import LINK_COUNT_BITS
 
 
 # ---- the runner ---------------------------------------------------------------------------------
@@ -538,13 +537,14 @@ class IcuHarness(wiring.Component):
         m.d.comb += Assume(((op != isa.Op.NOP) & (op != isa.Op.REPEAT)) |
                            ((_field(w, "count") < self.max_count) & (_field(w, "delay") < self.max_delay)))
 
-        # Load the program (one word per cycle), then start, then run.
-        phase = Signal(range(D + 2))
+        # Load the program (one word per cycle), then start, prime (the queue decodes one
+        # cycle ahead of its issue), then run.
+        phase = Signal(range(D + 3))
         prog = [Signal(isa.INSTR_BITS, name=f"prog{i}") for i in range(D)]
         loading, starting = phase < D, phase == D
         m.d.comb += [iq.load_we.eq(loading), iq.load_row.eq(phase), iq.load_data.eq(w),
-                     iq.start.eq(starting), iq.run.eq(phase > D), iq.host.sel.eq(0)]
-        with m.If(phase <= D):
+                     iq.start.eq(starting), iq.run.eq(phase > D + 1), iq.host.sel.eq(0)]
+        with m.If(phase <= D + 1):
             m.d.sync += phase.eq(phase + 1)
         for i in range(D):
             with m.If(loading & (phase == i)):
@@ -557,7 +557,7 @@ class IcuHarness(wiring.Component):
         last = Signal(isa.INSTR_BITS)
         rep_d, rep_stride = Signal(8), Signal(20)
         exp_valid, exp_instr = Signal(), Signal(isa.INSTR_BITS)
-        running = phase > D
+        running = phase > D + 1
         with m.If(running):
             m.d.sync += T.eq(T + 1)
         head = Signal(isa.INSTR_BITS)

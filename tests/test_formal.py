@@ -341,7 +341,7 @@ def test_formal_link_rx_broken_fails(name):
 
 
 # ---- the instruction queue -----------------------------------------------------------------------
-ICU_DEPTH, ICU_BOUND = 2, 8
+ICU_DEPTH, ICU_BOUND = 2, 9   # load 2 words, start, prime: 5 running cycles
 
 
 def icu_cfg():

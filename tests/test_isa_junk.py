@@ -231,8 +231,8 @@ def expected_issues(program):
 
 def run_queue(kind, programs, cycles):
     """For each program (64-bit words): stop, load it through the host port, start as the
-    tile does (start pulse with run low, then run high) and watch ``cycles`` cycles from
-    the cycle after the start pulse.  One simulation for all of them."""
+    tile does (the queues' start pulse with run low, the priming cycle, then run high) and
+    watch ``cycles`` cycles from the first running cycle.  One simulation for all of them."""
     icu = InstructionQueue(CFG, kind)
     traces = []
 
@@ -250,6 +250,7 @@ def run_queue(kind, programs, cycles):
             ctx.set(icu.start, 1)
             await ctx.tick()
             ctx.set(icu.start, 0)
+            await ctx.tick()                    # the queue's priming cycle (run still low)
             ctx.set(icu.run, 1)
             tr = {"issues": [], "halted": [], "illegal": []}
             for c in range(cycles):

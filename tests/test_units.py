@@ -125,8 +125,8 @@ async def host_write(ctx, port, words, base=0):
 
 def run_queue(kind, program, cycles, restart=False):
     """Load ``program`` into a ``kind`` queue, start it as the tile does (start pulse with
-    run low, run high from the next cycle) and watch it for ``cycles`` cycles; cycle 0 is
-    the cycle after the start pulse.  ``restart``: then pulse start again and watch
+    run low, the priming cycle, run high from the cycle after) and watch it for ``cycles``
+    cycles; cycle 0 is the first running cycle.  ``restart``: then pulse start again and watch
     ``cycles`` more (a second trace).  Returns one trace per run:
     ``{"issues": [(cycle, op, stream, dir, addr)], "halted": [..], "illegal": [..]}``."""
     icu = InstructionQueue(CFG, kind)
@@ -148,6 +148,7 @@ def run_queue(kind, program, cycles, restart=False):
         ctx.set(icu.start, 1)
         await ctx.tick()
         ctx.set(icu.start, 0)
+        await ctx.tick()                    # the queue's priming cycle (run still low)
         ctx.set(icu.run, 1)
 
     async def bench(ctx):
