@@ -9,13 +9,17 @@ from the MXM's own instruction queue, ``LW`` and ``LX`` from its loader queue
 
 Pipeline of ``MM`` issued on cycle t::
 
-    t     sample x from the stream (or address the x slot), address acc[A], and
-          remember which weight block is active on this cycle
-    t+1   p = W . x with that block; new = p or acc[A] + p; write acc[A]
-    t+2   with EMIT, drive new as 4 byte planes on streams out..out+3 (MXM_LATENCY)
+    t     sample x from the stream (or address the x slot) and remember which weight
+          block is active on this cycle
+    t+1   the products W[r][c] * x[c] with that block, each into a register (the
+          multipliers' own output registers); address acc[A]
+    t+2   p = the sum of row r's products; new = p or acc[A] + p; write acc[A]
+    t+3   with EMIT, drive new as 4 byte planes on streams out..out+3 (MXM_LATENCY)
 
 The accumulator read port is transparent for its write port, so an MM on t+1 into the
-row written on t+1 reads the new value (back-to-back accumulation).
+row written on t+2 reads the new value (back-to-back accumulation).  The register between
+the multipliers and the sum keeps the x slot's block RAM, the multipliers and the
+accumulation out of one combinational path (``docs/fpga.md``).
 """
 
 from amaranth import Array, Cat, Const, Elaboratable, Module, Mux, Signal, signed, unsigned
@@ -176,13 +180,7 @@ class MXM(wiring.Component):
         xb, ab = index_bits(cfg.mxm_xbuf_depth), index_bits(cfg.mxm_acc_depth)
         mm_acc = ins.addr[0:MM_ACC_BITS]
         mm_slot = ins.addr[MM_ACC_BITS:]
-        m.d.comb += [
-            xw.addr.eq(ld.addr[:xb]), xw.data.eq(lx_stream), xw.en.eq(is_lx),
-            xr.addr.eq(mm_slot[:xb]), xr.en.eq(is_mm),
-            ar.addr.eq(mm_acc[:ab]), ar.en.eq(is_mm),
-        ]
-
-        # ---- MM stage 1 (t+1) -----------------------------------------------------------
+        # ---- MM stage 1 (t+1): the products --------------------------------------------
         q_mm, q_flags, q_acc, q_out, q_act = Signal(), Signal(8), Signal(ab), Signal.like(ins.stream), Signal()
         q_x = Signal(VB)
         # Operands are registered only when an MM issues: between MMs the product array
@@ -193,6 +191,17 @@ class MXM(wiring.Component):
                          q_act.eq(act), q_x.eq(x_stream)]
         x = Signal(VB)
         m.d.comb += x.eq(Mux(q_flags[flag_bit(MMFlag.XBUF)], xr.data, q_x))
+        m.d.comb += [
+            xw.addr.eq(ld.addr[:xb]), xw.data.eq(lx_stream), xw.en.eq(is_lx),
+            xr.addr.eq(mm_slot[:xb]), xr.en.eq(is_mm),
+            ar.addr.eq(q_acc), ar.en.eq(q_mm),
+        ]
+
+        # ---- MM stage 2 (t+2): the sums and the accumulation -----------------------------
+        s_mm, s_flags, s_acc, s_out = Signal(), Signal(8), Signal(ab), Signal.like(ins.stream)
+        m.d.sync += s_mm.eq(q_mm)
+        with m.If(q_mm):
+            m.d.sync += [s_flags.eq(q_flags), s_acc.eq(q_acc), s_out.eq(q_out)]
         new = []
         for r in range(L):
             # Rows c_base .. c_base+n-1 load on a load cycle (not on a start).
@@ -200,19 +209,19 @@ class MXM(wiring.Component):
             m.d.comb += load.eq(load_now & (c_base <= r) & (r < next_base))
             p = Signal(signed(32), name=f"p_{r}")
             place(m, f"row{r}", MxmRow(cfg, start=self.start, load=load, act=act, src=rotated[r % (1 << sb)],
-                                       q_act=q_act, x=x, p=p))
+                                       q_mm=q_mm, q_act=q_act, x=x, p=p))
             old = ar.data[32 * r: 32 * r + 32].as_signed()
             nr = Signal(signed(32), name=f"new_{r}")
-            m.d.comb += nr.eq(Mux(q_flags[flag_bit(MMFlag.ACC)], old + p, p))
+            m.d.comb += nr.eq(Mux(s_flags[flag_bit(MMFlag.ACC)], old + p, p))
             new.append(nr)
         new_vec = Cat(*new)
-        m.d.comb += [aw.addr.eq(q_acc), aw.data.eq(new_vec), aw.en.eq(q_mm)]
+        m.d.comb += [aw.addr.eq(s_acc), aw.data.eq(new_vec), aw.en.eq(s_mm)]
 
-        # ---- MM stage 2 (t+2): EMIT's planes --------------------------------------------
+        # ---- MM stage 3 (t+3): EMIT's planes --------------------------------------------
         e_valid, e_out, e_val = Signal(), Signal.like(ins.stream), Signal(32 * L)
-        m.d.sync += e_valid.eq(q_mm & q_flags[flag_bit(MMFlag.EMIT)])
-        with m.If(q_mm):
-            m.d.sync += [e_out.eq(q_out), e_val.eq(new_vec)]
+        m.d.sync += e_valid.eq(s_mm & s_flags[flag_bit(MMFlag.EMIT)])
+        with m.If(s_mm):
+            m.d.sync += [e_out.eq(s_out), e_val.eq(new_vec)]
         planes = [Cat(*(e_val[32 * r + 8 * b: 32 * r + 8 * b + 8] for r in range(L)))
                   for b in range(INT32_PLANES)]
         port = self.drive.east if self.out_dir == EAST else self.drive.west
@@ -230,13 +239,15 @@ class MxmRow(Elaboratable):
     and their sum (an ``hdl.dedup`` unit: the ports are the MXM's signals).
 
     ``start`` clears both rows; else on ``load`` the shadow block's row (block 0 while
-    ``act`` is 1, else block 1) takes ``src``.  ``p`` is the active block's row (block
-    ``q_act``) times ``x``, lane by lane as int8, summed (int32).
+    ``act`` is 1, else block 1) takes ``src``.  On a cycle with ``q_mm`` the products of
+    the active block's row (block ``q_act``) and ``x``, lane by lane as int8, go into
+    registers; ``p`` is their sum (int32) on the next cycle.
     """
 
-    def __init__(self, cfg, *, start, load, act, src, q_act, x, p):
+    def __init__(self, cfg, *, start, load, act, src, q_mm, q_act, x, p):
         self.cfg = cfg
-        self.start, self.load, self.act, self.src, self.q_act, self.x, self.p = start, load, act, src, q_act, x, p
+        self.start, self.load, self.act, self.src, self.q_mm, self.q_act, self.x, self.p = (
+            start, load, act, src, q_mm, q_act, x, p)
 
     @property
     def module_name(self):
@@ -244,7 +255,8 @@ class MxmRow(Elaboratable):
 
     def ports(self):
         return {"start": (self.start, "i"), "load": (self.load, "i"), "act": (self.act, "i"),
-                "src": (self.src, "i"), "q_act": (self.q_act, "i"), "x": (self.x, "i"), "p": (self.p, "o")}
+                "src": (self.src, "i"), "q_mm": (self.q_mm, "i"), "q_act": (self.q_act, "i"), "x": (self.x, "i"),
+                "p": (self.p, "o")}
 
     def standalone(self):
         return MxmRow(self.cfg, **{n: Signal(v.shape(), name=n) for n, (v, _) in self.ports().items()})
@@ -262,7 +274,12 @@ class MxmRow(Elaboratable):
                 m.d.sync += w1.eq(self.src)
         row = Signal(VB)                                # the active block's row
         m.d.comb += row.eq(Mux(self.q_act, w1, w0))
-        terms = [row[8 * c: 8 * c + 8].as_signed() * self.x[8 * c: 8 * c + 8].as_signed() for c in range(L)]
+        # One register per product, loaded only on an MM's product cycle (so the sum sees
+        # no changes between MMs).
+        terms = [Signal(signed(16), name=f"prod_{c}") for c in range(L)]
+        with m.If(self.q_mm):
+            m.d.sync += [t.eq(row[8 * c: 8 * c + 8].as_signed() * self.x[8 * c: 8 * c + 8].as_signed())
+                         for c, t in enumerate(terms)]
         while len(terms) > 1:                           # balanced adder tree
             terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i]
                      for i in range(0, len(terms), 2)]

@@ -121,7 +121,7 @@ DIR_NAMES = {EAST: "E", WEST: "W"}
 
 READ_LATENCY = 1   # READ issue -> value driven onto the stream at the MEM slice
 WRITE_LATENCY = 0  # WRITE issue -> stream sampled (the MEM write event's cycle)
-MXM_LATENCY = 2    # MM issue -> EMIT's accumulator value driven at the MXM
+MXM_LATENCY = 3    # MM issue -> EMIT's accumulator value driven at the MXM
 VXM_LATENCY = 3    # VOP issue -> result driven at the VXM
 SXM_LATENCY = 1    # SHIFT/PERM/DIST/TRO issue -> result driven at the SXM
 C2C_LATENCY = 1    # RECV issue -> received vector driven at the C2C slice

@@ -606,9 +606,9 @@ def test_start_cancels_weight_load_unit():
         ctx.set(port.valid, 0)
 
     async def emitted(ctx):
-        """MM now, then the int32 lanes EMIT drives two cycles later."""
+        """MM now, then the int32 lanes EMIT drives MXM_LATENCY cycles later."""
         await issue(ctx, mm)
-        await ctx.tick()
+        await ctx.tick().repeat(MXM_LATENCY - 1)
         planes = [ctx.get(dut.drive.east.data[b]) for b in range(INT32_PLANES)]
         assert ctx.get(dut.drive.east.mask) == 0b1111
         return archmodel.from_planes([[(p >> (8 * l)) & 0xFF for l in range(L)] for p in planes])
