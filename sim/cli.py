@@ -630,7 +630,9 @@ def cmd_bench(args) -> int:
         raise CliError(f"unknown simulator(s) {', '.join(bad) or '(none given)'} in --sims; "
                        f"choose from {', '.join(SIMULATORS)}")
     argv = ["--config", args.config, "--sims", ",".join(sims), "--passes", str(args.passes)]
-    argv += [f"--{flag.replace('_', '-')}" for flag in ("sweep", "no_bus_load", "no_model") if getattr(args, flag)]
+    argv += [f"--{flag.replace('_', '-')}" for flag in ("sweep", "no_bus_load", "no_model", "no_history")
+             if getattr(args, flag)]
+    argv += ["--history", str(args.history)] if args.history else []
     argv += ["--build-configs", args.build_configs] if args.build_configs is not None else []
     argv += ["--out", str(args.out)] if args.out else []
     if not args.json:
@@ -993,6 +995,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-model", action="store_true",
                    help="skip the real-model FFNs (H=384, I=1536 on a fitted tile; a build of minutes)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR", help="output directory (default: bench/results)")
+    p.add_argument("--history", type=Path, default=None, metavar="FILE",
+                   help="append the run's figures to this history (default: bench/history.jsonl)")
+    p.add_argument("--no-history", action="store_true", help="do not append to a history")
     p.add_argument("--json", action="store_true", help="print bench.json on stdout (the tables go to stderr)")
 
     p = _subcommand(sub, "synth", cmd_synth, help="ECP5 bitstream and resource/Fmax report",

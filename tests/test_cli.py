@@ -451,11 +451,15 @@ def test_c2c_runs_and_draws(capsys, tmp_path):
 # ---- bench --------------------------------------------------------------------------------------
 @pytest.mark.sim
 def test_bench_on_the_tiny_tile(capsys, tmp_path):
-    code, text, err = run(capsys, "bench", "--config", "tiny", "--sims", SIMS[0], "--out", tmp_path, "--json")
+    # its own history file: a test run must not append to the project's bench/history.jsonl
+    hist = tmp_path / "history.jsonl"
+    code, text, err = run(capsys, "bench", "--config", "tiny", "--sims", SIMS[0], "--out", tmp_path, "--json",
+                          "--history", hist)
     r = json.loads(text)
     assert code == 0 and r["ffn"] and all(row["exact"] for row in r["ffn"])
     assert (tmp_path / "bench.md").read_text().startswith("FFNs on the tiny tile")
     assert "job 1/" in err
+    assert [json.loads(line)["config"] for line in hist.read_text().splitlines()] == ["tiny"]
 
 
 def test_moe_no_run_lists_routings_and_rounds(capsys, tmp_path):
