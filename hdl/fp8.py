@@ -16,13 +16,16 @@ from amaranth.lib.wiring import In, Out
 
 from lpu_arch import fp8
 
+from .arith import balanced_sum
+
 
 def _operand(m, code, name):
     """(sign, significand, shift, is NaN) of an 8-bit code."""
-    e, man = code[3:7], code[0:3]
-    sig, sh = Signal(4, name=f"{name}_sig"), Signal(4, name=f"{name}_sh")
-    m.d.comb += [sig.eq(Mux(e == 0, man, man | 0b1000)), sh.eq(Mux(e == 0, 0, e - 1))]
-    return code[7], sig, sh, code[0:7].all()
+    M, E = fp8.MAN_BITS, fp8.EXP_BITS
+    e, man = code[M:M + E], code[:M]
+    sig, sh = Signal(M + 1, name=f"{name}_sig"), Signal(E, name=f"{name}_sh")
+    m.d.comb += [sig.eq(Mux(e == 0, man, man | 1 << M)), sh.eq(Mux(e == 0, 0, e - 1))]
+    return code[M + E], sig, sh, code[:M + E].all()
 
 
 class Fp8Mul(wiring.Component):
@@ -62,9 +65,6 @@ class Fp8Dot(wiring.Component):
             m.d.comb += [mul.a.eq(self.a[8 * i:8 * i + 8]), mul.b.eq(self.b[8 * i:8 * i + 8])]
             terms.append(mul.p)
             nans.append(mul.nan)
-        while len(terms) > 1:                           # balanced adder tree
-            terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i]
-                     for i in range(0, len(terms), 2)]
-        m.d.comb += [self.sum.eq(terms[0]), self.nan.eq(Cat(*nans).any())]
+        m.d.comb += [self.sum.eq(balanced_sum(terms)), self.nan.eq(Cat(*nans).any())]
         return m
 

@@ -29,6 +29,7 @@ from amaranth.lib.wiring import In, Out
 
 from lpu_arch.isa import EAST, INT32_PLANES, MM_ACC_BITS, WEST, MMFlag, Op
 
+from .arith import balanced_sum
 from .dedup import place
 from .layouts import drive_signature, flag_bit, index_bits, issue_signature, operand, tap_signature
 
@@ -280,8 +281,5 @@ class MxmRow(Elaboratable):
         with m.If(self.q_mm):
             m.d.sync += [t.eq(row[8 * c: 8 * c + 8].as_signed() * self.x[8 * c: 8 * c + 8].as_signed())
                          for c, t in enumerate(terms)]
-        while len(terms) > 1:                           # balanced adder tree
-            terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i]
-                     for i in range(0, len(terms), 2)]
-        m.d.comb += self.p.eq(terms[0])
+        m.d.comb += self.p.eq(balanced_sum(terms))
         return m

@@ -30,7 +30,7 @@ UNIT_FRAC = 9                         # a value is an integer number of 2^-9
 MAG_BITS = 18                         # |value| / 2^-9 < 2^18
 VALUE_BITS = MAG_BITS + 1
 PRODUCT_FRAC = 2 * UNIT_FRAC          # a product is an integer number of 2^-18
-PRODUCT_BITS = 37                     # signed; |a*b| / 2^-18 <= (448 * 2^9)^2 < 2^36
+PRODUCT_BITS = 2 * MAG_BITS + 1       # signed (37); |a*b| / 2^-18 <= (448 * 2^9)^2 < 2^36
 
 
 def fields(code):
