@@ -266,29 +266,33 @@ class _Tray:
         capacity is a constraint on the send, never a reason to reject an FFN)."""
         _, rlink = self.topo.peer(t, link)
         cr = self.cfg.link_slice(rlink)
-        sx = "SXM_W" if cr == "C2C_W" else "SXM_E"
-        d_rx = WEST if sx == "SXM_W" else EAST
         v = self.book.first_recv(u, rlink, s, self.D)
-        while (got := self._recv_path(self.f[u], cr, sx, d_rx, v, sides)) is None:
+        while (got := self._recv_path(self.f[u], cr, v, sides)) is None:
             v += 1
-        return (rlink, cr, sx, d_rx, v, got) if self.book.depth_ok(u, rlink, s, v) else None
+        return (rlink, cr, v) + got if self.book.depth_ok(u, rlink, s, v) else None
 
     def _receive(self, t, u, link, s, plan, slot, who):
         """RECV on tile u (on ``plan`` from :meth:`_recv_plan`) of the vector tile t sent on
         ``link`` on ``s``, into the x ``slot`` of the MXMs the plan names."""
         pos, fu = self.cfg.position, self.f[u]
-        rlink, cr, sx, d_rx, v, (st_rx, st_out, arrive) = plan
-        t_sx = v + C2C_LATENCY + 1
+        rlink, cr, v, sx, d_rx, st_rx, st_out, arrive = plan
         recv = Instr.compute(Op.RECV, st_rx, d_rx, link=rlink)
-        ways = {side: d for side, d in (("MXM_W", WEST), ("MXM_E", EAST)) if side in arrive}
-        out = (SxmFlag.OUT_W if "MXM_W" in ways else 0) | (SxmFlag.OUT_E if "MXM_E" in ways else 0)
-        shift = Instr.compute(Op.SHIFT, st_rx, d_rx, k=0, out=st_out, flags=out)
         fu.res.take_slot(cr, v, who)
-        fu.res.take_drives(cr, v, recv, pos(sx), who)
         fu.emit(cr, v, recv)
-        fu.res.take_slot(sx, t_sx, who)
-        fu.res.take_drives(sx, t_sx, shift, {d: pos(side) for side, d in ways.items()}, who)
-        fu.emit(sx, t_sx, shift)
+        if sx is None:                     # straight from the C2C slice to the one MXM
+            (side,) = arrive
+            fu.res.take_drives(cr, v, recv, pos(side), who)
+            ways = {side: d_rx}
+            st_out = st_rx
+        else:                              # through the SXM, which drives it both ways
+            t_sx = v + C2C_LATENCY + 1
+            ways = {side: d for side, d in (("MXM_W", WEST), ("MXM_E", EAST)) if side in arrive}
+            out = (SxmFlag.OUT_W if "MXM_W" in ways else 0) | (SxmFlag.OUT_E if "MXM_E" in ways else 0)
+            shift = Instr.compute(Op.SHIFT, st_rx, d_rx, k=0, out=st_out, flags=out)
+            fu.res.take_drives(cr, v, recv, pos(sx), who)
+            fu.res.take_slot(sx, t_sx, who)
+            fu.res.take_drives(sx, t_sx, shift, {d: pos(side) for side, d in ways.items()}, who)
+            fu.emit(sx, t_sx, shift)
         for side, d in ways.items():
             fu.res.take_slot(fu.ldr(side), arrive[side], who + f" LX {side}")
             fu.emit(fu.ldr(side), arrive[side], Instr.lx(st_out, d, slot))
@@ -298,15 +302,29 @@ class _Tray:
         self.book.take_recv(u, rlink, s, v)
         self.transfers += 1
 
-    def _recv_path(self, fu, cr, sx, d_rx, v, sides=SIDES):
-        """Free streams and slots for RECV on ``v`` -> SXM -> the MXMs ``sides``, or None."""
+    def _recv_path(self, fu, cr, v, sides=SIDES):
+        """``(sx, d_rx, st_rx, st_out, arrive)`` for a RECV on ``v`` into the MXMs ``sides``,
+        or None when no stream or slot is free.  One MXM: the C2C slice drives the vector
+        straight to it (``sx`` None, ``st_out`` None).  Both: it goes to the SXM next to the
+        C2C slice (``sx``), whose ``SHIFT k=0`` drives it both ways on ``st_out``."""
         pos = self.cfg.position
         if not fu.res.slot_free(cr, v):
             return None
-        t_sx = v + C2C_LATENCY + 1
+        t_drive = v + C2C_LATENCY
+        if len(sides) == 1:
+            (side,) = sides
+            d = WEST if pos(side) < pos(cr) else EAST
+            arrive = {side: t_drive + abs(pos(cr) - pos(side))}
+            if not fu.res.slot_free(fu.ldr(side), arrive[side]):
+                return None
+            st = fu.res.free_stream(d, pos(cr), pos(side), t_drive, self.spare)
+            return None if st is None else (None, d, st, None, arrive)
+        sx = "SXM_W" if cr == "C2C_W" else "SXM_E"
+        d_rx = WEST if sx == "SXM_W" else EAST
+        t_sx = t_drive + 1
         if not fu.res.slot_free(sx, t_sx):
             return None
-        st_rx = fu.res.free_stream(d_rx, pos(cr), pos(sx), v + C2C_LATENCY, self.spare)
+        st_rx = fu.res.free_stream(d_rx, pos(cr), pos(sx), t_drive, self.spare)
         if st_rx is None:
             return None
         arrive = {side: t_sx + SXM_LATENCY + abs(pos(sx) - pos(side)) for side in sides}
@@ -315,7 +333,7 @@ class _Tray:
         for st in self.spare:
             if all(fu.res.stream_free(d, st, pos(sx), pos(side), t_sx + SXM_LATENCY)
                    for side, d in (("MXM_W", WEST), ("MXM_E", EAST)) if side in sides):
-                return st_rx, st, arrive
+                return sx, d_rx, st_rx, st, arrive
         return None
 
     def programs(self) -> list[Program]:

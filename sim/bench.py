@@ -171,7 +171,7 @@ def run_sweep(base, sims, passes):
     return rows
 
 
-TRAY_TARGET = 6.0
+TRAY_TARGET = 7.0
 
 
 def _tray_checked(ex, cfg: TileConfig, tiles: int):

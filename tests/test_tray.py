@@ -37,7 +37,7 @@ def test_default_tray_speedup_and_c2c_share():
     _, one = compile_ffn(ex.spec, ex.x_int8, cfg)
     _, man = check_tray(cfg, ex, 8)
     assert man.transfers == 7 * 32                        # every h vector to every other tile
-    assert one.cycles / man.cycles >= 6, (one.cycles, man.cycles)     # the tray's target
+    assert one.cycles / man.cycles >= 7, (one.cycles, man.cycles)     # the tray's target (issue: >= 7.0x)
     assert 0 < man.c2c_share < 1
 
 
