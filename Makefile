@@ -1,7 +1,7 @@
 # LPU tile: two commands on a fresh machine.
 #   make sim    build the tile and run the demo on Verilator (creates .venv on first use)
 #   make test   the test suite on Verilator and Icarus (all but the long flows)
-#   make test-long  the long flows: place-and-route of the tiny tile (CI runs both)
+#   make test-long  the long flows: place-and-route of the tiny tile, the 8-tile RTL systems (CI runs both)
 #   make bench  FFN cycles vs bounds, the tray, simulator speed (bench/results/; history: bench/history.jsonl)
 #   make synth  ECP5 bitstream + resource/Fmax report (BOARD=ulx3s-85f CONFIG=tiny|board; default does not fit)
 #   make sim-c2c  two tiles on clocks a few hundred ppm apart over a C2C link (Verilator)
@@ -59,10 +59,10 @@ sim-tray: $(STAMP)
 	$(PY) -m sim.demo_tray --sim $(SIM) --tiles $(TILES)
 
 test: $(STAMP) $(MODELS) check-icarus
-	$(PY) -m pytest -n $(JOBS) -q -m "not synth"
+	$(PY) -m pytest -n $(JOBS) -q -m "not synth and not long"
 
-test-long: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -q -m synth
+test-long: $(STAMP) check-icarus
+	$(PY) -m pytest -n $(JOBS) -q -m "synth or long"
 
 # make bench appends its figures to bench/history.jsonl (keyed by commit, a dirty tree marked)
 # and draws them over commits to bench/results/history.svg; bench-history redraws that picture,

@@ -340,7 +340,13 @@ def main(argv=None) -> int:
                     help="append this run's figures to this history, keyed by commit, and draw it to "
                          "OUT/history.svg (default: bench/history.jsonl; sim/history.py)")
     ap.add_argument("--no-history", action="store_true", help="do not append to the history")
+    ap.add_argument("--quick", action="store_true",
+                    help="the FFN suite, tray, MoE and decode figures only: implies --no-bus-load, "
+                         "--build-configs '' and --no-model, and leaves out the LP30 projections "
+                         "(compiling the full-size dense layer takes minutes)")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.no_bus_load, args.build_configs, args.no_model = True, "", True
     git = None if args.no_history else history.git_state()     # the tree as the run starts
     cfg = TileConfig.preset(args.config)
     sims = [x for x in args.sims.split(",") if x]
@@ -370,7 +376,7 @@ def main(argv=None) -> int:
     moe = moe_rows(cfg) if args.config == "default" else []
     print("running the decode loop on the golden model, and teacher-forced accuracy ...", flush=True)
     decode, accuracy = decode_rows(), accuracy_rows()
-    lp30 = lp30_rows()
+    lp30 = [] if args.quick else lp30_rows()
     result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": shapes, "speed": speed,
               "loading": loading, "build": build, "builds_used": builds, "tray": tray, "tray_big": tray_big, "moe": moe, "decode": decode,
               "decode_accuracy": accuracy, "model": model, "lp30": lp30}

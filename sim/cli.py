@@ -8,7 +8,7 @@ benchmark the simulators, synthesise the tile.
     lpu moe     [--experts E --top-k K --shared S --capacity C] [--tiles N] [--routing R] [--no-run] [--json]
     lpu decode  [--model synthetic] [--tokens N] [--prompt 1,2,3] [--layers L] [--sim SIM | --no-run] [--json]
     lpu c2c     [--sim SIM] [--ppm A B] [--latency L] [--plot FILE] [--inject T:L:MASK:AFTER:N] [--json]
-    lpu bench   [--config default|tiny] [--sims verilator,icarus] [--sweep] [--out DIR] [--json]
+    lpu bench   [--config default|tiny] [--sims verilator,icarus] [--sweep] [--quick] [--out DIR] [--json]
     lpu synth   [--board ulx3s-85f] [--config default|tiny] [--out DIR] [--json]
 
 ``lpu SUBCOMMAND --help`` documents each.  A bad argument or an impossible request (an
@@ -630,7 +630,7 @@ def cmd_bench(args) -> int:
         raise CliError(f"unknown simulator(s) {', '.join(bad) or '(none given)'} in --sims; "
                        f"choose from {', '.join(SIMULATORS)}")
     argv = ["--config", args.config, "--sims", ",".join(sims), "--passes", str(args.passes)]
-    argv += [f"--{flag.replace('_', '-')}" for flag in ("sweep", "no_bus_load", "no_model", "no_history")
+    argv += [f"--{flag.replace('_', '-')}" for flag in ("sweep", "no_bus_load", "no_model", "no_history", "quick")
              if getattr(args, flag)]
     argv += ["--history", str(args.history)] if args.history else []
     argv += ["--build-configs", args.build_configs] if args.build_configs is not None else []
@@ -998,6 +998,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history", type=Path, default=None, metavar="FILE",
                    help="append the run's figures to this history (default: bench/history.jsonl)")
     p.add_argument("--no-history", action="store_true", help="do not append to a history")
+    p.add_argument("--quick", action="store_true",
+                   help="the FFN suite, tray, MoE and decode figures only (implies --no-bus-load, "
+                        "--build-configs '' and --no-model; no LP30 projections)")
     p.add_argument("--json", action="store_true", help="print bench.json on stdout (the tables go to stderr)")
 
     p = _subcommand(sub, "synth", cmd_synth, help="ECP5 bitstream and resource/Fmax report",

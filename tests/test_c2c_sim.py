@@ -221,7 +221,7 @@ def test_tray_ffn_on_two_tiles(simulator, kind, H, I, batch):
         assert not obs["status"] & LINK_FAULTS
 
 
-@pytest.mark.parametrize("tiles", [4, 8])
+@pytest.mark.parametrize("tiles", [4, pytest.param(8, marks=pytest.mark.long)])
 def test_all_to_all_tiles(tiles):
     """4 and 8 tiles, all-to-all, every link its own latency and every tile its own clock
     (a random ppm within the specification and a random phase), on each simulator: the

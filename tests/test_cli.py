@@ -454,7 +454,7 @@ def test_bench_on_the_tiny_tile(capsys, tmp_path):
     # its own history file: a test run must not append to the project's bench/history.jsonl
     hist = tmp_path / "history.jsonl"
     code, text, err = run(capsys, "bench", "--config", "tiny", "--sims", SIMS[0], "--out", tmp_path, "--json",
-                          "--history", hist)
+                          "--history", hist, "--quick")
     r = json.loads(text)
     assert code == 0 and r["ffn"] and all(row["exact"] for row in r["ffn"])
     assert (tmp_path / "bench.md").read_text().startswith("FFNs on the tiny tile")

@@ -26,7 +26,8 @@ pytestmark = pytest.mark.sim
 LAYERS = {("ep", 4): (8, 2, 1, 8, 8, 2, 1), ("ep", 8): (24, 4, 1, 8, 8, 1, 2), ("tp", 4): (4, 2, 1, 8, 8, 1, None)}
 
 
-@pytest.mark.parametrize("mapping, tiles", list(LAYERS))
+@pytest.mark.parametrize("mapping, tiles", [pytest.param(*key, marks=pytest.mark.long) if key[1] == 8 else key
+                                            for key in LAYERS])
 def test_moe_routings_on_the_rtl(mapping, tiles):
     from lpu_arch.topology import Topology
     from sim.demo_moe import compile_moe_example, run_moe_on_rtl
