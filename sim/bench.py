@@ -38,7 +38,7 @@ from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
 from firmware_gen.numerics import ffn_int
 from firmware_gen.schedule import Scheduler
 
-from . import history
+from . import bench_speed, history
 from .bench_decode import accuracy_rows, decode_rows
 from .bench_lp30 import lp30_rows, markdown_lp30
 from .bench_decode import markdown as markdown_decode
@@ -340,13 +340,16 @@ def main(argv=None) -> int:
                     help="append this run's figures to this history, keyed by commit, and draw it to "
                          "OUT/history.svg (default: bench/history.jsonl; sim/history.py)")
     ap.add_argument("--no-history", action="store_true", help="do not append to the history")
+    ap.add_argument("--no-speed-reference", action="store_true",
+                    help="do not measure tile-cycles/s against the build of commit "
+                         f"{bench_speed.REFERENCE} (sim/bench_speed.py: that build and its runs take minutes)")
     ap.add_argument("--quick", action="store_true",
                     help="the FFN suite, tray, MoE and decode figures only: implies --no-bus-load, "
-                         "--build-configs '' and --no-model, and leaves out the LP30 projections "
+                         "--build-configs '', --no-model and --no-speed-reference, and leaves out the LP30 projections "
                          "(compiling the full-size dense layer takes minutes)")
     args = ap.parse_args(argv)
     if args.quick:
-        args.no_bus_load, args.build_configs, args.no_model = True, "", True
+        args.no_bus_load, args.build_configs, args.no_model, args.no_speed_reference = True, "", True, True
     git = None if args.no_history else history.git_state()     # the tree as the run starts
     cfg = TileConfig.preset(args.config)
     sims = [x for x in args.sims.split(",") if x]
@@ -366,7 +369,9 @@ def main(argv=None) -> int:
             return 2
         build = build_times(presets)
         model, model_notes = ([], []) if args.no_model or "verilator" not in sims else model_rows(TileConfig.default())
-    except SimSetupError as e:
+        speed_ref = ([] if args.no_speed_reference or args.config != "default"   # (a default-tile workload)
+                     else bench_speed.speed_rows(sims))
+    except (SimSetupError, bench_speed.SpeedError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print("compiling the tray FFN for 1, 2, 4 and 8 tiles (golden-model checked) ...", flush=True)
@@ -379,7 +384,7 @@ def main(argv=None) -> int:
     lp30 = [] if args.quick else lp30_rows()
     result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": shapes, "speed": speed,
               "loading": loading, "build": build, "builds_used": builds, "tray": tray, "tray_big": tray_big, "moe": moe, "decode": decode,
-              "decode_accuracy": accuracy, "model": model, "lp30": lp30}
+              "decode_accuracy": accuracy, "model": model, "lp30": lp30, "speed_vs_reference": speed_ref}
     ffn_speed = {r["simulator"]: r["cycles_per_second"] for r in speed if r["program"] == "ffn suite"}
     if "verilator" in ffn_speed and "icarus" in ffn_speed:
         result["verilator_over_icarus"] = round(ffn_speed["verilator"] / ffn_speed["icarus"], 2)
@@ -446,6 +451,7 @@ def main(argv=None) -> int:
         if rates.get("port") and rates.get("bus"):
             lines.append(f"\n{sim}: host bus {rates['bus']:,} B/s")
             lines.append(f"{sim}: load port {rates['port']:,} B/s ({rates['port'] / rates['bus']:.1f}x the host bus)")
+    lines += bench_speed.markdown(speed_ref)
     if build:
         lines += ["", "Verilator build of the tile, from scratch, per configuration:", "",
                   "| configuration | key | Verilog s | build s |", "|---|---|---:|---:|"]
@@ -458,6 +464,7 @@ def main(argv=None) -> int:
     if git is not None:
         record_history(result, git, args.config, cfg, args.history, out / "history.svg")
     ok = (all(r["exact"] for r in shapes) and all(r.get("exact", True) for r in speed + loading)
+          and all(r["ours"]["as_predicted"] and r.get("theirs", {}).get("as_predicted", True) for r in speed_ref)
           and all(r["exact"] and r.get("bus_exact", True) for r in tray + tray_big + model + moe + decode + lp30))
     return 0 if ok and all(r["meets_target"] is not False for r in shapes) else 1
 

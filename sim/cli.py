@@ -630,7 +630,7 @@ def cmd_bench(args) -> int:
         raise CliError(f"unknown simulator(s) {', '.join(bad) or '(none given)'} in --sims; "
                        f"choose from {', '.join(SIMULATORS)}")
     argv = ["--config", args.config, "--sims", ",".join(sims), "--passes", str(args.passes)]
-    argv += [f"--{flag.replace('_', '-')}" for flag in ("sweep", "no_bus_load", "no_model", "no_history", "quick")
+    argv += [f"--{flag.replace('_', '-')}" for flag in ("sweep", "no_bus_load", "no_model", "no_history", "quick", "no_speed_reference")
              if getattr(args, flag)]
     argv += ["--history", str(args.history)] if args.history else []
     argv += ["--build-configs", args.build_configs] if args.build_configs is not None else []
@@ -998,9 +998,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history", type=Path, default=None, metavar="FILE",
                    help="append the run's figures to this history (default: bench/history.jsonl)")
     p.add_argument("--no-history", action="store_true", help="do not append to a history")
+    p.add_argument("--no-speed-reference", action="store_true",
+                   help="do not measure tile-cycles/s against the reference commit's build (minutes)")
     p.add_argument("--quick", action="store_true",
                    help="the FFN suite, tray, MoE and decode figures only (implies --no-bus-load, "
-                        "--build-configs '' and --no-model; no LP30 projections)")
+                        "--build-configs '', --no-model and --no-speed-reference; no LP30 projections)")
     p.add_argument("--json", action="store_true", help="print bench.json on stdout (the tables go to stderr)")
 
     p = _subcommand(sub, "synth", cmd_synth, help="ECP5 bitstream and resource/Fmax report",

@@ -11,6 +11,7 @@ import time
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, First, RisingEdge, Timer
 
+from hdl.simtop import INPUT_LATENCY
 from lpu_arch import hostmap
 from lpu_arch.hostmap import Csr, Region
 from lpu_arch.isa import INSTR_BITS
@@ -385,6 +386,8 @@ class TileDriver:
         t0 = time.perf_counter()
         self.config_checked = False   # the next job's first load checks again
         await self.write_words([(hostmap.csr(Csr.CTRL), 1)])
+        for _ in range(INPUT_LATENCY):                 # the write reaches the tile (hdl/simtop.py)
+            await FallingEdge(dut.clk)
         await self.wait_done(timeout_cycles)
         wall = time.perf_counter() - t0
         if not int(dut.done.value):

@@ -130,6 +130,10 @@ def bench_entry(result: dict, git: dict | None = None, config: str | None = None
                                "ratio_to_batch_bound", "weight_bytes_read_per_token", "exact"))
                      for r in result.get("moe", [])],
              "speed": speed,
+             "speed_vs_reference": {r["simulator"]: {"reference": r["reference"], "ours": r["ours"]["cycles_per_second"],
+                                                     "theirs": r.get("theirs", {}).get("cycles_per_second"),
+                                                     "speedup": r.get("speedup")}
+                                    for r in result.get("speed_vs_reference", [])},
              "verilator_over_icarus": result.get("verilator_over_icarus"),
              "build_seconds": {r["config"]: r["build_seconds"] for r in result.get("build", [])},
              "builds_used": result.get("builds_used", {}),

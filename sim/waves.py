@@ -54,6 +54,9 @@ def build_failure_hint(sim: str, build_dir: Path) -> str | None:
     return None
 
 
+CORE = "core"        # the instance name of the design under hdl/simtop.py's registers
+
+
 def declared_signals(verilog: str, top: str) -> dict[str, dict[str, tuple]]:
     """``{scope: {name: (msb, lsb) or None}}`` for the Verilog Amaranth wrote: the top module
     is scope ``top``; a submodule ``\\top.a.b`` is instance scope ``top.a.b``."""
@@ -82,13 +85,15 @@ def write_gtkw(cfg: TileConfig, sim: str, dump: Path, verilog: Path, out: Path |
         sigs = declared_signals(Path(verilog).read_text(), top)
     except OSError as e:
         raise WavesError(f"cannot read the simulated Verilog {verilog}: {e}") from None
+    # The tile itself: the instance under the testbenches' input registers (hdl/simtop.py).
+    tile = f"{top}.{CORE}" if f"{top}.{CORE}" in sigs else top
     ops = out.parent / OPS_FILTER
     ops.write_text(make_translation_filter([(int(o), o.name if o != Op.HALT else "-") for o in Op], "dec") + "\n")
     # (title, [(scope, Verilog name, display format, alias)]); absent signals are left out.
-    groups = [("tile", [(top, n, "dec" if n == "sac" else "bin", n)
+    groups = [("tile", [(tile, n, "dec" if n == "sac" else "bin", n)
                         for n in ("clk", "sac", "running", "done", "fault")])]
     for p, s in enumerate(cfg.slice_names):
-        icu, sl = f"{top}.icu_{s}", f"{top}.slice_{s}"
+        icu, sl = f"{tile}.icu_{s}", f"{tile}.slice_{s}"
         groups.append((f"{s} (position {p})", [
             (icu, "issue__valid", "bin", f"{s} issue"), (icu, OP, "dec", f"{s} op"),
             (icu, "\\issue__instr.dir", "bin", f"{s} dir (1=W)"), (icu, "\\issue__instr.stream", "dec", f"{s} stream"),

@@ -271,9 +271,9 @@ def test_sim_waves_write_a_gtkwave_view(capsys, tmp_path):
     assert Path(dump).stat().st_size > 0 and f"gtkwave {view}" in text
     for name in TileConfig.tiny().slice_names:
         assert f"-{name} (position" in gtkw
-        assert f"+{{{name} issue}} lpu_tile.icu_{name}.issue__valid" in gtkw
-    assert "+{MEM_W0 drives W} lpu_tile.slice_MEM_W0.drive__west__mask[3:0]" in gtkw
-    assert "+{sac} lpu_tile.sac[31:0]" in gtkw and "+{running} lpu_tile.running" in gtkw
+        assert f"+{{{name} issue}} lpu_tile.core.icu_{name}.issue__valid" in gtkw
+    assert "+{MEM_W0 drives W} lpu_tile.core.slice_MEM_W0.drive__west__mask[3:0]" in gtkw
+    assert "+{sac} lpu_tile.core.sac[31:0]" in gtkw and "+{running} lpu_tile.core.running" in gtkw
     ops = (out / "waves" / "lpu_ops.txt").read_text()
     assert f"{int(Op.READ)} READ" in ops and f"{int(Op.VOP)} VOP" in ops
 

@@ -1,0 +1,153 @@
+"""Simulator speed against a reference commit's build, both measured in the same bench run.
+
+The workload is one FFN (``WORKLOAD``: make sim's SwiGLU H=128, I=512 decode on the default
+tile), compiled by each checkout's own compiler, loaded once and run to done ``n`` times in
+one simulator invocation (``sim/tb_speed.py``), ``n`` chosen so that the runs take at least
+``MIN_SECONDS``; best of ``REPEATS`` invocations.  tile-cycles/s = the runs' cycles over the
+runs' wall time (loading not counted).  Every run's cycle count is checked against that
+checkout's compiler prediction.
+
+The reference checkout (``REFERENCE``, the commit whose speed the targets are stated
+against) is extracted from the repository's history with ``git archive`` into the build
+directory and run with the same Python environment; without git or without that commit
+in the history the rows say so and carry no ratio.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import io
+from pathlib import Path
+
+from .runner import BUILD, ROOT
+
+REFERENCE = "f83d8c0"          # the build the speed targets are stated against
+TARGETS = {"verilator": 3.0, "icarus": 2.0}
+WORKLOAD = ("swiglu", 128, 512, 1)
+MIN_SECONDS = 10.0
+REPEATS = 3
+
+# Run inside a checkout (its own compiler, runner and RTL): prints one line "SPEED {json}".
+WORKER = r'''
+import json, math, sys
+sim, kind, H, I, B, min_s, repeats = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6]), float(sys.argv[6]), int(sys.argv[7])
+try:
+    from lpu_arch.config import TileConfig
+except ImportError:
+    from firmware_gen import TileConfig
+from firmware_gen.compile_ffn import compile_ffn, example_ffn
+from sim import runner
+cfg = TileConfig.default()
+ex = example_ffn(kind, H, I, B, seed=1)
+prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
+tile = runner.TileSim(cfg, sim, waves=False)
+job = runner.job(prog, name="speed")
+
+def measure(n):
+    spec = {"config": cfg.to_dict(), "job": job, "runs": n, "timeout_cycles": 10 * man.cycles + 10000}
+    return runner._run(tile, "sim.tb_speed", spec, "speed-" + sim, runner.TIMESCALE)[0]
+
+first = measure(2)
+n = max(2, math.ceil(1.2 * min_s * len(first) / max(sum(r["wall_run_s"] for r in first), 1e-6)))
+best = None
+for _ in range(repeats):
+    out = measure(n)
+    secs, cycles = sum(r["wall_run_s"] for r in out), sum(r["cycles"] for r in out)
+    row = {"cycles": cycles, "run_seconds": round(secs, 3), "cycles_per_second": round(cycles / secs, 1),
+           "runs": n, "as_predicted": all(r["cycles"] == man.cycles for r in out)}
+    if best is None or row["cycles_per_second"] > best["cycles_per_second"]:
+        best = row
+print("SPEED " + json.dumps({**best, "predicted_cycles": man.cycles}), flush=True)
+'''
+
+
+class SpeedError(RuntimeError):
+    pass
+
+
+def reference_tree(commit: str = REFERENCE) -> Path:
+    """The checkout of ``commit`` under the build directory (extracted once), with this
+    checkout's ``sim/tb_speed.py`` in it."""
+    dest = BUILD / f"ref-{commit}"
+    if not (dest / ".complete").exists():
+        if shutil.which("git") is None:
+            raise SpeedError("git is not installed: the reference build cannot be extracted")
+        r = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit],
+                           capture_output=True)
+        if r.returncode != 0:
+            raise SpeedError(f"commit {commit} is not in this repository's history "
+                             f"({r.stderr.decode().strip() or 'git archive failed'})")
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        with tarfile.open(fileobj=io.BytesIO(r.stdout)) as tar:
+            tar.extractall(dest, filter="data")
+        (dest / ".complete").write_text(commit + "\n")
+    shutil.copy(ROOT / "sim" / "tb_speed.py", dest / "sim" / "tb_speed.py")
+    return dest
+
+
+def measure(tree: Path, sim: str, build_dir: Path | None = None, progress=print) -> dict:
+    """WORKER in ``tree`` on ``sim`` (builds in ``build_dir``, default: that tree's own)."""
+    kind, H, I, B = WORKLOAD
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
+    if build_dir is not None:
+        env["LPU_BUILD_DIR"] = str(build_dir)
+    progress(f"speed: {sim} on {'this checkout' if tree == ROOT else tree.name} "
+             f"({kind} {H}x{I} b{B}, runs of at least {MIN_SECONDS:.0f} s, best of {REPEATS}) ...")
+    r = subprocess.run([sys.executable, "-c", WORKER, sim, kind, str(H), str(I), str(B), str(MIN_SECONDS),
+                        str(REPEATS)], cwd=tree, env=env, capture_output=True, text=True)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("SPEED ")]
+    if r.returncode != 0 or not lines:
+        raise SpeedError(f"the speed run on {sim} in {tree} failed:\n{(r.stderr or r.stdout)[-2000:]}")
+    return json.loads(lines[-1][len("SPEED "):])
+
+
+def speed_rows(sims, reference: str = REFERENCE, progress=print) -> list[dict]:
+    """Per simulator: this checkout's tile-cycles/s, the reference's, their ratio and the target."""
+    try:
+        ref_tree, ref_error = reference_tree(reference), None
+    except SpeedError as e:
+        ref_tree, ref_error = None, str(e)
+    rows = []
+    for sim in sims:
+        ours = measure(ROOT, sim, progress=progress)
+        row = {"simulator": sim, "workload": "{} {}x{} b{}".format(*WORKLOAD), "ours": ours,
+               "reference": reference, "target": TARGETS.get(sim)}
+        if ref_tree is None:
+            row["reference_error"] = ref_error
+        else:
+            ref = measure(ref_tree, sim, BUILD / f"ref-{reference}-build", progress=progress)
+            row["theirs"] = ref
+            row["speedup"] = round(ours["cycles_per_second"] / ref["cycles_per_second"], 2)
+            row["meets_target"] = row["target"] is not None and row["speedup"] >= row["target"]
+        rows.append(row)
+    return rows
+
+
+def markdown(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    kind, H, I, B = WORKLOAD
+    out = ["", f"Simulator speed against the build of commit {rows[0]['reference']} (the same run; {kind} "
+               f"{H}x{I} b{B} on the default tile, each checkout's own program, loaded once and run to done "
+               f"repeatedly for at least {MIN_SECONDS:.0f} s, best of {REPEATS}; tile-cycles/s from the RTL's "
+               "cycle counter over the runs' wall time):", "",
+           "| simulator | this build | reference build | speed-up | target | met | runs as predicted |",
+           "|---|---:|---:|---:|---:|---|---|"]
+    for r in rows:
+        ours = r["ours"]
+        if "theirs" in r:
+            theirs = r["theirs"]
+            out.append(f"| {r['simulator']} | {ours['cycles_per_second']:,.0f} | {theirs['cycles_per_second']:,.0f} | "
+                       f"{r['speedup']:.2f}x | {r['target']}x | {'yes' if r['meets_target'] else 'NO'} | "
+                       f"{'yes' if ours['as_predicted'] and theirs['as_predicted'] else 'NO'} |")
+        else:
+            out.append(f"| {r['simulator']} | {ours['cycles_per_second']:,.0f} | - | - | {r['target']}x | - | "
+                       f"{'yes' if ours['as_predicted'] else 'NO'} |")
+            out.append(f"\n(no reference: {r['reference_error']})")
+    return out
