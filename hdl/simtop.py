@@ -7,7 +7,10 @@ input changed.  Behind the tile's host bus and vector load port lies most of the
 region), so that evaluation was about half the model's time.  With a flip-flop on every
 input port (the clock and reset excepted) nothing but those flip-flops reads an input:
 the default tile runs about three times as many cycles per second on Verilator, with the
-same Verilog below the registers.  Icarus, event-driven, gains nothing and loses nothing.
+same Verilog below the registers.  Icarus, event-driven, gains nothing and pays for
+clocking the registers every cycle (about a fifth of its speed, mostly the load port's
+2,560 bits), so its builds have none (``sim/runner.py``); the driver's wait after a CTRL
+write is harmless there.
 
 The design under the registers is unchanged, and so is every cycle count a program
 measures (the tile's own cycle counter).  What changes is the testbench's view of the

@@ -127,8 +127,11 @@ class TileSim:
 
         cfg, top = self.cfg, self.top
         inner = (lambda: Tile(cfg)) if top == "tile" else (lambda: UartTile(cfg, UART_SIM_DIVISOR))
-        design = lambda: InputRegisters(inner())          # noqa: E731  (hdl/simtop.py)
-        key = (self.top, self.cfg, UART_SIM_DIVISOR if self.top == "uart" else 0)
+        # Verilator's model behind input registers (hdl/simtop.py); Icarus, event-driven, gains
+        # nothing from them and pays for clocking them (the load port's 2,560 bits) every cycle.
+        registered = self.sim == "verilator"
+        design = (lambda: InputRegisters(inner())) if registered else inner
+        key = (self.top, self.cfg, UART_SIM_DIVISOR if self.top == "uart" else 0, registered)
         self.runner, self.build_info = _build(design, self.toplevel, self.build_dir, self.sim, self.waves,
                                               TIMESCALE, TILE_MAKE_FLAGS, key=key)
 
@@ -162,9 +165,10 @@ def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timesc
     "verilog_seconds": the conversion's}`` (a reused build reports the seconds it took when
     it was made, from ``build_dir/build_seconds``).  ``make_flags``: extra variables for
     Verilator's make (e.g. the C++ optimisation level).  ``key``: what determines the
-    design (hashable); the Verilog converted for one key is reused for the other simulator
-    in the same process (the default tile's conversion takes about 20 s; ``verilog_seconds``
-    is then 0)."""
+    design (hashable); the Verilog converted for one key is reused by any later build of
+    the same key in the same process, e.g. a system's for the other simulator (the default
+    tile's conversion takes about 20 s; ``verilog_seconds`` is then 0).  A tile's key says
+    whether it is behind input registers, which only Verilator's builds are."""
     from cocotb_tools.runner import get_runner
     from amaranth.back import verilog as amaranth_verilog
 

@@ -269,11 +269,12 @@ def test_sim_waves_write_a_gtkwave_view(capsys, tmp_path):
     gtkw = view.read_text()
     dump = gtkw.split('[dumpfile] "')[1].split('"')[0]
     assert Path(dump).stat().st_size > 0 and f"gtkwave {view}" in text
+    tile = "lpu_tile.core" if sim == "verilator" else "lpu_tile"     # under hdl/simtop.py's registers
     for name in TileConfig.tiny().slice_names:
         assert f"-{name} (position" in gtkw
-        assert f"+{{{name} issue}} lpu_tile.core.icu_{name}.issue__valid" in gtkw
-    assert "+{MEM_W0 drives W} lpu_tile.core.slice_MEM_W0.drive__west__mask[3:0]" in gtkw
-    assert "+{sac} lpu_tile.core.sac[31:0]" in gtkw and "+{running} lpu_tile.core.running" in gtkw
+        assert f"+{{{name} issue}} {tile}.icu_{name}.issue__valid" in gtkw
+    assert f"+{{MEM_W0 drives W}} {tile}.slice_MEM_W0.drive__west__mask[3:0]" in gtkw
+    assert f"+{{sac}} {tile}.sac[31:0]" in gtkw and f"+{{running}} {tile}.running" in gtkw
     ops = (out / "waves" / "lpu_ops.txt").read_text()
     assert f"{int(Op.READ)} READ" in ops and f"{int(Op.VOP)} VOP" in ops
 
