@@ -15,13 +15,13 @@ in the history the rows say so and carry no ratio.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
-import io
 from pathlib import Path
 
 from .runner import BUILD, ROOT

@@ -122,15 +122,11 @@ class TileSim:
 
     def _build(self):
         from hdl.host_bridge import UartTile
-        from hdl.simtop import InputRegisters
         from hdl.tile import Tile
 
         cfg, top = self.cfg, self.top
         inner = (lambda: Tile(cfg)) if top == "tile" else (lambda: UartTile(cfg, UART_SIM_DIVISOR))
-        # Verilator's model behind input registers (hdl/simtop.py); Icarus, event-driven, gains
-        # nothing from them and pays for clocking them (the load port's 2,560 bits) every cycle.
-        registered = self.sim == "verilator"
-        design = (lambda: InputRegisters(inner())) if registered else inner
+        design, registered = simulated_design(inner, self.sim)
         key = (self.top, self.cfg, UART_SIM_DIVISOR if self.top == "uart" else 0, registered)
         self.runner, self.build_info = _build(design, self.toplevel, self.build_dir, self.sim, self.waves,
                                               TIMESCALE, TILE_MAKE_FLAGS, key=key)
@@ -227,18 +223,28 @@ def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timesc
     return runner, {"fresh": fresh, "seconds": seconds, "verilog_seconds": round(verilog_seconds, 1)}
 
 
+def simulated_design(design, sim: str):
+    """``(design, registered)``: the function building the top ``sim`` simulates from the
+    one building ``design``, and whether it put it behind input registers.  Verilator's
+    model is (``hdl/simtop.py``); Icarus, event-driven, gains nothing from them and pays
+    for clocking them (the load port's 2,560 bits) every cycle."""
+    from hdl.simtop import InputRegisters
+    if sim != "verilator":
+        return design, False
+    return (lambda: InputRegisters(design())), True
+
+
 def measure_build(cfg: TileConfig, sim: str = "verilator") -> dict:
     """Build the tile of ``cfg`` from scratch in a directory of its own (removed afterwards;
     the shared builds are not touched) and return ``_build``'s figures: ``seconds`` of the
     simulator build, ``verilog_seconds`` of the conversion."""
-    from hdl.simtop import InputRegisters
     from hdl.tile import Tile
     _prepare_tools(sim)
     BUILD.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"timing-{sim}-{cfg.key()}-", dir=BUILD))
     try:
-        _, info = _build(lambda: InputRegisters(Tile(cfg)), TOPS["tile"], tmp / "build", sim, False, TIMESCALE,
-                         TILE_MAKE_FLAGS)
+        design, _ = simulated_design(lambda: Tile(cfg), sim)
+        _, info = _build(design, TOPS["tile"], tmp / "build", sim, False, TIMESCALE, TILE_MAKE_FLAGS)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return info
