@@ -3,8 +3,8 @@
 The workload is one FFN (``WORKLOAD``: make sim's SwiGLU H=128, I=512 decode on the default
 tile), compiled by each checkout's own compiler, loaded once and run to done ``n`` times in
 one simulator invocation (``sim/tb_speed.py``), ``n`` chosen so that the runs take at least
-``MIN_SECONDS``; best of ``REPEATS`` invocations.  tile-cycles/s = the runs' cycles over the
-runs' wall time (loading not counted).  Every run's cycle count is checked against that
+``MIN_SECONDS``; best of ``REPEATS`` invocations, this checkout's and the reference's taken
+in turns.  tile-cycles/s = the runs' cycles over the runs' wall time (loading not counted).  Every run's cycle count is checked against that
 checkout's compiler prediction.
 
 The reference checkout (``REFERENCE``, the commit whose speed the targets are stated
@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 from .runner import BUILD, ROOT
@@ -32,10 +33,12 @@ WORKLOAD = ("swiglu", 128, 512, 1)
 MIN_SECONDS = 10.0
 REPEATS = 3
 
-# Run inside a checkout (its own compiler, runner and RTL): prints one line "SPEED {json}".
-WORKER = r'''
+# Run inside a checkout (its own compiler, runner and RTL).  It builds, loads and calibrates
+# the number of runs, prints "READY", then measures once per "GO" line on its stdin and
+# prints one line "SPEED {json}" each time; it exits at the end of its input.
+WORKER = r"""
 import json, math, sys
-sim, kind, H, I, B, min_s, repeats = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6]), float(sys.argv[6]), int(sys.argv[7])
+sim, kind, H, I, B, min_s = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6]), float(sys.argv[6])
 try:
     from lpu_arch.config import TileConfig
 except ImportError:
@@ -54,16 +57,15 @@ def measure(n):
 
 first = measure(2)
 n = max(2, math.ceil(1.2 * min_s * len(first) / max(sum(r["wall_run_s"] for r in first), 1e-6)))
-best = None
-for _ in range(repeats):
+print("READY", flush=True)
+for line in sys.stdin:
     out = measure(n)
     secs, cycles = sum(r["wall_run_s"] for r in out), sum(r["cycles"] for r in out)
-    row = {"cycles": cycles, "run_seconds": round(secs, 3), "cycles_per_second": round(cycles / secs, 1),
-           "runs": n, "as_predicted": all(r["cycles"] == man.cycles for r in out)}
-    if best is None or row["cycles_per_second"] > best["cycles_per_second"]:
-        best = row
-print("SPEED " + json.dumps({**best, "predicted_cycles": man.cycles}), flush=True)
-'''
+    print("SPEED " + json.dumps({"cycles": cycles, "run_seconds": round(secs, 3),
+                                 "cycles_per_second": round(cycles / secs, 1), "runs": n,
+                                 "as_predicted": all(r["cycles"] == man.cycles for r in out),
+                                 "predicted_cycles": man.cycles}), flush=True)
+"""
 
 
 class SpeedError(RuntimeError):
@@ -91,20 +93,66 @@ def reference_tree(commit: str = REFERENCE) -> Path:
     return dest
 
 
-def measure(tree: Path, sim: str, build_dir: Path | None = None, progress=print) -> dict:
-    """WORKER in ``tree`` on ``sim`` (builds in ``build_dir``, default: that tree's own)."""
+class _Worker:
+    """WORKER running in ``tree`` on ``sim`` (builds in ``build_dir``, default: that tree's own)."""
+
+    def __init__(self, tree: Path, sim: str, build_dir: Path | None = None):
+        kind, H, I, B = WORKLOAD
+        env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
+        if build_dir is not None:
+            env["LPU_BUILD_DIR"] = str(build_dir)
+        self.tree, self.sim = tree, sim
+        self.err = tempfile.TemporaryFile(mode="w+")     # (a pipe could fill while we wait on stdout)
+        self.proc = subprocess.Popen([sys.executable, "-c", WORKER, sim, kind, str(H), str(I), str(B),
+                                      str(MIN_SECONDS)], cwd=tree, env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err)
+
+    def _line(self, prefix: str) -> str:
+        for line in self.proc.stdout:
+            if line.startswith(prefix):
+                return line[len(prefix):]
+        self.proc.kill()
+        self.proc.wait()
+        self.err.seek(0)
+        err = self.err.read()
+        raise SpeedError(f"the speed run on {self.sim} in {self.tree} failed:\n{err[-2000:]}")
+
+    def ready(self):
+        self._line("READY")
+
+    def measure(self) -> dict:
+        self.proc.stdin.write("GO\n")
+        self.proc.stdin.flush()
+        return json.loads(self._line("SPEED "))
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait()
+        self.err.close()
+
+
+def measure_pair(trees, sim: str, progress=print) -> list[dict]:
+    """Per ``(tree, build_dir)`` of ``trees``, the best of ``REPEATS`` measurements on ``sim``.
+    The workers build and calibrate side by side, then measure in turns (round 1: each
+    tree once, round 2: each again, ...), so a slow spell of the machine falls on both."""
     kind, H, I, B = WORKLOAD
-    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
-    if build_dir is not None:
-        env["LPU_BUILD_DIR"] = str(build_dir)
-    progress(f"speed: {sim} on {'this checkout' if tree == ROOT else tree.name} "
-             f"({kind} {H}x{I} b{B}, runs of at least {MIN_SECONDS:.0f} s, best of {REPEATS}) ...")
-    r = subprocess.run([sys.executable, "-c", WORKER, sim, kind, str(H), str(I), str(B), str(MIN_SECONDS),
-                        str(REPEATS)], cwd=tree, env=env, capture_output=True, text=True)
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("SPEED ")]
-    if r.returncode != 0 or not lines:
-        raise SpeedError(f"the speed run on {sim} in {tree} failed:\n{(r.stderr or r.stdout)[-2000:]}")
-    return json.loads(lines[-1][len("SPEED "):])
+    workers = [_Worker(tree, sim, build_dir) for tree, build_dir in trees]
+    try:
+        for w in workers:
+            w.ready()
+        best = [None] * len(workers)
+        for k in range(REPEATS):
+            for i, w in enumerate(workers):
+                progress(f"speed: {sim} on {'this checkout' if w.tree == ROOT else w.tree.name} "
+                         f"({kind} {H}x{I} b{B}, runs of at least {MIN_SECONDS:.0f} s, round {k + 1} of {REPEATS}) ...")
+                row = w.measure()
+                if best[i] is None or row["cycles_per_second"] > best[i]["cycles_per_second"]:
+                    best[i] = row
+        return best
+    finally:
+        for w in workers:
+            w.close()
 
 
 def speed_rows(sims, reference: str = REFERENCE, progress=print) -> list[dict]:
@@ -115,13 +163,14 @@ def speed_rows(sims, reference: str = REFERENCE, progress=print) -> list[dict]:
         ref_tree, ref_error = None, str(e)
     rows = []
     for sim in sims:
-        ours = measure(ROOT, sim, progress=progress)
+        trees = [(ROOT, None)] + ([] if ref_tree is None else [(ref_tree, BUILD / f"ref-{reference}-build")])
+        ours, *ref = measure_pair(trees, sim, progress)
         row = {"simulator": sim, "workload": "{} {}x{} b{}".format(*WORKLOAD), "ours": ours,
                "reference": reference, "target": TARGETS.get(sim)}
         if ref_tree is None:
             row["reference_error"] = ref_error
         else:
-            ref = measure(ref_tree, sim, BUILD / f"ref-{reference}-build", progress=progress)
+            ref = ref[0]
             row["theirs"] = ref
             row["speedup"] = round(ours["cycles_per_second"] / ref["cycles_per_second"], 2)
             row["meets_target"] = row["target"] is not None and row["speedup"] >= row["target"]
@@ -135,7 +184,7 @@ def markdown(rows: list[dict]) -> list[str]:
     kind, H, I, B = WORKLOAD
     out = ["", f"Simulator speed against the build of commit {rows[0]['reference']} (the same run; {kind} "
                f"{H}x{I} b{B} on the default tile, each checkout's own program, loaded once and run to done "
-               f"repeatedly for at least {MIN_SECONDS:.0f} s, best of {REPEATS}; tile-cycles/s from the RTL's "
+               f"repeatedly for at least {MIN_SECONDS:.0f} s, best of {REPEATS} rounds in which the two builds take turns; tile-cycles/s from the RTL's "
                "cycle counter over the runs' wall time):", "",
            "| simulator | this build | reference build | speed-up | target | met | runs as predicted |",
            "|---|---:|---:|---:|---:|---|---|"]
