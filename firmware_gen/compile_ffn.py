@@ -168,7 +168,8 @@ def padded_spec(spec: FfnSpec, lanes: int) -> FfnSpec:
     Hp, Ip = -(-spec.H // lanes) * lanes, -(-spec.I // lanes) * lanes
     kw = dict(kind=spec.kind, W1=_pad(spec.W1, (Ip, Hp)), W2=_pad(spec.W2, (Hp, Ip)), table=spec.table,
               rq1=_per_row(spec.rq1, spec.I, Ip), rq2=_per_row(spec.rq2, spec.H, Hp),
-              x_scale=spec.x_scale, out_scale=spec.out_scale)
+              x_scale=spec.x_scale, out_scale=spec.out_scale if np.ndim(spec.out_scale) == 0
+              else np.r_[spec.out_scale, np.ones(Hp - spec.H)])       # (padding rows: 1.0)
     if spec.kind == "swiglu":
         kw.update(W3=_pad(spec.W3, (Ip, Hp)), rq3=_per_row(spec.rq3, spec.I, Ip), rq_mul=spec.rq_mul)
     else:

@@ -207,10 +207,15 @@ def calibration_tokens(vocab: int) -> np.ndarray:
     return np.random.default_rng(CALIBRATION_SEED).integers(0, vocab, CALIBRATION_TOKENS)
 
 
-def calibrate(model: Decoder, tokens=None) -> Decoder:
+def calibrate(model: Decoder, tokens=None, out_scale_per_row: bool = False) -> Decoder:
     """Quantise every layer's FFN (``FfnSpec.from_float``, SwiGLU/SiLU) with its scales
     calibrated on the float model's FFN inputs over ``tokens`` (default: the calibration
-    text).  Returns the model with ``specs`` set."""
+    text).  With ``out_scale_per_row`` each FFN's int8 output has one scale per channel,
+    which the host dequantises with a vector: a trained FFN's few outlier output channels
+    (all-MiniLM-L6-v2's layer 2: its largest |y| is 61 times its 99th percentile) then no
+    longer take the resolution of all the others.  On random weights, whose channels are
+    alike, per-channel maxima over the short calibration text clip more often than they
+    help, so it is off by default.  Returns the model with ``specs`` set."""
     tokens = calibration_tokens(model.vocab) if tokens is None else tokens
     seen = [[] for _ in model.layers]
     ref = float_ffn(model)
@@ -223,7 +228,7 @@ def calibrate(model: Decoder, tokens=None) -> Decoder:
     for t in tokens:
         step(model, int(t), cache, record)
     model.specs = [FfnSpec.from_float(ly.kind, ly.W1, ly.W2, ly.W3, ly.b1, ly.b2, x_calibration=np.stack(xs),
-                                      activation=ly.activation)
+                                      activation=ly.activation, out_scale_per_row=out_scale_per_row)
                    for ly, xs in zip(model.layers, seen)]
     return model
 

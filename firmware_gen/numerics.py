@@ -222,6 +222,24 @@ def _range_scale(a):
     return amax / INT8_MAX if amax > 0 else 1.0
 
 
+def _range_scale_rows(y):
+    """Per column of ``y`` ((B, H) or (H,)): max|y[:, r]| / 127, 1.0 for an all-zero column."""
+    amax = np.max(np.abs(np.atleast_2d(y)), axis=0)
+    return np.where(amax > 0, amax / INT8_MAX, 1.0)
+
+
+def _out_scale(v, H):
+    """``out_scale`` checked: one finite number > 0, or one per output row (H of them)."""
+    if np.ndim(v) == 0:
+        return _positive(v, "out_scale")
+    a = np.asarray(v, dtype=np.float64)
+    if a.shape != (H,):
+        raise NumericsError(f"out_scale has shape {a.shape}: it must be one number or one per output row ({H},)")
+    if not np.all(np.isfinite(a) & (a > 0)):
+        raise NumericsError("every out_scale must be a finite number > 0")
+    return a
+
+
 def _finite(a, name):
     a = np.asarray(a, dtype=np.float64)
     if not np.all(np.isfinite(a)):
@@ -311,8 +329,10 @@ class FfnSpec:
     rq3 : (multiplier, shift) for ``W3 x`` -> int8 ('swiglu' only, else None).
     rq_mul : (multiplier, shift) for the gate product ('swiglu' only, else None).
     table : int8 array of 256 entries, the activation applied to the rq1 output.
-    x_scale, out_scale : float
-        Real value of one LSB of the int8 input and of the int8 output.
+    x_scale : float
+        Real value of one LSB of the int8 input.
+    out_scale : float, or an array of H
+        Real value of one LSB of the int8 output, for all of it or per output row.
     """
 
     kind: str
@@ -327,7 +347,7 @@ class FfnSpec:
     rq3: tuple | None = None
     rq_mul: tuple | None = None
     x_scale: float = 1.0
-    out_scale: float = 1.0
+    out_scale: float | np.ndarray = 1.0
 
     def __post_init__(self):
         I, H = _check_shapes(self.kind, self.W1, self.W2, self.W3, self.b1, self.b2)
@@ -341,7 +361,7 @@ class FfnSpec:
             if self.b1 is None or self.b2 is None:
                 raise NumericsError("kind 'classic' needs int32 biases b1 and b2")
             self.b1, self.b2 = _int32(self.b1, "b1").astype(np.int32), _int32(self.b2, "b2").astype(np.int32)
-        self.x_scale, self.out_scale = _positive(self.x_scale, "x_scale"), _positive(self.out_scale, "out_scale")
+        self.x_scale, self.out_scale = _positive(self.x_scale, "x_scale"), _out_scale(self.out_scale, H)
 
     @property
     def H(self):
@@ -353,7 +373,7 @@ class FfnSpec:
 
     @classmethod
     def from_float(cls, kind, W1, W2, W3=None, b1=None, b2=None, *, x_calibration, activation="silu",
-                   x_scale=None):
+                   x_scale=None, out_scale_per_row=False):
         """Quantise a float FFN, calibrating every int8 stage on ``x_calibration`` ((B, H) or (H,)).
 
         Weights get per-row scales (:func:`quantise_weights`); the input, each int8
@@ -363,7 +383,11 @@ class FfnSpec:
         layer, are given the same one; ``firmware_gen.moe``); biases are rounded
         half away from zero at their accumulator's scale; each stage's ``(multiplier,
         shift)`` is :func:`quantise_scale` of ``in_scale * w_scale[row] / out_scale``.
-        Classic biases that are None mean zero.
+        Classic biases that are None mean zero.  With ``out_scale_per_row`` the output gets
+        one scale per row of W2 instead (``max|y[:, r]| / 127``): the output requantisation
+        is per row in the hardware already (``rq2``), and the host that dequantises y
+        multiplies by a vector instead of a number, so one outlier channel no longer
+        coarsens all the others.
         """
         xs = np.shape(x_calibration)
         if np.ndim(W1) == 2 and xs and np.shape(W1)[1] != xs[-1] == np.shape(W1)[0]:
@@ -372,13 +396,14 @@ class FfnSpec:
         _check_shapes(kind, W1, W2, W3, b1, b2)
         try:
             with np.errstate(over="raise", invalid="raise"):
-                return cls._from_float(kind, W1, W2, W3, b1, b2, x_calibration, activation, x_scale)
+                return cls._from_float(kind, W1, W2, W3, b1, b2, x_calibration, activation, x_scale,
+                                       out_scale_per_row)
         except FloatingPointError as e:
             raise NumericsError(f"the float FFN does not fit float64 ({e}: the weights or x are too large to "
                                 f"calibrate; scale them down)") from None
 
     @classmethod
-    def _from_float(cls, kind, W1, W2, W3, b1, b2, x_calibration, activation, x_scale=None):
+    def _from_float(cls, kind, W1, W2, W3, b1, b2, x_calibration, activation, x_scale=None, out_scale_per_row=False):
         W1, W2 = _finite(W1, "W1"), _finite(W2, "W2")
         I, H = W1.shape
         x = _finite(x_calibration, "x_calibration")
@@ -417,12 +442,12 @@ class FfnSpec:
             z = g * h3
             z_scale = _range_scale(z)
             y = z @ W2.T
-            out_scale = _range_scale(y)
+            out_scale = _range_scale_rows(y) if out_scale_per_row else _range_scale(y)
             return cls(W2=w2q, W3=w3q, rq3=rq(x_scale * w3s / h3_scale),
                        rq_mul=rq(g_scale * h3_scale / z_scale),
                        rq2=rq(z_scale * w2s / out_scale), out_scale=out_scale, **common)
         y = g @ W2.T + b2
-        out_scale = _range_scale(y)
+        out_scale = _range_scale_rows(y) if out_scale_per_row else _range_scale(y)
         return cls(W2=w2q, b1=qbias(b1, x_scale * w1s, "b1"), b2=qbias(b2, g_scale * w2s, "b2"),
                    rq2=rq(g_scale * w2s / out_scale), out_scale=out_scale, **common)
 
@@ -470,12 +495,14 @@ def ffn_float(kind, W1, W2, W3, b1, b2, x, activation="silu"):
 
 
 def error_report(y_int8, out_scale, y_float):
-    """Compare the dequantised int8 result ``y_int8 * out_scale`` with ``y_float``.
+    """Compare the dequantised int8 result ``y_int8 * out_scale`` (a number, or one per
+    output row: the last axis) with ``y_float``.
 
     Returns ``{"cosine": cosine similarity over all elements, "max_abs_error": float}``;
     the cosine is 1.0 when both are all zero and 0.0 when exactly one is.
     """
-    yq = np.asarray(y_int8, dtype=np.float64).ravel() * _positive(out_scale, "out_scale")
+    scale = np.asarray(out_scale, np.float64) if np.ndim(out_scale) else _positive(out_scale, "out_scale")
+    yq = (np.asarray(y_int8, dtype=np.float64) * scale).ravel()
     yf = np.asarray(y_float, dtype=np.float64).ravel()
     if yq.shape != yf.shape:
         raise NumericsError(f"y_int8 has {yq.size} elements but y_float has {yf.size}")

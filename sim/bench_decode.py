@@ -58,9 +58,12 @@ def accuracy_rows(positions: int = 64) -> list[dict]:
         out.append({"model": name, "weights": "random", **r})
     path = find_packaged_model()
     if path is not None:
-        m = calibrate(with_packaged_ffns(synthetic(vocab=512, H=384, I=1536, layers=6, heads=6, seed=0), path))
-        r = teacher_forced(m, np.random.default_rng(text_seed).integers(0, m.vocab, positions))
-        out.append({"model": "synthetic attention + all-MiniLM-L6-v2 FFNs", "weights": str(path.name), **r})
+        for per_row, scales in ((False, "one output scale per FFN"), (True, "one output scale per channel")):
+            m = calibrate(with_packaged_ffns(synthetic(vocab=512, H=384, I=1536, layers=6, heads=6, seed=0), path),
+                          out_scale_per_row=per_row)
+            r = teacher_forced(m, np.random.default_rng(text_seed).integers(0, m.vocab, positions))
+            out.append({"model": f"synthetic attention + all-MiniLM-L6-v2 FFNs ({scales})", "weights": str(path.name),
+                        "out_scale_per_row": per_row, **r})
     return out
 
 

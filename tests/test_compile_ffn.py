@@ -166,3 +166,16 @@ def test_no_schedule_beats_a_bound(preset, kind, H, I, batch):
     for tiles in (2, 4):
         _, tray = compile_ffn_tray(ex.spec, ex.x_int8, cfg, tiles)
         assert all(v <= tray.cycles for v in tray.bounds.values()), (tray.cycles, tray.bounds)
+
+
+def test_per_row_output_scales_compile_and_pad():
+    """A spec with one output scale per row compiles on a tile whose lanes do not divide H
+    (the padding rows get scale 1.0), and the golden model's y is the integer FFN's."""
+    cfg = TileConfig.tiny()
+    rng = np.random.default_rng(11)
+    H, I = 6, 10
+    W1, W2, W3 = rng.normal(size=(I, H)), rng.normal(size=(H, I)), rng.normal(size=(I, H))
+    spec = FfnSpec.from_float("swiglu", W1, W2, W3, x_calibration=rng.normal(size=(16, H)), out_scale_per_row=True)
+    x = rng.integers(-100, 100, size=H).astype(np.int8)
+    prog, man = compile_ffn(spec, x, cfg)
+    assert np.array_equal(output_matrix(man, archmodel.run(prog).memory, cfg.lanes, H)[0], ffn_int(spec, x))

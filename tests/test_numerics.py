@@ -4,6 +4,7 @@ Every expected value is worked out by hand in the comments or comes from an inde
 float reference, never from running the code under test.
 """
 
+import dataclasses
 import math
 import zlib
 
@@ -363,3 +364,28 @@ def test_requantise_matches_exact_rational_rounding():
     for a, mm, ss, g in zip(acc.tolist(), m.tolist(), s.tolist(), got.tolist()):
         want = math.floor(Fraction(a * mm, 2**ss) + Fraction(1, 2))
         assert g == min(127, max(-128, want)), (a, mm, ss)
+
+
+def test_per_row_output_scales():
+    """``out_scale_per_row``: one output scale per row of W2 (its largest |y| over the
+    calibration batch / 127), folded into rq2; a channel 60x larger than the rest no longer
+    costs the others their resolution.  Bad per-row scales are named."""
+    rng = np.random.default_rng(3)
+    W1, W2, W3, b1, b2 = random_ffn(rng, "classic", 16, 32)
+    W2[5] *= 60.0                                   # one outlier output channel
+    cal = rng.normal(size=(64, 16))
+    tensor = FfnSpec.from_float("classic", W1, W2, W3, b1, b2, x_calibration=cal, activation="gelu")
+    rows = FfnSpec.from_float("classic", W1, W2, W3, b1, b2, x_calibration=cal, activation="gelu",
+                              out_scale_per_row=True)
+    assert np.ndim(tensor.out_scale) == 0 and rows.out_scale.shape == (16,)
+    ref = ffn_float("classic", W1, W2, W3, b1, b2, cal, "gelu")
+    assert np.allclose(rows.out_scale, np.abs(ref).max(0) / 127)
+    xq, _ = quantise_activations(cal, rows.x_scale)
+    others = [r for r in range(16) if r != 5]
+    err = {name: error_report(ffn_int(s, xq)[:, others], np.broadcast_to(s.out_scale, (16,))[others],
+                              ref[:, others])["cosine"] for name, s in (("tensor", tensor), ("rows", rows))}
+    assert err["rows"] > 0.99 > err["tensor"], err
+    with pytest.raises(NumericsError, match=r"out_scale has shape \(3,\): it must be one number or one per output row \(16,\)"):
+        dataclasses.replace(rows, out_scale=np.ones(3))
+    with pytest.raises(NumericsError, match="every out_scale must be a finite number > 0"):
+        dataclasses.replace(rows, out_scale=np.r_[np.ones(15), 0.0])
