@@ -538,10 +538,11 @@ def cmd_decode(args) -> int:
     base = tile_config(args.config, (*(DECODE_TILE if args.config == "tiny" else ()), *args.set))
     model = {"vocab": args.vocab, "H": args.H, "I": args.I, "layers": args.layers, "heads": args.heads,
              "seed": args.seed}
-    setup = decode_setup(base.to_dict(), model, args.prompt, args.tokens)
+    setup = decode_setup(base.to_dict(), model, args.prompt, args.tokens, args.out_scale_per_channel)
     rm = setup.resident
     print(f"model: synthetic decoder, {args.layers} layers, H={args.H}, I={args.I}, {args.heads} heads, vocab "
-          f"{args.vocab} (seed {args.seed}); FFN scales calibrated once on the fixed calibration text", file=human)
+          f"{args.vocab} (seed {args.seed}); FFN scales calibrated once on the fixed calibration text"
+          + (", one output scale per channel" if args.out_scale_per_channel else ""), file=human)
     print(f"tile: every layer resident ({rm.loaded_bytes()['weights']:,} bytes of weights, "
           f"{rm.loaded_bytes()['instructions']:,} of instructions, loaded once); per layer "
           + ", ".join(f"{ly.manifest.cycles} cycles" for ly in rm.layers) + " (compiler)", file=human)
@@ -926,6 +927,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--heads", type=_positive, default=2, help="attention heads (default: 2)")
     g.add_argument("--vocab", type=_positive, default=64, help="vocabulary (default: 64)")
     g.add_argument("--seed", type=_nonneg, default=0, help="seed of the synthetic model (default: 0)")
+    g.add_argument("--out-scale-per-channel", action="store_true",
+                   help="give each FFN output channel its own int8 scale (folded into its row's\n"
+                        "requantisation; the host dequantises with a vector) instead of one per FFN")
     g.add_argument("--clock-mhz", type=float, default=900.0, help="tile clock for the tray time (default: 900)")
     g.add_argument("--hbm-gbs", type=float, default=8000.0,
                    help="assumed GPU HBM bandwidth for the attention estimate (default: 8000 GB/s)")

@@ -39,15 +39,17 @@ class DecodeSetup:
         return self.resident.config
 
 
-def decode_setup(config: dict, model: dict | None = None, prompt=(1, 2, 3), tokens: int = 8) -> DecodeSetup:
+def decode_setup(config: dict, model: dict | None = None, prompt=(1, 2, 3), tokens: int = 8,
+                 out_scale_per_row: bool = False) -> DecodeSetup:
     """``config``: the tile (``TileConfig.to_dict()``); ``model``: ``synthetic``'s
-    arguments (default: :data:`SYNTHETIC`).  Deterministic: the testbench rebuilds the same
-    setup from the same arguments."""
+    arguments (default: :data:`SYNTHETIC`); ``out_scale_per_row``: ``calibrate``'s.
+    Deterministic: the testbench rebuilds the same setup from the same arguments."""
     margs = dict(SYNTHETIC, **(model or {}))
-    m = calibrate(synthetic(**margs))
+    m = calibrate(synthetic(**margs), out_scale_per_row=out_scale_per_row)
     cfg = TileConfig.from_dict(config)
     rm = compile_resident(m.specs, cfg)
-    args = {"config": cfg.to_dict(), "model": margs, "prompt": [int(t) for t in prompt], "tokens": int(tokens)}
+    args = {"config": cfg.to_dict(), "model": margs, "prompt": [int(t) for t in prompt], "tokens": int(tokens),
+            "out_scale_per_row": bool(out_scale_per_row)}
     return DecodeSetup(args, m, rm, list(args["prompt"]), args["tokens"])
 
 

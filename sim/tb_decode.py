@@ -28,7 +28,7 @@ async def decode(dut):
     with open(os.environ["LPU_JOBS"]) as f:
         spec = json.load(f)
     a = spec["decode"]
-    setup = decode_setup(a["config"], a["model"], a["prompt"], a["tokens"])
+    setup = decode_setup(a["config"], a["model"], a["prompt"], a["tokens"], a.get("out_scale_per_row", False))
     rm, model, cfg = setup.resident, setup.model, setup.cfg
     drv = TileDriver(dut, cfg)
     await drv.reset()

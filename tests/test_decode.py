@@ -79,10 +79,12 @@ def test_int8_ffns_keep_the_float_models_tokens():
     assert r["top1_agreement"] >= 0.9 and min(r["layer_cosine_mean"]) >= 0.99, r
 
 
-def test_lpu_decode_golden_json(capsys):
-    code = cli.main(["decode", "--no-run", "--tokens", "4", "--json"])
+@pytest.mark.parametrize("scales", [[], ["--out-scale-per-channel"]])
+def test_lpu_decode_golden_json(capsys, scales):
+    code = cli.main(["decode", "--no-run", "--tokens", "4", "--json", *scales])
     out, err = capsys.readouterr()
     assert code == 0, err
+    assert ("one output scale per channel" in err) == bool(scales)
     d = json.loads(out)
     assert d["passed"] and len(d["tokens"]) == 4 and len({p["tray_cycles"] for p in d["positions"]}) == 1
     kv = [p["kv_bytes"] for p in d["positions"]]
