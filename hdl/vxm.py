@@ -227,16 +227,16 @@ class VXM(wiring.Component):
             ]
         m.d.comb += hp.rdata.eq(Array(pr.data[32 * k: 32 * k + 32] for k in range(row_words))[h_sub])
 
-        # ---- activation tables: one read port per lane (lane 0's also serves the host) --
-        # One copy per pair of lanes, every copy written alike: a block RAM has two ports,
-        # and one memory with a read port per lane cannot be mapped (synthesis replicates
-        # it per port at best, and Yosys's memory mapper does not cope with 16 ports).  A
-        # copy holds all vxm_tables tables, entry i of table t at t * 256 + i.
+        # ---- activation tables: one copy per lane (lane 0's read port also serves the host)
+        # Every copy is written alike.  One write and one read port per copy is what a block
+        # RAM holds (two ports): with two read ports and the write, a copy could only be
+        # distributed RAM, whose address decode then shared stage 1 with the requantiser
+        # (docs/fpga.md).  A copy holds all vxm_tables tables, entry i of table t at t * 256 + i.
         ht = self.host_table
         tbits = (cfg.vxm_tables - 1).bit_length()
         tdepth = cfg.vxm_tables * TABLE_SIZE
         tr = []
-        for c in range((L + 1) // 2):
+        for c in range(L):
             table = Memory(shape=unsigned(8), depth=tdepth, init=t_init)
             m.submodules[f"table{c}"] = table
             tw = table.write_port()
@@ -245,7 +245,7 @@ class VXM(wiring.Component):
                 tw.data.eq(ht.wdata[:8]),
                 tw.en.eq(ht.sel & ht.we & ~self.run & (ht.addr < tdepth)),
             ]
-            tr += [table.read_port(domain="sync") for _ in range(min(2, L - 2 * c))]
+            tr.append(table.read_port(domain="sync"))
         m.d.comb += ht.rdata.eq(tr[0].data)
 
         # ---- stage 0 (t): A, B, parameter entry; the int32 adds --------------------------
