@@ -101,7 +101,9 @@ def round_shift(m, prod, shift, name):
 
 def divmod_const(m, x, d: int, name: str):
     """``(x // d, x % d)`` of an unsigned value by a constant, by reciprocal multiplication
-    (exact for every value of ``x``; no divider in the netlist)."""
+    (exact for every value of ``x``; no divider in the netlist).  The remainder's ``q * d``
+    is a sum of shifted copies of ``q``, one per set bit of ``d`` (a multiplier there would
+    put a second DSP in series with the first, docs/fpga.md)."""
     a = (d & -d).bit_length() - 1           # d = odd << a
     odd = d >> a
     y = x >> a
@@ -113,7 +115,8 @@ def divmod_const(m, x, d: int, name: str):
         mult = -(-(1 << k) // odd)
         m.d.comb += q.eq((y * mult) >> k)
     r = Signal(range(d), name=f"{name}_r")
-    m.d.comb += r.eq(x - q * d)
+    qd = sum(q.as_unsigned() << i for i in range(d.bit_length()) if d >> i & 1)
+    m.d.comb += r.eq(x - qd)
     return q, r
 
 

@@ -787,3 +787,28 @@ def test_vxm_base_relocates_skips_faults_and_selects_tables():
         assert skips == ([0] if key == "off" else []), f"VOP ({key}): skip on cycles {skips}"
         assert fault == (key == "beyond"), f"VOP ({key}): param_fault {fault}"
     assert not out["cleared"], "a start must clear param_fault"
+
+
+@pytest.mark.parametrize("d", [1, 4, 5, 20, 40, 80, 160, 1600])
+def test_divmod_const_is_exact(d):
+    """hdl.vxm.divmod_const (the host's VXM parameter address split): x // d and x % d for
+    every 12-bit x, in Amaranth's simulator."""
+    from amaranth import Module, Signal
+    from amaranth.sim import Simulator
+
+    from hdl.vxm import divmod_const
+    m = Module()
+    x = Signal(12)
+    q, r = divmod_const(m, x, d, "t")
+    sim = Simulator(m)
+    bad = []
+
+    async def bench(ctx):
+        for v in range(1 << 12):
+            ctx.set(x, v)
+            if (ctx.get(q), ctx.get(r)) != divmod(v, d):
+                bad.append((v, ctx.get(q), ctx.get(r)))
+
+    sim.add_testbench(bench)
+    sim.run()
+    assert not bad, bad[:5]
