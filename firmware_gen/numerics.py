@@ -410,6 +410,7 @@ class FfnSpec:
         if x.shape[-1:] != (H,) or x.ndim > 2:
             raise NumericsError(f"x_calibration has shape {x.shape} but W1 is {I}x{H}: it must be (B, {H}) or ({H},)")
         f = _activation(activation)
+        out_range = _range_scale_rows if out_scale_per_row else _range_scale
         x_scale = _range_scale(x) if x_scale is None else _positive(x_scale, "x_scale")
         w1q, w1s = quantise_weights(W1)
         w2q, w2s = quantise_weights(W2)
@@ -442,12 +443,12 @@ class FfnSpec:
             z = g * h3
             z_scale = _range_scale(z)
             y = z @ W2.T
-            out_scale = _range_scale_rows(y) if out_scale_per_row else _range_scale(y)
+            out_scale = out_range(y)
             return cls(W2=w2q, W3=w3q, rq3=rq(x_scale * w3s / h3_scale),
                        rq_mul=rq(g_scale * h3_scale / z_scale),
                        rq2=rq(z_scale * w2s / out_scale), out_scale=out_scale, **common)
         y = g @ W2.T + b2
-        out_scale = _range_scale_rows(y) if out_scale_per_row else _range_scale(y)
+        out_scale = out_range(y)
         return cls(W2=w2q, b1=qbias(b1, x_scale * w1s, "b1"), b2=qbias(b2, g_scale * w2s, "b2"),
                    rq2=rq(g_scale * w2s / out_scale), out_scale=out_scale, **common)
 
@@ -501,8 +502,8 @@ def error_report(y_int8, out_scale, y_float):
     Returns ``{"cosine": cosine similarity over all elements, "max_abs_error": float}``;
     the cosine is 1.0 when both are all zero and 0.0 when exactly one is.
     """
-    scale = np.asarray(out_scale, np.float64) if np.ndim(out_scale) else _positive(out_scale, "out_scale")
-    yq = (np.asarray(y_int8, dtype=np.float64) * scale).ravel()
+    y_int8 = np.asarray(y_int8, dtype=np.float64)
+    yq = (y_int8 * _out_scale(out_scale, y_int8.shape[-1] if y_int8.ndim else 1)).ravel()
     yf = np.asarray(y_float, dtype=np.float64).ravel()
     if yq.shape != yf.shape:
         raise NumericsError(f"y_int8 has {yq.size} elements but y_float has {yf.size}")

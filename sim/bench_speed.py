@@ -4,8 +4,8 @@ The workload is one FFN (``WORKLOAD``: make sim's SwiGLU H=128, I=512 decode on 
 tile), compiled by each checkout's own compiler, loaded once and run to done ``n`` times in
 one simulator invocation (``sim/tb_speed.py``), ``n`` chosen so that the runs take at least
 ``MIN_SECONDS``; best of ``REPEATS`` invocations, this checkout's and the reference's taken
-in turns.  tile-cycles/s = the runs' cycles over the runs' wall time (loading not counted).  Every run's cycle count is checked against that
-checkout's compiler prediction.
+in turns.  tile-cycles/s = the runs' cycles over the runs' wall time (loading not counted).
+Every run's cycle count is checked against that checkout's compiler prediction.
 
 The reference checkout (``REFERENCE``, the commit whose speed the targets are stated
 against) is extracted from the repository's history with ``git archive`` into the build
@@ -132,7 +132,7 @@ class _Worker:
         self.err.close()
 
 
-def measure_pair(trees, sim: str, progress=print) -> list[dict]:
+def measure_in_turns(trees, sim: str, progress=print) -> list[dict]:
     """Per ``(tree, build_dir)`` of ``trees``, the best of ``REPEATS`` measurements on ``sim``.
     The workers build and calibrate side by side, then measure in turns (round 1: each
     tree once, round 2: each again, ...), so a slow spell of the machine falls on both."""
@@ -164,7 +164,7 @@ def speed_rows(sims, reference: str = REFERENCE, progress=print) -> list[dict]:
     rows = []
     for sim in sims:
         trees = [(ROOT, None)] + ([] if ref_tree is None else [(ref_tree, BUILD / f"ref-{reference}-build")])
-        ours, *ref = measure_pair(trees, sim, progress)
+        ours, *ref = measure_in_turns(trees, sim, progress)
         row = {"simulator": sim, "workload": "{} {}x{} b{}".format(*WORKLOAD), "ours": ours,
                "reference": reference, "target": TARGETS.get(sim)}
         if ref_tree is None:
