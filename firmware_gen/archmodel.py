@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lpu_arch import c2c
+from lpu_arch import c2c, fp8
 from lpu_arch.effects import SXM_OUT_OPS, effects
 from lpu_arch.hostmap import base_fields
 from lpu_arch.isa import BASE_OPS, DATA_OPS, EAST, INT32_PLANES, Instr, MMFlag, Op, SxmFlag, VopFlag
 from lpu_arch.timing import done_cycles, lw_cycles
 from lpu_arch.vxm import VXM_FIELDS
 
-from .numerics import add_int32, requantise
+from .numerics import add_int32, add_wrap, fp8_bias, gate_fp8, requantise, requantise_fp8
 from .program import Program
 
 
@@ -75,17 +75,19 @@ def expand(instrs: list[Instr]) -> tuple[list[tuple[int, Instr]], int]:
     return out, c
 
 
-# ---- int32 <-> byte planes ------------------------------------------------------------------
-def to_planes(v) -> np.ndarray:
-    """int32 lanes -> ``(INT32_PLANES, lanes)`` uint8, plane b = bits 8b..8b+7."""
-    u = np.asarray(v, np.int64) & 0xFFFFFFFF
-    return np.stack([(u >> (8 * b)) & 0xFF for b in range(INT32_PLANES)]).astype(np.uint8)
+# ---- accumulators <-> byte planes ---------------------------------------------------------
+def to_planes(v, planes=INT32_PLANES) -> np.ndarray:
+    """Accumulator lanes (int32, or ``8 * planes`` bits) -> ``(planes, lanes)`` uint8,
+    plane b = bits 8b..8b+7."""
+    u = np.asarray(v, np.int64)
+    return np.stack([(u >> (8 * b)) & 0xFF for b in range(planes)]).astype(np.uint8)
 
 
-def from_planes(planes) -> np.ndarray:
-    """``(INT32_PLANES, lanes)`` uint8 -> int32 lanes (as int64)."""
-    u = sum(np.asarray(planes[b], np.int64) << (8 * b) for b in range(INT32_PLANES))
-    return np.where(u >= 1 << 31, u - (1 << 32), u)
+def from_planes(planes, bits=32) -> np.ndarray:
+    """``(planes, lanes)`` uint8 -> signed ``bits``-bit accumulator lanes (as int64); the
+    planes beyond ``bits`` are ignored."""
+    u = sum(np.asarray(planes[b], np.int64) << (8 * b) for b in range(len(planes))) & ((1 << bits) - 1)
+    return np.where(u >= 1 << (bits - 1), u - (1 << bits), u)
 
 
 def _wrap32(v):
@@ -94,6 +96,11 @@ def _wrap32(v):
 
 def _s8(v):
     return np.asarray(v, np.uint8).astype(np.int8).astype(np.int64)
+
+
+def operand_values(v, dtype):
+    """The MXM's operands from stream bytes: int8 values, or E4M3 values in units of 2^-9."""
+    return fp8.to_fixed(np.asarray(v, np.uint8)) if dtype == "fp8" else _s8(v)
 
 
 class _At:
@@ -115,7 +122,7 @@ class _Mxm:
 
     def __init__(self, cfg, name):
         L = cfg.lanes
-        self.name, self.L = name, L
+        self.name, self.L, self.dtype = name, L, cfg.mxm_dtype
         self.weights = [np.zeros((L, L), np.int64), np.zeros((L, L), np.int64)]
         self.active = 0
         self.loader = None                      # the load in progress: (first cycle, n, stream, dir)
@@ -154,7 +161,7 @@ class _Mxm:
         k = t - first
         shadow = self.weights[1 - self.active]
         for j in range(min(n, self.L - k * n)):      # the last group may be partial
-            shadow[k * n + j] = _s8(tap(d, s + j))
+            shadow[k * n + j] = operand_values(tap(d, s + j), self.dtype)
         if (k + 1) * n >= self.L:
             self.active ^= 1
             self.loader = None
@@ -289,7 +296,7 @@ class TileModel:
                         raise ModelError(f"{where}: x slot {slot} is read before any LX wrote it")
                     x = m.xbuf[slot].copy()
                 else:
-                    x = _s8(tap(ins.dir, ins.stream, p))
+                    x = operand_values(tap(ins.dir, ins.stream, p), cfg.mxm_dtype)
                 a = ins.operand("acc")
                 prod = m.weights[m.active] @ x
                 if ins.aux & MMFlag.ACC:
@@ -297,9 +304,9 @@ class TileModel:
                         raise ModelError(f"{where}: accumulator row {a} is accumulated into before "
                                          "any MM without ACC wrote it")
                     prod = prod + m.acc[a]
-                new = _wrap32(prod)
+                new = _wrap32(prod) if cfg.mxm_dtype == "int8" else add_wrap(prod, 0, cfg.acc_bits)
                 m.mm_count += 1
-                out = to_planes(new)        # plane b on the b-th stream driven
+                out = to_planes(new, cfg.acc_planes)        # plane b on the b-th stream driven
                 m.pending_acc = (a, new)
             elif ins.op == Op.VOP:
                 out = self._vop(ins, p, where)
@@ -317,7 +324,7 @@ class TileModel:
                                      f"before cycle {v.sent + self.min_distance} (SEND-to-RECV distance "
                                      f"{self.min_distance})")
                 out = v.data
-            for k, a in enumerate(effects(ins, name, cfg.lanes).drives):
+            for k, a in enumerate(effects(ins, name, cfg.lanes, cfg.acc_planes).drives):
                 self._drive(t + a.offset, p, a.dir, a.stream, out[k] if ins.op == Op.MM else out)
         for p, ins, queue in now:
             name = names[p]
@@ -335,7 +342,7 @@ class TileModel:
             elif ins.op == Op.LX:
                 m = self.mxms[name]
                 slot = ins.operand("slot")
-                m.xbuf[slot], m.x_ok[slot] = _s8(tap(ins.dir, ins.stream, p)), True
+                m.xbuf[slot], m.x_ok[slot] = operand_values(tap(ins.dir, ins.stream, p), cfg.mxm_dtype), True
             elif ins.op == Op.LW:
                 self.mxms[name].issue_lw(t, ins, _At(self.tile, queue, t, ins))
             elif ins.op in (Op.SEND, Op.SENDM):
@@ -365,8 +372,20 @@ class TileModel:
     def _vop(self, ins, p, where=""):
         d, s, prm = ins.dir, ins.stream, self.params
         e = self._relocated(ins, ins.operand("param"), self.cfg.vxm_param_depth, "parameter entry", where)
-        A = from_planes([self._tap(d, s + b, p) for b in range(INT32_PLANES)])
-        B = from_planes([self._tap(1 - d, s + b, p) for b in range(INT32_PLANES)])    # the other direction
+        P, bits = self.cfg.acc_planes, self.cfg.acc_bits
+        A = from_planes([self._tap(d, s + b, p) for b in range(P)], bits)
+        B = from_planes([self._tap(1 - d, s + b, p) for b in range(P)], bits)    # the other direction
+        if self.cfg.mxm_dtype == "fp8":          # 48-bit adds, E4M3 results (docs/numerics.md, "FP8")
+            A48 = self.cfg.MAX_ACC_BITS
+            if ins.aux & VopFlag.ADD:
+                A = add_wrap(A, B, A48)
+            val = requantise_fp8(add_wrap(A, fp8_bias(prm["bias_a"][e]), A48), prm["m_a"][e], prm["s_a"][e])
+            if ins.aux & VopFlag.TABLE:
+                val = self.table[prm["table"][e] % self.cfg.vxm_tables, val] & 0xFF
+            if ins.aux & VopFlag.GATE:
+                gb = requantise_fp8(add_wrap(B, fp8_bias(prm["bias_b"][e]), A48), prm["m_b"][e], prm["s_b"][e])
+                val = gate_fp8(val, gb, prm["m_c"][e], prm["s_c"][e])
+            return np.asarray(val, np.int64) & 0xFF
         if ins.aux & VopFlag.ADD:
             A = add_int32(A, B)
         val = requantise(add_int32(A, prm["bias_a"][e]), prm["m_a"][e], prm["s_a"][e]).astype(np.int64)

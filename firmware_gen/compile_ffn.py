@@ -166,7 +166,7 @@ def padded_spec(spec: FfnSpec, lanes: int) -> FfnSpec:
     """The FFN the hardware computes: H and I rounded up to whole blocks, zero weights,
     zero biases and identity requantisation (multiplier 1, shift 0) in the padding."""
     Hp, Ip = -(-spec.H // lanes) * lanes, -(-spec.I // lanes) * lanes
-    kw = dict(kind=spec.kind, W1=_pad(spec.W1, (Ip, Hp)), W2=_pad(spec.W2, (Hp, Ip)), table=spec.table,
+    kw = dict(kind=spec.kind, dtype=spec.dtype, W1=_pad(spec.W1, (Ip, Hp)), W2=_pad(spec.W2, (Hp, Ip)), table=spec.table,
               rq1=_per_row(spec.rq1, spec.I, Ip), rq2=_per_row(spec.rq2, spec.H, Hp),
               x_scale=spec.x_scale, out_scale=spec.out_scale if np.ndim(spec.out_scale) == 0
               else np.r_[spec.out_scale, np.ones(Hp - spec.H)])       # (padding rows: 1.0)
@@ -229,6 +229,12 @@ class FfnPlan:
     def __init__(self, cfg: TileConfig, spec: FfnSpec, x, i_blocks=None, j_blocks=None, h_route=None):
         self.cfg, self.spec = cfg, spec
         L = cfg.lanes
+        if spec.dtype != cfg.mxm_dtype:
+            raise CompileError(f"the FFN is quantised to {spec.dtype} but the tile's MXM computes {cfg.mxm_dtype} "
+                               f"(TileConfig.mxm_dtype; FfnSpec.from_float(..., dtype={cfg.mxm_dtype!r}))")
+        if spec.dtype == "fp8" and max(spec.H, spec.I) > cfg.fp8_max_terms:
+            raise CompileError(f"the FFN's dot products have up to {max(spec.H, spec.I)} terms; the tile's FP8 "
+                               f"accumulators ({cfg.acc_bits} bits) are exact for fp8_max_terms = {cfg.fp8_max_terms}")
         x = np.asarray(x)
         if x.ndim not in (1, 2) or x.shape[-1] != spec.H:
             raise CompileError(f"x has shape {np.shape(x)}; the FFN has H = {spec.H}, so x must be "
@@ -686,12 +692,13 @@ def compile_ffn(spec: FfnSpec, x, cfg: TileConfig | None = None,
         raise CompileError(str(e)) from None
 
 
-def output_matrix(manifest: Manifest, memory: dict, lanes: int, H: int) -> np.ndarray:
-    """Gather y (batch, H) int8 from final MEM contents using the manifest's locations."""
-    out = np.zeros((manifest.batch, manifest.padded[0]), np.int64)
+def output_matrix(manifest: Manifest, memory: dict, lanes: int, H: int, dtype: str = "int8") -> np.ndarray:
+    """Gather y (batch, H) from final MEM contents using the manifest's locations: int8,
+    or E4M3 codes (uint8) with ``dtype='fp8'``."""
+    out = np.zeros((manifest.batch, manifest.padded[0]), np.uint8)
     for (b, j), (m, addr) in manifest.outputs.items():
-        out[b, j * lanes:(j + 1) * lanes] = np.asarray(memory[m][addr], np.uint8).astype(np.int8)
-    return out[:, :H].astype(np.int8)
+        out[b, j * lanes:(j + 1) * lanes] = np.asarray(memory[m][addr], np.uint8)
+    return out[:, :H] if dtype == "fp8" else out[:, :H].astype(np.int8)
 
 
 @dataclass
@@ -704,14 +711,15 @@ class Example:
 
     def error_vs_float(self, y_int8) -> dict:
         from .numerics import error_report
-        return error_report(y_int8, self.spec.out_scale, self.y_float)
+        return error_report(y_int8, self.spec.out_scale, self.y_float, self.spec.dtype)
 
 
 def example_ffn(kind: str = "swiglu", H: int = 64, I: int = 128, batch: int = 1, seed: int = 0,
-                activation: str | None = None) -> Example:
+                activation: str | None = None, dtype: str = "int8") -> Example:
     """Gaussian weights (std 1/sqrt(fan-in)) and inputs, quantised by ``FfnSpec.from_float``
-    with the input itself as the calibration batch."""
-    from .numerics import KINDS, ffn_float, quantise_activations
+    with the input itself as the calibration batch (``dtype``: int8 or fp8; the input
+    ``x_int8`` is then int8 values or E4M3 codes)."""
+    from .numerics import KINDS, dequantise, ffn_float, quantise_activations, quantise_activations_fp8
     if kind not in KINDS:
         raise CompileError(f"unknown FFN kind {kind!r}; choose one of {', '.join(KINDS)}")
     for name, v in (("H", H), ("I", I), ("batch", batch)):
@@ -725,6 +733,10 @@ def example_ffn(kind: str = "swiglu", H: int = 64, I: int = 128, batch: int = 1,
     b1 = rng.normal(size=I) * 0.1 if kind == "classic" else None
     b2 = rng.normal(size=H) * 0.1 if kind == "classic" else None
     x = rng.normal(size=(batch, H))
-    spec = FfnSpec.from_float(kind, W1, W2, W3, b1, b2, x_calibration=x, activation=activation)
-    xq, _ = quantise_activations(x, spec.x_scale)
-    return Example(spec, xq, ffn_float(kind, W1, W2, W3, b1, b2, xq * spec.x_scale, activation), activation)
+    try:
+        spec = FfnSpec.from_float(kind, W1, W2, W3, b1, b2, x_calibration=x, activation=activation, dtype=dtype)
+    except NumericsError as e:
+        raise CompileError(str(e)) from None
+    xq, _ = (quantise_activations_fp8 if dtype == "fp8" else quantise_activations)(x, spec.x_scale)
+    x_real = dequantise(xq, spec.x_scale, dtype)
+    return Example(spec, xq, ffn_float(kind, W1, W2, W3, b1, b2, x_real, activation), activation)

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lpu_arch import fp8
+from lpu_arch.config import DTYPES
 from lpu_arch.vxm import MULT_MAX, SHIFT_MAX, TABLE_SIZE
 
 INT8_MIN, INT8_MAX = -128, 127
@@ -189,6 +191,105 @@ def elementwise_multiply(a_int8, b_int8, multiplier, shift):
     return requantise(_int8(a_int8, "a") * _int8(b_int8, "b"), multiplier, shift)
 
 
+# ---- FP8 (E4M3) primitives: lpu_arch/fp8.py defines the format ------------------------------
+def _codes(a, name):
+    """``a`` as E4M3 codes (uint8): integers 0..255."""
+    return _ints(a, name, 0, 255, "E4M3 codes (bytes)").astype(np.uint8)
+
+
+def matmul_fp8(w_codes, x_codes):
+    """Exact E4M3 matrix product ``x @ w.T`` in units of ``2^-18`` (int64): every product
+    is exact and so is their sum, in any order (``lpu_arch.fp8``); NaN operands count 0."""
+    return fp8.to_fixed(_codes(x_codes, "x")) @ fp8.to_fixed(_codes(w_codes, "weights")).T
+
+
+def add_wrap(a, b, bits):
+    """Two's-complement addition wrapping at ``bits`` (the accumulator's width)."""
+    s = np.asarray(a, np.int64) + np.asarray(b, np.int64)
+    return ((s + (1 << (bits - 1))) & ((1 << bits) - 1)) - (1 << (bits - 1))
+
+
+def fp8_bias(b):
+    """An int32 bias field as the FP8 accumulator sees it: ``b << fp8.BIAS_SHIFT``."""
+    return np.left_shift(_int32(b, "bias"), fp8.BIAS_SHIFT)
+
+
+def requantise_fp8(acc, multiplier, shift):
+    """The VXM's FP8 requantiser: the E4M3 code nearest to ``acc * multiplier / 2**shift``
+    units of ``2^-9`` (:func:`lpu_arch.fp8.round_to_code`: one rounding, to nearest even,
+    saturating at +-448).  ``acc`` is an accumulator (up to 48 signed bits), ``multiplier``
+    1..32767 and ``shift`` 0..46 as in :func:`requantise`, broadcasting the same way."""
+    acc = _ints(acc, "acc", -(1 << 47), (1 << 47) - 1, "48-bit accumulators")
+    m = _ints(multiplier, "multiplier", 1, MULT_MAX, "integers")
+    s = _ints(shift, "shift", 0, SHIFT_MAX, "integers")
+    return fp8.round_to_code(acc * m, s)
+
+
+def gate_fp8(a_codes, b_codes, multiplier, shift):
+    """Lane-wise exact E4M3 product (units of ``2^-18``) rounded back to E4M3."""
+    return requantise_fp8(fp8.product(_codes(a_codes, "a"), _codes(b_codes, "b")), multiplier, shift)
+
+
+def quantise_scale_fp8(real_scale):
+    """``(multiplier, shift)`` for an FP8 requantisation whose input's unit is worth
+    ``real_scale`` output units: the requantiser's result is in units of ``2^-9`` and its
+    input (a sum of E4M3 products) in units of ``2^-18``, so this is
+    ``quantise_scale(real_scale * 2**-9)``."""
+    return quantise_scale(_positive(real_scale, "real_scale") * 2.0 ** -fp8.UNIT_FRAC)
+
+
+def activation_table_fp8(name, in_scale, out_scale):
+    """256-entry E4M3 table: entry ``c`` is the code nearest to ``f(value(c) * in_scale) /
+    out_scale`` (``fp8.from_float``: ties to even, saturating); a zero result is ``+0`` and
+    the NaN codes map to NaN."""
+    f = _activation(name)
+    in_scale, out_scale = _positive(in_scale, "in_scale"), _positive(out_scale, "out_scale")
+    with np.errstate(invalid="ignore"):
+        t = fp8.from_float(f(fp8.to_float(np.arange(TABLE_SIZE)) * in_scale) / out_scale)
+    return np.where(t == 0x80, 0, t).astype(np.uint8)
+
+
+def apply_table_fp8(table, codes):
+    return _codes(table, "activation table")[_codes(codes, "x")]
+
+
+def fp8_range_scale(a):
+    """Symmetric E4M3 scale ``max|a| / 448`` (1.0 for an all-zero array)."""
+    amax = float(np.max(np.abs(a))) if np.size(a) else 0.0
+    return amax / fp8.MAX if amax > 0 else 1.0
+
+
+def fp8_range_scale_rows(y):
+    amax = np.max(np.abs(np.atleast_2d(y)), axis=0)
+    return np.where(amax > 0, amax / fp8.MAX, 1.0)
+
+
+def quantise_weights_fp8(w_float, per_row=True):
+    """E4M3 weights ``w ~= value(codes) * scales[:, None]``, ``scale = max|row| / 448`` per
+    row (or for the whole tensor).  Returns ``(codes, scales)``."""
+    w = _finite(w_float, "w_float")
+    if w.ndim != 2:
+        raise NumericsError(f"w_float must be a 2-D matrix, got shape {w.shape}")
+    scales = fp8_range_scale_rows(w.T) if per_row else np.full(w.shape[0], fp8_range_scale(w))
+    codes = fp8.from_float(w / scales[:, None])
+    return np.where(codes == 0x80, 0, codes).astype(np.uint8), scales
+
+
+def quantise_activations_fp8(x_float, scale=None):
+    """Per-tensor E4M3 activations ``x ~= value(codes) * scale`` (``scale`` defaults to
+    ``max|x| / 448``).  Returns ``(codes, scale)``."""
+    x = _finite(x_float, "x_float")
+    scale = fp8_range_scale(x) if scale is None else _positive(scale, "scale")
+    codes = fp8.from_float(x / scale)
+    return np.where(codes == 0x80, 0, codes).astype(np.uint8), scale
+
+
+def dequantise(q, scale, dtype="int8"):
+    """Real values of int8 values or E4M3 codes ``q`` at ``scale`` (a number or per last axis)."""
+    v = fp8.to_float(np.asarray(q).astype(np.uint8)) if dtype == "fp8" else np.asarray(q, np.float64)
+    return v * scale
+
+
 # ---- activation tables ---------------------------------------------------------------------
 def activation_table(name, in_scale, out_scale):
     """256-entry int8 lookup table for activation ``name`` (see the module docstring).
@@ -333,6 +434,12 @@ class FfnSpec:
         Real value of one LSB of the int8 input.
     out_scale : float, or an array of H
         Real value of one LSB of the int8 output, for all of it or per output row.
+    dtype : {'int8', 'fp8'}
+        The tile's number format (``TileConfig.mxm_dtype``).  With ``'fp8'`` the weights,
+        the input, ``h``, the output and the table's entries are E4M3 codes (uint8),
+        ``x_scale`` and ``out_scale`` are the real values of E4M3's 1.0, the
+        requantisations round to E4M3 (:func:`requantise_fp8`) and a bias field is added
+        at ``fp8.BIAS_SHIFT`` (``docs/numerics.md``, "FP8").
     """
 
     kind: str
@@ -348,14 +455,25 @@ class FfnSpec:
     rq_mul: tuple | None = None
     x_scale: float = 1.0
     out_scale: float | np.ndarray = 1.0
+    dtype: str = "int8"
 
     def __post_init__(self):
         I, H = _check_shapes(self.kind, self.W1, self.W2, self.W3, self.b1, self.b2)
-        self.W1, self.W2 = _int8(self.W1, "W1").astype(np.int8), _int8(self.W2, "W2").astype(np.int8)
-        self.table = check_table(self.table)
+        if self.dtype not in DTYPES:
+            raise NumericsError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.dtype == "fp8":
+            weights = lambda w, name: _codes(w, name)                                     # noqa: E731
+            t = np.asarray(self.table)
+            if t.ndim != 1 or t.size != TABLE_SIZE:
+                raise NumericsError(f"activation table has {t.size} entries; it must have {TABLE_SIZE}")
+            self.table = _codes(t, "activation table")
+        else:
+            weights = lambda w, name: _int8(w, name).astype(np.int8)                      # noqa: E731
+            self.table = check_table(self.table)
+        self.W1, self.W2 = weights(self.W1, "W1"), weights(self.W2, "W2")
         self.rq1, self.rq2 = _check_rq(self.rq1, "rq1", I), _check_rq(self.rq2, "rq2", H)
         if self.kind == "swiglu":
-            self.W3 = _int8(self.W3, "W3").astype(np.int8)
+            self.W3 = weights(self.W3, "W3")
             self.rq3, self.rq_mul = _check_rq(self.rq3, "rq3", I), _check_rq(self.rq_mul, "rq_mul", 1)
         else:
             if self.b1 is None or self.b2 is None:
@@ -373,7 +491,7 @@ class FfnSpec:
 
     @classmethod
     def from_float(cls, kind, W1, W2, W3=None, b1=None, b2=None, *, x_calibration, activation="silu",
-                   x_scale=None, out_scale_per_row=False):
+                   x_scale=None, out_scale_per_row=False, dtype="int8"):
         """Quantise a float FFN, calibrating every int8 stage on ``x_calibration`` ((B, H) or (H,)).
 
         Weights get per-row scales (:func:`quantise_weights`); the input, each int8
@@ -388,39 +506,53 @@ class FfnSpec:
         is per row in the hardware already (``rq2``), and the host that dequantises y
         multiplies by a vector instead of a number, so one outlier channel no longer
         coarsens all the others.
+
+        With ``dtype='fp8'`` every scale is ``max|v| / 448`` instead (E4M3's largest value),
+        the values are rounded to E4M3 (:func:`quantise_weights_fp8`), each ``(multiplier,
+        shift)`` is :func:`quantise_scale_fp8` and the table :func:`activation_table_fp8`.
         """
         xs = np.shape(x_calibration)
         if np.ndim(W1) == 2 and xs and np.shape(W1)[1] != xs[-1] == np.shape(W1)[0]:
             raise NumericsError(f"W1 is {np.shape(W1)[0]}x{np.shape(W1)[1]} but x has H = {xs[-1]} entries: "
                                 f"W1 must be I x H = {np.shape(W1)[1]}x{xs[-1]} (it looks transposed)")
         _check_shapes(kind, W1, W2, W3, b1, b2)
+        if dtype not in DTYPES:
+            raise NumericsError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         try:
             with np.errstate(over="raise", invalid="raise"):
                 return cls._from_float(kind, W1, W2, W3, b1, b2, x_calibration, activation, x_scale,
-                                       out_scale_per_row)
+                                       out_scale_per_row, dtype)
         except FloatingPointError as e:
             raise NumericsError(f"the float FFN does not fit float64 ({e}: the weights or x are too large to "
                                 f"calibrate; scale them down)") from None
 
     @classmethod
-    def _from_float(cls, kind, W1, W2, W3, b1, b2, x_calibration, activation, x_scale=None, out_scale_per_row=False):
+    def _from_float(cls, kind, W1, W2, W3, b1, b2, x_calibration, activation, x_scale=None, out_scale_per_row=False,
+                    dtype="int8"):
         W1, W2 = _finite(W1, "W1"), _finite(W2, "W2")
         I, H = W1.shape
         x = _finite(x_calibration, "x_calibration")
         if x.shape[-1:] != (H,) or x.ndim > 2:
             raise NumericsError(f"x_calibration has shape {x.shape} but W1 is {I}x{H}: it must be (B, {H}) or ({H},)")
         f = _activation(activation)
-        out_range = _range_scale_rows if out_scale_per_row else _range_scale
-        x_scale = _range_scale(x) if x_scale is None else _positive(x_scale, "x_scale")
-        w1q, w1s = quantise_weights(W1)
-        w2q, w2s = quantise_weights(W2)
+        if dtype == "fp8":
+            scale_of, rows_of, qweights, qscale = fp8_range_scale, fp8_range_scale_rows, quantise_weights_fp8, \
+                quantise_scale_fp8
+            make_table, bias_unit = activation_table_fp8, 2.0 ** (fp8.BIAS_SHIFT - fp8.PRODUCT_FRAC)
+        else:
+            scale_of, rows_of, qweights, qscale = _range_scale, _range_scale_rows, quantise_weights, quantise_scale
+            make_table, bias_unit = activation_table, 1.0
+        out_range = rows_of if out_scale_per_row else scale_of
+        x_scale = scale_of(x) if x_scale is None else _positive(x_scale, "x_scale")
+        w1q, w1s = qweights(W1)
+        w2q, w2s = qweights(W2)
 
         def rq(real):
-            pairs = [quantise_scale(r) for r in np.atleast_1d(real)]
+            pairs = [qscale(r) for r in np.atleast_1d(real)]
             return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
 
         def qbias(b, scale, name):
-            q = round_half_away_from_zero(_finite(b, name) / scale)
+            q = round_half_away_from_zero(_finite(b, name) / (scale * bias_unit))
             if np.any(np.abs(q) > INT32_MAX):
                 raise NumericsError(f"{name} does not fit int32 at its accumulator scale: "
                                     f"{int(np.max(np.abs(q)))} > {INT32_MAX}")
@@ -429,19 +561,19 @@ class FfnSpec:
         b1 = np.zeros(I) if kind == "classic" and b1 is None else b1
         b2 = np.zeros(H) if kind == "classic" and b2 is None else b2
         h1 = x @ W1.T + (0.0 if b1 is None else b1)
-        h1_scale = _range_scale(h1)
+        h1_scale = scale_of(h1)
         g = f(h1)
-        g_scale = _range_scale(g)
-        table = activation_table(activation, h1_scale, g_scale)
-        common = dict(kind=kind, W1=w1q, table=table, x_scale=x_scale,
+        g_scale = scale_of(g)
+        table = make_table(activation, h1_scale, g_scale)
+        common = dict(kind=kind, W1=w1q, table=table, x_scale=x_scale, dtype=dtype,
                       rq1=rq(x_scale * w1s / h1_scale))
         if kind == "swiglu":
             W3 = _finite(W3, "W3")
-            w3q, w3s = quantise_weights(W3)
+            w3q, w3s = qweights(W3)
             h3 = x @ W3.T
-            h3_scale = _range_scale(h3)
+            h3_scale = scale_of(h3)
             z = g * h3
-            z_scale = _range_scale(z)
+            z_scale = scale_of(z)
             y = z @ W2.T
             out_scale = out_range(y)
             return cls(W2=w2q, W3=w3q, rq3=rq(x_scale * w3s / h3_scale),
@@ -453,16 +585,42 @@ class FfnSpec:
                    rq2=rq(g_scale * w2s / out_scale), out_scale=out_scale, **common)
 
 
+def _check_input(spec, x):
+    name = "x" if spec.dtype == "fp8" else "x_int8"
+    x = _codes(x, name) if spec.dtype == "fp8" else _int8(x, name)
+    if x.ndim not in (1, 2) or x.shape[-1] != spec.H:
+        raise NumericsError(f"{name} has shape {x.shape} but the FFN has H = {spec.H}: "
+                            f"it must be ({spec.H},) or (B, {spec.H})")
+    return x
+
+
+FP8_ACC_LIMIT = 1 << 47      # the VXM adds biases in 48 bits (TileConfig.MAX_ACC_BITS)
+
+
+def _fp8_biased(acc, bias, name):
+    v = acc + (0 if bias is None else fp8_bias(bias))
+    if v.size and np.abs(v).max() >= FP8_ACC_LIMIT:
+        raise NumericsError(f"{name} leaves the VXM's 48-bit adder: {int(np.abs(v).max())} >= 2^47")
+    return v
+
+
 def ffn_hidden(spec: FfnSpec, x_int8):
     """The int8 intermediate ``h`` that ``W2`` multiplies (shape (I,) or (B, I)).
 
     swiglu: ``h = elementwise_multiply(apply_table(table, requantise(W1 x, *rq1)),
     requantise(W3 x, *rq3), *rq_mul)``; classic: ``h = apply_table(table,
-    requantise(add_int32(W1 x, b1), *rq1))``.  Matmuls are :func:`matmul_int32`."""
-    x = _int8(x_int8, "x_int8")
-    if x.ndim not in (1, 2) or x.shape[-1] != spec.H:
-        raise NumericsError(f"x_int8 has shape {x.shape} but the FFN has H = {spec.H}: "
-                            f"it must be ({spec.H},) or (B, {spec.H})")
+    requantise(add_int32(W1 x, b1), *rq1))``.  Matmuls are :func:`matmul_int32`.
+    For an FP8 spec the same steps in E4M3 (:func:`matmul_fp8`, :func:`requantise_fp8`,
+    :func:`gate_fp8`); ``x`` and ``h`` are codes."""
+    x = _check_input(spec, x_int8)
+    if spec.dtype == "fp8":
+        if spec.kind == "swiglu":
+            g = apply_table_fp8(spec.table, requantise_fp8(_fp8_biased(matmul_fp8(spec.W1, x), None, "W1 x"),
+                                                           *spec.rq1))
+            u = requantise_fp8(_fp8_biased(matmul_fp8(spec.W3, x), None, "W3 x"), *spec.rq3)
+            return gate_fp8(g, u, *spec.rq_mul)
+        return apply_table_fp8(spec.table, requantise_fp8(_fp8_biased(matmul_fp8(spec.W1, x), spec.b1, "W1 x + b1"),
+                                                          *spec.rq1))
     if spec.kind == "swiglu":
         g = apply_table(spec.table, requantise(matmul_int32(spec.W1, x, "W1 x"), *spec.rq1))
         u = requantise(matmul_int32(spec.W3, x, "W3 x"), *spec.rq3)
@@ -474,9 +632,14 @@ def ffn_int(spec: FfnSpec, x_int8):
     """The bit-exact integer FFN on int8 input ``x_int8`` of shape (H,) or (B, H).
 
     ``y = requantise(W2 h, *rq2)`` (swiglu) or ``requantise(add_int32(W2 h, b2), *rq2)``
-    (classic) with ``h = ffn_hidden(spec, x)``.  Returns int8, same shape as x.
+    (classic) with ``h = ffn_hidden(spec, x)``.  Returns int8, same shape as x.  For an FP8
+    spec ``x`` and the result are E4M3 codes (uint8) and the steps those of
+    :func:`ffn_hidden`.
     """
     h = ffn_hidden(spec, x_int8)
+    if spec.dtype == "fp8":
+        b2 = spec.b2 if spec.kind == "classic" else None
+        return requantise_fp8(_fp8_biased(matmul_fp8(spec.W2, h), b2, "W2 h"), *spec.rq2)
     acc = matmul_int32(spec.W2, h, "W2 h")
     if spec.kind == "classic":
         acc = add_int32(acc, spec.b2)
@@ -495,15 +658,15 @@ def ffn_float(kind, W1, W2, W3, b1, b2, x, activation="silu"):
     return f(x @ W1.T + b1) @ W2.T + b2
 
 
-def error_report(y_int8, out_scale, y_float):
-    """Compare the dequantised int8 result ``y_int8 * out_scale`` (a number, or one per
-    output row: the last axis) with ``y_float``.
+def error_report(y_int8, out_scale, y_float, dtype="int8"):
+    """Compare the dequantised result ``y_int8 * out_scale`` (a number, or one per
+    output row: the last axis; E4M3 codes' values with ``dtype='fp8'``) with ``y_float``.
 
     Returns ``{"cosine": cosine similarity over all elements, "max_abs_error": float}``;
     the cosine is 1.0 when both are all zero and 0.0 when exactly one is.
     """
-    y_int8 = np.asarray(y_int8, dtype=np.float64)
-    yq = (y_int8 * _out_scale(out_scale, y_int8.shape[-1] if y_int8.ndim else 1)).ravel()
+    y_int8 = np.asarray(y_int8)
+    yq = dequantise(y_int8, _out_scale(out_scale, y_int8.shape[-1] if y_int8.ndim else 1), dtype).ravel()
     yf = np.asarray(y_float, dtype=np.float64).ravel()
     if yq.shape != yf.shape:
         raise NumericsError(f"y_int8 has {yq.size} elements but y_float has {yf.size}")

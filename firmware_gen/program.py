@@ -12,7 +12,7 @@ import json
 import numpy as np
 
 from lpu_arch.config import TileConfig
-from lpu_arch.isa import DATA_OPS, INT32_PLANES, SLICE_OPS, Instr, IsaError, MMFlag, Op
+from lpu_arch.isa import DATA_OPS, SLICE_OPS, Instr, IsaError, MMFlag, Op
 from lpu_arch.isa import BASE_OPS
 from lpu_arch.vxm import IDENTITY, PARAM_FIELDS, TABLE_SIZE, VXM_FIELDS, identity_tables
 
@@ -69,8 +69,9 @@ class Program:
         self.vxm_params[: p.shape[0]] = p
 
     def set_table(self, table) -> None:
-        """One table of 256 int8 (table 0; the others stay as they are) or ``(k, 256)``,
-        tables 0..k-1 (``k <= vxm_tables``)."""
+        """One table of 256 bytes (table 0; the others stay as they are) or ``(k, 256)``,
+        tables 0..k-1 (``k <= vxm_tables``).  Entries are int8 values or, for an FP8 tile's
+        E4M3 codes, unsigned bytes; either is stored as its byte."""
         t = np.asarray(table)
         k = self.config.vxm_tables
         if t.shape == (TABLE_SIZE,):
@@ -78,10 +79,10 @@ class Program:
         if t.ndim != 2 or t.shape[1] != TABLE_SIZE or not 1 <= t.shape[0] <= k:
             raise ProgramError(f"the activation tables have shape {t.shape}; they must be ({TABLE_SIZE},) or "
                                f"(tables <= {k}, {TABLE_SIZE}): the tile has {k} table(s) of {TABLE_SIZE} entries")
-        if t.min() < -128 or t.max() > 127:
-            raise ProgramError("activation table entries must be int8 values in -128..127")
+        if t.min() < -128 or t.max() > 255:
+            raise ProgramError("activation table entries must be bytes: int8 values in -128..127 or codes in 0..255")
         self.table = self.table.copy()
-        self.table[: t.shape[0]] = t.astype(np.int8)
+        self.table[: t.shape[0]] = (t.astype(np.int64) & 0xFF).astype(np.uint8).astype(np.int8)
 
     def set_memory(self, name: str, img) -> None:
         cfg = self.config
@@ -170,8 +171,8 @@ class Program:
                  f"accumulator row {ins.operand('acc')} is beyond the MXM's {cfg.mxm_acc_depth}")
             need(not ins.aux & MMFlag.XBUF or ins.operand("slot") < cfg.mxm_xbuf_depth,
                  f"x slot {ins.operand('slot')} is beyond the MXM's {cfg.mxm_xbuf_depth}")
-            need(not ins.aux & MMFlag.EMIT or ins.operand("out") + INT32_PLANES <= cfg.streams,
-                 f"EMIT drives streams {ins.operand('out')}..{ins.operand('out') + INT32_PLANES - 1}; "
+            need(not ins.aux & MMFlag.EMIT or ins.operand("out") + cfg.acc_planes <= cfg.streams,
+                 f"EMIT drives streams {ins.operand('out')}..{ins.operand('out') + cfg.acc_planes - 1}; "
                  f"the tile has {cfg.streams} per direction")
         elif ins.op == Op.LX:
             need(ins.operand("slot") < cfg.mxm_xbuf_depth,
@@ -179,8 +180,8 @@ class Program:
         elif ins.op == Op.VOP:
             need(ins.operand("param") < cfg.vxm_param_depth,
                  f"parameter entry {ins.operand('param')} is beyond the VXM's {cfg.vxm_param_depth}")
-            need(ins.stream + INT32_PLANES <= cfg.streams,
-                 f"VOP reads int32 planes on streams {ins.stream}..{ins.stream + INT32_PLANES - 1}; "
+            need(ins.stream + cfg.acc_planes <= cfg.streams,
+                 f"VOP reads accumulator planes on streams {ins.stream}..{ins.stream + cfg.acc_planes - 1}; "
                  f"the tile has {cfg.streams} per direction")
             need(ins.operand("out") < cfg.streams, f"output stream {ins.operand('out')} does not exist")
         elif ins.op in (Op.SEND, Op.RECV, Op.SENDM):

@@ -8,9 +8,12 @@ bits.  A NaN operand makes the product 0 and raises ``nan``.
 
 ``Fp8Dot`` is a row of them summed by a balanced adder tree in ``acc_bits(lanes)`` bits:
 the exact dot product of two vectors of codes, independent of the order of the sum.
+
+:func:`product` and :func:`round_to_code` are the same arithmetic as functions that add
+their logic to a module: the MXM's products and the VXM's FP8 requantiser use them.
 """
 
-from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -28,6 +31,51 @@ def _operand(m, code, name):
     return code[M + E], sig, sh, code[:M + E].all()
 
 
+def product(m, a, b, name):
+    """``(p, nan)``: the exact product of codes ``a`` and ``b`` in units of ``2^-18``
+    (``fp8.PRODUCT_BITS`` signed, 0 when either is NaN) and whether one is NaN."""
+    sa, ga, ha, na = _operand(m, a, f"{name}_a")
+    sb, gb, hb, nb = _operand(m, b, f"{name}_b")
+    mag = Signal(fp8.PRODUCT_BITS - 1, name=f"{name}_mag")
+    p, nan = Signal(signed(fp8.PRODUCT_BITS), name=name), Signal(name=f"{name}_nan")
+    m.d.comb += [mag.eq((ga * gb) << (ha + hb)), nan.eq(na | nb)]
+    m.d.comb += p.eq(Mux(nan, 0, Mux(sa ^ sb, -mag, mag)))
+    return p, nan
+
+
+def round_to_code(m, prod, shift, name):
+    """The E4M3 code nearest to ``prod / 2^shift`` units of ``2^-9`` (``prod`` signed,
+    ``|prod| < 2^62``; ``shift`` unsigned): ``lpu_arch.fp8.round_to_code``, whose
+    docstring gives the steps.  Returns an 8-bit signal."""
+    w = len(prod)
+    sign = Signal(name=f"{name}_sign")
+    mag = Signal(w, name=f"{name}_mag")
+    m.d.comb += [sign.eq(prod[-1]), mag.eq(Mux(sign, -prod, prod))]
+    lead = Signal(range(w), name=f"{name}_lead")       # position of mag's leading one (0 for 0)
+    for i in range(w):
+        with m.If(mag[i]):
+            m.d.comb += lead.eq(i)
+    big = Signal(name=f"{name}_big")                   # 4 significant bits need more than shift
+    total = Signal(range(w + 64), name=f"{name}_t")
+    m.d.comb += [big.eq(lead > shift + (fp8.MAN_BITS)), total.eq(Mux(big, lead - fp8.MAN_BITS, shift))]
+    q = Signal(fp8.MAN_BITS + 2, name=f"{name}_q")
+    rem, half = Signal(w, name=f"{name}_rem"), Signal(w, name=f"{name}_half")
+    m.d.comb += [
+        q.eq(mag >> total),
+        rem.eq(mag & ((Const(1, w + 1) << total) - 1)),
+        half.eq((Const(1, w + 1) << total) >> 1),
+    ]
+    up = Signal(name=f"{name}_up")
+    m.d.comb += up.eq((total != 0) & ((rem > half) | ((rem == half) & q[0])))
+    code7 = Signal(range(8 * (w + 64) + 32), name=f"{name}_c7")
+    m.d.comb += code7.eq(((total - shift) << fp8.MAN_BITS) + q + up)
+    low = Signal(7, name=f"{name}_low")
+    m.d.comb += low.eq(Mux(code7 > fp8.MAX_CODE, fp8.MAX_CODE, code7))
+    out = Signal(8, name=name)
+    m.d.comb += out.eq(Cat(low, sign & (low != 0)))
+    return out
+
+
 class Fp8Mul(wiring.Component):
     """``p = a * b`` exactly, in units of ``2^-18`` (``fp8.PRODUCT_BITS`` signed); 0 and
     ``nan`` high when either code is NaN.  Combinational."""
@@ -39,12 +87,8 @@ class Fp8Mul(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        sa, ga, ha, na = _operand(m, self.a, "a")
-        sb, gb, hb, nb = _operand(m, self.b, "b")
-        mag = Signal(fp8.PRODUCT_BITS - 1)
-        m.d.comb += [mag.eq((ga * gb) << (ha + hb)), self.nan.eq(na | nb)]
-        with m.If(~self.nan):
-            m.d.comb += self.p.eq(Mux(sa ^ sb, -mag, mag))
+        p, nan = product(m, self.a, self.b, "prod")
+        m.d.comb += [self.p.eq(p), self.nan.eq(nan)]
         return m
 
 

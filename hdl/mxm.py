@@ -1,4 +1,6 @@
-"""MXM slice: weight-stationary int8 matrix-vector unit with int32 accumulators.
+"""MXM slice: weight-stationary matrix-vector unit: int8 with int32 accumulators, or (an
+FP8 tile, ``TileConfig.mxm_dtype``) E4M3 with exact fixed-point accumulators of
+``TileConfig.acc_bits`` (``hdl/fp8.py``).
 
 Implements ``LW``, ``MM`` and ``LX`` of ``lpu_arch/isa.py`` (``docs/isa.md``,
 "Compute slices").  One class serves both hemispheres: ``MXM_W`` (position 0) drives
@@ -14,7 +16,8 @@ Pipeline of ``MM`` issued on cycle t::
     t+1   the products W[r][c] * x[c] with that block, each into a register (the
           multipliers' own output registers); address acc[A]
     t+2   p = the sum of row r's products; new = p or acc[A] + p; write acc[A]
-    t+3   with EMIT, drive new as 4 byte planes on streams out..out+3 (MXM_LATENCY)
+    t+3   with EMIT, drive new as acc_planes byte planes on streams out.. (MXM_LATENCY;
+          4 for int32)
 
 The accumulator read port is transparent for its write port, so an MM on t+1 into the
 row written on t+2 reads the new value (back-to-back accumulation).  The register between
@@ -27,10 +30,12 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from lpu_arch.isa import EAST, INT32_PLANES, MM_ACC_BITS, WEST, MMFlag, Op
+from lpu_arch import fp8
+from lpu_arch.isa import EAST, MM_ACC_BITS, WEST, MMFlag, Op
 
 from .arith import balanced_sum
 from .dedup import place
+from .fp8 import product
 from .layouts import drive_signature, flag_bit, index_bits, issue_signature, operand, tap_signature
 
 
@@ -171,7 +176,8 @@ class MXM(wiring.Component):
 
         # ---- x slots (LX writes on its issue cycle; MM reads the old value) -------------
         xbuf = Memory(shape=unsigned(VB), depth=cfg.mxm_xbuf_depth, init=[])
-        acc = Memory(shape=unsigned(32 * L), depth=cfg.mxm_acc_depth, init=[])
+        AB, P = cfg.acc_bits, cfg.acc_planes
+        acc = Memory(shape=unsigned(AB * L), depth=cfg.mxm_acc_depth, init=[])
         m.submodules.xbuf = xbuf
         m.submodules.acc = acc
         xw = xbuf.write_port()
@@ -208,29 +214,30 @@ class MXM(wiring.Component):
             # Rows c_base .. c_base+n-1 load on a load cycle (not on a start).
             load = Signal(name=f"load_{r}")
             m.d.comb += load.eq(load_now & (c_base <= r) & (r < next_base))
-            p = Signal(signed(32), name=f"p_{r}")
+            p = Signal(signed(AB), name=f"p_{r}")
             place(m, f"row{r}", MxmRow(cfg, start=self.start, load=load, act=act, src=rotated[r % (1 << sb)],
                                        q_mm=q_mm, q_act=q_act, x=x, p=p))
-            old = ar.data[32 * r: 32 * r + 32].as_signed()
-            nr = Signal(signed(32), name=f"new_{r}")
+            old = ar.data[AB * r: AB * r + AB].as_signed()
+            nr = Signal(signed(AB), name=f"new_{r}")
             m.d.comb += nr.eq(Mux(s_flags[flag_bit(MMFlag.ACC)], old + p, p))
             new.append(nr)
         new_vec = Cat(*new)
         m.d.comb += [aw.addr.eq(s_acc), aw.data.eq(new_vec), aw.en.eq(s_mm)]
 
         # ---- MM stage 3 (t+3): EMIT's planes --------------------------------------------
-        e_valid, e_out, e_val = Signal(), Signal.like(ins.stream), Signal(32 * L)
+        e_valid, e_out, e_val = Signal(), Signal.like(ins.stream), Signal(AB * L)
         m.d.sync += e_valid.eq(s_mm & s_flags[flag_bit(MMFlag.EMIT)])
         with m.If(s_mm):
             m.d.sync += [e_out.eq(s_out), e_val.eq(new_vec)]
-        planes = [Cat(*(e_val[32 * r + 8 * b: 32 * r + 8 * b + 8] for r in range(L)))
-                  for b in range(INT32_PLANES)]
+        lanes_ext = [Cat(e_val[AB * r: AB * r + AB], e_val[AB * r + AB - 1].replicate(8 * P - AB))
+                     for r in range(L)]       # each accumulator sign-extended to whole planes
+        planes = [Cat(*(lanes_ext[r][8 * b: 8 * b + 8] for r in range(L))) for b in range(P)]
         port = self.drive.east if self.out_dir == EAST else self.drive.west
         for s in range(S):
-            k = Signal(range(S), name=f"plane_of_{s}")     # s - out, valid when < 4
+            k = Signal(range(S), name=f"plane_of_{s}")     # s - out, valid when < P
             m.d.comb += k.eq(s - e_out)
-            m.d.comb += port.mask[s].eq(e_valid & (e_out <= s) & (k < INT32_PLANES))
-            m.d.comb += port.data[s].eq(Array(planes)[k[:2]])
+            m.d.comb += port.mask[s].eq(e_valid & (e_out <= s) & (k < P))
+            m.d.comb += port.data[s].eq(Array(planes)[k[:(P - 1).bit_length()]])
         m.d.comb += self.driving.eq(e_valid)
         return m
 
@@ -241,8 +248,8 @@ class MxmRow(Elaboratable):
 
     ``start`` clears both rows; else on ``load`` the shadow block's row (block 0 while
     ``act`` is 1, else block 1) takes ``src``.  On a cycle with ``q_mm`` the products of
-    the active block's row (block ``q_act``) and ``x``, lane by lane as int8, go into
-    registers; ``p`` is their sum (int32) on the next cycle.
+    the active block's row (block ``q_act``) and ``x``, lane by lane as int8 (or exactly as
+    E4M3, ``hdl.fp8.product``), go into registers; ``p`` is their sum on the next cycle.
     """
 
     def __init__(self, cfg, *, start, load, act, src, q_mm, q_act, x, p):
@@ -252,7 +259,7 @@ class MxmRow(Elaboratable):
 
     @property
     def module_name(self):
-        return f"lpu_mxm_row_{self.cfg.lanes}"
+        return f"lpu_mxm_row_{self.cfg.lanes}" + ("_fp8" if self.cfg.mxm_dtype == "fp8" else "")
 
     def ports(self):
         return {"start": (self.start, "i"), "load": (self.load, "i"), "act": (self.act, "i"),
@@ -277,9 +284,12 @@ class MxmRow(Elaboratable):
         m.d.comb += row.eq(Mux(self.q_act, w1, w0))
         # One register per product, loaded only on an MM's product cycle (so the sum sees
         # no changes between MMs).
-        terms = [Signal(signed(16), name=f"prod_{c}") for c in range(L)]
-        with m.If(self.q_mm):
-            m.d.sync += [t.eq(row[8 * c: 8 * c + 8].as_signed() * self.x[8 * c: 8 * c + 8].as_signed())
-                         for c, t in enumerate(terms)]
+        fp = self.cfg.mxm_dtype == "fp8"
+        terms = [Signal(signed(fp8.PRODUCT_BITS if fp else 16), name=f"prod_{c}") for c in range(L)]
+        for c, t in enumerate(terms):
+            w, x = row[8 * c: 8 * c + 8], self.x[8 * c: 8 * c + 8]
+            v = product(m, w, x, f"fp8_{c}")[0] if fp else w.as_signed() * x.as_signed()
+            with m.If(self.q_mm):
+                m.d.sync += t.eq(v)
         m.d.comb += self.p.eq(balanced_sum(terms))
         return m

@@ -45,9 +45,11 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from lpu_arch.hostmap import load_row_bits
-from lpu_arch.isa import EAST, INT32_PLANES, Op, VopFlag
+from lpu_arch import fp8
+from lpu_arch.isa import EAST, Op, VopFlag
 from lpu_arch.vxm import PARAM_WORDS, SHIFT_BITS, TABLE_SIZE, reset_words
 
+from .fp8 import product as fp8_product, round_to_code
 from .layouts import (base_file_layout, base_index, drive_signature, host_signature, index_bits, issue_signature,
                       operand, tap_signature, vxm_lane_layout)
 
@@ -262,13 +264,17 @@ class VXM(wiring.Component):
 
         a_streams, b_streams = bundle(ins.dir == EAST, "a_stream"), bundle(ins.dir != EAST, "b_stream")
 
-        def int32_lanes(streams, name):
-            # Each plane a signal: every lane uses it (an expression would be built anew per lane).
-            planes = [Signal(cfg.vector_bits, name=f"{name}_plane{b}") for b in range(INT32_PLANES)]
-            m.d.comb += [p.eq(streams[ins.stream + b]) for b, p in enumerate(planes)]
-            return [Cat(*(planes[b][8 * l: 8 * l + 8] for b in range(INT32_PLANES))) for l in range(L)]
+        fp = cfg.mxm_dtype == "fp8"
+        P, AB = cfg.acc_planes, cfg.acc_bits
+        VB = cfg.MAX_ACC_BITS if fp else 32          # the adders' width: int32, or 48 bits for FP8
 
-        a_in, b_in = int32_lanes(a_streams, "a"), int32_lanes(b_streams, "b")
+        def acc_lanes(streams, name):
+            # Each plane a signal: every lane uses it (an expression would be built anew per lane).
+            planes = [Signal(cfg.vector_bits, name=f"{name}_plane{b}") for b in range(P)]
+            m.d.comb += [p.eq(streams[ins.stream + b]) for b, p in enumerate(planes)]
+            return [Cat(*(planes[b][8 * l: 8 * l + 8] for b in range(P)))[:AB].as_signed() for l in range(L)]
+
+        a_in, b_in = acc_lanes(a_streams, "a"), acc_lanes(b_streams, "b")
         add_b = ins.aux[_flag(VopFlag.ADD)]
         # Registers are loaded only when a VOP issues (stage 1's only after one), so between
         # VOPs the arithmetic sees no changes (event-driven simulators skip it).
@@ -281,13 +287,17 @@ class VXM(wiring.Component):
         lane_layout = vxm_lane_layout()
         for l in range(L):
             f = lane_layout(pr.data[32 * W * l: 32 * W * (l + 1)])
-            va, vb = Signal(signed(32), name=f"va_{l}"), Signal(signed(32), name=f"vb_{l}")
+            va, vb = Signal(signed(VB), name=f"va_{l}"), Signal(signed(VB), name=f"vb_{l}")
             names = ("m_a", "s_a", "m_b", "s_b", "m_c", "s_c", "table")
             fields = [f[n] for n in names[:-1]] + [f["table"][:tbits]]    # the table modulo vxm_tables
             regs = [Signal(len(v), name=f"{n.replace('_', '')}_{l}") for n, v in zip(names, fields)]
+            if fp:      # 48-bit wrap-around adds; a bias field counts 2^BIAS_SHIFT accumulator units
+                bias_a, bias_b = (f[n].as_signed() << fp8.BIAS_SHIFT for n in ("bias_a", "bias_b"))
+            else:       # int32 wrap-around: 32-bit adds
+                bias_a, bias_b = f["bias_a"].as_unsigned(), f["bias_b"].as_unsigned()
             with m.If(is_vop):
-                m.d.sync += [va.eq(a_in[l] + Mux(add_b, b_in[l], 0) + f["bias_a"].as_unsigned()),   # int32 wrap-around: 32-bit adds
-                             vb.eq(b_in[l] + f["bias_b"].as_unsigned())]
+                m.d.sync += [va.eq(a_in[l] + Mux(add_b, b_in[l], 0) + bias_a),
+                             vb.eq(b_in[l] + bias_b)]
                 m.d.sync += [r.eq(f) for r, f in zip(regs, fields)]
             lane_q.append((va, vb, *regs))
 
@@ -296,17 +306,26 @@ class VXM(wiring.Component):
         m.d.sync += r_vop.eq(q_vop)
         with m.If(q_vop):
             m.d.sync += [r_flags.eq(q_flags), r_out.eq(q_out), r_zero.eq(q_zero)]
+        def rq(v, mult, shift, name):
+            """int8 (sat8 of the rounded shift) or E4M3 (one rounding to the nearest code)."""
+            if not fp:
+                return requantise(m, v, mult, shift, name)
+            prod = Signal(signed(len(v) + len(mult) + 1), name=f"{name}_prod")
+            m.d.comb += prod.eq(v * mult)
+            return round_to_code(m, prod, shift, name)
+
+        byte = unsigned(8) if fp else signed(8)
         r_a, r_b, r_mc, r_sc = [], [], [], []
         for l, (va, vb, ma, sa, mb, sb, mc, sc, tsel) in enumerate(lane_q):
-            ra = requantise(m, va, ma, sa, f"ra_{l}")
-            rb = requantise(m, vb, mb, sb, f"rb_{l}")
+            ra = rq(va, ma, sa, f"ra_{l}")
+            rb = rq(vb, mb, sb, f"rb_{l}")
             taddr = Cat(ra.as_unsigned(), tsel)              # {table, byte}
             if l == 0:
                 m.d.comb += [tr[l].addr.eq(Mux(self.run, taddr, ht.addr[:8 + tbits])),
                              tr[l].en.eq(q_vop | (~self.run & ht.sel & ht.re))]
             else:
                 m.d.comb += [tr[l].addr.eq(taddr), tr[l].en.eq(q_vop)]
-            qa, qb = Signal(signed(8), name=f"qa_{l}"), Signal(signed(8), name=f"qb_{l}")
+            qa, qb = Signal(byte, name=f"qa_{l}"), Signal(byte, name=f"qb_{l}")
             qm, qs = Signal.like(mc, name=f"qmc_{l}"), Signal(SHIFT_BITS, name=f"qsc_{l}")
             with m.If(q_vop):
                 m.d.sync += [qa.eq(ra), qb.eq(rb), qm.eq(mc), qs.eq(sc)]
@@ -319,18 +338,19 @@ class VXM(wiring.Component):
             m.d.sync += [g_flags.eq(r_flags), g_out.eq(r_out), g_zero.eq(r_zero)]
         g_a, g_ab, g_mc, g_sc = [], [], [], []
         for l in range(L):
-            a = Signal(signed(8), name=f"ta_{l}")
-            m.d.comb += a.eq(Mux(r_flags[_flag(VopFlag.TABLE)], tr[l].data.as_signed(), r_a[l]))
-            ga, ab = Signal(signed(8), name=f"ga_{l}"), Signal(signed(16), name=f"ab_{l}")
+            a = Signal(byte, name=f"ta_{l}")
+            m.d.comb += a.eq(Mux(r_flags[_flag(VopFlag.TABLE)], tr[l].data if fp else tr[l].data.as_signed(), r_a[l]))
+            ga, ab = Signal(byte, name=f"ga_{l}"), Signal(signed(fp8.PRODUCT_BITS if fp else 16), name=f"ab_{l}")
             gm, gs = Signal.like(r_mc[l], name=f"gmc_{l}"), Signal(SHIFT_BITS, name=f"gsc_{l}")
+            prod = fp8_product(m, a, r_b[l], f"gate_{l}")[0] if fp else a * r_b[l]
             with m.If(r_vop):
-                m.d.sync += [ga.eq(a), ab.eq(a * r_b[l]), gm.eq(r_mc[l]), gs.eq(r_sc[l])]
+                m.d.sync += [ga.eq(a), ab.eq(prod), gm.eq(r_mc[l]), gs.eq(r_sc[l])]
             g_a.append(ga), g_ab.append(ab), g_mc.append(gm), g_sc.append(gs)
 
         # ---- stage 3 (t+3): the gate's requantisation, drive -----------------------------
         res = []
         for l in range(L):
-            g = requantise(m, g_ab[l], g_mc[l], g_sc[l], f"rc_{l}")
+            g = rq(g_ab[l], g_mc[l], g_sc[l], f"rc_{l}")
             res.append(Mux(g_flags[_flag(VopFlag.GATE)], g, g_a[l]))
         result = Mux(g_zero, 0, Cat(*res))
         out_e = g_vop & g_flags[_flag(VopFlag.OUT_E)]

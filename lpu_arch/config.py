@@ -25,7 +25,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import isa
+from . import fp8, isa
+
+DTYPES = ("int8", "fp8")      # the MXM's number formats (TileConfig.mxm_dtype)
 
 
 # The clock each preset is reported at: TSP v1's 900 MHz, except ``lp30``, whose clock is
@@ -93,6 +95,16 @@ class TileConfig:
         Cycles between a parent's HAC updates to its children.
     rx_depth : int
         Vectors the receive buffer of each link holds.
+    mxm_dtype : str
+        The MXM's number format, one per build (``DTYPES``): ``"int8"`` (int8 weights and x,
+        int32 accumulators in 4 byte planes) or ``"fp8"`` (OCP E4M3 codes, exact fixed-point
+        accumulators of :attr:`acc_bits` in :attr:`acc_planes` byte planes, and a VXM that
+        rounds its results to E4M3; ``docs/numerics.md``, "FP8").
+    fp8_max_terms : int
+        The longest accumulation (products summed into one accumulator, across an ``MM ACC``
+        chain) an FP8 tile holds exactly: it sets :attr:`acc_bits`
+        (``lpu_arch.fp8.acc_bits``).  The compiler refuses longer dot products.  Unused in
+        int8 mode.
     """
 
     lanes: int = 16
@@ -114,6 +126,8 @@ class TileConfig:
     epoch: int = 1024
     sync_interval: int = 64
     rx_depth: int = 8
+    mxm_dtype: str = "int8"
+    fp8_max_terms: int = 2048
 
     # Fixed architectural limits (from the ISA's field widths, lpu_arch/isa.py).
     MAX_STREAMS = 1 << isa.FIELD["stream"][1]
@@ -122,6 +136,7 @@ class TileConfig:
     CYCLE_BITS = 32           # width of the cycle counter and trace timestamps
     HOST_WORD = 32            # host interface data width in bits
     INT32_PLANES = isa.INT32_PLANES
+    MAX_ACC_BITS = 48         # the VXM's requantiser product (acc * 15-bit multiplier) stays below 2^62
     MAX_LINKS = 7             # C2C links per tile (all-to-all tray of 8)
     # Fixed link hardware (docs/c2c.md).
     HAC_BITS = 32             # the hardware- and software-aligned counters
@@ -135,7 +150,8 @@ class TileConfig:
 
         for name in ("lanes", "streams", "mem_slices", "mem_depth", "iq_depth", "trace_depth",
                      "mxm_acc_depth", "mxm_xbuf_depth", "vxm_param_depth", "vxm_tables", "base_regs", "links", "link_width",
-                     "link_latency_min", "link_latency_max", "max_ppm", "epoch", "sync_interval", "rx_depth"):
+                     "link_latency_min", "link_latency_max", "max_ppm", "epoch", "sync_interval", "rx_depth",
+                     "fp8_max_terms"):
             v = getattr(self, name)
             need(isinstance(v, int) and not isinstance(v, bool),
                  f"{name} must be an integer, got {v!r}")
@@ -175,9 +191,16 @@ class TileConfig:
              f"sync_interval must be in 8..epoch ({self.epoch}) cycles, got {self.sync_interval}")
         need(_is_pow2(self.rx_depth) and 2 <= self.rx_depth <= 256,
              f"rx_depth must be a power of two in 2..256 vectors, got {self.rx_depth}")
-        need(self.streams >= self.INT32_PLANES,
-             f"streams per direction must be at least {self.INT32_PLANES} (an int32 vector travels "
-             f"as {self.INT32_PLANES} byte-plane streams), got {self.streams}")
+        need(self.mxm_dtype in DTYPES, f"mxm_dtype must be one of {', '.join(DTYPES)}, got {self.mxm_dtype!r}")
+        need(self.fp8_max_terms >= 1 and fp8.acc_bits(self.fp8_max_terms) <= self.MAX_ACC_BITS,
+             f"fp8_max_terms must be in 1..{1 << (self.MAX_ACC_BITS - fp8.PRODUCT_BITS)} (an exact sum of that "
+             f"many E4M3 products needs {self.MAX_ACC_BITS} bits, the VXM's limit), got {self.fp8_max_terms}")
+        need(self.mxm_dtype != "fp8" or self.fp8_max_terms >= self.lanes,
+             f"fp8_max_terms must be at least lanes ({self.lanes}: one MM sums that many products), "
+             f"got {self.fp8_max_terms}")
+        need(self.streams >= self.acc_planes,
+             f"streams per direction must be at least {self.acc_planes} (an accumulator vector travels "
+             f"as {self.acc_planes} byte-plane streams), got {self.streams}")
 
     # ---- named presets -------------------------------------------------------------
     @classmethod
@@ -215,6 +238,8 @@ class TileConfig:
         return cls(lanes=320, streams=108, mem_slices=107, mem_depth=8192, iq_depth=8192, trace_depth=0,
                    mxm_acc_depth=1024, mxm_xbuf_depth=1024, vxm_param_depth=512)
 
+    TEXT_FIELDS = ("mxm_dtype",)
+
     PRESETS = ("default", "tiny", "board", "full_scale", "lp30")
 
     @classmethod
@@ -250,6 +275,9 @@ class TileConfig:
             name, sep, value = (t.strip() for t in item.partition("="))
             if not sep or not name:
                 raise ConfigError(f"--set takes FIELD=VALUE, e.g. mem_depth=16384; got {item!r}")
+            if name in self.TEXT_FIELDS:
+                fields[name] = value
+                continue
             try:
                 fields[name] = int(value, 0)
             except ValueError:
@@ -259,9 +287,20 @@ class TileConfig:
     def to_toml(self, comment: str = "") -> str:
         """Every field as a TOML file that :meth:`load` reads back."""
         head = "".join(f"# {line}\n" for line in comment.splitlines())
-        return head + "".join(f"{k} = {v}\n" for k, v in self.to_dict().items())
+        return head + "".join(f"{k} = {json.dumps(v)}\n" for k, v in self.to_dict().items())
 
     # ---- derived sizes -------------------------------------------------------------
+    @property
+    def acc_bits(self) -> int:
+        """Bits of an MXM accumulator and of the VXM's A and B inputs: 32 (int8), or the
+        exact FP8 sum of ``fp8_max_terms`` products."""
+        return 32 if self.mxm_dtype == "int8" else fp8.acc_bits(self.fp8_max_terms)
+
+    @property
+    def acc_planes(self) -> int:
+        """Byte-plane streams an accumulator vector travels on (plane b on stream s+b)."""
+        return fp8.planes(self.acc_bits)
+
     @property
     def c2c(self) -> int:
         """C2C slices per hemisphere (1 with links, else 0)."""

@@ -38,9 +38,11 @@ def _outs(ins: Instr, flags, latency: int) -> list[Access]:
             for flag, d in ((flags.OUT_E, EAST), (flags.OUT_W, WEST)) if ins.aux & flag]
 
 
-def effects(ins: Instr, slice_name: str, lanes: int) -> Effects:
+def effects(ins: Instr, slice_name: str, lanes: int, planes: int = INT32_PLANES) -> Effects:
     """The stream reads and drives of data instruction ``ins`` issued by ``slice_name``
-    on a tile of ``lanes`` lanes (``LW`` samples one stream per weight row)."""
+    on a tile of ``lanes`` lanes (``LW`` samples one stream per weight row) whose
+    accumulators travel in ``planes`` byte planes (``TileConfig.acc_planes``: an MM's
+    EMIT drives, and a VOP's A and B read, that many consecutive streams)."""
     op, d, s = ins.op, ins.dir, ins.stream
     reads, drives = [], []
     if op == Op.READ:
@@ -59,11 +61,11 @@ def effects(ins: Instr, slice_name: str, lanes: int) -> Effects:
             reads.append(Access(d, s, 0))
         if ins.aux & MMFlag.EMIT:
             drives += [Access(mxm_out_dir(slice_name), ins.operand("out") + b, MXM_LATENCY)
-                       for b in range(INT32_PLANES)]
+                       for b in range(planes)]
     elif op == Op.VOP:
-        reads += [Access(d, s + b, 0) for b in range(INT32_PLANES)]
+        reads += [Access(d, s + b, 0) for b in range(planes)]
         if ins.aux & (VopFlag.GATE | VopFlag.ADD):
-            reads += [Access(1 - d, s + b, 0) for b in range(INT32_PLANES)]
+            reads += [Access(1 - d, s + b, 0) for b in range(planes)]
         drives += _outs(ins, VopFlag, VXM_LATENCY)
     if op in SXM_OUT_OPS:
         drives += _outs(ins, SxmFlag, SXM_LATENCY)

@@ -101,3 +101,40 @@ def from_float(x) -> np.ndarray:
     pick = np.where(d_lo < d_hi, lo, np.where(d_hi < d_lo, hi, np.where(lo % 2 == 0, lo, hi)))
     code = np.where(np.signbit(x), pick | 0x80, pick)
     return np.where(np.isnan(x), NAN_CODES[0], code).astype(np.uint8)
+
+
+def round_to_code(prod, shift) -> np.ndarray:
+    """The E4M3 code (uint8) nearest to ``prod / 2^shift`` units of ``2^-9`` (the real value
+    ``prod * 2^-(shift + 9)``): what the VXM's FP8 requantiser computes from the integer
+    ``prod = v * multiplier`` (``|prod| < 2^62``), with one rounding.
+
+    Round to nearest, ties to the even code; beyond 448 saturate to +-448; a result that
+    rounds to zero is +0 (``0x00``, whatever the sign of ``prod``: the fixed-point sums that
+    consume it have one zero).  The steps, as the hardware takes them: with ``p`` the
+    position of ``|prod|``'s leading one, the total right shift is ``T = max(shift, p - 3)``
+    (4 significant bits, or the subnormal grid when the value is below 16 units); ``q`` is
+    ``|prod| >> T`` rounded to nearest even on the bits shifted out (0..16), and the code's
+    low 7 bits are ``((T - shift) << 3) + q``: a carry out of the mantissa steps the exponent.
+    """
+    prod = np.asarray(prod, dtype=np.int64)
+    shift = np.broadcast_to(np.asarray(shift, dtype=np.int64), prod.shape)
+    mag = np.abs(prod)
+    if mag.size and int(mag.max()) >= 1 << 62:
+        raise ValueError(f"round_to_code: |prod| must be below 2^62, got {int(mag.max())}")
+    p = np.where(mag > 0, np.floor(np.log2(np.maximum(mag, 1))).astype(np.int64), 0)
+    # float log2 can be off by one right at a power of two: correct it exactly
+    p = np.where((p > 0) & (mag < np.left_shift(1, p)), p - 1, p)
+    p = np.where(mag >= np.left_shift(1, np.minimum(p + 1, 62)), p + 1, p)
+    T = np.maximum(shift, p - 3)
+    q = mag >> T
+    rem = mag - (q << T)
+    half = np.where(T > 0, np.left_shift(1, np.maximum(T - 1, 0)), 0)
+    up = (T > 0) & ((rem > half) | ((rem == half) & (q & 1 == 1)))
+    code = ((T - shift) << 3) + q + up
+    code = np.where(q + up == 0, 0, np.minimum(code, MAX_CODE))
+    return np.where((prod < 0) & (code != 0), code | 0x80, code).astype(np.uint8)
+
+
+# An int32 bias field of the VXM is added to an FP8 accumulator shifted left by this many
+# bits (in units of 2^-2 of a product's value): 32 bits then span a 48-bit accumulator.
+BIAS_SHIFT = 16

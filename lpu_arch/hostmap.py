@@ -23,7 +23,7 @@ import struct
 import zlib
 
 from . import isa
-from .config import ConfigError, TileConfig
+from .config import DTYPES, ConfigError, TileConfig
 from .vxm import PARAM_WORDS as VXM_PARAM_WORDS
 
 HOST_READ_LATENCY = 2   # host bus: read data this many cycles after re
@@ -247,15 +247,33 @@ def config_field_names() -> list[str]:
     return [f.name for f in dataclasses.fields(TileConfig)]
 
 
+def field_word(name: str, v) -> int:
+    """A field's configuration word: its value, or for a text field (``TileConfig.TEXT_FIELDS``)
+    the index of its value in the field's choices (``mxm_dtype``: ``config.DTYPES``)."""
+    return DTYPES.index(v) if name in TileConfig.TEXT_FIELDS else v
+
+
+def field_value(name: str, word: int):
+    """The value of field ``name`` that configuration word ``word`` stands for."""
+    return DTYPES[word] if name in TileConfig.TEXT_FIELDS else word
+
+
+def _field_text(name: str, word: int) -> str:
+    if name in TileConfig.TEXT_FIELDS:
+        return repr(DTYPES[word]) if 0 <= word < len(DTYPES) else f"{word} (no such {name})"
+    return str(word)
+
+
 def config_words(cfg: TileConfig) -> list[int]:
-    """Field ``k`` of ``cfg`` is word ``k`` (read at ``Csr.CONFIG_BASE + k``), one 32-bit word each."""
+    """Field ``k`` of ``cfg`` is word ``k`` (read at ``Csr.CONFIG_BASE + k``), one 32-bit word
+    each (a text field: the index of its value, ``_field_word``)."""
     names = config_field_names()
     if len(names) > CONFIG_MAX_FIELDS:
         raise ConfigError(f"TileConfig has {len(names)} fields; the host map reserves {CONFIG_MAX_FIELDS} "
                           f"configuration words")
     words = []
     for name in names:
-        v = getattr(cfg, name)
+        v = field_word(name, getattr(cfg, name))
         if not 0 <= v < 1 << 32:
             raise ConfigError(f"{name} = {v} does not fit a 32-bit configuration word")
         words.append(v)
@@ -308,9 +326,9 @@ def config_mismatch(cfg: TileConfig, words, header=None) -> list[str]:
         words = words[:n]
     for k, name in enumerate(names):
         if k >= len(words):
-            problems.append(f"{name}: tile does not report it, program needs {want[k]}")
+            problems.append(f"{name}: tile does not report it, program needs {_field_text(name, want[k])}")
         elif words[k] != want[k]:
-            problems.append(f"{name}: tile has {words[k]}, program needs {want[k]}")
+            problems.append(f"{name}: tile has {_field_text(name, words[k])}, program needs {_field_text(name, want[k])}")
     for k in range(len(names), len(words)):
         problems.append(f"configuration word {k}: tile has {words[k]}, the program's TileConfig has no field {k}")
     if header is not None and not problems and digest != config_hash(cfg):

@@ -87,20 +87,24 @@ def check_read_back(observed: dict, golden: RunResult, limit: int = LIMIT) -> li
 def check_outputs(observed: dict, manifest, y, lanes: int, what: str = "integer FFN",
                   limit: int = LIMIT) -> list[str]:
     """y read back from the SRAM at the manifest's output locations against ``y``
-    ((batch, H) int8), bit-exact.  Output rows that were not read back are a problem."""
+    ((batch, H): int8 values, or an FP8 tile's E4M3 codes), byte for byte.  Output rows that
+    were not read back are a problem."""
     got = read_back(observed)
     missing = sorted({loc for loc in manifest.outputs.values() if (loc[0], int(loc[1])) not in got})
     if missing:
         return [f"y was not read back from the SRAM: {len(missing)} output rows missing, e.g. "
                 + ", ".join(f"{s}[{a}]" for s, a in missing[:limit])
                 + " (run the job with read_back=scoreboard.output_rows(manifest))"]
-    y = np.asarray(y).astype(np.int64).reshape(manifest.batch, manifest.H)
+    y = np.asarray(y)
+    signed = y.dtype.kind == "i"            # int8 values shown as such, codes as bytes
+    y = y.astype(np.int64).reshape(manifest.batch, manifest.H) & 0xFF
+    y = np.where(signed & (y > 127), y - 256, y)
     out = []
     for (b, j), (s, a) in sorted(manifest.outputs.items()):
         lo, hi = j * lanes, min((j + 1) * lanes, manifest.H)
         if lo >= hi:
             continue
-        hw = np.asarray(got[(s, int(a))][:hi - lo], np.uint8).astype(np.int8).astype(np.int64)
+        hw = np.asarray(got[(s, int(a))][:hi - lo], np.uint8).astype(np.int8 if signed else np.uint8).astype(np.int64)
         if not np.array_equal(hw, y[b, lo:hi]):
             out.append(f"  y[{b}, {lo}:{hi}] in {s}[{a}]: SRAM holds {hw.tolist()}, {what} {y[b, lo:hi].tolist()}")
     if not out:

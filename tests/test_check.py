@@ -141,8 +141,8 @@ def test_lw_rows_count_as_reads_and_are_reported_once_per_instruction():
 def test_two_drives_of_one_stream_position_and_cycle(monkeypatch):
     # No opcode of today's ISA can do it (one issue per slice per cycle, one latency per
     # slice kind); an effects table where READ also drives its stream one cycle later can.
-    def doubled(ins, name, lanes):
-        e = effects(ins, name, lanes)
+    def doubled(ins, name, *args):
+        e = effects(ins, name, *args)
         if ins.op == Op.READ:
             return Effects(e.reads, e.drives + (Access(ins.dir, ins.stream, READ_LATENCY + 1),))
         return e

@@ -23,13 +23,18 @@ CASES = {
 }
 
 
-def run_ffns(preset, simulator, cases, seed=0):
-    """Compile ``cases`` ((kind, H, I, batch)), run them as the jobs of one simulation
-    (each reads back only its output rows) and check every one in the scoreboard."""
-    cfg = TileConfig.preset(preset)
+# An FP8 tile (the default tile with mxm_dtype = "fp8": 48-bit accumulators in 6 planes).
+FP8_CASES = [("swiglu", 32, 64, 2), ("classic", 40, 72, 3), ("swiglu", 16, 16, 1)]
+
+
+def run_ffns(preset, simulator, cases, seed=0, sets=()):
+    """Compile ``cases`` ((kind, H, I, batch)) for the tile ``preset`` with the overrides
+    ``sets``, run them as the jobs of one simulation (each reads back only its output rows)
+    and check every one in the scoreboard."""
+    cfg = TileConfig.load(preset, sets)
     compiled = []
     for i, (kind, H, I, B) in enumerate(cases):
-        ex = example_ffn(kind, H, I, B, seed=seed + i)
+        ex = example_ffn(kind, H, I, B, seed=seed + i, dtype=cfg.mxm_dtype)
         prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
         compiled.append((ex, prog, man))
     results = get_sim(cfg, simulator).run(
@@ -45,6 +50,21 @@ def run_ffns(preset, simulator, cases, seed=0):
 @pytest.mark.parametrize("preset", ["tiny", "board", "default"])
 def test_ffn_on_rtl(simulator, preset):
     run_ffns(preset, simulator, CASES[preset])
+
+
+@pytest.mark.sim
+def test_fp8_ffn_on_rtl(simulator):
+    """FP8 FFNs: y in E4M3 bit-exact against the FP8 golden model, every write on its
+    predicted cycle (``check_run``)."""
+    run_ffns("default", simulator, FP8_CASES, seed=80, sets=["mxm_dtype=fp8"])
+
+
+@pytest.mark.sim
+@pytest.mark.skipif(len(SIMS) < 2, reason="needs both simulators (LPU_SIMS)")
+def test_simulators_agree_on_an_fp8_ffn():
+    runs = [run_ffns("default", sim, FP8_CASES[1:2], seed=81, sets=["mxm_dtype=fp8"])[0] for sim in SIMS]
+    problems = diff_runs(runs[0], runs[1], tuple(SIMS))
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.sim

@@ -5,10 +5,10 @@ the definition, exhaustively, in Amaranth's simulator."""
 import ml_dtypes
 import numpy as np
 import pytest
-from amaranth import Module
+from amaranth import Module, Signal, signed
 from amaranth.sim import Simulator
 
-from hdl.fp8 import Fp8Dot, Fp8Mul
+from hdl.fp8 import Fp8Dot, Fp8Mul, round_to_code
 from lpu_arch import fp8
 
 CODES = np.arange(256)
@@ -113,3 +113,43 @@ def test_dot_product_is_exact_at_its_length(lanes):
         assert s == int(fp8.product(a, b).sum()), (a, b)
         assert nan == bool(fp8.is_nan(a).any() | fp8.is_nan(b).any()), (a, b)
     assert got[0][0] == lanes * (448 * 2 ** 9) ** 2 and got[1][0] == -got[0][0]
+
+
+def test_requantiser_rounds_like_the_definition():
+    """``hdl.fp8.round_to_code`` against ``lpu_arch.fp8.round_to_code`` (itself checked
+    against ml_dtypes' rounding below) on every shift, on values around every code's
+    rounding boundaries, ties, the subnormal grid, saturation and 62-bit products; and the
+    definition against ``fp8.from_float`` wherever float64 holds the value exactly."""
+    rng = np.random.default_rng(62)
+    grid = fp8.to_fixed(np.arange(fp8.MAX_CODE + 1))
+    twice = np.concatenate([grid[1:] + grid[:-1], 2 * grid])       # ties and codes, in half-units
+    twice = np.concatenate([twice - 1, twice, twice + 1, [2 * 229376 + 2 * 8192, 2 * 245760, 4 * 245760]])
+    twice = np.concatenate([twice, -twice])
+    cases = []
+    for h in twice:                            # h / 2 units at shifts 1..41 (and h // 2 at shift 0)
+        s = int(rng.integers(0, 42))
+        cases.append((int(h) << (s - 1) if s else int(h) // 2, s))
+    cases += [(int(rng.integers(-(1 << 61), 1 << 61)), int(s)) for s in rng.integers(0, 47, 1500)]
+    cases += [((1 << 62) - 1, 0), (-(1 << 62) + 1, 46), (5, 46), (-7, 1), (0, 0), (0, 46)]
+    m = Module()
+    prod, shift = Signal(signed(64)), Signal(6)
+    code = round_to_code(m, prod, shift, "rq")
+    got = []
+
+    async def bench(ctx):
+        for v, s in cases:
+            ctx.set(prod, v)
+            ctx.set(shift, s)
+            await ctx.delay(1e-9)
+            got.append(ctx.get(code))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    want = fp8.round_to_code(np.array([v for v, _ in cases]), np.array([s for _, s in cases]))
+    assert got == [int(c) for c in want]
+    # the definition against the float encoder (exact below 2^53), negative zero as +0
+    small = rng.integers(-(1 << 52), 1 << 52, 100000)
+    sh = rng.integers(0, 47, small.size)
+    ref = fp8.from_float(small.astype(np.float64) * np.exp2(-(sh + fp8.UNIT_FRAC).astype(np.float64)))
+    assert np.array_equal(fp8.round_to_code(small, sh), np.where(fp8.to_fixed(ref) == 0, 0, ref))

@@ -86,7 +86,7 @@ def test_unknown_opcode_in_image_is_named():
     ("[MXM_W]\nMM W0, flags=TABLE", "unknown MM flag 'TABLE'"),
     ("[MXM_W]\nMM W0, bogus=1", "MM has no operand 'bogus'"),
     ("[VXM]\nVOP E0, param=16", "parameter entry 16 is beyond the VXM's 16"),
-    ("[VXM]\nVOP E1, param=0", "VOP reads int32 planes on streams 1..4"),
+    ("[VXM]\nVOP E1, param=0", "VOP reads accumulator planes on streams 1..4"),
     ("[VXM]\nVOP E0, flags=ADD|GATE", "ADD and GATE both use B"),
     ("[MEM_E0]\nMM E0, acc=0", "MM is not an instruction of a MEM slice"),
     ("[MEM_E0]\nFLY E0, 1", "unknown mnemonic 'FLY'"),
