@@ -1,6 +1,6 @@
 """`python -m hdl.size`: elaborate a tile configuration to Verilog and report its size.
 
-    python -m hdl.size [--config tiny|default|full_scale] [--json] [--verilog OUT.v]
+    python -m hdl.size [--config tiny|default|full_scale] [--set FIELD=VALUE] [--json] [--verilog OUT.v]
 
 The tile is built as the synthesised tile is (no event trace), one Verilog module per
 distinct unit: the tile's control logic, one module per distinct slice position (a
@@ -427,6 +427,8 @@ def main(argv=None) -> int:
                "a message on a bad option, an unwritable output or a configuration that cannot be built.")
     ap.add_argument("--config", default="default", choices=TileConfig.PRESETS,
                     help="tile preset (default: default)")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="override one field of the preset, repeatable (e.g. --set mxm_dtype=fp8)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     ap.add_argument("--verilog", metavar="OUT.v", type=Path, default=None,
                     help="also write the tile's Verilog (top module lpu_tile) to this file")
@@ -438,7 +440,8 @@ def main(argv=None) -> int:
             ap.error(f"--verilog: directory {parent} does not exist")
     progress = None if args.quiet else (lambda m: print(f"elaborating {m} ...", file=sys.stderr, flush=True))
     try:
-        report = elaborate(TileConfig.preset(args.config), want_verilog=True, progress=progress)
+        report = elaborate(TileConfig.preset(args.config).with_overrides(args.set), want_verilog=True,
+                           progress=progress)
     except (SizeError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

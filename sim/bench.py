@@ -40,6 +40,8 @@ from firmware_gen.schedule import Scheduler
 
 from . import bench_speed, history
 from .bench_decode import accuracy_rows, decode_rows
+from .bench_fp8 import fp8_rows
+from .bench_fp8 import markdown as markdown_fp8
 from .bench_lp30 import lp30_rows, markdown_lp30
 from .bench_decode import markdown as markdown_decode
 from .bench_model import markdown as markdown_model
@@ -381,10 +383,12 @@ def main(argv=None) -> int:
     moe = moe_rows(cfg) if args.config == "default" else []
     print("running the decode loop on the golden model, and teacher-forced accuracy ...", flush=True)
     decode, accuracy = decode_rows(), accuracy_rows()
+    print("int8 against FP8 on trained FFN weights (golden model) ...", flush=True)
+    formats = fp8_rows()
     lp30 = [] if args.quick else lp30_rows()
     result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": shapes, "speed": speed,
               "loading": loading, "build": build, "builds_used": builds, "tray": tray, "tray_big": tray_big, "moe": moe, "decode": decode,
-              "decode_accuracy": accuracy, "model": model, "lp30": lp30, "speed_vs_reference": speed_ref}
+              "decode_accuracy": accuracy, "number_formats": formats, "model": model, "lp30": lp30, "speed_vs_reference": speed_ref}
     ffn_speed = {r["simulator"]: r["cycles_per_second"] for r in speed if r["program"] == "ffn suite"}
     if "verilator" in ffn_speed and "icarus" in ffn_speed:
         result["verilator_over_icarus"] = round(ffn_speed["verilator"] / ffn_speed["icarus"], 2)
@@ -435,6 +439,7 @@ def main(argv=None) -> int:
                   f"{r['weight_bytes_read_per_token']:,} | "
                   f"{r['needed_weight_bytes_per_token']:,} | {'yes' if r['exact'] else 'NO'} |" for r in moe]
     lines += markdown_decode(decode, accuracy)
+    lines += markdown_fp8(formats)
     lines += markdown_lp30(lp30)
     lines += ["", "| simulator | program | cycles | run s | tile-cycles/s |", "|---|---|---:|---:|---:|"]
     lines += [f"| {r['simulator']} | {r['program']} | {r['cycles']} | {r['run_seconds']} | "

@@ -27,6 +27,8 @@ import os
 import sys
 from pathlib import Path
 
+from lpu_arch.config import DTYPES
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 PRESETS = ("default", "tiny")
 DEFAULT_SHAPE = {"default": (128, 512), "tiny": (8, 16), "board": (32, 64)}   # (H, I) when not given
@@ -153,6 +155,9 @@ def _config_options(g, default, shown):
                    help=CONFIG_HELP.format(shown))
     g.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override one field of the tile, repeatable (e.g. --set mem_depth=16384)")
+    g.add_argument("--dtype", choices=DTYPES, default=None, dest="mxm_dtype",
+                   help="the MXM's number format: int8, or fp8 (E4M3, exact accumulation; the FFN is\n"
+                        "quantised to E4M3): the same as --set mxm_dtype=... (default: the tile's, int8)")
 
 
 def _rtl_run_options(p: argparse.ArgumentParser, json_help: str):
@@ -1039,6 +1044,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("PYTHONHASHSEED", "0")
     ap = build_parser()
     args = ap.parse_args(argv)
+    if getattr(args, "mxm_dtype", None):      # --dtype (of a tile's options) is --set mxm_dtype=...
+        args.set = [*args.set, f"mxm_dtype={args.mxm_dtype}"]
     from firmware_gen.chart import ChartError
     from firmware_gen.compile_ffn import CompileError
     from lpu_arch.config import ConfigError

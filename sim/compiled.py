@@ -30,7 +30,8 @@ import numpy as np
 
 from firmware_gen.compile_ffn import BOUNDS, Example, Manifest, compile_ffn, example_ffn
 from lpu_arch.config import TileConfig
-from firmware_gen.numerics import ACTIVATIONS, FfnSpec, NumericsError, ffn_float, ffn_int, quantise_activations
+from firmware_gen.numerics import (ACTIVATIONS, FfnSpec, NumericsError, dequantise, ffn_float, ffn_int,
+                                   quantise_activations, quantise_activations_fp8)
 from firmware_gen.program import Program
 from firmware_gen.weights import WeightsError, load_ffn
 from firmware_gen.schedule import PredictedWrite
@@ -50,7 +51,7 @@ class CompiledFfn:
     program: Program
     manifest: Manifest
     source: dict = field(default_factory=dict)   # kind, activation, seed or weights file, preset
-    y_int8: np.ndarray | None = None              # (batch, H): the integer FFN's output
+    y_int8: np.ndarray | None = None              # (batch, H): the integer FFN's output (E4M3 codes on FP8)
     y_float: np.ndarray | None = None             # (batch, H): the float FFN's output
     out_scale: float | None = None
 
@@ -62,7 +63,7 @@ class CompiledFfn:
         from firmware_gen.numerics import error_report
         if self.y_float is None or self.out_scale is None:
             return None
-        return error_report(y_int8, self.out_scale, self.y_float)
+        return error_report(y_int8, self.out_scale, self.y_float, self.config.mxm_dtype)
 
     # ---- writing and reading -----------------------------------------------------
     def manifest_dict(self) -> dict:
@@ -127,7 +128,8 @@ class CompiledFfn:
         except (KeyError, TypeError, json.JSONDecodeError) as e:
             raise ArtifactError(f"{mf} is damaged or from another version ({type(e).__name__}: {e})") from None
         return cls(name=m.get("name", d.name), program=prog, manifest=man, source=m.get("source", {}),
-                   y_int8=None if ref.get("y_int8") is None else np.asarray(ref["y_int8"], np.int8),
+                   y_int8=None if ref.get("y_int8") is None else
+                   np.asarray(ref["y_int8"], np.uint8 if prog.config.mxm_dtype == "fp8" else np.int8),
                    y_float=None if ref.get("y_float") is None else np.asarray(ref["y_float"], np.float64),
                    out_scale=ref.get("out_scale"))
 
@@ -157,7 +159,7 @@ def from_example(cfg: TileConfig, kind: str = "swiglu", H: int = 64, I: int = 12
                  seed: int = 1, activation: str | None = None, preset: str | None = None) -> CompiledFfn:
     """Compile the seeded random FFN of ``compile_ffn.example_ffn``."""
     _check_activation(activation)
-    ex = example_ffn(kind, H, I, batch, seed=seed, activation=activation)
+    ex = example_ffn(kind, H, I, batch, seed=seed, activation=activation, dtype=cfg.mxm_dtype)
     name = f"{kind}-H{H}-I{I}-b{batch}-s{seed}" + (f"-{preset}" if preset and preset != "default" else "")
     return _compile(name, ex, cfg, {"weights": "example", "kind": kind, "activation": ex.activation,
                                     "seed": seed, "config": preset})
@@ -181,11 +183,11 @@ def from_weights(path, cfg: TileConfig, kind: str | None = None, activation: str
     ``kind``, if given, must be the file's; ``activation`` defaults to the family's (SiLU
     for SwiGLU, GELU for classic).  Quantisation is ``FfnSpec.from_float`` (per-row weight
     scales, per-tensor activation scales calibrated on ``x``); x itself is quantised to int8
-    with the calibrated scale.  Every problem with the file is an :class:`ArtifactError`
+    with the calibrated scale (to E4M3, and the FFN with ``dtype='fp8'``, on an FP8 tile).  Every problem with the file is an :class:`ArtifactError`
     (a program too big for the tile is ``compile_ffn.CompileError``).  ``source`` records
     the file, its format, the family, the layer, the tensor names and the calibration.
     """
-    ex, source = example_from_weights(path, kind, activation, layer, mapping)
+    ex, source = example_from_weights(path, kind, activation, layer, mapping, dtype=cfg.mxm_dtype)
     L = source["layer"]
     name = (re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(path).stem) + (f"-L{L}" if L is not None else "")
             + (f"-{preset}" if preset and preset != "default" else ""))
@@ -193,7 +195,7 @@ def from_weights(path, cfg: TileConfig, kind: str | None = None, activation: str
 
 
 def example_from_weights(path, kind: str | None = None, activation: str | None = None, layer: int | None = None,
-                         mapping=None) -> tuple[Example, dict]:
+                         mapping=None, dtype: str = "int8") -> tuple[Example, dict]:
     """The quantised FFN of a weights file (as :func:`from_weights`, not compiled: for a
     tray, or to size a tile with ``--fit``) and its ``source`` record."""
     path = Path(path)
@@ -207,9 +209,10 @@ def example_from_weights(path, kind: str | None = None, activation: str | None =
     _check_activation(activation)
     activation = activation or w.activation
     try:
-        spec = FfnSpec.from_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, x_calibration=w.x, activation=activation)
-        xq, _ = quantise_activations(w.x, spec.x_scale)
-        y = ffn_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, xq * spec.x_scale, activation)
+        spec = FfnSpec.from_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, x_calibration=w.x, activation=activation,
+                                  dtype=dtype)
+        xq, _ = (quantise_activations_fp8 if dtype == "fp8" else quantise_activations)(w.x, spec.x_scale)
+        y = ffn_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, dequantise(xq, spec.x_scale, dtype), activation)
     except NumericsError as e:
         raise ArtifactError(f"{path.name}: {e}") from None
     src = w.source
@@ -231,7 +234,7 @@ def summary_rows(c: CompiledFfn) -> list[tuple[str, str]]:
         ("FFN", f"{m.kind} ({c.source.get('activation', '?')}), H={m.H}, I={m.I}, batch={m.batch}, "
                 f"padded to {m.padded[0]}x{m.padded[1]}, {m.weight_vectors * cfg.lanes:,} weight bytes"),
         ("tile", f"{cfg.lanes} lanes, {cfg.streams} streams per direction, {cfg.mem_slices}+{cfg.mem_slices} "
-                 f"MEM slices x {cfg.mem_depth} vectors"),
+                 f"MEM slices x {cfg.mem_depth} vectors, {cfg.mxm_dtype} MXM ({cfg.acc_bits}-bit accumulators)"),
         ("predicted cycles", f"{m.cycles:,}"),
         ("SRAM-read bound", f"{m.sram_bound:,}  (every weight vector read once, {2 * cfg.mem_slices} MEM "
                             f"slices every cycle; {b.get('sram_real', m.sram_bound):,} for the unpadded bytes)"),

@@ -97,7 +97,7 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
     # y as the SRAM holds it after the run (read back over the host bus), not as traced.
     held = read_back(res)
     mem = {n: {a: v for (s, a), v in held.items() if s == n} for n in cfg.mem_names}
-    y_hw = output_matrix(man, mem, cfg.lanes, man.H)
+    y_hw = output_matrix(man, mem, cfg.lanes, man.H, cfg.mxm_dtype)
     exact = None if c.y_int8 is None else bool(np.array_equal(y_hw, np.asarray(c.y_int8).reshape(y_hw.shape)))
     err = c.error_vs_float(y_hw)
     writes_ok = observed_events(res) == [(w.cycle, w.slice, w.addr, w.data) for w in man.writes]
@@ -125,13 +125,15 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
          f"bound / cycles; {cyc / man.sram_bound:.3f}x the SRAM-read bound"),
         ("MXM utilisation", f"{man.mm_count / (2 * cyc):>8.3f}", ""),
         ("output writes", f"{len(res['events']):>8}", f"predicted == observed: {'yes' if writes_ok else 'NO'}"),
-        ("bit-exact vs int FFN", f"{ {True: 'PASS', False: 'FAIL', None: '-'}[exact]:>8}",
+        (f"bit-exact vs {'FP8' if cfg.mxm_dtype == 'fp8' else 'int'} FFN",
+         f"{ {True: 'PASS', False: 'FAIL', None: '-'}[exact]:>8}",
          "y read back from the SRAM after the run" if exact is not None
          else "no reference output in this program directory"),
     ]
     if err is not None:
         rows.append(("error vs float", f"{err['cosine']:>8.4f}",
-                     f"cosine; max abs error {err['max_abs_error']:.4f} (output LSB {c.out_scale:.4f})"))
+                     f"cosine; max abs error {err['max_abs_error']:.4f} "
+                     + (f"(E4M3 1.0 = {c.out_scale:.4f})" if cfg.mxm_dtype == "fp8" else f"(output LSB {c.out_scale:.4f})")))
     rows.append(("simulation", f"{res['wall_run_s']:>7.2f}s",
                  f"{report['cycles_per_second'] or 0:,.0f} tile-cycles/s on {sim} (run only, after loading)"))
     say("")

@@ -512,3 +512,25 @@ def test_moe_from_a_weights_file(capsys, tmp_path):
     d = json.loads(out)
     assert d["experts_per_tile"] == [2, 2, 2, 2] and set(d["routings"]) == {"router", "spread", "packed", "random"}
     assert all(len(row) == 2 for rows in d["routings"].values() for row in rows)
+
+
+def test_compile_fp8(capsys, tmp_path):
+    """--dtype fp8: the tile's MXM format and the FFN's quantisation (random or from a file);
+    the saved reference is E4M3 codes and equals the golden model's; a tile that cannot
+    carry FP8 accumulators is a one-line error."""
+    from firmware_gen.numerics import ffn_int
+    out = tmp_path / "f8"
+    code, text, _ = run(capsys, "compile", "--dtype", "fp8", "--H", "16", "--I", "32", "--out", out, "--json")
+    assert code == 0
+    c = CompiledFfn.load(out)
+    assert c.config.mxm_dtype == "fp8" and c.y_int8.dtype == np.uint8
+    rng = np.random.default_rng(4)
+    np.savez(tmp_path / "w.npz", W1=rng.normal(size=(24, 16)), W2=rng.normal(size=(16, 24)), x=rng.normal(size=(2, 16)))
+    code, text, _ = run(capsys, "compile", "--weights", tmp_path / "w.npz", "--set", "mxm_dtype=fp8",
+                        "--out", tmp_path / "w8", "--json")
+    assert code == 0
+    from sim.compiled import example_from_weights
+    ex, _ = example_from_weights(tmp_path / "w.npz", dtype="fp8")
+    assert np.array_equal(CompiledFfn.load(tmp_path / "w8").y_int8, ffn_int(ex.spec, ex.x_int8))
+    code, _, err = run(capsys, "compile", "--dtype", "fp8", "--config", "tiny")
+    assert code == 2 and "streams per direction must be at least 6" in err

