@@ -65,6 +65,7 @@ class Manifest:
     mac_bound: int                    # cycles for every MM with both MXMs busy
     instructions: dict = field(default_factory=dict)
     bounds: dict = field(default_factory=dict)    # every limit by name (BOUNDS), cycles
+    dtype: str = "int8"                           # the tile's number format: y is int8, or E4M3 codes
 
     @property
     def bound(self) -> int:
@@ -85,7 +86,7 @@ class Manifest:
         return self.mm_count / (2 * self.cycles)
 
     def summary(self) -> dict:
-        return {"kind": self.kind, "H": self.H, "I": self.I, "batch": self.batch,
+        return {"kind": self.kind, "dtype": self.dtype, "H": self.H, "I": self.I, "batch": self.batch,
                 "padded_H": self.padded[0], "padded_I": self.padded[1], "cycles": self.cycles,
                 "sram_bound": self.sram_bound, "mac_bound": self.mac_bound,
                 "efficiency": round(self.efficiency, 4), "bounds": self.bounds, "tightest_bound": self.tightest,
@@ -432,6 +433,9 @@ class FfnPlan:
         # MMs: from the swap on (the loader issues the next block's LW beside them).
         t = swap
         for b, (slot, acc, flags) in enumerate(mms):
+            # Beyond every reservation so far (and the latencies after it) nothing changes:
+            # an MM that does not fit by then never will (a placement bug, named, not a hang).
+            horizon = self.res.done_cycles() + 2 * self.cfg.positions + DELAY_MAX + 64
             while True:
                 ok = all(self.res.slot_free(s, t) and self.slot_ready[s].get(_slot(slot, s), 1 << 62) <= t
                          for s in sides)
@@ -440,6 +444,11 @@ class FfnPlan:
                 if ok:
                     break
                 t += 1
+                if t > max(horizon, swap):
+                    ready = {s: self.slot_ready[s].get(_slot(slot, s)) for s in sides}
+                    raise CompileError(f"{label}: MM {b} finds no cycle up to {t} where it and what follows fit "
+                                       f"(x slots ready on {ready}; an EMIT needs streams 0..{self.cfg.acc_planes - 1} "
+                                       "to the VXM and a free VXM cycle): this schedule cannot place it")
             for s in sides:
                 who = f"{label} MM {b} on {s}"
                 self.res.take_slot(s, t, who)
@@ -671,7 +680,8 @@ class FfnPlan:
                         outputs={k: v[:2] for k, v in self.outputs.items()}, busy=self.res.busy(),
                         mm_count=self.mm_count, weight_vectors=wv // tiles,
                         sram_bound=bounds["sram"], mac_bound=bounds["mac"],
-                        instructions={n: len(q) + 1 for n, q in prog.queues.items() if q}, bounds=bounds)
+                        instructions={n: len(q) + 1 for n, q in prog.queues.items() if q}, bounds=bounds,
+                        dtype=cfg.mxm_dtype)
 
 
 def compile_ffn(spec: FfnSpec, x, cfg: TileConfig | None = None,
@@ -692,9 +702,10 @@ def compile_ffn(spec: FfnSpec, x, cfg: TileConfig | None = None,
         raise CompileError(str(e)) from None
 
 
-def output_matrix(manifest: Manifest, memory: dict, lanes: int, H: int, dtype: str = "int8") -> np.ndarray:
+def output_matrix(manifest: Manifest, memory: dict, lanes: int, H: int, dtype: str | None = None) -> np.ndarray:
     """Gather y (batch, H) from final MEM contents using the manifest's locations: int8,
-    or E4M3 codes (uint8) with ``dtype='fp8'``."""
+    or E4M3 codes (uint8) on an FP8 tile (``dtype``, default the manifest's)."""
+    dtype = dtype or manifest.dtype
     out = np.zeros((manifest.batch, manifest.padded[0]), np.uint8)
     for (b, j), (m, addr) in manifest.outputs.items():
         out[b, j * lanes:(j + 1) * lanes] = np.asarray(memory[m][addr], np.uint8)

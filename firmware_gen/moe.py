@@ -49,7 +49,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .numerics import FfnSpec, NumericsError, error_report, ffn_float, ffn_int, quantise_activations
+from .numerics import (FfnSpec, NumericsError, dequantise, error_report, ffn_float, ffn_int, quantise_activations,
+                       quantise_activations_fp8)
 from .weights import Expert, MoeWeights
 
 GATINGS = ("sigmoid-grouped", "softmax")
@@ -298,6 +299,10 @@ class MoeSpec:
             if s.I != I:
                 raise MoeError(f"expert {i} has I = {s.I} but expert 0 has I = {I}: the routed experts must all "
                                f"be the same size (the tray reserves one slot for any of them)")
+        for what, i, s in every:
+            if s.dtype != self.experts[0].dtype:
+                raise MoeError(f"{what} {i} is quantised to {s.dtype} but expert 0 to {self.experts[0].dtype}: "
+                               "a layer runs on tiles of one number format")
         self.x_scale = self.experts[0].x_scale if self.x_scale is None else float(self.x_scale)
         for what, i, s in every:
             if s.x_scale != self.x_scale:
@@ -307,6 +312,11 @@ class MoeSpec:
     @property
     def E(self):
         return len(self.experts)
+
+    @property
+    def dtype(self):
+        """The number format of every expert (``FfnSpec.dtype``)."""
+        return self.experts[0].dtype
 
     @property
     def H(self):
@@ -321,9 +331,10 @@ class MoeSpec:
         return self.router.top_k
 
     @classmethod
-    def from_float(cls, layer: MoeLayer, *, x_calibration, calibrate="batch"):
+    def from_float(cls, layer: MoeLayer, *, x_calibration, calibrate="batch", dtype="int8"):
         """Quantise every expert of ``layer`` with ``FfnSpec.from_float`` (SiLU), all with
-        the layer's input scale ``max|x| / 127`` over ``x_calibration`` ((B, H) or (H,)).
+        the layer's input scale ``max|x| / 127`` over ``x_calibration`` ((B, H) or (H,))
+        (``dtype='fp8'``: to E4M3, the input scale ``max|x| / 448``).
 
         ``calibrate`` chooses the batch that sets each routed expert's other scales:
         ``'batch'`` the whole calibration batch (every token, routed to the expert or not:
@@ -333,7 +344,7 @@ class MoeSpec:
         if calibrate not in ("batch", "routed"):
             raise MoeError(f"calibrate must be 'batch' or 'routed', got {calibrate!r}")
         x = _tokens(x_calibration, layer.router.H, "x_calibration")
-        _, x_scale = quantise_activations(x)
+        _, x_scale = (quantise_activations_fp8 if dtype == "fp8" else quantise_activations)(x)
         rows = [x] * len(layer.experts)
         if calibrate == "routed":
             indices, _ = route(layer.router, x)
@@ -341,7 +352,7 @@ class MoeSpec:
             rows = [r if len(r) else x for r in rows]
 
         def spec(e, xc):
-            return FfnSpec.from_float("swiglu", e.W1, e.W2, e.W3, x_calibration=xc, x_scale=x_scale)
+            return FfnSpec.from_float("swiglu", e.W1, e.W2, e.W3, x_calibration=xc, x_scale=x_scale, dtype=dtype)
 
         return cls([spec(e, r) for e, r in zip(layer.experts, rows)], [spec(e, x) for e in layer.shared],
                    layer.router, x_scale)
@@ -349,8 +360,10 @@ class MoeSpec:
 
 def quantise_input(spec: MoeSpec, x_float):
     """The int8 ``x`` the tray receives: ``quantise_activations`` at the layer's ``x_scale``
-    (half away from zero, -127..127); (T, H) for (T, H) or (H,) input."""
-    return quantise_activations(_tokens(x_float, spec.H, "x_float"), spec.x_scale)[0]
+    (half away from zero, -127..127), or E4M3 codes for an FP8 layer; (T, H) for (T, H) or
+    (H,) input."""
+    quant = quantise_activations_fp8 if spec.dtype == "fp8" else quantise_activations
+    return quant(_tokens(x_float, spec.H, "x_float"), spec.x_scale)[0]
 
 
 @dataclass
@@ -394,14 +407,15 @@ def moe_int(spec: MoeSpec, x_int8, indices) -> MoeStages:
     if dup.any():
         t = int(np.argmax(dup))
         raise MoeError(f"token {t} selects an expert twice ({idx[t].tolist()}); a token's experts are distinct")
-    routed = np.zeros((T, spec.top_k, spec.H), dtype=np.int8)
+    byte = np.uint8 if spec.dtype == "fp8" else np.int8          # int8 values or E4M3 codes
+    routed = np.zeros((T, spec.top_k, spec.H), dtype=byte)
     for e in np.unique(idx):
         t, j = np.nonzero(idx == e)
         routed[t, j] = ffn_int(spec.experts[e], x[t])          # rows are independent: one batch per expert
-    shared = np.zeros((T, len(spec.shared), spec.H), dtype=np.int8)
+    shared = np.zeros((T, len(spec.shared), spec.H), dtype=byte)
     for s, sp in enumerate(spec.shared):
         shared[:, s] = ffn_int(sp, x)
-    return MoeStages(x.astype(np.int8), idx.astype(np.int64), routed, shared)
+    return MoeStages(x.astype(byte), idx.astype(np.int64), routed, shared)
 
 
 def combine(spec: MoeSpec, stages: MoeStages, gates):
@@ -412,9 +426,9 @@ def combine(spec: MoeSpec, stages: MoeStages, gates):
     out_scale = np.array([s.out_scale for s in spec.experts])
     y = np.zeros(stages.x.shape, dtype=np.float64)
     for j in range(stages.indices.shape[1]):
-        y += (g[:, j] * out_scale[stages.indices[:, j]])[:, None] * stages.routed[:, j]
+        y += (g[:, j] * out_scale[stages.indices[:, j]])[:, None] * dequantise(stages.routed[:, j], 1.0, spec.dtype)
     for s, sp in enumerate(spec.shared):
-        y += sp.out_scale * stages.shared[:, s].astype(np.float64)
+        y += sp.out_scale * dequantise(stages.shared[:, s], 1.0, spec.dtype)
     return y
 
 
@@ -445,11 +459,13 @@ class MoeExample:
 
 def example_moe(E: int = 8, top_k: int = 2, shared: int = 1, H: int = 64, I: int = 32, batch: int = 4,
                 seed: int = 0, gating: str = "sigmoid-grouped", n_group: int | None = None,
-                topk_group: int | None = None, routed_scaling_factor: float | None = None) -> MoeExample:
+                topk_group: int | None = None, routed_scaling_factor: float | None = None,
+                dtype: str = "int8") -> MoeExample:
     """Gaussian experts (std 1/sqrt(fan-in), like ``compile_ffn.example_ffn``), a Gaussian
     router (std 1/sqrt(H): logits of unit variance), tokens N(0, 1) and, for
     'sigmoid-grouped', a bias of std 0.1; DeepSeek-like defaults there: 4 groups (if they
-    divide E and hold top_k experts in 2 groups, else 1), 2 kept, scaling 2.5."""
+    divide E and hold top_k experts in 2 groups, else 1), 2 kept, scaling 2.5.  ``dtype``:
+    the experts' number format (``MoeSpec.from_float``)."""
     for name, v in (("E", E), ("top_k", top_k), ("H", H), ("I", I), ("batch", batch)):
         _count(v, name, 1)
     _count(shared, "shared", 0)
@@ -472,5 +488,5 @@ def example_moe(E: int = 8, top_k: int = 2, shared: int = 1, H: int = 64, I: int
                   routed_scaling_factor=routed_scaling_factor or 1.0)
     layer = MoeLayer(routed, common, Router(weight, top_k, gating, **kw))
     x = rng.normal(size=(batch, H))
-    spec = MoeSpec.from_float(layer, x_calibration=x)
+    spec = MoeSpec.from_float(layer, x_calibration=x, dtype=dtype)
     return MoeExample(spec, layer, x, quantise_input(spec, x))

@@ -554,22 +554,24 @@ class MoeTray:
 
     def outputs(self, assignment: dict, memories: list) -> tuple[dict, np.ndarray]:
         """Read one round's results from the tiles' final MEM contents: ``{(token, expert):
-        int8 (H,)}`` and the shared expert's int8 (T, H) (None without one)."""
+        int8 (H,)}`` and the shared expert's int8 (T, H) (None without one); E4M3 codes
+        (uint8) for an FP8 layer."""
         L, H = self.cfg.lanes, self.spec.H
+        byte = np.uint8 if self.spec.dtype == "fp8" else np.int8
         routed = {}
         for (t, b, j), e in assignment.items():
             sp = self.slot_plans[(t, b, j)]
             y = routed.setdefault((b, e), np.zeros(sp.Hp, np.int64))
             for (_, blk), (m, a, _c) in sp.outputs.items():
-                y[blk * L:(blk + 1) * L] = np.asarray(memories[t][m][a], np.uint8).astype(np.int8)
-        routed = {key: y[:H].astype(np.int8) for key, y in routed.items()}
+                y[blk * L:(blk + 1) * L] = np.asarray(memories[t][m][a], np.uint8).astype(byte)
+        routed = {key: y[:H].astype(byte) for key, y in routed.items()}
         shared = None
         if self.spec.shared:
             out = np.zeros((self.T, self.hosts[0].Hp), np.int64)
             for t, f in enumerate(self.hosts):
                 for (b, blk), (m, a) in ((k, v[:2]) for k, v in f.outputs.items()):
-                    out[b, blk * L:(blk + 1) * L] = np.asarray(memories[t][m][a], np.uint8).astype(np.int8)
-            shared = out[:, :H].astype(np.int8)
+                    out[b, blk * L:(blk + 1) * L] = np.asarray(memories[t][m][a], np.uint8).astype(byte)
+            shared = out[:, :H].astype(byte)
         return routed, shared
 
 

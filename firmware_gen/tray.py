@@ -376,10 +376,10 @@ def compile_ffn_tray(spec: FfnSpec, x, cfg: TileConfig | None = None, tiles: int
 
 
 def tray_output(manifest: TrayManifest, memories: list, lanes: int, H: int) -> np.ndarray:
-    """Gather y from every tile's final MEM contents."""
+    """Gather y from every tile's final MEM contents (int8, or E4M3 codes on FP8 tiles)."""
     m0 = manifest.tile[0]
-    out = np.zeros((m0.batch, m0.padded[0]), np.int64)
+    out = np.zeros((m0.batch, m0.padded[0]), np.uint8)
     for man, mem in zip(manifest.tile, memories):
         for (b, j), (m, addr) in man.outputs.items():
-            out[b, j * lanes:(j + 1) * lanes] = np.asarray(mem[m][addr], np.uint8).astype(np.int8)
-    return out[:, :H].astype(np.int8)
+            out[b, j * lanes:(j + 1) * lanes] = np.asarray(mem[m][addr], np.uint8)
+    return out[:, :H] if m0.dtype == "fp8" else out[:, :H].astype(np.int8)

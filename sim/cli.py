@@ -405,11 +405,11 @@ def cmd_tray(args) -> int:
     if _weights_given(args):
         from .compiled import example_from_weights
         example, _ = example_from_weights(args.weights, kind=args.kind, activation=args.activation,
-                                          layer=args.layer, mapping=args.map)
+                                          layer=args.layer, mapping=args.map, dtype=base.mxm_dtype)
     shape = dict(kind=args.kind or "swiglu", H=args.H or TRAY_H, I=args.I or TRAY_I, batch=args.batch or 1,
                  seed=1 if args.seed is None else args.seed)
     if example is None and (args.fit or args.activation):
-        example = example_ffn(**shape, activation=args.activation)
+        example = example_ffn(**shape, activation=args.activation, dtype=base.mxm_dtype)
     if args.fit:
         return _print_fit(args, example, base, args.tiles)
     ct = compile_tray(tiles=args.tiles, preset=config_name(args.config, args.set), clock_seed=args.clock_seed,
@@ -480,7 +480,7 @@ def cmd_moe(args) -> int:
         w = load_moe(args.weights, args.layer, config=args.model_config, batch=args.batch)
         layer = MoeLayer.from_weights(w, **({"top_k": args.top_k} if args.top_k else {}))
         x = np.asarray(w.x, float)[: args.batch]
-        spec = MoeSpec.from_float(layer, x_calibration=np.asarray(w.x, float))
+        spec = MoeSpec.from_float(layer, x_calibration=np.asarray(w.x, float), dtype=base.mxm_dtype)
         example = MoeExample(spec, layer, x, quantise_input(spec, x))
     elif args.layer is not None or args.model_config is not None:
         raise CliError("--layer and --model-config choose what to read from --weights FILE: give --weights too")

@@ -123,7 +123,7 @@ class CompiledFfn:
                 outputs={(o["batch"], o["block"]): (o["slice"], o["addr"]) for o in m["outputs"]},
                 busy=m["busy"], mm_count=m["mm_count"], weight_vectors=m["weight_vectors"],
                 sram_bound=m["sram_bound"], mac_bound=m["mac_bound"], instructions=m.get("instructions", {}),
-                bounds=m.get("bounds", {}))
+                bounds=m.get("bounds", {}), dtype=prog.config.mxm_dtype)
             ref = m.get("reference") or {}
         except (KeyError, TypeError, json.JSONDecodeError) as e:
             raise ArtifactError(f"{mf} is damaged or from another version ({type(e).__name__}: {e})") from None

@@ -97,7 +97,7 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
     # y as the SRAM holds it after the run (read back over the host bus), not as traced.
     held = read_back(res)
     mem = {n: {a: v for (s, a), v in held.items() if s == n} for n in cfg.mem_names}
-    y_hw = output_matrix(man, mem, cfg.lanes, man.H, cfg.mxm_dtype)
+    y_hw = output_matrix(man, mem, cfg.lanes, man.H)
     exact = None if c.y_int8 is None else bool(np.array_equal(y_hw, np.asarray(c.y_int8).reshape(y_hw.shape)))
     err = c.error_vs_float(y_hw)
     writes_ok = observed_events(res) == [(w.cycle, w.slice, w.addr, w.data) for w in man.writes]

@@ -64,7 +64,8 @@ def compile_moe_example(E=8, top_k=2, shared=1, H=8, I=8, tokens=1, tiles=4, cap
     """Compile a seeded random MoE layer (``moe.example_moe``) or ``example``; the routings
     are the router's own choice for the tokens (``router``) and the named shapes of
     ``moe_tray.forced_routing``; ``forced``: an explicit ``(tokens, top_k)`` routing."""
-    ex = example or example_moe(E=E, top_k=top_k, shared=shared, H=H, I=I, batch=tokens, seed=seed)
+    ex = example or example_moe(E=E, top_k=top_k, shared=shared, H=H, I=I, batch=tokens, seed=seed,
+                                dtype=(cfg or TileConfig.tiny()).mxm_dtype)
     spec = ex.spec
     mt = compile_moe(spec, ex.x_int8, cfg, tiles=tiles, capacity=capacity, mapping=mapping)
     T = len(ex.x_int8)

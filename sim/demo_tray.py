@@ -127,7 +127,7 @@ def compile_tray(kind: str = "swiglu", H: int = TRAY_H, I: int = TRAY_I, tiles: 
     base = base or tray_tile_config(preset)
     cfg = tray_config(base, tiles)
     topo = Topology(tiles)
-    ex = example or example_ffn(kind, H, I, batch, seed=seed)
+    ex = example or example_ffn(kind, H, I, batch, seed=seed, dtype=base.mxm_dtype)
     if example is not None:
         kind, H, I = ex.spec.kind, ex.spec.H, ex.spec.I
         batch = np.atleast_2d(np.asarray(ex.x_int8)).shape[0]

@@ -70,6 +70,27 @@ def test_every_routing_runs_in_the_scheduled_cycles(mapping, tiles, E, k, S, T):
         assert all(c == man.cycles for c in got)
 
 
+@pytest.mark.parametrize("mapping, tiles, E, I", [("ep", 4, 8, 16), ("tp", 2, 3, 32)])
+def test_fp8_moe_layer(mapping, tiles, E, I):
+    """An FP8 MoE layer (E4M3 experts on FP8 tiles): every routing's outputs are the FP8
+    golden model's codes, at the predicted cycles."""
+    cfg = dataclasses.replace(TileConfig.default(), mxm_dtype="fp8", iq_depth=512, mem_depth=256)
+    ex = example_moe(E=E, top_k=2, shared=1, H=16, I=I, batch=2, seed=5, dtype="fp8")
+    assert ex.spec.dtype == "fp8" and ex.x_int8.dtype == np.uint8
+    mt = compile_moe(ex.spec, ex.x_int8, cfg, tiles=tiles, mapping=mapping)
+    for indices in (route(ex.spec.router, ex.x)[0], forced_routing("random", E, 2, 2, tiles, mt.capacity, seed=1)):
+        assert all(c == mt.manifest().cycles for c in check_routing(mt, ex, indices))
+
+
+def test_unplaceable_mm_is_an_error_not_a_hang():
+    """A tensor-parallel layer whose W2 pairs an h block with itself on one MXM (I = one
+    block per tile) cannot be placed by this schedule: the compiler says so."""
+    cfg = dataclasses.replace(TileConfig.default(), iq_depth=512, mem_depth=256)
+    ex = example_moe(E=4, top_k=2, shared=1, H=16, I=16, batch=2, seed=5)
+    with pytest.raises(CompileError, match="MM 0 finds no cycle up to .* this schedule cannot place it"):
+        compile_moe(ex.spec, ex.x_int8, cfg, tiles=2, mapping="tp")
+
+
 def test_beyond_capacity_runs_in_rounds_of_the_same_cycles():
     ex = example_moe(E=8, top_k=2, shared=1, H=8, I=8, batch=1, seed=5)
     mt = compile_moe(ex.spec, ex.x_int8, TINY, tiles=4, capacity=1)

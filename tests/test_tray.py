@@ -32,6 +32,14 @@ def test_tray_ffn_on_the_golden_model(tiles, kind, H, I, batch):
     check_tray(TileConfig.tiny(), example_ffn(kind, H, I, batch, seed=tiles), tiles)
 
 
+@pytest.mark.parametrize("tiles", [2, 8])
+def test_fp8_tray_ffn_on_the_golden_model(tiles):
+    """An FP8 FFN split across tiles: the h vectors the links carry are E4M3 codes."""
+    cfg = TileConfig.default().with_overrides(["mxm_dtype=fp8"])
+    _, man = check_tray(cfg, example_ffn("swiglu", 64, 256, 1, seed=tiles, dtype="fp8"), tiles)
+    assert man.tile[0].dtype == "fp8"
+
+
 def test_default_tray_speedup_and_c2c_share():
     cfg = TileConfig.default()
     ex = example_ffn("swiglu", 128, 512, 1, seed=1)
