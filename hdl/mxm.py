@@ -59,7 +59,7 @@ class MXM(wiring.Component):
     tap : In(tap_signature)
         Stream values visible at this position.
     drive : Out(drive_signature)
-        ``EMIT``'s four planes, in the direction fixed by ``side``.
+        ``EMIT``'s ``acc_planes`` planes (4 for int32), in the direction fixed by ``side``.
     driving : Out(1)
         An ``EMIT`` is being driven this cycle.
 

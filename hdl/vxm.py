@@ -16,6 +16,12 @@ Pipeline of ``VOP`` issued on cycle t::
     t+3   a = requantise(ab, m_c, s_c) (GATE); drive a (zeros for a skip or a parameter
           fault)
 
+On an FP8 tile (``TileConfig.mxm_dtype``) A and B arrive in ``acc_planes`` planes and the
+adds are 48 bits wide (a bias field shifted left by ``fp8.BIAS_SHIFT``); every
+requantisation is ``hdl.fp8.round_to_code`` of ``v * m`` (one rounding to the nearest
+E4M3 code), the tables map codes to codes and the gate's product is the exact E4M3
+product (``hdl.fp8.product``); the result is a code.
+
 Each stage after the first holds one requantisation (a product and its rounding shift)
 or a block RAM read and one 8 x 8 product: the stages are balanced for the FPGA's clock
 (``docs/fpga.md``).
