@@ -40,8 +40,9 @@ from firmware_gen.schedule import Scheduler
 
 from . import bench_speed, history
 from .bench_decode import accuracy_rows, decode_rows
-from .bench_fp8 import fp8_rows
+from .bench_fp8 import fp8_rows, rtl_rows
 from .bench_fp8 import markdown as markdown_fp8
+from .bench_fp8 import markdown_rtl as markdown_fp8_rtl
 from .bench_lp30 import lp30_rows, markdown_lp30
 from .bench_decode import markdown as markdown_decode
 from .bench_model import markdown as markdown_model
@@ -385,10 +386,11 @@ def main(argv=None) -> int:
     decode, accuracy = decode_rows(), accuracy_rows()
     print("int8 against FP8 on trained FFN weights (golden model) ...", flush=True)
     formats = fp8_rows()
+    fp8_rtl = [] if args.quick or args.config != "default" or "verilator" not in sims else rtl_rows(cfg)
     lp30 = [] if args.quick else lp30_rows()
     result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": shapes, "speed": speed,
               "loading": loading, "build": build, "builds_used": builds, "tray": tray, "tray_big": tray_big, "moe": moe, "decode": decode,
-              "decode_accuracy": accuracy, "number_formats": formats, "model": model, "lp30": lp30, "speed_vs_reference": speed_ref}
+              "decode_accuracy": accuracy, "number_formats": formats, "fp8_rtl": fp8_rtl, "model": model, "lp30": lp30, "speed_vs_reference": speed_ref}
     ffn_speed = {r["simulator"]: r["cycles_per_second"] for r in speed if r["program"] == "ffn suite"}
     if "verilator" in ffn_speed and "icarus" in ffn_speed:
         result["verilator_over_icarus"] = round(ffn_speed["verilator"] / ffn_speed["icarus"], 2)
@@ -440,6 +442,7 @@ def main(argv=None) -> int:
                   f"{r['needed_weight_bytes_per_token']:,} | {'yes' if r['exact'] else 'NO'} |" for r in moe]
     lines += markdown_decode(decode, accuracy)
     lines += markdown_fp8(formats)
+    lines += markdown_fp8_rtl(fp8_rtl)
     lines += markdown_lp30(lp30)
     lines += ["", "| simulator | program | cycles | run s | tile-cycles/s |", "|---|---|---:|---:|---:|"]
     lines += [f"| {r['simulator']} | {r['program']} | {r['cycles']} | {r['run_seconds']} | "

@@ -84,3 +84,45 @@ def markdown(rows: list[dict]) -> list[str]:
               f"{r['cosine_mean']:.5f} | {r['cosine_min']:.5f} | {r['max_rel_error']:.2%} | "
               f"{r['mean_rel_error']:.2%} |" for r in rows]
     return lines
+
+
+def rtl_rows(cfg, sim: str = "verilator") -> list[dict]:
+    """The FFN suite (``bench.ffn_suite``) on ``cfg`` made an FP8 tile, run on the RTL with
+    ``sim``: each FFN's cycles against the same shape's int8 cycles (the compiler's
+    prediction on ``cfg``, which ``make bench``'s int8 rows measure), bit-exact against the
+    FP8 golden model and at the predicted cycles (``scoreboard.check_run``)."""
+    from firmware_gen import archmodel
+    from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
+    from lpu_arch import TileConfig
+
+    from .bench import ffn_suite
+    from .runner import TileSim, job
+    from .scoreboard import check_run, output_rows
+    fp = TileConfig.from_dict({**cfg.to_dict(), "mxm_dtype": "fp8"})
+    compiled = []
+    for kind, H, I, B in ffn_suite(cfg):
+        try:
+            ex8, exf = example_ffn(kind, H, I, B, seed=1), example_ffn(kind, H, I, B, seed=1, dtype="fp8")
+            int8_cycles = compile_ffn(ex8.spec, ex8.x_int8, cfg)[1].cycles
+            prog, man = compile_ffn(exf.spec, exf.x_int8, fp)
+        except CompileError:
+            continue
+        compiled.append((prog, man, int8_cycles, ffn_int(exf.spec, exf.x_int8)))
+    print(f"running {len(compiled)} FP8 FFNs on {sim} ...", flush=True)
+    results = TileSim(fp, sim, waves=False).run(
+        [job(p, name=f"{m.kind} {m.H}x{m.I} b{m.batch}", read_back=output_rows(m)) for p, m, _, _ in compiled],
+        name="bench-ffn-fp8", load="port")
+    return [{"simulator": sim, "ffn": res["name"], "cycles_fp8": res["cycles"], "predicted_fp8": man.cycles,
+             "cycles_int8_predicted": c8, "exact": not check_run(res, archmodel.run(prog), manifest=man, y=y)}
+            for (prog, man, c8, y), res in zip(compiled, results)]
+
+
+def markdown_rtl(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["", f"FP8 FFNs on the RTL ({rows[0]['simulator']}; the default tile with mxm_dtype = fp8: 48-bit "
+             "accumulators in 6 planes), against the int8 cycles of the same shapes:", "",
+             "| FFN | FP8 cycles | predicted | int8 cycles | bit- and cycle-exact |", "|---|---:|---:|---:|---|"]
+    lines += [f"| {r['ffn']} | {r['cycles_fp8']} | {r['predicted_fp8']} | {r['cycles_int8_predicted']} | "
+              f"{'yes' if r['exact'] else 'NO'} |" for r in rows]
+    return lines
