@@ -730,7 +730,7 @@ def example_ffn(kind: str = "swiglu", H: int = 64, I: int = 128, batch: int = 1,
     """Gaussian weights (std 1/sqrt(fan-in)) and inputs, quantised by ``FfnSpec.from_float``
     with the input itself as the calibration batch (``dtype``: int8 or fp8; the input
     ``x_int8`` is then int8 values or E4M3 codes)."""
-    from .numerics import KINDS, dequantise, ffn_float, quantise_activations, quantise_activations_fp8
+    from .numerics import KINDS, activation_quantiser, dequantise, ffn_float
     if kind not in KINDS:
         raise CompileError(f"unknown FFN kind {kind!r}; choose one of {', '.join(KINDS)}")
     for name, v in (("H", H), ("I", I), ("batch", batch)):
@@ -748,6 +748,6 @@ def example_ffn(kind: str = "swiglu", H: int = 64, I: int = 128, batch: int = 1,
         spec = FfnSpec.from_float(kind, W1, W2, W3, b1, b2, x_calibration=x, activation=activation, dtype=dtype)
     except NumericsError as e:
         raise CompileError(str(e)) from None
-    xq, _ = (quantise_activations_fp8 if dtype == "fp8" else quantise_activations)(x, spec.x_scale)
+    xq, _ = activation_quantiser(dtype)(x, spec.x_scale)
     x_real = dequantise(xq, spec.x_scale, dtype)
     return Example(spec, xq, ffn_float(kind, W1, W2, W3, b1, b2, x_real, activation), activation)

@@ -49,8 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .numerics import (FfnSpec, NumericsError, dequantise, error_report, ffn_float, ffn_int, quantise_activations,
-                       quantise_activations_fp8)
+from .numerics import FfnSpec, NumericsError, activation_quantiser, dequantise, error_report, ffn_float, ffn_int
 from .weights import Expert, MoeWeights
 
 GATINGS = ("sigmoid-grouped", "softmax")
@@ -344,7 +343,7 @@ class MoeSpec:
         if calibrate not in ("batch", "routed"):
             raise MoeError(f"calibrate must be 'batch' or 'routed', got {calibrate!r}")
         x = _tokens(x_calibration, layer.router.H, "x_calibration")
-        _, x_scale = (quantise_activations_fp8 if dtype == "fp8" else quantise_activations)(x)
+        _, x_scale = activation_quantiser(dtype)(x)
         rows = [x] * len(layer.experts)
         if calibrate == "routed":
             indices, _ = route(layer.router, x)
@@ -362,7 +361,7 @@ def quantise_input(spec: MoeSpec, x_float):
     """The int8 ``x`` the tray receives: ``quantise_activations`` at the layer's ``x_scale``
     (half away from zero, -127..127), or E4M3 codes for an FP8 layer; (T, H) for (T, H) or
     (H,) input."""
-    quant = quantise_activations_fp8 if spec.dtype == "fp8" else quantise_activations
+    quant = activation_quantiser(spec.dtype)
     return quant(_tokens(x_float, spec.H, "x_float"), spec.x_scale)[0]
 
 

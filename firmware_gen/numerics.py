@@ -192,6 +192,7 @@ def elementwise_multiply(a_int8, b_int8, multiplier, shift):
 
 
 # ---- FP8 (E4M3) primitives: lpu_arch/fp8.py defines the format ------------------------------
+FP8_ACC_LIMIT = 1 << (fp8.ADDER_BITS - 1)      # the VXM adds in fp8.ADDER_BITS (48) bits
 def _codes(a, name):
     """``a`` as E4M3 codes (uint8): integers 0..255."""
     return _ints(a, name, 0, 255, "E4M3 codes (bytes)").astype(np.uint8)
@@ -219,7 +220,7 @@ def requantise_fp8(acc, multiplier, shift):
     units of ``2^-9`` (:func:`lpu_arch.fp8.round_to_code`: one rounding, to nearest even,
     saturating at +-448).  ``acc`` is an accumulator (up to 48 signed bits), ``multiplier``
     1..32767 and ``shift`` 0..46 as in :func:`requantise`, broadcasting the same way."""
-    acc = _ints(acc, "acc", -(1 << 47), (1 << 47) - 1, "48-bit accumulators")
+    acc = _ints(acc, "acc", -FP8_ACC_LIMIT, FP8_ACC_LIMIT - 1, f"{fp8.ADDER_BITS}-bit accumulators")
     m = _ints(multiplier, "multiplier", 1, MULT_MAX, "integers")
     s = _ints(shift, "shift", 0, SHIFT_MAX, "integers")
     return fp8.round_to_code(acc * m, s)
@@ -245,8 +246,7 @@ def activation_table_fp8(name, in_scale, out_scale):
     f = _activation(name)
     in_scale, out_scale = _positive(in_scale, "in_scale"), _positive(out_scale, "out_scale")
     with np.errstate(invalid="ignore"):
-        t = fp8.from_float(f(fp8.to_float(np.arange(TABLE_SIZE)) * in_scale) / out_scale)
-    return np.where(t == 0x80, 0, t).astype(np.uint8)
+        return _to_codes(f(fp8.to_float(np.arange(TABLE_SIZE)) * in_scale) / out_scale)
 
 
 def apply_table_fp8(table, codes):
@@ -255,13 +255,17 @@ def apply_table_fp8(table, codes):
 
 def fp8_range_scale(a):
     """Symmetric E4M3 scale ``max|a| / 448`` (1.0 for an all-zero array)."""
-    amax = float(np.max(np.abs(a))) if np.size(a) else 0.0
-    return amax / fp8.MAX if amax > 0 else 1.0
+    return _range_scale(a, fp8.MAX)
 
 
 def fp8_range_scale_rows(y):
-    amax = np.max(np.abs(np.atleast_2d(y)), axis=0)
-    return np.where(amax > 0, amax / fp8.MAX, 1.0)
+    return _range_scale_rows(y, fp8.MAX)
+
+
+def _to_codes(x):
+    """``fp8.from_float`` with a zero result as +0 (the sums that consume it have one zero)."""
+    codes = fp8.from_float(x)
+    return np.where(codes == 0x80, 0, codes).astype(np.uint8)
 
 
 def quantise_weights_fp8(w_float, per_row=True):
@@ -271,8 +275,7 @@ def quantise_weights_fp8(w_float, per_row=True):
     if w.ndim != 2:
         raise NumericsError(f"w_float must be a 2-D matrix, got shape {w.shape}")
     scales = fp8_range_scale_rows(w.T) if per_row else np.full(w.shape[0], fp8_range_scale(w))
-    codes = fp8.from_float(w / scales[:, None])
-    return np.where(codes == 0x80, 0, codes).astype(np.uint8), scales
+    return _to_codes(w / scales[:, None]), scales
 
 
 def quantise_activations_fp8(x_float, scale=None):
@@ -280,8 +283,13 @@ def quantise_activations_fp8(x_float, scale=None):
     ``max|x| / 448``).  Returns ``(codes, scale)``."""
     x = _finite(x_float, "x_float")
     scale = fp8_range_scale(x) if scale is None else _positive(scale, "scale")
-    codes = fp8.from_float(x / scale)
-    return np.where(codes == 0x80, 0, codes).astype(np.uint8), scale
+    return _to_codes(x / scale), scale
+
+
+def activation_quantiser(dtype):
+    """The input quantiser of a number format: :func:`quantise_activations` (int8) or
+    :func:`quantise_activations_fp8`."""
+    return quantise_activations_fp8 if dtype == "fp8" else quantise_activations
 
 
 def dequantise(q, scale, dtype="int8"):
@@ -317,16 +325,16 @@ def apply_table(table, x_int8):
 
 
 # ---- quantisation (compiler side) ---------------------------------------------------------
-def _range_scale(a):
-    """Symmetric scale max|a| / 127, or 1.0 for an all-zero array."""
+def _range_scale(a, qmax=INT8_MAX):
+    """Symmetric scale max|a| / qmax (127; E4M3's 448), or 1.0 for an all-zero array."""
     amax = float(np.max(np.abs(a))) if np.size(a) else 0.0
-    return amax / INT8_MAX if amax > 0 else 1.0
+    return amax / qmax if amax > 0 else 1.0
 
 
-def _range_scale_rows(y):
-    """Per column of ``y`` ((B, H) or (H,)): max|y[:, r]| / 127, 1.0 for an all-zero column."""
+def _range_scale_rows(y, qmax=INT8_MAX):
+    """Per column of ``y`` ((B, H) or (H,)): max|y[:, r]| / qmax, 1.0 for an all-zero column."""
     amax = np.max(np.abs(np.atleast_2d(y)), axis=0)
-    return np.where(amax > 0, amax / INT8_MAX, 1.0)
+    return np.where(amax > 0, amax / qmax, 1.0)
 
 
 def _out_scale(v, H):
@@ -594,13 +602,13 @@ def _check_input(spec, x):
     return x
 
 
-FP8_ACC_LIMIT = 1 << 47      # the VXM adds biases in 48 bits (TileConfig.MAX_ACC_BITS)
 
 
 def _fp8_biased(acc, bias, name):
     v = acc + (0 if bias is None else fp8_bias(bias))
     if v.size and np.abs(v).max() >= FP8_ACC_LIMIT:
-        raise NumericsError(f"{name} leaves the VXM's 48-bit adder: {int(np.abs(v).max())} >= 2^47")
+        raise NumericsError(f"{name} leaves the VXM's {fp8.ADDER_BITS}-bit adder: {int(np.abs(v).max())} >= "
+                            f"2^{fp8.ADDER_BITS - 1}")
     return v
 
 

@@ -136,7 +136,7 @@ class TileConfig:
     CYCLE_BITS = 32           # width of the cycle counter and trace timestamps
     HOST_WORD = 32            # host interface data width in bits
     INT32_PLANES = isa.INT32_PLANES
-    MAX_ACC_BITS = 48         # the VXM's requantiser product (acc * 15-bit multiplier) stays below 2^62
+    MAX_ACC_BITS = fp8.ADDER_BITS   # the VXM's requantiser product (acc * 15-bit multiplier) stays below 2^62
     MAX_LINKS = 7             # C2C links per tile (all-to-all tray of 8)
     # Fixed link hardware (docs/c2c.md).
     HAC_BITS = 32             # the hardware- and software-aligned counters

@@ -135,6 +135,10 @@ def round_to_code(prod, shift) -> np.ndarray:
     return np.where((prod < 0) & (code != 0), code | 0x80, code).astype(np.uint8)
 
 
+# The FP8 VXM's adders and its requantisers' input: 48 bits, so that a product with a
+# 15-bit multiplier stays below 2^62 (round_to_code's limit).  TileConfig.MAX_ACC_BITS.
+ADDER_BITS = 48
+
 # An int32 bias field of the VXM is added to an FP8 accumulator shifted left by this many
 # bits (in units of 2^-2 of a product's value): 32 bits then span a 48-bit accumulator.
 BIAS_SHIFT = 16

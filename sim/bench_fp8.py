@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from firmware_gen.numerics import (FfnSpec, dequantise, ffn_float, ffn_int, quantise_activations,
-                                   quantise_activations_fp8)
+from firmware_gen.numerics import FfnSpec, activation_quantiser, dequantise, ffn_float, ffn_int
 from firmware_gen.weights import FAMILIES, default_calibration, find_packaged_model, load_ffn, open_weights
 
 CALIBRATION, EVALUATION = (16, 0), (32, 1)        # (rows, seed)
@@ -28,7 +27,7 @@ GRANULARITIES = (
 
 def measure(spec: FfnSpec, w, x) -> dict:
     """Cosine and the worst per-token relative error of ``spec`` on the float rows ``x``."""
-    quant = quantise_activations_fp8 if spec.dtype == "fp8" else quantise_activations
+    quant = activation_quantiser(spec.dtype)
     xq, _ = quant(x, spec.x_scale)
     yq = dequantise(ffn_int(spec, xq), spec.out_scale, spec.dtype)
     yf = ffn_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, x, w.activation)

@@ -30,8 +30,8 @@ import numpy as np
 
 from firmware_gen.compile_ffn import BOUNDS, Example, Manifest, compile_ffn, example_ffn
 from lpu_arch.config import TileConfig
-from firmware_gen.numerics import (ACTIVATIONS, FfnSpec, NumericsError, dequantise, ffn_float, ffn_int,
-                                   quantise_activations, quantise_activations_fp8)
+from firmware_gen.numerics import (ACTIVATIONS, FfnSpec, NumericsError, activation_quantiser, dequantise, ffn_float,
+                                   ffn_int)
 from firmware_gen.program import Program
 from firmware_gen.weights import WeightsError, load_ffn
 from firmware_gen.schedule import PredictedWrite
@@ -211,7 +211,7 @@ def example_from_weights(path, kind: str | None = None, activation: str | None =
     try:
         spec = FfnSpec.from_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, x_calibration=w.x, activation=activation,
                                   dtype=dtype)
-        xq, _ = (quantise_activations_fp8 if dtype == "fp8" else quantise_activations)(w.x, spec.x_scale)
+        xq, _ = activation_quantiser(dtype)(w.x, spec.x_scale)
         y = ffn_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, dequantise(xq, spec.x_scale, dtype), activation)
     except NumericsError as e:
         raise ArtifactError(f"{path.name}: {e}") from None
