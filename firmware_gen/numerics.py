@@ -278,6 +278,47 @@ def quantise_weights_fp8(w_float, per_row=True):
     return _to_codes(w / scales[:, None]), scales
 
 
+# DeepSeek-V3/R1's FP8 checkpoints: one weight scale per FP8_BLOCK x FP8_BLOCK tile, stored
+# as ``<weight>_scale_inv`` (the factor that dequantises: ``w = value(code) * scale``).
+FP8_BLOCK = 128
+
+
+def _blocks(shape, block):
+    return tuple(-(-d // block) for d in shape)
+
+
+def quantise_weights_fp8_blocks(w_float, block=FP8_BLOCK):
+    """E4M3 weights with one scale per ``block x block`` tile, as DeepSeek's FP8 checkpoints
+    store them: ``scale = max|tile| / 448`` (1.0 for an all-zero tile), ``codes =
+    E4M3(w / scale)``.  Returns ``(codes, scales)``, ``scales`` of shape
+    ``(ceil(rows / block), ceil(cols / block))``."""
+    w = _finite(w_float, "w_float")
+    if w.ndim != 2:
+        raise NumericsError(f"w_float must be a 2-D matrix, got shape {w.shape}")
+    R, C = _blocks(w.shape, block)
+    scales = np.array([[fp8_range_scale(w[i * block:(i + 1) * block, j * block:(j + 1) * block])
+                        for j in range(C)] for i in range(R)]).reshape(R, C)
+    return _to_codes(w / expand_blocks(scales, w.shape, block)), scales
+
+
+def expand_blocks(scales, shape, block=FP8_BLOCK):
+    """Per-tile ``scales`` (``ceil(rows/block) x ceil(cols/block)``) as one per element of ``shape``."""
+    s = np.asarray(scales, np.float64)
+    if s.shape != _blocks(shape, block):
+        raise NumericsError(f"block scales have shape {s.shape}; a {shape[0]}x{shape[1]} matrix in "
+                            f"{block}x{block} blocks has {_blocks(shape, block)}")
+    return np.repeat(np.repeat(s, block, axis=0), block, axis=1)[:shape[0], :shape[1]]
+
+
+def dequantise_fp8_blocks(codes, scales, block=FP8_BLOCK):
+    """The real weights of block-scaled E4M3 ``codes``: ``value(code) * scale`` of its tile,
+    exact in float64 (a 4-bit significand times a float32 scale).  NaN codes give NaN."""
+    c = _codes(codes, "codes")
+    if c.ndim != 2:
+        raise NumericsError(f"block-scaled codes must be a 2-D matrix, got shape {c.shape}")
+    return fp8.to_float(c) * expand_blocks(scales, c.shape, block)
+
+
 def quantise_activations_fp8(x_float, scale=None):
     """Per-tensor E4M3 activations ``x ~= value(codes) * scale`` (``scale`` defaults to
     ``max|x| / 448``).  Returns ``(codes, scale)``."""

@@ -6,7 +6,8 @@ uses or by a caller's mapping, checks every shape against the FFN of
 ``firmware_gen.numerics`` (``W1``, ``W3`` are ``I x H``, ``W2`` is ``H x I``) and returns
 the float arrays with a calibration input; ``FfnSpec.from_float`` quantises them.  It is
 used by ``lpu compile --weights`` (through ``sim.compiled.from_weights``) and is meant for
-any other reader of a model's FFNs (a tray, a decode loop), so it depends on numpy only.
+any other reader of a model's FFNs (a tray, a decode loop), so it depends on numpy (and the
+golden model's number formats) only.
 
 Tensor names, by family (``N`` the layer; the family whose ``W1`` name is in the file is
 used, and a Hugging Face name may carry a prefix ending in a dot, e.g. ``bert.``):
@@ -39,6 +40,9 @@ stored.  The format is small (an 8-byte little-endian header length, a JSON head
 ``{name: {dtype, shape, data_offsets}}``, then raw little-endian data), so a reader that
 reads only the tensors asked for, converts BF16 exactly (its bits are the upper half of a
 float32) and names what is wrong with a truncated or corrupt file costs no dependency.
+``F8_E4M3`` matrices are read with their ``<name>_scale_inv`` tensor, one scale per 128x128
+block as DeepSeek-V3/R1 store them, and returned dequantised exactly (float64;
+``docs/numerics.md``, "FP8 checkpoints").
 
 :func:`load_moe` reads one layer's mixture of experts (DeepSeek-V3 and Qwen3-MoE names:
 routed experts, shared expert, router and its bias) for ``firmware_gen.moe``
@@ -61,6 +65,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+
+from lpu_arch import fp8
+
+from .numerics import FP8_BLOCK, dequantise_fp8_blocks
 
 KEYS = ("W1", "W2", "W3", "b1", "b2", "x")
 DEFAULT_BATCH = 4          # rows of the default calibration input (fits the default and tiny tiles)
@@ -89,6 +97,7 @@ PLAIN_NAMES = set(KEYS)
 ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
             "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8}
 FLOATS = {"F16": "<f2", "BF16": "<u2", "F32": "<f4", "F64": "<f8"}
+SCALE_SUFFIX = "_scale_inv"   # an F8_E4M3 weight's block scales (DeepSeek-V3/R1's checkpoints)
 MAX_HEADER = 100_000_000   # the reference implementation's limit
 
 
@@ -143,6 +152,7 @@ class SafetensorsFile:
                 raise WeightsError(f"{self.path.name} is truncated: tensor {name} ends at data byte {end} but "
                                    f"the file holds {data_size} bytes of data")
             self.tensors[name] = (dtype, tuple(shape), begin)
+        self.scaled = {}          # F8_E4M3 tensors read so far -> their scale tensors
 
     @property
     def names(self):
@@ -150,13 +160,57 @@ class SafetensorsFile:
 
     def read(self, name, role):
         dtype, shape, begin = self.tensors[name]
+        if dtype == "F8_E4M3":
+            return self._read_fp8(name, role, shape, begin)
         if dtype not in FLOATS:
             raise WeightsError(f"tensor {_label(name, role)} in {self.path.name} has dtype {dtype}; "
-                               f"this reader takes {', '.join(FLOATS)}")
+                               f"this reader takes {', '.join(FLOATS)} and F8_E4M3 (with its {SCALE_SUFFIX})")
         a = np.fromfile(self.path, FLOATS[dtype], int(np.prod(shape)), offset=self.data_start + begin)
         if dtype == "BF16":      # bfloat16 is the upper 16 bits of a float32: exact
             a = (a.astype(np.uint32) << 16).view(np.float32)
         return a.reshape(shape)
+
+    def _read_fp8(self, name, role, shape, begin):
+        """An F8_E4M3 matrix as DeepSeek-V3/R1 store one: its codes and, in ``<name>_scale_inv``,
+        one scale per ``FP8_BLOCK x FP8_BLOCK`` block (F32, BF16, F16, F64 or F8_E8M0, the
+        power of two ``2^(b - 127)``); returned dequantised exactly, as float64."""
+        label, fname = _label(name, role), self.path.name
+        if len(shape) != 2:
+            raise WeightsError(f"tensor {label} in {fname} is F8_E4M3 of shape {_dims(shape)}: block-scaled FP8 "
+                               "weights are 2-D matrices")
+        codes = np.fromfile(self.path, np.uint8, int(np.prod(shape)), offset=self.data_start + begin).reshape(shape)
+        sname = name + SCALE_SUFFIX
+        if sname not in self.tensors:
+            raise WeightsError(f"tensor {label} in {fname} is F8_E4M3 but the file has no {sname}: FP8 weights are "
+                               f"read with their scales, one per {FP8_BLOCK}x{FP8_BLOCK} block (DeepSeek's layout)")
+        sdtype, sshape, sbegin = self.tensors[sname]
+        want = tuple(-(-d // FP8_BLOCK) for d in shape)
+        if sshape != want:
+            raise WeightsError(f"tensor {sname} (the scales of {name}) in {fname} is {_dims(sshape)}: a "
+                               f"{_dims(shape)} F8_E4M3 matrix has one scale per {FP8_BLOCK}x{FP8_BLOCK} block, "
+                               f"{_dims(want)}")
+        if sdtype == "F8_E8M0":
+            b = np.fromfile(self.path, np.uint8, int(np.prod(sshape)), offset=self.data_start + sbegin)
+            scales = np.where(b == 0xFF, np.nan, np.ldexp(1.0, b.astype(np.int64) - 127)).reshape(sshape)
+        elif sdtype in FLOATS:
+            scales = np.asarray(self.read(sname, f"scales of {role}"), np.float64)
+        else:
+            raise WeightsError(f"tensor {sname} (the scales of {name}) in {fname} has dtype {sdtype}; block "
+                               f"scales are {', '.join(FLOATS)} or F8_E8M0")
+        bad = ~(np.isfinite(scales) & (scales > 0))
+        if bad.any():
+            raise WeightsError(f"tensor {sname} (the scales of {name}) in {fname} has {int(bad.sum())} scales that "
+                               f"are not finite numbers > 0 (the first at block {_first(bad)})")
+        nan = fp8.is_nan(codes)
+        if nan.any():
+            raise WeightsError(f"tensor {label} in {fname} has {int(nan.sum())} NaN codes (0x7F or 0xFF; the "
+                               f"first at index {_first(nan)})")
+        self.scaled[name] = sname
+        return dequantise_fp8_blocks(codes, scales)
+
+
+def _first(mask):
+    return tuple(int(i) for i in np.argwhere(mask)[0])
 
 
 class NpzFile:
@@ -169,7 +223,7 @@ class NpzFile:
                 self.arrays = {k: np.asarray(z[k]) for k in z.files}
         except Exception as e:   # truncated zip, pickled objects, ...
             raise WeightsError(f"cannot read {self.path.name} as a .npz of arrays ({type(e).__name__}: {e})") from None
-        self.metadata = {}
+        self.metadata, self.scaled = {}, {}
 
     @property
     def names(self):
@@ -303,7 +357,7 @@ def load_ffn(path, layer: int | None = None, mapping=None) -> FfnWeights:
         family, prefix, layers = hits[0]
         templates = {k: prefix + t for k, t in FAMILIES[family].items()} | mapping
         if family == "plain":
-            unknown = sorted(names - PLAIN_NAMES - set(mapping.values()))
+            unknown = sorted(names - PLAIN_NAMES - set(mapping.values()) - {n + SCALE_SUFFIX for n in names})
             if unknown:
                 raise WeightsError(f"{fname} has unknown array(s) {', '.join(unknown)}; expected "
                                    f"{', '.join(KEYS)} (W3 for SwiGLU, b1/b2 optional for classic)")
@@ -348,6 +402,8 @@ def load_ffn(path, layer: int | None = None, mapping=None) -> FfnWeights:
     tensors = {k: n for k, n in used.items() if k in KEYS}
     src = {"file": str(f.path), "format": "npz" if isinstance(f, NpzFile) else "safetensors",
            "family": family, "layer": layer, "tensors": tensors, "calibration": calibration}
+    if f.scaled:         # F8_E4M3 weights: their block scales
+        src["fp8_block_scales"] = {k: f.scaled[n] for k, n in tensors.items() if n in f.scaled}
     return FfnWeights(kind, arrays["W1"], arrays["W2"], arrays.get("W3"), arrays.get("b1"), arrays.get("b2"),
                       x, activation, src)
 
@@ -361,9 +417,8 @@ def _missing(fname, name, role, names):
 def _finite(a, name, role, fname):
     bad = ~np.isfinite(a)
     if bad.any():
-        first = tuple(int(i) for i in np.argwhere(bad)[0])
         raise WeightsError(f"tensor {_label(name, role)} in {fname} has {int(bad.sum())} NaN or infinite values "
-                           f"(the first at index {first})")
+                           f"(the first at index {_first(bad)})")
     return a
 
 

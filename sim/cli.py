@@ -8,7 +8,8 @@ benchmark the simulators, synthesise the tile.
     lpu moe     [--experts E --top-k K --shared S --capacity C] [--tiles N] [--routing R] [--no-run] [--json]
     lpu decode  [--model synthetic] [--tokens N] [--prompt 1,2,3] [--layers L] [--sim SIM | --no-run] [--json]
     lpu c2c     [--sim SIM] [--ppm A B] [--latency L] [--plot FILE] [--inject T:L:MASK:AFTER:N] [--json]
-    lpu bench   [--config default|tiny] [--sims verilator,icarus] [--sweep] [--quick] [--out DIR] [--json]
+    lpu bench   [--config default|tiny] [--dtype int8|fp8] [--sims verilator,icarus] [--sweep] [--quick]
+                [--out DIR] [--json]
     lpu synth   [--board ulx3s-85f] [--config default|tiny] [--out DIR] [--json]
 
 ``lpu SUBCOMMAND --help`` documents each.  A bad argument or an impossible request (an
@@ -635,7 +636,7 @@ def cmd_bench(args) -> int:
     if bad or not sims:
         raise CliError(f"unknown simulator(s) {', '.join(bad) or '(none given)'} in --sims; "
                        f"choose from {', '.join(SIMULATORS)}")
-    argv = ["--config", args.config, "--sims", ",".join(sims), "--passes", str(args.passes)]
+    argv = ["--config", args.config, "--dtype", args.dtype, "--sims", ",".join(sims), "--passes", str(args.passes)]
     argv += [f"--{flag.replace('_', '-')}" for flag in ("sweep", "no_bus_load", "no_model", "no_history", "quick", "no_speed_reference")
              if getattr(args, flag)]
     argv += ["--history", str(args.history)] if args.history else []
@@ -993,6 +994,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 "Exit status 0 when every run is exact and every target met, else 1.",
                     epilog="example:\n  lpu bench --config tiny --sims verilator --out /tmp/bench --json")
     p.add_argument("--config", choices=PRESETS, default="default", help="tile preset (default: default)")
+    p.add_argument("--dtype", choices=DTYPES, default="int8",
+                   help="the tile's MXM number format: the FFN suite, tray and MoE rows in E4M3 with fp8 "
+                        "(default: int8)")
     p.add_argument("--sims", default=",".join(SIMULATORS), metavar="LIST",
                    help=f"comma-separated simulators (default: {','.join(SIMULATORS)})")
     p.add_argument("--sweep", action="store_true", help="also run the MEM-to-MEM sweep program")

@@ -80,6 +80,7 @@ def test_every_subcommand_has_a_complete_help(capsys, sub, words):
     (["show", *TINY, "--window", "9:3"], "--window: expected FIRST:LAST"),
     (["sim", "--sim", "modelsim"], "invalid choice: 'modelsim'"),
     (["bench", "--sims", "verilator,xsim"], "unknown simulator(s) xsim"),
+    (["bench", "--config", "tiny", "--dtype", "fp8"], "--dtype fp8 on the tiny tile: streams per direction must be"),
     (["synth", "--board", "ulx3s-99f"], "invalid choice: 'ulx3s-99f'"),
     (["synth", "--baud", "fast"], "--baud: must be a positive integer"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),

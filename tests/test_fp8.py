@@ -243,3 +243,8 @@ def test_fp8_on_trained_weights():
     assert {r["dtype"] for r in rows} == {"int8", "fp8"} and all(r["layers"] == 6 for r in rows)
     assert all(r["cosine_min"] > 0.98 for r in rows), [(r["dtype"], r["cosine_min"]) for r in rows]
     assert sum(r.get("best_for_dtype", False) for r in rows) == 2
+    # the same FFNs as a DeepSeek-layout FP8 checkpoint, re-expressed per row: a second rounding
+    (ck,) = [r for r in rows if "checkpoint_weight_error" in r]
+    assert ck["dtype"] == "fp8" and not ck.get("best_for_dtype") and ck["cosine_min"] > 0.99
+    assert 0 < ck["exact_share_min"] <= ck["exact_share_mean"] < 1
+    assert 0 < ck["reexpressed_weight_error"] < 0.05 and 0 < ck["checkpoint_weight_error"] < 0.05

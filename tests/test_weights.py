@@ -4,6 +4,7 @@ The files are written here by a writer of the format's own few lines (8-byte hea
 JSON header, raw little-endian data), independent of the reader under test."""
 
 import json
+import re
 import struct
 
 import numpy as np
@@ -16,12 +17,13 @@ from sim import cli
 from sim.compiled import ArtifactError, CompiledFfn, from_weights
 
 H, I = 8, 12          # a SwiGLU of this size with the default batch of 4 fits the tiny tile
-DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I32": "<i4"}
+DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I32": "<i4", "F8_E4M3": "u1", "F8_E8M0": "u1"}
 
 
 def write_safetensors(path, tensors, metadata=None):
     """``tensors``: name -> (safetensors dtype, array); BF16 arrays are float32 values whose
-    low 16 bits are zero (bf16-representable), stored as their upper 16 bits."""
+    low 16 bits are zero (bf16-representable), stored as their upper 16 bits; F8 arrays are
+    their bytes (uint8)."""
     header, blobs, at = {}, [], 0
     for name, (dtype, a) in tensors.items():
         a = np.asarray(a)
@@ -220,7 +222,7 @@ BAD = [   # (make the file from the llama tensors, layer, mapping, words in the 
      ["model.layers.0.mlp.up_proj.weight (W3)", "has dtype I32", "F16, BF16, F32, F64"]),
     (lambda p, t: _raw(p, {"W1": {"dtype": "F8_E4M3", "shape": [I, H], "data_offsets": [0, I * H]},
                            "W2": {"dtype": "F32", "shape": [H, I], "data_offsets": [I * H, 5 * I * H]}}, 5 * I * H),
-     None, None, ["tensor W1 in llama.safetensors has dtype F8_E4M3"]),
+     None, None, ["tensor W1 in llama.safetensors is F8_E4M3 but the file has no W1_scale_inv"]),
     (lambda p, t: _cut(write_safetensors(p, t), p.stat().st_size - 10), 0, None,
      ["llama.safetensors is truncated", "tensor model.layers.1.self_attn.q_proj.weight ends at data byte"]),
     (lambda p, t: _cut(write_safetensors(p, t), 100), 0, None, ["truncated or not a .safetensors file",
@@ -300,3 +302,98 @@ def test_minilm_layers_quantise_well():
     xq, _ = nm.quantise_activations(w.x, spec.x_scale)
     y = nm.ffn_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, xq * spec.x_scale, w.activation)
     assert nm.error_report(nm.ffn_int(spec, xq), spec.out_scale, y)["cosine"] > 0.995
+
+
+# ---- FP8 checkpoints: F8_E4M3 weights with DeepSeek's per-128x128-block scales ----------------------
+def fp8_llama_tensors(rng, Hf, If, scale_dtype="F32"):
+    """One layer of a DeepSeek-style FP8 checkpoint: E4M3 codes (ml_dtypes' float8_e4m3fn, not
+    the project's converter) and one scale per 128x128 block."""
+    import ml_dtypes
+    t = {}
+    for name, shape in (("gate_proj", (If, Hf)), ("up_proj", (If, Hf)), ("down_proj", (Hf, If))):
+        codes = rng.normal(scale=100, size=shape).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+        codes[(codes & 0x7F) == 0x7F] = 0x11          # no NaN codes
+        blocks = (-(-shape[0] // 128), -(-shape[1] // 128))
+        if scale_dtype == "F8_E8M0":
+            scales = rng.integers(117, 127, size=blocks).astype(np.uint8)       # 2^-10 .. 2^-1
+        else:
+            scales = rng.uniform(1e-4, 1e-2, size=blocks).astype(np.float32)
+        p = f"model.layers.0.mlp.{name}.weight"
+        t[p], t[p + "_scale_inv"] = ("F8_E4M3", codes), (scale_dtype, scales)
+    return t
+
+
+def block_dequantised(codes, scales, scale_dtype):
+    import ml_dtypes
+    v = codes.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    s = np.ldexp(1.0, scales.astype(int) - 127) if scale_dtype == "F8_E8M0" else scales.astype(np.float64)
+    return v * np.kron(s, np.ones((128, 128)))[:codes.shape[0], :codes.shape[1]]
+
+
+@pytest.mark.parametrize("scale_dtype", ["F32", "F8_E8M0"])
+def test_fp8_checkpoint_is_read_with_its_block_scales(tmp_path, scale_dtype):
+    """An F8_E4M3 matrix is dequantised exactly by the scale of its 128x128 block (shapes
+    that are not multiples of 128: partial blocks at the edges); the source names the scales."""
+    t = fp8_llama_tensors(np.random.default_rng(11), 136, 200, scale_dtype)
+    w = load_ffn(write_safetensors(tmp_path / "fp8.safetensors", t))
+    p = "model.layers.0.mlp."
+    for key, name in (("W1", "gate_proj"), ("W3", "up_proj"), ("W2", "down_proj")):
+        codes, scales = t[p + name + ".weight"][1], t[p + name + ".weight_scale_inv"][1]
+        assert np.array_equal(getattr(w, key), block_dequantised(codes, scales, scale_dtype)), key
+    assert w.source["fp8_block_scales"] == {k: p + n + ".weight_scale_inv" for k, n in
+                                            (("W1", "gate_proj"), ("W3", "up_proj"), ("W2", "down_proj"))}
+
+
+def test_fp8_checkpoint_compiles_for_an_fp8_tile(tmp_path):
+    """The dequantised weights go to the FP8 tile without an int8 step: from_float(dtype='fp8')
+    re-expresses each row at its own scale, and a row whose blocks share one scale and whose
+    largest code is 448 keeps its codes exactly."""
+    rng = np.random.default_rng(12)
+    t = fp8_llama_tensors(rng, 16, 32)
+    p = "model.layers.0.mlp.gate_proj.weight"
+    codes = t[p][1]
+    codes[:, 0] = 0x7E                                   # every row's largest magnitude is 448
+    w = load_ffn(write_safetensors(tmp_path / "fp8.safetensors", t))
+    spec = nm.FfnSpec.from_float(w.kind, w.W1, w.W2, w.W3, x_calibration=w.x, activation=w.activation, dtype="fp8")
+    assert spec.dtype == "fp8" and np.array_equal(spec.W1, codes)     # one block: one scale per row, exact
+    from firmware_gen import archmodel
+    from firmware_gen.compile_ffn import compile_ffn, output_matrix
+    xq, _ = nm.quantise_activations_fp8(w.x, spec.x_scale)
+    prog, man = compile_ffn(spec, xq, TileConfig.from_dict({**TileConfig.default().to_dict(), "mxm_dtype": "fp8"}))
+    gold = archmodel.run(prog)
+    assert gold.cycles == man.cycles
+    assert np.array_equal(output_matrix(man, gold.memory, 16, spec.H), nm.ffn_int(spec, xq).reshape(-1, spec.H))
+
+
+def test_block_quantiser_matches_ml_dtypes():
+    """numerics.quantise_weights_fp8_blocks: max|tile|/448 per 128x128 tile and ml_dtypes' rounding;
+    dequantise_fp8_blocks inverts it up to that rounding."""
+    import ml_dtypes
+    w = np.random.default_rng(13).normal(size=(130, 260)) * np.linspace(0.1, 10, 260)
+    codes, scales = nm.quantise_weights_fp8_blocks(w)
+    assert scales.shape == (2, 3)
+    assert scales[1, 2] == np.abs(w[128:, 256:]).max() / 448
+    s = np.kron(scales, np.ones((128, 128)))[:130, :260]
+    want = (w / s).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+    assert np.array_equal(codes, np.where(want == 0x80, 0, want))
+    back = nm.dequantise_fp8_blocks(codes, scales)
+    assert np.all(np.abs(back - w) <= s * 16)          # half an ulp of the largest binade (256..448: 32)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.pop("model.layers.0.mlp.up_proj.weight_scale_inv"),
+     "is F8_E4M3 but the file has no model.layers.0.mlp.up_proj.weight_scale_inv"),
+    (lambda t: t.update({"model.layers.0.mlp.up_proj.weight_scale_inv": ("F32", np.ones((1, 1), np.float32))}),
+     "is 1x1: a 200x136 F8_E4M3 matrix has one scale per 128x128 block, 2x2"),
+    (lambda t: t.update({"model.layers.0.mlp.up_proj.weight_scale_inv": ("F32", -np.ones((2, 2), np.float32))}),
+     "has 4 scales that are not finite numbers > 0 (the first at block (0, 0))"),
+    (lambda t: t["model.layers.0.mlp.down_proj.weight"][1].__setitem__((3, 5), 0xFF),
+     "has 1 NaN codes (0x7F or 0xFF; the first at index (3, 5))"),
+    (lambda t: t.update({"model.layers.0.mlp.up_proj.weight_scale_inv": ("I32", np.ones((2, 2), np.int32))}),
+     "has dtype I32; block scales are"),
+])
+def test_fp8_checkpoint_errors(tmp_path, edit, message):
+    t = fp8_llama_tensors(np.random.default_rng(14), 136, 200)
+    edit(t)
+    with pytest.raises(WeightsError, match=re.escape(message)):
+        load_ffn(write_safetensors(tmp_path / "bad.safetensors", t))
