@@ -42,6 +42,7 @@ from firmware_gen.numerics import ffn_int
 from firmware_gen.schedule import Scheduler
 
 from . import bench_speed, history
+from .bench_args import add_arguments
 from .bench_decode import accuracy_rows, decode_rows
 from .bench_fp8 import fp8_rows, rtl_rows
 from .bench_fp8 import markdown as markdown_fp8
@@ -328,34 +329,15 @@ def record_history(result: dict, git: dict, config: str, cfg: TileConfig, path: 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--config", choices=TileConfig.PRESETS[:2], default="default",
-                    help="tile configuration preset (default: default)")
-    ap.add_argument("--dtype", choices=("int8", "fp8"), default="int8",
-                    help="the tile's MXM number format for the FFN suite, tray and MoE rows (default: int8)")
-    ap.add_argument("--sims", default=",".join(SIMULATORS), help="comma-separated simulators (default: both)")
-    ap.add_argument("--sweep", action="store_true", help="also run the MEM-to-MEM sweep program")
-    ap.add_argument("--passes", type=int, default=4, help="sweep passes (with --sweep; default: 4)")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results"), help="output directory")
-    ap.add_argument("--no-bus-load", action="store_true",
-                    help="do not run the suite a second time loaded over the host bus (no bus loading figure)")
-    ap.add_argument("--build-configs", default=",".join(TileConfig.PRESETS[:2]),
-                    help="comma-separated presets whose Verilator build is timed from scratch "
-                         "(default: %(default)s; empty: none)")
-    ap.add_argument("--no-model", action="store_true",
-                    help="skip the real-model FFNs (H=384, I=1536 on a tile fitted to them, Verilator: "
-                         "a build of minutes; sim/bench_model.py)")
-    ap.add_argument("--history", type=Path, default=history.HISTORY,
-                    help="append this run's figures to this history, keyed by commit, and draw it to "
-                         "OUT/history.svg (default: bench/history.jsonl; sim/history.py)")
-    ap.add_argument("--no-history", action="store_true", help="do not append to the history")
-    ap.add_argument("--no-speed-reference", action="store_true",
-                    help="do not measure tile-cycles/s against the build of commit "
-                         f"{bench_speed.REFERENCE} (sim/bench_speed.py: that build and its runs take minutes)")
-    ap.add_argument("--quick", action="store_true",
-                    help="the FFN suite, tray, MoE and decode figures only: implies --no-bus-load, "
-                         "--build-configs '', --no-model and --no-speed-reference, and leaves out the LP30 projections "
-                         "(compiling the full-size dense layer takes minutes)")
-    args = ap.parse_args(argv)
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
+
+
+def run(args) -> int:
+    """The bench with the options of :func:`sim.bench_args.add_arguments` (``lpu bench``'s too)."""
+    if args.passes < 1:
+        print(f"error: --passes must be at least 1, got {args.passes}", file=sys.stderr)
+        return 2
     if args.quick:
         args.no_bus_load, args.build_configs, args.no_model, args.no_speed_reference = True, "", True, True
     git = None if args.no_history else history.git_state()     # the tree as the run starts

@@ -636,19 +636,12 @@ def cmd_bench(args) -> int:
     if bad or not sims:
         raise CliError(f"unknown simulator(s) {', '.join(bad) or '(none given)'} in --sims; "
                        f"choose from {', '.join(SIMULATORS)}")
-    argv = ["--config", args.config, "--dtype", args.dtype, "--sims", ",".join(sims), "--passes", str(args.passes)]
-    argv += [f"--{flag.replace('_', '-')}" for flag in ("sweep", "no_bus_load", "no_model", "no_history", "quick", "no_speed_reference")
-             if getattr(args, flag)]
-    argv += ["--history", str(args.history)] if args.history else []
-    argv += ["--build-configs", args.build_configs] if args.build_configs is not None else []
-    argv += ["--out", str(args.out)] if args.out else []
     if not args.json:
-        return bench.main(argv)
+        return bench.run(args)
     with contextlib.redirect_stdout(sys.stderr):
-        code = bench.main(argv)
-    out = Path(args.out) if args.out else bench.ROOT / "bench" / "results"
-    if (out / "bench.json").exists() and code != EXIT_USAGE:
-        print((out / "bench.json").read_text(), end="")
+        code = bench.run(args)
+    if (args.out / "bench.json").exists() and code != EXIT_USAGE:
+        print((args.out / "bench.json").read_text(), end="")
     return code
 
 
@@ -993,29 +986,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "per simulator tile-cycles per second.  Writes bench.json and bench.md.\n"
                                 "Exit status 0 when every run is exact and every target met, else 1.",
                     epilog="example:\n  lpu bench --config tiny --sims verilator --out /tmp/bench --json")
-    p.add_argument("--config", choices=PRESETS, default="default", help="tile preset (default: default)")
-    p.add_argument("--dtype", choices=DTYPES, default="int8",
-                   help="the tile's MXM number format: the FFN suite, tray and MoE rows in E4M3 with fp8 "
-                        "(default: int8)")
-    p.add_argument("--sims", default=",".join(SIMULATORS), metavar="LIST",
-                   help=f"comma-separated simulators (default: {','.join(SIMULATORS)})")
-    p.add_argument("--sweep", action="store_true", help="also run the MEM-to-MEM sweep program")
-    p.add_argument("--passes", type=_positive, default=4, help="sweep passes with --sweep (default: 4)")
-    p.add_argument("--no-bus-load", action="store_true",
-                   help="skip the second run loaded over the host bus (no bus loading figure)")
-    p.add_argument("--build-configs", default=None, metavar="LIST",
-                   help="presets whose Verilator build is timed from scratch (default: default,tiny; '' none)")
-    p.add_argument("--no-model", action="store_true",
-                   help="skip the real-model FFNs (H=384, I=1536 on a fitted tile; a build of minutes)")
-    p.add_argument("--out", type=Path, default=None, metavar="DIR", help="output directory (default: bench/results)")
-    p.add_argument("--history", type=Path, default=None, metavar="FILE",
-                   help="append the run's figures to this history (default: bench/history.jsonl)")
-    p.add_argument("--no-history", action="store_true", help="do not append to a history")
-    p.add_argument("--no-speed-reference", action="store_true",
-                   help="do not measure tile-cycles/s against the reference commit's build (minutes)")
-    p.add_argument("--quick", action="store_true",
-                   help="the FFN suite, tray, MoE and decode figures only (implies --no-bus-load, "
-                        "--build-configs '', --no-model and --no-speed-reference; no LP30 projections)")
+    from .bench_args import add_arguments
+    add_arguments(p)
     p.add_argument("--json", action="store_true", help="print bench.json on stdout (the tables go to stderr)")
 
     p = _subcommand(sub, "synth", cmd_synth, help="ECP5 bitstream and resource/Fmax report",

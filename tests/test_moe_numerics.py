@@ -251,6 +251,30 @@ DEEPSEEK_CONFIG = {"n_routed_experts": E, "n_shared_experts": 1, "num_experts_pe
                    "topk_method": "noaux_tc"}
 
 
+def test_load_deepseek_fp8_experts(tmp_path):
+    """DeepSeek's experts as its checkpoints store them: F8_E4M3 with a weight_scale_inv per
+    128x128 block (here one block each); load_moe returns them dequantised exactly and an
+    FP8 MoE layer is built from them without an int8 step."""
+    import ml_dtypes
+    rng = np.random.default_rng(5)
+    t = moe_tensors(rng)
+    want = {}
+    for name in [n for n in t if ".experts." in n or ".shared_experts." in n]:
+        codes = (rng.normal(scale=50, size=t[name][1].shape)).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+        codes[(codes & 0x7F) == 0x7F] = 0
+        scale = np.array([[rng.uniform(1e-3, 1e-2)]], np.float32)
+        t[name], t[name + "_scale_inv"] = ("F8_E4M3", codes), ("F32", scale)
+        want[name] = codes.view(ml_dtypes.float8_e4m3fn).astype(np.float64) * np.float64(scale[0, 0])
+    w = load_moe(write_safetensors(tmp_path / "ds8.safetensors", t), 1, config=DEEPSEEK_CONFIG)
+    p = "model.layers.1.mlp."
+    for e, ex in enumerate(w.experts):
+        for k, proj in (("W1", "gate"), ("W3", "up"), ("W2", "down")):
+            assert np.array_equal(getattr(ex, k), want[p + f"experts.{e}.{proj}_proj.weight"])
+    assert np.array_equal(w.shared[0].W2, want[p + "shared_experts.down_proj.weight"])
+    spec = MoeSpec.from_float(MoeLayer.from_weights(w), x_calibration=w.x, dtype="fp8")
+    assert spec.dtype == "fp8"
+
+
 def test_load_deepseek_layer_round_trip(tmp_path):
     t = moe_tensors(np.random.default_rng(0))
     path = write_safetensors(tmp_path / "ds.safetensors", t)
