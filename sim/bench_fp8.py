@@ -71,14 +71,14 @@ def measure(spec: FfnSpec, w, x) -> dict:
             "mean_rel_error": round(float(rel.mean()), 5)}
 
 
-def fp8_rows(path=None) -> list[dict]:
+def fp8_rows(path=None, layers=None) -> list[dict]:
     """One row per (format, granularity): the mean and worst of :func:`measure` over the
-    model's layers.  Empty when the package is not installed."""
+    model's layers (or the ``layers`` given).  Empty when the package is not installed."""
     path = path or find_packaged_model()
     if path is None:
         return []
     f = open_weights(path)
-    layers = sorted({int(n.split(".")[2]) for n in f.names if n.startswith("encoder.layer.")})
+    layers = layers or sorted({int(n.split(".")[2]) for n in f.names if n.startswith("encoder.layer.")})
     per = {}
     for layer in layers:
         w = load_ffn(path, layer=layer)

