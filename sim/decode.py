@@ -43,10 +43,11 @@ def decode_setup(config: dict, model: dict | None = None, prompt=(1, 2, 3), toke
                  out_scale_per_row: bool = False) -> DecodeSetup:
     """``config``: the tile (``TileConfig.to_dict()``); ``model``: ``synthetic``'s
     arguments (default: :data:`SYNTHETIC`); ``out_scale_per_row``: ``calibrate``'s.
+    The FFNs are quantised for the tile's number format (``mxm_dtype``).
     Deterministic: the testbench rebuilds the same setup from the same arguments."""
     margs = dict(SYNTHETIC, **(model or {}))
-    m = calibrate(synthetic(**margs), out_scale_per_row=out_scale_per_row)
     cfg = TileConfig.from_dict(config)
+    m = calibrate(synthetic(**margs), out_scale_per_row=out_scale_per_row, dtype=cfg.mxm_dtype)
     rm = compile_resident(m.specs, cfg)
     args = {"config": cfg.to_dict(), "model": margs, "prompt": [int(t) for t in prompt], "tokens": int(tokens),
             "out_scale_per_row": bool(out_scale_per_row)}

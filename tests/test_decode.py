@@ -91,14 +91,19 @@ def test_lpu_decode_golden_json(capsys, scales):
     assert kv == sorted(kv) and kv[0] < kv[-1]
 
 
+FP8_TILE = ["--set", "streams=6", "--dtype", "fp8"]     # the tiny tile carrying FP8's 6 planes
+
+
 @pytest.mark.sim
-@pytest.mark.parametrize("simulator", SIMS)
-def test_lpu_decode_on_the_rtl(capsys, simulator):
+@pytest.mark.parametrize("simulator, tile", [(s, []) for s in SIMS] + [(SIMS[0], FP8_TILE)],
+                         ids=[*SIMS, f"{SIMS[0]}-fp8"])
+def test_lpu_decode_on_the_rtl(capsys, simulator, tile):
     """lpu decode --model synthetic --tokens 8 --sim SIM: the RTL tile, driven by the host
     code in the testbench, generates the golden model's tokens with every layer's output
     bit-exact, every layer's cycles as predicted and identical for every token, the weights
-    loaded once (then only x and the entry per run)."""
-    code = cli.main(["decode", "--model", "synthetic", "--tokens", "8", "--sim", simulator, "--json", "-q"])
+    loaded once (then only x and the entry per run).  Also on an FP8 tile (E4M3 FFNs; FP8
+    FFNs on both simulators are tests/test_ffn_sim.py's)."""
+    code = cli.main(["decode", "--model", "synthetic", "--tokens", "8", "--sim", simulator, "--json", "-q", *tile])
     out, err = capsys.readouterr()
     assert code == 0, err
     d = json.loads(out)
