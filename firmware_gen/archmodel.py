@@ -7,7 +7,8 @@ requantise/table/gate chain (``numerics.py`` arithmetic), the SXMs move lanes
 (:func:`sxm_apply`), and the east/west stream
 registers advance one position per cycle.
 The result is the trace of every MEM write (cycle, slice, address, value), the final
-memories and the cycle count at which the tile reports done.
+memories and the cycle count at which the tile reports done, and on an FP8 tile the first
+MM that multiplied a NaN code (``Status.NAN_OPERAND``, which the hardware then reports).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ class RunResult:
     busy: dict = field(default_factory=dict)   # issue cycles per queue (data instructions that did not skip)
     mm_count: dict = field(default_factory=dict)  # MM instructions per MXM
     sent: list = field(default_factory=list)       # LinkVector per SEND, in order
+    # FP8: (cycle, MXM) of the first MM that multiplied a NaN code of x or of its active weight
+    # block (those products count 0), or None: the hardware's STATUS then has NAN_OPERAND.
+    nan_operand: tuple | None = None
 
 
 def expand(instrs: list[Instr]) -> tuple[list[tuple[int, Instr]], int]:
@@ -103,6 +107,11 @@ def operand_values(v, dtype):
     return fp8.to_fixed(np.asarray(v, np.uint8)) if dtype == "fp8" else _s8(v)
 
 
+def has_nan(v, dtype) -> bool:
+    """Are some of these stream bytes NaN codes as MXM operands (FP8 only; int8 has none)?"""
+    return dtype == "fp8" and bool(fp8.is_nan(np.asarray(v, np.uint8)).any())
+
+
 class _At:
     """Where an instruction issues, for error messages: text only when one is raised."""
     __slots__ = ("tile", "queue", "t", "ins")
@@ -131,6 +140,10 @@ class _Mxm:
         self.acc_ok = np.zeros(cfg.mxm_acc_depth, bool)
         self.xbuf = np.zeros((cfg.mxm_xbuf_depth, L), np.int64)
         self.x_ok = np.zeros(cfg.mxm_xbuf_depth, bool)
+        # FP8: which weight rows hold a NaN code (per block) and which x slots do (the values
+        # above count a NaN as 0; the hardware raises Status.NAN_OPERAND when an MM uses one).
+        self.w_nan = [np.zeros(L, bool), np.zeros(L, bool)]
+        self.x_nan = np.zeros(cfg.mxm_xbuf_depth, bool)
         self.mm_count = 0
 
     def issue_lw(self, t, ins, where):
@@ -159,9 +172,10 @@ class _Mxm:
             return
         first, n, s, d = self.loader
         k = t - first
-        shadow = self.weights[1 - self.active]
+        shadow, shadow_nan = self.weights[1 - self.active], self.w_nan[1 - self.active]
         for j in range(min(n, self.L - k * n)):      # the last group may be partial
             shadow[k * n + j] = operand_values(tap(d, s + j), self.dtype)
+            shadow_nan[k * n + j] = has_nan(tap(d, s + j), self.dtype)
         if (k + 1) * n >= self.L:
             self.active ^= 1
             self.loader = None
@@ -251,6 +265,7 @@ class TileModel:
         self.drives: dict[int, list] = {}          # cycle -> [(position, dir, stream, data)]
         self.events: list[WriteEvent] = []
         self.last_drive = -1
+        self.nan_operand = None                    # (cycle, MXM) of the first MM with a NaN operand
         self.t = 0
 
     def skips(self, ins: Instr) -> bool:
@@ -294,9 +309,12 @@ class TileModel:
                     slot = ins.operand("slot")
                     if not m.x_ok[slot]:
                         raise ModelError(f"{where}: x slot {slot} is read before any LX wrote it")
-                    x = m.xbuf[slot].copy()
+                    x, x_nan = m.xbuf[slot].copy(), m.x_nan[slot]
                 else:
                     x = operand_values(tap(ins.dir, ins.stream, p), cfg.mxm_dtype)
+                    x_nan = has_nan(tap(ins.dir, ins.stream, p), cfg.mxm_dtype)
+                if (x_nan or m.w_nan[m.active].any()) and self.nan_operand is None:
+                    self.nan_operand = (t, name)        # every row multiplies all of x
                 a = ins.operand("acc")
                 prod = m.weights[m.active] @ x
                 if ins.aux & MMFlag.ACC:
@@ -343,6 +361,7 @@ class TileModel:
                 m = self.mxms[name]
                 slot = ins.operand("slot")
                 m.xbuf[slot], m.x_ok[slot] = operand_values(tap(ins.dir, ins.stream, p), cfg.mxm_dtype), True
+                m.x_nan[slot] = has_nan(tap(ins.dir, ins.stream, p), cfg.mxm_dtype)
             elif ins.op == Op.LW:
                 self.mxms[name].issue_lw(t, ins, _At(self.tile, queue, t, ins))
             elif ins.op in (Op.SEND, Op.SENDM):
@@ -398,7 +417,8 @@ class TileModel:
 
     def result(self) -> RunResult:
         return RunResult(cycles=done_cycles(max(self.halt_at), self.last_drive), events=self.events, memory=self.mem, busy=self.busy,
-                         mm_count={n: m.mm_count for n, m in self.mxms.items()}, sent=self.sent)
+                         mm_count={n: m.mm_count for n, m in self.mxms.items()}, sent=self.sent,
+                         nan_operand=self.nan_operand)
 
 
 def as_predicted(result: RunResult, cycles: int, writes) -> bool:

@@ -47,7 +47,8 @@ def column_signature(cfg, p: int, streams: bool = True) -> wiring.Signature:
     ``cycle``, ``trace_host``, ``trace_count``, ``trace_overflow``.  VXM: ``bases``,
     ``host_param``, ``host_table``, ``param_fault``.  C2C: ``send``, ``send_data``,
     ``recv``, ``recv_data``, ``deskew``, ``runtime``, ``slack`` (``C2cSlice``'s members).
-    MXM: its loader queue's ``ld_icu_host``, ``ld_halted``, ``ld_illegal``, ``ld_valid``.
+    MXM: its loader queue's ``ld_icu_host``, ``ld_halted``, ``ld_illegal``, ``ld_valid``, and
+    ``nan`` (the MXM's: an MM multiplied a NaN code; always 0 on an int8 tile).
 
     With ``streams``: ``tap`` (the values visible here) and the stream registers loaded
     here, ``east_out`` (visible at ``p + 1`` on the next cycle; not at the east edge) and
@@ -62,7 +63,8 @@ def column_signature(cfg, p: int, streams: bool = True) -> wiring.Signature:
             members.update({"cycle": In(cfg.CYCLE_BITS), "trace_host": In(host),
                             "trace_count": Out(range(cfg.trace_depth + 1)), "trace_overflow": Out(1)})
     elif kind == "MXM":
-        members.update({"ld_icu_host": In(host), "ld_halted": Out(1), "ld_illegal": Out(1), "ld_valid": Out(1)})
+        members.update({"ld_icu_host": In(host), "ld_halted": Out(1), "ld_illegal": Out(1), "ld_valid": Out(1),
+                        "nan": Out(1)})
     elif kind == "VXM":
         members.update({"bases": In(base_file_layout(cfg)), "host_param": In(host), "host_table": In(host),
                         "param_fault": Out(1)})
@@ -114,7 +116,7 @@ def build_position(m, cfg, p: int, ports, tap, east_out, west_out, suffix: str =
             wiring.connect(m, wiring.flipped(ports.trace_host), tr.host)
     elif kind == "MXM":
         sl = MXM(cfg, side=name[-1])
-        m.d.comb += sl.start.eq(ports.start)
+        m.d.comb += [sl.start.eq(ports.start), ports.nan.eq(sl.nan)]
         m.submodules[f"icu_ld{suffix}"] = ld = InstructionQueue(cfg, "MXL")
         m.d.comb += [ld.start.eq(ports.prestart), ld.entry.eq(ports.entry), ld.run.eq(ports.run),
                      ports.ld_halted.eq(ld.halted), ports.ld_illegal.eq(ld.illegal),

@@ -15,7 +15,8 @@ Pipeline of ``MM`` issued on cycle t::
           block is active on this cycle
     t+1   the products W[r][c] * x[c] with that block, each into a register (the
           multipliers' own output registers); address acc[A]
-    t+2   p = the sum of row r's products; new = p or acc[A] + p; write acc[A]
+    t+2   p = the sum of row r's products; new = p or acc[A] + p; write acc[A]; ``nan``
+          (FP8: a NaN operand among the products, from the rows' registers)
     t+3   with EMIT, drive new as acc_planes byte planes on streams out.. (MXM_LATENCY;
           4 for int32)
 
@@ -62,6 +63,11 @@ class MXM(wiring.Component):
         ``EMIT``'s ``acc_planes`` planes (4 for int32), in the direction fixed by ``side``.
     driving : Out(1)
         An ``EMIT`` is being driven this cycle.
+    nan : Out(1)
+        An FP8 tile's ``MM`` issued on cycle t multiplied a NaN code (``fp8.NAN_CODES``) of
+        x or of the active weight block: high on t+2 (with the sums), from the rows'
+        registers; those products counted 0 (``Status.NAN_OPERAND``).  Always 0 on an
+        int8 tile.
 
     Weight block rows, accumulator rows and x slots are indexed modulo their depths
     (programs that pass ``Program.validate`` never exceed them).
@@ -79,6 +85,7 @@ class MXM(wiring.Component):
             "tap": In(tap_signature(cfg)),
             "drive": Out(drive_signature(cfg, per_stream=True)),
             "driving": Out(1),
+            "nan": Out(1),
         })
 
     def elaborate(self, platform):
@@ -209,20 +216,22 @@ class MXM(wiring.Component):
         m.d.sync += s_mm.eq(q_mm)
         with m.If(q_mm):
             m.d.sync += [s_flags.eq(q_flags), s_acc.eq(q_acc), s_out.eq(q_out)]
-        new = []
+        new, nans = [], []
         for r in range(L):
             # Rows c_base .. c_base+n-1 load on a load cycle (not on a start).
             load = Signal(name=f"load_{r}")
             m.d.comb += load.eq(load_now & (c_base <= r) & (r < next_base))
-            p = Signal(signed(AB), name=f"p_{r}")
+            p, nan = Signal(signed(AB), name=f"p_{r}"), Signal(name=f"nan_{r}")
             place(m, f"row{r}", MxmRow(cfg, start=self.start, load=load, act=act, src=rotated[r % (1 << sb)],
-                                       q_mm=q_mm, q_act=q_act, x=x, p=p))
+                                       q_mm=q_mm, q_act=q_act, x=x, p=p, nan=nan))
+            nans.append(nan)
             old = ar.data[AB * r: AB * r + AB].as_signed()
             nr = Signal(signed(AB), name=f"new_{r}")
             m.d.comb += nr.eq(Mux(s_flags[flag_bit(MMFlag.ACC)], old + p, p))
             new.append(nr)
         new_vec = Cat(*new)
         m.d.comb += [aw.addr.eq(s_acc), aw.data.eq(new_vec), aw.en.eq(s_mm)]
+        m.d.comb += self.nan.eq(Cat(*nans).any())        # the rows' registers, ORed (t+2)
 
         # ---- MM stage 3 (t+3): EMIT's planes --------------------------------------------
         e_valid, e_out, e_val = Signal(), Signal.like(ins.stream), Signal(AB * L)
@@ -250,12 +259,14 @@ class MxmRow(Elaboratable):
     ``act`` is 1, else block 1) takes ``src``.  On a cycle with ``q_mm`` the products of
     the active block's row (block ``q_act``) and ``x``, lane by lane as int8 (or exactly as
     E4M3, ``hdl.fp8.product``), go into registers; ``p`` is their sum on the next cycle.
+    ``nan`` (FP8) is a register beside them: high on that next cycle when one of those
+    products had a NaN operand (counted 0), else low; always 0 on an int8 tile.
     """
 
-    def __init__(self, cfg, *, start, load, act, src, q_mm, q_act, x, p):
+    def __init__(self, cfg, *, start, load, act, src, q_mm, q_act, x, p, nan):
         self.cfg = cfg
-        self.start, self.load, self.act, self.src, self.q_mm, self.q_act, self.x, self.p = (
-            start, load, act, src, q_mm, q_act, x, p)
+        self.start, self.load, self.act, self.src, self.q_mm, self.q_act, self.x, self.p, self.nan = (
+            start, load, act, src, q_mm, q_act, x, p, nan)
 
     @property
     def module_name(self):
@@ -264,7 +275,7 @@ class MxmRow(Elaboratable):
     def ports(self):
         return {"start": (self.start, "i"), "load": (self.load, "i"), "act": (self.act, "i"),
                 "src": (self.src, "i"), "q_mm": (self.q_mm, "i"), "q_act": (self.q_act, "i"), "x": (self.x, "i"),
-                "p": (self.p, "o")}
+                "p": (self.p, "o"), "nan": (self.nan, "o")}
 
     def standalone(self):
         return MxmRow(self.cfg, **{n: Signal(v.shape(), name=n) for n, (v, _) in self.ports().items()})
@@ -286,10 +297,20 @@ class MxmRow(Elaboratable):
         # no changes between MMs).
         fp = self.cfg.mxm_dtype == "fp8"
         terms = [Signal(signed(fp8.PRODUCT_BITS if fp else 16), name=f"prod_{c}") for c in range(L)]
+        nans = []
         for c, t in enumerate(terms):
             w, x = row[8 * c: 8 * c + 8], self.x[8 * c: 8 * c + 8]
-            v = product(m, w, x, f"fp8_{c}")[0] if fp else w.as_signed() * x.as_signed()
+            if fp:
+                v, nan = product(m, w, x, f"fp8_{c}")
+                nans.append(nan)
+            else:
+                v = w.as_signed() * x.as_signed()
             with m.If(self.q_mm):
                 m.d.sync += t.eq(v)
         m.d.comb += self.p.eq(balanced_sum(terms))
+        # The NaN flag: one register, set on this MM's product cycle only (a pulse beside p).
+        if fp:
+            m.d.sync += self.nan.eq(self.q_mm & Cat(*nans).any())
+        else:
+            m.d.comb += self.nan.eq(0)
         return m

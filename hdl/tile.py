@@ -57,7 +57,9 @@ class Tile(wiring.Component):
         Run state; ``done`` stays high until the next start.
     fault : Out(1)
         Any sticky fault flag (illegal opcode, address fault, parameter fault; with links
-        also the link, deskew and HAC faults of ``hostmap.LINK_FAULTS``) is set.
+        also the link, deskew and HAC faults of ``hostmap.LINK_FAULTS``) is set.  Not
+        ``Status.NAN_OPERAND`` (an FP8 MM met a NaN code: a condition of the data, which the
+        golden model predicts, not a hardware fault).
 
     The base registers (``docs/isa.md``, "Base registers") are CSRs
     ``Csr.BASE_REG_BASE + r`` (``hostmap.base_word``: offset in bits 0..19, off in bit 31),
@@ -243,9 +245,18 @@ class Tile(wiring.Component):
         overflow = Cat(Const(0, 1), *(t.trace_overflow for t in traces)).any()
         status = Signal(cfg.HOST_WORD)
         param_fault = vxm.param_fault
+        # NAN_OPERAND: sticky until start, set by either MXM's nan (an FP8 MM multiplied a NaN
+        # code; constant 0 on an int8 tile).  A condition of the data, not a fault: not in ``fault``.
+        nan_operand = Signal()
+        mxm_nan = Cat(*(c.nan for c, n in zip(cols, cfg.slice_names) if cfg.kind(n) == "MXM")).any()
+        with core.If(start):
+            core.d.sync += nan_operand.eq(0)
+        with core.Elif(mxm_nan):
+            core.d.sync += nan_operand.eq(1)
         status_bits = (self.running * Status.RUNNING | self.done * Status.DONE
                        | illegal.any() * Status.ILLEGAL_OP | addr_fault.any() * Status.ADDR_FAULT
-                       | overflow * Status.TRACE_OVERFLOW | param_fault * Status.PARAM_FAULT)
+                       | overflow * Status.TRACE_OVERFLOW | param_fault * Status.PARAM_FAULT
+                       | nan_operand * Status.NAN_OPERAND)
         link_csrs = {}
         if linked:
             link_fault, link_status, link_csrs = self._links(m, core, prestart, start, host_start, ctrl_write, region,

@@ -145,6 +145,10 @@ class Status(enum.IntFlag):
                               # halted (DONE with the core frozen where it stalled)
     PARAM_FAULT = 16384       # sticky until start: a VOP's relocated parameter entry was beyond
                               # vxm_param_depth (that VOP drove a zero vector)
+    NAN_OPERAND = 32768       # sticky until start: an MM on an FP8 tile multiplied a NaN code
+                              # (0x7F/0xFF) of x or of the active weight block; those products
+                              # counted 0.  Not a fault (not in Tile.fault): a condition of the
+                              # data, which the golden model predicts (RunResult.nan_operand)
 
 
 def base_word(offset: int = 0, on: bool = True) -> int:

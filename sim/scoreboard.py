@@ -40,6 +40,21 @@ def diff_events(expected: list[tuple], observed: list[tuple], what: str, limit: 
     return out + [f"  unexpected: {_fmt(o)}" for o in sorted(obs_set - exp_set)[:limit]]
 
 
+# ---- the NaN operand flag -------------------------------------------------------------------
+def check_nan_operand(observed: dict, golden: RunResult) -> list[str]:
+    """``Status.NAN_OPERAND`` (an FP8 MM multiplied a NaN code) in the hardware's STATUS
+    against the golden model's prediction (``RunResult.nan_operand``): raised when not
+    predicted, or missing when predicted, is a problem."""
+    hw = bool(observed["status"] & Status.NAN_OPERAND)
+    if hw == (golden.nan_operand is not None):
+        return []
+    if hw:
+        return ["NAN_OPERAND set in STATUS, but the golden model predicts no MM with a NaN operand"]
+    t, mxm = golden.nan_operand
+    return [f"NAN_OPERAND missing from STATUS: the golden model predicts it ({mxm}'s MM on cycle {t} "
+            "multiplied a NaN code)"]
+
+
 # ---- busy counters ------------------------------------------------------------------------
 def check_busy(observed: dict, expected: dict, what: str) -> list[str]:
     """The hardware's busy counters (``observed["busy"]``: data-instruction issues per
@@ -119,8 +134,9 @@ def check_run(observed: dict, golden: RunResult, predicted_writes=None, predicte
     """All mismatches between a hardware run and its references (empty list = PASS).
 
     Always: the hardware trace, cycle count and busy counters against the golden model,
-    no trace overflow, no fault flag, and every row read back after the run against the
-    golden model's final memory.  ``predicted_writes``/``predicted_cycles``/
+    no trace overflow, no fault flag, ``Status.NAN_OPERAND`` exactly as the golden model
+    predicts, and every row read back after the run against the golden model's final
+    memory.  ``predicted_writes``/``predicted_cycles``/
     ``predicted_busy``: the compiler's or scheduler's prediction.  ``manifest`` (an FFN's
     ``compile_ffn.Manifest``) supplies those three when not given, and y is read back
     from the SRAM at ``manifest.outputs`` (the job must request ``output_rows(manifest)``)
@@ -142,6 +158,7 @@ def check_run(observed: dict, golden: RunResult, predicted_writes=None, predicte
         problems.append(f"fault flags set: illegal={observed['illegal']:#x} addr_fault={observed['addr_fault']:#x}")
     if observed["status"] & Status.PARAM_FAULT:
         problems.append("PARAM_FAULT: a VOP's relocated parameter entry was beyond vxm_param_depth")
+    problems += check_nan_operand(observed, golden)
     problems += check_busy(observed, golden.busy, "golden model")
     if predicted_busy is not None:
         problems += check_busy(observed, predicted_busy, "predicted")

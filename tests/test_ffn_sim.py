@@ -3,9 +3,13 @@ bit-exact against the integer FFN, every output write at the cycle the compiler
 predicted, cycle count and per-slice busy counters as predicted (all in
 ``scoreboard.check_run``), and the two simulators identical."""
 
+import dataclasses
+
+import numpy as np
 import pytest
 
-from lpu_arch import TileConfig
+from lpu_arch import TileConfig, fp8
+from lpu_arch.hostmap import Status
 
 from firmware_gen import archmodel
 from firmware_gen.compile_ffn import compile_ffn, example_ffn
@@ -67,6 +71,73 @@ def test_simulators_agree_on_an_fp8_ffn():
     runs = [run_ffns(FP8_TILE[0], sim, FP8_CASES[1:2], seed=81, sets=FP8_TILE[1])[0] for sim in SIMS]
     problems = diff_runs(runs[0], runs[1], tuple(SIMS))
     assert not problems, "\n".join(problems)
+
+
+def nan_ffn(seed=82):
+    """An FP8 FFN (classic, H=8, I=12, batch 3) with x as drawn and x with two NaN codes
+    (0x7F and 0xFF): ``(spec, x clean, x with NaN)``."""
+    ex = example_ffn("classic", 8, 12, 3, seed=seed, dtype="fp8")
+    x_nan = ex.x_int8.copy()
+    x_nan[1, 3], x_nan[2, 0] = fp8.NAN_CODES
+    return ex.spec, ex.x_int8, x_nan
+
+
+@pytest.mark.sim
+def test_fp8_nan_operand_on_rtl(simulator):
+    """An FP8 FFN whose x holds NaN codes, then the same FFN without them, as two jobs of
+    one simulation: both bit-exact against the integer FFN (a NaN counts 0) with every
+    write on its predicted cycle, and ``Status.NAN_OPERAND`` exactly as the golden model
+    predicts (``check_run``): set after the first run, cleared by the second's start."""
+    cfg = TileConfig.load(FP8_TILE[0], FP8_TILE[1])
+    spec, x_clean, x_nan = nan_ffn()
+    runs = []
+    for x in (x_nan, x_clean):
+        prog, man = compile_ffn(spec, x, cfg)
+        runs.append((x, prog, man, archmodel.run(prog)))
+    assert runs[0][3].nan_operand is not None and runs[1][3].nan_operand is None, (
+        [r[3].nan_operand for r in runs])
+    results = get_sim(cfg, simulator).run(
+        [job(prog, name=f"{what} x", read_back=output_rows(man))
+         for what, (_, prog, man, _) in zip(("NaN", "clean"), runs)])
+    for (x, prog, man, gold), res in zip(runs, results):
+        problems = check_run(res, gold, manifest=man, y=ffn_int(spec, x))
+        assert not problems, f"{res['name']}:\n" + "\n".join(problems)
+    flags = [bool(res["status"] & Status.NAN_OPERAND) for res in results]
+    assert flags == [True, False], f"NAN_OPERAND after the NaN run and after the clean run: {flags}"
+
+
+def test_nan_operand_prediction_and_scoreboard():
+    """No simulator: the golden model predicts ``NAN_OPERAND`` for an FP8 FFN with a NaN
+    code in x or in a weight matrix (whose products count 0: y is the FFN's with those
+    codes 0) and for no other; the scoreboard names a flag raised without its prediction
+    and one missing."""
+    cfg = TileConfig.load(FP8_TILE[0], FP8_TILE[1])
+    spec, x_clean, x_nan = nan_ffn()
+    zeroed = np.where(fp8.is_nan(x_nan), 0, x_nan).astype(x_nan.dtype)
+    assert np.array_equal(ffn_int(spec, x_nan), ffn_int(spec, zeroed))
+    W2 = spec.W2.copy()
+    W2[3, 5] = fp8.NAN_CODES[0]
+    w_nan = dataclasses.replace(spec, W2=W2)
+    gold = {}
+    for what, sp, x in (("clean", spec, x_clean), ("x", spec, x_nan), ("W2", w_nan, x_clean)):
+        prog, man = compile_ffn(sp, x, cfg)
+        g = gold[what] = archmodel.run(prog)
+        assert archmodel.as_predicted(g, man.cycles, man.writes), what
+    assert gold["clean"].nan_operand is None
+    assert gold["x"].nan_operand is not None and gold["W2"].nan_operand is not None
+    assert gold["W2"].nan_operand[0] > gold["x"].nan_operand[0]      # W2's MMs come after W1's
+
+    def observed(g, status):
+        return {"cycles": g.cycles, "status": status, "illegal": 0, "addr_fault": 0, "busy": dict(g.busy),
+                "events": [list(e.as_tuple()) for e in g.events]}
+    done = int(Status.DONE)
+    assert check_run(observed(gold["clean"], done), gold["clean"]) == []
+    assert check_run(observed(gold["x"], done | Status.NAN_OPERAND), gold["x"]) == []
+    text = "\n".join(check_run(observed(gold["x"], done), gold["x"]))
+    assert "NAN_OPERAND missing from STATUS" in text, text
+    text = "\n".join(check_run(observed(gold["clean"], done | Status.NAN_OPERAND), gold["clean"]))
+    assert "NAN_OPERAND set in STATUS" in text, text
+    assert max(Status).bit_length() <= cfg.HOST_WORD          # every flag fits the STATUS CSR
 
 
 @pytest.mark.sim

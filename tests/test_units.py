@@ -600,6 +600,76 @@ def test_mxm_latency(side):
         f"issue cycle, {[hex(v) for v in expected]}")
 
 
+@pytest.mark.parametrize("dtype", ["fp8", "int8"])
+def test_mxm_nan_flag(dtype):
+    """``MXM.nan`` (``Status.NAN_OPERAND``): on an FP8 tile high on issue + 2 of exactly the
+    MMs that multiply a NaN code (0x7F, 0xFF) of x (from its stream or from an x slot) or
+    of the active weight block, low on every other cycle (a NaN in the shadow block does
+    not count); on an int8 tile the same instructions (0x7F is 127 there) never raise it.
+    The expected cycles come from the golden model's ``has_nan`` of the same operands."""
+    from firmware_gen.archmodel import has_nan
+    cfg = CFG.with_overrides(["streams=6", f"mxm_dtype={dtype}"])
+    mxm = MXM(cfg, "W")
+    d = WEST                                           # MXM_W reads the west-flowing streams
+    one = 0x38 if dtype == "fp8" else 1                # E4M3 1.0, int8 1
+    finite = [[one] * L for _ in range(L)]
+    w_nan = [row[:] for row in finite]
+    w_nan[L - 1][1] = 0xFF                             # one NaN code in the last row
+    x_ok, x_7f, x_ff = [one, 2, 3, 4], [one, 2, 0x7F, 4], [0xFF, 2, 3, one]
+    xs = 4                                             # x's stream (LW uses streams 0..L-1)
+    # (cycle, port, instruction, {stream: lanes}) and what the MM multiplies: (x, block)
+    LW, MM, LX = "ld_issue", "issue", "ld_issue"
+    sched = [
+        (0, LW, Instr.lw(0, d, n=L, delay=0), {r: finite[r] for r in range(L)}, None),
+        (1, MM, Instr.mm(xs, d, acc=0), {xs: x_ok}, (x_ok, finite)),
+        (2, MM, Instr.mm(xs, d, acc=1), {xs: x_7f}, (x_7f, finite)),
+        (3, MM, Instr.mm(xs, d, acc=2), {xs: x_ok}, (x_ok, finite)),
+        (4, MM, Instr.mm(xs, d, acc=3), {xs: x_ff}, (x_ff, finite)),
+        (5, LX, Instr.lx(xs, d, slot=1), {xs: x_ff}, None),
+        (6, LX, Instr.lx(xs, d, slot=2), {xs: x_ok}, None),
+        (7, MM, Instr.mm(0, d, acc=0, slot=1, flags=MMFlag.XBUF), {}, (x_ff, finite)),
+        (8, MM, Instr.mm(0, d, acc=1, slot=2, flags=MMFlag.XBUF), {}, (x_ok, finite)),
+        (9, LW, Instr.lw(0, d, n=L, delay=0), {r: w_nan[r] for r in range(L)}, None),   # into the shadow
+        (9, MM, Instr.mm(xs, d, acc=2), {xs: x_ok}, (x_ok, finite)),                    # the old block
+        (10, MM, Instr.mm(xs, d, acc=3), {xs: x_ok}, (x_ok, w_nan)),                    # the new block
+        (12, MM, Instr.mm(xs, d, acc=0), {xs: x_7f}, (x_7f, w_nan)),
+    ]
+    assert all(w in (LW, LX) for _, w, i, _, _ in sched if i.op != Op.MM)
+    end = 16
+    expected = [0] * end
+    for c, _, _, _, operands in sched:
+        if operands is not None:
+            x, block = operands
+            expected[c + 2] = int(has_nan(x, dtype) or any(has_nan(row, dtype) for row in block))
+    seen = []
+
+    async def bench(ctx):
+        ctx.set(mxm.start, 1)
+        await ctx.tick()
+        ctx.set(mxm.start, 0)
+        for j in range(end):
+            now = [e for e in sched if e[0] == j]
+            taps = {}
+            for port in (mxm.issue, mxm.ld_issue):
+                ins = [i for _, w, i, _, _ in now if getattr(mxm, w) is port]
+                ctx.set(port.valid, int(bool(ins)))
+                ctx.set(port.instr.as_value(), ins[0].encode() if ins else 0)
+            for _, _, _, t, _ in now:
+                taps.update({s: vec(v) for s, v in t.items()})
+            for s in range(cfg.streams):                # (set_taps knows CFG's streams only)
+                ctx.set(mxm.tap.west[s], taps.get(s, 0))
+            seen.append(ctx.get(mxm.nan))
+            await ctx.tick()
+
+    simulate(mxm, bench)
+    if dtype == "int8":
+        assert not any(expected)
+    assert sum(expected) == (5 if dtype == "fp8" else 0)
+    bad = [(j, e, g) for j, (e, g) in enumerate(zip(expected, seen)) if e != g]
+    assert not bad, (f"MXM_W ({dtype}) nan: (cycle, expected, measured) {bad}; "
+                     f"measured per cycle {seen}, expected {expected}")
+
+
 @pytest.mark.parametrize("direction", [EAST, WEST], ids=DIR_NAME.get)
 def test_c2c_recv_latency(direction):
     """RECV pops the link's receive buffer on its issue cycle and drives the popped vector
