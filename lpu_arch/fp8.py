@@ -54,12 +54,19 @@ def is_nan(code):
     return (code & 0x7F) == 0x7F
 
 
-def to_fixed(code) -> np.ndarray:
-    """Each code's value in units of ``2^-9`` (int64); NaN and -0 give 0."""
+def _fixed(code) -> np.ndarray:
     s, _, _ = fields(code)
     sig, sh = significand_and_shift(code)
     mag = np.where(is_nan(code), 0, sig << sh)
     return np.where(s == 1, -mag, mag).astype(np.int64)
+
+
+_FIXED = _fixed(np.arange(256))          # every code's value, looked up by to_fixed
+
+
+def to_fixed(code) -> np.ndarray:
+    """Each code's (a byte's) value in units of ``2^-9`` (int64); NaN and -0 give 0."""
+    return _FIXED[np.asarray(code, dtype=np.int64) & 0xFF]
 
 
 def to_float(code) -> np.ndarray:
