@@ -377,9 +377,10 @@ def run(args) -> int:
     print("compiling the MoE layer for 8 tiles (golden-model checked under each routing) ...", flush=True)
     moe = moe_rows(cfg) if args.config == "default" else []
     print("running the decode loop on the golden model, and teacher-forced accuracy ...", flush=True)
-    decode, accuracy = decode_rows(), accuracy_rows()
-    print("int8 against FP8 on trained FFN weights (golden model) ...", flush=True)
-    formats = fp8_rows()
+    decode, accuracy = decode_rows(), accuracy_rows(trained=not args.quick)
+    if not args.quick:
+        print("int8 against FP8 on trained FFN weights (golden model) ...", flush=True)
+    formats = [] if args.quick else fp8_rows()
     fp8_rtl = [] if fp8 or args.quick or args.config != "default" or "verilator" not in sims else rtl_rows(cfg)
     lp30 = [] if args.quick else lp30_rows()
     result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": shapes, "speed": speed,
@@ -436,7 +437,7 @@ def run(args) -> int:
                   f"{r['weight_bytes_read_per_token']:,} | "
                   f"{r['needed_weight_bytes_per_token']:,} | {'yes' if r['exact'] else 'NO'} |" for r in moe]
     lines += markdown_decode(decode, accuracy)
-    lines += markdown_fp8(formats)
+    lines += [] if args.quick else markdown_fp8(formats)
     lines += markdown_fp8_rtl(fp8_rtl)
     lines += markdown_lp30(lp30)
     lines += ["", "| simulator | program | cycles | run s | tile-cycles/s |", "|---|---|---:|---:|---:|"]

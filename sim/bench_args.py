@@ -44,4 +44,5 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--quick", action="store_true",
                     help="the FFN suite, tray, MoE and decode figures only: implies --no-bus-load, "
                          "--build-configs '', --no-model and --no-speed-reference, and leaves out the LP30 "
-                         "projections (compiling the full-size dense layer takes minutes)")
+                         "projections (compiling the full-size dense layer takes minutes) and the accuracy "
+                         "on trained weights")

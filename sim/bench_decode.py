@@ -52,14 +52,16 @@ def decode_rows() -> list[dict]:
     return rows
 
 
-def accuracy_rows(positions: int = 64) -> list[dict]:
+def accuracy_rows(positions: int = 64, trained: bool = True) -> list[dict]:
+    """Teacher-forced accuracy of the synthetic decoders and, with ``trained`` and the
+    package installed, of the models with all-MiniLM-L6-v2's trained weights."""
     text_seed = 7
     out = []
     for name, _, _, kw, _ in DECODE_MODELS:          # the decode loop's models
         m = calibrate(synthetic(**kw))
         r = teacher_forced(m, np.random.default_rng(text_seed).integers(0, m.vocab, positions))
         out.append({"model": name, "weights": "random", **r})
-    path = find_packaged_model()
+    path = find_packaged_model() if trained else None
     if path is not None:
         for per_row, scales in ((False, "one output scale per FFN"), (True, "one output scale per channel")):
             m = calibrate(with_packaged_ffns(synthetic(vocab=512, H=384, I=1536, layers=6, heads=6, seed=0), path),
