@@ -144,6 +144,25 @@ def min_distance(cfg: TileConfig) -> int:
     return TX_START + cfg.flits_per_vector + cfg.link_latency_max + RX_PIPE_MAX + skew
 
 
+# ---- an armed start: the host's lead and the program's first DESKEW --------------------------
+START_LEAD = 32          # cycles the host allows itself to arm every tile after reading a HAC (it takes 6)
+START_BEFORE_EPOCH = 8   # an armed start's cycle 0 lies this far before an epoch boundary
+
+
+def armed_start_hac(cfg: TileConfig, hac_now: int, lead: int = START_LEAD) -> int:
+    """The ``START_HAC`` a host arms every tile with, having read ``hac_now``: the first HAC
+    at least ``lead`` cycles later that lies ``START_BEFORE_EPOCH`` cycles before an epoch
+    boundary.  Every tile's cycle 0 is then that HAC of its own (its HAC within
+    ``HAC_ERROR_MAX`` of the root's), so the program's first ``DESKEW`` issues within
+    ``START_BEFORE_EPOCH - HAC_ERROR_MAX`` .. ``START_BEFORE_EPOCH + HAC_ERROR_MAX`` cycles
+    of that boundary on every tile, and each releases at it after a few cycles, instead of
+    waiting up to an epoch.  So a run starts ``lead`` to ``lead + epoch`` cycles after the
+    host read the HAC."""
+    target = hac_now + lead + START_BEFORE_EPOCH
+    boundary = -(-target // cfg.epoch) * cfg.epoch
+    return (boundary - START_BEFORE_EPOCH) % (1 << cfg.HAC_BITS)
+
+
 # ---- the deskew stall bound: a stall beyond it is a fault that halts the tile -----------------
 DESKEW_STALL_MARGIN = 16   # cycles of margin on top of the worst case the specification allows
                            # (clock phase, rounding, a SYNC landing during the wait)

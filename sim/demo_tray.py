@@ -196,6 +196,11 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
     lo, hi = res["hac_error"]
     say(f"\ncycles (SAC, last tile): {cycles}"
         + (f"; one tile: {ct.single} ({ct.single / man.cycles:.2f}x)" if ct.single else ""))
+    lead = (res["start_hac"] - res["hac_read"]) % (1 << 32)
+    stalls = max(o["c2c"]["stalled_cycles"] for o in res["tiles"])
+    wall = lead + cycles + stalls
+    say(f"wall cycles (HAC) from the host's HAC read to done: {wall} = start {lead} (arming lead and the wait "
+        f"for an epoch boundary) + {cycles} program + {stalls} deskew stalls")
     say(f"HAC error over the run: {lo:+.2f} .. {hi:+.2f} cycles")
     say(f"bit-exact vs integer FFN: {'PASS' if exact else 'FAIL'}")
     verdict = all(r["passed"] for r in rows) and exact
@@ -219,6 +224,8 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
         f"cycles {'as predicted' if verdict else 'checked (see above)'}")
     return {"passed": verdict, "simulator": sim, **ct.summary(), "cycles": cycles,
             "latency": {f"{a}-{b}": v for (a, b), v in sorted(lat.items())},
+            "wall_cycles": wall, "start_cycles": lead, "deskew_stall_cycles": stalls,
+            "arming_cycles": (res["hac_armed"] - res["hac_read"]) % (1 << 32),
             "hac_error": [round(lo, 3), round(hi, 3)],
             "sac_skew": [round(v, 3) for v in res["sac_skew"]] if res.get("sac_skew") else None,
             "tile": rows, "bit_exact": exact, "y": y.tolist(), "repeats": repeats,

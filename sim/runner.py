@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from lpu_arch import c2c
 from lpu_arch.config import TileConfig
 from firmware_gen.program import Program
 
@@ -418,7 +419,7 @@ class SystemSim:
 
 
 def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phase_fs=None,
-               start_epochs: int = 2, sample_every: int = 16, inject=None, record: int = 0,
+               start_lead: int | None = None, sample_every: int = 16, inject=None, record: int = 0,
                window=None, timeout_cycles: int | None = None, checked: bool = True, bases=None) -> dict:
     """A run for ``SystemSim.run``: one program per tile and the tiles' clocks.  The programs
     must pass the static checker as a system (``firmware_gen.check.check_system``: each
@@ -426,8 +427,9 @@ def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phas
     ``CheckError``; ``checked=False`` loads them anyway.
 
     ``ppm[i]``: tile i's clock offset from nominal; ``phase_fs[i]``: its first rising edge
-    (random from ``seed`` when None).  The host starts every tile ``start_epochs`` HAC epochs
-    after it read tile 0's HAC.  The testbench samples HAC errors and buffer levels every
+    (random from ``seed`` when None).  The host arms every tile to start at
+    ``lpu_arch.c2c.armed_start_hac`` of tile 0's HAC: at least ``start_lead`` cycles
+    (default ``c2c.START_LEAD``) after it read it, just before an epoch boundary.  The testbench samples HAC errors and buffer levels every
     ``sample_every`` cycles (and keeps up to ``record`` samples as a time series).
     ``inject``: ``[{"tile", "link", "mask", "after_cycles", "count"}]``: XOR ``mask`` into
     ``count`` valid flits leaving that tile on that link, from ``after_cycles`` (sender
@@ -456,7 +458,7 @@ def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phas
             "phase_fs": list(phase_fs),
             "jobs": [job(p, name=f"{name}/tile{i}", checked=False, bases=b)
                      for i, (p, b) in enumerate(zip(programs, bases))],
-            "start_epochs": start_epochs, "sample_every": sample_every, "inject": inject or [],
+            "start_lead": c2c.START_LEAD if start_lead is None else start_lead, "sample_every": sample_every, "inject": inject or [],
             "record": record, "window": window, "seed": seed,
             "timeout_cycles": (max(2_000_000, *map(default_timeout, programs)) if timeout_cycles is None
                                else timeout_cycles)}

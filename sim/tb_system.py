@@ -9,7 +9,10 @@ each run it
    tile's own host bus or (``"load": "port"`` in the spec) its vector load port (a
    ``TileDriver`` per tile, in the tile's clock), concurrently;
 3. waits until every child's HAC is locked (polling ``HAC_STATUS``), reads tile 0's HAC
-   and arms every tile to start at ``HAC + start_epochs * epoch`` (``START_HAC``);
+   and arms every tile to start at ``lpu_arch.c2c.armed_start_hac`` of it (``START_HAC``: at
+   least ``start_lead`` cycles later, just before an epoch boundary, so that the first
+   ``DESKEW`` releases after a few cycles); a lead too short to arm every tile in time is
+   an error;
 4. while the tiles run, samples every few cycles (at one simulation instant) each
    child's HAC error against the root, its SAC skew (how far its program is ahead of the
    root's, while neither is stalled) and every receive and elastic buffer level, and
@@ -44,6 +47,7 @@ import cocotb
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge, Timer
 from cocotb.simtime import get_sim_time
 
+from lpu_arch.c2c import armed_start_hac
 from lpu_arch.config import TileConfig
 from lpu_arch.hostmap import Csr, DeskewStatus, HacStatus, Status, link_fault_names
 
@@ -281,11 +285,16 @@ async def one_run(dut, cfg, drivers, run) -> dict:
     # ---- start all tiles on one HAC cycle ---------------------------------------------
     log.info("job %s: loaded, running", run["name"])     # progress (sim/progress.py): loaded and locked
     hac0 = await drivers[0].read_csr(Csr.HAC)
-    start_hac = (hac0 + run["start_epochs"] * cfg.epoch) & 0xFFFFFFFF
+    start_hac = armed_start_hac(cfg, hac0, run["start_lead"])
     await _all(d.arm_start_at(start_hac) for d in drivers)
+    armed_by = await drivers[0].read_csr(Csr.HAC)
+    left = (start_hac - armed_by) % (1 << 32)
+    if not 4 <= left <= (start_hac - hac0) % (1 << 32):     # (a tile starts 2 cycles after its arm lands)
+        raise RuntimeError(f"arming every tile took until HAC {armed_by}, past START_HAC {start_hac}: the start lead "
+                           f"of {run['start_lead']} cycles is too short")
     t0 = time.perf_counter()
     t_start = int(get_sim_time("fs"))
-    await _all(d.wait_done(run["timeout_cycles"] + run["start_epochs"] * cfg.epoch * 2) for d in drivers)
+    await _all(d.wait_done(run["timeout_cycles"] + run["start_lead"] + 2 * cfg.epoch) for d in drivers)
     wall = time.perf_counter() - t0
     sampler.stop = True
     await sampling
@@ -313,7 +322,7 @@ async def one_run(dut, cfg, drivers, run) -> dict:
     log.info("run %s: ppm %s, cycles %s, HAC error %.3f..%.3f, %.1f s", run["name"], run["ppm"],
              [t["cycles"] for t in tiles], summ["hac_error"][0], summ["hac_error"][1], wall)
     return {"name": run["name"], "ppm": run["ppm"], "period_fs": run["period_fs"], "phase_fs": run["phase_fs"],
-            "clock_t0_fs": [d.clock_t0 for d in drivers], "start_hac": start_hac,
+            "clock_t0_fs": [d.clock_t0 for d in drivers], "start_hac": start_hac, "hac_read": hac0, "hac_armed": armed_by,
             "t_lock_fs": t_lock, "t_start_fs": t_start, "t_done_fs": t_done, "wall_run_s": wall,
             "tiles": tiles, "timed_out": timed_out, "injected": [len(h) for h in hits],
             "inject_requested": [x.get("count", 1) for x in run["inject"]],
