@@ -408,7 +408,7 @@ def run(args) -> int:
         lines.append(f"\nOn {', '.join(sims[1:])}: {sum(r['exact'] for r in others)}/{len(others)} FFNs "
                      "bit- and cycle-exact.")
     if tray:
-        lines += ["", f"Tray: {tray[0]['ffn']} on 1, 2, 4, 8 tiles (SAC cycles predicted by the compiler and "
+        lines += ["", f"Tray: {tray[0]['ffn']} on 1, 2, 4, 8 tiles ({fmt}SAC cycles predicted by the compiler and "
                   "checked on the multi-tile golden model; target: 8 tiles >= "
                   f"{TRAY_TARGET}x one tile):", "",
                   "| tiles | cycles | speed-up | link capacity used | vectors over links | exact |",
@@ -422,7 +422,7 @@ def run(args) -> int:
                   f"**{r['speedup']:.2f}x** ({'met' if r['meets_target'] else 'NOT met'}; exact: "
                   f"{'yes' if r['exact'] else 'NO'})"]
     if moe:
-        lines += ["", f"MoE: {moe[0]['layer']} on {moe[0]['tiles']} tiles (SAC cycles predicted by the compiler, "
+        lines += ["", f"MoE: {moe[0]['layer']} on {moe[0]['tiles']} tiles ({fmt}SAC cycles predicted by the compiler, "
                   "checked on the multi-tile golden model under each routing's base registers; bound: the SRAM "
                   "reads of the weights a token needs, spread over every MEM slice of the tray; target <= "
                   f"{MOE_TARGET}x; weight bytes from the golden model's busy counters; ep: capacity 2 per tile and "
