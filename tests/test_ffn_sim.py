@@ -14,6 +14,7 @@ from lpu_arch.hostmap import Status
 from firmware_gen import archmodel
 from firmware_gen.compile_ffn import compile_ffn, example_ffn
 from firmware_gen.numerics import ffn_int
+from sim.cli import DECODE_TILE
 from sim.runner import job
 from sim.scoreboard import check_run, diff_runs, output_rows
 
@@ -28,8 +29,9 @@ CASES = {
 
 
 # An FP8 tile: the tiny tile with 6 streams (48-bit accumulators travel in 6 planes) and
-# mxm_dtype = "fp8".  make bench runs its FFN suite on the FP8 default tile.
-FP8_TILE = ("tiny", ["streams=6", "mxm_dtype=fp8"])
+# mxm_dtype = "fp8", at lpu decode's depths (DECODE_TILE), so that test_decode's FP8 loop
+# uses the same build.  make bench runs its FFN suite on the FP8 default tile.
+FP8_TILE = ("tiny", [*DECODE_TILE, "streams=6", "mxm_dtype=fp8"])
 FP8_CASES = [("swiglu", 8, 16, 2), ("classic", 8, 12, 3), ("swiglu", 5, 7, 1), ("swiglu", 8, 8, 4)]
 
 
