@@ -37,6 +37,7 @@ import numpy as np
 from .numerics import FfnSpec, activation_quantiser, dequantise, ffn_float, ffn_int
 
 CALIBRATION_SEED, CALIBRATION_TOKENS = 12345, 48
+SMOOTH_ALPHA = 0.5      # calibrate(method="fit"): SmoothQuant's migration strength
 
 
 @dataclass
@@ -73,6 +74,7 @@ class Decoder:
     head: np.ndarray                        # LM head (V, H)
     heads: int
     specs: list = field(default_factory=list)   # FfnSpec per layer, after calibrate()
+    smooth: list = field(default_factory=list)  # per layer: the FFN input's smoothing (H,) or None
     post_norm: bool = False
     positions: np.ndarray | None = None     # learned position embeddings (P, H) and
     embed_norm: tuple | None = None         # the embeddings' LayerNorm (weight, bias)
@@ -240,9 +242,11 @@ def generate(model: Decoder, prompt, n: int, ffn, timing: dict | None = None) ->
 
 
 def quantise_in(model: Decoder, l: int, x) -> np.ndarray:
-    """Layer ``l``'s FFN input at its static scale: int8, or E4M3 codes for an FP8 spec."""
-    spec = model.specs[l]
-    return activation_quantiser(spec.dtype)(np.asarray(x, np.float64)[None], spec.x_scale)[0][0]
+    """Layer ``l``'s FFN input at its static scale: int8, or E4M3 codes for an FP8 spec;
+    divided first by the layer's smoothing, if it has one (``calibrate``)."""
+    spec, x = model.specs[l], np.asarray(x, np.float64)
+    s = model.smooth[l] if model.smooth else None
+    return activation_quantiser(spec.dtype)((x if s is None else x / s)[None], spec.x_scale)[0][0]
 
 
 def dequantise_out(model: Decoder, l: int, y_int8) -> np.ndarray:
@@ -255,7 +259,21 @@ def calibration_tokens(vocab: int) -> np.ndarray:
     return np.random.default_rng(CALIBRATION_SEED).integers(0, vocab, CALIBRATION_TOKENS)
 
 
-def calibrate(model: Decoder, tokens=None, out_scale_per_row: bool = False, dtype: str = "int8") -> Decoder:
+def smoothing(x, W1, alpha: float = SMOOTH_ALPHA) -> np.ndarray:
+    """SmoothQuant's per-input-channel factors ``s = max|x_k|^alpha / max|W1[:, k]|^(1 -
+    alpha)`` (geometric mean 1; 1 for a channel that is all zero): the host divides the
+    FFN's input by ``s`` before quantising it and W1's columns are multiplied by ``s``, so
+    the int8 input's few outlier channels (a LayerNorm output's) move into the weights,
+    which are quantised per row."""
+    xm, wm = np.max(np.abs(np.atleast_2d(x)), axis=0), np.max(np.abs(W1), axis=0)
+    ok = (xm > 0) & (wm > 0)
+    s = np.ones(len(xm))
+    s[ok] = xm[ok] ** alpha / wm[ok] ** (1.0 - alpha)
+    return s / np.exp(np.mean(np.log(s)))
+
+
+def calibrate(model: Decoder, tokens=None, out_scale_per_row: bool = False, dtype: str = "int8",
+              method: str = "fit") -> Decoder:
     """Quantise every layer's FFN (``FfnSpec.from_float``, SwiGLU/SiLU) with its scales
     calibrated on the float model's FFN inputs over ``tokens`` (default: the calibration
     text).  With ``out_scale_per_row`` each FFN's int8 output has one scale per channel,
@@ -264,7 +282,16 @@ def calibrate(model: Decoder, tokens=None, out_scale_per_row: bool = False, dtyp
     longer take the resolution of all the others.  On random weights, whose channels are
     alike, per-channel maxima over the short calibration text clip more often than they
     help, so it is off by default.  ``dtype='fp8'`` quantises for an FP8 tile (E4M3 codes,
-    ``FfnSpec.from_float``).  Returns the model with ``specs`` set."""
+    ``FfnSpec.from_float``).
+
+    ``method='fit'`` (the default) quantises an int8 'classic' FFN (BERT's GELU ones) with
+    its input smoothed (:func:`smoothing`, the factors in ``model.smooth``, applied by
+    :func:`quantise_in`) and its activation table fitted (``FfnSpec.from_float(...,
+    fit_table=True)``); ``'max'`` as before: every range ``max|v|``, no smoothing.  SwiGLU
+    and FP8 FFNs are quantised the same way by both.  Returns the model with ``specs``
+    (and ``smooth``) set."""
+    if method not in ("fit", "max"):
+        raise ValueError(f"method must be 'fit' or 'max', got {method!r}")
     tokens = calibration_tokens(model.vocab) if tokens is None else tokens
     seen = [[] for _ in model.layers]
     ref = float_ffn(model)
@@ -276,9 +303,17 @@ def calibrate(model: Decoder, tokens=None, out_scale_per_row: bool = False, dtyp
     cache = KvCache(len(model.layers))
     for t in tokens:
         step(model, int(t), cache, record)
-    model.specs = [FfnSpec.from_float(ly.kind, ly.W1, ly.W2, ly.W3, ly.b1, ly.b2, x_calibration=np.stack(xs),
-                                      activation=ly.activation, out_scale_per_row=out_scale_per_row, dtype=dtype)
-                   for ly, xs in zip(model.layers, seen)]
+    specs, smooth = [], []
+    for ly, xs in zip(model.layers, seen):
+        x, W1, fit = np.stack(xs), ly.W1, method == "fit" and ly.kind == "classic" and dtype == "int8"
+        s = smoothing(x, W1) if fit else None
+        if fit:
+            x, W1 = x / s, np.asarray(W1, np.float64) * s
+        specs.append(FfnSpec.from_float(ly.kind, W1, ly.W2, ly.W3, ly.b1, ly.b2, x_calibration=x,
+                                        activation=ly.activation, out_scale_per_row=out_scale_per_row, dtype=dtype,
+                                        fit_table=fit))
+        smooth.append(s)
+    model.specs, model.smooth = specs, smooth
     return model
 
 
@@ -300,7 +335,7 @@ def with_packaged_ffns(model: Decoder, path, layers=None) -> Decoder:
                            W3=None if w.W3 is None else w.W3.astype(np.float32), kind=w.kind,
                            b1=None if w.b1 is None else w.b1.astype(np.float32),
                            b2=None if w.b2 is None else w.b2.astype(np.float32), activation=w.activation))
-    return replace(model, layers=new, specs=[])
+    return replace(model, layers=new, specs=[], smooth=[])
 
 
 # Fixed texts for a model with a vocabulary (from_bert): what teacher forcing reads, and

@@ -540,7 +540,7 @@ class FfnSpec:
 
     @classmethod
     def from_float(cls, kind, W1, W2, W3=None, b1=None, b2=None, *, x_calibration, activation="silu",
-                   x_scale=None, out_scale_per_row=False, dtype="int8"):
+                   x_scale=None, out_scale_per_row=False, dtype="int8", fit_table=False):
         """Quantise a float FFN, calibrating every int8 stage on ``x_calibration`` ((B, H) or (H,)).
 
         Weights get per-row scales (:func:`quantise_weights`); the input, each int8
@@ -559,6 +559,13 @@ class FfnSpec:
         With ``dtype='fp8'`` every scale is ``max|v| / 448`` instead (E4M3's largest value),
         the values are rounded to E4M3 (:func:`quantise_weights_fp8`), each ``(multiplier,
         shift)`` is :func:`quantise_scale_fp8` and the table :func:`activation_table_fp8`.
+
+        ``fit_table`` (int8 'classic' FFNs only) fits the int8 intermediate to the
+        activation instead of spanning ``max|h1|`` and ``max|act(h1)|`` symmetrically
+        (:func:`_fit_classic`): zero points for the table's input and output carried by
+        the biases, per-row stretches of the few channels beyond the table's range, and a
+        bias correction of the output on the calibration batch.  The integer arithmetic is
+        the same; only the table, the biases, ``rq1`` and W2's quantised values differ.
         """
         xs = np.shape(x_calibration)
         if np.ndim(W1) == 2 and xs and np.shape(W1)[1] != xs[-1] == np.shape(W1)[0]:
@@ -567,17 +574,20 @@ class FfnSpec:
         _check_shapes(kind, W1, W2, W3, b1, b2)
         if dtype not in DTYPES:
             raise NumericsError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        if fit_table and (kind != "classic" or dtype != "int8"):
+            raise NumericsError(f"fit_table is for int8 'classic' FFNs (their biases carry the table's zero points); "
+                                f"got kind {kind!r}, dtype {dtype!r}")
         try:
             with np.errstate(over="raise", invalid="raise"):
                 return cls._from_float(kind, W1, W2, W3, b1, b2, x_calibration, activation, x_scale,
-                                       out_scale_per_row, dtype)
+                                       out_scale_per_row, dtype, fit_table)
         except FloatingPointError as e:
             raise NumericsError(f"the float FFN does not fit float64 ({e}: the weights or x are too large to "
                                 f"calibrate; scale them down)") from None
 
     @classmethod
     def _from_float(cls, kind, W1, W2, W3, b1, b2, x_calibration, activation, x_scale=None, out_scale_per_row=False,
-                    dtype="int8"):
+                    dtype="int8", fit_table=False):
         W1, W2 = _finite(W1, "W1"), _finite(W2, "W2")
         I, H = W1.shape
         x = _finite(x_calibration, "x_calibration")
@@ -609,6 +619,9 @@ class FfnSpec:
 
         b1 = np.zeros(I) if kind == "classic" and b1 is None else b1
         b2 = np.zeros(H) if kind == "classic" and b2 is None else b2
+        if fit_table:
+            return _fit_classic(cls, x, W1, W2, _finite(b1, "b1"), _finite(b2, "b2"), activation, x_scale,
+                                out_scale_per_row, qbias)
         h1 = x @ W1.T + (0.0 if b1 is None else b1)
         h1_scale = scale_of(h1)
         g = f(h1)
@@ -632,6 +645,104 @@ class FfnSpec:
         out_scale = out_range(y)
         return cls(W2=w2q, b1=qbias(b1, x_scale * w1s, "b1"), b2=qbias(b2, g_scale * w2s, "b2"),
                    rq2=rq(g_scale * w2s / out_scale), out_scale=out_scale, **common)
+
+
+# ---- fitted tables (FfnSpec.from_float(fit_table=True)): calibration only ---------------------
+FIT_HEADROOM = 1.25     # a channel whose calibrated max|h1| passes 1 / FIT_HEADROOM of the range is stretched
+FIT_OUT_HEADROOM = 1.5  # per-row output scales: max|y[:, r]| over the calibration batch times this, over 127
+FIT_RANGES = 2.0 ** (-np.arange(10) / 3)      # the table's positive input range: max(h1) times one of these
+FIT_NEGATIVE = 2.0 ** (-np.arange(6) / 2)     # its negative range: -min(h1) times one of these
+
+
+@dataclass
+class _Table:
+    """An int8 activation table with zero points: the input code ``c`` stands for
+    ``h = (c - z) * delta``, the entry ``e`` for ``(e + k) * g_scale``."""
+    table: np.ndarray
+    delta: float
+    z: int
+    g_scale: float
+    k: int
+
+    @classmethod
+    def fit(cls, activation, top, bottom):
+        """The table for ``h`` in ``[-bottom, top]`` (256 codes), its outputs spanning their
+        own range ``[min(f, 0), max(f, 0)]`` in 256 codes."""
+        f = _activation(activation)
+        delta = (top + bottom) / (TABLE_SIZE - 1)
+        z = int(np.clip(round_half_away_from_zero(INT8_MIN + bottom / delta), INT8_MIN, INT8_MAX))
+        v = np.arange(TABLE_SIZE).astype(np.int8).astype(np.float64)     # byte i read as int8
+        gv = f((v - z) * delta)
+        lo, hi = min(float(gv.min()), 0.0), max(float(gv.max()), 0.0)
+        g_scale = (hi - lo) / (TABLE_SIZE - 1) if hi > lo else 1.0
+        k = int(round_half_away_from_zero(lo / g_scale)) - INT8_MIN
+        return cls(_sat8(round_half_away_from_zero(gv / g_scale) - k), delta, z, g_scale, k)
+
+    def emulate(self, h, stretch):
+        """What the tile computes from ``h`` (float) for channels stretched by ``stretch``:
+        the code ``round(h / (stretch delta)) + z`` saturated, looked up, in real units."""
+        c = np.clip(round_half_away_from_zero(h / (stretch * self.delta)) + self.z, INT8_MIN, INT8_MAX)
+        return (self.table[c.astype(np.int64) & 0xFF] + float(self.k)) * (self.g_scale * stretch)
+
+
+def _fit_classic(cls, x, W1, W2, b1, b2, activation, x_scale, out_scale_per_row, qbias):
+    """An int8 classic FFN whose intermediate fits the activation (``fit_table``).
+
+    A symmetric table over ``max|h1|`` spends half its input codes on the activation's
+    flat negative side and half its output codes on values GELU never takes, and one
+    channel's outlier sets the resolution of all of them.  Here:
+
+    * the table's input codes span ``[-L, R]`` and its outputs ``[min f, max f]``, the
+      zero points carried by the biases: ``b1`` gains ``z`` codes, and ``b2`` gains ``k``
+      times the row sums of W2's int8 values (the entries are stored minus ``k``), exact;
+    * a channel whose calibrated ``max h1`` exceeds ``R / FIT_HEADROOM`` is stretched by
+      ``a = FIT_HEADROOM max h1 / R`` (its ``rq1`` divides by ``a``, its column of W2 is
+      multiplied by ``a`` before W2 is quantised), so it reads ``a f(h / a)``: exact where
+      f is linear or flat, an approximation in between, instead of saturating;
+    * ``(R, L)`` minimises the error that the table's rounding and the stretches put into
+      y over the calibration batch (each position's squared error over its ``|y|^2``,
+      after the bias correction), on a grid (``FIT_RANGES``, ``FIT_NEGATIVE``);
+    * a bias correction: the mean error of the integer FFN's output over the calibration
+      batch is taken out of ``b2``;
+    * per-row output scales get ``FIT_OUT_HEADROOM``: a channel's maximum over a short
+      calibration text is often passed on another text, and saturating there costs more
+      than the coarser step (one scale per FFN is set by its outlier channel and gets none).
+    """
+    x_scale = _range_scale(x) if x_scale is None else _positive(x_scale, "x_scale")
+    w1q, w1s = quantise_weights(W1)
+    h1 = np.atleast_2d(x @ W1.T + b1)
+    g = _activation(activation)(h1)
+    y = g @ W2.T + b2
+    norms = np.sum(y * y, axis=1)
+    weight = 1.0 / np.maximum(norms, max(float(norms.max()), 1e-30) * 1e-12)
+    top, bottom, peak = max(float(h1.max()), 1e-6), max(float(-h1.min()), 1e-6), h1.max(axis=0)
+    best = None
+    for R in top * FIT_RANGES:
+        stretch = np.maximum(1.0, FIT_HEADROOM * peak / R)
+        for L in bottom * FIT_NEGATIVE:
+            t = _Table.fit(activation, R, L)
+            e = (t.emulate(h1, stretch) - g) @ W2.T
+            e -= e.mean(axis=0)
+            cost = float(np.mean(np.sum(e * e, axis=1) * weight))
+            if best is None or cost < best[0]:
+                best = (cost, t, stretch)
+    _, t, a = best
+    w2q, w2s = quantise_weights(W2 * a)
+    out_scale = _range_scale_rows(y) * FIT_OUT_HEADROOM if out_scale_per_row else _range_scale(y)
+
+    def rq(real):
+        pairs = [quantise_scale(r) for r in np.atleast_1d(real)]
+        return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+    acc2 = t.g_scale * w2s
+    b2q = qbias(b2, acc2, "b2").astype(np.int64) + t.k * w2q.astype(np.int64).sum(axis=1)
+    spec = cls(kind="classic", W1=w1q, W2=w2q, table=t.table, x_scale=x_scale, out_scale=out_scale,
+               b1=qbias(b1 + t.z * a * t.delta, x_scale * w1s, "b1"), b2=_int32(b2q, "b2"),
+               rq1=rq(x_scale * w1s / (a * t.delta)), rq2=rq(acc2 / out_scale))
+    xq, _ = quantise_activations(x, x_scale)
+    err = np.mean(np.atleast_2d(dequantise(ffn_int(spec, xq), out_scale)) - y, axis=0)
+    spec.b2 = _int32(b2q - round_half_away_from_zero(err / acc2).astype(np.int64), "b2").astype(np.int32)
+    return spec
 
 
 def _check_input(spec, x):
