@@ -153,15 +153,48 @@ class TileSim:
 
 
 _VERILOG: dict = {}     # (design key, toplevel) -> Verilog converted in this process
+_SOURCES: list[str] = []
 
 
-def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timescale, make_flags=(), key=None):
+def _verilog_cache_file(key, toplevel: str) -> Path | None:
+    """Where the Verilog of design ``key`` is kept across processes (``build/verilog/``),
+    named by a hash of the key, the top level, Amaranth's version and every source file the
+    designs are made from (``hdl/``, ``lpu_arch/``, this module): pytest's workers and
+    later runs then convert each design once (the default tile's conversion takes about
+    20 s) and any change to the HDL converts anew.  ``None`` without a key."""
+    if key is None:
+        return None
+    if not _SOURCES:
+        import amaranth
+        h = hashlib.sha256(amaranth.__version__.encode())
+        for f in sorted([*(ROOT / "hdl").rglob("*.py"), *(ROOT / "lpu_arch").rglob("*.py"), Path(__file__)]):
+            h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes())
+        _SOURCES.append(h.hexdigest())
+    name = hashlib.sha256(f"{_SOURCES[0]}|{toplevel}|{key!r}".encode()).hexdigest()[:32]
+    return BUILD / "verilog" / f"{toplevel}-{name}.v"
+
+
+# Verilator's C++ compiles go through ccache when it is installed (OBJCACHE in verilated.mk),
+# into build/ccache unless CCACHE_DIR says otherwise: every build compiles the same runtime
+# library (verilated.cpp, verilated_vpi.cpp, ...: about 13 s of a tile's 35 to 45), so from
+# the second build of a session on that part is a cache hit.  The models' own files differ
+# per design and still compile.  LPU_CCACHE=0 turns it off; timed builds never use it.
+def _objcache() -> list[str]:
+    if os.environ.get("LPU_CCACHE", "1") == "0" or shutil.which("ccache") is None:
+        return []
+    os.environ.setdefault("CCACHE_DIR", str(BUILD.resolve() / "ccache"))
+    return ["OBJCACHE=ccache"]
+
+
+def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timescale, make_flags=(), key=None,
+           objcache: bool = True):
     """Convert ``design()`` (a function returning the design) to Verilog and build it in
     ``build_dir`` (reused while the Verilog and the options are unchanged); returns the
     cocotb runner and ``{"fresh": built now, "seconds": the build's wall time,
     "verilog_seconds": the conversion's}`` (a reused build reports the seconds it took when
     it was made, from ``build_dir/build_seconds``).  ``make_flags``: extra variables for
-    Verilator's make (e.g. the C++ optimisation level).  ``key``: what determines the
+    Verilator's make (e.g. the C++ optimisation level); ``objcache``: through ccache when
+    it is installed (``_objcache``; off for a build whose time is measured).  ``key``: what determines the
     design (hashable); the Verilog converted for one key is reused by any later build of
     the same key in the same process, e.g. a system's for the other simulator (the default
     tile's conversion takes about 20 s; ``verilog_seconds`` is then 0).  A tile's key says
@@ -174,7 +207,15 @@ def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timesc
     if key is not None and (key, toplevel) in _VERILOG:
         verilog = _VERILOG[key, toplevel]
     else:
-        verilog = amaranth_verilog.convert(design(), name=toplevel, emit_src=False, strip_internal_attrs=True)
+        cached = _verilog_cache_file(key, toplevel)
+        verilog = cached.read_text() if cached is not None and cached.exists() else None
+        if verilog is None:
+            verilog = amaranth_verilog.convert(design(), name=toplevel, emit_src=False, strip_internal_attrs=True)
+            if cached is not None:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                part = cached.with_suffix(f".{os.getpid()}.part")
+                part.write_text(verilog)
+                part.replace(cached)
         if key is not None:
             _VERILOG[key, toplevel] = verilog
     verilog_seconds = time.perf_counter() - t0
@@ -204,8 +245,9 @@ def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timesc
             if public:
                 sources[0].write_text(public)
         saved = os.environ.get("MAKEFLAGS", "")
-        if make_flags and sim == "verilator":
-            os.environ["MAKEFLAGS"] = (saved + " " + " ".join(make_flags)).strip()
+        extra = list(make_flags) + (_objcache() if objcache else [])
+        if extra and sim == "verilator":
+            os.environ["MAKEFLAGS"] = (saved + " " + " ".join(extra)).strip()
         t0 = time.perf_counter()
         try:
             runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=build_dir,
@@ -245,7 +287,8 @@ def measure_build(cfg: TileConfig, sim: str = "verilator") -> dict:
     tmp = Path(tempfile.mkdtemp(prefix=f"timing-{sim}-{cfg.key()}-", dir=BUILD))
     try:
         design, _ = simulated_design(lambda: Tile(cfg), sim)
-        _, info = _build(design, TOPS["tile"], tmp / "build", sim, False, TIMESCALE, TILE_MAKE_FLAGS)
+        _, info = _build(design, TOPS["tile"], tmp / "build", sim, False, TIMESCALE, TILE_MAKE_FLAGS,
+                         objcache=False)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return info
