@@ -366,7 +366,11 @@ class FfnPlan:
     def alloc(self, name, rows):
         a = self.next_free[name]
         self.next_free[name] += rows
-        assert self.next_free[name] <= self.cfg.mem_depth, "capacity was checked"
+        if self.next_free[name] > self.cfg.mem_depth:
+            # A single FFN's capacity is checked up front (_check_capacity); a layout that
+            # shares the slices (MoE slots beside a tray's shared expert) ends here.
+            raise CompileError(f"{name} needs {self.next_free[name]} rows for what is placed on it; a MEM slice "
+                               f"holds mem_depth = {self.cfg.mem_depth} rows")
         return a
 
     def new_param(self, **fields):

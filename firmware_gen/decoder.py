@@ -34,7 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .moe import MoeLayer, MoeSpec, Router, combine, moe_float, moe_int, quantise_input, route
 from .numerics import FfnSpec, activation_quantiser, dequantise, ffn_float, ffn_int
+from .weights import Expert
 
 CALIBRATION_SEED, CALIBRATION_TOKENS = 12345, 48
 SMOOTH_ALPHA = 0.5      # calibrate(method="fit"): SmoothQuant's migration strength
@@ -48,10 +50,10 @@ class Layer:
     wv: np.ndarray
     wo: np.ndarray
     ln2: np.ndarray
-    W1: np.ndarray          # gate_proj (I, H) (classic: the first matrix)
-    W3: np.ndarray | None   # up_proj (I, H); None for a classic FFN
-    W2: np.ndarray          # down_proj (H, I)
-    kind: str = "swiglu"    # or "classic" (W2 act(W1 x + b1) + b2)
+    W1: np.ndarray | None   # gate_proj (I, H) (classic: the first matrix); None for a MoE layer
+    W3: np.ndarray | None   # up_proj (I, H); None for a classic FFN or a MoE layer
+    W2: np.ndarray | None   # down_proj (H, I); None for a MoE layer
+    kind: str = "swiglu"    # or "classic" (W2 act(W1 x + b1) + b2), or "moe" (``moe``)
     b1: np.ndarray | None = None
     b2: np.ndarray | None = None
     activation: str = "silu"
@@ -61,6 +63,7 @@ class Layer:
     bo: np.ndarray | None = None
     ln1_b: np.ndarray | None = None    # with a bias the norms are LayerNorms, else RMSNorms
     ln2_b: np.ndarray | None = None
+    moe: MoeLayer | None = None        # kind "moe": the routed and shared experts and the router
 
 
 @dataclass
@@ -73,7 +76,7 @@ class Decoder:
     norm: np.ndarray | None                 # final RMSNorm (H,); None with post_norm
     head: np.ndarray                        # LM head (V, H)
     heads: int
-    specs: list = field(default_factory=list)   # FfnSpec per layer, after calibrate()
+    specs: list = field(default_factory=list)   # FfnSpec (MoeSpec for a MoE layer) per layer, after calibrate()
     smooth: list = field(default_factory=list)  # per layer: the FFN input's smoothing (H,) or None
     post_norm: bool = False
     positions: np.ndarray | None = None     # learned position embeddings (P, H) and
@@ -88,18 +91,32 @@ class Decoder:
         return self.embed.shape[0]
 
 
-def synthetic(vocab: int = 64, H: int = 8, I: int = 16, layers: int = 2, heads: int = 2, seed: int = 0) -> Decoder:
+def synthetic(vocab: int = 64, H: int = 8, I: int = 16, layers: int = 2, heads: int = 2, seed: int = 0,
+              experts: int = 0, top_k: int = 2, shared: int = 1) -> Decoder:
     """A random decoder: weights N(0, 1/fan-in), norms 1, embeddings N(0, 1), an LM head
-    of its own (a tied head mostly repeats the input token in a random model)."""
+    of its own (a tied head mostly repeats the input token in a random model).  With
+    ``experts`` > 0 every layer's FFN is a MoE layer instead: ``experts`` routed SwiGLU
+    experts of intermediate size ``I``, ``shared`` shared ones, a softmax router (Qwen3-MoE's
+    gating) choosing ``top_k`` per token, all drawn from the same seed."""
     if H % heads:
         raise ValueError(f"H = {H} must be a multiple of heads = {heads}")
+    if experts and not 1 <= top_k <= experts:
+        raise ValueError(f"top_k = {top_k} must be in 1..experts = {experts}")
     rng = np.random.default_rng(seed)
 
     def w(o, i):
         return (rng.normal(size=(o, i)) / math.sqrt(i)).astype(np.float32)
 
-    ls = [Layer(np.ones(H, np.float32), w(H, H), w(H, H), w(H, H), w(H, H), np.ones(H, np.float32),
-                w(I, H), w(I, H), w(H, I)) for _ in range(layers)]
+    def layer():
+        attn = (np.ones(H, np.float32), w(H, H), w(H, H), w(H, H), w(H, H), np.ones(H, np.float32))
+        if not experts:
+            return Layer(*attn, w(I, H), w(I, H), w(H, I))
+        routed = [Expert(w(I, H), w(I, H), w(H, I)) for _ in range(experts)]
+        common = [Expert(w(I, H), w(I, H), w(H, I)) for _ in range(shared)]
+        return Layer(*attn, None, None, None, kind="moe",
+                     moe=MoeLayer(routed, common, Router(w(experts, H), top_k, "softmax")))
+
+    ls = [layer() for _ in range(layers)]
     return Decoder(rng.normal(size=(vocab, H)).astype(np.float32), ls, np.ones(H, np.float32), w(vocab, H), heads)
 
 
@@ -154,21 +171,32 @@ def float_ffn(model: Decoder):
 
     def f(l, x):
         ly = model.layers[l]
+        if ly.kind == "moe":
+            return moe_float(ly.moe, np.asarray(x, np.float64)[None])[0]
         return ffn_float(ly.kind, *wide[l], np.asarray(x, np.float64)[None], ly.activation)[0]
     return f
 
 
 class IntFfn:
     """The int8 FFN of each layer: x quantised at the layer's static scale, ``run(l,
-    x_int8) -> y_int8`` (default: ``numerics.ffn_int``), y dequantised."""
+    x_int8) -> y_int8`` (default: ``numerics.ffn_int``), y dequantised.  A MoE layer is
+    routed on the host (``moe.route`` of the float x), x quantised at the layer's one
+    input scale, ``run_moe(l, x_int8, indices) -> moe.MoeStages`` (default:
+    ``moe.moe_int``) gives every selected and shared expert's int8 output, and the host
+    sums them with the gates (``moe.combine``)."""
 
-    def __init__(self, model: Decoder, run=None):
+    def __init__(self, model: Decoder, run=None, run_moe=None):
         if not model.specs:
             raise ValueError("the model is not calibrated: call calibrate(model) first")
         self.model = model
         self.run = run or (lambda l, xq: ffn_int(model.specs[l], xq[None])[0])
+        self.run_moe = run_moe or (lambda l, xq, idx: moe_int(model.specs[l], xq, idx))
 
     def __call__(self, l, x):
+        spec = self.model.specs[l]
+        if isinstance(spec, MoeSpec):
+            indices, gates = route(spec, np.asarray(x, np.float64)[None])
+            return combine(spec, self.run_moe(l, quantise_input(spec, x), indices), gates)[0]
         return dequantise_out(self.model, l, self.run(l, quantise_in(self.model, l, x)))
 
 
@@ -305,6 +333,10 @@ def calibrate(model: Decoder, tokens=None, out_scale_per_row: bool = False, dtyp
         step(model, int(t), cache, record)
     specs, smooth = [], []
     for ly, xs in zip(model.layers, seen):
+        if ly.kind == "moe":            # the experts share one input scale (MoeSpec.from_float)
+            specs.append(MoeSpec.from_float(ly.moe, x_calibration=np.stack(xs), dtype=dtype))
+            smooth.append(None)
+            continue
         x, W1, fit = np.stack(xs), ly.W1, method == "fit" and ly.kind == "classic" and dtype == "int8"
         s = smoothing(x, W1) if fit else None
         if fit:

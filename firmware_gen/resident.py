@@ -126,7 +126,10 @@ def compile_resident(specs: list, cfg: TileConfig | None = None, batch: int = 1)
     plans = []
     for l, spec in enumerate(specs):
         if not isinstance(spec, FfnSpec):
-            raise CompileError(f"layer {l}: expected a numerics.FfnSpec, got {type(spec).__name__}")
+            what = ("a MoE layer: MoE layers are not placed resident beside others (sim.decode.run_moe_tray runs "
+                    "them on a tray, one layer at a time, on the golden model)") if type(spec).__name__ == "MoeSpec" \
+                else f"expected a numerics.FfnSpec, got {type(spec).__name__}"
+            raise CompileError(f"layer {l}: {what}")
         try:
             plan = FfnPlan(cfg, spec, np.zeros((batch, spec.H), np.int64))
         except NumericsError as e:

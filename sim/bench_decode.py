@@ -22,7 +22,7 @@ from firmware_gen.decoder import (CALIBRATION_TEXT, EVAL_TEXT, calibrate, from_b
 from firmware_gen.weights import find_packaged_model
 from lpu_arch import TileConfig
 
-from .decode import check, decode_setup, run_golden
+from .decode import MOE_SYNTHETIC, check, decode_setup, run_golden, run_moe_tray
 
 CLOCK_MHZ = 900.0          # TSP v1's clock (design brief, section 2): an assumption for the tile's time
 DECODE_MODELS = (          # (name, tile, --set, synthetic's arguments, tokens)
@@ -33,7 +33,7 @@ DECODE_MODELS = (          # (name, tile, --set, synthetic's arguments, tokens)
 )
 
 
-def decode_rows() -> list[dict]:
+def decode_rows(moe_tokens: int | None = None) -> list[dict]:
     rows = []
     for name, preset, sets, model, tokens in DECODE_MODELS:
         cfg = TileConfig.preset(preset).with_overrides(list(sets))
@@ -52,7 +52,39 @@ def decode_rows() -> list[dict]:
                      "tokens_per_second_at_clock": round(CLOCK_MHZ * 1e6 / per_pos[0]), "clock_mhz": CLOCK_MHZ,
                      "weights_loaded_once_bytes": rm.loaded_bytes()["weights"],
                      "host_seconds": round(g["host_s"], 4), "exact": not check(setup, g, g)})
+    rows.append(moe_row(MOE_TOKENS if moe_tokens is None else moe_tokens))
     return rows
+
+
+MOE_TOKENS, MOE_TILES = 8, 8
+
+
+def moe_name() -> str:
+    a = MOE_SYNTHETIC
+    return f"synthetic MoE H={a['H']} I={a['I']}, {a['experts']} experts top-{a['top_k']} + {a['shared']} shared"
+
+
+def moe_row(tokens: int = 8) -> dict:
+    """The MoE decoder (``MOE_SYNTHETIC``: 8 routed experts, top-2, one shared, per layer)
+    with every MoE layer on ``MOE_TILES`` default tiles (``decode.run_moe_tray``, the
+    system golden model; a layer's experts load for its run: not resident)."""
+    cfg = TileConfig.default()
+    m = calibrate(synthetic(**MOE_SYNTHETIC))
+    g = run_moe_tray(m, (1, 2, 3), tokens, cfg, MOE_TILES)
+    L = len(m.layers)
+    layer_cycles = [sorted({r["cycles"] for r in g["runs"] if r["layer"] == l}) for l in range(L)]
+    positions = len(g["runs"]) // L
+    per_pos = [sum(r["cycles"] for r in g["runs"][p * L:(p + 1) * L]) for p in range(positions)]
+    first = g["runs"][:L]
+    return {"model": moe_name() + ", per layer on a tray (weights load per run)",
+            "config": f"{MOE_TILES} x default", "config_sets": [], "layers": L,
+            "layer_cycles": [c[0] if len(c) == 1 else c for c in layer_cycles], "cycles_per_token": per_pos[0],
+            "identical_every_token": len(set(per_pos)) == 1, "positions": positions,
+            "bytes_to_tile_per_token": sum(r["bytes_in"] for r in first),
+            "bytes_from_tile_per_token": sum(r["bytes_out"] for r in first),
+            "tokens_per_second_at_clock": round(CLOCK_MHZ * 1e6 / per_pos[0]), "clock_mhz": CLOCK_MHZ,
+            "tiles": MOE_TILES, "host_seconds": round(g["host_s"], 4), "exact": not g["problems"],
+            "problems": g["problems"][:5]}
 
 
 def accuracy_rows(positions: int = 64, trained: bool = True) -> list[dict]:
@@ -64,6 +96,9 @@ def accuracy_rows(positions: int = 64, trained: bool = True) -> list[dict]:
         m = calibrate(synthetic(**kw))
         r = teacher_forced(m, np.random.default_rng(text_seed).integers(0, m.vocab, positions))
         out.append({"model": name, "weights": "random", **r})
+    m = calibrate(synthetic(**MOE_SYNTHETIC))
+    r = teacher_forced(m, np.random.default_rng(text_seed).integers(0, m.vocab, positions))
+    out.append({"model": moe_name(), "weights": "random", **r})
     path = find_packaged_model() if trained else None
     if path is not None:
         for per_row, scales in ((False, "one output scale per FFN"), (True, "one output scale per channel")):
@@ -94,7 +129,8 @@ def bert_rows(path, positions: int = 64, formats=(("int8", False), ("int8", True
 
 
 def markdown(rows: list[dict], acc: list[dict]) -> list[str]:
-    lines = ["", "Decode loop (golden model; every layer resident on one tile; tokens/s: the tile's cycles at "
+    lines = ["", "Decode loop (golden model; the dense models' layers resident on one tile, the MoE model's layers "
+             "each on a tray of tiles (program cycles, SAC); tokens/s: the cycles at "
              f"{CLOCK_MHZ:g} MHz, arithmetic):", "",
              "| model | tile | layers | cycles per layer | cycles per token | same every token | bytes in / out "
              "per token | tokens/s | checks |", "|---|---|---:|---|---:|---|---:|---:|---|"]

@@ -134,3 +134,71 @@ def check(setup: DecodeSetup, run: dict, golden: dict | None = None) -> list[str
         if once < rm.loaded_bytes()["weights"]:
             problems.append(f"the first run loaded {once} bytes, less than the weights' {rm.loaded_bytes()['weights']}")
     return problems
+
+
+# ---- MoE layers on a tray (golden model) ------------------------------------------------------
+MOE_SYNTHETIC = dict(vocab=256, H=64, I=64, layers=2, heads=4, seed=0, experts=8, top_k=2, shared=1)
+
+
+def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8,
+                 mapping: str = "ep") -> dict:
+    """The loop of a calibrated decoder whose FFNs are MoE layers (``synthetic(...,
+    experts=E)``), every MoE layer run on a tray of ``tiles`` tiles, all-to-all, by the
+    system golden model (``archmodel.run_system``): per token and layer the host routes
+    (``moe.route``), the MoE compiler (``moe_tray.compile_moe``) places the token and every
+    expert, the base registers select the token's experts (``MoeTray.bases``), and the
+    host combines the experts' int8 outputs with the gates.  The capacity is ``min(top_k,
+    experts per tile)``, so every routing runs in one round and a layer's cycles are the
+    same for every token.  Each run is checked: every MEM write and every tile's cycle
+    count as the compiler predicts, every expert's output bit-exact against
+    ``moe.moe_int``; ``problems`` lists what differs.  The layers are not resident: each
+    run loads its layer's experts (the tray holds one MoE layer at a time)."""
+    from firmware_gen import archmodel
+    from firmware_gen.moe import MoeSpec, MoeStages, moe_int
+    from firmware_gen.moe_tray import compile_moe
+    from lpu_arch.topology import Topology
+
+    cfg = cfg or TileConfig.default()
+    runs, problems, timing = [], [], {}
+
+    def tray(l, xq, indices):
+        spec = model.specs[l]
+        if not isinstance(spec, MoeSpec):
+            raise ValueError(f"layer {l} is not a MoE layer: run_moe_tray runs MoE decoders only")
+        idx, xq = np.atleast_2d(indices), np.atleast_2d(xq)
+        mt = compile_moe(spec, xq, cfg, tiles, capacity=min(spec.top_k, spec.E // tiles), mapping=mapping)
+        progs, man = mt.programs(), mt.manifest()
+        routed, shared = np.zeros((1, spec.top_k, spec.H), np.int64), np.zeros((1, len(spec.shared), spec.H), np.int64)
+        where, cycles = f"position {len(runs) // len(model.layers)}, layer {l}", []
+        for asg in mt.rounds(idx):
+            res = archmodel.run_system(progs, Topology(tiles).peer, bases=mt.bases(asg))
+            for t, (r, pred) in enumerate(zip(res, mt.predict(asg))):
+                if [e.as_tuple() for e in r.events] != [(w.cycle, w.slice, w.addr, w.data) for w in pred]:
+                    problems.append(f"{where}, tile {t}: the MEM writes are not the compiler's prediction")
+                if r.cycles != man.cycles[t]:
+                    problems.append(f"{where}, tile {t}: {r.cycles} cycles, the compiler predicted {man.cycles[t]}")
+            out, sh = mt.outputs(asg, [r.memory for r in res])
+            for (b, e), y in out.items():
+                routed[b, list(idx[b]).index(e)] = y
+            if sh is not None:
+                shared[:, 0] = sh
+            cycles.append(max(r.cycles for r in res))
+        ref = moe_int(spec, xq, idx)
+        if not (np.array_equal(routed, ref.routed) and np.array_equal(shared, ref.shared)):
+            problems.append(f"{where}: the experts' outputs are not moe_int's")
+        runs.append({"layer": l, "experts": [int(e) for e in idx[0]], "rounds": len(cycles), "cycles": sum(cycles),
+                     "per_tile_cycles": list(man.cycles), "bytes_in": int(spec.H * tiles),     # x to every tile
+                     "bytes_out": int(spec.H * (spec.top_k + len(spec.shared)))})
+        return MoeStages(ref.x, ref.indices, routed.astype(ref.routed.dtype), shared.astype(ref.shared.dtype))
+
+    new = generate(model, prompt, tokens, IntFfn(model, run_moe=tray), timing)
+    ref = generate(model, prompt, tokens, IntFfn(model), {})
+    if new != ref:
+        problems.append(f"tokens {new}, with moe_int {ref}")
+    per_layer = {}
+    for r in runs:
+        per_layer.setdefault(r["layer"], set()).add(r["cycles"])
+    problems += [f"layer {l}: cycle counts differ between tokens: {sorted(cs)}" for l, cs in per_layer.items()
+                 if len(cs) != 1]
+    return {"tokens": new, "runs": runs, "problems": problems, "host_s": timing.get("host_s", 0.0),
+            "engine": "golden model", "tiles": tiles, "mapping": mapping}

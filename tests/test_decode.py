@@ -11,7 +11,7 @@ from firmware_gen.decoder import IntFfn, KvCache, calibrate, generate, step, syn
 from firmware_gen.resident import compile_resident
 from lpu_arch import TileConfig
 from sim import cli
-from sim.decode import SYNTHETIC, check, decode_setup, run_golden
+from sim.decode import SYNTHETIC, check, decode_setup, run_golden, run_moe_tray
 
 from .helpers import SIMS
 
@@ -59,6 +59,47 @@ def test_a_model_too_large_for_the_tile_says_what_it_needs():
         compile_resident(specs, CFG)
     with pytest.raises(CompileError, match="activation tables"):
         compile_resident(specs * 2, CFG)
+
+
+MOE_SMALL = dict(vocab=64, H=16, I=16, layers=2, heads=2, seed=3, experts=4, top_k=2, shared=1)
+
+
+def test_moe_layers_in_the_loop_on_a_tray():
+    """A MoE decoder (every FFN 4 routed experts, top-2, one shared): every layer on 4 tiles
+    of the system golden model, routed per token by the host; each run's writes and cycles
+    as the MoE compiler predicts and every expert's output moe_int's (run_moe_tray checks
+    both), the tokens those of the loop with moe_int, a layer's cycles the same for every
+    token although the experts differ; against float, the routed int8 model keeps most
+    tokens.  A resident compile names the MoE layer it cannot place."""
+    m = calibrate(synthetic(**MOE_SMALL))
+    g = run_moe_tray(m, [1, 2], 4, TileConfig.tiny().with_overrides(["iq_depth=512", "mem_depth=128"]), tiles=4)
+    assert not g["problems"], g["problems"]
+    assert g["tokens"] == generate(m, [1, 2], 4, IntFfn(m))
+    assert len(g["runs"]) == 2 * (2 + 4)          # layers x (prompt + new tokens)
+    for l in range(2):
+        runs = [r for r in g["runs"] if r["layer"] == l]
+        assert len({r["cycles"] for r in runs}) == 1 and all(r["rounds"] == 1 for r in runs)
+        assert len({tuple(r["experts"]) for r in runs}) > 1          # the routing changed, the cycles did not
+    r = teacher_forced(m, np.random.default_rng(7).integers(0, m.vocab, 32))
+    assert r["top1_agreement"] >= 0.8 and min(r["layer_cosine_mean"]) >= 0.99, r
+    with pytest.raises(CompileError, match="layer 0: a MoE layer"):
+        compile_resident(m.specs, CFG)
+
+
+def test_the_moe_loop_catches_a_wrong_expert_output(monkeypatch):
+    from firmware_gen.moe_tray import MoeTray
+    m = calibrate(synthetic(**MOE_SMALL))
+    real = MoeTray.outputs
+
+    def flipped(self, assignment, memories):
+        routed, shared = real(self, assignment, memories)
+        key = sorted(routed)[0]
+        routed[key] = routed[key] ^ 1
+        return routed, shared
+
+    monkeypatch.setattr(MoeTray, "outputs", flipped)
+    g = run_moe_tray(m, [1], 0, TileConfig.tiny().with_overrides(["iq_depth=512", "mem_depth=128"]), tiles=4)
+    assert any("not moe_int's" in p for p in g["problems"]), g["problems"]
 
 
 def test_attention_grows_with_the_context_and_the_ffn_does_not():

@@ -143,3 +143,7 @@ def test_the_limits_are_named():
         compile_moe(many.spec, many.x_int8, TINY, tiles=8)
     with pytest.raises(CompileError, match="SRAM|mem_depth"):
         compile_moe(ex.spec, ex.x_int8, dataclasses.replace(TINY, mem_depth=16), tiles=8)
+    # the expert slots beside the shared expert's tray share: each fits, together they do not
+    both = example_moe(E=4, top_k=2, shared=1, H=16, I=16, batch=1, gating="softmax")
+    with pytest.raises(CompileError, match="mem_depth = 64 rows"):
+        compile_moe(both.spec, both.x_int8, TINY, tiles=4, capacity=1)
