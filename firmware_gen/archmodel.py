@@ -342,7 +342,7 @@ class TileModel:
                                      f"before cycle {v.sent + self.min_distance} (SEND-to-RECV distance "
                                      f"{self.min_distance})")
                 out = v.data
-            for k, a in enumerate(effects(ins, name, cfg.lanes, cfg.acc_planes).drives):
+            for k, a in enumerate(effects(ins, name, cfg.lanes, cfg.acc_planes, cfg.vxm_latency).drives):
                 self._drive(t + a.offset, p, a.dir, a.stream, out[k] if ins.op == Op.MM else out)
         for p, ins, queue in now:
             name = names[p]

@@ -73,7 +73,7 @@ def timeline(program: Program) -> Timeline:
         end = max(end, halt)
         p = cfg.position(name)
         for t, ins in tl:
-            eff = effects(ins, name, cfg.lanes, cfg.acc_planes)
+            eff = effects(ins, name, cfg.lanes, cfg.acc_planes, cfg.vxm_latency)
             reads += [(a.dir, a.stream, p, t + a.offset) for a in eff.reads]
             drives += [(a.dir, a.stream, p, t + a.offset) for a in eff.drives]
     end = max([end] + [t + 1 for *_, t in drives + reads])

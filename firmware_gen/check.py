@@ -197,7 +197,7 @@ def _streams_check(iss: _Issued, problems) -> None:
         key = (name, ins.op, ins.dir, ins.stream, ins.count, ins.delay, ins.aux)   # effects ignore addr
         eff = cache.get(key)
         if eff is None:
-            eff = cache[key] = effects(ins, name, lanes, cfg.acc_planes)
+            eff = cache[key] = effects(ins, name, lanes, cfg.acc_planes, cfg.vxm_latency)
         p = cfg.position(name)
         for a in eff.drives:
             if (a.dir == EAST and p + 1 >= P) or (a.dir != EAST and p == 0):

@@ -33,7 +33,7 @@ import numpy as np
 from lpu_arch.config import TileConfig
 from lpu_arch.timing import lw_cycles
 from lpu_arch.vxm import VXM_FIELDS
-from lpu_arch.isa import DELAY_MAX, EAST, MXM_LATENCY, READ_LATENCY, VXM_LATENCY, WEST, Instr, MMFlag, VopFlag
+from lpu_arch.isa import DELAY_MAX, EAST, MXM_LATENCY, READ_LATENCY, WEST, Instr, MMFlag, VopFlag
 from .numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
 from .program import Program
 from .reserve import Reservations, lower
@@ -119,7 +119,7 @@ def ffn_bounds(cfg: TileConfig, n: int, mats: int, H: int, I: int, KH: int, KI: 
     blocks = mats * KH * KI                        # weight blocks of L x L, L vectors each
     d_mem = min(abs(pos("MXM_W") - pos(m)) for m in cfg.mem_names if m.startswith("MEM_W"))
     d_vxm = abs(pos("MXM_W") - cfg.vxm_position)
-    out = MXM_LATENCY + d_vxm + VXM_LATENCY        # MM issue to its VOP's result at the VXM
+    out = MXM_LATENCY + d_vxm + cfg.vxm_latency    # MM issue to its VOP's result at the VXM
     sram = -(-blocks * L // (2 * cfg.mem_slices * tiles))
     return {"sram": sram,
             "sram_real": -(-(-(-mats * H * I // L)) // (2 * cfg.mem_slices * tiles)),
@@ -482,7 +482,7 @@ class FfnPlan:
     def h_to_mxms(self, t_vop, slot, dry, who):
         """VOP result (h) driven both ways on the x stream into both MXMs' slot ``slot``."""
         v, s = self.cfg.vxm_position, self.lx_stream
-        arrive = {side: t_vop + VXM_LATENCY + abs(v - self.pos(side)) for side in SIDES}
+        arrive = {side: t_vop + self.cfg.vxm_latency + abs(v - self.pos(side)) for side in SIDES}
         dirs = {"MXM_W": WEST, "MXM_E": EAST}
         vop = Instr.vop(0, EAST, 0, s, VopFlag.OUT_E | VopFlag.OUT_W)
         to = {d: self.pos(side) for side, d in dirs.items()}
@@ -506,7 +506,7 @@ class FfnPlan:
                 d, flag = (EAST, VopFlag.OUT_E) if hemi == "E" else (WEST, VopFlag.OUT_W)
                 m = f"MEM_{hemi}{k}"
                 if self.next_free[m] < self.cfg.mem_depth:
-                    yield flag, m, t_vop + VXM_LATENCY + abs(v - self.pos(m)), d
+                    yield flag, m, t_vop + self.cfg.vxm_latency + abs(v - self.pos(m)), d
 
     def h_store_slot(self, t_vop):
         """A MEM slice on h's way to the MXMs with a free slot when h passes: (slice, cycle, dir)."""

@@ -92,7 +92,7 @@ class Reservations:
         key = (ins.op, ins.dir, ins.stream, ins.count, ins.delay, ins.aux, slice_name)
         eff = self._effects.get(key)
         if eff is None:
-            eff = self._effects[key] = effects(ins, slice_name, self.cfg.lanes, self.cfg.acc_planes)
+            eff = self._effects[key] = effects(ins, slice_name, self.cfg.lanes, self.cfg.acc_planes, self.cfg.vxm_latency)
         for a in eff.drives:
             yield a.dir, a.stream, p, to[a.dir] if isinstance(to, dict) else to, cycle + a.offset
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from lpu_arch import c2c
 from lpu_arch.config import TileConfig
-from lpu_arch.isa import C2C_LATENCY, EAST, SXM_LATENCY, VXM_LATENCY, WEST, Instr, Op, SxmFlag
+from lpu_arch.isa import C2C_LATENCY, EAST, SXM_LATENCY, WEST, Instr, Op, SxmFlag
 from lpu_arch.topology import Topology
 
 from .compile_ffn import SIDES, CompileError, FfnPlan, HRoute
@@ -237,7 +237,7 @@ class _Tray:
                 by_slice.setdefault(cfg.link_slice(link), []).append((u, link))
         sends = {}
         for cs, peers in by_slice.items():
-            s = t_v + VXM_LATENCY + abs(v - pos(cs))
+            s = t_v + cfg.vxm_latency + abs(v - pos(cs))
             if not (ft.res.slot_free(cs, s) and all(self.book.send_free(t, link, s) for _, link in peers)):
                 return False
             recvs = [None if self.defer else self._recv_plan(t, u, link, s) for u, link in peers]

@@ -3,18 +3,22 @@
 Implements ``VOP`` of ``lpu_arch/isa.py`` (``docs/isa.md``, "Compute slices"): per
 lane, bias add and requantisation of int32 A, optional activation table, optional gate
 (requantised int32 B, int8 x int8 product, requantised again), driven as int8 on one
-stream east and/or west ``VXM_LATENCY`` (3) cycles after issue.
+stream east and/or west ``TileConfig.vxm_latency`` (3 or 4) cycles after issue.
 
-Pipeline of ``VOP`` issued on cycle t::
+Pipeline of ``VOP`` issued on cycle t, with ``vxm_latency`` 4 (the FPGA presets)::
 
     t     read the parameter entry param + offset (asynchronous read port); va = A (+ B with ADD) +
           bias_a, vb = B + bias_b (int32 wrap-around adds), A from streams s..s+3 in
           direction dir, B from the same streams in the other direction
-    t+1   a = requantise(va, m_a, s_a), b = requantise(vb, m_b, s_b); address the
-          activation table: {the lane's table, a's byte}
-    t+2   a = table[a] (TABLE); ab = a * b (int8 x int8)
-    t+3   a = requantise(ab, m_c, s_c) (GATE); drive a (zeros for a skip or a parameter
+    t+1   pa = va * m_a, pb = vb * m_b (the multipliers' output registers)
+    t+2   a = round(pa, s_a), b = round(pb, s_b) (the rounding shift and saturation of
+          requantise); address the activation table: {the lane's table, a's byte}
+    t+3   a = table[a] (TABLE); ab = a * b (int8 x int8)
+    t+4   a = requantise(ab, m_c, s_c) (GATE); drive a (zeros for a skip or a parameter
           fault)
+
+With ``vxm_latency`` 3 the products and their rounding are one stage (t+1), and the
+table and the gate follow on t+2 and t+3.
 
 On an FP8 tile (``TileConfig.mxm_dtype``) A and B arrive in ``acc_planes`` planes and the
 adds are 48 bits wide (a bias field shifted left by ``fp8.BIAS_SHIFT``); every
@@ -22,9 +26,9 @@ requantisation is ``hdl.fp8.round_to_code`` of ``v * m`` (one rounding to the ne
 E4M3 code), the tables map codes to codes and the gate's product is the exact E4M3
 product (``hdl.fp8.product``); the result is a code.
 
-Each stage after the first holds one requantisation (a product and its rounding shift)
-or a block RAM read and one 8 x 8 product: the stages are balanced for the FPGA's clock
-(``docs/fpga.md``).
+With ``vxm_latency`` 4 each stage after the first holds a product, a rounding shift, a
+block RAM read and one 8 x 8 product, or (the gate's, 16 x 15) one whole requantisation:
+the stages are balanced for the FPGA's clock (``docs/fpga.md``).
 
 ``requantise(v, m, s) = sat8((v * m + (s ? 1 << (s-1) : 0)) >> s)`` with an arithmetic
 shift, exactly the golden model's ``requantise``: ``v * m`` needs 47 signed bits for an
@@ -307,37 +311,63 @@ class VXM(wiring.Component):
                 m.d.sync += [r.eq(f) for r, f in zip(regs, fields)]
             lane_q.append((va, vb, *regs))
 
-        # ---- stage 1 (t+1): requantise A and B, b * m_c, table address ------------------
+        # ---- stage 1 (t+1, vxm_latency 4 only): the products v * m of A and B --------------
+        # (the multipliers' output registers); with vxm_latency 3 the products and their
+        # rounding share the next stage.
+        fifth = cfg.vxm_latency == 4
+        if fifth:
+            p_vop, p_flags, p_out, p_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
+            m.d.sync += p_vop.eq(q_vop)
+            with m.If(q_vop):
+                m.d.sync += [p_flags.eq(q_flags), p_out.eq(q_out), p_zero.eq(q_zero)]
+        else:
+            p_vop, p_flags, p_out, p_zero = q_vop, q_flags, q_out, q_zero
+        lane_p = []
+        for l, (va, vb, ma, sa, mb, sb, mc, sc, tsel) in enumerate(lane_q):
+            pa = Signal(signed(len(va) + len(ma) + 1), name=f"pa_{l}")
+            pb = Signal(signed(len(vb) + len(mb) + 1), name=f"pb_{l}")
+            if fifth:
+                regs = [Signal.like(x, name=f"p{x.name}") for x in (sa, sb, mc, sc, tsel)]
+                with m.If(q_vop):
+                    m.d.sync += [pa.eq(va * ma), pb.eq(vb * mb)] + [r.eq(x) for r, x in zip(regs, (sa, sb, mc, sc, tsel))]
+            else:
+                regs = [sa, sb, mc, sc, tsel]
+                m.d.comb += [pa.eq(va * ma), pb.eq(vb * mb)]
+            lane_p.append((pa, pb, *regs))
+
+        # ---- stage 2 (t+2; t+1 with vxm_latency 3): round A and B, table address ----------
         r_vop, r_flags, r_out, r_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
-        m.d.sync += r_vop.eq(q_vop)
-        with m.If(q_vop):
-            m.d.sync += [r_flags.eq(q_flags), r_out.eq(q_out), r_zero.eq(q_zero)]
-        def rq(v, mult, shift, name):
+        m.d.sync += r_vop.eq(p_vop)
+        with m.If(p_vop):
+            m.d.sync += [r_flags.eq(p_flags), r_out.eq(p_out), r_zero.eq(p_zero)]
+
+        def rounded(prod, shift, name):
             """int8 (sat8 of the rounded shift) or E4M3 (one rounding to the nearest code)."""
-            if not fp:
-                return requantise(m, v, mult, shift, name)
+            return round_to_code(m, prod, shift, name) if fp else round_shift(m, prod, shift, name)
+
+        def rq(v, mult, shift, name):
             prod = Signal(signed(len(v) + len(mult) + 1), name=f"{name}_prod")
             m.d.comb += prod.eq(v * mult)
-            return round_to_code(m, prod, shift, name)
+            return rounded(prod, shift, name)
 
         byte = unsigned(8) if fp else signed(8)
         r_a, r_b, r_mc, r_sc = [], [], [], []
-        for l, (va, vb, ma, sa, mb, sb, mc, sc, tsel) in enumerate(lane_q):
-            ra = rq(va, ma, sa, f"ra_{l}")
-            rb = rq(vb, mb, sb, f"rb_{l}")
+        for l, (pa, pb, sa, sb, mc, sc, tsel) in enumerate(lane_p):
+            ra = rounded(pa, sa, f"ra_{l}")
+            rb = rounded(pb, sb, f"rb_{l}")
             taddr = Cat(ra.as_unsigned(), tsel)              # {table, byte}
             if l == 0:
                 m.d.comb += [tr[l].addr.eq(Mux(self.run, taddr, ht.addr[:8 + tbits])),
-                             tr[l].en.eq(q_vop | (~self.run & ht.sel & ht.re))]
+                             tr[l].en.eq(p_vop | (~self.run & ht.sel & ht.re))]
             else:
-                m.d.comb += [tr[l].addr.eq(taddr), tr[l].en.eq(q_vop)]
+                m.d.comb += [tr[l].addr.eq(taddr), tr[l].en.eq(p_vop)]
             qa, qb = Signal(byte, name=f"qa_{l}"), Signal(byte, name=f"qb_{l}")
             qm, qs = Signal.like(mc, name=f"qmc_{l}"), Signal(SHIFT_BITS, name=f"qsc_{l}")
-            with m.If(q_vop):
+            with m.If(p_vop):
                 m.d.sync += [qa.eq(ra), qb.eq(rb), qm.eq(mc), qs.eq(sc)]
             r_a.append(qa), r_b.append(qb), r_mc.append(qm), r_sc.append(qs)
 
-        # ---- stage 2 (t+2): table, a * b ------------------------------------------------
+        # ---- stage 3 (t+3; t+2 with vxm_latency 3): table, a * b ------------------------------------------------
         g_vop, g_flags, g_out, g_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
         m.d.sync += g_vop.eq(r_vop)
         with m.If(r_vop):
@@ -353,7 +383,7 @@ class VXM(wiring.Component):
                 m.d.sync += [ga.eq(a), ab.eq(prod), gm.eq(r_mc[l]), gs.eq(r_sc[l])]
             g_a.append(ga), g_ab.append(ab), g_mc.append(gm), g_sc.append(gs)
 
-        # ---- stage 3 (t+3): the gate's requantisation, drive -----------------------------
+        # ---- stage 4 (t+4; t+3 with vxm_latency 3): the gate's requantisation, drive -----------------------------
         res = []
         for l in range(L):
             g = rq(g_ab[l], g_mc[l], g_sc[l], f"rc_{l}")

@@ -105,6 +105,12 @@ class TileConfig:
         chain) an FP8 tile holds exactly: it sets :attr:`acc_bits`
         (``lpu_arch.fp8.acc_bits``).  The compiler refuses longer dot products.  Unused in
         int8 mode.
+    vxm_latency : int
+        Cycles from a ``VOP``'s issue to its result at the VXM (``isa.VXM_LATENCIES``): 3
+        (four stages), or 4, a fifth stage that registers the first requantisers' products
+        before their rounding shift, for the FPGA's clock (the ``tiny`` and ``board``
+        presets; ``docs/fpga.md``).  The compiler, the golden model and the checker take
+        it from here.
     """
 
     lanes: int = 16
@@ -128,6 +134,7 @@ class TileConfig:
     rx_depth: int = 8
     mxm_dtype: str = "int8"
     fp8_max_terms: int = 2048
+    vxm_latency: int = isa.VXM_LATENCY
 
     # Fixed architectural limits (from the ISA's field widths, lpu_arch/isa.py).
     MAX_STREAMS = 1 << isa.FIELD["stream"][1]
@@ -198,6 +205,8 @@ class TileConfig:
         need(self.mxm_dtype != "fp8" or self.fp8_max_terms >= self.lanes,
              f"fp8_max_terms must be at least lanes ({self.lanes}: one MM sums that many products), "
              f"got {self.fp8_max_terms}")
+        need(self.vxm_latency in isa.VXM_LATENCIES,
+             f"vxm_latency must be one of {', '.join(map(str, isa.VXM_LATENCIES))} cycles, got {self.vxm_latency}")
         need(self.streams >= self.acc_planes,
              f"streams per direction must be at least {self.acc_planes} (an accumulator vector travels "
              f"as {self.acc_planes} byte-plane streams), got {self.streams}")
@@ -210,9 +219,10 @@ class TileConfig:
 
     @classmethod
     def tiny(cls) -> "TileConfig":
-        """A tiny tile for fast tests: 4 lanes, 4 streams, 2+2 MEM slices of 64 vectors."""
+        """A tiny tile for fast tests and the FPGA: 4 lanes, 4 streams, 2+2 MEM slices of 64
+        vectors, the VXM's fifth stage (``vxm_latency`` 4, for 40 MHz on the ULX3S)."""
         return cls(lanes=4, streams=4, mem_slices=2, mem_depth=64, iq_depth=64, trace_depth=64,
-                   mxm_acc_depth=16, mxm_xbuf_depth=64, vxm_param_depth=16)
+                   mxm_acc_depth=16, mxm_xbuf_depth=64, vxm_param_depth=16, vxm_latency=4)
 
     @classmethod
     def board(cls) -> "TileConfig":
@@ -220,7 +230,7 @@ class TileConfig:
         the whole single-tile ISA, sized for the ULX3S's LFE5U-85F (Yosys's estimate: 90 % of
         its LUTs); reported at the board's 25 MHz clock."""
         return cls(lanes=8, streams=4, mem_slices=2, mem_depth=1024, iq_depth=512, trace_depth=64,
-                   mxm_acc_depth=32, mxm_xbuf_depth=128, vxm_param_depth=16)
+                   mxm_acc_depth=32, mxm_xbuf_depth=128, vxm_param_depth=16, vxm_latency=4)
 
     @classmethod
     def full_scale(cls) -> "TileConfig":

@@ -38,11 +38,13 @@ def _outs(ins: Instr, flags, latency: int) -> list[Access]:
             for flag, d in ((flags.OUT_E, EAST), (flags.OUT_W, WEST)) if ins.aux & flag]
 
 
-def effects(ins: Instr, slice_name: str, lanes: int, planes: int = INT32_PLANES) -> Effects:
+def effects(ins: Instr, slice_name: str, lanes: int, planes: int = INT32_PLANES,
+            vxm_latency: int = VXM_LATENCY) -> Effects:
     """The stream reads and drives of data instruction ``ins`` issued by ``slice_name``
     on a tile of ``lanes`` lanes (``LW`` samples one stream per weight row) whose
     accumulators travel in ``planes`` byte planes (``TileConfig.acc_planes``: an MM's
-    EMIT drives, and a VOP's A and B read, that many consecutive streams)."""
+    EMIT drives, and a VOP's A and B read, that many consecutive streams) and whose VOP
+    results are driven ``vxm_latency`` cycles after issue (``TileConfig.vxm_latency``)."""
     op, d, s = ins.op, ins.dir, ins.stream
     reads, drives = [], []
     if op == Op.READ:
@@ -66,7 +68,7 @@ def effects(ins: Instr, slice_name: str, lanes: int, planes: int = INT32_PLANES)
         reads += [Access(d, s + b, 0) for b in range(planes)]
         if ins.aux & (VopFlag.GATE | VopFlag.ADD):
             reads += [Access(1 - d, s + b, 0) for b in range(planes)]
-        drives += _outs(ins, VopFlag, VXM_LATENCY)
+        drives += _outs(ins, VopFlag, vxm_latency)
     if op in SXM_OUT_OPS:
         drives += _outs(ins, SxmFlag, SXM_LATENCY)
     return Effects(tuple(reads), tuple(drives))

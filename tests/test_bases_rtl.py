@@ -36,7 +36,7 @@ from firmware_gen.program import Program
 from firmware_gen.reserve import lower
 from lpu_arch import TileConfig, hostmap, isa
 from lpu_arch.hostmap import Csr, Region, Status, base_word
-from lpu_arch.isa import EAST, MXM_LATENCY, READ_LATENCY, VXM_LATENCY, WEST, Instr, MMFlag, Op, VopFlag
+from lpu_arch.isa import EAST, MXM_LATENCY, READ_LATENCY, WEST, Instr, MMFlag, Op, VopFlag
 from lpu_arch.vxm import VXM_FIELDS
 from sim.runner import base_words, job, observed_events, system_run
 from sim.scoreboard import check_run
@@ -283,7 +283,7 @@ def vop_program(rng, n=3):
     t_vop = t_mm + MXM_LATENCY + pl.dist("MXM_W", "VXM")
     pl.at("VXM", t_vop, Instr.vop(0, EAST, param=1, out=2, flags=VopFlag.TABLE | VopFlag.OUT_E, base=3),
           Instr.repeat(n - 1, 1, 0))
-    pl.at("MEM_E0", t_vop + VXM_LATENCY + pl.dist("VXM", "MEM_E0"), Instr.write(2, EAST, 20),
+    pl.at("MEM_E0", t_vop + CFG.vxm_latency + pl.dist("VXM", "MEM_E0"), Instr.write(2, EAST, 20),
           Instr.repeat(n - 1, 1, +1))
     pl.params[9, :, F["bias_a"]] = rng.integers(-40, 40, L)
     pl.params[9, :, F["table"]] = (np.arange(L) + 1) % CFG.vxm_tables

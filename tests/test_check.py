@@ -296,7 +296,7 @@ def reference(program):
         for t, ins in archmodel.expand(program.queues.get(name, []))[0]:
             i = len(inst)
             inst.append((name, t))
-            e = effects(ins, name, cfg.lanes)
+            e = effects(ins, name, cfg.lanes, cfg.acc_planes, cfg.vxm_latency)
             for a in e.drives:
                 drv[t + a.offset].append((p, a.dir, a.stream, i))
             for a in e.reads:

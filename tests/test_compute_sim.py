@@ -12,7 +12,7 @@ from lpu_arch import TileConfig
 
 from firmware_gen import archmodel
 from lpu_arch.vxm import VXM_FIELDS
-from lpu_arch.isa import EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, VXM_LATENCY, WEST, Instr, MMFlag, Op, VopFlag
+from lpu_arch.isa import EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, WEST, Instr, MMFlag, Op, VopFlag
 from firmware_gen.numerics import requantise
 from firmware_gen.program import Program
 from firmware_gen.reserve import lower
@@ -338,9 +338,9 @@ def test_vop_every_flag_combination_after_mm(simulator):
         out = k % cfg.streams
         pl.at("VXM", t_vop + k, Instr.vop(0, EAST, param=k % cfg.vxm_param_depth, out=out, flags=flags))
         if flags & OUT_E:
-            pl.catch("VXM", t_vop + k + VXM_LATENCY, "MEM_E0", out, 32 + k)
+            pl.catch("VXM", t_vop + k + cfg.vxm_latency, "MEM_E0", out, 32 + k)
         if flags & OUT_W:
-            pl.catch("VXM", t_vop + k + VXM_LATENCY, "MEM_W0", out, 32 + k)
+            pl.catch("VXM", t_vop + k + cfg.vxm_latency, "MEM_W0", out, 32 + k)
     prog = pl.program()
     # One VOP per flag combination; both MXMs EMIT on every cycle, so the planes a VOP
     # without GATE/ADD does not read are lost unread (the static checker's
@@ -375,7 +375,7 @@ def test_table_sweep(simulator):
     pl.at("MXM_W", 12, Instr.mm(0, WEST, acc=0, out=0, flags=EMIT), count=n, stride=0)
     t_vop = 12 + MXM_LATENCY + pl.dist("MXM_W", "VXM")
     pl.at("VXM", t_vop, Instr.vop(0, EAST, param=3, out=2, flags=TABLE | OUT_E), count=n, stride=0)
-    pl.catch("VXM", t_vop + VXM_LATENCY, "MEM_E0", 2, 0, count=n)
+    pl.catch("VXM", t_vop + cfg.vxm_latency, "MEM_E0", 2, 0, count=n)
     table = rng.integers(-128, 128, 256)
     table[0], table[255], table[128], table[127] = -128, 127, 0, -1
     pl.table = table
@@ -420,11 +420,11 @@ def test_vop_saturation_edges_default(simulator):
     pb = archmodel.to_planes(B.reshape(-1)).reshape(INT32_PLANES, nv, L)
     t0, s_in = 20, 2                                   # A on E2..E5, B on W2..W5
     # MEM_E0 and MEM_W0 read a plane for VOP k on T_k - d - READ_LATENCY and store the
-    # result of VOP j on T_j + VXM_LATENCY + d: VOPs every `every` cycles, where no two
+    # result of VOP j on T_j + vxm_latency + d: VOPs every `every` cycles, where no two
     # VOPs are that difference apart (one queue issues one instruction per cycle).
     d = pl.dist("VXM", "MEM_E0")
     assert d == pl.dist("VXM", "MEM_W0")
-    every = next(p for p in range(2, 8) if (2 * d + READ_LATENCY + VXM_LATENCY) % p)
+    every = next(p for p in range(2, 8) if (2 * d + READ_LATENCY + cfg.vxm_latency) % p)
     for b in range(INT32_PLANES):
         pl.store(west[b], 100, pa[b])
         pl.send(west[b], 100, "VXM", t0, s_in + b, count=nv, every=every)
@@ -446,9 +446,9 @@ def test_vop_saturation_edges_default(simulator):
         t, out, fl = t0 + every * k, 6 + k % 2, flags_of[k]
         pl.at("VXM", t, Instr.vop(s_in, EAST, param=entry_of[k], out=out, flags=fl))
         if fl & OUT_E:
-            pl.catch("VXM", t + VXM_LATENCY, "MEM_E0", out, 200 + k)
+            pl.catch("VXM", t + cfg.vxm_latency, "MEM_E0", out, 200 + k)
         if fl & OUT_W:
-            pl.catch("VXM", t + VXM_LATENCY, "MEM_W0", out, 200 + k)
+            pl.catch("VXM", t + cfg.vxm_latency, "MEM_W0", out, 200 + k)
     prog = pl.program()
 
     # Second job: MXM_W loads with n = 8 from all eight MEM slices, then MM, ACC, EMIT.
@@ -518,9 +518,9 @@ def test_vop_over_uart(simulator):
     pl.table[a & 0xFF] = rng.integers(-128, 128, L)
     pl.at("VXM", 3, Instr.vop(0, EAST, param=5, out=1, flags=TABLE | GATE | OUT_E))
     pl.at("VXM", 4, Instr.vop(0, WEST, param=5, out=3, flags=OUT_W | OUT_E))
-    pl.catch("VXM", 3 + VXM_LATENCY, "MEM_E0", 1, 7)
-    pl.catch("VXM", 4 + VXM_LATENCY, "MEM_W0", 3, 8)
-    pl.catch("VXM", 4 + VXM_LATENCY, "MEM_E1", 3, 9)
+    pl.catch("VXM", 3 + cfg.vxm_latency, "MEM_E0", 1, 7)
+    pl.catch("VXM", 4 + cfg.vxm_latency, "MEM_W0", 3, 8)
+    pl.catch("VXM", 4 + cfg.vxm_latency, "MEM_E1", 3, 9)
     prog = pl.program()
     gold = archmodel.run(prog)
     # The VOPs read streams nothing drives (they carry 0): only the parameters and the table

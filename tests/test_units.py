@@ -18,7 +18,7 @@ What is tested
   result, with a different stream value on every cycle so that the value driven also
   tells which cycle was sampled.  The measured cycle must equal the constant of
   ``lpu_arch.isa`` (``READ_LATENCY``, ``WRITE_LATENCY``, ``SXM_LATENCY``,
-  ``VXM_LATENCY``, ``MXM_LATENCY``, ``C2C_LATENCY``).
+  ``TileConfig.vxm_latency``, ``MXM_LATENCY``, ``C2C_LATENCY``).
 
 Every expected cycle and value comes from the ISA's stated rules (and the value
 semantics in its docstring), never from the RTL, so a wrong entry in the ISA's table or
@@ -477,13 +477,16 @@ def vxm_a(j: int) -> list[int]:
     return [5 * j - 20, 7 - 3 * j, 100 + j, (-1000 if j % 2 == 0 else 1000) * (j + 3)]
 
 
+@pytest.mark.parametrize("latency", isa.VXM_LATENCIES)
 @pytest.mark.parametrize("in_dir, flags", [(WEST, VopFlag.OUT_E), (EAST, VopFlag.OUT_W),
                                            (EAST, VopFlag.OUT_E | VopFlag.OUT_W)],
                          ids=["inW-outE", "inE-outW", "inE-outEW"])
-def test_vxm_latency(in_dir, flags):
+def test_vxm_latency(in_dir, flags, latency):
     """VOP (identity parameters, no table, no gate) takes int32 A from streams s..s+3 on
-    the issue cycle and drives sat8(A) on stream out on issue + VXM_LATENCY."""
-    vxm = VXM(CFG)
+    the issue cycle and drives sat8(A) on stream out on issue + the tile's
+    ``vxm_latency``, for each value it may take (``isa.VXM_LATENCIES``)."""
+    cfg = dataclasses.replace(CFG, vxm_latency=latency)
+    vxm = VXM(cfg)
     o = 2
     instr = Instr.vop(0, in_dir, param=0, out=o, flags=flags)
     out = {}
@@ -497,7 +500,7 @@ def test_vxm_latency(in_dir, flags):
         out["seen"] = await issue_and_watch(ctx, vxm, instr, taps)
 
     simulate(vxm, bench)
-    check_out_drives("VXM", instr, out["seen"], isa.VXM_LATENCY, "VXM_LATENCY")
+    check_out_drives("VXM", instr, out["seen"], cfg.vxm_latency, "vxm_latency")
     expected = [sat8(v) for v in vxm_a(0)]
     for _, _, _, values in out["seen"]:
         assert [s8(b) for b in lanes_of(values[o])] == expected, (
@@ -846,13 +849,13 @@ def test_vxm_base_relocates_skips_faults_and_selects_tables():
     a0 = [sat8(v + 7) for v in vxm_a(0)]                    # entry 1 + 4 = 5: bias 7
     want = [s8(tables[l % T][a & 0xFF]) for l, a in enumerate(a0)]
     seen, skips, fault = out["on"]
-    check_out_drives("VXM", ins["on"], seen, isa.VXM_LATENCY, "VXM_LATENCY")
+    check_out_drives("VXM", ins["on"], seen, CFG.vxm_latency, "vxm_latency")
     got = [s8(b) for b in lanes_of(seen[0][3][o])]
     assert got == want and skips == [] and not fault, (
         f"VOP param=1, base=1 (offset 4: entry 5, bias 7, lane l's table l) drove {got}, expected {want}")
     for key in ("off", "beyond"):
         seen, skips, fault = out[key]
-        check_out_drives("VXM", ins[key], seen, isa.VXM_LATENCY, "VXM_LATENCY")
+        check_out_drives("VXM", ins[key], seen, CFG.vxm_latency, "vxm_latency")
         assert seen[0][3][o] == 0, f"VOP ({key}) must drive a zero vector, drove {lanes_of(seen[0][3][o])}"
         assert skips == ([0] if key == "off" else []), f"VOP ({key}): skip on cycles {skips}"
         assert fault == (key == "beyond"), f"VOP ({key}): param_fault {fault}"
@@ -933,7 +936,7 @@ def test_fp8_vxm_matches_the_golden_model(flags):
                     for st in range(cfg.streams):
                         ctx.set(port[st], vec([(v >> (8 * st)) & 0xFF for v in u]) if j == 0 and st < P else 0)
             seen = []
-            for j in range(-1, isa.VXM_LATENCY + 3):
+            for j in range(-1, cfg.vxm_latency + 3):
                 ctx.set(vxm.issue.valid, int(j == 0))
                 ctx.set(vxm.issue.instr.as_value(), instr.encode() if j == 0 else 0)
                 taps(ctx, j)
@@ -941,7 +944,7 @@ def test_fp8_vxm_matches_the_golden_model(flags):
                     seen.append((j, ctx.get(vxm.drive.east.mask), ctx.get(drive_value(vxm.drive.east, o))))
                 await ctx.tick()
             ctx.set(vxm.issue.valid, 0)
-            assert [(j, m) for j, m, _ in seen] == [(isa.VXM_LATENCY, 1 << o)], seen
+            assert [(j, m) for j, m, _ in seen] == [(cfg.vxm_latency, 1 << o)], seen
             got.append(lanes_of(seen[0][2]))
 
     simulate(vxm, bench)
