@@ -60,7 +60,9 @@ hands the instruction to its slice):
 * ``LX s, slot`` (MXM) stores stream s (sampled on the issue cycle) in x slot ``slot``.
 * ``VOP`` (VXM) on issue cycle t takes int32 A from streams ``s..s+3`` (direction dir)
   and, with GATE, int32 B from the same streams in the other direction, and drives the
-  int8 result on stream ``out`` on cycle ``t + VXM_LATENCY`` (see firmware_gen/numerics.py).
+  int8 result on stream ``out`` on cycle ``t + vxm_latency`` (the tile's
+  ``TileConfig.vxm_latency``: ``VXM_LATENCY``, or 4 with the VXM's fifth stage; see
+  firmware_gen/numerics.py).
 * The SXM instructions sample their input stream(s) on the issue cycle t and drive the
   result on stream ``out`` on cycle ``t + SXM_LATENCY`` (``sxm_apply`` in archmodel.py
   gives each one's lane mapping); ``TRI`` only stores a row.

@@ -6,7 +6,7 @@ benchmark the simulators, synthesise the tile.
     lpu show    [DIR | FFN options] [--chart FILE.svg|.png] [--window A:B] [--asm] [--json]
     lpu tray    [--tiles 2|4|8] [FFN options] [--chart FILE] [--no-run | --sim SIM] [--json]
     lpu moe     [--experts E --top-k K --shared S --capacity C] [--tiles N] [--routing R] [--no-run] [--json]
-    lpu decode  [--model synthetic] [--tokens N] [--prompt 1,2,3] [--layers L] [--sim SIM | --no-run] [--json]
+    lpu decode  [--model synthetic] [--tokens N] [--prompt 1,2,3] [--layers L] [--experts E] [--sim SIM | --no-run] [--json]
     lpu c2c     [--sim SIM] [--ppm A B] [--latency L] [--plot FILE] [--inject T:L:MASK:AFTER:N] [--json]
     lpu bench   [--config default|tiny] [--dtype int8|fp8] [--sims verilator,icarus] [--sweep] [--quick]
                 [--out DIR] [--json]
@@ -545,6 +545,8 @@ def cmd_decode(args) -> int:
     base = tile_config(args.config, (*(DECODE_TILE if args.config == "tiny" else ()), *args.set))
     model = {"vocab": args.vocab, "H": args.H, "I": args.I, "layers": args.layers, "heads": args.heads,
              "seed": args.seed}
+    if args.experts:
+        return _decode_moe(args, base, model, human)
     setup = decode_setup(base.to_dict(), model, args.prompt, args.tokens, args.out_scale_per_channel)
     rm = setup.resident
     print(f"model: synthetic decoder, {args.layers} layers, H={args.H}, I={args.I}, {args.heads} heads, vocab "
@@ -613,6 +615,58 @@ def cmd_decode(args) -> int:
                      "layer_cycles": [ly.manifest.cycles for ly in rm.layers], "loaded_once": rm.loaded_bytes(),
                      "loaded_per_run": runs.get("loaded"), "problems": problems, "passed": ok, **(chart or {})},
                     indent=1)
+    return EXIT_OK if ok else EXIT_FAIL
+
+
+def _decode_moe(args, base, model, human) -> int:
+    """``lpu decode --experts E``: every FFN a MoE layer, each run on a tray of ``--tiles``
+    tiles by the system golden model (``decode.run_moe_tray``)."""
+    from firmware_gen.compile_ffn import CompileError
+    from firmware_gen.decoder import calibrate, synthetic
+
+    from .decode import run_moe_tray
+    if not args.no_run:
+        raise CliError("--experts: MoE layers run on a tray of the golden model only (add --no-run); the RTL runs "
+                       "dense models (docs/afd.md, 'MoE layers on a tray')")
+    if args.experts % args.tiles:
+        raise CliError(f"--experts {args.experts} must be a multiple of --tiles {args.tiles} (each tile holds the same "
+                       "number of experts)")
+    if not 1 <= args.top_k <= args.experts:
+        raise CliError(f"--top-k {args.top_k} must be in 1..--experts ({args.experts})")
+    if args.shared > 1:
+        raise CliError(f"--shared {args.shared}: a tray runs at most one shared expert (fuse them into one FFN)")
+    margs = dict(model, experts=args.experts, top_k=args.top_k, shared=args.shared)
+    m = calibrate(synthetic(**margs))
+    print(f"model: synthetic MoE decoder, {args.layers} layers, H={args.H}, {args.experts} experts of I={args.I}, "
+          f"top-{args.top_k}, {args.shared} shared, {args.heads} heads, vocab {args.vocab} (seed {args.seed}); "
+          f"every MoE layer on {args.tiles} {args.config} tiles (golden model; each run loads its layer)", file=human)
+    try:
+        g = run_moe_tray(m, args.prompt, args.tokens, base, args.tiles)
+    except CompileError as e:
+        raise CliError(f"the MoE layer does not fit the tray: {e}") from None
+    L = args.layers
+    rows = []
+    print(f"\n{'pos':>4} {'token':>6} {'tray cycles':>11} {'tray us':>8}  experts per layer   (SAC cycles at "
+          f"{args.clock_mhz:g} MHz)", file=human)
+    tokens = list(args.prompt) + list(g["tokens"])
+    for pos in range(len(g["runs"]) // L):
+        rs = g["runs"][pos * L:(pos + 1) * L]
+        cyc = sum(r["cycles"] for r in rs)
+        rows.append({"position": pos, "input_token": tokens[pos], "tray_cycles": cyc, "tray_us": cyc / args.clock_mhz,
+                     "experts": [r["experts"] for r in rs], "bytes_to_tray": sum(r["bytes_in"] for r in rs),
+                     "bytes_from_tray": sum(r["bytes_out"] for r in rs)})
+        print(f"{pos:>4} {tokens[pos]:>6} {cyc:>11} {cyc / args.clock_mhz:>8.3f}  "
+              + "  ".join(",".join(map(str, r["experts"])) for r in rs), file=human)
+    same = len({r["tray_cycles"] for r in rows}) == 1
+    print(f"\ngenerated: {g['tokens']}", file=human)
+    print(f"tray cycles identical for every token: {'yes' if same else 'NO'}", file=human)
+    for p in g["problems"][:10]:
+        print(f"  {p}", file=human)
+    ok = not g["problems"] and same
+    print("PASS" if ok else "FAIL", file=human)
+    if args.json:
+        _print_json({"ran": False, "engine": "golden model (tray)", "tiles": args.tiles, "tokens": g["tokens"],
+                     "positions": rows, "problems": g["problems"], "passed": ok}, indent=1)
     return EXIT_OK if ok else EXIT_FAIL
 
 
@@ -915,7 +969,8 @@ def build_parser() -> argparse.ArgumentParser:
                     epilog="The tray time is the tile's cycles at --clock-mhz (900 MHz: TSP v1's clock); the GPU\n"
                            "estimate is the KV cache's bytes read per token at --hbm-gbs, an assumption, not a\n"
                            "measurement.\n\nexamples:\n  lpu decode --tokens 8 --sim verilator\n"
-                           "  lpu decode --no-run --layers 2 --tokens 32 --json")
+                           "  lpu decode --no-run --layers 2 --tokens 32 --json\n"
+                           "  lpu decode --no-run --experts 4 --tiles 4 --tokens 8")
     g = p.add_argument_group("model and tile")
     g.add_argument("--model", default="synthetic", help="the model: synthetic (default; seeded random weights)")
     g.add_argument("--tokens", type=_positive, default=8, metavar="N", help="tokens to generate (default: 8)")
@@ -927,6 +982,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--heads", type=_positive, default=2, help="attention heads (default: 2)")
     g.add_argument("--vocab", type=_positive, default=64, help="vocabulary (default: 64)")
     g.add_argument("--seed", type=_nonneg, default=0, help="seed of the synthetic model (default: 0)")
+    g.add_argument("--experts", type=_nonneg, default=0, metavar="E",
+                   help="make every FFN a MoE layer of E routed experts (softmax router), each layer run on a\n"
+                        "tray of --tiles tiles by the golden model (needs --no-run; default: 0, dense)")
+    g.add_argument("--top-k", type=_positive, default=2, metavar="K", help="experts per token with --experts (default: 2)")
+    g.add_argument("--shared", type=_nonneg, default=1, metavar="S", help="shared experts, 0 or 1 (default: 1)")
+    g.add_argument("--tiles", type=int, choices=(1, 2, 4, 8), default=4, help="tiles of the MoE tray (default: 4)")
     g.add_argument("--out-scale-per-channel", action="store_true",
                    help="give each FFN output channel its own int8 scale (folded into its row's\n"
                         "requantisation; the host dequantises with a vector) instead of one per FFN")

@@ -120,6 +120,22 @@ def test_int8_ffns_keep_the_float_models_tokens():
     assert r["top1_agreement"] >= 0.9 and min(r["layer_cosine_mean"]) >= 0.99, r
 
 
+def test_lpu_decode_moe(capsys):
+    """lpu decode --experts: every FFN a MoE layer on a tray of the golden model; the same
+    tray cycles every position, PASS; without --no-run, or with experts that do not divide
+    over the tiles, a clear error (exit 2)."""
+    code = cli.main(["decode", "--no-run", "--experts", "4", "--tiles", "4", "--tokens", "2", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["passed"] and not r["problems"] and len(r["positions"]) == 3 + 2
+    assert len({p["tray_cycles"] for p in r["positions"]}) == 1
+    assert all(len(e) == 2 for p in r["positions"] for e in p["experts"])
+    for argv, msg in ((["--experts", "4"], "golden model only"), (["--no-run", "--experts", "6"], "multiple of --tiles")):
+        assert cli.main(["decode", "--tokens", "1", *argv]) == 2
+        assert msg in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("scales", [[], ["--out-scale-per-channel"]])
 def test_lpu_decode_golden_json(capsys, scales):
     code = cli.main(["decode", "--no-run", "--tokens", "4", "--json", *scales])
