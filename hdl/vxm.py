@@ -346,9 +346,12 @@ class VXM(wiring.Component):
             return round_to_code(m, prod, shift, name) if fp else round_shift(m, prod, shift, name)
 
         def rq(v, mult, shift, name):
+            """A whole requantisation (product and rounding) in one stage: the gate's."""
+            if not fp:
+                return requantise(m, v, mult, shift, name)
             prod = Signal(signed(len(v) + len(mult) + 1), name=f"{name}_prod")
             m.d.comb += prod.eq(v * mult)
-            return rounded(prod, shift, name)
+            return round_to_code(m, prod, shift, name)
 
         byte = unsigned(8) if fp else signed(8)
         r_a, r_b, r_mc, r_sc = [], [], [], []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -153,7 +154,16 @@ class TileSim:
 
 
 _VERILOG: dict = {}     # (design key, toplevel) -> Verilog converted in this process
-_SOURCES: list[str] = []
+
+
+@functools.cache
+def _design_sources_hash() -> str:
+    """A hash of Amaranth's version and every source the designs are made from."""
+    import amaranth
+    h = hashlib.sha256(amaranth.__version__.encode())
+    for f in sorted([*(ROOT / "hdl").rglob("*.py"), *(ROOT / "lpu_arch").rglob("*.py"), Path(__file__)]):
+        h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
 
 
 def _verilog_cache_file(key, toplevel: str) -> Path | None:
@@ -164,13 +174,7 @@ def _verilog_cache_file(key, toplevel: str) -> Path | None:
     20 s) and any change to the HDL converts anew.  ``None`` without a key."""
     if key is None:
         return None
-    if not _SOURCES:
-        import amaranth
-        h = hashlib.sha256(amaranth.__version__.encode())
-        for f in sorted([*(ROOT / "hdl").rglob("*.py"), *(ROOT / "lpu_arch").rglob("*.py"), Path(__file__)]):
-            h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes())
-        _SOURCES.append(h.hexdigest())
-    name = hashlib.sha256(f"{_SOURCES[0]}|{toplevel}|{key!r}".encode()).hexdigest()[:32]
+    name = hashlib.sha256(f"{_design_sources_hash()}|{toplevel}|{key!r}".encode()).hexdigest()[:32]
     return BUILD / "verilog" / f"{toplevel}-{name}.v"
 
 
