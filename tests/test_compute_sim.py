@@ -20,7 +20,7 @@ from lpu_arch.vxm import param_words, reset_words, table_words
 from sim.runner import job, observed_events
 from sim.scoreboard import check_run
 
-from .helpers import get_sim
+from .helpers import ONE_SIM, get_sim
 
 pytestmark = pytest.mark.sim
 
@@ -499,6 +499,7 @@ def test_vxm_memories_read_back(simulator):
     assert res[1]["vxm_words"] == list(reset_words(cfg))
 
 
+@pytest.mark.parametrize("simulator", ONE_SIM)
 def test_vop_over_uart(simulator):
     """The VXM's parameters and table loaded over the UART host bridge (the shared driver):
     VOPs on empty streams (A = B = 0) show the biases, multipliers, shifts and table."""

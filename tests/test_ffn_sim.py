@@ -18,7 +18,7 @@ from sim.cli import DECODE_TILE
 from sim.runner import job
 from sim.scoreboard import check_run, diff_runs, output_rows
 
-from .helpers import SIMS, get_sim
+from .helpers import ONE_SIM, SIMS, get_sim
 
 CASES = {
     "tiny": [("swiglu", 4, 4, 1), ("swiglu", 5, 7, 1), ("classic", 6, 10, 3), ("classic", 8, 12, 4),
@@ -55,9 +55,17 @@ def run_ffns(preset, simulator, cases, seed=0, sets=()):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("preset", ["tiny", "board", "default"])
+@pytest.mark.parametrize("preset", ["tiny", "default"])
 def test_ffn_on_rtl(simulator, preset):
     run_ffns(preset, simulator, CASES[preset])
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("simulator", ONE_SIM)
+def test_ffn_on_the_board_tile(simulator):
+    """The FPGA preset: the same HDL as the tiny and default tiles, at 8 lanes and 4
+    streams, on one simulator (``helpers.ONE_SIM``)."""
+    run_ffns("board", simulator, CASES["board"])
 
 
 @pytest.mark.sim

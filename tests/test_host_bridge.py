@@ -11,9 +11,12 @@ from firmware_gen.schedule import Scheduler
 from sim.runner import TileSim, job
 from sim.scoreboard import check_run
 
+from .helpers import ONE_SIM
+
 pytestmark = pytest.mark.sim
 
 
+@pytest.mark.parametrize("simulator", ONE_SIM)
 def test_program_over_uart(simulator):
     cfg = TileConfig.tiny()
     rng = np.random.default_rng(4)
