@@ -23,6 +23,9 @@ SIMS = [s for s in os.environ.get("LPU_SIMS", "verilator,icarus").split(",") if 
 # which builds a design in seconds where Verilator takes half a minute or more.  Both
 # simulators still agree cycle for cycle on the same HDL in the tests that run on each.
 ONE_SIM = ["icarus"] if "icarus" in SIMS else SIMS[:1]
+# The one simulator for long runs (hundreds of thousands of cycles) of a design that other
+# tests run on both simulators: Verilator, which runs them tens of times faster.
+FAST_SIM = ["verilator"] if "verilator" in SIMS else SIMS[:1]
 
 _built = {}
 

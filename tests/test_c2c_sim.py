@@ -17,7 +17,7 @@ from sim.demo_c2c import c2c_config, check_tiles, exchange, without_runtime_desk
 from sim.runner import observed_events, system_run
 from sim.scoreboard import diff_runs
 
-from .helpers import SIMS
+from .helpers import FAST_SIM, SIMS
 
 pytestmark = pytest.mark.sim
 
@@ -107,6 +107,7 @@ def test_simulators_agree():
         assert not problems, f"tile {t}:\n" + "\n".join(problems)
 
 
+@pytest.mark.parametrize("simulator", FAST_SIM)
 def test_long_run_hac_error_and_buffers(simulator):
     """> 100,000 cycles at +max_ppm against -max_ppm, vectors spread over the whole run so
     that every RUNTIME_DESKEW matters: HAC error within HAC_ERROR_MAX, buffers never over-
@@ -127,6 +128,7 @@ def test_long_run_hac_error_and_buffers(simulator):
           f"elastic {res['elastic_level']}, stalled {stalls}, wall {res['wall_run_s']:.1f} s")
 
 
+@pytest.mark.parametrize("simulator", FAST_SIM)
 def test_outside_the_specification_is_flagged(simulator):
     """Clocks 5x beyond max_ppm, or a program without its RUNTIME_DESKEWs, raise a sticky
     fault the host reads (late / underflow / overflow / lock lost); a clean run in the same
