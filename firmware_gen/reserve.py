@@ -169,10 +169,11 @@ DESKEW_OPS = frozenset({Op.DESKEW, Op.RUNTIME_DESKEW})
 
 
 def take_deskew(cfg, res: Reservations, timed: dict, cycle: int) -> None:
-    """Reserve and emit the deskew of SAC ``cycle``: DESKEW at 0 (program start), else a
-    RUNTIME_DESKEW (on multiples of ``c2c.deskew_interval``, the same cycles on every tile)."""
-    ins = (Instr.compute(Op.DESKEW, 0, EAST) if cycle == 0 else
-           Instr.compute(Op.RUNTIME_DESKEW, 0, EAST, slack=c2c.deskew_slack(cfg)))
+    """Reserve and emit the RUNTIME_DESKEW of SAC ``cycle`` (on multiples of
+    ``c2c.deskew_interval``, the same cycles on every tile).  The one at 0 (program start,
+    slack ``c2c.START_SLACK``) aligns every tile to the ``START_HAC`` it was armed with."""
+    slack = c2c.START_SLACK if cycle == 0 else c2c.deskew_slack(cfg)
+    ins = Instr.compute(Op.RUNTIME_DESKEW, 0, EAST, slack=slack)
     res.take_slot(DESKEW_SLICE, cycle, ins.op.name)
     timed[DESKEW_SLICE].append((cycle, ins))
 

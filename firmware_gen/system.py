@@ -10,8 +10,9 @@ vector from tile A to tile B is::
 The scheduler keeps one vector per link per ``flits_per_vector`` cycles (bandwidth),
 receive order equal to send order (the receive buffer is a FIFO), and at most
 ``rx_depth`` vectors between SEND and RECV on any link (buffer depth).  Every tile's
-program starts with ``DESKEW`` and gets a ``RUNTIME_DESKEW`` every
-``c2c.deskew_interval`` cycles, on the same SAC cycles in every tile.
+program has a ``RUNTIME_DESKEW`` every ``c2c.deskew_interval`` cycles from SAC 0 (the
+first one, of slack ``c2c.START_SLACK``, aligns the tiles to the ``START_HAC`` they were
+armed with), on the same SAC cycles in every tile.
 """
 
 from __future__ import annotations
@@ -25,9 +26,23 @@ from lpu_arch.config import ConfigError, TileConfig
 from lpu_arch.timing import done_cycles
 from lpu_arch.topology import Topology
 from lpu_arch.isa import C2C_LATENCY, EAST, READ_LATENCY, WEST, Instr, Op
+from .archmodel import expand
 from .program import Program
-from .reserve import Reservations, last_work, lower, strip_deskews, take_deskew
+from .reserve import DESKEW_SLICE, Reservations, last_work, lower, strip_deskews, take_deskew
 from .schedule import PredictedWrite, ScheduleError
+
+def deskew_slacks(program: Program) -> int:
+    """Slack cycles of every RUNTIME_DESKEW a tile's program issues: the wall cycles (HAC)
+    its deskews stall a tile that keeps to its HAC (``c2c.wall_cycles``)."""
+    issued, _ = expand(program.queues.get(DESKEW_SLICE, []))
+    return sum(ins.count for _, ins in issued if ins.op == Op.RUNTIME_DESKEW)
+
+
+def wall_cycles(programs: list[Program], cycles: list[int], lead: int = c2c.START_LEAD) -> int:
+    """Predicted wall cycles (HAC) of an armed run of ``programs`` from the host's HAC read
+    to the last tile's done, each tile's SAC ``cycles`` given (``c2c.wall_cycles``)."""
+    return max(c2c.wall_cycles(p.config, c, deskew_slacks(p), lead) for p, c in zip(programs, cycles))
+
 
 class LinkBook:
     """Per-link bookkeeping shared by every multi-tile scheduler: one vector per

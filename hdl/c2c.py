@@ -585,7 +585,10 @@ class DeskewUnit(wiring.Component):
       is the SAC of the issue cycle.
     Both release on the first cycle with ``hac - target >= 0`` (signed), so a HAC that a
     SYNC moves by a cycle across the target still releases there.  On release,
-    ``offset = hac - (sac + 1)``: the next SAC cycle runs at that HAC.  A RUNTIME_DESKEW
+    ``offset = hac - (sac + 1)``: the next SAC cycle runs at that HAC.  ``load`` (the tile
+    armed with ``START_HAC`` starting) sets ``offset = load_offset`` (that ``START_HAC``:
+    SAC cycle 0 runs at it), so a program's first RUNTIME_DESKEW releases relative to the
+    start every tile was armed with, without waiting for an epoch boundary.  A RUNTIME_DESKEW
     released more than ``HAC_ERROR_MAX`` cycles after its target sets the sticky ``late``.
 
     Every stall is bounded: a DESKEW may stall ``c2c.deskew_stall_max(cfg)`` cycles, a
@@ -601,6 +604,7 @@ class DeskewUnit(wiring.Component):
         super().__init__({
             "hac": In(cfg.HAC_BITS), "sac": In(cfg.HAC_BITS),
             "deskew": In(1), "runtime": In(1), "slack": In(SLACK_BITS), "clear": In(1),
+            "load": In(1), "load_offset": In(cfg.HAC_BITS),
             "stall": Out(1), "late": Out(1), "offset": Out(cfg.HAC_BITS), "waiting": Out(1),
             "stalled_cycles": Out(cfg.HAC_BITS), "timeout": Out(1),
         })
@@ -634,6 +638,8 @@ class DeskewUnit(wiring.Component):
                          waited.eq(0), limit.eq(self.slack + runtime_deskew_stall_extra(cfg))]
         with m.If(self.clear):
             m.d.sync += [self.late.eq(0), self.stalled_cycles.eq(0), self.waiting.eq(0), self.timeout.eq(0)]
+        with m.If(self.load):
+            m.d.sync += self.offset.eq(self.load_offset)
         return m
 
 

@@ -364,9 +364,10 @@ class Tile(wiring.Component):
         csr_write = self.host.we & (region == Region.CSR)
         with m.If(csr_write & (word == Csr.START_HAC)):
             m.d.sync += start_hac.eq(self.host.wdata)
-        due = Signal(32)
+        due, armed_go = Signal(32), Signal()
         m.d.comb += due.eq(hac.hac + 2 - start_hac)
-        m.d.comb += prestart.eq(host_start | (armed & ~self.running & ~start & ~due[31]))
+        m.d.comb += [armed_go.eq(armed & ~self.running & ~start & ~due[31]),
+                     prestart.eq(host_start | armed_go)]
         with m.If(ctrl_write & (self.host.wdata & Ctrl.START_AT_HAC).any()):
             m.d.sync += armed.eq(1)
         with m.If(prestart):
@@ -397,6 +398,7 @@ class Tile(wiring.Component):
         cw, ce = c2cs["C2C_W"], c2cs["C2C_E"]
         m.d.comb += [
             dsk.hac.eq(hac.hac), dsk.sac.eq(sac), dsk.clear.eq(prestart | start),
+            dsk.load.eq(armed_go), dsk.load_offset.eq(start_hac),
             dsk.deskew.eq((cw.deskew | ce.deskew) & ~stall),
             dsk.runtime.eq((cw.runtime | ce.runtime) & ~stall),
             dsk.slack.eq(Mux(cw.runtime, cw.slack, ce.slack)),

@@ -144,23 +144,34 @@ def min_distance(cfg: TileConfig) -> int:
     return TX_START + cfg.flits_per_vector + cfg.link_latency_max + RX_PIPE_MAX + skew
 
 
-# ---- an armed start: the host's lead and the program's first DESKEW --------------------------
+# ---- an armed start: the host's lead and the program's first RUNTIME_DESKEW -----------------
 START_LEAD = 32          # cycles the host allows itself to arm every tile after reading a HAC (it takes 6)
-START_BEFORE_EPOCH = 8   # an armed start's cycle 0 lies this far before an epoch boundary
+START_SLACK = HAC_ERROR_MAX   # slack of a program's first RUNTIME_DESKEW (SAC 0): a tile whose
+                              # HAC a SYNC moved past START_HAC starts up to this late and catches up
 
 
 def armed_start_hac(cfg: TileConfig, hac_now: int, lead: int = START_LEAD) -> int:
-    """The ``START_HAC`` a host arms every tile with, having read ``hac_now``: the first HAC
-    at least ``lead`` cycles later that lies ``START_BEFORE_EPOCH`` cycles before an epoch
-    boundary.  Every tile's cycle 0 is then that HAC of its own (its HAC within
-    ``HAC_ERROR_MAX`` of the root's), so the program's first ``DESKEW`` issues within
-    ``START_BEFORE_EPOCH - HAC_ERROR_MAX`` .. ``START_BEFORE_EPOCH + HAC_ERROR_MAX`` cycles
-    of that boundary on every tile, and each releases at it after a few cycles, instead of
-    waiting up to an epoch.  So a run starts ``lead`` to ``lead + epoch`` cycles after the
-    host read the HAC."""
-    target = hac_now + lead + START_BEFORE_EPOCH
-    boundary = -(-target // cfg.epoch) * cfg.epoch
-    return (boundary - START_BEFORE_EPOCH) % (1 << cfg.HAC_BITS)
+    """The ``START_HAC`` a host arms every tile with, having read ``hac_now``: ``lead``
+    cycles later.  Every tile's cycle 0 is then that HAC of its own (its HAC within
+    ``HAC_ERROR_MAX`` of the root's), the start sets the deskew unit's offset to it, and the
+    program's first instruction, a ``RUNTIME_DESKEW`` of slack ``START_SLACK``, releases
+    every tile on the same HAC cycle ``START_SLACK`` cycles later.  (A program that starts
+    with ``DESKEW`` instead waits for the next epoch boundary, up to ``epoch`` cycles.)"""
+    return (hac_now + lead) % (1 << cfg.HAC_BITS)
+
+
+def wall_cycles(cfg: TileConfig, cycles: int, slacks: int, lead: int = START_LEAD) -> int:
+    """Wall cycles (HAC) of an armed run from the host's HAC read to done, when every tile
+    keeps to its HAC: the arming ``lead``, the program's ``cycles`` (SAC) and the slack of
+    every RUNTIME_DESKEW it issues (``slacks``, the first one's included).  A tile whose
+    clock drifts ends within ``wall_tolerance(cfg)`` of it."""
+    return lead + cycles + slacks
+
+
+def wall_tolerance(cfg: TileConfig) -> int:
+    """How far a tile's done may lie from ``wall_cycles``: the HAC error, the drift since
+    the last RUNTIME_DESKEW and one cycle of phase."""
+    return HAC_ERROR_MAX + drift(cfg, deskew_interval(cfg)) + 1
 
 
 # ---- the deskew stall bound: a stall beyond it is a fault that halts the tile -----------------

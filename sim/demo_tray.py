@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lpu_arch import ConfigError, TileConfig
+from lpu_arch import ConfigError, TileConfig, c2c
 
 from firmware_gen import archmodel
 from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
@@ -35,7 +35,7 @@ from lpu_arch.topology import TILE_COUNTS, Topology
 from firmware_gen.tray import TrayManifest, compile_ffn_tray, tray_config, tray_output
 
 from .runner import SIMULATORS, SimSetupError, SystemSim, observed_events, system_run
-from .scoreboard import check_run
+from .scoreboard import check_run, check_wall
 
 PRESETS = ("tiny", "default")
 
@@ -198,12 +198,16 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
         + (f"; one tile: {ct.single} ({ct.single / man.cycles:.2f}x)" if ct.single else ""))
     lead = (res["start_hac"] - res["hac_read"]) % (1 << 32)
     stalls = max(o["c2c"]["stalled_cycles"] for o in res["tiles"])
-    wall = lead + cycles + stalls
-    say(f"wall cycles (HAC) from the host's HAC read to done: {wall} = start {lead} (arming lead and the wait "
-        f"for an epoch boundary) + {cycles} program + {stalls} deskew stalls")
+    wall, wall_predicted, wall_problems = check_wall(ct.programs, res)
+    wall_ok = not wall_problems and abs(wall - wall_predicted) <= c2c.HAC_ERROR_MAX
+    say(f"wall cycles (HAC) from the host's HAC read to done: {wall} = start {lead} (the arming lead) + "
+        f"{cycles} program + {wall - lead - cycles} deskew slack (each tile stalled at most {stalls} of its own "
+        f"cycles); predicted {wall_predicted} (c2c.wall_cycles): {'as predicted' if wall_ok else 'NOT as predicted'}")
+    for p in wall_problems:
+        say(f"  {p}")
     say(f"HAC error over the run: {lo:+.2f} .. {hi:+.2f} cycles")
     say(f"bit-exact vs integer FFN: {'PASS' if exact else 'FAIL'}")
-    verdict = all(r["passed"] for r in rows) and exact
+    verdict = all(r["passed"] for r in rows) and exact and wall_ok
     repeats = []
     if repeat > 1:
         say(f"\n{'draw':>4}  {'ppm per tile':<{9 * tiles}}  {'cycles per tile':<{5 * tiles}}  trace digest")
@@ -224,7 +228,8 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
         f"cycles {'as predicted' if verdict else 'checked (see above)'}")
     return {"passed": verdict, "simulator": sim, **ct.summary(), "cycles": cycles,
             "latency": {f"{a}-{b}": v for (a, b), v in sorted(lat.items())},
-            "wall_cycles": wall, "start_cycles": lead, "deskew_stall_cycles": stalls,
+            "wall_cycles": wall, "wall_cycles_predicted": wall_predicted, "start_cycles": lead,
+            "deskew_stall_cycles": stalls,
             "arming_cycles": (res["hac_armed"] - res["hac_read"]) % (1 << 32),
             "hac_error": [round(lo, 3), round(hi, 3)],
             "sac_skew": [round(v, 3) for v in res["sac_skew"]] if res.get("sac_skew") else None,

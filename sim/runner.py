@@ -476,7 +476,7 @@ def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phas
     ``ppm[i]``: tile i's clock offset from nominal; ``phase_fs[i]``: its first rising edge
     (random from ``seed`` when None).  The host arms every tile to start at
     ``lpu_arch.c2c.armed_start_hac`` of tile 0's HAC: at least ``start_lead`` cycles
-    (default ``c2c.START_LEAD``) after it read it, just before an epoch boundary.  The testbench samples HAC errors and buffer levels every
+    (default ``c2c.START_LEAD``) after it read it.  The testbench samples HAC errors and buffer levels every
     ``sample_every`` cycles (and keeps up to ``record`` samples as a time series).
     ``inject``: ``[{"tile", "link", "mask", "after_cycles", "count"}]``: XOR ``mask`` into
     ``count`` valid flits leaving that tile on that link, from ``after_cycles`` (sender

@@ -192,3 +192,29 @@ def diff_runs(a: dict, b: dict, what: tuple = ("first", "second")) -> list[str]:
     ra, rb = read_back(a), read_back(b)
     return out + [f"read back {loc[0]}[{loc[1]}]: {what[0]} {ra.get(loc)}, {what[1]} {rb.get(loc)}"
                   for loc in sorted(set(ra) | set(rb)) if ra.get(loc) != rb.get(loc)]
+
+
+def check_wall(programs, result: dict) -> tuple[int, int, list[str]]:
+    """An armed multi-tile run's wall cycles (HAC, from the host's HAC read to the last
+    tile's done): ``(measured, predicted, problems)``.
+
+    Every tile's last deskew offset must be its ``START_HAC`` plus the slack of every
+    RUNTIME_DESKEW its program issued (``firmware_gen.system.deskew_slacks``), within
+    ``HAC_ERROR_MAX`` (a SYNC moving the HAC across a release target): SAC cycle ``s`` then
+    ran at HAC ``offset + s``, so the tile's done lies at HAC ``offset + cycles``, and the
+    prediction is ``c2c.wall_cycles`` (arming lead + slacks + SAC cycles)."""
+    from lpu_arch import c2c
+    from firmware_gen.system import deskew_slacks, wall_cycles
+    wrap = 1 << programs[0].config.HAC_BITS
+    lead = (result["start_hac"] - result["hac_read"]) % wrap
+    measured, problems = [], []
+    for t, (prog, obs) in enumerate(zip(programs, result["tiles"])):
+        want = (result["start_hac"] + deskew_slacks(prog)) % wrap
+        got = obs["c2c"]["deskew_offset"]
+        off = (got - want + wrap // 2) % wrap - wrap // 2
+        if abs(off) > c2c.HAC_ERROR_MAX:
+            problems.append(f"tile {t}: deskew offset {got} at done, predicted START_HAC {result['start_hac']} "
+                            f"+ {deskew_slacks(prog)} cycles of RUNTIME_DESKEW slack = {want} ({off:+d})")
+        measured.append((got - result["hac_read"]) % wrap + obs["cycles"])
+    predicted = wall_cycles(programs, [o["cycles"] for o in result["tiles"]], lead)
+    return max(measured), predicted, problems

@@ -10,9 +10,10 @@ each run it
    ``TileDriver`` per tile, in the tile's clock), concurrently;
 3. waits until every child's HAC is locked (polling ``HAC_STATUS``), reads tile 0's HAC
    and arms every tile to start at ``lpu_arch.c2c.armed_start_hac`` of it (``START_HAC``: at
-   least ``start_lead`` cycles later, just before an epoch boundary, so that the first
-   ``DESKEW`` releases after a few cycles); a lead too short to arm every tile in time is
-   an error;
+   ``start_lead`` cycles later; the start sets every tile's deskew offset to it, so the
+   program's first ``RUNTIME_DESKEW`` releases every tile on one HAC cycle
+   ``c2c.START_SLACK`` cycles later); a lead too short to arm every tile in time is an
+   error;
 4. while the tiles run, samples every few cycles (at one simulation instant) each
    child's HAC error against the root, its SAC skew (how far its program is ahead of the
    root's, while neither is stalled) and every receive and elastic buffer level, and

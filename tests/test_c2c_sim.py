@@ -15,7 +15,7 @@ from firmware_gen import archmodel
 from lpu_arch.hostmap import LINK_FAULTS, Status
 from sim.demo_c2c import c2c_config, check_tiles, exchange, without_runtime_deskews
 from sim.runner import observed_events, system_run
-from sim.scoreboard import diff_runs
+from sim.scoreboard import check_wall, diff_runs
 
 from .helpers import FAST_SIM, SIMS
 
@@ -68,6 +68,14 @@ def assert_clean(result, sched, gold):
         assert obs["c2c"]["locked"] and not obs["c2c"]["lock_lost"] and not obs["c2c"]["late"]
     lo, hi = result["hac_error"]
     assert -c2c.HAC_ERROR_MAX <= lo <= hi <= c2c.HAC_ERROR_MAX, f"{where}: HAC error {lo:.3f}..{hi:.3f}"
+    assert_wall(sched.programs(), result)
+
+
+def assert_wall(programs, result):
+    """The run's wall cycles (HAC) as ``c2c.wall_cycles`` predicts (``scoreboard.check_wall``)."""
+    wall, predicted, problems = check_wall(programs, result)
+    assert not problems and abs(wall - predicted) <= c2c.HAC_ERROR_MAX, \
+        f"run {result['name']}: wall cycles {wall}, predicted {predicted}: {problems}"
 
 
 def test_two_tiles_in_lockstep_under_drift(simulator):
@@ -221,6 +229,7 @@ def test_tray_ffn_on_two_tiles(simulator, kind, H, I, batch):
                              predicted_busy=man.tile[t].busy)
         assert not problems, f"tile {t}:\n" + "\n".join(problems)
         assert not obs["status"] & LINK_FAULTS
+    assert_wall(programs, res)
 
 
 @pytest.mark.parametrize("tiles", [4, pytest.param(8, marks=pytest.mark.long)])
@@ -260,6 +269,7 @@ def test_all_to_all_tiles(tiles):
             problems = check_run(obs, tray_gold[t], man.tile[t].writes, man.tile[t].cycles,
                                  predicted_busy=man.tile[t].busy)
             assert not problems and not obs["status"] & LINK_FAULTS, f"{sim}: tray tile {t}: {problems}"
+        assert_wall(tray, res[0])
         assert_clean(res[1], sched, archmodel.run_system(sched.programs(), topo.peer))
         for t in range(1, tiles):      # every child measured its own link's latency (docs/c2c.md)
             assert res[1]["tiles"][t]["c2c"]["latency"] - lat[(0, t)] in (4, 5)

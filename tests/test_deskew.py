@@ -131,6 +131,34 @@ def test_deskew_bound():
     run_bench(bench)
 
 
+def test_armed_start_sets_the_offset():
+    """``load`` (an armed start) sets ``offset`` to ``START_HAC``: a RUNTIME_DESKEW issued
+    on SAC 0 at that HAC stalls exactly its slack and releases with ``offset`` one slack
+    later (SAC 1 runs at ``START_HAC + 1 + slack``), not late, whatever the offset was."""
+    start_hac, slack = 123_456, c2c.START_SLACK
+
+    async def bench(ctx, dut):
+        for early in (0, 1):      # the tile's HAC on its cycle 0: START_HAC, or one past it
+            ctx.set(dut.load, 1)
+            ctx.set(dut.load_offset, start_hac)
+            ctx.set(dut.clear, 1)
+            await ctx.tick()
+            ctx.set(dut.load, 0)
+            ctx.set(dut.clear, 0)
+            assert ctx.get(dut.offset) == start_hac
+            ctx.set(dut.hac, start_hac + early)
+            ctx.set(dut.sac, 0)
+            ctx.set(dut.runtime, 1)
+            ctx.set(dut.slack, slack)
+            await ctx.tick()
+            ctx.set(dut.runtime, 0)
+            assert await stall_length(ctx, dut, start_hac + early) == (slack - early, False)
+            await ctx.tick()
+            assert ctx.get(dut.offset) == start_hac + slack and not ctx.get(dut.late)
+
+    run_bench(bench)
+
+
 def test_bound_values():
     """The bounds of the tiny and default configurations (docs/c2c.md)."""
     for cfg in (CFG, TileConfig()):
