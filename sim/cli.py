@@ -624,7 +624,7 @@ def _decode_moe(args, base, model, human) -> int:
     from firmware_gen.compile_ffn import CompileError
     from firmware_gen.decoder import calibrate, synthetic
 
-    from .decode import run_moe_tray
+    from .decode import per_position, run_moe_tray
     if not args.no_run:
         raise CliError("--experts: MoE layers run on a tray of the golden model only (add --no-run); the RTL runs "
                        "dense models (docs/afd.md, 'MoE layers on a tray')")
@@ -646,18 +646,19 @@ def _decode_moe(args, base, model, human) -> int:
         raise CliError(f"the MoE layer does not fit the tray: {e}") from None
     L = args.layers
     rows = []
-    print(f"\n{'pos':>4} {'token':>6} {'tray cycles':>11} {'tray us':>8}  experts per layer   (SAC cycles at "
-          f"{args.clock_mhz:g} MHz)", file=human)
+    print(f"\n{'pos':>4} {'token':>6} {'tray cycles':>11} {'wall':>6} {'wall us':>8}  experts per layer   "
+          f"(SAC cycles; wall: HAC cycles from each run's HAC read to done, at {args.clock_mhz:g} MHz)", file=human)
     tokens = list(args.prompt) + list(g["tokens"])
-    for pos in range(len(g["runs"]) // L):
+    cycles, walls = per_position(g["runs"], L), per_position(g["runs"], L, "wall_cycles")
+    for pos, (cyc, wall) in enumerate(zip(cycles, walls)):
         rs = g["runs"][pos * L:(pos + 1) * L]
-        cyc = sum(r["cycles"] for r in rs)
-        rows.append({"position": pos, "input_token": tokens[pos], "tray_cycles": cyc, "tray_us": cyc / args.clock_mhz,
+        rows.append({"position": pos, "input_token": tokens[pos], "tray_cycles": cyc, "wall_cycles": wall,
+                     "tray_us": wall / args.clock_mhz,
                      "experts": [r["experts"] for r in rs], "bytes_to_tray": sum(r["bytes_in"] for r in rs),
                      "bytes_from_tray": sum(r["bytes_out"] for r in rs)})
-        print(f"{pos:>4} {tokens[pos]:>6} {cyc:>11} {cyc / args.clock_mhz:>8.3f}  "
+        print(f"{pos:>4} {tokens[pos]:>6} {cyc:>11} {wall:>6} {wall / args.clock_mhz:>8.3f}  "
               + "  ".join(",".join(map(str, r["experts"])) for r in rs), file=human)
-    same = len({r["tray_cycles"] for r in rows}) == 1
+    same = len({(r["tray_cycles"], r["wall_cycles"]) for r in rows}) == 1
     print(f"\ngenerated: {g['tokens']}", file=human)
     print(f"tray cycles identical for every token: {'yes' if same else 'NO'}", file=human)
     for p in g["problems"][:10]:

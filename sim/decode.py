@@ -140,6 +140,11 @@ def check(setup: DecodeSetup, run: dict, golden: dict | None = None) -> list[str
 MOE_SYNTHETIC = dict(vocab=256, H=64, I=64, layers=2, heads=4, seed=0, experts=8, top_k=2, shared=1)
 
 
+def per_position(runs: list[dict], layers: int, key: str = "cycles") -> list[int]:
+    """``key`` of a loop's runs (one per position and layer, in order) summed per position."""
+    return [sum(r[key] for r in runs[p * layers:(p + 1) * layers]) for p in range(len(runs) // layers)]
+
+
 def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8,
                  mapping: str = "ep") -> dict:
     """The loop of a calibrated decoder whose FFNs are MoE layers (``synthetic(...,
@@ -152,10 +157,13 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
     same for every token.  Each run is checked: every MEM write and every tile's cycle
     count as the compiler predicts, every expert's output bit-exact against
     ``moe.moe_int``; ``problems`` lists what differs.  The layers are not resident: each
-    run loads its layer's experts (the tray holds one MoE layer at a time)."""
+    run loads its layer's experts (the tray holds one MoE layer at a time).  Each run's
+    ``wall_cycles``: its armed runs' HAC cycles from the host's HAC read to done
+    (``system.wall_cycles``: the arming lead, the SAC cycles and the deskews' slack)."""
     from firmware_gen import archmodel
     from firmware_gen.moe import MoeSpec, MoeStages, moe_int
     from firmware_gen.moe_tray import compile_moe
+    from firmware_gen.system import wall_cycles
     from lpu_arch.topology import Topology
 
     cfg = cfg or TileConfig.default()
@@ -169,7 +177,7 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
         mt = compile_moe(spec, xq, cfg, tiles, capacity=min(spec.top_k, spec.E // tiles), mapping=mapping)
         progs, man = mt.programs(), mt.manifest()
         routed, shared = np.zeros((1, spec.top_k, spec.H), np.int64), np.zeros((1, len(spec.shared), spec.H), np.int64)
-        where, cycles = f"position {len(runs) // len(model.layers)}, layer {l}", []
+        where, cycles, wall = f"position {len(runs) // len(model.layers)}, layer {l}", [], 0
         for asg in mt.rounds(idx):
             res = archmodel.run_system(progs, Topology(tiles).peer, bases=mt.bases(asg))
             for t, (r, pred) in enumerate(zip(res, mt.predict(asg))):
@@ -183,10 +191,12 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
             if sh is not None:
                 shared[:, 0] = sh
             cycles.append(max(r.cycles for r in res))
+            wall += wall_cycles(progs, [r.cycles for r in res])
         ref = moe_int(spec, xq, idx)
         if not (np.array_equal(routed, ref.routed) and np.array_equal(shared, ref.shared)):
             problems.append(f"{where}: the experts' outputs are not moe_int's")
         runs.append({"layer": l, "experts": [int(e) for e in idx[0]], "rounds": len(cycles), "cycles": sum(cycles),
+                     "wall_cycles": wall,
                      "per_tile_cycles": list(man.cycles), "bytes_in": int(spec.H * tiles),     # x to every tile
                      "bytes_out": int(spec.H * (spec.top_k + len(spec.shared)))})
         return MoeStages(ref.x, ref.indices, routed.astype(ref.routed.dtype), shared.astype(ref.shared.dtype))

@@ -9,7 +9,7 @@ import pytest
 from firmware_gen.compile_ffn import CompileError
 from firmware_gen.decoder import IntFfn, KvCache, calibrate, generate, step, synthetic, teacher_forced
 from firmware_gen.resident import compile_resident
-from lpu_arch import TileConfig
+from lpu_arch import TileConfig, c2c
 from sim import cli
 from sim.decode import SYNTHETIC, check, decode_setup, run_golden, run_moe_tray
 
@@ -80,6 +80,9 @@ def test_moe_layers_in_the_loop_on_a_tray():
         runs = [r for r in g["runs"] if r["layer"] == l]
         assert len({r["cycles"] for r in runs}) == 1 and all(r["rounds"] == 1 for r in runs)
         assert len({tuple(r["experts"]) for r in runs}) > 1          # the routing changed, the cycles did not
+        # wall cycles: the same every token, the arming lead and the deskews' slack above the program's
+        assert len({r["wall_cycles"] for r in runs}) == 1
+        assert runs[0]["wall_cycles"] >= runs[0]["cycles"] + c2c.START_LEAD + c2c.START_SLACK
     r = teacher_forced(m, np.random.default_rng(7).integers(0, m.vocab, 32))
     assert r["top1_agreement"] >= 0.8 and min(r["layer_cosine_mean"]) >= 0.99, r
     with pytest.raises(CompileError, match="layer 0: a MoE layer"):
