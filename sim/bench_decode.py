@@ -54,12 +54,39 @@ def decode_rows(moe_tokens: int | None = None) -> list[dict]:
                      "bytes_to_tile_per_token": x_bytes, "bytes_from_tile_per_token": y_bytes,
                      "tokens_per_second_at_clock": round(CLOCK_MHZ * 1e6 / wall), "clock_mhz": CLOCK_MHZ,
                      "weights_loaded_once_bytes": rm.loaded_bytes()["weights"],
-                     "host_seconds": round(g["host_s"], 4), "exact": not check(setup, g, g)})
+                     "host_seconds": round(g["host_s"], 4), "exact": not check(setup, g, g),
+                     "batched": batched(setup.model.specs, cfg)})
     rows.append(moe_row(MOE_TOKENS if moe_tokens is None else moe_tokens))
     return rows
 
 
 MOE_TOKENS, MOE_TILES = 8, 8
+BATCH = 4                  # sequences per FFN run for the batched throughput figure
+
+
+def batched(specs: list, cfg: TileConfig, batch: int = BATCH, seed: int = 5) -> dict:
+    """Every layer resident with ``batch`` columns (``compile_resident(..., batch)``: one
+    run per layer serves ``batch`` sequences at the same position), each layer run once on
+    the golden model with random int8 inputs: its cycles as the compiler predicts and y
+    bit-exact against ``numerics.ffn_int``; tokens/s at ``CLOCK_MHZ`` from the wall cycles
+    (cycles + ``START_CYCLES`` per layer), all ``batch`` sequences together."""
+    from firmware_gen.compile_ffn import CompileError
+    from firmware_gen.numerics import ffn_int
+    from firmware_gen.resident import compile_resident, run_layer
+    try:
+        rm = compile_resident(specs, cfg, batch=batch)
+    except CompileError as e:
+        return {"batch": batch, "fits": False, "why": str(e)}
+    rng, exact, mem = np.random.default_rng(seed), True, None
+    for l, ly in enumerate(rm.layers):
+        x = rng.integers(-128, 128, (batch, ly.spec.H))
+        res, y = run_layer(rm, l, x, mem)
+        mem = res.memory
+        exact &= res.cycles == ly.manifest.cycles and np.array_equal(y, ffn_int(ly.spec, x))
+    wall = sum(ly.manifest.cycles + START_CYCLES for ly in rm.layers)
+    return {"batch": batch, "fits": True, "layer_cycles": [ly.manifest.cycles for ly in rm.layers],
+            "wall_cycles_per_step": wall, "tokens_per_second_at_clock": round(batch * CLOCK_MHZ * 1e6 / wall),
+            "exact": bool(exact)}
 
 
 def moe_name() -> str:
@@ -140,11 +167,21 @@ def markdown(rows: list[dict], acc: list[dict]) -> list[str]:
              f"the wall cycles at {CLOCK_MHZ:g} MHz, arithmetic, the tile side alone):", "",
              "| model | tile | layers | cycles per layer | cycles per token | wall per token | same every token | "
              "bytes in / out per token | tokens/s | checks |", "|---|---|---:|---|---:|---:|---|---:|---:|---|"]
+    bat = [(r, r["batched"]) for r in rows if r.get("batched", {}).get("fits")]
     lines += [f"| {r['model']} | {r['config']} {' '.join(r['config_sets'])} | {r['layers']} | "
               f"{', '.join(map(str, r['layer_cycles']))} | {r['cycles_per_token']} | {r['wall_cycles_per_token']} | "
               f"{'yes' if r['identical_every_token'] else 'NO'} | {r['bytes_to_tile_per_token']} / "
               f"{r['bytes_from_tile_per_token']} | {r['tokens_per_second_at_clock']:,} | "
               f"{'pass' if r['exact'] else 'FAIL'} |" for r in rows]
+    if bat:
+        lines += ["", f"The same models with {bat[0][1]['batch']} sequences per FFN run (every layer resident with "
+                  f"{bat[0][1]['batch']} batch columns; each layer run once on the golden model, y bit-exact and cycles "
+                  "as predicted):", "",
+                  "| model | cycles per layer | wall per step | tokens/s (all sequences) | vs batch 1 | checks |",
+                  "|---|---|---:|---:|---:|---|"]
+        lines += [f"| {r['model']} | {', '.join(map(str, b['layer_cycles']))} | {b['wall_cycles_per_step']} | "
+                  f"{b['tokens_per_second_at_clock']:,} | {b['tokens_per_second_at_clock'] / r['tokens_per_second_at_clock']:.2f}x | "
+                  f"{'pass' if b['exact'] else 'FAIL'} |" for r, b in bat]
     lines += ["", "Teacher forcing over 64 positions, int8 (or FP8) FFNs against float (the rest float in both):", "",
               "| model | top-1 agreement | FFN cosine per layer (mean) | min |", "|---|---:|---|---:|"]
     lines += [f"| {a['model']} | {a['top1_agreement']:.1%} | {', '.join(f'{c:.4f}' for c in a['layer_cosine_mean'])} | "
