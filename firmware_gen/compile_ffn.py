@@ -207,6 +207,20 @@ class StoreH(HRoute):
         plan.h_stored[(i, b)] = (m, addr, t_w)
 
 
+def x_image(x_rows: list, x_int8, lanes: int, H: int) -> dict:
+    """``{slice: {row: vector}}``: the MEM rows of int8 input ``x`` ((H,) or (B, H)) at a
+    plan's ``x_rows`` ((slice, addr, block, column) of every copy of x), to write before a
+    run of a program compiled for another x (the schedule does not depend on x's values)."""
+    x = np.atleast_2d(np.asarray(x_int8, np.int64))
+    out = {}
+    for m, a, k, b in x_rows:
+        v = np.zeros(lanes, np.int64)
+        part = x[b, k * lanes:min((k + 1) * lanes, H)]
+        v[:len(part)] = part
+        out.setdefault(m, {})[a] = [int(u) & 0xFF for u in v]
+    return out
+
+
 class FfnPlan:
     """The placement of one FFN (or one tile's share of it) on one tile.
 

@@ -23,7 +23,7 @@ from lpu_arch.config import TileConfig
 from lpu_arch.isa import Instr
 from lpu_arch.vxm import TABLE_SIZE, VXM_FIELDS
 
-from .compile_ffn import CompileError, FfnPlan, Manifest
+from .compile_ffn import CompileError, FfnPlan, Manifest, x_image
 from .numerics import FfnSpec, NumericsError, ffn_int
 from .program import Program
 
@@ -43,15 +43,7 @@ class ResidentLayer:
     def x_image(self, x_int8) -> dict:
         """``{slice: {row: vector}}``: the rows of int8 input ``x`` ((H,) or (B, H)) the host
         writes before starting the layer."""
-        x = np.atleast_2d(np.asarray(x_int8, np.int64))
-        L, H = self.lanes, self.spec.H
-        out = {}
-        for m, a, k, b in self.x_rows:
-            v = np.zeros(L, np.int64)
-            part = x[b, k * L:min((k + 1) * L, H)]
-            v[:len(part)] = part
-            out.setdefault(m, {})[a] = [int(u) & 0xFF for u in v]
-        return out
+        return x_image(self.x_rows, x_int8, self.lanes, self.spec.H)
 
     def y_rows(self) -> dict:
         """``{slice: [rows]}``: where the layer leaves y (to read back after the run)."""

@@ -32,7 +32,7 @@ from lpu_arch.config import TileConfig
 from lpu_arch.isa import C2C_LATENCY, EAST, SXM_LATENCY, WEST, Instr, Op, SxmFlag
 from lpu_arch.topology import Topology
 
-from .compile_ffn import SIDES, CompileError, FfnPlan, HRoute
+from .compile_ffn import SIDES, CompileError, FfnPlan, HRoute, x_image
 from .numerics import FfnSpec, NumericsError
 from .program import Program
 from .reserve import DESKEW_SLICE, last_work, strip_deskews, take_deskew
@@ -362,6 +362,10 @@ def compile_ffn_tray(spec: FfnSpec, x, cfg: TileConfig | None = None, tiles: int
 
     Each tile's :class:`Manifest` predicts its own MEM writes (its share of y's blocks) and
     its cycle count, in SAC time."""
+    return _compile_tray(spec, x, cfg, tiles)[:2]
+
+
+def _compile_tray(spec: FfnSpec, x, cfg: TileConfig | None, tiles: int):
     cfg = cfg or TileConfig.default()
     try:
         tr = plan_tray(cfg, spec, x, tiles)
@@ -372,7 +376,39 @@ def compile_ffn_tray(spec: FfnSpec, x, cfg: TileConfig | None = None, tiles: int
     busy = sum(len(b) for per_tile in tr.book.busy for b in per_tile)
     f = tr.f[0]
     per_link = max(len(p.i_blocks) for p in tr.f) * f.B      # each tile's h, to each other tile on its own link
-    return progs, TrayManifest(tiles, mans, tr.transfers, busy, tr.D, per_link * tr.cfg.flits_per_vector)
+    return progs, TrayManifest(tiles, mans, tr.transfers, busy, tr.D, per_link * tr.cfg.flits_per_vector), tr
+
+
+@dataclass
+class TrayLayer:
+    """A dense FFN compiled once for a tray and run on any input (the decode loop,
+    ``sim.decode.run_dense_tray``): the schedule does not depend on x's values, so a run
+    writes x's rows on every tile (``x_rows[t]``) into the compiled programs' memories."""
+    spec: FfnSpec
+    programs: list                 # Program per tile, compiled for x = 0
+    manifest: TrayManifest         # cycles and output locations (writes predicted for x = 0)
+    x_rows: list                   # per tile: (slice, addr, block, column) of every copy of x
+
+    def programs_for(self, x_int8) -> list[Program]:
+        """Every tile's program with ``x`` ((H,) or (B, H) int8) in its x rows."""
+        out = []
+        for p, rows in zip(self.programs, self.x_rows):
+            mem = {m: a.copy() for m, a in p.memory.items()}
+            for m, r in x_image(rows, x_int8, p.config.lanes, self.spec.H).items():
+                for a, v in r.items():
+                    mem[m][a] = v
+            out.append(Program(p.config, p.queues, mem, p.vxm_params, p.table))
+        return out
+
+    def x_bytes(self) -> int:
+        """Bytes the host writes per run: x's rows on every tile."""
+        return sum(len(rows) for rows in self.x_rows) * self.programs[0].config.lanes
+
+
+def compile_tray_layer(spec: FfnSpec, cfg: TileConfig | None = None, tiles: int = 8, batch: int = 1) -> TrayLayer:
+    """Compile a dense FFN for ``tiles`` tiles once, for inputs of ``batch`` columns."""
+    progs, man, tr = _compile_tray(spec, np.zeros((batch, spec.H), np.int64), cfg, tiles)
+    return TrayLayer(spec, progs, man, [list(f.x_rows) for f in tr.f])
 
 
 def tray_output(manifest: TrayManifest, memories: list, lanes: int, H: int) -> np.ndarray:

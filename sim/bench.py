@@ -377,7 +377,8 @@ def run(args) -> int:
     print("compiling the MoE layer for 8 tiles (golden-model checked under each routing) ...", flush=True)
     moe = moe_rows(cfg) if args.config == "default" else []
     print("running the decode loop on the golden model, and teacher-forced accuracy ...", flush=True)
-    decode, accuracy = decode_rows(moe_tokens=1 if args.quick else None), accuracy_rows(trained=not args.quick)
+    decode = decode_rows(moe_tokens=1 if args.quick else None, trained=not args.quick)
+    accuracy = accuracy_rows(trained=not args.quick)
     if not args.quick:
         print("int8 against FP8 on trained FFN weights (golden model) ...", flush=True)
     formats = [] if args.quick else fp8_rows()

@@ -3,7 +3,9 @@
 Per model: each layer's cycles (the compiler's, checked here against the golden model for
 every position), the tile's cycles per token, the bytes that cross per token each way,
 the tokens per second the tile side allows at ``CLOCK_MHZ`` (arithmetic on those cycles),
-and whether every check of ``sim.decode.check`` passed; and the teacher-forced accuracy
+and whether every check of ``sim.decode.check`` passed (the MoE decoder and, when its
+package is installed, all-MiniLM-L6-v2 as a decoder run every FFN on a tray of tiles:
+``decode.run_moe_tray``, ``decode.run_dense_tray``); and the teacher-forced accuracy
 of the int8 FFNs against float, on the synthetic decoders and on all-MiniLM-L6-v2's
 trained FFNs in a synthetic decoder (when its package is installed); and on
 all-MiniLM-L6-v2 itself run as a decoder (``decoder.from_bert``: every weight trained),
@@ -22,7 +24,7 @@ from firmware_gen.decoder import (CALIBRATION_TEXT, EVAL_TEXT, calibrate, from_b
 from firmware_gen.weights import find_packaged_model
 from lpu_arch import TileConfig
 
-from .decode import MOE_SYNTHETIC, check, decode_setup, per_position, run_golden, run_moe_tray
+from .decode import MOE_SYNTHETIC, check, decode_setup, per_position, run_dense_tray, run_golden, run_moe_tray
 
 START_CYCLES = 2           # a single tile started with Ctrl.START: cycle 0 is the second cycle after the write
 CLOCK_MHZ = 900.0          # TSP v1's clock (design brief, section 2): an assumption for the tile's time
@@ -34,7 +36,7 @@ DECODE_MODELS = (          # (name, tile, --set, synthetic's arguments, tokens)
 )
 
 
-def decode_rows(moe_tokens: int | None = None) -> list[dict]:
+def decode_rows(moe_tokens: int | None = None, trained: bool = True) -> list[dict]:
     rows = []
     for name, preset, sets, model, tokens in DECODE_MODELS:
         cfg = TileConfig.preset(preset).with_overrides(list(sets))
@@ -57,7 +59,38 @@ def decode_rows(moe_tokens: int | None = None) -> list[dict]:
                      "host_seconds": round(g["host_s"], 4), "exact": not check(setup, g, g),
                      "batched": batched(setup.model.specs, cfg)})
     rows.append(moe_row(MOE_TOKENS if moe_tokens is None else moe_tokens))
+    path = find_packaged_model() if trained else None
+    if path is not None:
+        rows.append(bert_tray_row(path))
     return rows
+
+
+BERT_TRAY_TILES, BERT_TRAY_PROMPT, BERT_TRAY_TOKENS = 8, 4, 2
+
+
+def bert_tray_row(path) -> dict:
+    """all-MiniLM-L6-v2 run as a decoder, int8 FFNs with one output scale per channel
+    (calibrated on ``CALIBRATION_TEXT``), every FFN (1.18 MB of weights: larger than one
+    default tile) on ``BERT_TRAY_TILES`` default tiles (``decode.run_dense_tray``, the
+    system golden model), prompted with the first ``BERT_TRAY_PROMPT`` tokens of
+    ``EVAL_TEXT``, ``BERT_TRAY_TOKENS`` generated."""
+    model, vocab = from_bert(path)
+    m = calibrate(model, wordpiece(CALIBRATION_TEXT, vocab), out_scale_per_row=True)
+    g = run_dense_tray(m, wordpiece(EVAL_TEXT, vocab)[:BERT_TRAY_PROMPT], BERT_TRAY_TOKENS, TileConfig.default(),
+                       BERT_TRAY_TILES)
+    L = len(m.layers)
+    per_pos, wall = per_position(g["runs"], L), per_position(g["runs"], L, "wall_cycles")
+    first = g["runs"][:L]
+    return {"model": "all-MiniLM-L6-v2 as a decoder, int8 FFNs (per channel), every FFN on a tray (loads per run)",
+            "config": f"{BERT_TRAY_TILES} x default", "config_sets": [], "layers": L,
+            "layer_cycles": sorted({r["cycles"] for r in g["runs"]}), "cycles_per_token": per_pos[0],
+            "wall_cycles_per_token": wall[0],
+            "identical_every_token": len(set(per_pos)) == 1 and len(set(wall)) == 1, "positions": len(per_pos),
+            "bytes_to_tile_per_token": sum(r["bytes_in"] for r in first),
+            "bytes_from_tile_per_token": sum(r["bytes_out"] for r in first),
+            "tokens_per_second_at_clock": round(CLOCK_MHZ * 1e6 / wall[0]), "clock_mhz": CLOCK_MHZ,
+            "tiles": BERT_TRAY_TILES, "host_seconds": round(g["host_s"], 4), "exact": not g["problems"],
+            "problems": g["problems"][:5]}
 
 
 MOE_TOKENS, MOE_TILES = 8, 8
@@ -160,8 +193,8 @@ def bert_rows(path, positions: int = 64, formats=(("int8", False), ("int8", True
 
 
 def markdown(rows: list[dict], acc: list[dict]) -> list[str]:
-    lines = ["", "Decode loop (golden model; the dense models' layers resident on one tile, the MoE model's layers "
-             "each on a tray of tiles. Cycles per layer and per token: program cycles (SAC); wall: from each run's "
+    lines = ["", "Decode loop (golden model; the synthetic dense models' layers resident on one tile, the MoE "
+             "model's layers and all-MiniLM-L6-v2's FFNs each on a tray of tiles. Cycles per layer and per token: program cycles (SAC); wall: from each run's "
              "start (the CTRL write on one tile, 2 cycles before cycle 0; the host's HAC read on a tray, whose "
              "armed runs add the 32-cycle arming lead and the deskews' slack, c2c.wall_cycles) to done; tokens/s: "
              f"the wall cycles at {CLOCK_MHZ:g} MHz, arithmetic, the tile side alone):", "",

@@ -546,7 +546,10 @@ def cmd_decode(args) -> int:
     model = {"vocab": args.vocab, "H": args.H, "I": args.I, "layers": args.layers, "heads": args.heads,
              "seed": args.seed}
     if args.experts:
-        return _decode_moe(args, base, model, human)
+        args.tiles = args.tiles or 4
+        return _decode_tray(args, base, model, human)
+    if (args.tiles or 1) > 1:
+        return _decode_tray(args, base, model, human)
     setup = decode_setup(base.to_dict(), model, args.prompt, args.tokens, args.out_scale_per_channel)
     rm = setup.resident
     print(f"model: synthetic decoder, {args.layers} layers, H={args.H}, I={args.I}, {args.heads} heads, vocab "
@@ -618,16 +621,27 @@ def cmd_decode(args) -> int:
     return EXIT_OK if ok else EXIT_FAIL
 
 
-def _decode_moe(args, base, model, human) -> int:
-    """``lpu decode --experts E``: every FFN a MoE layer, each run on a tray of ``--tiles``
-    tiles by the system golden model (``decode.run_moe_tray``)."""
+def _decode_tray(args, base, model, human) -> int:
+    """``lpu decode --experts E`` (every FFN a MoE layer) or ``--tiles N`` (a dense model):
+    each FFN run on a tray of ``--tiles`` tiles by the system golden model
+    (``decode.run_moe_tray``, ``decode.run_dense_tray``)."""
     from firmware_gen.compile_ffn import CompileError
     from firmware_gen.decoder import calibrate, synthetic
 
-    from .decode import per_position, run_moe_tray
+    from .decode import run_dense_tray, run_moe_tray
     if not args.no_run:
-        raise CliError("--experts: MoE layers run on a tray of the golden model only (add --no-run); the RTL runs "
-                       "dense models (docs/afd.md, 'MoE layers on a tray')")
+        raise CliError(f"--{'experts' if args.experts else 'tiles'}: a tray runs in the decode loop on the golden model "
+                       "only (add --no-run); the RTL runs dense models resident on one tile (docs/afd.md)")
+    if not args.experts:
+        m = calibrate(synthetic(**model), out_scale_per_row=args.out_scale_per_channel)
+        print(f"model: synthetic decoder, {args.layers} layers, H={args.H}, I={args.I}, {args.heads} heads, vocab "
+              f"{args.vocab} (seed {args.seed}); every FFN on {args.tiles} {args.config} tiles (golden model; each "
+              "layer compiled once, each run loads its layer)", file=human)
+        try:
+            g = run_dense_tray(m, args.prompt, args.tokens, base, args.tiles)
+        except CompileError as e:
+            raise CliError(f"an FFN does not fit the tray: {e}") from None
+        return _decode_tray_report(args, g, human)
     if args.experts % args.tiles:
         raise CliError(f"--experts {args.experts} must be a multiple of --tiles {args.tiles} (each tile holds the same "
                        "number of experts)")
@@ -644,9 +658,16 @@ def _decode_moe(args, base, model, human) -> int:
         g = run_moe_tray(m, args.prompt, args.tokens, base, args.tiles)
     except CompileError as e:
         raise CliError(f"the MoE layer does not fit the tray: {e}") from None
+    return _decode_tray_report(args, g, human)
+
+
+def _decode_tray_report(args, g: dict, human) -> int:
+    """Per position the tray's program and wall cycles (and each MoE layer's experts)."""
+    from .decode import per_position
     L = args.layers
     rows = []
-    print(f"\n{'pos':>4} {'token':>6} {'tray cycles':>11} {'wall':>6} {'wall us':>8}  experts per layer   "
+    print(f"\n{'pos':>4} {'token':>6} {'tray cycles':>11} {'wall':>6} {'wall us':>8}  "
+          f"{'experts per layer   ' if args.experts else ''}"
           f"(SAC cycles; wall: HAC cycles from each run's HAC read to done, at {args.clock_mhz:g} MHz)", file=human)
     tokens = list(args.prompt) + list(g["tokens"])
     cycles, walls = per_position(g["runs"], L), per_position(g["runs"], L, "wall_cycles")
@@ -654,10 +675,11 @@ def _decode_moe(args, base, model, human) -> int:
         rs = g["runs"][pos * L:(pos + 1) * L]
         rows.append({"position": pos, "input_token": tokens[pos], "tray_cycles": cyc, "wall_cycles": wall,
                      "tray_us": wall / args.clock_mhz,
-                     "experts": [r["experts"] for r in rs], "bytes_to_tray": sum(r["bytes_in"] for r in rs),
+                     **({"experts": [r["experts"] for r in rs]} if args.experts else {}),
+                     "bytes_to_tray": sum(r["bytes_in"] for r in rs),
                      "bytes_from_tray": sum(r["bytes_out"] for r in rs)})
         print(f"{pos:>4} {tokens[pos]:>6} {cyc:>11} {wall:>6} {wall / args.clock_mhz:>8.3f}  "
-              + "  ".join(",".join(map(str, r["experts"])) for r in rs), file=human)
+              + "  ".join(",".join(map(str, r.get("experts", []))) for r in rs), file=human)
     same = len({(r["tray_cycles"], r["wall_cycles"]) for r in rows}) == 1
     print(f"\ngenerated: {g['tokens']}", file=human)
     print(f"tray cycles identical for every token: {'yes' if same else 'NO'}", file=human)
@@ -988,7 +1010,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "tray of --tiles tiles by the golden model (needs --no-run; default: 0, dense)")
     g.add_argument("--top-k", type=_positive, default=2, metavar="K", help="experts per token with --experts (default: 2)")
     g.add_argument("--shared", type=_nonneg, default=1, metavar="S", help="shared experts, 0 or 1 (default: 1)")
-    g.add_argument("--tiles", type=int, choices=(1, 2, 4, 8), default=4, help="tiles of the MoE tray (default: 4)")
+    g.add_argument("--tiles", type=int, choices=(1, 2, 4, 8), default=None,
+                   help="tiles: with --experts, of the MoE tray (default: 4); a dense model on 2, 4 or 8\n"
+                        "runs every FFN on a tray of the golden model (needs --no-run; default: 1, every\n"
+                        "layer resident on one tile)")
     g.add_argument("--out-scale-per-channel", action="store_true",
                    help="give each FFN output channel its own int8 scale (folded into its row's\n"
                         "requantisation; the host dequantises with a vector) instead of one per FFN")

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from firmware_gen.decoder import Decoder, IntFfn, calibrate, generate, synthetic
-from firmware_gen.numerics import ffn_int
+from firmware_gen.compile_ffn import CompileError
+from firmware_gen.numerics import FfnSpec, ffn_int
 from firmware_gen.resident import ResidentModel, compile_resident, run_layer
 from lpu_arch import TileConfig
 
@@ -134,6 +135,64 @@ def check(setup: DecodeSetup, run: dict, golden: dict | None = None) -> list[str
         if once < rm.loaded_bytes()["weights"]:
             problems.append(f"the first run loaded {once} bytes, less than the weights' {rm.loaded_bytes()['weights']}")
     return problems
+
+
+# ---- dense layers larger than one tile, on a tray (golden model) ------------------------------
+def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8) -> dict:
+    """The loop of a calibrated dense decoder with every FFN on a tray of ``tiles`` tiles,
+    all-to-all, by the system golden model (``archmodel.run_system``): each layer compiled
+    once (``tray.compile_tray_layer``), each run writes the token's x into every tile's x
+    rows.  Each run is checked: every tile's cycle count and MEM write (cycle, slice,
+    address) as the tray compiler predicts, y bit-exact against ``numerics.ffn_int``, and a
+    layer's cycles the same for every token; ``problems`` lists what differs.  Each run's
+    ``wall_cycles``: ``system.wall_cycles`` of its armed run.  The layers are not resident
+    beside each other: each run loads its layer (the golden model keeps no SRAM between
+    runs here); a layer too large for the tray is a ``CompileError`` naming the limit."""
+    from firmware_gen import archmodel
+    from firmware_gen.system import wall_cycles
+    from firmware_gen.tray import compile_tray_layer, tray_output
+    from lpu_arch.topology import Topology
+
+    cfg = cfg or TileConfig.default()
+    layers = []
+    for l, spec in enumerate(model.specs):
+        if not isinstance(spec, FfnSpec):
+            raise ValueError(f"layer {l} is not a dense FFN: run_dense_tray runs dense decoders only")
+        try:
+            layers.append(compile_tray_layer(spec, cfg, tiles))
+        except CompileError as e:
+            raise CompileError(f"layer {l}: {e}") from None
+    peer = Topology(tiles).peer
+    runs, problems, timing = [], [], {}
+
+    def tray(l, xq):
+        tl, spec = layers[l], model.specs[l]
+        progs, man = tl.programs_for(xq), tl.manifest
+        res = archmodel.run_system(progs, peer, man.min_distance)
+        where = f"position {len(runs) // len(layers)}, layer {l}"
+        for t, (r, m) in enumerate(zip(res, man.tile)):
+            if [(e.cycle, e.slice, e.addr) for e in r.events] != [(w.cycle, w.slice, w.addr) for w in m.writes]:
+                problems.append(f"{where}, tile {t}: the MEM writes are not at the compiler's cycles and rows")
+            if r.cycles != m.cycles:
+                problems.append(f"{where}, tile {t}: {r.cycles} cycles, the compiler predicted {m.cycles}")
+        y = tray_output(man, [r.memory for r in res], progs[0].config.lanes, spec.H)[0]
+        if not np.array_equal(y, ffn_int(spec, np.asarray(xq, np.int64)[None])[0]):
+            problems.append(f"{where}: y is not the integer FFN's")
+        runs.append({"layer": l, "cycles": max(r.cycles for r in res), "wall_cycles": wall_cycles(progs, [r.cycles for r in res]),
+                     "bytes_in": tl.x_bytes(), "bytes_out": sum(len(m.outputs) for m in man.tile) * progs[0].config.lanes})
+        return y
+
+    new = generate(model, prompt, tokens, IntFfn(model, run=tray), timing)
+    ref = generate(model, prompt, tokens, IntFfn(model), {})
+    if new != ref:
+        problems.append(f"tokens {new}, with ffn_int {ref}")
+    per_layer = {}
+    for r in runs:
+        per_layer.setdefault(r["layer"], set()).add((r["cycles"], r["wall_cycles"]))
+    problems += [f"layer {l}: cycle counts differ between tokens: {sorted(cs)}" for l, cs in per_layer.items()
+                 if len(cs) != 1]
+    return {"tokens": new, "runs": runs, "problems": problems, "host_s": timing.get("host_s", 0.0),
+            "engine": "golden model", "tiles": tiles}
 
 
 # ---- MoE layers on a tray (golden model) ------------------------------------------------------

@@ -11,7 +11,7 @@ from firmware_gen.decoder import IntFfn, KvCache, calibrate, generate, step, syn
 from firmware_gen.resident import compile_resident
 from lpu_arch import TileConfig, c2c
 from sim import cli
-from sim.decode import SYNTHETIC, check, decode_setup, run_golden, run_moe_tray
+from sim.decode import SYNTHETIC, check, decode_setup, run_dense_tray, run_golden, run_moe_tray
 
 from .helpers import SIMS
 
@@ -134,9 +134,41 @@ def test_lpu_decode_moe(capsys):
     assert r["passed"] and not r["problems"] and len(r["positions"]) == 3 + 2
     assert len({p["tray_cycles"] for p in r["positions"]}) == 1
     assert all(len(e) == 2 for p in r["positions"] for e in p["experts"])
-    for argv, msg in ((["--experts", "4"], "golden model only"), (["--no-run", "--experts", "6"], "multiple of --tiles")):
+    code = cli.main(["decode", "--no-run", "--tiles", "2", "--tokens", "2", "--json"])     # a dense model on a tray
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["passed"] and len({(p["tray_cycles"], p["wall_cycles"]) for p in r["positions"]}) == 1
+    for argv, msg in ((["--experts", "4"], "golden model only"), (["--tiles", "2"], "golden model only"),
+                      (["--no-run", "--experts", "6"], "multiple of --tiles")):
         assert cli.main(["decode", "--tokens", "1", *argv]) == 2
         assert msg in capsys.readouterr().err
+
+
+def test_dense_layers_in_the_loop_on_a_tray(monkeypatch):
+    """A dense decoder with every FFN on 2 tiny tiles of the system golden model: each
+    layer compiled once, each run's cycles and write rows as the tray compiler predicts and
+    y ffn_int's (run_dense_tray checks them), the tokens those of the loop with ffn_int,
+    program and wall cycles the same for every token; a wrong y is caught; an FFN larger
+    than the tray names the limit."""
+    from firmware_gen import tray
+    m = calibrate(synthetic(**SYNTHETIC))
+    g = run_dense_tray(m, [1, 2], 3, TileConfig.tiny(), tiles=2)
+    assert not g["problems"], g["problems"]
+    assert g["tokens"] == generate(m, [1, 2], 3, IntFfn(m))
+    assert len(g["runs"]) == len(m.layers) * (2 + 3)
+    for l in range(len(m.layers)):
+        runs = [r for r in g["runs"] if r["layer"] == l]
+        assert len({(r["cycles"], r["wall_cycles"]) for r in runs}) == 1
+        assert runs[0]["wall_cycles"] >= runs[0]["cycles"] + c2c.START_LEAD + c2c.START_SLACK
+    real = tray.tray_output
+    monkeypatch.setattr(tray, "tray_output", lambda *a: real(*a) ^ 1)
+    bad = run_dense_tray(m, [1], 1, TileConfig.tiny(), tiles=2)
+    assert any("y is not the integer FFN's" in p for p in bad["problems"]), bad["problems"]
+    monkeypatch.setattr(tray, "tray_output", real)
+    big = calibrate(synthetic(vocab=64, H=64, I=512, layers=1, heads=2, seed=0))
+    with pytest.raises(CompileError, match="layer 0: the FFN is too large for a tray of 2 tiles"):
+        run_dense_tray(big, [1], 1, TileConfig.tiny(), tiles=2)
 
 
 @pytest.mark.parametrize("scales", [[], ["--out-scale-per-channel"]])
