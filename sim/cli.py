@@ -545,11 +545,9 @@ def cmd_decode(args) -> int:
     base = tile_config(args.config, (*(DECODE_TILE if args.config == "tiny" else ()), *args.set))
     model = {"vocab": args.vocab, "H": args.H, "I": args.I, "layers": args.layers, "heads": args.heads,
              "seed": args.seed}
-    if args.experts:
+    if args.experts or (args.tiles or 1) > 1:     # one layer on the tray at a time: the preset's depths do
         args.tiles = args.tiles or 4
-        return _decode_tray(args, base, model, human)
-    if (args.tiles or 1) > 1:
-        return _decode_tray(args, base, model, human)
+        return _decode_tray(args, tile_config(args.config, args.set), model, human)
     setup = decode_setup(base.to_dict(), model, args.prompt, args.tokens, args.out_scale_per_channel)
     rm = setup.resident
     print(f"model: synthetic decoder, {args.layers} layers, H={args.H}, I={args.I}, {args.heads} heads, vocab "
@@ -628,20 +626,26 @@ def _decode_tray(args, base, model, human) -> int:
     from firmware_gen.compile_ffn import CompileError
     from firmware_gen.decoder import calibrate, synthetic
 
-    from .decode import run_dense_tray, run_moe_tray
-    if not args.no_run:
-        raise CliError(f"--{'experts' if args.experts else 'tiles'}: a tray runs in the decode loop on the golden model "
-                       "only (add --no-run); the RTL runs dense models resident on one tile (docs/afd.md)")
+    from .decode import run_dense_tray, run_dense_tray_rtl, run_moe_tray
     if not args.experts:
-        m = calibrate(synthetic(**model), out_scale_per_row=args.out_scale_per_channel)
+        if args.out_scale_per_channel:
+            raise CliError("--out-scale-per-channel: not with --tiles (a tray's layers use one output scale per FFN)")
+        engine = "golden model" if args.no_run else f"RTL on {args.sim}, every tile on its own clock"
         print(f"model: synthetic decoder, {args.layers} layers, H={args.H}, I={args.I}, {args.heads} heads, vocab "
-              f"{args.vocab} (seed {args.seed}); every FFN on {args.tiles} {args.config} tiles (golden model; each "
+              f"{args.vocab} (seed {args.seed}); every FFN on {args.tiles} {args.config} tiles ({engine}; each "
               "layer compiled once, each run loads its layer)", file=human)
+        from .runner import SimSetupError
         try:
-            g = run_dense_tray(m, args.prompt, args.tokens, base, args.tiles)
+            g = (run_dense_tray(calibrate(synthetic(**model)), args.prompt, args.tokens, base, args.tiles)
+                 if args.no_run else run_dense_tray_rtl(model, args.prompt, args.tokens, base, args.tiles, args.sim))
         except CompileError as e:
             raise CliError(f"an FFN does not fit the tray: {e}") from None
+        except RuntimeError as e:
+            return _testbench_failed(e, args, human, (SimSetupError,), ran=True)
         return _decode_tray_report(args, g, human)
+    if not args.no_run:
+        raise CliError("--experts: MoE layers run on a tray of the golden model only (add --no-run); the RTL runs "
+                       "dense models (docs/afd.md, 'MoE layers on a tray')")
     if args.experts % args.tiles:
         raise CliError(f"--experts {args.experts} must be a multiple of --tiles {args.tiles} (each tile holds the same "
                        "number of experts)")
@@ -670,7 +674,9 @@ def _decode_tray_report(args, g: dict, human) -> int:
           f"{'experts per layer   ' if args.experts else ''}"
           f"(SAC cycles; wall: HAC cycles from each run's HAC read to done, at {args.clock_mhz:g} MHz)", file=human)
     tokens = list(args.prompt) + list(g["tokens"])
-    cycles, walls = per_position(g["runs"], L), per_position(g["runs"], L, "wall_cycles")
+    rtl = g["engine"] == "RTL"          # the RTL's measured cycles, else the golden model's
+    cycles = per_position(g["runs"], L, "rtl_cycles" if rtl else "cycles")
+    walls = per_position(g["runs"], L, "rtl_wall_cycles" if rtl else "wall_cycles")
     for pos, (cyc, wall) in enumerate(zip(cycles, walls)):
         rs = g["runs"][pos * L:(pos + 1) * L]
         rows.append({"position": pos, "input_token": tokens[pos], "tray_cycles": cyc, "wall_cycles": wall,
@@ -688,7 +694,8 @@ def _decode_tray_report(args, g: dict, human) -> int:
     ok = not g["problems"] and same
     print("PASS" if ok else "FAIL", file=human)
     if args.json:
-        _print_json({"ran": False, "engine": "golden model (tray)", "tiles": args.tiles, "tokens": g["tokens"],
+        _print_json({"ran": g["engine"] == "RTL", "engine": f"{g['engine']} (tray)", "tiles": args.tiles,
+                     "tokens": g["tokens"],
                      "positions": rows, "problems": g["problems"], "passed": ok}, indent=1)
     return EXIT_OK if ok else EXIT_FAIL
 
@@ -1012,8 +1019,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--shared", type=_nonneg, default=1, metavar="S", help="shared experts, 0 or 1 (default: 1)")
     g.add_argument("--tiles", type=int, choices=(1, 2, 4, 8), default=None,
                    help="tiles: with --experts, of the MoE tray (default: 4); a dense model on 2, 4 or 8\n"
-                        "runs every FFN on a tray of the golden model (needs --no-run; default: 1, every\n"
-                        "layer resident on one tile)")
+                        "runs every FFN on a tray, of the RTL or with --no-run the golden model (default:\n"
+                        "1, every layer resident on one tile)")
     g.add_argument("--out-scale-per-channel", action="store_true",
                    help="give each FFN output channel its own int8 scale (folded into its row's\n"
                         "requantisation; the host dequantises with a vector) instead of one per FFN")

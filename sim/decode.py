@@ -21,7 +21,7 @@ from firmware_gen.decoder import Decoder, IntFfn, calibrate, generate, synthetic
 from firmware_gen.compile_ffn import CompileError
 from firmware_gen.numerics import FfnSpec, ffn_int
 from firmware_gen.resident import ResidentModel, compile_resident, run_layer
-from lpu_arch import TileConfig
+from lpu_arch import TileConfig, c2c
 
 SYNTHETIC = dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0)   # the tiny test model
 
@@ -193,6 +193,73 @@ def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None =
                  if len(cs) != 1]
     return {"tokens": new, "runs": runs, "problems": problems, "host_s": timing.get("host_s", 0.0),
             "engine": "golden model", "tiles": tiles}
+
+
+def run_dense_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: int = 2,
+                       sim: str = "verilator", clock_seed: int = 1, progress=None) -> dict:
+    """The loop of the synthetic dense decoder ``synthetic(**model_args)`` with every FFN on
+    a tray of ``tiles`` RTL tiles (``hdl/system.py``, every tile on its own clock: random
+    ppm within the specification and wire latencies from ``clock_seed``), the host in the
+    testbench (``sim/tb_decode_tray.py``), one simulator invocation.  Each run is checked
+    against the golden loop (``run_dense_tray``: the same tokens and x) and the system
+    golden model of the same programs: every tile's MEM writes (cycle, slice, address,
+    value) and cycle count (``scoreboard.check_run``), no link fault, y bit-exact against
+    ``numerics.ffn_int``, the run's wall cycles as ``c2c.wall_cycles`` predicts
+    (``scoreboard.check_wall``), and a layer's program and wall cycles the same for every
+    token.  Returns the golden loop's report with ``problems`` extended and, per run, the
+    RTL's cycles and wall cycles."""
+    import random
+
+    from firmware_gen import archmodel
+    from firmware_gen.tray import compile_tray_layer
+    from lpu_arch.topology import Topology
+
+    from .runner import SYSTEM_TIMESCALE, SystemSim, _run
+    from .scoreboard import check_run, check_wall
+
+    model = calibrate(synthetic(**model_args))
+    golden = run_dense_tray(model, prompt, tokens, cfg, tiles)
+    layers = [compile_tray_layer(s, cfg, tiles) for s in model.specs]
+    tcfg = layers[0].programs[0].config
+    rng = random.Random(clock_seed)
+    lat = {p: rng.randint(tcfg.link_latency_min, tcfg.link_latency_max) for p in Topology(tiles).pairs}
+    ppm = [rng.uniform(-tcfg.max_ppm, tcfg.max_ppm) for _ in range(tiles)]
+    system = SystemSim(tcfg, tiles, lat, sim)
+    spec = {"config": tcfg.to_dict(), "tiles": tiles,
+            "decode": {"config": cfg.to_dict(), "tiles": tiles, "model": model_args, "prompt": [int(t) for t in prompt],
+                       "tokens": int(tokens), "ppm": ppm, "seed": clock_seed * 1000}}
+    out, _ = _run(system, "sim.tb_decode_tray", spec, "decode-tray", SYSTEM_TIMESCALE)
+    rtl = out[0]
+    problems = list(golden["problems"])
+    if rtl["tokens"] != golden["tokens"]:
+        problems.append(f"tokens {rtl['tokens']} on the RTL, golden loop {golden['tokens']}")
+    peer = Topology(tiles).peer
+    per_layer = {}
+    for n, (r, g) in enumerate(zip(rtl["runs"], golden["runs"])):
+        l, res = r["layer"], r["result"]
+        where = f"run {n} (position {n // len(layers)}, layer {l})"
+        progs = layers[l].programs_for(r["x"])
+        man = layers[l].manifest
+        gold = archmodel.run_system(progs, peer, man.min_distance)
+        for t, (obs, m) in enumerate(zip(res["tiles"], man.tile)):
+            problems += [f"{where}, tile {t}: {p}" for p in check_run(obs, gold[t], None, m.cycles,
+                                                                      predicted_busy=m.busy)]
+            if obs["fault_names"]:
+                problems.append(f"{where}, tile {t}: link faults {obs['fault_names']}")
+        if r["y"] != [int(v) for v in ffn_int(model.specs[l], np.asarray(r["x"], np.int64)[None])[0]]:
+            problems.append(f"{where}: y is not the integer FFN's")
+        wall, predicted, wall_problems = check_wall(progs, res)
+        problems += [f"{where}: {p}" for p in wall_problems]
+        if abs(wall - predicted) > c2c.HAC_ERROR_MAX:
+            problems.append(f"{where}: {wall} wall cycles, predicted {predicted}")
+        cycles = max(o["cycles"] for o in res["tiles"])
+        g.update({"rtl_cycles": cycles, "rtl_wall_cycles": wall})
+        per_layer.setdefault(l, set()).add((cycles, predicted))
+    if len(rtl["runs"]) != len(golden["runs"]):
+        problems.append(f"{len(rtl['runs'])} FFN runs on the RTL, golden loop {len(golden['runs'])}")
+    problems += [f"layer {l}: cycle counts differ between tokens on the RTL: {sorted(cs)}"
+                 for l, cs in per_layer.items() if len(cs) != 1]
+    return {**golden, "problems": problems, "engine": "RTL", "sim": sim, "rtl_tokens": rtl["tokens"]}
 
 
 # ---- MoE layers on a tray (golden model) ------------------------------------------------------

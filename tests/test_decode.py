@@ -13,7 +13,7 @@ from lpu_arch import TileConfig, c2c
 from sim import cli
 from sim.decode import SYNTHETIC, check, decode_setup, run_dense_tray, run_golden, run_moe_tray
 
-from .helpers import SIMS
+from .helpers import ONE_SIM, SIMS
 
 CFG = TileConfig.tiny().with_overrides(list(cli.DECODE_TILE))
 
@@ -139,7 +139,8 @@ def test_lpu_decode_moe(capsys):
     assert code == 0, err
     r = json.loads(out)
     assert r["passed"] and len({(p["tray_cycles"], p["wall_cycles"]) for p in r["positions"]}) == 1
-    for argv, msg in ((["--experts", "4"], "golden model only"), (["--tiles", "2"], "golden model only"),
+    for argv, msg in ((["--experts", "4"], "golden model only"),
+                      (["--tiles", "2", "--out-scale-per-channel"], "not with --tiles"),
                       (["--no-run", "--experts", "6"], "multiple of --tiles")):
         assert cli.main(["decode", "--tokens", "1", *argv]) == 2
         assert msg in capsys.readouterr().err
@@ -169,6 +170,23 @@ def test_dense_layers_in_the_loop_on_a_tray(monkeypatch):
     big = calibrate(synthetic(vocab=64, H=64, I=512, layers=1, heads=2, seed=0))
     with pytest.raises(CompileError, match="layer 0: the FFN is too large for a tray of 2 tiles"):
         run_dense_tray(big, [1], 1, TileConfig.tiny(), tiles=2)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("simulator", ONE_SIM)
+def test_lpu_decode_on_a_tray_of_rtl_tiles(capsys, simulator):
+    """lpu decode --tiles 2: every FFN of the synthetic decoder on two RTL tiles, each on
+    its own clock; per run every tile's writes, cycles and busy counters against the system
+    golden model, y against ffn_int, the wall cycles as c2c.wall_cycles predicts
+    (run_dense_tray_rtl checks them); the tokens those of the golden loop, the same cycles
+    every token."""
+    code = cli.main(["decode", "--tiles", "2", "--prompt", "1", "--tokens", "1", "--sim", simulator, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["ran"] and r["passed"] and not r["problems"], r["problems"]
+    assert r["tokens"] == run_dense_tray(calibrate(synthetic(**SYNTHETIC)), [1], 1, TileConfig.tiny(), 2)["tokens"]
+    assert len(r["positions"]) == 2 and len({(p["tray_cycles"], p["wall_cycles"]) for p in r["positions"]}) == 1
 
 
 @pytest.mark.parametrize("scales", [[], ["--out-scale-per-channel"]])
