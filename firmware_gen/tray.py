@@ -344,12 +344,16 @@ class _Tray:
         return [f.program() for f in self.f]
 
 
-def plan_tray(cfg: TileConfig, spec: FfnSpec, x, tiles: int, before_phase2=None) -> "_Tray":
+def plan_tray(cfg: TileConfig, spec: FfnSpec, x, tiles: int, before_phase2=None, prepare=None) -> "_Tray":
     """The tray's placed plans: receives deferred past every tile's phase 1, or, when a
     receive buffer would overflow that way, each vector received as soon as it can be.
-    ``before_phase2(tray)``: see :meth:`_Tray.compile`."""
+    ``before_phase2(tray)``: see :meth:`_Tray.compile`; ``prepare(tray)``: called on each
+    attempt before anything is placed (e.g. to start every tile's plan at the rows and
+    parameter entries earlier layers left free, :func:`compile_resident_tray`)."""
     def attempt(defer):
         tr = _Tray(cfg, spec, x, tiles, defer=defer)
+        if prepare is not None:
+            prepare(tr)
         return tr.compile(None if before_phase2 is None else lambda: before_phase2(tr))
     try:
         return attempt(True)
@@ -365,10 +369,10 @@ def compile_ffn_tray(spec: FfnSpec, x, cfg: TileConfig | None = None, tiles: int
     return _compile_tray(spec, x, cfg, tiles)[:2]
 
 
-def _compile_tray(spec: FfnSpec, x, cfg: TileConfig | None, tiles: int):
+def _compile_tray(spec: FfnSpec, x, cfg: TileConfig | None, tiles: int, prepare=None):
     cfg = cfg or TileConfig.default()
     try:
-        tr = plan_tray(cfg, spec, x, tiles)
+        tr = plan_tray(cfg, spec, x, tiles, prepare=prepare)
     except NumericsError as e:
         raise CompileError(str(e)) from None
     progs = tr.programs()
@@ -389,11 +393,13 @@ class TrayLayer:
     manifest: TrayManifest         # cycles and output locations (writes predicted for x = 0)
     x_rows: list                   # per tile: (slice, addr, block, column) of every copy of x
 
-    def programs_for(self, x_int8) -> list[Program]:
-        """Every tile's program with ``x`` ((H,) or (B, H) int8) in its x rows."""
+    def programs_for(self, x_int8, memories=None) -> list[Program]:
+        """Every tile's program with ``x`` ((H,) or (B, H) int8) in its x rows, over
+        ``memories`` (per tile, e.g. the tray's after the previous run; default: the
+        compiled images)."""
         out = []
-        for p, rows in zip(self.programs, self.x_rows):
-            mem = {m: a.copy() for m, a in p.memory.items()}
+        for t, (p, rows) in enumerate(zip(self.programs, self.x_rows)):
+            mem = {m: a.copy() for m, a in (p.memory if memories is None else memories[t]).items()}
             for m, r in x_image(rows, x_int8, p.config.lanes, self.spec.H).items():
                 for a, v in r.items():
                     mem[m][a] = v
@@ -409,6 +415,91 @@ def compile_tray_layer(spec: FfnSpec, cfg: TileConfig | None = None, tiles: int 
     """Compile a dense FFN for ``tiles`` tiles once, for inputs of ``batch`` columns."""
     progs, man, tr = _compile_tray(spec, np.zeros((batch, spec.H), np.int64), cfg, tiles)
     return TrayLayer(spec, progs, man, [list(f.x_rows) for f in tr.f])
+
+
+@dataclass
+class ResidentTray:
+    """Every layer of a dense model resident on a tray (the decode loop's layers larger than
+    one tile, ``sim.decode.run_dense_tray``): per tile, every layer's weights at its own
+    rows, its VXM parameters at its own entries (each naming the layer's activation table)
+    and its program at ``entries[l]`` of every queue (padded with HALT), as
+    ``resident.compile_resident`` does on one tile.  ``layers[l].programs``: layer l's
+    queues alone over the tiles' shared memories, parameters and tables."""
+    layers: list                   # TrayLayer per layer
+    entries: list                  # the instruction layer l begins at, on every tile and queue
+    images: list                   # per tile: queue name -> 64-bit words of every layer
+    memory: list                   # per tile: slice -> (mem_depth, lanes) uint8, every layer's weights
+    rows: list                     # per tile: slice -> rows the layers use (weights and x)
+
+    def weight_bytes(self) -> int:
+        """Bytes of the MEM rows every layer uses on every tile (weights and x's rows),
+        loaded once."""
+        lanes = self.layers[0].programs[0].config.lanes
+        return sum(n for per_tile in self.rows for n in per_tile.values()) * lanes
+
+
+def compile_resident_tray(specs: list, cfg: TileConfig | None = None, tiles: int = 8) -> ResidentTray:
+    """Place every layer's dense FFN (``specs``) on a tray of ``tiles`` tiles of ``cfg``, all
+    of them resident; a model that does not fit is a ``CompileError`` naming the limit and
+    the layer where it runs out."""
+    from lpu_arch.vxm import TABLE_SIZE, VXM_FIELDS
+    cfg = cfg or TileConfig.default()
+    if not specs:
+        raise CompileError("a resident model needs at least one layer")
+    if len(specs) > cfg.vxm_tables:
+        raise CompileError(f"{len(specs)} layers need {len(specs)} activation tables (one each); the VXM has "
+                           f"vxm_tables = {cfg.vxm_tables}")
+    tcfg = tray_config(cfg, tiles)
+    state = [({m: 0 for m in tcfg.mem_names}, 0, Program(tcfg).vxm_params.copy()) for _ in range(tiles)]
+    memory = [{m: np.zeros((tcfg.mem_depth, tcfg.lanes), np.uint8) for m in tcfg.mem_names} for _ in range(tiles)]
+    tables = np.tile(np.arange(TABLE_SIZE).astype(np.uint8).astype(np.int8), (cfg.vxm_tables, 1))
+    compiled = []
+    for l, spec in enumerate(specs):
+        if not isinstance(spec, FfnSpec):
+            raise CompileError(f"layer {l}: expected a dense numerics.FfnSpec, got {type(spec).__name__}")
+
+        def prepare(tr, l=l):
+            for t, f in enumerate(tr.f):
+                free, n_params, params = state[t]
+                need = f.capacity_needs()
+                rows = max(free.values()) + need["mem_depth"]
+                if rows > tcfg.mem_depth:
+                    raise CompileError(f"layers 0..{l} need {rows} rows per weight slice on tile {t} (layer {l}: "
+                                       f"{need['mem_depth']}); a MEM slice holds mem_depth = {tcfg.mem_depth}: use "
+                                       "more tiles, a larger mem_depth or fewer layers")
+                if n_params + need["vxm_param_depth"] > tcfg.vxm_param_depth:
+                    raise CompileError(f"layers 0..{l} need {n_params + need['vxm_param_depth']} VXM parameter "
+                                       f"entries on tile {t}; the VXM has vxm_param_depth = {tcfg.vxm_param_depth}")
+                f.next_free, f.n_params, f.params = dict(free), n_params, params.copy()
+        try:
+            progs, man, tr = _compile_tray(spec, np.zeros((1, spec.H), np.int64), cfg, tiles, prepare)
+        except CompileError as e:
+            raise CompileError(f"layer {l}: {e}") from None
+        for t, f in enumerate(tr.f):
+            f.params[state[t][1]:f.n_params, :, VXM_FIELDS.index("table")] = l
+            state[t] = (dict(f.next_free), f.n_params, f.params)
+            for m in tcfg.mem_names:
+                memory[t][m] |= f.memory[m]
+        tables[l] = spec.table
+        compiled.append((spec, progs, man, [list(f.x_rows) for f in tr.f]))
+    halt = Instr.halt().encode()
+    images, entries, entry = [{n: [] for n in tcfg.queue_names} for _ in range(tiles)], [], 0
+    layers = []
+    for spec, progs, man, x_rows in compiled:
+        words = [Program(tcfg, p.queues).images() for p in progs]
+        width = max(len(w) for per_tile in words for w in per_tile.values())
+        for t in range(tiles):
+            for n in tcfg.queue_names:
+                w = words[t].get(n, [halt])
+                images[t][n] += w + [halt] * (width - len(w))
+        entries.append(entry)
+        entry += width
+        layers.append(TrayLayer(spec, [Program(tcfg, p.queues, memory[t], state[t][2], tables)
+                                       for t, p in enumerate(progs)], man, x_rows))
+    if entry > tcfg.iq_depth:
+        raise CompileError(f"the layers' programs need {entry} instructions per queue; a queue holds "
+                           f"iq_depth = {tcfg.iq_depth}")
+    return ResidentTray(layers, entries, images, memory, [dict(s[0]) for s in state])
 
 
 def tray_output(manifest: TrayManifest, memories: list, lanes: int, H: int) -> np.ndarray:

@@ -24,7 +24,7 @@ from firmware_gen.decoder import (CALIBRATION_TEXT, EVAL_TEXT, calibrate, from_b
 from firmware_gen.weights import find_packaged_model
 from lpu_arch import TileConfig
 
-from .decode import MOE_SYNTHETIC, check, decode_setup, per_position, run_dense_tray, run_golden, run_moe_tray
+from .decode import MOE_SYNTHETIC, check, decode_setup, per_position, run_dense_tray_any, run_golden, run_moe_tray
 
 START_CYCLES = 2           # a single tile started with Ctrl.START: cycle 0 is the second cycle after the write
 CLOCK_MHZ = 900.0          # TSP v1's clock (design brief, section 2): an assumption for the tile's time
@@ -76,12 +76,14 @@ def bert_tray_row(path) -> dict:
     ``EVAL_TEXT``, ``BERT_TRAY_TOKENS`` generated."""
     model, vocab = from_bert(path)
     m = calibrate(model, wordpiece(CALIBRATION_TEXT, vocab), out_scale_per_row=True)
-    g = run_dense_tray(m, wordpiece(EVAL_TEXT, vocab)[:BERT_TRAY_PROMPT], BERT_TRAY_TOKENS, TileConfig.default(),
-                       BERT_TRAY_TILES)
+    g = run_dense_tray_any(m, wordpiece(EVAL_TEXT, vocab)[:BERT_TRAY_PROMPT], BERT_TRAY_TOKENS,
+                           TileConfig.default(), BERT_TRAY_TILES)
     L = len(m.layers)
     per_pos, wall = per_position(g["runs"], L), per_position(g["runs"], L, "wall_cycles")
     first = g["runs"][:L]
-    return {"model": "all-MiniLM-L6-v2 as a decoder, int8 FFNs (per channel), every FFN on a tray (loads per run)",
+    return {"model": "all-MiniLM-L6-v2 as a decoder, int8 FFNs (per channel), every FFN on a tray"
+                     + (" (resident)" if g["resident"] else " (loads per run: the layers do not fit together)"),
+            "not_resident": g["not_resident"],
             "config": f"{BERT_TRAY_TILES} x default", "config_sets": [], "layers": L,
             "layer_cycles": sorted({r["cycles"] for r in g["runs"]}), "cycles_per_token": per_pos[0],
             "wall_cycles_per_token": wall[0],

@@ -626,22 +626,28 @@ def _decode_tray(args, base, model, human) -> int:
     from firmware_gen.compile_ffn import CompileError
     from firmware_gen.decoder import calibrate, synthetic
 
-    from .decode import run_dense_tray, run_dense_tray_rtl, run_moe_tray
+    from .decode import run_dense_tray_any, run_dense_tray_rtl, run_moe_tray
     if not args.experts:
         if args.out_scale_per_channel:
             raise CliError("--out-scale-per-channel: not with --tiles (a tray's layers use one output scale per FFN)")
         engine = "golden model" if args.no_run else f"RTL on {args.sim}, every tile on its own clock"
         print(f"model: synthetic decoder, {args.layers} layers, H={args.H}, I={args.I}, {args.heads} heads, vocab "
-              f"{args.vocab} (seed {args.seed}); every FFN on {args.tiles} {args.config} tiles ({engine}; each "
-              "layer compiled once, each run loads its layer)", file=human)
+              f"{args.vocab} (seed {args.seed}); every FFN on {args.tiles} {args.config} tiles ({engine})", file=human)
         from .runner import SimSetupError
         try:
-            g = (run_dense_tray(calibrate(synthetic(**model)), args.prompt, args.tokens, base, args.tiles)
+            g = (run_dense_tray_any(calibrate(synthetic(**model)), args.prompt, args.tokens, base, args.tiles)
                  if args.no_run else run_dense_tray_rtl(model, args.prompt, args.tokens, base, args.tiles, args.sim))
         except CompileError as e:
             raise CliError(f"an FFN does not fit the tray: {e}") from None
         except RuntimeError as e:
             return _testbench_failed(e, args, human, (SimSetupError,), ran=True)
+        if g["resident"]:
+            print(f"tray: every layer resident ({g['loaded_once_bytes']:,} bytes of MEM images loaded once); per "
+                  "run only x crosses", file=human)
+        else:
+            print("tray: each run loads its layer ("
+                  + (f"the layers are not resident: {g['not_resident']}" if g.get("not_resident")
+                     else "the RTL testbench reloads every run") + ")", file=human)
         return _decode_tray_report(args, g, human)
     if not args.no_run:
         raise CliError("--experts: MoE layers run on a tray of the golden model only (add --no-run); the RTL runs "

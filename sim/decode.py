@@ -138,37 +138,49 @@ def check(setup: DecodeSetup, run: dict, golden: dict | None = None) -> list[str
 
 
 # ---- dense layers larger than one tile, on a tray (golden model) ------------------------------
-def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8) -> dict:
+def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8,
+                   resident: bool = True) -> dict:
     """The loop of a calibrated dense decoder with every FFN on a tray of ``tiles`` tiles,
-    all-to-all, by the system golden model (``archmodel.run_system``): each layer compiled
-    once (``tray.compile_tray_layer``), each run writes the token's x into every tile's x
-    rows.  Each run is checked: every tile's cycle count and MEM write (cycle, slice,
-    address) as the tray compiler predicts, y bit-exact against ``numerics.ffn_int``, and a
-    layer's cycles the same for every token; ``problems`` lists what differs.  Each run's
-    ``wall_cycles``: ``system.wall_cycles`` of its armed run.  The layers are not resident
-    beside each other: each run loads its layer (the golden model keeps no SRAM between
-    runs here); a layer too large for the tray is a ``CompileError`` naming the limit."""
+    all-to-all, by the system golden model (``archmodel.run_system``).  ``resident``: every
+    layer placed on the tray at once (``tray.compile_resident_tray``: weights loaded once,
+    the tray's SRAM kept from run to run, each run writes only the token's x into every
+    tile's x rows); a model that does not fit is a ``CompileError`` naming the limit.
+    Else each layer is compiled once on its own (``tray.compile_tray_layer``) and each run
+    loads its layer.  Each run is checked: every tile's cycle count and MEM write (cycle,
+    slice, address) as the tray compiler predicts, y bit-exact against
+    ``numerics.ffn_int``, and a layer's cycles the same for every token; ``problems`` lists
+    what differs.  Each run's ``wall_cycles``: ``system.wall_cycles`` of its armed run."""
     from firmware_gen import archmodel
     from firmware_gen.system import wall_cycles
-    from firmware_gen.tray import compile_tray_layer, tray_output
+    from firmware_gen.tray import compile_resident_tray, compile_tray_layer, tray_output
     from lpu_arch.topology import Topology
 
     cfg = cfg or TileConfig.default()
-    layers = []
     for l, spec in enumerate(model.specs):
         if not isinstance(spec, FfnSpec):
             raise ValueError(f"layer {l} is not a dense FFN: run_dense_tray runs dense decoders only")
-        try:
-            layers.append(compile_tray_layer(spec, cfg, tiles))
-        except CompileError as e:
-            raise CompileError(f"layer {l}: {e}") from None
+    memories, loaded = None, None
+    if resident:
+        rt = compile_resident_tray(model.specs, cfg, tiles)
+        layers, loaded = rt.layers, rt.weight_bytes()
+        memories = [{m: a.copy() for m, a in mem.items()} for mem in rt.memory]
+    else:
+        layers = []
+        for l, spec in enumerate(model.specs):
+            try:
+                layers.append(compile_tray_layer(spec, cfg, tiles))
+            except CompileError as e:
+                raise CompileError(f"layer {l}: {e}") from None
     peer = Topology(tiles).peer
     runs, problems, timing = [], [], {}
 
     def tray(l, xq):
+        nonlocal memories
         tl, spec = layers[l], model.specs[l]
-        progs, man = tl.programs_for(xq), tl.manifest
+        progs, man = tl.programs_for(xq, memories), tl.manifest
         res = archmodel.run_system(progs, peer, man.min_distance)
+        if resident:
+            memories = [r.memory for r in res]
         where = f"position {len(runs) // len(layers)}, layer {l}"
         for t, (r, m) in enumerate(zip(res, man.tile)):
             if [(e.cycle, e.slice, e.addr) for e in r.events] != [(w.cycle, w.slice, w.addr) for w in m.writes]:
@@ -192,7 +204,16 @@ def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None =
     problems += [f"layer {l}: cycle counts differ between tokens: {sorted(cs)}" for l, cs in per_layer.items()
                  if len(cs) != 1]
     return {"tokens": new, "runs": runs, "problems": problems, "host_s": timing.get("host_s", 0.0),
-            "engine": "golden model", "tiles": tiles}
+            "engine": "golden model", "tiles": tiles, "resident": resident, "loaded_once_bytes": loaded}
+
+
+def run_dense_tray_any(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8) -> dict:
+    """:func:`run_dense_tray` with every layer resident when the model fits the tray, else
+    with each run loading its layer; ``not_resident`` says why (the CompileError's limit)."""
+    try:
+        return {**run_dense_tray(model, prompt, tokens, cfg, tiles, resident=True), "not_resident": None}
+    except CompileError as e:
+        return {**run_dense_tray(model, prompt, tokens, cfg, tiles, resident=False), "not_resident": str(e)}
 
 
 def run_dense_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: int = 2,
@@ -218,7 +239,7 @@ def run_dense_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, t
     from .scoreboard import check_run, check_wall
 
     model = calibrate(synthetic(**model_args))
-    golden = run_dense_tray(model, prompt, tokens, cfg, tiles)
+    golden = run_dense_tray(model, prompt, tokens, cfg, tiles, resident=False)     # the RTL's programs
     layers = [compile_tray_layer(s, cfg, tiles) for s in model.specs]
     tcfg = layers[0].programs[0].config
     rng = random.Random(clock_seed)

@@ -154,8 +154,9 @@ def test_dense_layers_in_the_loop_on_a_tray(monkeypatch):
     than the tray names the limit."""
     from firmware_gen import tray
     m = calibrate(synthetic(**SYNTHETIC))
-    g = run_dense_tray(m, [1, 2], 3, TileConfig.tiny(), tiles=2)
+    g = run_dense_tray(m, [1, 2], 3, TileConfig.tiny(), tiles=2)      # every layer resident on the tray
     assert not g["problems"], g["problems"]
+    assert g["resident"] and g["loaded_once_bytes"] > 0
     assert g["tokens"] == generate(m, [1, 2], 3, IntFfn(m))
     assert len(g["runs"]) == len(m.layers) * (2 + 3)
     for l in range(len(m.layers)):
@@ -164,7 +165,7 @@ def test_dense_layers_in_the_loop_on_a_tray(monkeypatch):
         assert runs[0]["wall_cycles"] >= runs[0]["cycles"] + c2c.START_LEAD + c2c.START_SLACK
     real = tray.tray_output
     monkeypatch.setattr(tray, "tray_output", lambda *a: real(*a) ^ 1)
-    bad = run_dense_tray(m, [1], 1, TileConfig.tiny(), tiles=2)
+    bad = run_dense_tray(m, [1], 1, TileConfig.tiny(), tiles=2, resident=False)
     assert any("y is not the integer FFN's" in p for p in bad["problems"]), bad["problems"]
     monkeypatch.setattr(tray, "tray_output", real)
     big = calibrate(synthetic(vocab=64, H=64, I=512, layers=1, heads=2, seed=0))

@@ -89,3 +89,33 @@ def test_limits_are_named():
     ex = example_ffn("swiglu", 64, 256, 1)
     with pytest.raises(CompileError, match=r"too large for a tray of 2 tiles: its weights need \d+ bytes .* holds \d+"):
         compile_ffn_tray(ex.spec, ex.x_int8, TileConfig.tiny(), 2)
+
+
+def test_every_layer_resident_on_a_tray():
+    """compile_resident_tray: layer l's queues begin at entries[l] of every tile's queue
+    images; each layer's golden-model run over the shared memories gives ffn_int's y at
+    the compiler's cycles, the layers one after the other on the same SRAM; too many layers
+    for the SRAM name mem_depth and the layer."""
+    from firmware_gen.decoder import calibrate, synthetic
+    from firmware_gen.program import Program
+    from firmware_gen.tray import compile_resident_tray
+
+    m = calibrate(synthetic(vocab=64, H=8, I=16, layers=3, heads=2, seed=0))
+    cfg = TileConfig.tiny().with_overrides(["mem_depth=128"])
+    rt = compile_resident_tray(m.specs, cfg, 2)
+    assert rt.entries[0] == 0 and rt.entries == sorted(set(rt.entries))
+    mem = [{k: v.copy() for k, v in t.items()} for t in rt.memory]
+    rng = np.random.default_rng(3)
+    for l, ly in enumerate(rt.layers):
+        for t, p in enumerate(ly.programs):
+            for n, words in Program(p.config, p.queues).images().items():
+                assert rt.images[t][n][rt.entries[l]:rt.entries[l] + len(words)] == words, (l, t, n)
+        x = rng.integers(-128, 128, (1, 8))
+        res = archmodel.run_system(ly.programs_for(x, mem), Topology(2).peer, ly.manifest.min_distance)
+        mem = [r.memory for r in res]
+        assert [r.cycles for r in res] == [tm.cycles for tm in ly.manifest.tile]
+        y = tray_output(ly.manifest, mem, cfg.lanes, 8)
+        assert np.array_equal(y, ffn_int(ly.spec, x)), l
+    deep = calibrate(synthetic(vocab=64, H=8, I=16, layers=8, heads=2, seed=0))
+    with pytest.raises(CompileError, match=r"layers 0\.\.\d need \d+ rows per weight slice on tile \d.*mem_depth = 64"):
+        compile_resident_tray(deep.specs, TileConfig.tiny().with_overrides(["vxm_tables=8"]), 2)
