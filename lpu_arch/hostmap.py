@@ -87,7 +87,8 @@ class Csr(enum.IntEnum):
 class Ctrl(enum.IntFlag):
     """Bits of a ``CTRL`` write (ignored while the tile runs)."""
     START = 1          # start now: cycle 0 is the second cycle after the write
-    START_AT_HAC = 2   # arm: start so that cycle 0 is the cycle the HAC equals START_HAC (C2C tiles)
+    START_AT_HAC = 2   # arm: start so that cycle 0 is the cycle the HAC equals START_HAC, and set the
+                       # deskew offset to START_HAC (SAC cycle s runs at HAC START_HAC + s) (C2C tiles)
 
 
 class LinkReg(enum.IntEnum):
