@@ -538,6 +538,22 @@ class MoeTray:
             w.sort(key=lambda p: (p.cycle, cfg.position(p.slice)))
         return out
 
+    def round_problems(self, assignment: dict, results: list) -> list[str]:
+        """What one round's golden-model or hardware results (per tile: ``events`` as
+        ``(cycle, slice, addr, data)`` tuples or trace events, ``cycles``, ``busy``) do not
+        keep of the compiler's promises: every MEM write (:meth:`predict`), every tile's
+        cycle count and busy counters (:meth:`predicted_busy`).  Empty: all kept."""
+        pred, busy, cycles = self.predict(assignment), self.predicted_busy(assignment), self.manifest().cycles
+        problems = []
+        for t, r in enumerate(results):
+            if [e.as_tuple() for e in r.events] != [(w.cycle, w.slice, w.addr, w.data) for w in pred[t]]:
+                problems.append(f"tile {t}: the MEM writes are not the compiler's prediction")
+            if r.cycles != cycles[t]:
+                problems.append(f"tile {t}: {r.cycles} cycles, the compiler predicted {cycles[t]}")
+            if {n: v for n, v in r.busy.items() if v} != {n: v for n, v in busy[t].items() if v}:
+                problems.append(f"tile {t}: busy counters {r.busy}, the compiler predicted {busy[t]}")
+        return problems
+
     def predicted_busy(self, assignment: dict) -> list[dict]:
         """Per tile, the busy counters one round reads: every slice's issues, minus those of
         the slots left off (a skipped READ or VOP is not counted)."""

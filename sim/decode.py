@@ -327,11 +327,7 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
         where, cycles, wall = f"position {len(runs) // len(model.layers)}, layer {l}", [], 0
         for asg in mt.rounds(idx):
             res = archmodel.run_system(progs, Topology(tiles).peer, bases=mt.bases(asg))
-            for t, (r, pred) in enumerate(zip(res, mt.predict(asg))):
-                if [e.as_tuple() for e in r.events] != [(w.cycle, w.slice, w.addr, w.data) for w in pred]:
-                    problems.append(f"{where}, tile {t}: the MEM writes are not the compiler's prediction")
-                if r.cycles != man.cycles[t]:
-                    problems.append(f"{where}, tile {t}: {r.cycles} cycles, the compiler predicted {man.cycles[t]}")
+            problems.extend(f"{where}, {p}" for p in mt.round_problems(asg, res))
             out, sh = mt.outputs(asg, [r.memory for r in res])
             for (b, e), y in out.items():
                 routed[b, list(idx[b]).index(e)] = y
