@@ -292,6 +292,31 @@ def per_position(runs: list[dict], layers: int, key: str = "cycles") -> list[int
     return [sum(r[key] for r in runs[p * layers:(p + 1) * layers]) for p in range(len(runs) // layers)]
 
 
+def compile_moe_run(spec, xq, indices, cfg: TileConfig, tiles: int, mapping: str = "ep"):
+    """One token's run of a MoE layer in the loop: ``(MoeTray, indices (1, k), x (1, H))``,
+    at capacity ``min(top_k, experts per tile)`` so that every routing takes one round."""
+    from firmware_gen.moe_tray import compile_moe
+    idx, xq = np.atleast_2d(indices), np.atleast_2d(xq)
+    return compile_moe(spec, xq, cfg, tiles, capacity=min(spec.top_k, spec.E // tiles), mapping=mapping), idx, xq
+
+
+def moe_stages(mt, spec, xq, idx, rounds):
+    """The experts' int8 outputs of a run read from each round's tiles' final MEM contents
+    (``rounds``: ``[(assignment, memories per tile)]``), as a ``moe.MoeStages`` for the
+    host's ``combine``."""
+    from firmware_gen.moe import MoeStages, moe_int
+    ref = moe_int(spec, xq, idx)
+    routed = np.zeros(ref.routed.shape, np.int64)
+    shared = np.zeros(ref.shared.shape, np.int64)
+    for asg, memories in rounds:
+        out, sh = mt.outputs(asg, memories)
+        for (b, e), y in out.items():
+            routed[b, list(idx[b]).index(e)] = y
+        if sh is not None:
+            shared[:, 0] = sh
+    return MoeStages(ref.x, ref.indices, routed.astype(ref.routed.dtype), shared.astype(ref.shared.dtype))
+
+
 def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8,
                  mapping: str = "ep") -> dict:
     """The loop of a calibrated decoder whose FFNs are MoE layers (``synthetic(...,
@@ -308,8 +333,7 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
     ``wall_cycles``: its armed runs' HAC cycles from the host's HAC read to done
     (``system.wall_cycles``: the arming lead, the SAC cycles and the deskews' slack)."""
     from firmware_gen import archmodel
-    from firmware_gen.moe import MoeSpec, MoeStages, moe_int
-    from firmware_gen.moe_tray import compile_moe
+    from firmware_gen.moe import MoeSpec, moe_int
     from firmware_gen.system import wall_cycles
     from lpu_arch.topology import Topology
 
@@ -320,29 +344,24 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
         spec = model.specs[l]
         if not isinstance(spec, MoeSpec):
             raise ValueError(f"layer {l} is not a MoE layer: run_moe_tray runs MoE decoders only")
-        idx, xq = np.atleast_2d(indices), np.atleast_2d(xq)
-        mt = compile_moe(spec, xq, cfg, tiles, capacity=min(spec.top_k, spec.E // tiles), mapping=mapping)
+        mt, idx, xq = compile_moe_run(spec, xq, indices, cfg, tiles, mapping)
         progs, man = mt.programs(), mt.manifest()
-        routed, shared = np.zeros((1, spec.top_k, spec.H), np.int64), np.zeros((1, len(spec.shared), spec.H), np.int64)
-        where, cycles, wall = f"position {len(runs) // len(model.layers)}, layer {l}", [], 0
+        where, cycles, wall, rounds = f"position {len(runs) // len(model.layers)}, layer {l}", [], 0, []
         for asg in mt.rounds(idx):
             res = archmodel.run_system(progs, Topology(tiles).peer, bases=mt.bases(asg))
             problems.extend(f"{where}, {p}" for p in mt.round_problems(asg, res))
-            out, sh = mt.outputs(asg, [r.memory for r in res])
-            for (b, e), y in out.items():
-                routed[b, list(idx[b]).index(e)] = y
-            if sh is not None:
-                shared[:, 0] = sh
+            rounds.append((asg, [r.memory for r in res]))
             cycles.append(max(r.cycles for r in res))
             wall += wall_cycles(progs, [r.cycles for r in res])
+        stages = moe_stages(mt, spec, xq, idx, rounds)
         ref = moe_int(spec, xq, idx)
-        if not (np.array_equal(routed, ref.routed) and np.array_equal(shared, ref.shared)):
+        if not (np.array_equal(stages.routed, ref.routed) and np.array_equal(stages.shared, ref.shared)):
             problems.append(f"{where}: the experts' outputs are not moe_int's")
         runs.append({"layer": l, "experts": [int(e) for e in idx[0]], "rounds": len(cycles), "cycles": sum(cycles),
                      "wall_cycles": wall,
                      "per_tile_cycles": list(man.cycles), "bytes_in": int(spec.H * tiles),     # x to every tile
                      "bytes_out": int(spec.H * (spec.top_k + len(spec.shared)))})
-        return MoeStages(ref.x, ref.indices, routed.astype(ref.routed.dtype), shared.astype(ref.shared.dtype))
+        return stages
 
     new = generate(model, prompt, tokens, IntFfn(model, run_moe=tray), timing)
     ref = generate(model, prompt, tokens, IntFfn(model), {})
