@@ -626,7 +626,7 @@ def _decode_tray(args, base, model, human) -> int:
     from firmware_gen.compile_ffn import CompileError
     from firmware_gen.decoder import calibrate, synthetic
 
-    from .decode import run_dense_tray_any, run_dense_tray_rtl, run_moe_tray
+    from .decode import run_dense_tray_any, run_moe_tray, run_tray_rtl
     if not args.experts:
         if args.out_scale_per_channel:
             raise CliError("--out-scale-per-channel: not with --tiles (a tray's layers use one output scale per FFN)")
@@ -636,7 +636,7 @@ def _decode_tray(args, base, model, human) -> int:
         from .runner import SimSetupError
         try:
             g = (run_dense_tray_any(calibrate(synthetic(**model)), args.prompt, args.tokens, base, args.tiles)
-                 if args.no_run else run_dense_tray_rtl(model, args.prompt, args.tokens, base, args.tiles, args.sim))
+                 if args.no_run else run_tray_rtl(model, args.prompt, args.tokens, base, args.tiles, args.sim))
         except CompileError as e:
             raise CliError(f"an FFN does not fit the tray: {e}") from None
         except RuntimeError as e:
@@ -649,9 +649,6 @@ def _decode_tray(args, base, model, human) -> int:
                   + (f"the layers are not resident: {g['not_resident']}" if g.get("not_resident")
                      else "the RTL testbench reloads every run") + ")", file=human)
         return _decode_tray_report(args, g, human)
-    if not args.no_run:
-        raise CliError("--experts: MoE layers run on a tray of the golden model only (add --no-run); the RTL runs "
-                       "dense models (docs/afd.md, 'MoE layers on a tray')")
     if args.experts % args.tiles:
         raise CliError(f"--experts {args.experts} must be a multiple of --tiles {args.tiles} (each tile holds the same "
                        "number of experts)")
@@ -660,14 +657,18 @@ def _decode_tray(args, base, model, human) -> int:
     if args.shared > 1:
         raise CliError(f"--shared {args.shared}: a tray runs at most one shared expert (fuse them into one FFN)")
     margs = dict(model, experts=args.experts, top_k=args.top_k, shared=args.shared)
-    m = calibrate(synthetic(**margs))
+    engine = "golden model" if args.no_run else f"RTL on {args.sim}, every tile on its own clock"
     print(f"model: synthetic MoE decoder, {args.layers} layers, H={args.H}, {args.experts} experts of I={args.I}, "
           f"top-{args.top_k}, {args.shared} shared, {args.heads} heads, vocab {args.vocab} (seed {args.seed}); "
-          f"every MoE layer on {args.tiles} {args.config} tiles (golden model; each run loads its layer)", file=human)
+          f"every MoE layer on {args.tiles} {args.config} tiles ({engine}; each run loads its layer)", file=human)
+    from .runner import SimSetupError
     try:
-        g = run_moe_tray(m, args.prompt, args.tokens, base, args.tiles)
+        g = (run_moe_tray(calibrate(synthetic(**margs)), args.prompt, args.tokens, base, args.tiles) if args.no_run
+             else run_tray_rtl(margs, args.prompt, args.tokens, base, args.tiles, args.sim))
     except CompileError as e:
         raise CliError(f"the MoE layer does not fit the tray: {e}") from None
+    except RuntimeError as e:
+        return _testbench_failed(e, args, human, (SimSetupError,), ran=True)
     return _decode_tray_report(args, g, human)
 
 
@@ -1020,7 +1021,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=_nonneg, default=0, help="seed of the synthetic model (default: 0)")
     g.add_argument("--experts", type=_nonneg, default=0, metavar="E",
                    help="make every FFN a MoE layer of E routed experts (softmax router), each layer run on a\n"
-                        "tray of --tiles tiles by the golden model (needs --no-run; default: 0, dense)")
+                        "tray of --tiles tiles (the RTL, or the golden model with --no-run; default: 0, dense)")
     g.add_argument("--top-k", type=_positive, default=2, metavar="K", help="experts per token with --experts (default: 2)")
     g.add_argument("--shared", type=_nonneg, default=1, metavar="S", help="shared experts, 0 or 1 (default: 1)")
     g.add_argument("--tiles", type=int, choices=(1, 2, 4, 8), default=None,

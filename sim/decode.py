@@ -216,32 +216,37 @@ def run_dense_tray_any(model: Decoder, prompt, tokens: int, cfg: TileConfig | No
         return {**run_dense_tray(model, prompt, tokens, cfg, tiles, resident=False), "not_resident": str(e)}
 
 
-def run_dense_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: int = 2,
-                       sim: str = "verilator", clock_seed: int = 1, progress=None) -> dict:
-    """The loop of the synthetic dense decoder ``synthetic(**model_args)`` with every FFN on
-    a tray of ``tiles`` RTL tiles (``hdl/system.py``, every tile on its own clock: random
-    ppm within the specification and wire latencies from ``clock_seed``), the host in the
-    testbench (``sim/tb_decode_tray.py``), one simulator invocation.  Each run is checked
-    against the golden loop (``run_dense_tray``: the same tokens and x) and the system
-    golden model of the same programs: every tile's MEM writes (cycle, slice, address,
-    value) and cycle count (``scoreboard.check_run``), no link fault, y bit-exact against
-    ``numerics.ffn_int``, the run's wall cycles as ``c2c.wall_cycles`` predicts
+def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: int = 2,
+                 sim: str = "verilator", clock_seed: int = 1) -> dict:
+    """The loop of the synthetic decoder ``synthetic(**model_args)`` (dense, or MoE with
+    ``experts``) with every FFN on a tray of ``tiles`` RTL tiles (``hdl/system.py``, every
+    tile on its own clock: random ppm within the specification and wire latencies from
+    ``clock_seed``), the host in the testbench (``sim/tb_decode_tray.py``), one simulator
+    invocation.  Each run (each round of a MoE run) is checked against the golden loop
+    (``run_dense_tray`` or ``run_moe_tray``: the same tokens, x and routing) and the
+    system golden model of the same programs: every tile's MEM writes (cycle, slice,
+    address, value), cycle count and busy counters (``scoreboard.check_run``), no link
+    fault, y (every expert's output) bit-exact against ``numerics.ffn_int``
+    (``moe.moe_int``), the wall cycles as ``c2c.wall_cycles`` predicts
     (``scoreboard.check_wall``), and a layer's program and wall cycles the same for every
     token.  Returns the golden loop's report with ``problems`` extended and, per run, the
     RTL's cycles and wall cycles."""
     import random
 
     from firmware_gen import archmodel
-    from firmware_gen.tray import compile_tray_layer
+    from firmware_gen.moe import MoeSpec, moe_int
+    from firmware_gen.tray import compile_tray_layer, tray_config
     from lpu_arch.topology import Topology
 
     from .runner import SYSTEM_TIMESCALE, SystemSim, _run
     from .scoreboard import check_run, check_wall
 
     model = calibrate(synthetic(**model_args))
-    golden = run_dense_tray(model, prompt, tokens, cfg, tiles, resident=False)     # the RTL's programs
-    layers = [compile_tray_layer(s, cfg, tiles) for s in model.specs]
-    tcfg = layers[0].programs[0].config
+    moe = isinstance(model.specs[0], MoeSpec)
+    golden = (run_moe_tray(model, prompt, tokens, cfg, tiles) if moe else
+              run_dense_tray(model, prompt, tokens, cfg, tiles, resident=False))     # the RTL's programs
+    layers = [None if moe else compile_tray_layer(s, cfg, tiles) for s in model.specs]
+    tcfg = tray_config(cfg, tiles)
     rng = random.Random(clock_seed)
     lat = {p: rng.randint(tcfg.link_latency_min, tcfg.link_latency_max) for p in Topology(tiles).pairs}
     ppm = [rng.uniform(-tcfg.max_ppm, tcfg.max_ppm) for _ in range(tiles)]
@@ -255,25 +260,44 @@ def run_dense_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, t
     if rtl["tokens"] != golden["tokens"]:
         problems.append(f"tokens {rtl['tokens']} on the RTL, golden loop {golden['tokens']}")
     peer = Topology(tiles).peer
-    per_layer = {}
-    for n, (r, g) in enumerate(zip(rtl["runs"], golden["runs"])):
-        l, res = r["layer"], r["result"]
-        where = f"run {n} (position {n // len(layers)}, layer {l})"
-        progs = layers[l].programs_for(r["x"])
-        man = layers[l].manifest
-        gold = archmodel.run_system(progs, peer, man.min_distance)
-        for t, (obs, m) in enumerate(zip(res["tiles"], man.tile)):
-            problems += [f"{where}, tile {t}: {p}" for p in check_run(obs, gold[t], None, m.cycles,
-                                                                      predicted_busy=m.busy)]
+
+    def check_round(where, progs, res, gold, writes, cycles, busy):
+        for t, obs in enumerate(res["tiles"]):
+            problems.extend(f"{where}, tile {t}: {p}" for p in check_run(obs, gold[t], writes and writes[t], cycles[t],
+                                                                        predicted_busy=busy[t]))
             if obs["fault_names"]:
                 problems.append(f"{where}, tile {t}: link faults {obs['fault_names']}")
-        if r["y"] != [int(v) for v in ffn_int(model.specs[l], np.asarray(r["x"], np.int64)[None])[0]]:
-            problems.append(f"{where}: y is not the integer FFN's")
         wall, predicted, wall_problems = check_wall(progs, res)
-        problems += [f"{where}: {p}" for p in wall_problems]
+        problems.extend(f"{where}: {p}" for p in wall_problems)
         if abs(wall - predicted) > c2c.HAC_ERROR_MAX:
             problems.append(f"{where}: {wall} wall cycles, predicted {predicted}")
-        cycles = max(o["cycles"] for o in res["tiles"])
+        return max(o["cycles"] for o in res["tiles"]), wall, predicted
+
+    per_layer = {}
+    for n, (r, g) in enumerate(zip(rtl["runs"], golden["runs"])):
+        l = r["layer"]
+        where = f"run {n} (position {n // len(model.specs)}, layer {l})"
+        if moe:
+            lspec = model.specs[l]
+            if r["indices"] != g["experts"]:
+                problems.append(f"{where}: experts {r['indices']} on the RTL, golden loop {g['experts']}")
+            mt, idx, xq = compile_moe_run(lspec, r["x"], r["indices"], cfg, tiles)
+            progs, cyc = mt.programs(), mt.manifest().cycles
+            sums = [check_round(f"{where}, round {k}", progs, res,
+                                archmodel.run_system(progs, peer, bases=mt.bases(asg)), mt.predict(asg), cyc,
+                                mt.predicted_busy(asg))
+                    for k, (asg, res) in enumerate(zip(mt.rounds(idx), r["results"]))]
+            ref = moe_int(lspec, xq, idx)
+            if r["routed"] != ref.routed[0].tolist() or r["shared"] != ref.shared[0].tolist():
+                problems.append(f"{where}: the experts' outputs are not moe_int's")
+            cycles, wall, predicted = (sum(v[i] for v in sums) for i in range(3))
+        else:
+            progs, man = layers[l].programs_for(r["x"]), layers[l].manifest
+            cycles, wall, predicted = check_round(where, progs, r["result"],
+                                                  archmodel.run_system(progs, peer, man.min_distance), None,
+                                                  [m.cycles for m in man.tile], [m.busy for m in man.tile])
+            if r["y"] != [int(v) for v in ffn_int(model.specs[l], np.asarray(r["x"], np.int64)[None])[0]]:
+                problems.append(f"{where}: y is not the integer FFN's")
         g.update({"rtl_cycles": cycles, "rtl_wall_cycles": wall})
         per_layer.setdefault(l, set()).add((cycles, predicted))
     if len(rtl["runs"]) != len(golden["runs"]):
@@ -281,10 +305,6 @@ def run_dense_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, t
     problems += [f"layer {l}: cycle counts differ between tokens on the RTL: {sorted(cs)}"
                  for l, cs in per_layer.items() if len(cs) != 1]
     return {**golden, "problems": problems, "engine": "RTL", "sim": sim, "rtl_tokens": rtl["tokens"]}
-
-
-# ---- MoE layers on a tray (golden model) ------------------------------------------------------
-MOE_SYNTHETIC = dict(vocab=256, H=64, I=64, layers=2, heads=4, seed=0, experts=8, top_k=2, shared=1)
 
 
 def per_position(runs: list[dict], layers: int, key: str = "cycles") -> list[int]:

@@ -124,9 +124,9 @@ def test_int8_ffns_keep_the_float_models_tokens():
 
 
 def test_lpu_decode_moe(capsys):
-    """lpu decode --experts: every FFN a MoE layer on a tray of the golden model; the same
-    tray cycles every position, PASS; without --no-run, or with experts that do not divide
-    over the tiles, a clear error (exit 2)."""
+    """lpu decode --experts --no-run: every FFN a MoE layer on a tray of the golden model;
+    the same tray cycles every position, PASS; experts that do not divide over the tiles,
+    or per-channel scales on a tray, a clear error (exit 2)."""
     code = cli.main(["decode", "--no-run", "--experts", "4", "--tiles", "4", "--tokens", "2", "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -139,8 +139,7 @@ def test_lpu_decode_moe(capsys):
     assert code == 0, err
     r = json.loads(out)
     assert r["passed"] and len({(p["tray_cycles"], p["wall_cycles"]) for p in r["positions"]}) == 1
-    for argv, msg in ((["--experts", "4"], "golden model only"),
-                      (["--tiles", "2", "--out-scale-per-channel"], "not with --tiles"),
+    for argv, msg in ((["--tiles", "2", "--out-scale-per-channel"], "not with --tiles"),
                       (["--no-run", "--experts", "6"], "multiple of --tiles")):
         assert cli.main(["decode", "--tokens", "1", *argv]) == 2
         assert msg in capsys.readouterr().err
@@ -175,19 +174,22 @@ def test_dense_layers_in_the_loop_on_a_tray(monkeypatch):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("simulator", ONE_SIM)
-def test_lpu_decode_on_a_tray_of_rtl_tiles(capsys, simulator):
-    """lpu decode --tiles 2: every FFN of the synthetic decoder on two RTL tiles, each on
-    its own clock; per run every tile's writes, cycles and busy counters against the system
-    golden model, y against ffn_int, the wall cycles as c2c.wall_cycles predicts
-    (run_dense_tray_rtl checks them); the tokens those of the golden loop, the same cycles
-    every token."""
-    code = cli.main(["decode", "--tiles", "2", "--prompt", "1", "--tokens", "1", "--sim", simulator, "--json"])
+@pytest.mark.parametrize("layers", [["--tiles", "2"], ["--experts", "4", "--tiles", "4"]], ids=["dense", "moe"])
+def test_lpu_decode_on_a_tray_of_rtl_tiles(capsys, simulator, layers):
+    """lpu decode --tiles N (a dense model; with --experts a MoE model): every FFN of the
+    synthetic decoder on a tray of RTL tiles, each on its own clock; per run (and MoE
+    round) every tile's writes, cycles and busy counters against the system golden model,
+    y or every expert's output against ffn_int / moe_int, the wall cycles as
+    c2c.wall_cycles predicts (run_tray_rtl checks them); the tokens and the routing those
+    of the golden loop, the same cycles every token."""
+    code = cli.main(["decode", *layers, "--prompt", "1", "--tokens", "1", "--sim", simulator, "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
     r = json.loads(out)
     assert r["ran"] and r["passed"] and not r["problems"], r["problems"]
-    assert r["tokens"] == run_dense_tray(calibrate(synthetic(**SYNTHETIC)), [1], 1, TileConfig.tiny(), 2)["tokens"]
     assert len(r["positions"]) == 2 and len({(p["tray_cycles"], p["wall_cycles"]) for p in r["positions"]}) == 1
+    if "--experts" not in layers:
+        assert r["tokens"] == run_dense_tray(calibrate(synthetic(**SYNTHETIC)), [1], 1, TileConfig.tiny(), 2)["tokens"]
 
 
 @pytest.mark.parametrize("scales", [[], ["--out-scale-per-channel"]])
