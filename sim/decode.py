@@ -307,6 +307,10 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
     return {**golden, "problems": problems, "engine": "RTL", "sim": sim, "rtl_tokens": rtl["tokens"]}
 
 
+# ---- MoE layers on a tray (golden model) ------------------------------------------------------
+MOE_SYNTHETIC = dict(vocab=256, H=64, I=64, layers=2, heads=4, seed=0, experts=8, top_k=2, shared=1)
+
+
 def per_position(runs: list[dict], layers: int, key: str = "cycles") -> list[int]:
     """``key`` of a loop's runs (one per position and layer, in order) summed per position."""
     return [sum(r[key] for r in runs[p * layers:(p + 1) * layers]) for p in range(len(runs) // layers)]
