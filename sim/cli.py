@@ -810,7 +810,6 @@ def build_parser() -> argparse.ArgumentParser:
     from firmware_gen.numerics import ACTIVATIONS
 
     from .demo_tray import TRAY_H, TRAY_I
-    from .runner import SIMULATORS
     c2c_cfg = c2c_config()
     ap = _Parser(prog="lpu", formatter_class=_Formatter,
                  description="Compile FFNs for the LPU tile, run them on its RTL, picture their schedules.",
