@@ -190,8 +190,9 @@ def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None =
         y = tray_output(man, [r.memory for r in res], progs[0].config.lanes, spec.H)[0]
         if not np.array_equal(y, ffn_int(spec, np.asarray(xq, np.int64)[None])[0]):
             problems.append(f"{where}: y is not the integer FFN's")
-        runs.append({"layer": l, "cycles": max(r.cycles for r in res), "wall_cycles": wall_cycles(progs, [r.cycles for r in res]),
-                     "bytes_in": tl.x_bytes(), "bytes_out": sum(len(m.outputs) for m in man.tile) * progs[0].config.lanes})
+        runs.append({"layer": l, "cycles": max(r.cycles for r in res),
+                     "wall_cycles": wall_cycles(progs, [r.cycles for r in res]), "bytes_in": tl.x_bytes(),
+                     "bytes_out": sum(len(m.outputs) for m in man.tile) * progs[0].config.lanes})
         return y
 
     new = generate(model, prompt, tokens, IntFfn(model, run=tray), timing)
