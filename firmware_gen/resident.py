@@ -101,6 +101,21 @@ class ResidentModel:
         return {"instructions": 8 * words, "weights": rows * self.config.lanes}
 
 
+def check_room(cfg: TileConfig, l: int, need: dict, next_free: dict, n_params: int, where: str = "",
+               advice: str = "use a larger mem_depth or fewer layers (a model that does not fit runs on the golden "
+                             "model only)") -> None:
+    """Raise a CompileError naming the limit when layer ``l``'s plan (its ``capacity_needs``)
+    does not fit after the earlier layers' rows (``next_free``) and parameter entries
+    (``n_params``); ``where``: e.g. " on tile 3"."""
+    rows = max(next_free.values()) + need["mem_depth"]
+    if rows > cfg.mem_depth:
+        raise CompileError(f"layers 0..{l} need {rows} rows per weight slice{where} (layer {l}: {need['mem_depth']}); "
+                           f"a MEM slice holds mem_depth = {cfg.mem_depth}: {advice}")
+    if n_params + need["vxm_param_depth"] > cfg.vxm_param_depth:
+        raise CompileError(f"layers 0..{l} need {n_params + need['vxm_param_depth']} VXM parameter entries{where}; "
+                           f"the VXM has vxm_param_depth = {cfg.vxm_param_depth}")
+
+
 def compile_resident(specs: list, cfg: TileConfig | None = None, batch: int = 1) -> ResidentModel:
     """Place every layer's FFN (``specs``, one ``FfnSpec`` each) on one tile of ``cfg``;
     a model that does not fit is a CompileError naming what it needs and the limit."""
@@ -128,15 +143,7 @@ def compile_resident(specs: list, cfg: TileConfig | None = None, batch: int = 1)
             raise CompileError(f"layer {l}: {e}") from None
         except CompileError as e:
             raise CompileError(f"layer {l}: {e}") from None
-        need = plan.capacity_needs()
-        rows = max(next_free.values()) + need["mem_depth"]
-        if rows > cfg.mem_depth:
-            raise CompileError(f"layers 0..{l} need {rows} rows per weight slice (layer {l}: {need['mem_depth']}); "
-                               f"a MEM slice holds mem_depth = {cfg.mem_depth}: use a larger mem_depth or fewer layers "
-                               "(a model that does not fit runs on the golden model only)")
-        if n_params + need["vxm_param_depth"] > cfg.vxm_param_depth:
-            raise CompileError(f"layers 0..{l} need {n_params + need['vxm_param_depth']} VXM parameter entries; "
-                               f"the VXM has vxm_param_depth = {cfg.vxm_param_depth}")
+        check_room(cfg, l, plan.capacity_needs(), next_free, n_params)
         plan.next_free, plan.n_params, plan.params = dict(next_free), n_params, params
         plan.compile()
         params[n_params:plan.n_params, :, VXM_FIELDS.index("table")] = l

@@ -443,6 +443,8 @@ def compile_resident_tray(specs: list, cfg: TileConfig | None = None, tiles: int
     of them resident; a model that does not fit is a ``CompileError`` naming the limit and
     the layer where it runs out."""
     from lpu_arch.vxm import TABLE_SIZE, VXM_FIELDS
+
+    from .resident import check_room
     cfg = cfg or TileConfig.default()
     if not specs:
         raise CompileError("a resident model needs at least one layer")
@@ -461,15 +463,8 @@ def compile_resident_tray(specs: list, cfg: TileConfig | None = None, tiles: int
         def prepare(tr, l=l):
             for t, f in enumerate(tr.f):
                 free, n_params, params = state[t]
-                need = f.capacity_needs()
-                rows = max(free.values()) + need["mem_depth"]
-                if rows > tcfg.mem_depth:
-                    raise CompileError(f"layers 0..{l} need {rows} rows per weight slice on tile {t} (layer {l}: "
-                                       f"{need['mem_depth']}); a MEM slice holds mem_depth = {tcfg.mem_depth}: use "
-                                       "more tiles, a larger mem_depth or fewer layers")
-                if n_params + need["vxm_param_depth"] > tcfg.vxm_param_depth:
-                    raise CompileError(f"layers 0..{l} need {n_params + need['vxm_param_depth']} VXM parameter "
-                                       f"entries on tile {t}; the VXM has vxm_param_depth = {tcfg.vxm_param_depth}")
+                check_room(tcfg, l, f.capacity_needs(), free, n_params, f" on tile {t}",
+                           "use more tiles, a larger mem_depth or fewer layers")
                 f.next_free, f.n_params, f.params = dict(free), n_params, params.copy()
         try:
             progs, man, tr = _compile_tray(spec, np.zeros((1, spec.H), np.int64), cfg, tiles, prepare)

@@ -138,6 +138,19 @@ def check(setup: DecodeSetup, run: dict, golden: dict | None = None) -> list[str
 
 
 # ---- dense layers larger than one tile, on a tray (golden model) ------------------------------
+def _loop_problems(model: Decoder, prompt, tokens: int, new: list, runs: list, golden: str) -> list[str]:
+    """A tray loop's tokens against the same loop with the integer golden model
+    (``IntFfn``'s defaults, named ``golden``), and every layer's program and wall cycles
+    the same for every token."""
+    ref = generate(model, prompt, tokens, IntFfn(model), {})
+    problems = [] if new == ref else [f"tokens {new}, with {golden} {ref}"]
+    per_layer = {}
+    for r in runs:
+        per_layer.setdefault(r["layer"], set()).add((r["cycles"], r["wall_cycles"]))
+    return problems + [f"layer {l}: cycle counts differ between tokens: {sorted(cs)}" for l, cs in per_layer.items()
+                       if len(cs) != 1]
+
+
 def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8,
                    resident: bool = True) -> dict:
     """The loop of a calibrated dense decoder with every FFN on a tray of ``tiles`` tiles,
@@ -196,14 +209,7 @@ def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None =
         return y
 
     new = generate(model, prompt, tokens, IntFfn(model, run=tray), timing)
-    ref = generate(model, prompt, tokens, IntFfn(model), {})
-    if new != ref:
-        problems.append(f"tokens {new}, with ffn_int {ref}")
-    per_layer = {}
-    for r in runs:
-        per_layer.setdefault(r["layer"], set()).add((r["cycles"], r["wall_cycles"]))
-    problems += [f"layer {l}: cycle counts differ between tokens: {sorted(cs)}" for l, cs in per_layer.items()
-                 if len(cs) != 1]
+    problems += _loop_problems(model, prompt, tokens, new, runs, "ffn_int")
     return {"tokens": new, "runs": runs, "problems": problems, "host_s": timing.get("host_s", 0.0),
             "engine": "golden model", "tiles": tiles, "resident": resident, "loaded_once_bytes": loaded}
 
@@ -389,13 +395,6 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
         return stages
 
     new = generate(model, prompt, tokens, IntFfn(model, run_moe=tray), timing)
-    ref = generate(model, prompt, tokens, IntFfn(model), {})
-    if new != ref:
-        problems.append(f"tokens {new}, with moe_int {ref}")
-    per_layer = {}
-    for r in runs:
-        per_layer.setdefault(r["layer"], set()).add(r["cycles"])
-    problems += [f"layer {l}: cycle counts differ between tokens: {sorted(cs)}" for l, cs in per_layer.items()
-                 if len(cs) != 1]
+    problems += _loop_problems(model, prompt, tokens, new, runs, "moe_int")
     return {"tokens": new, "runs": runs, "problems": problems, "host_s": timing.get("host_s", 0.0),
             "engine": "golden model", "tiles": tiles, "mapping": mapping}
