@@ -84,9 +84,12 @@ class Csr(enum.IntEnum):
                             # ignores writes); written only while the tile is stopped
 
 
+START_CYCLES = 2   # a Ctrl.START write on cycle w: the program's cycle 0 is cycle w + START_CYCLES
+
+
 class Ctrl(enum.IntFlag):
     """Bits of a ``CTRL`` write (ignored while the tile runs)."""
-    START = 1          # start now: cycle 0 is the second cycle after the write
+    START = 1          # start now: cycle 0 is START_CYCLES cycles after the write
     START_AT_HAC = 2   # arm: start so that cycle 0 is the cycle the HAC equals START_HAC, and set the
                        # deskew offset to START_HAC (SAC cycle s runs at HAC START_HAC + s) (C2C tiles)
 

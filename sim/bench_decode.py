@@ -23,10 +23,10 @@ from firmware_gen.decoder import (CALIBRATION_TEXT, EVAL_TEXT, calibrate, from_b
                                   with_packaged_ffns, wordpiece)
 from firmware_gen.weights import find_packaged_model
 from lpu_arch import TileConfig
+from lpu_arch.hostmap import START_CYCLES
 
 from .decode import MOE_SYNTHETIC, check, decode_setup, per_position, run_dense_tray_any, run_golden, run_moe_tray
 
-START_CYCLES = 2           # a single tile started with Ctrl.START: cycle 0 is the second cycle after the write
 CLOCK_MHZ = 900.0          # TSP v1's clock (design brief, section 2): an assumption for the tile's time
 DECODE_MODELS = (          # (name, tile, --set, synthetic's arguments, tokens)
     ("synthetic tiny", "tiny", ("mem_depth=256", "iq_depth=512", "vxm_param_depth=32"),

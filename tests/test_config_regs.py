@@ -209,3 +209,26 @@ def test_tile_reports_config(links):
     # A tile with links has a receive clock domain per link (the peer's clock).
     got = read_csrs(dut, regs, domains=[f"rx{lk}" for lk in range(links)])
     assert {label[r]: v for r, v in zip(regs, got)} == {label[r]: v for r, v in {**block, **config01}.items()}
+
+
+def test_start_write_to_cycle_0():
+    """A Ctrl.START write on cycle w: the tile runs from cycle w + hostmap.START_CYCLES on
+    (its cycle 0, the first cycle ``running`` reads high), the figure the bench adds per run."""
+    from hdl.tile import Tile
+    dut = Tile(TileConfig.tiny())
+    seen = []
+
+    async def bench(ctx):
+        ctx.set(dut.host.we, 1)
+        ctx.set(dut.host.addr, hostmap.csr(Csr.CTRL))
+        ctx.set(dut.host.wdata, int(hostmap.Ctrl.START))
+        for _ in range(2 * hostmap.START_CYCLES + 2):
+            seen.append(ctx.get(dut.running))
+            await ctx.tick()
+            ctx.set(dut.host.we, 0)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen.index(1) == hostmap.START_CYCLES
