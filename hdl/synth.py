@@ -32,6 +32,7 @@ NEXTPNR_SEED = 1   # placement is seeded: the same design gives the same Fmax on
 # once its constraint is met, so the Fmax it reports would say little); the bitstream still
 # runs from the board's oscillator.
 PNR_TARGET_MHZ = 45
+ROUTER2_ABOVE = 0.6    # LUT share above which nextpnr routes with router2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,17 +131,29 @@ def _dsp_demand(out: Path, name: str) -> int:
     return int(_cell_counts(_stat(out / "dsp.json")["design"]).get("MULT18X18D", 0))
 
 
-def _yosys_script(name: str, soft8: bool) -> str:
+def _mxm_rows(cfg: TileConfig) -> list[str]:
+    """Yosys name patterns of the MXM product rows (``lanes`` 8x8 products each), west MXM first."""
+    return [f"n:*slice_MXM_{side}.?row{r}.*" for side in "WE" for r in range(cfg.lanes)]
+
+
+def _yosys_script(name: str, hard_rows: list[str] | None) -> str:
     """The synthesis script (Amaranth's ECP5 script with a cell count added).  With
-    ``soft8``, every multiplier with its wider operand above 8 bits goes to MULT18X18D as
-    ``synth_ecp5`` would map it, and the 8-bit ones (the MXM products) are left to logic
-    by ``synth_ecp5 -nodsp``."""
-    dsp = ("proc; flatten; opt_expr; opt_clean; wreduce; opt_clean\n"
-           "techmap -map +/mul2dsp.v -map +/lattice/dsp_map_18x18.v -D DSP_A_MAXWIDTH=18 "
-           f"-D DSP_B_MAXWIDTH=18 -D DSP_A_MINWIDTH={MXM_MULT_BITS + 1} -D DSP_B_MINWIDTH=2 "
-           "-D DSP_NAME=$__MUL18X18\nchtype -set $mul t:$__soft_mul\n") if soft8 else ""
-    return (f"read_rtlil {name}.il\n{dsp}synth_ecp5 {'-nodsp ' if soft8 else ''}-top {name}\n"
-            f"tee -q -o stat.json stat -json\nwrite_json {name}.json\n")
+    ``hard_rows`` None every multiplier goes to MULT18X18D as ``synth_ecp5`` maps it; else
+    every multiplier with its wider operand above 8 bits and the 8x8 products of the MXM
+    rows named (Yosys patterns, ``_mxm_rows``) go to MULT18X18D, and the other 8-bit ones
+    are left to logic by ``synth_ecp5 -nodsp``."""
+    if hard_rows is None:
+        return (f"read_rtlil {name}.il\nsynth_ecp5 -top {name}\n"
+                f"tee -q -o stat.json stat -json\nwrite_json {name}.json\n")
+    techmap = ("techmap -map +/mul2dsp.v -map +/lattice/dsp_map_18x18.v -D DSP_A_MAXWIDTH=18 "
+               "-D DSP_B_MAXWIDTH=18 -D DSP_A_MINWIDTH={} -D DSP_B_MINWIDTH=2 -D DSP_NAME=$__MUL18X18")
+    # mul2dsp leaves the multipliers below its minimum width as $__soft_mul: the rows named
+    # are turned back into $mul and mapped with no minimum, the rest back into $mul for logic.
+    sel = " ".join(hard_rows) + " %u" * (len(hard_rows) - 1) + " %i"
+    rows = (f"chtype -set $mul t:$__soft_mul {sel}\n{techmap.format(2)} t:$mul {sel}\n") if hard_rows else ""
+    return (f"read_rtlil {name}.il\nproc; flatten; opt_expr; opt_clean; wreduce; opt_clean\n"
+            f"{techmap.format(MXM_MULT_BITS + 1)}\n{rows}chtype -set $mul t:$__soft_mul\n"
+            f"synth_ecp5 -nodsp -top {name}\ntee -q -o stat.json stat -json\nwrite_json {name}.json\n")
 
 
 def _estimate(cells: dict) -> dict:
@@ -216,14 +229,16 @@ def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200, log=_
     plan.extract(str(out))
     for f in ("stat.json", f"{name}.report.json", f"{name}.bit"):
         (out / f).unlink(missing_ok=True)
-    # Every multiplier in a DSP block if the device has enough, else the 8x8 MXM products
-    # in logic and the wider ones in DSPs.
+    # Every multiplier in a DSP block if the device has enough; else the wider ones and as
+    # many rows of MXM products as the remaining DSPs hold, the other 8x8 products in logic.
     dsps = _dsp_demand(out, name)
+    rows = _mxm_rows(cfg)
     soft8 = dsps > device.dsps
-    (out / "synth.ys").write_text(_yosys_script(name, soft8))
+    hard = rows[:max(0, device.dsps - (dsps - len(rows) * cfg.lanes)) // cfg.lanes] if soft8 else None
+    (out / "synth.ys").write_text(_yosys_script(name, hard))
     log(f"yosys: synthesising for {device.name}"
-        + (f" (8x8 MXM products in logic: the multipliers need {dsps} DSPs, the device has {device.dsps})"
-           if soft8 else "") + " ...")
+        + (f" (the multipliers need {dsps} DSPs, the device has {device.dsps}: {len(hard)} of the MXMs' "
+           f"{len(rows)} rows of 8x8 products in DSPs, the others in logic)" if soft8 else "") + " ...")
     _run([TOOLS["YOSYS"], "-q", "-l", f"{name}.rpt", "synth.ys"], out, out / "yosys.log", "Yosys")
     cells = _cell_counts(_stat(out / "stat.json")["design"])
     need = _estimate(cells)
@@ -231,14 +246,19 @@ def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200, log=_
             "DSPs (MULT18X18D)": device.dsps}
     util = {k: {"used": v, "available": have[k]} for k, v in need.items()}
     report = {"board": board, "device": device.name, "config": cfg.to_dict(),
-              "dsp_demand": dsps, "mxm_products_in_luts": soft8, "yosys_cells": {k: int(v) for k, v in sorted(cells.items())},
+              "dsp_demand": dsps, "mxm_products_in_luts": soft8,
+              "mxm_rows_in_dsps": len(hard) if soft8 else len(rows), "mxm_rows": len(rows),
+              "yosys_cells": {k: int(v) for k, v in sorted(cells.items())},
               "utilization": util, "placed": False, "fits": _fits(util),
               "board_clock_mhz": platform.default_clk_frequency / 1e6, "nextpnr_seed": NEXTPNR_SEED,
               "pnr_target_mhz": PNR_TARGET_MHZ,
               "fmax_mhz": {}, "meets_board_clock": False, "critical_path": None}
     if report["fits"]:
         log("nextpnr: placing and routing (minutes for a small tile, much longer for a large one) ...")
-        _run([TOOLS["NEXTPNR_ECP5"]] + _nextpnr_args(out, name), out, out / "nextpnr.log", "nextpnr")
+        # router2 converges on a crowded device where router1 can run for hours.
+        router = ["--router", "router2"] if need["LUT4"] > ROUTER2_ABOVE * device.luts else []
+        report["nextpnr_router"] = router[-1] if router else "router1"
+        _run([TOOLS["NEXTPNR_ECP5"]] + _nextpnr_args(out, name) + router, out, out / "nextpnr.log", "nextpnr")
         log("ecppack: writing the bitstream ...")
         _run([TOOLS["ECPPACK"], "--compress", "--input", f"{name}.config", "--bit", f"{name}.bit"],
              out, out / "ecppack.log", "ecppack")
@@ -296,8 +316,9 @@ def markdown(r: dict) -> str:
               f"Fmax {fmax}"]
     if r.get("mxm_products_in_luts"):
         lines += ["", f"With every multiplier in a DSP the design would take {r['dsp_demand']} MULT18X18D "
-                  f"for the device's {r['utilization']['DSPs (MULT18X18D)']['available']}: the MXMs' 8x8 "
-                  "products are built from logic, the wider ones use MULT18X18D."]
+                  f"for the device's {r['utilization']['DSPs (MULT18X18D)']['available']}: the wider ones and "
+                  f"{r.get('mxm_rows_in_dsps', 0)} of the MXMs' {r.get('mxm_rows', '?')} rows of 8x8 products use "
+                  "MULT18X18D, the other rows are built from logic."]
     units = sorted(r.get("units", {}).items(), key=lambda kv: -kv[1]["gates"])
     total = sum(u["gates"] for _, u in units) or 1
     lines += ["", "Logic by unit (generic gates before LUT mapping, multipliers and memories apart):", "",

@@ -62,3 +62,24 @@ def test_device_table_matches_the_boards():
     assert set(synth.BOARDS) == {"ulx3s-85f", "ulx3s-45f", "ulx3s-25f", "ulx3s-12f"}
     for board, (_, dev) in synth.BOARDS.items():
         assert dev.name == "LFE5U-" + board.split("-")[1].upper()
+
+
+@pytest.mark.synth
+def test_mxm_row_patterns_select_each_rows_products(tmp_path):
+    """The Yosys patterns that put MXM rows into DSPs (``_mxm_rows``) select exactly
+    ``lanes`` multipliers each, and every 8x8 product once between them: a renamed MXM
+    would otherwise leave every product in logic without a word."""
+    import re
+    import subprocess
+    from amaranth.back import rtlil
+    from hdl.tile import Tile
+    cfg = TileConfig.tiny()
+    (tmp_path / "t.il").write_text(rtlil.convert(Tile(cfg), name="t", emit_src=False))
+    rows = synth._mxm_rows(cfg)
+    sel = " ".join(rows) + " %u" * (len(rows) - 1)
+    cmds = [f"select -count t:$mul {p} %i" for p in rows] + [f"select -count t:$mul {sel} %i"]
+    r = subprocess.run([synth.TOOLS["YOSYS"], "-p", "read_rtlil t.il; proc; flatten; " + "; ".join(cmds)],
+                       cwd=tmp_path, capture_output=True, text=True, check=True)
+    counts = [int(n) for n in re.findall(r"(\d+) objects\.", r.stdout)]
+    assert counts == [cfg.lanes] * len(rows) + [len(rows) * cfg.lanes]
+    assert len(rows) == 2 * cfg.lanes
