@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -166,12 +167,38 @@ def _estimate(cells: dict) -> dict:
             "DSPs (MULT18X18D)": get("MULT18X18D")}
 
 
-def _run(cmd: list[str], cwd: Path, log: Path, what: str):
+def _run(cmd: list[str], cwd: Path, log: Path, what: str, progress=None, every: float = 60.0):
+    """Run ``cmd`` in ``cwd`` with its output in ``log``; ``progress()``, if given, is
+    called every ``every`` seconds while it runs (a long place-and-route says how far it is)."""
+    t0 = time.perf_counter()
     with open(log, "w") as f:
-        r = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
-    if r.returncode:
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+        while True:
+            try:
+                rc = proc.wait(timeout=every if progress else None)
+                break
+            except subprocess.TimeoutExpired:
+                progress(time.perf_counter() - t0)
+    if rc:
         tail = log.read_text(errors="replace")[-1500:]
-        raise SynthError(f"{what} failed (exit {r.returncode}); the end of {log.name}:\n{tail}")
+        raise SynthError(f"{what} failed (exit {rc}); the end of {log.name}:\n{tail}")
+
+
+_STAGES = (  # nextpnr log line -> what it is doing
+    (re.compile(r"at iteration #(\d+), type ALL"), "placing (analytic placer, iteration {0})"),
+    (re.compile(r"at iteration #(\d+): temp ="), "placing (refinement, iteration {0})"),
+    (re.compile(r"iter=(\d+) wires=\d+ overused=(\d+)"), "routing (router2, iteration {0}: {1} wires overused)"),
+    (re.compile(r"^Info:\s+\d+ \|.*\|\s+(\d+)\|"), "routing (router1, {0} arcs left)"),
+)
+
+
+def nextpnr_stage(log_text: str) -> str:
+    """What nextpnr is doing, from the last line of its log that says (``--log`` file)."""
+    for line in reversed(log_text.splitlines()[-50:]):
+        for pattern, say in _STAGES:
+            if m := pattern.search(line):
+                return say.format(*m.groups())
+    return "starting"
 
 
 def _breakdown(build_dir: Path, name: str) -> dict:
@@ -258,7 +285,11 @@ def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200, log=_
         # router2 converges on a crowded device where router1 can run for hours.
         router = ["--router", "router2"] if need["LUT4"] > ROUTER2_ABOVE * device.luts else []
         report["nextpnr_router"] = router[-1] if router else "router1"
-        _run([TOOLS["NEXTPNR_ECP5"]] + _nextpnr_args(out, name) + router, out, out / "nextpnr.log", "nextpnr")
+        tim = out / f"{name}.tim"
+        tim.unlink(missing_ok=True)
+        _run([TOOLS["NEXTPNR_ECP5"]] + _nextpnr_args(out, name) + router, out, out / "nextpnr.log", "nextpnr",
+             progress=lambda t: log(f"nextpnr: {t / 60:.0f} min, "
+                                    + nextpnr_stage(tim.read_text(errors="replace") if tim.exists() else "")))
         log("ecppack: writing the bitstream ...")
         _run([TOOLS["ECPPACK"], "--compress", "--input", f"{name}.config", "--bit", f"{name}.bit"],
              out, out / "ecppack.log", "ecppack")

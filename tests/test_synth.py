@@ -83,3 +83,16 @@ def test_mxm_row_patterns_select_each_rows_products(tmp_path):
     counts = [int(n) for n in re.findall(r"(\d+) objects\.", r.stdout)]
     assert counts == [cfg.lanes] * len(rows) + [len(rows) * cfg.lanes]
     assert len(rows) == 2 * cfg.lanes
+
+
+def test_nextpnr_progress_names_the_stage():
+    log = ["Info: Placed 6 cells based on constraints.",
+           "Info:     at iteration #3, type ALL: wirelen solved = 280661, spread = 804425, legal = 899074; time = 9.57s"]
+    assert synth.nextpnr_stage("\n".join(log)) == "placing (analytic placer, iteration 3)"
+    log.append("Info:   at iteration #5: temp = 0.000000, timing cost = 7914, wirelen = 657496")
+    assert synth.nextpnr_stage("\n".join(log)) == "placing (refinement, iteration 5)"
+    log.append("Info:     iter=11 wires=1073653 overused=13923 overuse=14088 archfail=NA")
+    assert synth.nextpnr_stage("\n".join(log)) == "routing (router2, iteration 11: 13923 wires overused)"
+    router1 = "Info:     418000 |    80275     337724 |  177   823 |    218275|      32.07    4627.18|"
+    assert synth.nextpnr_stage(router1) == "routing (router1, 218275 arcs left)"
+    assert synth.nextpnr_stage("") == "starting"
