@@ -227,8 +227,8 @@ class TileConfig:
     @classmethod
     def board(cls) -> "TileConfig":
         """The FPGA tile (docs/fpga.md): 8 lanes, 4 streams, 2+2 MEM slices of 1024 vectors,
-        the whole single-tile ISA, sized for the ULX3S's LFE5U-85F (Yosys's estimate: 90 % of
-        its LUTs); reported at the board's 25 MHz clock."""
+        the whole single-tile ISA, sized for the ULX3S's LFE5U-85F (67 % of its LUTs after packing,
+        with 13 of the MXMs' 16 product rows in DSPs); reported at the board's 25 MHz clock."""
         return cls(lanes=8, streams=4, mem_slices=2, mem_depth=1024, iq_depth=512, trace_depth=64,
                    mxm_acc_depth=32, mxm_xbuf_depth=128, vxm_param_depth=16, vxm_latency=4)
 
