@@ -33,7 +33,7 @@ NEXTPNR_SEED = 1   # placement is seeded: the same design gives the same Fmax on
 # once its constraint is met, so the Fmax it reports would say little); the bitstream still
 # runs from the board's oscillator.
 PNR_TARGET_MHZ = 45
-ROUTER2_ABOVE = 0.6    # LUT share above which nextpnr routes with router2
+CROWDED_ABOVE = 0.6    # LUT share above which nextpnr places with "static" and routes with router2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,12 +282,14 @@ def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200, log=_
               "fmax_mhz": {}, "meets_board_clock": False, "critical_path": None}
     if report["fits"]:
         log("nextpnr: placing and routing (minutes for a small tile, much longer for a large one) ...")
-        # router2 converges on a crowded device where router1 can run for hours.
-        router = ["--router", "router2"] if need["LUT4"] > ROUTER2_ABOVE * device.luts else []
-        report["nextpnr_router"] = router[-1] if router else "router1"
+        # On a crowded device, the electrostatic placer and router2: after the default HeAP
+        # placer, the board tile kept thousands of overused wires that neither router resolved.
+        crowded = need["LUT4"] > CROWDED_ABOVE * device.luts
+        algos = ["--placer", "static", "--router", "router2"] if crowded else []
+        report["nextpnr_placer_router"] = "static, router2" if crowded else "heap, router1"
         tim = out / f"{name}.tim"
         tim.unlink(missing_ok=True)
-        _run([TOOLS["NEXTPNR_ECP5"]] + _nextpnr_args(out, name) + router, out, out / "nextpnr.log", "nextpnr",
+        _run([TOOLS["NEXTPNR_ECP5"]] + _nextpnr_args(out, name) + algos, out, out / "nextpnr.log", "nextpnr",
              progress=lambda t: log(f"nextpnr: {t / 60:.0f} min, "
                                     + nextpnr_stage(tim.read_text(errors="replace") if tim.exists() else "")))
         log("ecppack: writing the bitstream ...")
