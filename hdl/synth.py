@@ -187,6 +187,7 @@ def _run(cmd: list[str], cwd: Path, log: Path, what: str, progress=None, every: 
 _STAGES = (  # nextpnr log line -> what it is doing
     (re.compile(r"at iteration #(\d+), type ALL"), "placing (analytic placer, iteration {0})"),
     (re.compile(r"at iteration #(\d+): temp ="), "placing (refinement, iteration {0})"),
+    (re.compile(r"iter=(\d+) steplen="), "placing (electrostatic placer, iteration {0})"),
     (re.compile(r"iter=(\d+) wires=\d+ overused=(\d+)"), "routing (router2, iteration {0}: {1} wires overused)"),
     (re.compile(r"^Info:\s+\d+ \|.*\|\s+(\d+)\|"), "routing (router1, {0} arcs left)"),
 )

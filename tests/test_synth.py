@@ -91,6 +91,8 @@ def test_nextpnr_progress_names_the_stage():
     assert synth.nextpnr_stage("\n".join(log)) == "placing (analytic placer, iteration 3)"
     log.append("Info:   at iteration #5: temp = 0.000000, timing cost = 7914, wirelen = 657496")
     assert synth.nextpnr_stage("\n".join(log)) == "placing (refinement, iteration 5)"
+    log.append("Info: iter=157 steplen=1.985355 a=80.593872 penalty=[0.00, 0.00, 0.00, 0.00]")
+    assert synth.nextpnr_stage("\n".join(log)) == "placing (electrostatic placer, iteration 157)"
     log.append("Info:     iter=11 wires=1073653 overused=13923 overuse=14088 archfail=NA")
     assert synth.nextpnr_stage("\n".join(log)) == "routing (router2, iteration 11: 13923 wires overused)"
     router1 = "Info:     418000 |    80275     337724 |  177   823 |    218275|      32.07    4627.18|"
