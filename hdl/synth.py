@@ -137,6 +137,11 @@ def _mxm_rows(cfg: TileConfig) -> list[str]:
     return [f"n:*slice_MXM_{side}.?row{r}.*" for side in "WE" for r in range(cfg.lanes)]
 
 
+def _union(patterns: list[str]) -> str:
+    """A Yosys selection of everything any of ``patterns`` selects."""
+    return " ".join(patterns) + " %u" * (len(patterns) - 1)
+
+
 def _yosys_script(name: str, hard_rows: list[str] | None) -> str:
     """The synthesis script (Amaranth's ECP5 script with a cell count added).  With
     ``hard_rows`` None every multiplier goes to MULT18X18D as ``synth_ecp5`` maps it; else
@@ -150,8 +155,10 @@ def _yosys_script(name: str, hard_rows: list[str] | None) -> str:
                "-D DSP_B_MAXWIDTH=18 -D DSP_A_MINWIDTH={} -D DSP_B_MINWIDTH=2 -D DSP_NAME=$__MUL18X18")
     # mul2dsp leaves the multipliers below its minimum width as $__soft_mul: the rows named
     # are turned back into $mul and mapped with no minimum, the rest back into $mul for logic.
-    sel = " ".join(hard_rows) + " %u" * (len(hard_rows) - 1) + " %i"
-    rows = (f"chtype -set $mul t:$__soft_mul {sel}\n{techmap.format(2)} t:$mul {sel}\n") if hard_rows else ""
+    rows = ""
+    if hard_rows:
+        sel = _union(hard_rows) + " %i"
+        rows = f"chtype -set $mul t:$__soft_mul {sel}\n{techmap.format(2)} t:$mul {sel}\n"
     return (f"read_rtlil {name}.il\nproc; flatten; opt_expr; opt_clean; wreduce; opt_clean\n"
             f"{techmap.format(MXM_MULT_BITS + 1)}\n{rows}chtype -set $mul t:$__soft_mul\n"
             f"synth_ecp5 -nodsp -top {name}\ntee -q -o stat.json stat -json\nwrite_json {name}.json\n")

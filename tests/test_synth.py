@@ -76,8 +76,7 @@ def test_mxm_row_patterns_select_each_rows_products(tmp_path):
     cfg = TileConfig.tiny()
     (tmp_path / "t.il").write_text(rtlil.convert(Tile(cfg), name="t", emit_src=False))
     rows = synth._mxm_rows(cfg)
-    sel = " ".join(rows) + " %u" * (len(rows) - 1)
-    cmds = [f"select -count t:$mul {p} %i" for p in rows] + [f"select -count t:$mul {sel} %i"]
+    cmds = [f"select -count t:$mul {p} %i" for p in rows] + [f"select -count t:$mul {synth._union(rows)} %i"]
     r = subprocess.run([synth.TOOLS["YOSYS"], "-p", "read_rtlil t.il; proc; flatten; " + "; ".join(cmds)],
                        cwd=tmp_path, capture_output=True, text=True, check=True)
     counts = [int(n) for n in re.findall(r"(\d+) objects\.", r.stdout)]
