@@ -105,8 +105,9 @@ BOUNDS = {
     "loader_issue": "every LW, and each x and h vector's LX into both MXMs, one per loader issue slot",
     "streams": "the weights crossing the busiest position (next to an MXM) on its streams",
     "latency": "the dataflow's fixed fill and drain: weights to an MXM, h and back, y to MEM",
-    "sram_drain": "the last weight vector read no earlier than the SRAM-read bound allows, then its way from the "
-                  "nearest MEM slice into an MXM, one MM and its result through the VXM to MEM",
+    "sram_path": "every weight vector read from cycle 0 on, one per MEM slice per cycle, and carried to its MXM "
+                 "(each slice its distance away): the last arrives no earlier than the slices could deliver them all; "
+                 "then one MM and its result through the VXM to MEM",
 }
 
 
@@ -117,8 +118,10 @@ def ffn_bounds(cfg: TileConfig, n: int, mats: int, H: int, I: int, KH: int, KI: 
     on the configuration, not on a schedule."""
     L, pos = cfg.lanes, cfg.position
     blocks = mats * KH * KI                        # weight blocks of L x L, L vectors each
-    d_mem = min(abs(pos("MXM_W") - pos(m)) for m in cfg.mem_names if m.startswith("MEM_W"))
+    leads = sorted(READ_LATENCY + abs(pos("MXM_W") - pos(m)) for m in cfg.mem_names if m.startswith("MEM_W"))
+    d_mem = leads[0] - READ_LATENCY
     d_vxm = abs(pos("MXM_W") - cfg.vxm_position)
+    d_y = min(abs(cfg.vxm_position - pos(m)) for m in cfg.mem_names)      # the VXM's result to MEM
     out = MXM_LATENCY + d_vxm + cfg.vxm_latency    # MM issue to its VOP's result at the VXM
     sram = -(-blocks * L // (2 * cfg.mem_slices * tiles))
     return {"sram": sram,
@@ -128,10 +131,24 @@ def ffn_bounds(cfg: TileConfig, n: int, mats: int, H: int, I: int, KH: int, KI: 
             "loader_issue": -(-blocks // (2 * tiles)) + B * (KH + KI),
             "streams": -(-blocks * L // (2 * cfg.streams * tiles)),
             # first MM (a weight block read and loaded), h back to an MXM, y to MEM and done
-            "latency": (READ_LATENCY + d_mem + lw_cycles(L, n)) + (out + d_vxm + 1) + (out + 1 + 2),
-            # the last READ on cycle sram - 1 at the earliest, its row at the MXM READ_LATENCY +
-            # d_mem later, the MM on the next cycle (the swap), its chain's result to MEM and done
-            "sram_drain": (sram - 1) + READ_LATENCY + d_mem + 1 + (out + 1 + 2)}
+            "latency": (READ_LATENCY + d_mem + lw_cycles(L, n)) + (out + d_vxm + 1) + (out + d_y + 2),
+            # the busiest MXM's last weight row arrives on last_arrival at the earliest, the MM on
+            # the next cycle (the swap), its chain's result to MEM and done
+            "sram_path": last_arrival(leads, -(-blocks // (2 * tiles)) * L) + 1 + (out + d_y + 2)}
+
+
+def last_arrival(leads, rows: int) -> int:
+    """The earliest cycle by which ``rows`` vectors can have reached an MXM from MEM slices
+    whose READs arrive there ``leads`` cycles after issue, each slice reading one vector a
+    cycle from cycle 0: the least A with sum(max(0, A - lead + 1)) >= rows."""
+    lo, hi = 0, max(leads) + rows
+    while lo < hi:
+        a = (lo + hi) // 2
+        if sum(max(0, a - x + 1) for x in leads) >= rows:
+            hi = a
+        else:
+            lo = a + 1
+    return lo
 
 
 def weight_streams(cfg: TileConfig) -> int:
@@ -273,7 +290,8 @@ class FfnPlan:
         self.chunks = lw_cycles(L, self.n)
         self.lx_stream = self.n
         self.res = Reservations(cfg)
-        self._feeds = {}                          # side -> [(weight slice j, READ lead)] (_window)
+        self._feeds = {}                          # (side, n) -> [(MEM slice, READ lead)] by stream (_feed)
+        self.ramp = True                          # early blocks may load from the nearest slices only (_ramp_n)
         self.timed: dict[str, list[tuple[int, Instr]]] = {n: [] for n in cfg.queue_names}
         self.memory = {n: np.zeros((cfg.mem_depth, L), np.uint8) for n in cfg.mem_names}
         self.next_free = {n: 0 for n in cfg.mem_names}
@@ -283,6 +301,7 @@ class FfnPlan:
         self.loader_free = {s: 0 for s in SIDES}   # first cycle a new LW may issue (the last load started)
         self.load_end = {s: 0 for s in SIDES}      # first cycle a new load may start (the last one swapped)
         self.last_mm = {s: -1 for s in SIDES}
+        self.blocks_left = dict(zip(SIDES, self._jobs_per_side()))   # weight blocks each MXM has yet to load
         self.mm_count = 0
         self.writes: list[PredictedWrite] = []
         self.outputs = {}
@@ -300,8 +319,9 @@ class FfnPlan:
         return "W" if side == "MXM_W" else "E"
 
     def in_dir(self, side):
-        """Direction of the streams flowing into the MXM on ``side``."""
-        return WEST if side == "MXM_W" else EAST
+        """Direction of the streams flowing into the MXM on ``side`` from its hemisphere's
+        MEM slices (towards the edge in the edge layout, towards the VXM in the center one)."""
+        return WEST if self.pos(side) < self.pos(self.mem(side, 0)) else EAST
 
     def mem(self, side, j):
         return f"MEM_{self.hemi(side)}{j}"
@@ -394,31 +414,62 @@ class FfnPlan:
             self.params[e, :, VXM_FIELDS.index(f)] = v
         return e
 
-    def _window(self, side, t_s):
-        """The READs that feed ``side``'s LW of a block starting on ``t_s``: (chunk, slice
-        index j, MEM slice, READ cycle); row ``c*n + j`` comes from slice j on stream j."""
-        feed = self._feeds.get(side)
-        if feed is None:        # slice j and its READ's lead (latency + distance), once per side
-            feed = self._feeds[side] = [(self.mem(side, j), READ_LATENCY + abs(self.pos(self.mem(side, j))
-                                                                                - self.pos(side)))
-                                        for j in range(self.n)]
-        for c in range(self.chunks):
-            for j in range(min(self.n, self.cfg.lanes - c * self.n)):
+    def _feed(self, side, n):
+        """The MEM slice on each of the ``n`` weight streams of ``side`` and its READ's lead
+        (latency + distance to the MXM): with every weight slice (``n`` = :attr:`n`),
+        slice j on stream j; with fewer (a ramp block, :meth:`_ramp_n`), the ``n`` slices
+        nearest the MXM, nearest on stream 0."""
+        feed = self._feeds.get((side, n))
+        if feed is None:
+            lead = lambda m: READ_LATENCY + abs(self.pos(m) - self.pos(side))
+            mems = [self.mem(side, j) for j in range(self.n)]
+            if n < self.n:
+                mems = sorted(mems, key=lead)[:n]
+            feed = self._feeds[(side, n)] = [(m, lead(m)) for m in mems]
+        return feed
+
+    def _window(self, side, t_s, n=None):
+        """The READs that feed ``side``'s LW of a block starting on ``t_s`` with ``n`` rows
+        per cycle (default :attr:`n`): (chunk, stream j, MEM slice, READ cycle); row
+        ``c*n + j`` comes from stream j's slice (:meth:`_feed`)."""
+        n = n or self.n
+        feed = self._feed(side, n)
+        for c in range(lw_cycles(self.cfg.lanes, n)):
+            for j in range(min(n, self.cfg.lanes - c * n)):
                 m, lead = feed[j]
                 yield c, j, m, t_s + c - lead
 
-    def _window_ok(self, side, t_s):
-        """Can the n weight slices of ``side``'s hemisphere feed a block starting on ``t_s``?"""
-        d = self.in_dir(side)
-        return all(self.res.slot_free(m, r) and self.res.drives_free(m, r, _read_probe(j, d), self.pos(side))
-                   for _, j, m, r in self._window(side, t_s))
+    def _ramp_n(self, side, t_s):
+        """Rows per cycle for a block starting on ``t_s``: :attr:`n`, or early in the program,
+        while the farther slices' READs would fall before cycle 0, the slices near enough
+        (a *ramp*: the first blocks load from fewer, nearer slices over more cycles, so
+        that the MXM starts before the farthest slice's first row could arrive).  0 when
+        waiting for more slices swaps the block in earlier."""
+        feed = self._feed(side, self.n)
+        leads = sorted(lead for _, lead in feed)
+        if not self.ramp or t_s >= leads[-1]:
+            return self.n
+        L = self.cfg.lanes
+        reach = lambda t: sum(1 for x in leads if x <= t)       # slices whose chunk-0 READ is on or after 0
+        swap = lambda t: t + lw_cycles(L, reach(t)) if reach(t) else 1 << 62
+        if any(swap(t) < swap(t_s) for t in range(t_s + 1, leads[-1] + 1)):
+            return 0
+        return reach(t_s)
 
-    def _take_window(self, side, t_s, block, who):
-        d, to = self.in_dir(side), self.pos(side)
+    def _window_ok(self, side, t_s, n=None):
+        """Can the weight slices of ``side``'s hemisphere feed a block starting on ``t_s``
+        with ``n`` rows per cycle?"""
+        d = self.in_dir(side)
+        return all(r >= 0 and self.res.slot_free(m, r)
+                   and self.res.drives_free(m, r, _read_probe(j, d), self.pos(side))
+                   for _, j, m, r in self._window(side, t_s, n))
+
+    def _take_window(self, side, t_s, block, who, n=None):
+        d, to, n = self.in_dir(side), self.pos(side), n or self.n
         rows = np.asarray(block, np.int64) & 0xFF
-        for c, j, m, r in self._window(side, t_s):
+        for c, j, m, r in self._window(side, t_s, n):
             addr = self.alloc(m, 1)
-            self.memory[m][addr] = rows[c * self.n + j]
+            self.memory[m][addr] = rows[c * n + j]
             read = _read_probe(j, d).with_addr(addr)     # a checked READ; alloc keeps addr < mem_depth
             self.res.take_slot(m, r, who)
             self.res.take_drives(m, r, read, to, who)
@@ -430,10 +481,11 @@ class FfnPlan:
         ``mms`` is a list of (slot, acc, flags) for every MXM alike; ``on_emit(t, b)``
         places what follows an EMIT on cycle t for MM number b and returns False if it
         cannot on that cycle."""
-        ch = self.chunks
+        ch = self.chunks        # the most rows per cycle: a block with fewer swaps in no earlier
         t_s = max(max(self.load_end[s], self.last_mm[s] + 1 - ch) for s in sides)
         while True:
-            if all(self._window_ok(s, t_s) for s in sides):
+            n = min(self._ramp_n(s, t_s) for s in sides)
+            if n and all(self._window_ok(s, t_s, n) for s in sides):
                 lw_slot = max(self.loader_free[s] for s in sides)
                 lw_slot = max(lw_slot, t_s - DELAY_MAX)
                 while lw_slot <= t_s and not all(self.res.slot_free(self.ldr(s), lw_slot) for s in sides):
@@ -441,13 +493,14 @@ class FfnPlan:
                 if lw_slot <= t_s:
                     break
             t_s += 1
-        swap = t_s + ch
+        swap = t_s + lw_cycles(self.cfg.lanes, n)
         for s, blk in zip(sides, blocks):
             who = f"{label} on {s}"
-            self._take_window(s, t_s, blk, who)
+            self._take_window(s, t_s, blk, who, n)
             self.res.take_slot(self.ldr(s), lw_slot, who + " LW")
-            self.emit(self.ldr(s), lw_slot, Instr.lw(0, self.in_dir(s), self.n, t_s - lw_slot))
+            self.emit(self.ldr(s), lw_slot, Instr.lw(0, self.in_dir(s), n, t_s - lw_slot))
             self.loader_free[s], self.load_end[s] = t_s, swap
+            self.blocks_left[s] -= 1
         # MMs: from the swap on (the loader issues the next block's LW beside them).
         t = swap
         for b, (slot, acc, flags) in enumerate(mms):
@@ -527,11 +580,27 @@ class FfnPlan:
         return next(((m, t_w, d) for _, m, t_w, d in self._mems_near_vxm(t_vop, "WE")
                      if self.res.slot_free(m, t_w)), None)
 
+    def _reads_ahead(self, m, t_w):
+        """Will MEM slice ``m`` still be reading weights on cycle ``t_w``, for the blocks its
+        MXM has yet to load (placed later, ``chunks`` cycles each from ``load_end`` on, as
+        if without stalls)?  A write there would push one of those reads, and its block,
+        back."""
+        side = "MXM_" + m[4]
+        left = self.blocks_left.get(side, 0)
+        if left <= 0:
+            return False
+        lead = READ_LATENCY + abs(self.pos(m) - self.pos(side))
+        start = self.load_end[side] - lead
+        return start <= t_w < start + left * self.chunks
+
     def y_to_mem(self, t_vop, dry, who):
-        """VOP result (y) to the nearest MEM slice with a free write slot; returns
-        (flags, slice, cycle, dir) or None."""
+        """VOP result (y) to the nearest MEM slice with a free write slot, preferring one
+        whose weight reads are over (:meth:`_reads_ahead`); returns (flags, slice, cycle,
+        dir) or None."""
         s = self.lx_stream
-        for flag, m, t_w, d in self._mems_near_vxm(t_vop, "EW"):
+        near = list(self._mems_near_vxm(t_vop, "EW"))
+        for flag, m, t_w, d in ([c for c in near if not self._reads_ahead(c[1], c[2])]
+                                + [c for c in near if self._reads_ahead(c[1], c[2])]):
             vop = Instr.vop(0, EAST, 0, s, flag)
             if self.res.slot_free(m, t_w) and self.res.drives_free("VXM", t_vop, vop, self.pos(m)):
                 if not dry:

@@ -4,11 +4,18 @@ The HDL (``hdl/``), the compiler and the golden model (``firmware_gen/``), the
 testbenches (``sim/``) and the reports all read their sizes from one
 :class:`TileConfig`.  Nothing else in the project restates a width by hand.
 
-Slice order (design brief, section 1): positions run west to east ::
+Slice order (design brief, section 1): positions run west to east.  In the ``edge``
+layout (``TileConfig.mxm_layout``, TSP v1's floorplan and the default) the MXMs are at the
+ends ::
 
     MXM_W | SXM_W | MEM_W{n-1} .. MEM_W0 | VXM | MEM_E0 .. MEM_E{n-1} | SXM_E | MXM_E
 
-``MEM_W0`` and ``MEM_E0`` are the MEM slices next to the VXM.  Every position has an
+and in the ``center`` layout beside the VXM, so that an MXM's results reach the VXM on the
+next position instead of across a hemisphere (``docs/architecture.md``, "Layouts") ::
+
+    SXM_W | MEM_W{n-1} .. MEM_W0 | MXM_W | VXM | MXM_E | MEM_E0 .. MEM_E{n-1} | SXM_E
+
+``MEM_W0`` and ``MEM_E0`` are the MEM slices nearest the VXM.  Every position has an
 instruction queue named after its slice; each MXM has a second one, its *loader*
 (``MXL_W``, ``MXL_E``: ``LW`` and ``LX``), at the MXM's position, so that loading weights
 and x never takes an ``MM`` issue slot.  Queues are numbered by position, the loaders
@@ -28,6 +35,7 @@ from pathlib import Path
 from . import fp8, isa
 
 DTYPES = ("int8", "fp8")      # the MXM's number formats (TileConfig.mxm_dtype)
+LAYOUTS = ("edge", "center")  # where the MXMs sit (TileConfig.mxm_layout)
 
 
 # The clock each preset is reported at: TSP v1's 900 MHz, except ``lp30``, whose clock is
@@ -105,6 +113,13 @@ class TileConfig:
         chain) an FP8 tile holds exactly: it sets :attr:`acc_bits`
         (``lpu_arch.fp8.acc_bits``).  The compiler refuses longer dot products.  Unused in
         int8 mode.
+    mxm_layout : str
+        Where the two MXMs sit (``LAYOUTS``): ``"edge"``, at the ends of the fabric beyond the
+        SXMs (TSP v1's floorplan), or ``"center"``, on either side of the VXM with the MEM
+        slices outside them (module docstring).  A weight then travels as far as before,
+        but an MXM's result reaches the VXM on the next position and ``h`` returns to both
+        MXMs in one cycle.  ``center`` is for single tiles (``links`` = 0): the tray
+        compilers place for the edge layout.
     vxm_latency : int
         Cycles from a ``VOP``'s issue to its result at the VXM (``isa.VXM_LATENCIES``): 3
         (four stages), or 4, a fifth stage that registers the first requantisers' products
@@ -135,6 +150,7 @@ class TileConfig:
     mxm_dtype: str = "int8"
     fp8_max_terms: int = 2048
     vxm_latency: int = isa.VXM_LATENCY
+    mxm_layout: str = "edge"
 
     # Fixed architectural limits (from the ISA's field widths, lpu_arch/isa.py).
     MAX_STREAMS = 1 << isa.FIELD["stream"][1]
@@ -199,6 +215,10 @@ class TileConfig:
         need(_is_pow2(self.rx_depth) and 2 <= self.rx_depth <= 256,
              f"rx_depth must be a power of two in 2..256 vectors, got {self.rx_depth}")
         need(self.mxm_dtype in DTYPES, f"mxm_dtype must be one of {', '.join(DTYPES)}, got {self.mxm_dtype!r}")
+        need(self.mxm_layout in LAYOUTS, f"mxm_layout must be one of {', '.join(LAYOUTS)}, got {self.mxm_layout!r}")
+        need(self.mxm_layout == "edge" or self.links == 0,
+             f"mxm_layout {self.mxm_layout!r} is for single tiles (links = 0; the tray compilers place for "
+             f"the edge layout), got links = {self.links}")
         need(self.fp8_max_terms >= 1 and fp8.acc_bits(self.fp8_max_terms) <= self.MAX_ACC_BITS,
              f"fp8_max_terms must be in 1..{1 << (self.MAX_ACC_BITS - fp8.PRODUCT_BITS)} (an exact sum of that "
              f"many E4M3 products needs {self.MAX_ACC_BITS} bits, the VXM's limit), got {self.fp8_max_terms}")
@@ -242,13 +262,13 @@ class TileConfig:
     def lp30(cls) -> "TileConfig":
         """An LP30-like chip as one tile (docs/lp30.md): 320 lanes, 107+107 MEM slices of 8192
         vectors (561 MB) and 108 streams per direction, so that each MXM loads a 320-row
-        weight block from every slice of its hemisphere in 3 cycles; at
-        ``PRESET_CLOCK_MHZ["lp30"]`` its SRAM reads 150 TB/s.  Compiler and golden model
+        weight block from every slice of its hemisphere in 3 cycles, and the MXMs beside the
+        VXM (``mxm_layout`` ``"center"``); at ``PRESET_CLOCK_MHZ["lp30"]`` its SRAM reads 150 TB/s.  Compiler and golden model
         only: too big to simulate."""
         return cls(lanes=320, streams=108, mem_slices=107, mem_depth=8192, iq_depth=8192, trace_depth=0,
-                   mxm_acc_depth=1024, mxm_xbuf_depth=1024, vxm_param_depth=512)
+                   mxm_acc_depth=1024, mxm_xbuf_depth=1024, vxm_param_depth=512, mxm_layout="center")
 
-    TEXT_FIELDS = ("mxm_dtype",)
+    TEXT_FIELDS = {"mxm_dtype": DTYPES, "mxm_layout": LAYOUTS}   # text field -> its choices
 
     PRESETS = ("default", "tiny", "board", "full_scale", "lp30")
 
@@ -323,15 +343,17 @@ class TileConfig:
 
     @property
     def vxm_position(self) -> int:
-        return self.mem_slices + self.c2c + 2
+        return self.position("VXM")
 
-    @property
+    @functools.cached_property
     def slice_names(self) -> list[str]:
-        """Slice names in position order (west to east)."""
+        """Slice names in position order (west to east; the module docstring's layouts)."""
         n = self.mem_slices
         c_w, c_e = (["C2C_W"], ["C2C_E"]) if self.links else ([], [])
-        return (["MXM_W", "SXM_W"] + c_w + [f"MEM_W{i}" for i in reversed(range(n))] + ["VXM"]
-                + [f"MEM_E{i}" for i in range(n)] + c_e + ["SXM_E", "MXM_E"])
+        mem_w, mem_e = [f"MEM_W{i}" for i in reversed(range(n))], [f"MEM_E{i}" for i in range(n)]
+        if self.mxm_layout == "center":
+            return ["SXM_W"] + c_w + mem_w + ["MXM_W", "VXM", "MXM_E"] + mem_e + c_e + ["SXM_E"]
+        return ["MXM_W", "SXM_W"] + c_w + mem_w + ["VXM"] + mem_e + c_e + ["SXM_E", "MXM_E"]
 
     LOADERS = {"MXL_W": "MXM_W", "MXL_E": "MXM_E"}   # loader queue -> the MXM it issues to
     LOADER_OF = {m: q for q, m in LOADERS.items()}   # the MXM -> its loader queue

@@ -23,7 +23,7 @@ import struct
 import zlib
 
 from . import isa
-from .config import DTYPES, ConfigError, TileConfig
+from .config import ConfigError, TileConfig
 from .vxm import PARAM_WORDS as VXM_PARAM_WORDS
 
 HOST_READ_LATENCY = 2   # host bus: read data this many cycles after re
@@ -257,18 +257,22 @@ def config_field_names() -> list[str]:
 
 def field_word(name: str, v) -> int:
     """A field's configuration word: its value, or for a text field (``TileConfig.TEXT_FIELDS``)
-    the index of its value in the field's choices (``mxm_dtype``: ``config.DTYPES``)."""
-    return DTYPES.index(v) if name in TileConfig.TEXT_FIELDS else v
+    the index of its value in the field's choices (``mxm_dtype``: ``config.DTYPES``,
+    ``mxm_layout``: ``config.LAYOUTS``)."""
+    choices = TileConfig.TEXT_FIELDS.get(name)
+    return choices.index(v) if choices else v
 
 
 def field_value(name: str, word: int):
     """The value of field ``name`` that configuration word ``word`` stands for."""
-    return DTYPES[word] if name in TileConfig.TEXT_FIELDS else word
+    choices = TileConfig.TEXT_FIELDS.get(name)
+    return choices[word] if choices else word
 
 
 def _field_text(name: str, word: int) -> str:
-    if name in TileConfig.TEXT_FIELDS:
-        return repr(DTYPES[word]) if 0 <= word < len(DTYPES) else f"{word} (no such {name})"
+    choices = TileConfig.TEXT_FIELDS.get(name)
+    if choices:
+        return repr(choices[word]) if 0 <= word < len(choices) else f"{word} (no such {name})"
     return str(word)
 
 

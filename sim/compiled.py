@@ -241,7 +241,7 @@ def summary_rows(c: CompiledFfn) -> list[tuple[str, str]]:
         ("MAC bound", f"{m.mac_bound:,}  ({m.mm_count:,} MMs on 2 MXMs)"),
         *[(label, f"{b[k]:,}  ({BOUNDS[k]})") for k, label in
           (("loader_issue", "loader issue bound"), ("weight_load", "weight-load bound"), ("streams", "stream bound"),
-           ("latency", "latency floor"), ("sram_drain", "SRAM + drain bound")) if k in b],
+           ("latency", "latency floor"), ("sram_path", "SRAM + path bound")) if k in b],
         ("efficiency", f"{m.efficiency:.3f}  (tightest bound / cycles: {m.tightest}; {m.cycles / m.sram_bound:.3f}x "
                        "the SRAM-read bound)"),
         ("MXM utilisation", f"{m.mxm_utilisation:.3f}"),

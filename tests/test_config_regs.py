@@ -27,17 +27,19 @@ import pytest
 from amaranth.sim import Simulator
 
 from lpu_arch import TileConfig, hostmap
-from lpu_arch.config import DTYPES
+from lpu_arch.config import DTYPES, LAYOUTS
 from lpu_arch.hostmap import Csr
 
-PRESETS = {"tiny": TileConfig.tiny(), "default": TileConfig.default(), "full_scale": TileConfig.full_scale()}
+PRESETS = {"tiny": TileConfig.tiny(), "default": TileConfig.default(), "full_scale": TileConfig.full_scale(),
+           "lp30": TileConfig.lp30()}
 
 
 def expected_block(cfg):
     """{CSR word: value} of the configuration block, stated independently of hostmap."""
     names = [f.name for f in dataclasses.fields(TileConfig)]
     vals = [getattr(cfg, n) for n in names]
-    vals = [DTYPES.index(v) if isinstance(v, str) else v for v in vals]    # a text field: its choice's index
+    choices = {"mxm_dtype": DTYPES, "mxm_layout": LAYOUTS}
+    vals = [choices[n].index(v) if isinstance(v, str) else v for n, v in zip(names, vals)]   # a text field: its choice's index
     crc = zlib.crc32(struct.pack(f"<{len(vals)}I", *vals), zlib.crc32(",".join(names).encode()))
     block = {0x20: 1, 0x21: len(names), 0x22: crc}
     block.update({0x40 + k: v for k, v in enumerate(vals)})
@@ -104,7 +106,8 @@ def test_mismatch_header():
     problems = hostmap.config_mismatch(cfg, words[:-1], [1, n - 1, 0])
     assert problems[0].startswith(f"number of configuration fields: tile has {n - 1}, program needs {n}")
     last = hostmap.config_field_names()[-1]
-    assert problems[1] == f"{last}: tile does not report it, program needs {getattr(cfg, last)}"
+    v = getattr(cfg, last)
+    assert problems[1] == f"{last}: tile does not report it, program needs {repr(v) if isinstance(v, str) else v}"
     # Same values, another field list (names or order): only the hash tells.
     (p,) = hostmap.config_mismatch(cfg, words, [1, n, hostmap.config_hash(cfg) ^ 1])
     assert p.startswith("configuration hash:")
