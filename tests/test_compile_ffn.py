@@ -15,6 +15,8 @@ from firmware_gen.compile_ffn import CompileError, StoreH, compile_ffn, example_
 from firmware_gen.numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
 from firmware_gen.reserve import lower
 
+from .helpers import RAMP_TILE
+
 
 def check_compiled(cfg, ex, h_route=None):
     prog, man = compile_ffn(ex.spec, ex.x_int8, cfg, h_route=h_route)
@@ -149,13 +151,14 @@ def test_program_round_trips_through_json():
 @pytest.mark.parametrize("preset, kind, H, I, batch", [
     ("tiny", "swiglu", 4, 4, 1), ("tiny", "classic", 5, 7, 1), ("tiny", "classic", 8, 16, 3),
     ("default", "swiglu", 16, 16, 1), ("default", "swiglu", 64, 128, 1), ("default", "classic", 128, 512, 1),
-    ("default", "swiglu", 128, 256, 16), ("default", "classic", 32, 64, 3)])
+    ("default", "swiglu", 128, 256, 16), ("default", "classic", 32, 64, 3),
+    ("ramp", "swiglu", 16, 24, 1), ("ramp", "classic", 12, 20, 2)])
 def test_no_schedule_beats_a_bound(preset, kind, H, I, batch):
     """Every bound the manifest reports is a lower bound on the compiled cycles (on one
     tile and on a tray of 2 and 4), and the tightest one is named."""
     from firmware_gen.compile_ffn import BOUNDS
     from firmware_gen.tray import compile_ffn_tray
-    cfg = TileConfig.preset(preset)
+    cfg = TileConfig.load(*RAMP_TILE) if preset == "ramp" else TileConfig.preset(preset)
     ex = example_ffn(kind, H, I, batch, seed=5)
     _, man = compile_ffn(ex.spec, ex.x_int8, cfg)
     assert set(man.bounds) == set(BOUNDS)
@@ -164,6 +167,8 @@ def test_no_schedule_beats_a_bound(preset, kind, H, I, batch):
     assert all(v <= man.cycles for v in man.bounds.values()), (man.cycles, man.bounds)
     assert man.bounds[man.tightest] == man.bound and 0 < man.efficiency <= 1
     for tiles in (2, 4):
+        if cfg.mxm_layout == "center":
+            continue                      # single tiles only (TileConfig.mxm_layout)
         _, tray = compile_ffn_tray(ex.spec, ex.x_int8, cfg, tiles)
         assert all(v <= tray.cycles for v in tray.bounds.values()), (tray.cycles, tray.bounds)
 
@@ -179,3 +184,32 @@ def test_per_row_output_scales_compile_and_pad():
     x = rng.integers(-100, 100, size=H).astype(np.int8)
     prog, man = compile_ffn(spec, x, cfg)
     assert np.array_equal(output_matrix(man, archmodel.run(prog).memory, cfg.lanes, H)[0], ffn_int(spec, x))
+
+
+@pytest.mark.parametrize("layout", ["center", "edge"])
+@pytest.mark.parametrize("kind, H, I, batch", [("swiglu", 16, 24, 1), ("classic", 12, 20, 2), ("swiglu", 8, 8, 3)])
+def test_ramp_blocks_start_the_mxms_early(layout, kind, H, I, batch):
+    """Where the farthest weight slice's row would reach an MXM later than a block from the
+    nearer slices alone could be loaded, the first blocks load from fewer slices (LW n below
+    the weight streams): bit- and cycle-exact on the golden model, and never slower than
+    without ramp blocks."""
+    from firmware_gen.compile_ffn import FfnPlan, weight_streams
+    cfg = TileConfig.load(RAMP_TILE[0], [*RAMP_TILE[1][:-1], f"mxm_layout={layout}"])
+    ex = example_ffn(kind, H, I, batch, seed=9)
+    prog, man, _ = check_compiled(cfg, ex)
+    lw_n = [i.operand("n") for i in prog.queues["MXL_W"] if i.op == Op.LW]
+    assert lw_n[0] < weight_streams(cfg) and lw_n[-1] == weight_streams(cfg)
+    flat = FfnPlan(cfg, ex.spec, ex.x_int8)
+    flat.ramp = False
+    assert man.cycles <= flat.compile().res.done_cycles()
+
+
+def test_center_layout_shortens_the_drain():
+    """The same FFN on the same tile, MXMs at the ends or beside the VXM: beside it, the
+    last MM's result reaches the VXM on the next position instead of across a hemisphere."""
+    cycles = {}
+    for layout in ("edge", "center"):
+        cfg = TileConfig.load("default", ["mem_slices=12", "streams=13", f"mxm_layout={layout}"])
+        _, man, _ = check_compiled(cfg, example_ffn("swiglu", 64, 128, 1, seed=4))
+        cycles[layout] = man.cycles
+    assert cycles["center"] < cycles["edge"] - 12, cycles

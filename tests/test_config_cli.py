@@ -36,6 +36,17 @@ def test_load_presets_files_and_overrides(tmp_path):
     assert TileConfig.load(_write(tmp_path / "back.toml", cfg.to_toml("round trip"))) == cfg
 
 
+def test_layouts_order_the_slices():
+    """The edge layout puts the MXMs at the ends, the center layout beside the VXM; every
+    name keeps its meaning (MEM_W0 and MEM_E0 nearest the VXM) and the queues follow."""
+    edge, center = TileConfig.tiny(), TileConfig.load("tiny", ["mxm_layout=center"])
+    assert edge.slice_names == ["MXM_W", "SXM_W", "MEM_W1", "MEM_W0", "VXM", "MEM_E0", "MEM_E1", "SXM_E", "MXM_E"]
+    assert center.slice_names == ["SXM_W", "MEM_W1", "MEM_W0", "MXM_W", "VXM", "MXM_E", "MEM_E0", "MEM_E1", "SXM_E"]
+    assert center.vxm_position == 4 == edge.vxm_position and center.positions == edge.positions
+    assert center.queue_names[-2:] == ["MXL_W", "MXL_E"] and center.position("MXL_E") == 5
+    assert TileConfig.lp30().mxm_layout == "center"
+
+
 def _write(path, text):
     path.write_text(text)
     return str(path)
@@ -50,6 +61,9 @@ def _write(path, text):
     (lambda d: TileConfig.load("tiny", ["mem_depth"]), r"--set takes FIELD=VALUE"),
     (lambda d: TileConfig.load("tiny", ["mem_depth=big"]), r"--set mem_depth=big: the value must be an integer"),
     (lambda d: TileConfig.load("tiny", ["lanes=6"]), r"lanes must be a multiple of 4"),
+    (lambda d: TileConfig.load("tiny", ["mxm_layout=middle"]), r"mxm_layout must be one of edge, center, got 'middle'"),
+    (lambda d: TileConfig.load("tiny", ["mxm_layout=center", "links=2"]),
+     r"mxm_layout 'center' is for single tiles \(links = 0; .*got links = 2"),
 ])
 def test_bad_configurations_are_one_line_config_errors(tmp_path, make, message):
     with pytest.raises(ConfigError, match=message):

@@ -18,7 +18,7 @@ from sim.cli import DECODE_TILE
 from sim.runner import job
 from sim.scoreboard import check_run, diff_runs, output_rows
 
-from .helpers import ONE_SIM, SIMS, get_sim
+from .helpers import ONE_SIM, RAMP_TILE, SIMS, get_sim
 
 CASES = {
     "tiny": [("swiglu", 4, 4, 1), ("swiglu", 5, 7, 1), ("classic", 6, 10, 3), ("classic", 8, 12, 4),
@@ -66,6 +66,20 @@ def test_ffn_on_the_board_tile(simulator):
     """The FPGA preset: the same HDL as the tiny and default tiles, at 8 lanes and 4
     streams, on one simulator (``helpers.ONE_SIM``)."""
     run_ffns("board", simulator, CASES["board"])
+
+
+@pytest.mark.sim
+def test_center_layout_and_ramp_blocks_on_rtl(simulator):
+    """The MXMs beside the VXM (``mxm_layout`` center: weights flow towards the VXM, results
+    reach it on the next position) and ramp blocks (``LW`` n below the weight streams):
+    the programs use both, and run as predicted."""
+    cases = [("swiglu", 16, 24, 1), ("classic", 12, 20, 2), ("swiglu", 8, 8, 3)]
+    cfg = TileConfig.load(*RAMP_TILE)
+    assert cfg.mxm_layout == "center"
+    ex = example_ffn(*cases[0], seed=0)
+    lw_n = [i.operand("n") for i in compile_ffn(ex.spec, ex.x_int8, cfg)[0].queues["MXL_W"] if i.op.name == "LW"]
+    assert min(lw_n) < max(lw_n)
+    run_ffns(*RAMP_TILE[:1], simulator, cases, sets=RAMP_TILE[1])
 
 
 @pytest.mark.sim
