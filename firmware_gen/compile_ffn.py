@@ -292,6 +292,7 @@ class FfnPlan:
         self.res = Reservations(cfg)
         self._feeds = {}                          # (side, n) -> [(MEM slice, READ lead)] by stream (_feed)
         self.ramp = True                          # early blocks may load from the nearest slices only (_ramp_n)
+        self._leads = {}                          # side -> its weight slices' READ leads, ascending
         self.timed: dict[str, list[tuple[int, Instr]]] = {n: [] for n in cfg.queue_names}
         self.memory = {n: np.zeros((cfg.mem_depth, L), np.uint8) for n in cfg.mem_names}
         self.next_free = {n: 0 for n in cfg.mem_names}
@@ -445,8 +446,9 @@ class FfnPlan:
         (a *ramp*: the first blocks load from fewer, nearer slices over more cycles, so
         that the MXM starts before the farthest slice's first row could arrive).  0 when
         waiting for more slices swaps the block in earlier."""
-        feed = self._feed(side, self.n)
-        leads = sorted(lead for _, lead in feed)
+        leads = self._leads.get(side)
+        if leads is None:
+            leads = self._leads[side] = sorted(lead for _, lead in self._feed(side, self.n))
         if not self.ramp or t_s >= leads[-1]:
             return self.n
         L = self.cfg.lanes

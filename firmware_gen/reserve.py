@@ -29,6 +29,7 @@ class Reservations:
         self._occ: dict[tuple, list[tuple[int, int, str]]] = {}
         self._effects: dict[tuple, object] = {}
         self.last_drive = -1
+        self.last_issue = -1          # the latest issue slot taken (done_cycles)
 
     # ---- issue slots -------------------------------------------------------------------
     def slot_free(self, slice_name: str, cycle: int) -> bool:
@@ -41,6 +42,7 @@ class Reservations:
         if other is not None:
             raise ReservationError(f"{slice_name} issues twice on cycle {cycle}: {other} and {who}")
         self.slots[slice_name][cycle] = who
+        self.last_issue = max(self.last_issue, cycle)
 
     # ---- streams -----------------------------------------------------------------------
     def clash_at(self, dir: int, stream: int, p_from: int, p_to: int, drive_cycle: int):
@@ -84,6 +86,7 @@ class Reservations:
     def release_after(self, slice_name: str, cycle: int) -> None:
         """Free ``slice_name``'s issue slots after ``cycle`` (deskews past the last work)."""
         self.slots[slice_name] = {c: w for c, w in self.slots[slice_name].items() if c <= cycle}
+        self.last_issue = max((c for s in self.slots.values() for c in s), default=-1)
 
     # ---- an instruction's stream drives (lpu_arch.effects) ---------------------------------
     def _drives(self, slice_name, cycle, ins, to):
@@ -109,8 +112,7 @@ class Reservations:
     # ---- totals ------------------------------------------------------------------------
     def done_cycles(self) -> int:
         """The tile's cycle counter at done (``lpu_arch.timing.done_cycles``)."""
-        last_issue = max((c for s in self.slots.values() for c in s), default=-1)
-        return done_cycles(last_issue + 1, self.last_drive)
+        return done_cycles(self.last_issue + 1, self.last_drive)
 
     def busy(self) -> dict[str, int]:
         return {n: len(s) for n, s in self.slots.items()}

@@ -29,7 +29,8 @@ class Effects(NamedTuple):
 
 
 def mxm_out_dir(slice_name: str) -> int:
-    """An MXM emits towards the VXM: MXM_W east-flowing, MXM_E west-flowing."""
+    """An MXM emits towards the VXM: MXM_W east-flowing, MXM_E west-flowing (in either
+    layout, ``TileConfig.mxm_layout``, MXM_W is west of the VXM)."""
     return EAST if slice_name == "MXM_W" else WEST
 
 
