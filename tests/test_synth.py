@@ -97,3 +97,14 @@ def test_nextpnr_progress_names_the_stage():
     router1 = "Info:     418000 |    80275     337724 |  177   823 |    218275|      32.07    4627.18|"
     assert synth.nextpnr_stage(router1) == "routing (router1, 218275 arcs left)"
     assert synth.nextpnr_stage("") == "starting"
+
+
+def test_each_preset_places_with_its_own_seed():
+    """The board tile places with its pinned seed (the one that routes), also as the flow
+    builds it (no event trace); the other presets and configurations with seed 1."""
+    import dataclasses
+    board = TileConfig.board()
+    assert synth.nextpnr_seed(board) == synth.nextpnr_seed(dataclasses.replace(board, trace_depth=0)) \
+        == synth.NEXTPNR_SEEDS["board"] != synth.NEXTPNR_SEED
+    assert synth.nextpnr_seed(TileConfig.tiny()) == synth.NEXTPNR_SEED
+    assert synth.nextpnr_seed(dataclasses.replace(board, mem_depth=512)) == synth.NEXTPNR_SEED
