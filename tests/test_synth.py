@@ -99,12 +99,12 @@ def test_nextpnr_progress_names_the_stage():
     assert synth.nextpnr_stage("") == "starting"
 
 
-def test_each_preset_places_with_its_own_seed():
-    """The board tile places with its pinned seed (the one that routes), also as the flow
-    builds it (no event trace); the other presets and configurations with seed 1."""
+def test_each_preset_places_with_its_own_seed(monkeypatch):
+    """A preset pinned in NEXTPNR_SEEDS places with its seed, also as the flow builds it (no
+    event trace); the other presets and configurations with NEXTPNR_SEED."""
     import dataclasses
+    monkeypatch.setattr(synth, "NEXTPNR_SEEDS", {"board": 7})
     board = TileConfig.board()
-    assert synth.nextpnr_seed(board) == synth.nextpnr_seed(dataclasses.replace(board, trace_depth=0)) \
-        == synth.NEXTPNR_SEEDS["board"] != synth.NEXTPNR_SEED
-    assert synth.nextpnr_seed(TileConfig.tiny()) == synth.NEXTPNR_SEED
+    assert synth.nextpnr_seed(board) == synth.nextpnr_seed(dataclasses.replace(board, trace_depth=0)) == 7
+    assert synth.nextpnr_seed(TileConfig.tiny()) == synth.NEXTPNR_SEED != 7
     assert synth.nextpnr_seed(dataclasses.replace(board, mem_depth=512)) == synth.NEXTPNR_SEED
