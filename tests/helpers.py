@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 
 from lpu_arch import TileConfig
 from lpu_arch.isa import EAST, SXM_LATENCY, WEST, Instr, Op, SxmFlag
@@ -26,6 +27,15 @@ ONE_SIM = ["icarus"] if "icarus" in SIMS else SIMS[:1]
 # The one simulator for long runs (hundreds of thousands of cycles) of a design that other
 # tests run on both simulators: Verilator, which runs them tens of times faster.
 FAST_SIM = ["verilator"] if "verilator" in SIMS else SIMS[:1]
+
+
+
+def each_sim() -> list:
+    """``simulator`` parameters for a test whose build no other test uses: ONE_SIM in
+    ``make test``, the other simulators marked ``long`` (``make test-long``), so that every
+    simulator still runs it in CI without a Verilator build in the fast suite."""
+    return [s if s in ONE_SIM else pytest.param(s, marks=pytest.mark.long) for s in SIMS]
+
 
 _built = {}
 

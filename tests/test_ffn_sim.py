@@ -18,7 +18,7 @@ from sim.cli import DECODE_TILE
 from sim.runner import job
 from sim.scoreboard import check_run, diff_runs, output_rows
 
-from .helpers import ONE_SIM, RAMP_TILE, SIMS, get_sim
+from .helpers import ONE_SIM, RAMP_TILE, SIMS, each_sim, get_sim
 
 CASES = {
     "tiny": [("swiglu", 4, 4, 1), ("swiglu", 5, 7, 1), ("classic", 6, 10, 3), ("classic", 8, 12, 4),
@@ -69,6 +69,7 @@ def test_ffn_on_the_board_tile(simulator):
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("simulator", each_sim())
 def test_center_layout_and_ramp_blocks_on_rtl(simulator):
     """The MXMs beside the VXM (``mxm_layout`` center: weights flow towards the VXM, results
     reach it on the next position) and ramp blocks (``LW`` n below the weight streams):

@@ -5,7 +5,8 @@ tiles at capacity, a random one, the router's own) every tile's cycle count is t
 for every routing and equal to the compiler's prediction, every write as predicted, the
 busy counters as predicted (the unused slots' READs skip), every expert's output bit-exact
 against ``moe.moe_int``; a routing beyond capacity runs in rounds of the same program and
-cycles; the traces are identical on Verilator and Icarus.
+cycles; the traces are identical on Verilator and Icarus (``make test`` runs the 4-tile
+layers on Icarus alone, ``make test-long`` on both and the 8-tile layer).
 
 The builds are those of ``test_c2c_sim.test_all_to_all_tiles`` (same tile, same wire
 latencies), so these runs add no build."""
@@ -18,7 +19,7 @@ import pytest
 from sim.demo_c2c import c2c_config
 from sim.scoreboard import diff_runs
 
-from .helpers import SIMS
+from .helpers import ONE_SIM, SIMS
 
 pytestmark = pytest.mark.sim
 
@@ -26,9 +27,15 @@ pytestmark = pytest.mark.sim
 LAYERS = {("ep", 4): (8, 2, 1, 8, 8, 2, 1), ("ep", 8): (24, 4, 1, 8, 8, 1, 2), ("tp", 4): (4, 2, 1, 8, 8, 1, None)}
 
 
-@pytest.mark.parametrize("mapping, tiles", [pytest.param(*key, marks=pytest.mark.long) if key[1] == 8 else key
-                                            for key in LAYERS])
-def test_moe_routings_on_the_rtl(mapping, tiles):
+# make test runs the 4-tile layers on ONE_SIM; make test-long runs them on every simulator
+# and compares (with the 8-tile layer): only these tests use the 4-tile system's build.
+CASES = [pytest.param(*key, ONE_SIM, id=f"{key[0]}-{key[1]}-{'+'.join(ONE_SIM)}") for key in LAYERS if key[1] == 4] + \
+    [pytest.param(*key, SIMS, marks=pytest.mark.long, id=f"{key[0]}-{key[1]}-{'+'.join(SIMS)}")
+     for key in LAYERS if key[1] == 8 or len(SIMS) > 1]
+
+
+@pytest.mark.parametrize("mapping, tiles, sims", CASES)
+def test_moe_routings_on_the_rtl(mapping, tiles, sims):
     from lpu_arch.topology import Topology
     from sim.demo_moe import compile_moe_example, run_moe_on_rtl
 
@@ -46,7 +53,7 @@ def test_moe_routings_on_the_rtl(mapping, tiles):
         assert all(len(cm.rounds(n)) == 1 for n in ("spread", "packed", "random"))
     predicted = cm.mt.manifest().cycles
     seen = {}
-    for sim in SIMS:
+    for sim in sims:
         report = run_moe_on_rtl(cm, sim, latency=lat, ppm=ppm)
         bad = [f"{r['routing']} round {r['round']}: {(r['problems'] or ['outputs'])[0]}"
                for r in report["runs"] if not r["passed"]]
