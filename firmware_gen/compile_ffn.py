@@ -118,7 +118,7 @@ def ffn_bounds(cfg: TileConfig, n: int, mats: int, H: int, I: int, KH: int, KI: 
     on the configuration, not on a schedule."""
     L, pos = cfg.lanes, cfg.position
     blocks = mats * KH * KI                        # weight blocks of L x L, L vectors each
-    leads = sorted(READ_LATENCY + abs(pos("MXM_W") - pos(m)) for m in cfg.mem_names if m.startswith("MEM_W"))
+    leads = sorted(read_lead(cfg, m, "MXM_W") for m in cfg.mem_names if m.startswith("MEM_W"))
     d_mem = leads[0] - READ_LATENCY
     d_vxm = abs(pos("MXM_W") - cfg.vxm_position)
     d_y = min(abs(cfg.vxm_position - pos(m)) for m in cfg.mem_names)      # the VXM's result to MEM
@@ -135,6 +135,12 @@ def ffn_bounds(cfg: TileConfig, n: int, mats: int, H: int, I: int, KH: int, KI: 
             # the busiest MXM's last weight row arrives on last_arrival at the earliest, the MM on
             # the next cycle (the swap), its chain's result to MEM and done
             "sram_path": last_arrival(leads, -(-blocks // (2 * tiles)) * L) + 1 + (out + d_y + 2)}
+
+
+def read_lead(cfg: TileConfig, mem: str, mxm: str) -> int:
+    """Cycles from a READ in MEM slice ``mem`` to its vector at MXM ``mxm``: the read latency
+    and the distance."""
+    return READ_LATENCY + abs(cfg.position(mem) - cfg.position(mxm))
 
 
 def last_arrival(leads, rows: int) -> int:
@@ -422,7 +428,7 @@ class FfnPlan:
         nearest the MXM, nearest on stream 0."""
         feed = self._feeds.get((side, n))
         if feed is None:
-            lead = lambda m: READ_LATENCY + abs(self.pos(m) - self.pos(side))
+            lead = lambda m: read_lead(self.cfg, m, side)
             mems = [self.mem(side, j) for j in range(self.n)]
             if n < self.n:
                 mems = sorted(mems, key=lead)[:n]
@@ -591,8 +597,7 @@ class FfnPlan:
         left = self.blocks_left.get(side, 0)
         if left <= 0:
             return False
-        lead = READ_LATENCY + abs(self.pos(m) - self.pos(side))
-        start = self.load_end[side] - lead
+        start = self.load_end[side] - read_lead(self.cfg, m, side)
         return start <= t_w < start + left * self.chunks
 
     def y_to_mem(self, t_vop, dry, who):
@@ -600,9 +605,8 @@ class FfnPlan:
         whose weight reads are over (:meth:`_reads_ahead`); returns (flags, slice, cycle,
         dir) or None."""
         s = self.lx_stream
-        near = list(self._mems_near_vxm(t_vop, "EW"))
-        for flag, m, t_w, d in ([c for c in near if not self._reads_ahead(c[1], c[2])]
-                                + [c for c in near if self._reads_ahead(c[1], c[2])]):
+        # A stable sort: nearest first among the slices done reading, then among the others.
+        for flag, m, t_w, d in sorted(self._mems_near_vxm(t_vop, "EW"), key=lambda c: self._reads_ahead(c[1], c[2])):
             vop = Instr.vop(0, EAST, 0, s, flag)
             if self.res.slot_free(m, t_w) and self.res.drives_free("VXM", t_vop, vop, self.pos(m)):
                 if not dry:

@@ -29,7 +29,6 @@ ONE_SIM = ["icarus"] if "icarus" in SIMS else SIMS[:1]
 FAST_SIM = ["verilator"] if "verilator" in SIMS else SIMS[:1]
 
 
-
 def each_sim() -> list:
     """``simulator`` parameters for a test whose build no other test uses: ONE_SIM in
     ``make test``, the other simulators marked ``long`` (``make test-long``), so that every
