@@ -116,6 +116,14 @@ def _check_tools():
         os.environ.setdefault(var, exe)
 
 
+def run_yosys(script: str, cwd: Path) -> str:
+    """Run a Yosys script in ``cwd`` (the project's YoWASP Yosys, found as ``make synth``
+    finds it) and return what it printed."""
+    _check_tools()
+    return subprocess.run([TOOLS["YOSYS"], "-p", script], cwd=cwd, capture_output=True,
+                          text=True, check=True).stdout
+
+
 def _stat(path: Path) -> dict:
     """Yosys's ``stat -json`` output (after whatever ``tee`` wrote before the JSON)."""
     text = path.read_text()

@@ -70,16 +70,14 @@ def test_mxm_row_patterns_select_each_rows_products(tmp_path):
     ``lanes`` multipliers each, and every 8x8 product once between them: a renamed MXM
     would otherwise leave every product in logic without a word."""
     import re
-    import subprocess
     from amaranth.back import rtlil
     from hdl.tile import Tile
     cfg = TileConfig.tiny()
     (tmp_path / "t.il").write_text(rtlil.convert(Tile(cfg), name="t", emit_src=False))
     rows = synth._mxm_rows(cfg)
     cmds = [f"select -count t:$mul {p} %i" for p in rows] + [f"select -count t:$mul {synth._union(rows)} %i"]
-    r = subprocess.run([synth.TOOLS["YOSYS"], "-p", "read_rtlil t.il; proc; flatten; " + "; ".join(cmds)],
-                       cwd=tmp_path, capture_output=True, text=True, check=True)
-    counts = [int(n) for n in re.findall(r"(\d+) objects\.", r.stdout)]
+    out = synth.run_yosys("read_rtlil t.il; proc; flatten; " + "; ".join(cmds), tmp_path)
+    counts = [int(n) for n in re.findall(r"(\d+) objects\.", out)]
     assert counts == [cfg.lanes] * len(rows) + [len(rows) * cfg.lanes]
     assert len(rows) == 2 * cfg.lanes
 
