@@ -20,7 +20,7 @@ import numpy as np
 from lpu_arch import c2c, fp8
 from lpu_arch.effects import SXM_OUT_OPS, effects
 from lpu_arch.hostmap import base_fields
-from lpu_arch.isa import BASE_OPS, DATA_OPS, EAST, INT32_PLANES, Instr, MMFlag, Op, SxmFlag, VopFlag
+from lpu_arch.isa import BASE_OPS, DATA_OPS, EAST, INT32_PLANES, READ_LATENCY, Instr, MMFlag, Op, SxmFlag, VopFlag
 from lpu_arch.timing import done_cycles, lw_cycles
 from lpu_arch.vxm import VXM_FIELDS
 
@@ -57,15 +57,14 @@ class RunResult:
     nan_operand: tuple | None = None
 
 
-def expand(instrs: list[Instr]) -> tuple[list[tuple[int, Instr]], int]:
-    """Issue times of one queue: ``([(cycle, concrete instruction), ...], halt_cycle)``.
-
-    REPEAT is unrolled into the concrete instructions it re-issues."""
-    c, out, last = 0, [], None
+def _issues(instrs: list[Instr]) -> tuple[list[tuple[int, Instr, int]], int]:
+    """Issue times of one queue as ``([(cycle, instruction, address), ...], halt_cycle)``:
+    a REPEAT's re-issues are its instruction with another address (not built here)."""
+    c, out, last, addr = 0, [], None, 0
     for ins in instrs:
         if ins.op in DATA_OPS:
-            out.append((c, ins))
-            last = ins
+            out.append((c, ins, ins.addr))
+            last, addr = ins, ins.addr
             c += 1
         elif ins.op == Op.NOP:
             c += ins.count
@@ -73,10 +72,18 @@ def expand(instrs: list[Instr]) -> tuple[list[tuple[int, Instr]], int]:
             if last is None:
                 raise ModelError("REPEAT with nothing to repeat")
             for k in range(1, ins.count + 1):
-                last = last.with_addr(last.addr + ins.addr)
-                out.append((c + k * ins.delay - 1, last))
+                out.append((c + k * ins.delay - 1, last, addr + k * ins.addr))
+            addr += ins.count * ins.addr
             c += ins.count * ins.delay
     return out, c
+
+
+def expand(instrs: list[Instr]) -> tuple[list[tuple[int, Instr]], int]:
+    """Issue times of one queue: ``([(cycle, concrete instruction), ...], halt_cycle)``.
+
+    REPEAT is unrolled into the concrete instructions it re-issues."""
+    out, c = _issues(instrs)
+    return [(t, ins if a == ins.addr else ins.with_addr(a)) for t, ins, a in out], c
 
 
 # ---- accumulators <-> byte planes ---------------------------------------------------------
@@ -166,16 +173,17 @@ class _Mxm:
 
     def load_step(self, t, tap):
         """Start a waiting LW whose cycle has come; sample this cycle's rows of the load in
-        progress; swap in the block after the last."""
+        progress (``tap(d, s, n)``: streams s..s+n-1 at the MXM); swap in the block after
+        the last."""
         self._start_waiting(t)
         if self.loader is None:
             return
         first, n, s, d = self.loader
         k = t - first
         shadow, shadow_nan = self.weights[1 - self.active], self.w_nan[1 - self.active]
-        for j in range(min(n, self.L - k * n)):      # the last group may be partial
-            shadow[k * n + j] = operand_values(tap(d, s + j), self.dtype)
-            shadow_nan[k * n + j] = has_nan(tap(d, s + j), self.dtype)
+        rows = tap(d, s, min(n, self.L - k * n))     # the last group may be partial
+        shadow[k * n:k * n + len(rows)] = operand_values(rows, self.dtype)
+        shadow_nan[k * n:k * n + len(rows)] = fp8.is_nan(rows).any(axis=1) if self.dtype == "fp8" else False
         if (k + 1) * n >= self.L:
             self.active ^= 1
             self.loader = None
@@ -238,7 +246,9 @@ class TileModel:
         self.bases = base_registers(cfg, bases)
         P, S, L = cfg.positions, cfg.streams, cfg.lanes
         self.tile = tile
-        self.mem = {n: program.memory[n].copy() for n in cfg.mem_names}
+        mems = cfg.mem_names
+        self._mem = np.stack([program.memory[n] for n in mems]) if mems else np.zeros((0, cfg.mem_depth, L), np.uint8)
+        self.mem = {n: self._mem[i] for i, n in enumerate(mems)}       # views of one array
         self.mxms = {n: _Mxm(cfg, n) for n in ("MXM_W", "MXM_E")}
         self.sxm_buf = {n: np.zeros((L, L), np.uint8) for n in ("SXM_W", "SXM_E")}
         self.params = {f: program.vxm_params[:, :, i] for i, f in enumerate(VXM_FIELDS)}
@@ -250,15 +260,32 @@ class TileModel:
         self.min_distance = min_distance
         self.issues: dict[int, list[tuple[int, Instr, str]]] = {}   # cycle -> [(position, instr, queue)]
         self.halt_at, self.busy = [], {}
+        # The READs (most of a weight-streaming program's instructions) run as one array
+        # operation per cycle: (cycle, MEM index, relocated address, position, dir, stream).
+        reads, mem_index = [], {n: i for i, n in enumerate(mems)}
         for name, q in program.queues.items():
-            timeline, h = expand(q)
+            timeline, h = _issues(q)
             self.halt_at.append(h)
-            self.busy[name] = sum(1 for _, ins in timeline if not self.skips(ins))
             p = cfg.position(name)      # a loader queue issues at its MXM's position
-            for c, ins in timeline:
-                self.issues.setdefault(c, []).append((p, ins, name))
+            busy = 0
+            for c, ins, a in timeline:
+                skip = self.skips(ins)
+                busy += not skip
+                if ins.op == Op.READ and not skip:
+                    a += self.bases[ins.base][0]
+                    if a < cfg.mem_depth:       # (beyond: the instruction path names the fault)
+                        reads.append((c, mem_index[name], a, p, ins.dir, ins.stream))
+                        continue
+                    a -= self.bases[ins.base][0]
+                self.issues.setdefault(c, []).append((p, ins if a == ins.addr else ins.with_addr(a), name))
+            self.busy[name] = busy
+        r = np.array(reads, np.int64).reshape(-1, 6)
+        r = r[np.argsort(r[:, 0], kind="stable")]
+        cycles, first = np.unique(r[:, 0], return_index=True)
+        self._reads = dict(zip(cycles.tolist(), np.split(r[:, 1:], first[1:])))
+        self._read_drives: dict[int, tuple] = {}   # cycle -> (positions, dirs, streams, data)
         self.names = cfg.slice_names
-        self.latest = max([max(self.halt_at)] + list(self.issues))
+        self.latest = max([max(self.halt_at)] + list(self.issues) + list(self._reads))
         # east[p] / west[p]: the value visible at position p in the current cycle.
         self.east = np.zeros((P, S, L), np.uint8)
         self.west = np.zeros((P, S, L), np.uint8)
@@ -283,8 +310,14 @@ class TileModel:
         self.drives.setdefault(t, []).append((p, d, s, np.asarray(data, np.int64).astype(np.uint8)))
         self.last_drive = max(self.last_drive, t)
 
-    def _tap(self, d, s, p):
-        return (self.east if d == EAST else self.west)[p, s]
+    def _tap(self, d, s, p, n=None):
+        """The value of stream ``s`` (streams ``s..s+n-1`` when ``n`` is given) at position
+        ``p`` this cycle.  The registers are stored by diagonal: the east value at position p
+        on cycle t sits in row (p - t) mod positions, the west one in (p + t) mod positions,
+        so that advancing a cycle moves no data (:meth:`step`)."""
+        P = self.cfg.positions
+        row = (self.east[(p - self.t) % P] if d == EAST else self.west[(p + self.t) % P])
+        return row[s] if n is None else row[s:s + n]
 
     def busy_running(self) -> bool:
         """More cycles to simulate (instructions, values in flight, a weight load)."""
@@ -344,6 +377,11 @@ class TileModel:
                 out = v.data
             for k, a in enumerate(effects(ins, name, cfg.lanes, cfg.acc_planes, cfg.vxm_latency).drives):
                 self._drive(t + a.offset, p, a.dir, a.stream, out[k] if ins.op == Op.MM else out)
+        batch = self._reads.get(t)
+        if batch is not None:           # this cycle's READs, before any WRITE of it commits
+            mi, a, p, d, s = batch.T
+            self._read_drives[t + READ_LATENCY] = (p, d, s, self._mem[mi, a])
+            self.last_drive = max(self.last_drive, t + READ_LATENCY)
         for p, ins, queue in now:
             name = names[p]
             if ins.op == Op.WRITE and not self.skips(ins):
@@ -369,23 +407,37 @@ class TileModel:
                 self.sent += [LinkVector(t, data, self.tile, link) for link in ins.links()]
         for name, m in self.mxms.items():
             p = cfg.position(name)
-            m.load_step(t, lambda d, s, p=p: tap(d, s, p))
+            m.load_step(t, lambda d, s, n, p=p: tap(d, s, p, n))
         # Advance the stream registers (in place: the edges feed zeros); a drive replaces the
         # passing value.
         seen = set()
-        ne, nw = self.east, self.west
-        ne[1:] = ne[:-1]
-        ne[0] = 0
-        nw[:-1] = nw[1:]
-        nw[-1] = 0
+        ne, nw, P = self.east, self.west, cfg.positions
+        ne[(P - 1 - t) % P] = 0         # leaves at the east edge; that row is position 0 next cycle
+        nw[t % P] = 0                   # leaves at the west edge; that row is position P-1 next cycle
         for p, d, s, data in self.drives.pop(t, []):
             if (p, d, s) in seen:
                 raise ModelError(f"two writes to stream {'EW'[d]}{s} at {names[p]} on cycle {t}")
             seen.add((p, d, s))
             if d == EAST and p + 1 < cfg.positions:
-                ne[p + 1, s] = data
+                ne[(p - t) % P, s] = data           # (position p + 1 on cycle t + 1)
             elif d != EAST and p > 0:
-                nw[p - 1, s] = data
+                nw[(p + t) % P, s] = data
+        if t in self._read_drives:
+            p, d, s, data = self._read_drives.pop(t)
+            key = (p * 2 + d) * cfg.streams + s
+            uniq, count = np.unique(key, return_counts=True)
+            twice = uniq[count > 1].tolist()
+            if seen:
+                twice += [k for k in uniq.tolist() if (k // (2 * cfg.streams), k // cfg.streams % 2, k % cfg.streams) in seen]
+            if twice:
+                k = twice[0]
+                raise ModelError(f"two writes to stream {'EW'[k // cfg.streams % 2]}{k % cfg.streams} at "
+                                 f"{names[k // (2 * cfg.streams)]} on cycle {t}")
+            east = d == EAST
+            on = east & (p + 1 < cfg.positions)
+            ne[(p[on] - t) % P, s[on]] = data[on]
+            on = ~east & (p > 0)
+            nw[(p[on] + t) % P, s[on]] = data[on]
         self.t += 1
 
     def _vop(self, ins, p, where=""):

@@ -175,8 +175,8 @@ def _slot(slot, side):
     return slot[side] if isinstance(slot, dict) else slot
 
 
-def _pad(a, shape):
-    out = np.zeros(shape, np.int64)
+def _pad(a, shape, dtype=np.int64):
+    out = np.zeros(shape, dtype)
     out[tuple(slice(0, s) for s in np.shape(a))] = a
     return out
 
@@ -190,12 +190,13 @@ def padded_spec(spec: FfnSpec, lanes: int) -> FfnSpec:
     """The FFN the hardware computes: H and I rounded up to whole blocks, zero weights,
     zero biases and identity requantisation (multiplier 1, shift 0) in the padding."""
     Hp, Ip = -(-spec.H // lanes) * lanes, -(-spec.I // lanes) * lanes
-    kw = dict(kind=spec.kind, dtype=spec.dtype, W1=_pad(spec.W1, (Ip, Hp)), W2=_pad(spec.W2, (Hp, Ip)), table=spec.table,
+    kw = dict(kind=spec.kind, dtype=spec.dtype, W1=_pad(spec.W1, (Ip, Hp), spec.W1.dtype),
+              W2=_pad(spec.W2, (Hp, Ip), spec.W2.dtype), table=spec.table,
               rq1=_per_row(spec.rq1, spec.I, Ip), rq2=_per_row(spec.rq2, spec.H, Hp),
               x_scale=spec.x_scale, out_scale=spec.out_scale if np.ndim(spec.out_scale) == 0
               else np.r_[spec.out_scale, np.ones(Hp - spec.H)])       # (padding rows: 1.0)
     if spec.kind == "swiglu":
-        kw.update(W3=_pad(spec.W3, (Ip, Hp)), rq3=_per_row(spec.rq3, spec.I, Ip), rq_mul=spec.rq_mul)
+        kw.update(W3=_pad(spec.W3, (Ip, Hp), spec.W3.dtype), rq3=_per_row(spec.rq3, spec.I, Ip), rq_mul=spec.rq_mul)
     else:
         kw.update(b1=_pad(spec.b1, (Ip,)), b2=_pad(spec.b2, (Hp,)))
     return FfnSpec(**kw)

@@ -63,15 +63,18 @@ ACTIVATIONS = {
 
 
 # ---- validation helpers ---------------------------------------------------------------
-def _ints(a, name, lo, hi, what=None):
-    """``a`` as an int64 array, checking it holds integers in ``lo..hi``."""
+def _ints(a, name, lo, hi, what=None, dtype=np.int64):
+    """``a`` as a ``dtype`` array, checking it holds integers in ``lo..hi`` (an int64
+    result is always a copy; a narrower one only where the type changes)."""
     a = np.asarray(a)
     if a.dtype.kind not in "iu":
         raise NumericsError(f"{name} must hold integers, got dtype {a.dtype}")
-    if a.size and (a.min() < lo or a.max() > hi):
-        bad = a.min() if a.min() < lo else a.max()
-        raise NumericsError(f"{name} must hold {what or 'values'} in {lo}..{hi}; found {int(bad)}")
-    return a.astype(np.int64)
+    info = np.iinfo(a.dtype)
+    if a.size and (info.min < lo or info.max > hi):       # (a type within the range needs no scan)
+        amin, amax = a.min(), a.max()
+        if amin < lo or amax > hi:
+            raise NumericsError(f"{name} must hold {what or 'values'} in {lo}..{hi}; found {int(amin if amin < lo else amax)}")
+    return a.astype(dtype, copy=dtype is not np.int64)
 
 
 def _int8(a, name):
@@ -195,7 +198,7 @@ def elementwise_multiply(a_int8, b_int8, multiplier, shift):
 FP8_ACC_LIMIT = 1 << (fp8.ADDER_BITS - 1)      # the VXM adds in fp8.ADDER_BITS (48) bits
 def _codes(a, name):
     """``a`` as E4M3 codes (uint8): integers 0..255."""
-    return _ints(a, name, 0, 255, "E4M3 codes (bytes)").astype(np.uint8)
+    return _ints(a, name, 0, 255, "E4M3 codes (bytes)", np.uint8)
 
 
 def matmul_fp8(w_codes, x_codes):
@@ -517,7 +520,7 @@ class FfnSpec:
                 raise NumericsError(f"activation table has {t.size} entries; it must have {TABLE_SIZE}")
             self.table = _codes(t, "activation table")
         else:
-            weights = lambda w, name: _int8(w, name).astype(np.int8)                      # noqa: E731
+            weights = lambda w, name: _ints(w, name, INT8_MIN, INT8_MAX, "int8 values", np.int8)  # noqa: E731
             self.table = check_table(self.table)
         self.W1, self.W2 = weights(self.W1, "W1"), weights(self.W2, "W2")
         self.rq1, self.rq2 = _check_rq(self.rq1, "rq1", I), _check_rq(self.rq2, "rq2", H)
