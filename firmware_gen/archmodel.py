@@ -24,6 +24,7 @@ from lpu_arch.isa import BASE_OPS, DATA_OPS, EAST, INT32_PLANES, READ_LATENCY, I
 from lpu_arch.timing import done_cycles, lw_cycles
 from lpu_arch.vxm import VXM_FIELDS
 
+from . import gc_paused
 from .numerics import add_int32, add_wrap, fp8_bias, gate_fp8, requantise, requantise_fp8
 from .program import Program
 
@@ -492,10 +493,11 @@ def base_registers(cfg, bases=None) -> list[tuple[int, bool]]:
 
 def run(program: Program, bases=None) -> RunResult:
     """Run one tile to done (``bases``: see :class:`TileModel`)."""
-    tm = TileModel(program, bases=bases)
-    while tm.busy_running():
-        tm.step()
-    return tm.result()
+    with gc_paused():
+        tm = TileModel(program, bases=bases)
+        while tm.busy_running():
+            tm.step()
+        return tm.result()
 
 
 def run_system(programs: list[Program], peer, min_distance: int | None = None, bases=None) -> list[RunResult]:

@@ -34,6 +34,7 @@ from lpu_arch.config import TileConfig
 from lpu_arch.timing import lw_cycles
 from lpu_arch.vxm import VXM_FIELDS
 from lpu_arch.isa import DELAY_MAX, EAST, MXM_LATENCY, READ_LATENCY, WEST, Instr, MMFlag, VopFlag
+from . import gc_paused
 from .numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
 from .program import Program
 from .reserve import Reservations, lower
@@ -468,21 +469,25 @@ class FfnPlan:
     def _window_ok(self, side, t_s, n=None):
         """Can the weight slices of ``side``'s hemisphere feed a block starting on ``t_s``
         with ``n`` rows per cycle?"""
-        d = self.in_dir(side)
-        return all(r >= 0 and self.res.slot_free(m, r)
-                   and self.res.drives_free(m, r, _read_probe(j, d), self.pos(side))
-                   for _, j, m, r in self._window(side, t_s, n))
+        d, to = self.in_dir(side), self.pos(side)
+        return all(self.res.run_free(m, cycles, _read_probe(j, d), to) for j, m, cycles in self._window_runs(side, t_s, n))
+
+    def _window_runs(self, side, t_s, n=None):
+        """:meth:`_window` by stream: (stream j, its MEM slice, the cycles of its READs)."""
+        n, L = n or self.n, self.cfg.lanes
+        return [(j, m, [t_s + c - lead for c in range(len(range(j, L, n)))])
+                for j, (m, lead) in enumerate(self._feed(side, n))]
 
     def _take_window(self, side, t_s, block, who, n=None):
         d, to, n = self.in_dir(side), self.pos(side), n or self.n
         rows = np.asarray(block, np.int64) & 0xFF
-        for c, j, m, r in self._window(side, t_s, n):
-            addr = self.alloc(m, 1)
-            self.memory[m][addr] = rows[c * n + j]
-            read = _read_probe(j, d).with_addr(addr)     # a checked READ; alloc keeps addr < mem_depth
-            self.res.take_slot(m, r, who)
-            self.res.take_drives(m, r, read, to, who)
-            self.emit(m, r, read)
+        for j, m, cycles in self._window_runs(side, t_s, n):
+            read = _read_probe(j, d)
+            self.res.take_run(m, cycles, read, to, who)
+            addr = self.alloc(m, len(cycles))
+            self.memory[m][addr:addr + len(cycles)] = rows[j::n]     # row c*n + j at addr + c
+            for c, r in enumerate(cycles):
+                self.emit(m, r, read.with_addr(addr + c))      # a checked READ; alloc keeps addr < mem_depth
 
     def place_blocks(self, sides, blocks, mms, on_emit, label):
         """Load ``blocks[i]`` into ``sides[i]`` (lockstep when two) and issue its MMs.
@@ -789,9 +794,10 @@ def compile_ffn(spec: FfnSpec, x, cfg: TileConfig | None = None,
     if not isinstance(spec, FfnSpec):
         raise CompileError(f"spec must be a numerics.FfnSpec, got {type(spec).__name__}")
     try:
-        plan = FfnPlan(cfg, spec, np.asarray(x), h_route=h_route).compile()
-        prog = plan.program()
-        return prog, plan.manifest(prog)
+        with gc_paused():
+            plan = FfnPlan(cfg, spec, np.asarray(x), h_route=h_route).compile()
+            prog = plan.program()
+            return prog, plan.manifest(prog)
     except NumericsError as e:
         raise CompileError(str(e)) from None
 

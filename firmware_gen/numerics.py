@@ -181,7 +181,11 @@ def matmul_int32(w_int8, x_int8, name="W x"):
     Returns int64 values that fit int32; raises :class:`NumericsError` naming ``name`` if
     any accumulator leaves int32 (the MXM accumulator is 32 bits).
     """
-    acc = _int8(x_int8, "x") @ _int8(w_int8, "weights").T
+    x = _ints(x_int8, "x", INT8_MIN, INT8_MAX, "int8 values", np.int8)
+    w = _ints(w_int8, "weights", INT8_MIN, INT8_MAX, "int8 values", np.int8)
+    # |product| <= 2^14, so int32 sums are exact below 2^17 terms; a longer one sums in int64.
+    wide = np.int32 if x.shape[-1] < 1 << 17 else np.int64
+    acc = np.einsum("...k,nk->...n", x, w, dtype=wide).astype(np.int64)
     if acc.size and (acc.min() < INT32_MIN or acc.max() > INT32_MAX):
         bad = acc.min() if acc.min() < INT32_MIN else acc.max()
         raise NumericsError(f"int32 overflow in {name}: an accumulator reaches {int(bad)}, "

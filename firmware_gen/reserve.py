@@ -28,6 +28,7 @@ class Reservations:
         self.slots: dict[str, dict[int, str]] = {n: {} for n in cfg.queue_names}
         self._occ: dict[tuple, list[tuple[int, int, str]]] = {}
         self._effects: dict[tuple, object] = {}
+        self._runs: dict[tuple, list] = {}            # _run_drives by instruction shape and reader
         self.last_drive = -1
         self.last_issue = -1          # the latest issue slot taken (done_cycles)
 
@@ -108,6 +109,54 @@ class Reservations:
         """Reserve every stream ``ins`` drives up to its reader (see :meth:`drives_free`)."""
         for d in self._drives(slice_name, cycle, ins, to):
             self.take_stream(*d, who)
+
+    # ---- runs: one instruction shape issued by one slice on many cycles --------------------
+    def _run_drives(self, slice_name, ins, to):
+        """Each stream ``ins`` drives: ``(dir, stream, p_from, p_to, offset, diagonal - issue
+        cycle, lo, hi)`` (see :meth:`_drives`; ``lo..hi``: the positions it occupies)."""
+        key = (slice_name, ins.op, ins.dir, ins.stream, ins.count, ins.delay, ins.aux,
+               tuple(sorted(to.items())) if isinstance(to, dict) else to)
+        runs = self._runs.get(key)
+        if runs is None:
+            runs = self._runs[key] = [(d, s, p, t, off, diagonal(d, p, off), *span(p, t))
+                                      for d, s, p, t, off in self._drives(slice_name, 0, ins, to)]
+        return runs
+
+    def run_free(self, slice_name: str, cycles, ins: Instr, to) -> bool:
+        """:meth:`slot_free` and :meth:`drives_free` of ``ins`` (any address) on each of
+        ``cycles``, in one pass (a weight window's READs)."""
+        slots, occ = self.slots[slice_name], self._occ
+        drives = self._run_drives(slice_name, ins, to)
+        for c in cycles:
+            if c < 0 or c in slots:
+                return False
+            for d, s, _, _, _, k, lo, hi in drives:
+                for olo, ohi, _ in occ.get((d, s, c + k), ()):
+                    if olo <= hi and lo <= ohi:
+                        return False
+        return True
+
+    def take_run(self, slice_name: str, cycles, ins: Instr, to, who: str) -> None:
+        """:meth:`take_slot` and :meth:`take_drives` of ``ins`` (any address) on each of
+        ``cycles``: the same reservations and errors, in one pass."""
+        slots, occ = self.slots[slice_name], self._occ
+        drives = self._run_drives(slice_name, ins, to)
+        for d, s, p, t, off, *_ in drives:
+            if cycles and ((t > p) != (d == EAST) or t == p):
+                self.take_stream(d, s, p, t, cycles[0] + off, who)       # (raises: it never gets there)
+        for c in cycles:
+            if c < 0 or c in slots:
+                self.take_slot(slice_name, c, who)                    # (raises, naming both users)
+            for d, s, p, t, off, k, lo, hi in drives:
+                if any(olo <= hi and lo <= ohi for olo, ohi, _ in occ.get((d, s, c + k), ())):
+                    self.take_stream(d, s, p, t, c + off, who)        # (raises, naming both users)
+            slots[c] = who
+            for d, s, p, t, off, k, lo, hi in drives:
+                occ.setdefault((d, s, c + k), []).append((lo, hi, who))
+        if cycles:
+            last = max(cycles)
+            self.last_issue = max(self.last_issue, last)
+            self.last_drive = max([self.last_drive] + [last + off for *_, off, _, _, _ in drives])
 
     # ---- totals ------------------------------------------------------------------------
     def done_cycles(self) -> int:

@@ -264,8 +264,11 @@ class Instr:
 
     def with_addr(self, addr: int) -> "Instr":
         """This instruction with another address field (a REPEAT's repetition): the same as
-        ``dataclasses.replace(self, addr=addr)``, without its per-call field lookups."""
-        return Instr(self.op, self.stream, self.dir, addr, self.count, self.delay, self.aux)
+        ``dataclasses.replace(self, addr=addr)``, without its per-field checks (the
+        compiler's and the golden model's hot path)."""
+        new = object.__new__(Instr)
+        new.__dict__.update(self.__dict__, addr=addr)
+        return new
 
     # ---- constructors ------------------------------------------------------------
     @classmethod

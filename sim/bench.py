@@ -47,12 +47,12 @@ from .bench_decode import accuracy_rows, decode_rows
 from .bench_fp8 import fp8_rows, rtl_rows
 from .bench_fp8 import markdown as markdown_fp8
 from .bench_fp8 import markdown_rtl as markdown_fp8_rtl
-from .bench_lp30 import lp30_rows, markdown_lp30
+from .bench_lp30 import lp30_rows, markdown_lp30, markdown_plan, plan_rows
 from .bench_decode import markdown as markdown_decode
 from .bench_model import markdown as markdown_model
 from .bench_model import model_rows
 from .progress import ProgressPrinter
-from .runner import ROOT, SIMULATORS, SimSetupError, TileSim, job, measure_build
+from .runner import SIMULATORS, SimSetupError, TileSim, job, measure_build
 from .scoreboard import check_run, output_rows
 
 DECODE_TARGET, UTIL_TARGET, TARGET_MIN_BOUND = 1.15, 0.90, 1000
@@ -384,9 +384,10 @@ def run(args) -> int:
     formats = [] if args.quick else fp8_rows()
     fp8_rtl = [] if fp8 or args.quick or args.config != "default" or "verilator" not in sims else rtl_rows(cfg)
     lp30 = [] if args.quick else lp30_rows()
+    plans = [] if args.quick else plan_rows()
     result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": shapes, "speed": speed,
               "loading": loading, "build": build, "builds_used": builds, "tray": tray, "tray_big": tray_big, "moe": moe, "decode": decode,
-              "decode_accuracy": accuracy, "number_formats": formats, "fp8_rtl": fp8_rtl, "model": model, "lp30": lp30, "speed_vs_reference": speed_ref}
+              "decode_accuracy": accuracy, "number_formats": formats, "fp8_rtl": fp8_rtl, "model": model, "lp30": lp30, "plan": plans, "speed_vs_reference": speed_ref}
     ffn_speed = {r["simulator"]: r["cycles_per_second"] for r in speed if r["program"] == "ffn suite"}
     if "verilator" in ffn_speed and "icarus" in ffn_speed:
         result["verilator_over_icarus"] = round(ffn_speed["verilator"] / ffn_speed["icarus"], 2)
@@ -441,6 +442,7 @@ def run(args) -> int:
     lines += [] if args.quick else markdown_fp8(formats)
     lines += markdown_fp8_rtl(fp8_rtl)
     lines += markdown_lp30(lp30)
+    lines += markdown_plan(plans)
     lines += ["", "| simulator | program | cycles | run s | tile-cycles/s |", "|---|---|---:|---:|---:|"]
     lines += [f"| {r['simulator']} | {r['program']} | {r['cycles']} | {r['run_seconds']} | "
               f"{r['cycles_per_second']:,.0f} |" for r in speed]

@@ -4,7 +4,6 @@ models against their published totals, the placement rule, the CLI's errors and 
 experts are timed by a stand-in (the real runs are in docs/plan.md)."""
 
 import json
-import os
 
 import pytest
 
@@ -218,8 +217,7 @@ def test_help_explains(capsys):
         assert word in out
 
 
-@pytest.mark.skipif(not os.environ.get("LPU_PLAN_SLOW"), reason="compiles DeepSeek's experts (tens of seconds); "
-                                                                 "set LPU_PLAN_SLOW=1")
+@pytest.mark.long          # (compiles DeepSeek's dense layer and expert on lp30: tens of seconds)
 def test_deepseek_r1_real_run(capsys):
     assert plan.main(["--model", "deepseek-r1", "--dtype", "fp8", "--json"]) == 0
     p = json.loads(capsys.readouterr().out)

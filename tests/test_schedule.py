@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from lpu_arch import TileConfig
+from lpu_arch.isa import EAST, WEST, Instr
 
 from firmware_gen import archmodel
 from firmware_gen.schedule import Scheduler, ScheduleError
@@ -77,3 +78,33 @@ def test_bad_copies(args, words):
 def test_pinned_stream_out_of_range():
     with pytest.raises(ScheduleError, match="stream 9 does not exist; the tile has 4"):
         Scheduler(TileConfig.tiny()).copy("MEM_W1", 0, "MEM_E1", 0, stream=9)
+
+
+def test_runs_reserve_exactly_as_single_reads():
+    """``take_run``/``run_free`` (a weight window's READs in one pass) decide and record
+    exactly what ``take_slot``/``take_drives``/``drives_free`` do one READ at a time."""
+    from firmware_gen.reserve import Reservations, ReservationError
+    cfg = TileConfig.default()
+    rng = np.random.default_rng(1)
+    one, run = Reservations(cfg), Reservations(cfg)
+    mems, mxm = cfg.mem_names, cfg.position("MXM_W")
+    for k in range(300):
+        m = mems[rng.integers(len(mems))]
+        ins = Instr.read(int(rng.integers(cfg.streams)), EAST if cfg.position(m) < mxm else WEST, 0)
+        cycles = sorted(set(rng.integers(0, 60, size=rng.integers(1, 4)).tolist()))
+        free = all(one.slot_free(m, c) and one.drives_free(m, c, ins, mxm) for c in cycles)
+        assert run.run_free(m, cycles, ins, mxm) == free
+        if free:
+            for c in cycles:
+                one.take_slot(m, c, f"r{k}")
+                one.take_drives(m, c, ins, mxm, f"r{k}")
+            run.take_run(m, cycles, ins, mxm, f"r{k}")
+        else:
+            with pytest.raises(ReservationError, match=rf"\br{k}\b"):
+                run.take_run(m, cycles, ins, mxm, f"r{k}")
+            run = Reservations(cfg)          # (a failed take leaves a partial run: start again from one's state)
+            run.slots = {n: dict(s) for n, s in one.slots.items()}
+            run._occ = {key: list(v) for key, v in one._occ.items()}
+            run.last_issue, run.last_drive = one.last_issue, one.last_drive
+    assert run.slots == one.slots and run._occ == one._occ
+    assert (run.last_issue, run.last_drive) == (one.last_issue, one.last_drive)
