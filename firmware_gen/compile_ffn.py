@@ -66,6 +66,8 @@ class Manifest:
     mac_bound: int                    # cycles for every MM with both MXMs busy
     instructions: dict = field(default_factory=dict)
     bounds: dict = field(default_factory=dict)    # every limit by name (BOUNDS), cycles
+    sram_padded: int = 0                          # reading every padded block once (a reference, not a bound
+                                                  # when the program skips rows: FfnPlan.block_rows)
     dtype: str = "int8"                           # the tile's number format: y is int8, or E4M3 codes
 
     @property
@@ -89,7 +91,7 @@ class Manifest:
     def summary(self) -> dict:
         return {"kind": self.kind, "dtype": self.dtype, "H": self.H, "I": self.I, "batch": self.batch,
                 "padded_H": self.padded[0], "padded_I": self.padded[1], "cycles": self.cycles,
-                "sram_bound": self.sram_bound, "mac_bound": self.mac_bound,
+                "sram_bound": self.sram_bound, "sram_padded": self.sram_padded, "mac_bound": self.mac_bound,
                 "efficiency": round(self.efficiency, 4), "bounds": self.bounds, "tightest_bound": self.tightest,
                 "ratio_to_sram_bound": round(self.cycles / self.sram_bound, 4),
                 "mxm_utilisation": round(self.mxm_utilisation, 4), "mm_count": self.mm_count,
@@ -804,6 +806,7 @@ class FfnPlan:
                         mm_count=self.mm_count, weight_vectors=wv // tiles,
                         sram_bound=bounds["sram"], mac_bound=bounds["mac"],
                         instructions={n: len(q) + 1 for n, q in prog.queues.items() if q}, bounds=bounds,
+                        sram_padded=-(-wv // (2 * cfg.mem_slices * tiles)),
                         dtype=cfg.mxm_dtype)
 
 
