@@ -104,7 +104,7 @@ BOUNDS = {
     "sram": "every weight vector the program reads read once (padded blocks, less the rows of partial W1/W3 "
             "blocks it does not load), all MEM slices every cycle",
     "sram_real": "the same for the FFN's real (unpadded) weight bytes",
-    "weight_load": "every weight block loaded into an MXM (LW: ceil(lanes/n) cycles on n streams), both MXMs",
+    "weight_load": "every weight block loaded into an MXM (LW: ceil(rows/n) cycles on n streams), both MXMs",
     "mac": "every MM issued, both MXMs every cycle",
     "loader_issue": "every LW, and each x and h vector's LX into both MXMs, one per loader issue slot",
     "streams": "the weights crossing the busiest position (next to an MXM) on its streams",
