@@ -416,7 +416,8 @@ def main(argv=None) -> int:
     ap.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
     ap.add_argument("--out", default=None, help="build directory (default build/synth-<board>-<config>)")
     ap.add_argument("--seed", type=int, default=None,
-                    help=f"nextpnr's placement seed (default: the preset's, {NEXTPNR_SEEDS}, else {NEXTPNR_SEED})")
+                    help=f"nextpnr's placement seed (default: {NEXTPNR_SEED}"
+                         + "".join(f"; {p}: {n}" for p, n in NEXTPNR_SEEDS.items()) + ")")
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else ROOT / "build" / f"synth-{args.board}-{args.config}"
     try:
