@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lpu_arch.config import TileConfig
-from lpu_arch.timing import lw_cycles
+from lpu_arch.timing import lw_cycles, read_lead
 from lpu_arch.vxm import VXM_FIELDS
 from lpu_arch.isa import DELAY_MAX, EAST, MXM_LATENCY, READ_LATENCY, WEST, Instr, MMFlag, VopFlag
 from . import gc_paused
@@ -143,12 +143,6 @@ def ffn_bounds(cfg: TileConfig, n: int, mats: int, H: int, I: int, KH: int, KI: 
             # the next cycle (the swap), its chain's result to MEM and done
             "sram_path": last_arrival(leads, -(-vectors // (2 * tiles)) if short else -(-blocks // (2 * tiles)) * L)
             + 1 + (out + d_y + 2)}
-
-
-def read_lead(cfg: TileConfig, mem: str, mxm: str) -> int:
-    """Cycles from a READ in MEM slice ``mem`` to its vector at MXM ``mxm``: the read latency
-    and the distance."""
-    return READ_LATENCY + abs(cfg.position(mem) - cfg.position(mxm))
 
 
 def last_arrival(leads, rows: int) -> int:
@@ -403,20 +397,20 @@ class FfnPlan:
                     self.memory[src][addr] = self.x[b, k * self.cfg.lanes:(k + 1) * self.cfg.lanes] & 0xFF
                     self.x_rows.append((src, addr, k, b))
                     d = self.in_dir(side)
-                    dist = abs(self.pos(src) - self.pos(side))
+                    lead = read_lead(self.cfg, src, side)      # the READ's cycles to the MXM: its LX's
                     read = Instr.read(self.lx_stream, d, addr)
                     t = 0
                     while not (self.res.slot_free(src, t)
-                               and self.res.slot_free(self.ldr(side), t + READ_LATENCY + dist)
+                               and self.res.slot_free(self.ldr(side), t + lead)
                                and self.res.drives_free(src, t, read, self.pos(side))):
                         t += 1
                     who = f"x[{b}] block {k} -> {side} slot {slot}"
                     self.res.take_slot(src, t, who)
-                    self.res.take_slot(self.ldr(side), t + READ_LATENCY + dist, who)
+                    self.res.take_slot(self.ldr(side), t + lead, who)
                     self.res.take_drives(src, t, read, self.pos(side), who)
                     self.emit(src, t, read)
-                    self.emit(self.ldr(side), t + READ_LATENCY + dist, Instr.lx(self.lx_stream, d, slot))
-                    self.slot_ready[side][slot] = t + READ_LATENCY + dist + 1
+                    self.emit(self.ldr(side), t + lead, Instr.lx(self.lx_stream, d, slot))
+                    self.slot_ready[side][slot] = t + lead + 1
 
     def alloc(self, name, rows):
         a = self.next_free[name]

@@ -20,6 +20,7 @@ import numpy as np
 
 from lpu_arch.config import TileConfig
 from lpu_arch.isa import COUNT_MAX, EAST, READ_LATENCY, WEST, Instr
+from lpu_arch.timing import read_lead
 from .program import Program
 from .reserve import Reservations, lower
 
@@ -45,7 +46,7 @@ class Copy:
     @property
     def write_cycle(self) -> int:
         """Cycle of the first WRITE at the destination."""
-        return self.read_cycle + READ_LATENCY + self.distance
+        return self.read_cycle + READ_LATENCY + self.distance    # (timing.read_lead)
 
     @property
     def stream_name(self) -> str:
@@ -129,11 +130,11 @@ class Scheduler:
                 return f"{name} already issues an instruction on cycle {c} (transfer #{used[c]})"
         return None
 
-    def _earliest(self, src, a, dst, b, count, dist) -> int:
+    def _earliest(self, src, a, dst, b, count, lead) -> int:
         t = 0
         for k in range(count):
             t = max(t, self._last_write.get((src, a + k), -1) + 1 - k)            # RAW on the source
-            w_off = k + READ_LATENCY + dist
+            w_off = k + lead
             t = max(t, self._last_read.get((dst, b + k), -1) - w_off)             # WAR on the destination
             t = max(t, self._last_write.get((dst, b + k), -1) + 1 - w_off)        # WAW on the destination
         return t
@@ -153,7 +154,8 @@ class Scheduler:
             raise ScheduleError(f"stream {stream} does not exist; the tile has {cfg.streams} per direction")
         dir, dist = self._route(src, dst)
         p_src = cfg.position(src)
-        earliest = self._earliest(src, src_addr, dst, dst_addr, count, dist)
+        lead = read_lead(cfg, src, dst)          # READ issue to WRITE at dst
+        earliest = self._earliest(src, src_addr, dst, dst_addr, count, lead)
         streams = [stream] if stream is not None else list(range(cfg.streams))
 
         def problem(t, s):
@@ -161,7 +163,7 @@ class Scheduler:
                 return (f"cycle {t} is too early: a memory dependency on an earlier transfer "
                         f"needs the READ at cycle {earliest} or later")
             return (self._slot_conflict(src, t, count)
-                    or self._slot_conflict(dst, t + READ_LATENCY + dist, count)
+                    or self._slot_conflict(dst, t + lead, count)
                     or self._stream_conflict(dir, s, p_src, dist, t, count))
 
         if cycle is not None:

@@ -7,13 +7,19 @@ add are in ``isa.py``.
 
 from __future__ import annotations
 
-from .isa import EAST
+from .isa import EAST, READ_LATENCY
 
 
 def diagonal(dir: int, pos: int, cycle: int) -> int:
     """A value driven at ``pos`` on ``cycle`` is visible at ``pos ± d`` on ``cycle + d``:
     it keeps ``cycle - pos`` (east-flowing) or ``cycle + pos`` (west-flowing) constant."""
     return cycle - pos if dir == EAST else cycle + pos
+
+
+def read_lead(cfg, src: str, dst: str) -> int:
+    """Cycles from a READ issued by slice ``src`` to its vector at slice ``dst``: the read
+    latency and the distance (a WRITE there samples it on ``read cycle + read_lead``)."""
+    return READ_LATENCY + abs(cfg.position(dst) - cfg.position(src))
 
 
 def span(p_from: int, p_to: int) -> tuple[int, int]:
