@@ -565,6 +565,19 @@ def test_vxm_requantise_matches_the_golden_model(v_bits):
     assert not bad, f"{len(bad)} of {len(cases)} differ, e.g. (v, mult, shift) -> hdl, golden: {bad[:5]}"
 
 
+def present_mxm_cycle(ctx, mxm, cfg, now):
+    """One cycle of an MXM_W alone: ``now`` lists (port name or None, instruction, {stream:
+    lanes}); each named port (``issue``, ``ld_issue``) issues its instruction, the others
+    nothing, and the west-flowing streams (all of ``cfg``'s) carry the lanes given."""
+    for port in (mxm.issue, mxm.ld_issue):
+        ins = [i for w, i, _ in now if w and getattr(mxm, w) is port]
+        ctx.set(port.valid, int(bool(ins)))
+        ctx.set(port.instr.as_value(), ins[0].encode() if ins else 0)
+    taps = {s: vec(v) for *_, t in now for s, v in t.items()}
+    for s in range(cfg.streams):                # (set_taps knows CFG's streams only)
+        ctx.set(mxm.tap.west[s], taps.get(s, 0))
+
+
 MXM_W = [[1, 2, 0, -1], [0, 1, 0, 0], [-3, 0, 2, 1], [1, 1, 1, 1]]
 
 
@@ -652,16 +665,7 @@ def test_mxm_nan_flag(dtype):
         await ctx.tick()
         ctx.set(mxm.start, 0)
         for j in range(end):
-            now = [e for e in sched if e[0] == j]
-            taps = {}
-            for port in (mxm.issue, mxm.ld_issue):
-                ins = [i for _, w, i, _, _ in now if getattr(mxm, w) is port]
-                ctx.set(port.valid, int(bool(ins)))
-                ctx.set(port.instr.as_value(), ins[0].encode() if ins else 0)
-            for _, _, _, t, _ in now:
-                taps.update({s: vec(v) for s, v in t.items()})
-            for s in range(cfg.streams):                # (set_taps knows CFG's streams only)
-                ctx.set(mxm.tap.west[s], taps.get(s, 0))
+            present_mxm_cycle(ctx, mxm, cfg, [e[1:4] for e in sched if e[0] == j])
             seen.append(ctx.get(mxm.nan))
             await ctx.tick()
 
@@ -717,14 +721,7 @@ def test_mxm_partial_lw_keeps_the_other_rows():
         await ctx.tick()
         ctx.set(mxm.start, 0)
         for j in range(end):
-            now = [e for e in sched if e[0] == j]
-            for port in (mxm.issue, mxm.ld_issue):
-                ins = [i for _, w, i, _ in now if w and getattr(mxm, w) is port]
-                ctx.set(port.valid, int(bool(ins)))
-                ctx.set(port.instr.as_value(), ins[0].encode() if ins else 0)
-            taps = {s: vec(v) for *_, t in now for s, v in t.items()}
-            for s in range(cfg.streams):                # (set_taps knows CFG's streams only)
-                ctx.set(mxm.tap.west[s], taps.get(s, 0))
+            present_mxm_cycle(ctx, mxm, cfg, [e[1:4] for e in sched if e[0] == j])
             if ctx.get(mxm.drive.east.mask):
                 seen[j] = [ctx.get(drive_value(mxm.drive.east, s)) for s in range(INT32_PLANES)]
             await ctx.tick()
