@@ -565,17 +565,28 @@ def test_vxm_requantise_matches_the_golden_model(v_bits):
     assert not bad, f"{len(bad)} of {len(cases)} differ, e.g. (v, mult, shift) -> hdl, golden: {bad[:5]}"
 
 
-def present_mxm_cycle(ctx, mxm, cfg, now):
-    """One cycle of an MXM_W alone: ``now`` lists (port name or None, instruction, {stream:
-    lanes}); each named port (``issue``, ``ld_issue``) issues its instruction, the others
-    nothing, and the west-flowing streams (all of ``cfg``'s) carry the lanes given."""
-    for port in (mxm.issue, mxm.ld_issue):
-        ins = [i for w, i, _ in now if w and getattr(mxm, w) is port]
-        ctx.set(port.valid, int(bool(ins)))
-        ctx.set(port.instr.as_value(), ins[0].encode() if ins else 0)
-    taps = {s: vec(v) for *_, t in now for s, v in t.items()}
-    for s in range(cfg.streams):                # (set_taps knows CFG's streams only)
-        ctx.set(mxm.tap.west[s], taps.get(s, 0))
+def mxm_bench(mxm, cfg, sched, end, watch):
+    """A testbench of an MXM_W alone: a start, then cycles 0..end-1.  ``sched`` lists
+    (cycle, port name or None, instruction, {stream: lanes}): on its cycle each named port
+    (``issue``, ``ld_issue``) issues its instruction, the others nothing, and the
+    west-flowing streams (all of ``cfg``'s) carry the lanes given; ``watch(ctx, cycle)``
+    samples the outputs before each clock edge."""
+    async def bench(ctx):
+        ctx.set(mxm.start, 1)
+        await ctx.tick()
+        ctx.set(mxm.start, 0)
+        for j in range(end):
+            now = [e for e in sched if e[0] == j]
+            for port in (mxm.issue, mxm.ld_issue):
+                ins = [i for _, w, i, _ in now if w and getattr(mxm, w) is port]
+                ctx.set(port.valid, int(bool(ins)))
+                ctx.set(port.instr.as_value(), ins[0].encode() if ins else 0)
+            taps = {s: vec(v) for *_, t in now for s, v in t.items()}
+            for s in range(cfg.streams):                # (set_taps knows CFG's streams only)
+                ctx.set(mxm.tap.west[s], taps.get(s, 0))
+            watch(ctx, j)
+            await ctx.tick()
+    return bench
 
 
 MXM_W = [[1, 2, 0, -1], [0, 1, 0, 0], [-3, 0, 2, 1], [1, 1, 1, 1]]
@@ -660,16 +671,7 @@ def test_mxm_nan_flag(dtype):
             expected[c + 2] = int(has_nan(x, dtype) or any(has_nan(row, dtype) for row in block))
     seen = []
 
-    async def bench(ctx):
-        ctx.set(mxm.start, 1)
-        await ctx.tick()
-        ctx.set(mxm.start, 0)
-        for j in range(end):
-            present_mxm_cycle(ctx, mxm, cfg, [e[1:4] for e in sched if e[0] == j])
-            seen.append(ctx.get(mxm.nan))
-            await ctx.tick()
-
-    simulate(mxm, bench)
+    simulate(mxm, mxm_bench(mxm, cfg, [e[:4] for e in sched], end, lambda ctx, j: seen.append(ctx.get(mxm.nan))))
     if dtype == "int8":
         assert not any(expected)
     assert sum(expected) == (5 if dtype == "fp8" else 0)
@@ -716,17 +718,11 @@ def test_mxm_partial_lw_keeps_the_other_rows():
                                                      for k in range(s, s + n)], np.uint8))
     seen = {}
 
-    async def bench(ctx):
-        ctx.set(mxm.start, 1)
-        await ctx.tick()
-        ctx.set(mxm.start, 0)
-        for j in range(end):
-            present_mxm_cycle(ctx, mxm, cfg, [e[1:4] for e in sched if e[0] == j])
-            if ctx.get(mxm.drive.east.mask):
-                seen[j] = [ctx.get(drive_value(mxm.drive.east, s)) for s in range(INT32_PLANES)]
-            await ctx.tick()
+    def watch(ctx, j):
+        if ctx.get(mxm.drive.east.mask):
+            seen[j] = [ctx.get(drive_value(mxm.drive.east, s)) for s in range(INT32_PLANES)]
 
-    simulate(mxm, bench)
+    simulate(mxm, mxm_bench(mxm, cfg, sched, end, watch))
     assert len(want) == 3 and sorted(seen) == sorted(want), f"EMIT drives on cycles {sorted(seen)}, expected {sorted(want)}"
     bad = {j: (seen[j], want[j]) for j in want if seen[j] != want[j]}
     assert not bad, f"MM products (cycle: measured, golden model) differ: {bad}"
