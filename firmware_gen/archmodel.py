@@ -142,7 +142,7 @@ class _Mxm:
         self.name, self.L, self.dtype = name, L, cfg.mxm_dtype
         self.weights = [np.zeros((L, L), np.int64), np.zeros((L, L), np.int64)]
         self.active = 0
-        self.loader = None                      # the load in progress: (first cycle, n, stream, dir, rows)
+        self.loader = None                      # the load in progress: (first cycle, n, stream, dir)
         self.waiting = None                     # an LW issued whose load has not started
         self.acc = np.zeros((cfg.mxm_acc_depth, L), np.int64)
         self.acc_ok = np.zeros(cfg.mxm_acc_depth, bool)
@@ -162,11 +162,11 @@ class _Mxm:
         if self.waiting is not None:
             raise ModelError(f"{where}: LW while another LW waits to start its load (on cycle {self.waiting[0]})")
         if self.loader is not None:
-            end = self.loader[0] + lw_cycles(self.loader[4], self.loader[1])      # the cycle after its last row
+            end = self.loader[0] + lw_cycles(self.L, self.loader[1])      # the cycle after its last row
             if first < end:
                 raise ModelError(f"{where}: its load would start on cycle {first}, while the previous LW "
                                  f"still loads (until cycle {end - 1})")
-        self.waiting = (first, ins.operand("n"), ins.stream, ins.dir, ins.lw_rows(self.L))
+        self.waiting = (first, ins.operand("n"), ins.stream, ins.dir)
 
     def _start_waiting(self, t):
         if self.waiting is not None and self.waiting[0] == t:
@@ -179,13 +179,13 @@ class _Mxm:
         self._start_waiting(t)
         if self.loader is None:
             return
-        first, n, s, d, R = self.loader
+        first, n, s, d = self.loader
         k = t - first
         shadow, shadow_nan = self.weights[1 - self.active], self.w_nan[1 - self.active]
-        rows = tap(d, s, min(n, R - k * n))          # the last group may be partial; rows R.. stay
+        rows = tap(d, s, min(n, self.L - k * n))     # the last group may be partial
         shadow[k * n:k * n + len(rows)] = operand_values(rows, self.dtype)
         shadow_nan[k * n:k * n + len(rows)] = fp8.is_nan(rows).any(axis=1) if self.dtype == "fp8" else False
-        if (k + 1) * n >= R:
+        if (k + 1) * n >= self.L:
             self.active ^= 1
             self.loader = None
 

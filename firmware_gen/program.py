@@ -164,8 +164,6 @@ class Program:
         elif ins.op == Op.LW:
             n = ins.operand("n")
             need(n <= cfg.lanes, f"LW loads n = {n} rows per cycle; a block has {cfg.lanes} rows")
-            need(ins.operand("rows") <= cfg.lanes, f"LW loads rows = {ins.operand('rows')} rows; a block has "
-                                                   f"{cfg.lanes} (0: all of them)")
             need(ins.stream + n <= cfg.streams, f"LW reads streams {ins.stream}..{ins.stream + n - 1}; "
                                                 f"the tile has {cfg.streams} per direction")
         elif ins.op == Op.MM:
