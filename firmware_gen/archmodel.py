@@ -425,15 +425,16 @@ class TileModel:
                 nw[(p + t) % P, s] = data
         if t in self._read_drives:
             p, d, s, data = self._read_drives.pop(t)
-            key = (p * 2 + d) * cfg.streams + s
+            # (p, d, s) as one number, to find a stream written twice among these READs or
+            # by an instruction above
+            S = cfg.streams
+            key = (p * 2 + d) * S + s
+            taken = np.array([(q * 2 + e) * S + r for q, e, r in seen], np.int64)
             uniq, count = np.unique(key, return_counts=True)
-            twice = uniq[count > 1].tolist()
-            if seen:
-                twice += [k for k in uniq.tolist() if (k // (2 * cfg.streams), k // cfg.streams % 2, k % cfg.streams) in seen]
-            if twice:
-                k = twice[0]
-                raise ModelError(f"two writes to stream {'EW'[k // cfg.streams % 2]}{k % cfg.streams} at "
-                                 f"{names[k // (2 * cfg.streams)]} on cycle {t}")
+            twice = np.r_[uniq[count > 1], key[np.isin(key, taken)]]
+            if twice.size:
+                i = int(np.flatnonzero(key == twice[0])[0])
+                raise ModelError(f"two writes to stream {'EW'[d[i]]}{s[i]} at {names[p[i]]} on cycle {t}")
             east = d == EAST
             on = east & (p + 1 < cfg.positions)
             ne[(p[on] - t) % P, s[on]] = data[on]

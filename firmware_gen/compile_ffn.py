@@ -434,13 +434,10 @@ class FfnPlan:
     def _window(self, side, t_s, n=None):
         """The READs that feed ``side``'s LW of a block starting on ``t_s`` with ``n`` rows
         per cycle (default :attr:`n`): (chunk, stream j, MEM slice, READ cycle); row
-        ``c*n + j`` comes from stream j's slice (:meth:`_feed`)."""
-        n = n or self.n
-        feed = self._feed(side, n)
-        for c in range(lw_cycles(self.cfg.lanes, n)):
-            for j in range(min(n, self.cfg.lanes - c * n)):
-                m, lead = feed[j]
-                yield c, j, m, t_s + c - lead
+        ``c*n + j`` comes from stream j's slice (:meth:`_feed`), stream by stream."""
+        for j, m, cycles in self._window_runs(side, t_s, n):
+            for c, r in enumerate(cycles):
+                yield c, j, m, r
 
     def _ramp_n(self, side, t_s):
         """Rows per cycle for a block starting on ``t_s``: :attr:`n`, or early in the program,
@@ -467,7 +464,9 @@ class FfnPlan:
         return all(self.res.run_free(m, cycles, _read_probe(j, d), to) for j, m, cycles in self._window_runs(side, t_s, n))
 
     def _window_runs(self, side, t_s, n=None):
-        """:meth:`_window` by stream: (stream j, its MEM slice, the cycles of its READs)."""
+        """The READs of :meth:`_window` by stream: (stream j, its MEM slice, the cycles of
+        its READs, chunk c on the c-th); the last chunk is partial when n does not divide
+        the lanes."""
         n, L = n or self.n, self.cfg.lanes
         return [(j, m, [t_s + c - lead for c in range(len(range(j, L, n)))])
                 for j, (m, lead) in enumerate(self._feed(side, n))]
