@@ -22,6 +22,8 @@ from lpu_arch import c2c
 from lpu_arch.config import TileConfig
 from firmware_gen.program import Program
 
+from . import icarus
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = Path(os.environ.get("LPU_BUILD_DIR", ROOT / "build"))
 SIMULATORS = ("verilator", "icarus")
@@ -161,7 +163,8 @@ def _design_sources_hash() -> str:
     """A hash of Amaranth's version and every source the designs are made from."""
     import amaranth
     h = hashlib.sha256(amaranth.__version__.encode())
-    for f in sorted([*(ROOT / "hdl").rglob("*.py"), *(ROOT / "lpu_arch").rglob("*.py"), Path(__file__)]):
+    for f in sorted([*(ROOT / "hdl").rglob("*.py"), *(ROOT / "lpu_arch").rglob("*.py"), Path(__file__),
+                    Path(icarus.__file__)]):
         h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
 
@@ -169,7 +172,7 @@ def _design_sources_hash() -> str:
 def _verilog_cache_file(key, toplevel: str) -> Path | None:
     """Where the Verilog of design ``key`` is kept across processes (``build/verilog/``),
     named by a hash of the key, the top level, Amaranth's version and every source file the
-    designs are made from (``hdl/``, ``lpu_arch/``, this module): pytest's workers and
+    designs are made from (``hdl/``, ``lpu_arch/``, this module and ``sim/icarus.py``): pytest's workers and
     later runs then convert each design once (the default tile's conversion takes about
     20 s) and any change to the HDL converts anew.  ``None`` without a key."""
     if key is None:
@@ -208,20 +211,25 @@ def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timesc
 
     os.environ.setdefault("PYTHONHASHSEED", "0")
     t0 = time.perf_counter()
-    if key is not None and (key, toplevel) in _VERILOG:
-        verilog = _VERILOG[key, toplevel]
+    # Icarus builds simulate the same design written for an event-driven simulator
+    # (sim/icarus.py); Verilator's keep Amaranth's Verilog.
+    flavour = "icarus" if sim == "icarus" else "amaranth"
+    vkey = None if key is None else (key, flavour)
+    if vkey is not None and (vkey, toplevel) in _VERILOG:
+        verilog = _VERILOG[vkey, toplevel]
     else:
-        cached = _verilog_cache_file(key, toplevel)
+        cached = _verilog_cache_file(vkey, toplevel)
         verilog = cached.read_text() if cached is not None and cached.exists() else None
         if verilog is None:
-            verilog = amaranth_verilog.convert(design(), name=toplevel, emit_src=False, strip_internal_attrs=True)
+            verilog = (icarus.convert(design(), toplevel) if flavour == "icarus" else
+                       amaranth_verilog.convert(design(), name=toplevel, emit_src=False, strip_internal_attrs=True))
             if cached is not None:
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 part = cached.with_suffix(f".{os.getpid()}.part")
                 part.write_text(verilog)
                 part.replace(cached)
-        if key is not None:
-            _VERILOG[key, toplevel] = verilog
+        if vkey is not None:
+            _VERILOG[vkey, toplevel] = verilog
     verilog_seconds = time.perf_counter() - t0
     args = VERILATOR_ARGS + (["--trace-fst", "--trace-structs"] if waves else []) \
         if sim == "verilator" else []
