@@ -11,7 +11,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from sim.icarus import convert, merge_clocked
+from sim.icarus import convert, fold_next_state, merge_clocked
 
 MODULE = """module m(clk, a, b, q, r);
   reg x;
@@ -44,6 +44,46 @@ def test_merge_gathers_clocked_blocks_at_the_end_of_the_module():
         "    q <= a;", "    if (b) r <= a;", "    if (b)", "      x <= a;", "  end"]
     assert "    t = a;" in body[:merged]
     assert merge_clocked(out) == out            # nothing left to merge
+
+
+NEXT_STATE = """module n(clk, rst, en, a, q, r, s);
+  reg [7:0] \\$1 ;
+  reg [7:0] \\$2 ;
+  always @(posedge clk)
+    q <= \\$1 ;
+  always @(posedge clk)
+    r <= \\$2 ;
+  always @* begin
+    if (\\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \\$1  = q;
+    if (en) begin
+      \\$1  = a;
+    end
+    if (rst) begin
+      \\$1  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \\$2  = r;
+    if (en) begin
+      \\$2  = a;
+    end
+  end
+  assign s = \\$2 ;
+endmodule
+"""
+
+
+def test_fold_moves_a_next_state_block_into_its_flip_flop():
+    out = fold_next_state(NEXT_STATE).split("\n")
+    # q's next state is folded (its default "hold" dropped); r's is read by an assign, so
+    # its block stays as it was.
+    k = out.index("  always @(posedge clk) begin")
+    assert out[k + 1:k + 8] == ["    if (en) begin", "      q <= a;", "    end", "    if (rst) begin",
+                                "      q <= 8'h00;", "    end", "  end"]
+    assert "\n".join(out).count("always @*") == 1 and "    r <= \\$2 ;" in out
+    assert fold_next_state("\n".join(out)) == "\n".join(out)
 
 
 class _Dut(wiring.Component):
@@ -96,6 +136,9 @@ def test_icarus_verilog_behaves_as_amaranths(tmp_path):
     ours = convert(_Dut(), "top")
     theirs = amaranth_verilog.convert(_Dut(), name="top", emit_src=False, strip_internal_attrs=True)
     assert ours.count("always @(posedge clk)") == 1 < theirs.count("always @(posedge clk)")
+    assert ours.count("always @*") < theirs.count("always @*")
     a, b = run("ours", ours), run("theirs", theirs)
     assert len(a.splitlines()) == 300 and len({ln.split(' ', 1)[1] for ln in a.splitlines()}) > 50
-    assert a == b
+    # From the end of reset on (before it, Amaranth's Verilog leaves a flip-flop whose
+    # next-state block has not run yet at x in Icarus, where ours has its reset value).
+    assert a.splitlines()[2:] == b.splitlines()[2:]
