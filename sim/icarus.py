@@ -21,8 +21,7 @@ two changes, both logic-preserving:
 
 The design, its ports and its named signals are unchanged (``opt_clean`` removes only
 unnamed, unused wires), so the testbenches and waveforms see the same names.  Verilator
-builds keep Amaranth's Verilog.  ``docs/architecture.md`` ("Simulation speed") has the
-measurements.
+builds keep Amaranth's Verilog.  The README's benchmark section has the measurements.
 """
 
 from __future__ import annotations
