@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["convert", "fold_next_state", "merge_clocked"]
+__all__ = ["convert", "fold_next_state", "group_conditions", "inline_products", "merge_clocked"]
 
 YOSYS_SCRIPT = ("proc -nomux -norom", "memory_collect", "opt_dff", "opt_clean")
 _STRIP = "-remove generator -remove top -remove src -remove amaranth.hierarchy -remove amaranth.decoding"
@@ -43,7 +43,8 @@ def convert(design, name: str) -> str:
     script = [f"read_rtlil <<rtlil\n{text}\nrtlil", *YOSYS_SCRIPT,
               f"attrmap {_STRIP}", f"attrmap -modattr {_STRIP}", "write_verilog -norename"]
     yosys = find_yosys(lambda ver: ver >= (0, 40))
-    return merge_clocked(fold_next_state(yosys.run(["-q", "-"], "\n".join(script), ignore_warnings=True)))
+    verilog = yosys.run(["-q", "-"], "\n".join(script), ignore_warnings=True)
+    return merge_clocked(inline_products(fold_next_state(verilog)))
 
 
 _CLOCKED = re.compile(r"^  always @\(posedge (\S+)\)( begin)?$")
@@ -82,11 +83,163 @@ def merge_clocked(verilog: str) -> str:
                 continue
         if line.startswith("endmodule"):
             for clk, body in merged.items():
-                out += [f"  always @(posedge {clk}) begin", *body, "  end"]
+                out += [f"  always @(posedge {clk}) begin", *group_conditions(body), "  end"]
             merged = {}
         out.append(line)
         i += 1
     return "\n".join(out)
+
+
+_TARGET = re.compile(r"^\s+(\\\S+ |[A-Za-z_][\w$]*)\s*(?:\[(?:[^\[\]]|\[[^\[\]]*\])*\]\s*)*<=")  # Q[a[..]][..] <=
+_SIMPLE_IF = re.compile(r"^    if \((.*)\)( begin)?$")
+_CONTROL = re.compile(r"^\s*(end else )?(if|casez?) \(")
+_BIT = re.compile(r"^(\\\S+ |[A-Za-z_][\w$]*)\[\d+\]$")                      # V[k]
+
+
+def _top_statements(body: list[str]) -> list[list[str]]:
+    """A clocked block's body (four spaces' indentation) cut into its top-level statements:
+    a statement's first line at four spaces, with the deeper lines and the ``end``,
+    ``end else ...`` and ``endcase`` lines that belong to it; attribute lines go with the
+    statement after them."""
+    stmts, attrs = [], []
+    for line in body:
+        top = line.startswith("    ") and not line.startswith("     ")
+        if top and line.startswith("    (*"):
+            attrs.append(line)
+        elif top and not line.startswith("    end") or not stmts:
+            stmts.append([*attrs, line])
+            attrs = []
+        else:
+            stmts[-1].append(line)
+    if attrs:
+        stmts.append(attrs)
+    return stmts
+
+
+def group_conditions(body: list[str]) -> list[str]:
+    """The nonblocking statements of a clocked block reordered so that statements under
+    the same condition share one ``if``: Amaranth writes ``if (rst) Q <= init;`` (and
+    ``if (en) Q <= D;``) once per flip-flop, and each costs Icarus a read of the
+    condition on every edge.  Statements that assign a common target keep their order
+    (the last nonblocking assignment wins); statements on different targets are
+    independent (every right-hand side and condition reads the values from before the
+    edge), so they may move.  Runs of three or more groups conditioned on single bits of
+    one vector (a memory's byte enables ``we[0]``, ``we[1]``, ...) are wrapped in
+    ``if (|we)``.  Anything but a one-branch ``if`` stays a statement of its own."""
+    stmts = []                                       # (key, condition, lines, targets, barrier)
+    for st in _top_statements(body):
+        targets = {m.group(1) for line in st if (m := _TARGET.match(line))}
+        barrier = not targets or any("<=" in line and not _TARGET.match(line) and not _CONTROL.match(line)
+                                     for line in st)   # no target, or an assignment not understood
+        m = _SIMPLE_IF.match(st[0])
+        ends = [k for k, line in enumerate(st) if line.startswith("    end")]
+        if barrier:
+            key, cond, inner = ("alone", len(stmts)), None, st
+        elif m and m.group(2) and ends == [len(st) - 1]:        # if (C) begin ... end
+            key, cond, inner = m.group(1), m.group(1), st[1:-1]
+        elif m and not m.group(2) and not ends:                 # if (C) <one statement>
+            key, cond, inner = m.group(1), m.group(1), st[1:]
+        elif len(st) == 1:                                      # Q <= D;
+            key, cond, inner = "", None, st
+        else:
+            key, cond, inner = ("alone", len(stmts)), None, st  # anything else: alone
+        stmts.append((key, cond, inner, targets, barrier))
+    # The order to keep: between statements on a common target, and around barriers.
+    succ = [[] for _ in stmts]
+    preds = [0] * len(stmts)
+    last, since_barrier, barrier_at = {}, [], None
+    for n, (_, _, _, targets, barrier) in enumerate(stmts):
+        before = set(since_barrier) if barrier else {last[t] for t in targets if t in last}
+        if barrier_at is not None:
+            before.add(barrier_at)
+        for p in before:
+            succ[p].append(n)
+            preds[n] += 1
+        if barrier:
+            barrier_at, since_barrier = n, []
+        else:
+            since_barrier.append(n)
+            last.update((t, n) for t in targets)
+    # Groups: repeatedly take a condition all of whose remaining statements are free to go
+    # (the earliest such), else the condition with the most free statements.
+    ready = [n for n in range(len(stmts)) if not preds[n]]
+    left: dict = {}
+    for key, *_ in stmts:
+        left[key] = left.get(key, 0) + 1
+    groups: list[list] = []                          # [condition, lines]
+    while ready:
+        count: dict = {}
+        for n in ready:
+            count[stmts[n][0]] = count.get(stmts[n][0], 0) + 1
+        whole = [n for n in ready if count[stmts[n][0]] == left[stmts[n][0]]]
+        key = stmts[min(whole)][0] if whole else max(count, key=lambda k: (count[k], -min(
+            n for n in ready if stmts[n][0] == k)))
+        take = sorted(n for n in ready if stmts[n][0] == key)
+        ready = [n for n in ready if stmts[n][0] != key]
+        groups.append([stmts[take[0]][1], [line for n in take for line in stmts[n][2]]])
+        left[key] -= len(take)
+        for n in take:
+            for s_ in succ[n]:
+                preds[s_] -= 1
+                if not preds[s_]:
+                    ready.append(s_)
+    out: list[str] = []
+    k = 0
+    while k < len(groups):
+        run = k
+        bit = _BIT.match(groups[k][0] or "")
+        while bit and run + 1 < len(groups) and (b := _BIT.match(groups[run + 1][0] or "")) \
+                and b.group(1) == bit.group(1):
+            run += 1
+        if bit and run - k >= 2:
+            out.append(f"    if (|{bit.group(1)}) begin")
+            for cond, lines in groups[k:run + 1]:
+                out += [f"      if ({cond}) begin", *("  " + line for line in lines), "      end"]
+            out.append("    end")
+            k = run + 1
+            continue
+        cond, lines = groups[k]
+        out += lines if cond is None else [f"    if ({cond}) begin", *lines, "    end"]
+        k += 1
+    return out
+
+
+_PRODUCT = re.compile(r"^  assign (\\\S+ |[A-Za-z_][\w$]*) = (.* \* .*);$")
+_DECL = re.compile(r"^  (?:wire|reg) (\[\d+:\d+\] )?(\\\S+ |[A-Za-z_][\w$]*)( = .*)?;$")
+
+
+def inline_products(verilog: str) -> str:
+    """Per module, a product ``assign P = A * B;`` whose wire ``P`` is read only as the whole
+    right-hand side of one flip-flop's nonblocking assignment ``Q <= P;``, with ``Q`` as
+    wide as ``P``, becomes ``Q <= A * B;``: the multiplication then runs when the
+    flip-flop loads (the MXM's products: on an ``MM``'s cycles) instead of as a net that
+    Icarus re-evaluates at every change of ``A`` or ``B`` (every cycle the stream moves).
+    Equal widths keep the expression's width and so its value."""
+    modules = verilog.split("\nendmodule")
+    for n, mod in enumerate(modules):
+        lines = mod.split("\n")
+        width = {m.group(2): m.group(1) or "" for line in lines if (m := _DECL.match(line))}
+        products = {m.group(1): (k, m.group(2)) for k, line in enumerate(lines) if (m := _PRODUCT.match(line))}
+        if not products:
+            continue
+        drop, edits = set(), {}
+        for k, line in enumerate(lines):
+            m = _FLOP_NBA.match(line)
+            if not m or m.group(3) not in products:
+                continue
+            indent, q, p = m.groups()
+            if q not in width or width[q] != width.get(p) or _uses(mod, p) != 3:
+                continue                             # widths differ, or P read elsewhere
+            at, expr = products[p]
+            edits[k] = f"{indent}{q} <= {expr};"
+            drop.add(at)
+            drop.update(j for j, decl in enumerate(lines) if (d := _DECL.match(decl)) and d.group(2) == p)
+        if edits:
+            modules[n] = "\n".join(edits.get(k, line) for k, line in enumerate(lines) if k not in drop)
+    return "\nendmodule".join(modules)
+
+
+_FLOP_NBA = re.compile(r"^(\s+)(\\\S+ |[A-Za-z_][\w$]*) <= (\\\S+ |[A-Za-z_][\w$]*) ?;$")
 
 
 def _blocking(stmt: str) -> bool:

@@ -11,7 +11,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from sim.icarus import convert, fold_next_state, merge_clocked
+from sim.icarus import convert, fold_next_state, group_conditions, merge_clocked
 
 MODULE = """module m(clk, a, b, q, r);
   reg x;
@@ -41,7 +41,7 @@ def test_merge_gathers_clocked_blocks_at_the_end_of_the_module():
     assert out.count("always @(posedge clk)") == 2
     merged = body.index("  always @(posedge clk) begin", body.index("  assign w = a;"))
     assert body[merged + 1:body.index("endmodule")] == [
-        "    q <= a;", "    if (b) r <= a;", "    if (b)", "      x <= a;", "  end"]
+        "    q <= a;", "    if (b) r <= a;", "    if (b) begin", "      x <= a;", "    end", "  end"]
     assert "    t = a;" in body[:merged]
     assert merge_clocked(out) == out            # nothing left to merge
 
