@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["convert", "fold_next_state", "group_conditions", "inline_products", "merge_clocked"]
+__all__ = ["convert", "fold_next_state", "group_conditions", "inline_products", "merge_clocked",
+           "procedural_sums"]
 
 YOSYS_SCRIPT = ("proc -nomux -norom", "memory_collect", "opt_dff", "opt_clean")
 _STRIP = "-remove generator -remove top -remove src -remove amaranth.hierarchy -remove amaranth.decoding"
@@ -44,7 +45,7 @@ def convert(design, name: str) -> str:
               f"attrmap {_STRIP}", f"attrmap -modattr {_STRIP}", "write_verilog -norename"]
     yosys = find_yosys(lambda ver: ver >= (0, 40))
     verilog = yosys.run(["-q", "-"], "\n".join(script), ignore_warnings=True)
-    return merge_clocked(inline_products(fold_next_state(verilog)))
+    return merge_clocked(procedural_sums(inline_products(fold_next_state(verilog))))
 
 
 _CLOCKED = re.compile(r"^  always @\(posedge (\S+)\)( begin)?$")
@@ -236,6 +237,80 @@ def inline_products(verilog: str) -> str:
             drop.update(j for j, decl in enumerate(lines) if (d := _DECL.match(decl)) and d.group(2) == p)
         if edits:
             modules[n] = "\n".join(edits.get(k, line) for k, line in enumerate(lines) if k not in drop)
+    return "\nendmodule".join(modules)
+
+
+_NAME = r"(?:\\\S+ |[A-Za-z_][\w$]*)"
+_SUM = re.compile(rf"^  assign ({_NAME}) = (\$signed\(({_NAME})\) \+ \$signed\(({_NAME})\)|({_NAME}) \+ ({_NAME}));$")
+_TRIGGER = re.compile(r"^  reg (\\\$auto\$verilog_backend\S* ) = 0;$")
+
+
+def procedural_sums(verilog: str, smallest: int = 3) -> str:
+    """Per module, each adder tree (at least ``smallest`` sums ``assign S = A + B;`` of
+    internal wires that feed one another, e.g. an MXM row's sum of 16 products) becomes one
+    ``always @*`` block computing the sums in order (its wires become ``reg``).  As nets, each
+    of the 16 products' updates on an edge re-evaluates every adder above it (64 additions
+    and outputs instead of 15); the block runs once after them.  Yosys's own trigger
+    (an ``if`` on the ``$auto$verilog_backend...`` register) makes it run at time 0 too."""
+    modules = verilog.split("\nendmodule")
+    for n, mod in enumerate(modules):
+        lines = mod.split("\n")
+        sums = {}                                    # S -> (line, operands)
+        for k, line in enumerate(lines):
+            if m := _SUM.match(line):
+                sums[m.group(1)] = (k, [o for o in m.group(3, 4, 5, 6) if o])
+        if len(sums) < smallest:
+            continue
+        decl = {m.group(2): k for k, line in enumerate(lines)
+                if (m := _DECL.match(line)) and line.startswith("  wire") and not m.group(3)}
+        sums = {s_: v for s_, v in sums.items() if s_ in decl and _uses(mod, s_) >= 2}
+        parent = {s_: s_ for s_ in sums}
+
+        def root(x):
+            while parent[x] != x:
+                x = parent[x]
+            return x
+        for s_, (_, ops) in sums.items():
+            for o in ops:
+                if o in sums:
+                    parent[root(o)] = root(s_)
+        trees: dict = {}
+        for s_ in sums:
+            trees.setdefault(root(s_), []).append(s_)
+        trees = [t for t in trees.values() if len(t) >= smallest]
+        if not trees:
+            continue
+        trigger = next((m.group(1) for line in lines if (m := _TRIGGER.match(line))), None)
+        extra_decl = [] if trigger else ["  reg \\$icarus$trigger  = 0;"]
+        trigger = trigger or "\\$icarus$trigger "
+        drop, blocks = set(), []
+        retype = {}
+        for tree in trees:
+            done, order = set(), []
+            members = set(tree)
+
+            def visit(x):
+                if x in done:
+                    return
+                done.add(x)
+                for o in sums[x][1]:
+                    if o in members:
+                        visit(o)
+                order.append(x)
+            for x in sorted(tree, key=lambda x: sums[x][0]):
+                visit(x)
+            blocks += ["  always @* begin", f"    if ({trigger}) begin end"]
+            for x in order:
+                k = sums[x][0]
+                drop.add(k)
+                blocks.append("    " + lines[k][len("  assign "):])
+                retype[decl[x]] = "  reg" + lines[decl[x]][len("  wire"):]
+            blocks.append("  end")
+        out = [retype.get(k, line) for k, line in enumerate(lines) if k not in drop]
+        head = next(k for k, line in enumerate(out) if line.startswith("module"))
+        while not out[head].rstrip().endswith(");"):
+            head += 1
+        modules[n] = "\n".join(out[:head + 1] + extra_decl + out[head + 1:] + blocks)
     return "\nendmodule".join(modules)
 
 

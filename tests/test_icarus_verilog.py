@@ -1,11 +1,12 @@
 """The Verilog of the Icarus builds (sim/icarus.py): same behaviour as Amaranth's, fewer
 processes.  The whole Icarus suite runs on it; these tests check the transformation alone."""
 
+import re
 import shutil
 import subprocess
 
 import pytest
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.back import verilog as amaranth_verilog
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
@@ -86,37 +87,62 @@ def test_fold_moves_a_next_state_block_into_its_flip_flop():
     assert fold_next_state("\n".join(out)) == "\n".join(out)
 
 
+def test_grouping_keeps_each_targets_order_and_stops_at_barriers():
+    body = ["    q <= a;",
+            "    if (en) begin", "      q <= b;", "    end",
+            "    if (rst) begin", "      q <= 8'h00;", "    end",
+            "    r <= c;",
+            "    if (en) begin", "      r <= d;", "    end",
+            "    if (rst) begin", "      r <= 8'h00;", "    end",
+            "    $display(\"%h\", q);",                  # no target: nothing crosses it
+            "    if (en) begin", "      s <= a;", "    end"]
+    assert group_conditions(body) == [
+        "    q <= a;", "    r <= c;",
+        "    if (en) begin", "      q <= b;", "      r <= d;", "    end",
+        "    if (rst) begin", "      q <= 8'h00;", "      r <= 8'h00;", "    end",
+        "    $display(\"%h\", q);",
+        "    if (en) begin", "      s <= a;", "    end"]
+
+
 class _Dut(wiring.Component):
-    """Flip-flops with and without enables and resets, and a memory, for the equivalence run."""
+    """Flip-flops with and without enables and resets, a memory with byte enables, and
+    products summed by an adder tree (as an MXM row), for the equivalence run."""
     a: In(8)
+    w: In(32)
     en: In(1)
     addr: In(3)
     q: Out(8)
     acc: Out(8)
-    rd: Out(8)
+    rd: Out(32)
+    dot: Out(18)
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.mem = mem = Memory(shape=8, depth=8, init=[])
-        wr, rd = mem.write_port(), mem.read_port()
+        m.submodules.mem = mem = Memory(shape=32, depth=8, init=[])
+        wr, rd = mem.write_port(granularity=8), mem.read_port()
         held = Signal(8)
+        prods = [Signal(16, name=f"prod_{k}") for k in range(4)]
         m.d.sync += self.q.eq(self.a)
         with m.If(self.en):
             m.d.sync += [self.acc.eq(self.acc + self.a), held.eq(self.a ^ held)]
-        m.d.comb += [wr.addr.eq(self.addr), wr.data.eq(held), wr.en.eq(self.en),
-                     rd.addr.eq(self.addr + 1), self.rd.eq(rd.data)]
+            m.d.sync += [p.eq(self.w[8 * k:8 * k + 8].as_signed() * self.a.as_signed())
+                         for k, p in enumerate(prods)]
+        m.d.comb += self.dot.eq((prods[0].as_signed() + prods[1].as_signed())
+                                + (prods[2].as_signed() + prods[3].as_signed()))
+        m.d.comb += [wr.addr.eq(self.addr), wr.data.eq(self.w ^ held.replicate(4)),
+                     wr.en.eq(Mux(self.en, self.a[:4], 0)), rd.addr.eq(self.addr + 1), self.rd.eq(rd.data)]
         return m
 
 
 TESTBENCH = """module tb;
-  reg clk = 0, rst = 1, en = 0; reg [7:0] a = 0; reg [2:0] addr = 0;
-  wire [7:0] q, acc, rd; integer i;
-  top dut(.clk(clk), .rst(rst), .a(a), .en(en), .addr(addr), .q(q), .acc(acc), .rd(rd));
+  reg clk = 0, rst = 1, en = 0; reg [7:0] a = 0; reg [31:0] w = 0; reg [2:0] addr = 0;
+  wire [7:0] q, acc; wire [31:0] rd; wire [17:0] dot; integer i;
+  top dut(.clk(clk), .rst(rst), .a(a), .w(w), .en(en), .addr(addr), .q(q), .acc(acc), .rd(rd), .dot(dot));
   initial begin
     for (i = 0; i < 300; i = i + 1) begin
       #1 clk = 1; #1 clk = 0;
-      rst = (i < 2); a = (i * 37) ^ (i >> 3); en = (i % 3) != 0; addr = i * 5;
-      $display("%0d %h %h %h", i, q, acc, rd);
+      rst = (i < 2); a = (i * 37) ^ (i >> 3); en = (i % 3) != 0; addr = i * 5; w = i * 32'h9e3779b1;
+      $display("%0d %h %h %h %h", i, q, acc, rd, dot);
     end
     $finish;
   end
@@ -137,6 +163,11 @@ def test_icarus_verilog_behaves_as_amaranths(tmp_path):
     theirs = amaranth_verilog.convert(_Dut(), name="top", emit_src=False, strip_internal_attrs=True)
     assert ours.count("always @(posedge clk)") == 1 < theirs.count("always @(posedge clk)")
     assert ours.count("always @*") < theirs.count("always @*")
+    # every transform took part: products in the clocked block, the sums as one block,
+    # the byte enables under one condition
+    assert "prod_0 <= $signed(w[7:0]) * $signed(a);" in ours
+    assert re.search(r"always @\* begin\n.*\n    \\\$\d+  = \$signed\(prod_0\)", ours)
+    assert re.search(r"if \(\|[^)]+\) begin\n      if \(", ours)
     a, b = run("ours", ours), run("theirs", theirs)
     assert len(a.splitlines()) == 300 and len({ln.split(' ', 1)[1] for ln in a.splitlines()}) > 50
     # From the end of reset on (before it, Amaranth's Verilog leaves a flip-flop whose
