@@ -2,10 +2,11 @@
 simulator.
 
 Icarus runs each ``always`` block as a thread, and every signal an ``always`` block reads
-costs it a type check (``vvp``'s ``%load/vec4``).  Amaranth's Verilog (``amaranth.back.verilog``)
-gives every flip-flop its own ``always @(posedge clk)`` block: the default tile has about
-1,600 of them, each woken on every clock edge.  :func:`convert` writes the same RTLIL with
-two changes, both logic-preserving:
+costs it a type check (``vvp``'s ``%load/vec4``); each continuous assignment is a net
+that it re-evaluates at every change of an input.  Amaranth's Verilog
+(``amaranth.back.verilog``) gives every flip-flop its own ``always @(posedge clk)`` block:
+the default tile has about 1,600 of them, each woken on every clock edge.
+:func:`convert` writes the same RTLIL with these changes, all logic-preserving:
 
 * Yosys's ``opt_dff`` after ``proc -nomux -norom`` (Amaranth's own conversion script):
   flip-flops whose next state is their own value under a condition become flip-flops with
@@ -15,9 +16,15 @@ two changes, both logic-preserving:
   ``m.d.sync`` statements) into the flip-flop's clocked block, as nonblocking assignments
   to the flip-flop itself; it then runs once per edge instead of at every change of its
   inputs, and a flip-flop that holds schedules nothing;
+* :func:`inline_products` moves a product read by one flip-flop alone into that
+  flip-flop's assignment (the MXM's products: multiplied on ``MM`` cycles only, not at
+  every move of the stream);
+* :func:`procedural_sums` computes each adder tree (an MXM row's sum) in one ``always @*``
+  block, once per edge, instead of as nets that re-add at each product's update;
 * :func:`merge_clocked` gathers each module's ``always @(posedge clk)`` blocks into one
-  block per clock (nonblocking assignments only, so their order does not matter): one
-  thread wake-up per module and edge instead of one per flip-flop.
+  block per clock (nonblocking assignments only): one thread wake-up per module and edge
+  instead of one per flip-flop; :func:`group_conditions` then puts the statements under
+  one condition in one ``if`` (one ``if (rst)`` per module instead of one per flip-flop).
 
 The design, its ports and its named signals are unchanged (``opt_clean`` removes only
 unnamed, unused wires), so the testbenches and waveforms see the same names.  Verilator
