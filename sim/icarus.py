@@ -56,6 +56,9 @@ def convert(design, name: str) -> str:
 
 
 _CLOCKED = re.compile(r"^  always @\(posedge (\S+)\)( begin)?$")
+# An identifier as write_verilog spells it: plain, or escaped (``\$12 ``, ending at its space).
+_NAME = r"(?:\\\S+ |[A-Za-z_][\w$]*)"
+_TRIGGER_NAME = r"\\\$auto\$verilog_backend\S* "   # Yosys's time-0 trigger register
 
 
 def merge_clocked(verilog: str) -> str:
@@ -98,10 +101,15 @@ def merge_clocked(verilog: str) -> str:
     return "\n".join(out)
 
 
-_TARGET = re.compile(r"^\s+(\\\S+ |[A-Za-z_][\w$]*)\s*(?:\[(?:[^\[\]]|\[[^\[\]]*\])*\]\s*)*<=")  # Q[a[..]][..] <=
+def _each_module(verilog: str, rewrite) -> str:
+    """``verilog`` with each module's text (up to its ``endmodule``) replaced by ``rewrite(text)``."""
+    return "\nendmodule".join(rewrite(mod) for mod in verilog.split("\nendmodule"))
+
+
+_TARGET = re.compile(rf"^\s+({_NAME})\s*(?:\[(?:[^\[\]]|\[[^\[\]]*\])*\]\s*)*<=")  # Q[a[..]][..] <=
 _SIMPLE_IF = re.compile(r"^    if \((.*)\)( begin)?$")
 _CONTROL = re.compile(r"^\s*(end else )?(if|casez?) \(")
-_BIT = re.compile(r"^(\\\S+ |[A-Za-z_][\w$]*)\[\d+\]$")                      # V[k]
+_BIT = re.compile(rf"^({_NAME})\[\d+\]$")                                        # V[k]
 
 
 def _top_statements(body: list[str]) -> list[list[str]]:
@@ -212,8 +220,8 @@ def group_conditions(body: list[str]) -> list[str]:
     return out
 
 
-_PRODUCT = re.compile(r"^  assign (\\\S+ |[A-Za-z_][\w$]*) = (.* \* .*);$")
-_DECL = re.compile(r"^  (?:wire|reg) (\[\d+:\d+\] )?(\\\S+ |[A-Za-z_][\w$]*)( = .*)?;$")
+_PRODUCT = re.compile(rf"^  assign ({_NAME}) = (.* \* .*);$")
+_DECL = re.compile(rf"^  (?:wire|reg) (\[\d+:\d+\] )?({_NAME})( = .*)?;$")
 
 
 def inline_products(verilog: str) -> str:
@@ -223,33 +231,31 @@ def inline_products(verilog: str) -> str:
     flip-flop loads (the MXM's products: on an ``MM``'s cycles) instead of as a net that
     Icarus re-evaluates at every change of ``A`` or ``B`` (every cycle the stream moves).
     Equal widths keep the expression's width and so its value."""
-    modules = verilog.split("\nendmodule")
-    for n, mod in enumerate(modules):
+    def one(mod: str) -> str:
         lines = mod.split("\n")
-        width = {m.group(2): m.group(1) or "" for line in lines if (m := _DECL.match(line))}
         products = {m.group(1): (k, m.group(2)) for k, line in enumerate(lines) if (m := _PRODUCT.match(line))}
         if not products:
-            continue
+            return mod
+        decl = {m.group(2): (k, m.group(1) or "") for k, line in enumerate(lines) if (m := _DECL.match(line))}
         drop, edits = set(), {}
         for k, line in enumerate(lines):
             m = _FLOP_NBA.match(line)
             if not m or m.group(3) not in products:
                 continue
             indent, q, p = m.groups()
-            if q not in width or width[q] != width.get(p) or _uses(mod, p) != 3:
+            if q not in decl or p not in decl or decl[q][1] != decl[p][1] or _uses(mod, p) != 3:
                 continue                             # widths differ, or P read elsewhere
             at, expr = products[p]
             edits[k] = f"{indent}{q} <= {expr};"
-            drop.add(at)
-            drop.update(j for j, decl in enumerate(lines) if (d := _DECL.match(decl)) and d.group(2) == p)
-        if edits:
-            modules[n] = "\n".join(edits.get(k, line) for k, line in enumerate(lines) if k not in drop)
-    return "\nendmodule".join(modules)
+            drop.update((at, decl[p][0]))
+        if not edits:
+            return mod
+        return "\n".join(edits.get(k, line) for k, line in enumerate(lines) if k not in drop)
+    return _each_module(verilog, one)
 
 
-_NAME = r"(?:\\\S+ |[A-Za-z_][\w$]*)"
 _SUM = re.compile(rf"^  assign ({_NAME}) = (\$signed\(({_NAME})\) \+ \$signed\(({_NAME})\)|({_NAME}) \+ ({_NAME}));$")
-_TRIGGER = re.compile(r"^  reg (\\\$auto\$verilog_backend\S* ) = 0;$")
+_TRIGGER = re.compile(rf"^  reg ({_TRIGGER_NAME}) = 0;$")
 
 
 def procedural_sums(verilog: str, smallest: int = 3) -> str:
@@ -259,15 +265,14 @@ def procedural_sums(verilog: str, smallest: int = 3) -> str:
     of the 16 products' updates on an edge re-evaluates every adder above it (64 additions
     and outputs instead of 15); the block runs once after them.  Yosys's own trigger
     (an ``if`` on the ``$auto$verilog_backend...`` register) makes it run at time 0 too."""
-    modules = verilog.split("\nendmodule")
-    for n, mod in enumerate(modules):
+    def one(mod: str) -> str:
         lines = mod.split("\n")
         sums = {}                                    # S -> (line, operands)
         for k, line in enumerate(lines):
             if m := _SUM.match(line):
                 sums[m.group(1)] = (k, [o for o in m.group(3, 4, 5, 6) if o])
         if len(sums) < smallest:
-            continue
+            return mod
         decl = {m.group(2): k for k, line in enumerate(lines)
                 if (m := _DECL.match(line)) and line.startswith("  wire") and not m.group(3)}
         sums = {s_: v for s_, v in sums.items() if s_ in decl and _uses(mod, s_) >= 2}
@@ -286,7 +291,7 @@ def procedural_sums(verilog: str, smallest: int = 3) -> str:
             trees.setdefault(root(s_), []).append(s_)
         trees = [t for t in trees.values() if len(t) >= smallest]
         if not trees:
-            continue
+            return mod
         trigger = next((m.group(1) for line in lines if (m := _TRIGGER.match(line))), None)
         extra_decl = [] if trigger else ["  reg \\$icarus$trigger  = 0;"]
         trigger = trigger or "\\$icarus$trigger "
@@ -317,11 +322,11 @@ def procedural_sums(verilog: str, smallest: int = 3) -> str:
         head = next(k for k, line in enumerate(out) if line.startswith("module"))
         while not out[head].rstrip().endswith(");"):
             head += 1
-        modules[n] = "\n".join(out[:head + 1] + extra_decl + out[head + 1:] + blocks)
-    return "\nendmodule".join(modules)
+        return "\n".join(out[:head + 1] + extra_decl + out[head + 1:] + blocks)
+    return _each_module(verilog, one)
 
 
-_FLOP_NBA = re.compile(r"^(\s+)(\\\S+ |[A-Za-z_][\w$]*) <= (\\\S+ |[A-Za-z_][\w$]*) ?;$")
+_FLOP_NBA = re.compile(rf"^(\s+)({_NAME}) <= ({_NAME}) ?;$")
 
 
 def _blocking(stmt: str) -> bool:
@@ -331,9 +336,9 @@ def _blocking(stmt: str) -> bool:
     return " = " in re.sub(r"\(\*.*?\*\)", "", stmt)
 
 
-_FLOP = re.compile(r"^    (\S+) <= (\\\S+ |[A-Za-z_][\w$]*) ?;$")          # Q <= D ;
-_ASSIGN = re.compile(r"^(\s+)(\\\S+ |[A-Za-z_][\w$]*)(\s*\[[^\]]*\])?\s*= (.*)$")   # T[sel] = rhs
-_DUMMY = re.compile(r"^    if \(\\\$auto\$verilog_backend\S* \) begin end$")
+_FLOP = re.compile(rf"^    (\S+) <= ({_NAME}) ?;$")                           # Q <= D ;
+_ASSIGN = re.compile(rf"^(\s+)({_NAME})(\s*\[[^\]]*\])?\s*= (.*)$")          # T[sel] = rhs
+_DUMMY = re.compile(rf"^    if \({_TRIGGER_NAME}\) begin end$")
 
 
 def _uses(text: str, name: str) -> int:
@@ -350,8 +355,7 @@ def fold_next_state(verilog: str) -> str:
     leading ``T = Q;`` default dropped: a flip-flop holds its value by itself).  The
     last assignment wins either way, so the flip-flop takes the same value on every edge.
     Anything else is left as it is."""
-    modules = verilog.split("\nendmodule")
-    for n, mod in enumerate(modules):
+    def one(mod: str) -> str:
         lines = mod.split("\n")
         flops = {}                                  # T -> (line of the clocked head, Q)
         for i in range(len(lines) - 1):
@@ -388,12 +392,13 @@ def fold_next_state(verilog: str) -> str:
             drop.update(range(start, j + 1))
             drop.add(head + 1)
             folded[head] = ["  always @(posedge clk) begin", *stmts, "  end"]
-        if folded:
-            out = []
-            for k, line in enumerate(lines):
-                if k in folded:
-                    out += folded[k]
-                elif k not in drop:
-                    out.append(line)
-            modules[n] = "\n".join(out)
-    return "\nendmodule".join(modules)
+        if not folded:
+            return mod
+        out = []
+        for k, line in enumerate(lines):
+            if k in folded:
+                out += folded[k]
+            elif k not in drop:
+                out.append(line)
+        return "\n".join(out)
+    return _each_module(verilog, one)
