@@ -139,10 +139,10 @@ class _Mxm:
 
     def __init__(self, cfg, name):
         L = cfg.lanes
-        self.name, self.L, self.dtype = name, L, cfg.mxm_dtype
+        self.name, self.L, self.dtype, self.partial = name, L, cfg.mxm_dtype, cfg.mxm_partial_lw
         self.weights = [np.zeros((L, L), np.int64), np.zeros((L, L), np.int64)]
         self.active = 0
-        self.loader = None                      # the load in progress: (first cycle, n, stream, dir)
+        self.loader = None                      # the load in progress: (first cycle, n, stream, dir, rows)
         self.waiting = None                     # an LW issued whose load has not started
         self.acc = np.zeros((cfg.mxm_acc_depth, L), np.int64)
         self.acc_ok = np.zeros(cfg.mxm_acc_depth, bool)
@@ -161,12 +161,15 @@ class _Mxm:
         first = t + ins.operand("delay")
         if self.waiting is not None:
             raise ModelError(f"{where}: LW while another LW waits to start its load (on cycle {self.waiting[0]})")
+        if ins.operand("rows") and not self.partial:
+            raise ModelError(f"{where}: LW rows = {ins.operand('rows')}, but this tile's MXM loads whole blocks "
+                             f"only (mxm_partial_lw = 0)")
         if self.loader is not None:
-            end = self.loader[0] + lw_cycles(self.L, self.loader[1])      # the cycle after its last row
+            end = self.loader[0] + lw_cycles(self.loader[4], self.loader[1])      # the cycle after its last row
             if first < end:
                 raise ModelError(f"{where}: its load would start on cycle {first}, while the previous LW "
                                  f"still loads (until cycle {end - 1})")
-        self.waiting = (first, ins.operand("n"), ins.stream, ins.dir)
+        self.waiting = (first, ins.operand("n"), ins.stream, ins.dir, ins.lw_rows(self.L))
 
     def _start_waiting(self, t):
         if self.waiting is not None and self.waiting[0] == t:
@@ -179,13 +182,13 @@ class _Mxm:
         self._start_waiting(t)
         if self.loader is None:
             return
-        first, n, s, d = self.loader
+        first, n, s, d, R = self.loader
         k = t - first
         shadow, shadow_nan = self.weights[1 - self.active], self.w_nan[1 - self.active]
-        rows = tap(d, s, min(n, self.L - k * n))     # the last group may be partial
+        rows = tap(d, s, min(n, R - k * n))          # the last group may be partial; rows R.. stay
         shadow[k * n:k * n + len(rows)] = operand_values(rows, self.dtype)
         shadow_nan[k * n:k * n + len(rows)] = fp8.is_nan(rows).any(axis=1) if self.dtype == "fp8" else False
-        if (k + 1) * n >= self.L:
+        if (k + 1) * n >= R:
             self.active ^= 1
             self.loader = None
 

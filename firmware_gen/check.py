@@ -80,7 +80,7 @@ from dataclasses import dataclass
 
 from lpu_arch import c2c
 from lpu_arch.config import ConfigError
-from lpu_arch.effects import effects
+from lpu_arch.effects import effects, effects_key
 from lpu_arch.isa import DIR_NAMES, EAST, IsaError, MMFlag, Op
 from lpu_arch.timing import diagonal, lw_cycles
 
@@ -194,7 +194,7 @@ def _streams_check(iss: _Issued, problems) -> None:
     reads = defaultdict(list)       # (d, s, diagonal) -> [(u, p, t, inst)]
     cache = {}
     for i, (name, t0, ins) in enumerate(iss.insts):
-        key = (name, ins.op, ins.dir, ins.stream, ins.count, ins.delay, ins.aux)   # effects ignore addr
+        key = effects_key(ins, name)
         eff = cache.get(key)
         if eff is None:
             eff = cache[key] = effects(ins, name, lanes, cfg.acc_planes, cfg.vxm_latency)
@@ -291,7 +291,7 @@ def _mxm_check(iss: _Issued, problems) -> None:
                 elif first < prev_end:
                     msg = (f"{iss.describe(i)} starts a weight load on cycle {first} while {iss.describe(last_lw)} "
                            f"still loads (until cycle {prev_end - 1})")
-                prev_start, prev_end, last_lw = first, first + lw_cycles(cfg.lanes, ins.operand("n")), i
+                prev_start, prev_end, last_lw = first, first + lw_cycles(ins.lw_rows(cfg.lanes), ins.operand("n")), i
             elif ins.op == Op.LX:
                 slot_ok.add(ins.operand("slot"))
             elif ins.op == Op.MM:

@@ -66,6 +66,8 @@ class Manifest:
     mac_bound: int                    # cycles for every MM with both MXMs busy
     instructions: dict = field(default_factory=dict)
     bounds: dict = field(default_factory=dict)    # every limit by name (BOUNDS), cycles
+    sram_padded: int = 0                          # reading every padded block once (a reference, not a bound
+                                                  # when the program skips rows: FfnPlan.block_rows)
     dtype: str = "int8"                           # the tile's number format: y is int8, or E4M3 codes
 
     @property
@@ -89,7 +91,7 @@ class Manifest:
     def summary(self) -> dict:
         return {"kind": self.kind, "dtype": self.dtype, "H": self.H, "I": self.I, "batch": self.batch,
                 "padded_H": self.padded[0], "padded_I": self.padded[1], "cycles": self.cycles,
-                "sram_bound": self.sram_bound, "mac_bound": self.mac_bound,
+                "sram_bound": self.sram_bound, "sram_padded": self.sram_padded, "mac_bound": self.mac_bound,
                 "efficiency": round(self.efficiency, 4), "bounds": self.bounds, "tightest_bound": self.tightest,
                 "ratio_to_sram_bound": round(self.cycles / self.sram_bound, 4),
                 "mxm_utilisation": round(self.mxm_utilisation, 4), "mm_count": self.mm_count,
@@ -99,9 +101,10 @@ class Manifest:
 
 # What each bound counts (cycles no schedule of this FFN on this tile can beat).
 BOUNDS = {
-    "sram": "every weight vector read once (padded blocks), all MEM slices every cycle",
+    "sram": "every weight vector the program reads read once (padded blocks, less the rows of partial W1/W3 "
+            "blocks it does not load), all MEM slices every cycle",
     "sram_real": "the same for the FFN's real (unpadded) weight bytes",
-    "weight_load": "every weight block loaded into an MXM (LW: ceil(lanes/n) cycles on n streams), both MXMs",
+    "weight_load": "every weight block loaded into an MXM (LW: ceil(rows/n) cycles on n streams), both MXMs",
     "mac": "every MM issued, both MXMs every cycle",
     "loader_issue": "every LW, and each x and h vector's LX into both MXMs, one per loader issue slot",
     "streams": "the weights crossing the busiest position (next to an MXM) on its streams",
@@ -113,29 +116,33 @@ BOUNDS = {
 
 
 def ffn_bounds(cfg: TileConfig, n: int, mats: int, H: int, I: int, KH: int, KI: int, B: int,
-               tiles: int = 1) -> dict:
+               tiles: int = 1, partial: bool = False) -> dict:
     """Every bound (BOUNDS) of ``mats`` H x I matrices (KH x KI blocks) at batch B on a
     tile with ``n`` weight streams per MXM, for one tile's 1/``tiles`` share: arithmetic
-    on the configuration, not on a schedule."""
+    on the configuration, not on a schedule.  ``partial``: the W1/W3 blocks past I load
+    only I's rows (``FfnPlan.block_rows``)."""
     L, pos = cfg.lanes, cfg.position
     blocks = mats * KH * KI                        # weight blocks of L x L, L vectors each
+    short = (mats - 1) * KH if partial and I % L else 0          # W1/W3 blocks of I % L rows
+    vectors = blocks * L - short * (L - I % L)
+    load = blocks * lw_cycles(L, n) - short * (lw_cycles(L, n) - lw_cycles(I % L or L, n))
     leads = sorted(read_lead(cfg, m, "MXM_W") for m in cfg.mem_names if m.startswith("MEM_W"))
     d_mem = leads[0] - READ_LATENCY
     d_vxm = abs(pos("MXM_W") - cfg.vxm_position)
     d_y = min(abs(cfg.vxm_position - pos(m)) for m in cfg.mem_names)      # the VXM's result to MEM
     out = MXM_LATENCY + d_vxm + cfg.vxm_latency    # MM issue to its VOP's result at the VXM
-    sram = -(-blocks * L // (2 * cfg.mem_slices * tiles))
-    return {"sram": sram,
+    return {"sram": -(-vectors // (2 * cfg.mem_slices * tiles)),
             "sram_real": -(-(-(-mats * H * I // L)) // (2 * cfg.mem_slices * tiles)),
-            "weight_load": -(-blocks * lw_cycles(L, n) // (2 * tiles)),
+            "weight_load": -(-load // (2 * tiles)),
             "mac": -(-blocks * B // (2 * tiles)),
             "loader_issue": -(-blocks // (2 * tiles)) + B * (KH + KI),
-            "streams": -(-blocks * L // (2 * cfg.streams * tiles)),
+            "streams": -(-vectors // (2 * cfg.streams * tiles)),
             # first MM (a weight block read and loaded), h back to an MXM, y to MEM and done
             "latency": (READ_LATENCY + d_mem + lw_cycles(L, n)) + (out + d_vxm + 1) + (out + d_y + 2),
             # the busiest MXM's last weight row arrives on last_arrival at the earliest, the MM on
             # the next cycle (the swap), its chain's result to MEM and done
-            "sram_path": last_arrival(leads, -(-blocks // (2 * tiles)) * L) + 1 + (out + d_y + 2)}
+            "sram_path": last_arrival(leads, -(-vectors // (2 * tiles)) if short else -(-blocks // (2 * tiles)) * L)
+            + 1 + (out + d_y + 2)}
 
 
 def last_arrival(leads, rows: int) -> int:
@@ -284,6 +291,12 @@ class FfnPlan:
         self.i_blocks = list(range(self.KI)) if i_blocks is None else list(i_blocks)
         self.j_blocks = list(range(self.KH)) if j_blocks is None else list(j_blocks)
         self.h_route = h_route or HRoute()
+        # A W1/W3 block past the FFN's I loads only its real rows (block_rows): the rest
+        # keep stale weights, so h's padding lanes hold junk that W2's zero columns cancel.
+        # Only where h is not observable (kept on the tile, not stored or sent) and on an
+        # int8 tile (an FP8 MXM would flag a stale NaN code) whose MXM has the row limit
+        # (TileConfig.mxm_partial_lw).
+        self.partial_rows = type(self.h_route) is HRoute and cfg.mxm_dtype == "int8" and bool(cfg.mxm_partial_lw)
         self.h_stored = {}                        # (i, b) -> (slice, addr, write cycle)
         self.x_rows = []                          # (slice, addr, block, column) of every copy of x
         # Rows per cycle: one per MEM slice of the hemisphere, one stream each, leaving
@@ -431,15 +444,16 @@ class FfnPlan:
             feed = self._feeds[(side, n)] = [(m, lead(m)) for m in mems]
         return feed
 
-    def _window(self, side, t_s, n=None):
+    def _window(self, side, t_s, n=None, rows=None):
         """The READs that feed ``side``'s LW of a block starting on ``t_s`` with ``n`` rows
-        per cycle (default :attr:`n`): (chunk, stream j, MEM slice, READ cycle); row
-        ``c*n + j`` comes from stream j's slice (:meth:`_feed`), stream by stream."""
-        for j, m, cycles in self._window_runs(side, t_s, n):
+        per cycle (default :attr:`n`) of its first ``rows`` rows (default: all lanes):
+        (chunk, stream j, MEM slice, READ cycle); row ``c*n + j`` comes from stream j's
+        slice (:meth:`_feed`), stream by stream."""
+        for j, m, cycles in self._window_runs(side, t_s, n, rows):
             for c, r in enumerate(cycles):
                 yield c, j, m, r
 
-    def _ramp_n(self, side, t_s):
+    def _ramp_n(self, side, t_s, rows=None):
         """Rows per cycle for a block starting on ``t_s``: :attr:`n`, or early in the program,
         while the farther slices' READs would fall before cycle 0, the slices near enough
         (a *ramp*: the first blocks load from fewer, nearer slices over more cycles, so
@@ -450,31 +464,32 @@ class FfnPlan:
             leads = self._leads[side] = sorted(lead for _, lead in self._feed(side, self.n))
         if not self.ramp or t_s >= leads[-1]:
             return self.n
-        L = self.cfg.lanes
+        R = rows or self.cfg.lanes
         reach = lambda t: sum(1 for x in leads if x <= t)       # slices whose chunk-0 READ is on or after 0
-        swap = lambda t: t + lw_cycles(L, reach(t)) if reach(t) else 1 << 62
+        swap = lambda t: t + lw_cycles(R, reach(t)) if reach(t) else 1 << 62
         if any(swap(t) < swap(t_s) for t in range(t_s + 1, leads[-1] + 1)):
             return 0
         return reach(t_s)
 
-    def _window_ok(self, side, t_s, n=None):
+    def _window_ok(self, side, t_s, n=None, rows=None):
         """Can the weight slices of ``side``'s hemisphere feed a block starting on ``t_s``
-        with ``n`` rows per cycle?"""
+        with ``n`` rows per cycle (its first ``rows`` rows)?"""
         d, to = self.in_dir(side), self.pos(side)
-        return all(self.res.run_free(m, cycles, _read_probe(j, d), to) for j, m, cycles in self._window_runs(side, t_s, n))
+        return all(self.res.run_free(m, cycles, _read_probe(j, d), to)
+                   for j, m, cycles in self._window_runs(side, t_s, n, rows))
 
-    def _window_runs(self, side, t_s, n=None):
+    def _window_runs(self, side, t_s, n=None, rows=None):
         """The READs of :meth:`_window` by stream: (stream j, its MEM slice, the cycles of
         its READs, chunk c on the c-th); the last chunk is partial when n does not divide
-        the lanes."""
-        n, L = n or self.n, self.cfg.lanes
-        return [(j, m, [t_s + c - lead for c in range(len(range(j, L, n)))])
-                for j, (m, lead) in enumerate(self._feed(side, n))]
+        the rows (default: all lanes)."""
+        n, R = n or self.n, rows or self.cfg.lanes
+        return [(j, m, [t_s + c - lead for c in range(len(range(j, R, n)))])
+                for j, (m, lead) in enumerate(self._feed(side, n)) if j < R]
 
-    def _take_window(self, side, t_s, block, who, n=None):
+    def _take_window(self, side, t_s, block, who, n=None, rows=None):
         d, to, n = self.in_dir(side), self.pos(side), n or self.n
-        rows = np.asarray(block, np.int64) & 0xFF
-        for j, m, cycles in self._window_runs(side, t_s, n):
+        rows = (np.asarray(block, np.int64) & 0xFF)[:rows or self.cfg.lanes]
+        for j, m, cycles in self._window_runs(side, t_s, n, len(rows)):
             read = _read_probe(j, d)
             self.res.take_run(m, cycles, read, to, who)
             addr = self.alloc(m, len(cycles))
@@ -482,17 +497,20 @@ class FfnPlan:
             for c, r in enumerate(cycles):
                 self.emit(m, r, read.with_addr(addr + c))      # a checked READ; alloc keeps addr < mem_depth
 
-    def place_blocks(self, sides, blocks, mms, on_emit, label):
-        """Load ``blocks[i]`` into ``sides[i]`` (lockstep when two) and issue its MMs.
+    def place_blocks(self, sides, blocks, mms, on_emit, label, rows=None):
+        """Load ``blocks[i]`` into ``sides[i]`` (lockstep when two; their first ``rows``
+        rows, default all: :meth:`block_rows`) and issue its MMs.
 
         ``mms`` is a list of (slot, acc, flags) for every MXM alike; ``on_emit(t, b)``
         places what follows an EMIT on cycle t for MM number b and returns False if it
         cannot on that cycle."""
-        ch = self.chunks        # the most rows per cycle: a block with fewer swaps in no earlier
+        # The fewest load cycles (all n streams): no start this early swaps in before the
+        # previous block's last MM; a block with fewer streams swaps in later still.
+        ch = lw_cycles(rows or self.cfg.lanes, self.n)
         t_s = max(max(self.load_end[s], self.last_mm[s] + 1 - ch) for s in sides)
         while True:
-            n = min(self._ramp_n(s, t_s) for s in sides)
-            if n and all(self._window_ok(s, t_s, n) for s in sides):
+            n = min(self._ramp_n(s, t_s, rows) for s in sides)
+            if n and all(self._window_ok(s, t_s, n, rows) for s in sides):
                 lw_slot = max(self.loader_free[s] for s in sides)
                 lw_slot = max(lw_slot, t_s - DELAY_MAX)
                 while lw_slot <= t_s and not all(self.res.slot_free(self.ldr(s), lw_slot) for s in sides):
@@ -500,12 +518,14 @@ class FfnPlan:
                 if lw_slot <= t_s:
                     break
             t_s += 1
-        swap = t_s + lw_cycles(self.cfg.lanes, n)
+        R = rows or self.cfg.lanes
+        swap = t_s + lw_cycles(R, n)
         for s, blk in zip(sides, blocks):
             who = f"{label} on {s}"
-            self._take_window(s, t_s, blk, who, n)
+            self._take_window(s, t_s, blk, who, n, R)
             self.res.take_slot(self.ldr(s), lw_slot, who + " LW")
-            self.emit(self.ldr(s), lw_slot, Instr.lw(0, self.in_dir(s), n, t_s - lw_slot))
+            self.emit(self.ldr(s), lw_slot, Instr.lw(0, self.in_dir(s), n, t_s - lw_slot,
+                                                     rows=0 if R == self.cfg.lanes else R))
             self.loader_free[s], self.load_end[s] = t_s, swap
             self.blocks_left[s] -= 1
         # MMs: from the swap on (the loader issues the next block's LW beside them).
@@ -639,6 +659,12 @@ class FfnPlan:
     def h_slot(self, i, b):
         return self.B * self.KH + i * self.B + b
 
+    def block_rows(self, i):
+        """Rows to load of the W1/W3 blocks of intermediate block ``i``: None (all lanes),
+        or the FFN's real rows of a last block that I does not fill (:attr:`partial_rows`)."""
+        real = self.spec.I - i * self.cfg.lanes
+        return real if self.partial_rows and real < self.cfg.lanes else None
+
     def phase1(self):
         """W1 (and W3) for this tile's intermediate blocks: h into both MXMs' x slots."""
         p, KH, blk, rows = self.p, self.KH, self.blk, self.rows
@@ -707,7 +733,7 @@ class FfnPlan:
                 self.place_vop(t_v, dir_a, e, vflags | VopFlag.OUT_E | VopFlag.OUT_W, who)
             return True
 
-        self.place_blocks(sides, blocks, mms, on_emit, f"W1/W3 block ({i},{k})")
+        self.place_blocks(sides, blocks, mms, on_emit, f"W1/W3 block ({i},{k})", self.block_rows(i))
 
     def _phase2_block(self, sides, blocks, iis, j, jl, e, first, last):
         """One W2 block on one MXM, or two (one per MXM, h blocks ``iis``) whose partial
@@ -766,13 +792,15 @@ class FfnPlan:
         writes.sort(key=lambda w: (w.cycle, cfg.position(w.slice)))
         mats = 3 if self.spec.kind == "swiglu" else 2
         wv = mats * self.Hp * self.Ip // L
-        bounds = ffn_bounds(cfg, self.n, mats, self.spec.H, self.spec.I, self.KH, self.KI, self.B, tiles)
+        bounds = ffn_bounds(cfg, self.n, mats, self.spec.H, self.spec.I, self.KH, self.KI, self.B, tiles,
+                            partial=self.partial_rows and self.i_blocks == list(range(self.KI)))
         return Manifest(kind=self.spec.kind, H=self.spec.H, I=self.spec.I, batch=self.B, padded=(self.Hp, self.Ip),
                         cycles=self.res.done_cycles(), writes=writes,
                         outputs={k: v[:2] for k, v in self.outputs.items()}, busy=self.res.busy(),
                         mm_count=self.mm_count, weight_vectors=wv // tiles,
                         sram_bound=bounds["sram"], mac_bound=bounds["mac"],
                         instructions={n: len(q) + 1 for n, q in prog.queues.items() if q}, bounds=bounds,
+                        sram_padded=-(-wv // (2 * cfg.mem_slices * tiles)),
                         dtype=cfg.mxm_dtype)
 
 

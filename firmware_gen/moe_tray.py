@@ -95,6 +95,7 @@ class ExpertSlot(FfnPlan):
         self.token, self.tokens, self.h0, self.w_reg, self.v_reg = token, tokens, h0, w_reg, v_reg
         self.template, self.p_next, self._ids = template, pbase, []
         self.ramp = False        # every expert's weights sit at the same rows: no ramp blocks
+        self.partial_rows = False   # (every slot reads whole template blocks)
 
     def x_slot(self, k, b):
         return k * self.tokens + self.token
@@ -115,7 +116,7 @@ class ExpertSlot(FfnPlan):
             [("W2", j, iis[0]), ("W2", j, iis[1]) if iis[1] != iis[0] else ("Z", j, iis[0])]
         super()._phase2_block(sides, blocks, iis, j, jl, e, first, last)
 
-    def _take_window(self, side, t_s, block, who, n=None):
+    def _take_window(self, side, t_s, block, who, n=None, rows=None):
         d, ident = self.in_dir(side), self._ids.pop(0)
         for c, j, m, r in self._window(side, t_s):
             read = Instr.read(j, d, self.template.row((ident, c * self.n + j, m), m), base=self.w_reg)

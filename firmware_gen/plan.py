@@ -413,6 +413,7 @@ class Timed:
     source: str                    # 'compiled and golden-model-checked' | 'compiled (cycles predicted by the compiler)'
     golden: str = "not run"        # 'cycles and output match' | 'not run'
     seconds: float = 0.0
+    sram_bound: int = 0            # one piece's `sram` bound (compile_ffn.BOUNDS)
 
 
 def synthetic_swiglu(H: int, I: int, seed: int = 0):
@@ -471,12 +472,13 @@ class Timer:
                     raise PlanError(f"H={H}, I={piece_I} does not compile on this tile: {e}") from None
                 pieces += 1
                 continue
-            cycles, tight, golden = got
+            cycles, tight, golden, sram = got
             src = "compiled and golden-model-checked" if golden == "cycles and output match" \
                 else "compiled (cycles predicted by the compiler)"
             if pieces > 1:
                 src += f"; {pieces} pieces of H x {piece_I} back to back (sum: analytic)"
-            return Timed(H, I, pieces, piece_I, cycles, pieces * cycles, tight, src, golden, round(time.time() - t0, 2))
+            return Timed(H, I, pieces, piece_I, cycles, pieces * cycles, tight, src, golden, round(time.time() - t0, 2),
+                         sram)
 
     def _compile_piece(self, H: int, I: int):
         from . import archmodel
@@ -497,7 +499,7 @@ class Timer:
                 raise PlanError(f"golden-model check failed for H={H}, I={I}: {gold.cycles} cycles, compiler "
                                 f"{man.cycles}, output {'equal' if same else 'different'} to numerics.ffn_int")
             golden = "cycles and output match"
-        return man.cycles, man.tightest, golden
+        return man.cycles, man.tightest, golden, man.bounds["sram"]
 
 
 def hop_seconds(cfg, H: int, clock_mhz: float, hop_ns: float | None = None) -> tuple[float, dict]:
@@ -575,7 +577,7 @@ def plan(arch: Arch, dtype: str = "fp8", cfg=None, config_name: str = DEFAULT_CO
                    + "".join(f"; {x}" for x in pieces) + "); C2C hops analytic")
     units = [{"unit": what, "H": t.H, "I": t.I, "pieces": t.pieces, "piece_I": t.piece_I,
               "piece_cycles": t.piece_cycles, "cycles_int8": t.cycles, "tightest_bound": t.tightest_bound,
-              "source": t.source, "golden_model": t.golden, "compile_and_check_s": t.seconds} for what, t in rec]
+              "piece_sram_bound": t.sram_bound, "source": t.source, "golden_model": t.golden, "compile_and_check_s": t.seconds} for what, t in rec]
     ffn_bytes = params["ffn"] * bpw
     out = {
         "model": arch.name, "title": title or arch.name, "dtype": dtype, "dtype_note": dtype_note,

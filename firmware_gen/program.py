@@ -164,6 +164,10 @@ class Program:
         elif ins.op == Op.LW:
             n = ins.operand("n")
             need(n <= cfg.lanes, f"LW loads n = {n} rows per cycle; a block has {cfg.lanes} rows")
+            rows = ins.operand("rows")
+            need(rows == 0 or cfg.mxm_partial_lw, f"LW loads rows = {rows} rows; this tile's MXM loads whole "
+                                                  f"blocks only (mxm_partial_lw = 0: rows must be 0)")
+            need(rows <= cfg.lanes, f"LW loads rows = {rows} rows; a block has {cfg.lanes} (0: all of them)")
             need(ins.stream + n <= cfg.streams, f"LW reads streams {ins.stream}..{ins.stream + n - 1}; "
                                                 f"the tile has {cfg.streams} per direction")
         elif ins.op == Op.MM:

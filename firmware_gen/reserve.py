@@ -13,7 +13,7 @@ A value on a stream is keyed by its *diagonal* and occupies a span of positions
 from __future__ import annotations
 
 from lpu_arch import c2c
-from lpu_arch.effects import effects
+from lpu_arch.effects import effects, effects_key
 from lpu_arch.isa import COUNT_MAX, DELAY_MAX, EAST, STRIDE_MAX, STRIDE_MIN, Instr, Op
 from lpu_arch.timing import diagonal, done_cycles, span
 
@@ -92,8 +92,7 @@ class Reservations:
     # ---- an instruction's stream drives (lpu_arch.effects) ---------------------------------
     def _drives(self, slice_name, cycle, ins, to):
         p = self.cfg.position(slice_name)
-        # An instruction's effects do not depend on its address: one lookup per shape.
-        key = (ins.op, ins.dir, ins.stream, ins.count, ins.delay, ins.aux, slice_name)
+        key = effects_key(ins, slice_name)          # (one lookup per instruction shape)
         eff = self._effects.get(key)
         if eff is None:
             eff = self._effects[key] = effects(ins, slice_name, self.cfg.lanes, self.cfg.acc_planes, self.cfg.vxm_latency)
@@ -114,8 +113,7 @@ class Reservations:
     def _run_drives(self, slice_name, ins, to):
         """Each stream ``ins`` drives: ``(dir, stream, p_from, p_to, offset, diagonal - issue
         cycle, lo, hi)`` (see :meth:`_drives`; ``lo..hi``: the positions it occupies)."""
-        key = (slice_name, ins.op, ins.dir, ins.stream, ins.count, ins.delay, ins.aux,
-               tuple(sorted(to.items())) if isinstance(to, dict) else to)
+        key = (effects_key(ins, slice_name), tuple(sorted(to.items())) if isinstance(to, dict) else to)
         runs = self._runs.get(key)
         if runs is None:
             runs = self._runs[key] = [(d, s, p, t, off, diagonal(d, p, off), *span(p, t))

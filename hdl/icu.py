@@ -19,7 +19,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from lpu_arch.hostmap import load_row_bits
-from lpu_arch.isa import BASE_BITS, BASE_OPS, DATA_OPS, FIELD, INSTR_BITS, SLICE_OPS, Op, used_word_mask
+from lpu_arch.isa import BASE_BITS, BASE_OPS, DATA_OPS, FIELD, INSTR_BITS, SLICE_OPS, Op, operand_word_mask, used_word_mask
 
 from .layouts import field_shape, host_signature, instr_layout, issue_signature
 
@@ -27,11 +27,14 @@ from .layouts import field_shape, host_signature, instr_layout, issue_signature
 def legal_word_mask(cfg, op: Op) -> int:
     """The bits a word of opcode ``op`` may set in a tile of ``cfg``: ``isa.used_word_mask``,
     and for the base operand (``isa.BASE_OPS``, in ``delay``) only the bits of registers
-    ``0..base_regs-1``."""
+    ``0..base_regs-1``; for ``LW``'s ``rows`` operand, none on a tile without the row limit
+    (``TileConfig.mxm_partial_lw`` 0)."""
     mask = used_word_mask(op)
     if op in BASE_OPS:
         beyond = ((1 << BASE_BITS) - 1) & ~(cfg.base_regs - 1)
         mask &= ~(beyond << FIELD["delay"][0])
+    if op == Op.LW and not cfg.mxm_partial_lw:
+        mask &= ~operand_word_mask(op, "rows")
     return mask
 
 

@@ -127,6 +127,9 @@ class MXM(wiring.Component):
         # block's LW issues while this block loads.  An LW with delay 0, or a waiting one
         # whose delay has run out, starts on this cycle (c_*: the state seen this cycle).
         delay_bits = len(operand(ld, Op.LW, "delay"))
+        # (*_n: rows per cycle; *_r, with cfg.mxm_partial_lw: rows the LW loads,
+        # isa.Instr.lw_rows: 0 or beyond L is L; without, every LW loads all L rows)
+        partial = bool(cfg.mxm_partial_lw)
         cur_active, cur_base, cur_n = Signal(), Signal(range(L + 1)), Signal(range(L + 1))
         cur_s, cur_dir = Signal.like(ld.stream), Signal()
         pend_valid, pend_wait, pend_n = Signal(), Signal(delay_bits), Signal(range(L + 1))
@@ -135,22 +138,31 @@ class MXM(wiring.Component):
         c_s, c_dir = Signal.like(ld.stream), Signal()
         lw_n = operand(ld, Op.LW, "n")
         lw_rows = Mux(lw_n > L, L, lw_n)
+        if partial:
+            cur_r, pend_r, c_r = Signal(range(L + 1)), Signal(range(L + 1)), Signal(range(L + 1))
+            lw_r_op = operand(ld, Op.LW, "rows")
+            lw_r = Mux((lw_r_op == 0) | (lw_r_op > L), L, lw_r_op)
+        else:
+            cur_r = pend_r = c_r = lw_r = None
+        rows_eq = lambda dst, src: [dst.eq(src)] if partial else []     # (the row limit's share of a case)
         lw_now, lw_later, ripe = Signal(), Signal(), Signal()
         m.d.comb += [lw_now.eq(is_lw & (ld.delay == 0) & (lw_n != 0)),
                      lw_later.eq(is_lw & (ld.delay != 0) & (lw_n != 0)),
                      ripe.eq(pend_valid & (pend_wait == 0))]
         with m.If(lw_now):
-            m.d.comb += [c_active.eq(1), c_base.eq(0), c_n.eq(lw_rows), c_s.eq(ld.stream), c_dir.eq(ld.dir)]
+            m.d.comb += [c_active.eq(1), c_base.eq(0), c_n.eq(lw_rows), c_s.eq(ld.stream), c_dir.eq(ld.dir),
+                         *rows_eq(c_r, lw_r)]
         with m.Elif(ripe):
-            m.d.comb += [c_active.eq(1), c_base.eq(0), c_n.eq(pend_n), c_s.eq(pend_s), c_dir.eq(pend_dir)]
+            m.d.comb += [c_active.eq(1), c_base.eq(0), c_n.eq(pend_n), c_s.eq(pend_s), c_dir.eq(pend_dir),
+                         *rows_eq(c_r, pend_r)]
         with m.Else():
             m.d.comb += [c_active.eq(cur_active), c_base.eq(cur_base), c_n.eq(cur_n), c_s.eq(cur_s),
-                         c_dir.eq(cur_dir)]
+                         c_dir.eq(cur_dir), *rows_eq(c_r, cur_r)]
         load_now = c_active
         next_base = Signal(range(2 * L + 1))
         m.d.comb += next_base.eq(c_base + c_n)
-        last_group = next_base >= L
-        m.d.sync += [cur_n.eq(c_n), cur_s.eq(c_s), cur_dir.eq(c_dir)]
+        last_group = next_base >= (c_r if partial else L)
+        m.d.sync += [cur_n.eq(c_n), cur_s.eq(c_s), cur_dir.eq(c_dir), *rows_eq(cur_r, c_r)]
         ld_streams = bundle(c_dir, load_now, "ld_stream")
         # Row r loads stream (c_s + r - c_base) mod 2**sb (a stream beyond S: zeros).  One
         # rotation of the streams by (c_s - c_base) mod 2**sb serves every row: row r takes
@@ -170,7 +182,7 @@ class MXM(wiring.Component):
         with m.Else():
             with m.If(lw_later):
                 m.d.sync += [pend_valid.eq(1), pend_wait.eq(ld.delay - 1), pend_n.eq(lw_rows),
-                             pend_s.eq(ld.stream), pend_dir.eq(ld.dir)]
+                             pend_s.eq(ld.stream), pend_dir.eq(ld.dir), *rows_eq(pend_r, lw_r)]
             with m.Elif(ripe):
                 m.d.sync += pend_valid.eq(0)
             with m.Elif(pend_valid):
@@ -221,7 +233,8 @@ class MXM(wiring.Component):
         for r in range(L):
             # Rows c_base .. c_base+n-1 load on a load cycle (not on a start).
             load = Signal(name=f"load_{r}")
-            m.d.comb += load.eq(load_now & (c_base <= r) & (r < next_base))
+            in_group = load_now & (c_base <= r) & (r < next_base)
+            m.d.comb += load.eq(in_group & (r < c_r) if partial else in_group)
             p, nan = Signal(signed(AB), name=f"p_{r}"), Signal(name=f"nan_{r}")
             place(m, f"row{r}", MxmRow(cfg, start=self.start, load=load, act=act, src=rotated[r % (1 << sb)],
                                        q_mm=q_mm, q_act=q_act, x=x, p=p, nan=nan))

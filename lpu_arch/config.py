@@ -126,6 +126,12 @@ class TileConfig:
         before their rounding shift, for the FPGA's clock (the ``tiny`` and ``board``
         presets; ``docs/fpga.md``).  The compiler, the golden model and the checker take
         it from here.
+    mxm_partial_lw : int
+        1: an MXM's ``LW`` may load only a block's first ``rows`` rows (its ``rows``
+        operand; the rest keep their weights), which the FFN compiler uses for the last,
+        partly padded block of a weight matrix; 0: every ``LW`` loads the whole block, the
+        loader has no row limit, and a program with ``rows`` set is refused (the ``tiny``
+        and ``board`` presets, whose place-and-route is tight; ``docs/fpga.md``).
     """
 
     lanes: int = 16
@@ -151,6 +157,7 @@ class TileConfig:
     fp8_max_terms: int = 2048
     vxm_latency: int = isa.VXM_LATENCY
     mxm_layout: str = "edge"
+    mxm_partial_lw: int = 1
 
     # Fixed architectural limits (from the ISA's field widths, lpu_arch/isa.py).
     MAX_STREAMS = 1 << isa.FIELD["stream"][1]
@@ -174,7 +181,7 @@ class TileConfig:
         for name in ("lanes", "streams", "mem_slices", "mem_depth", "iq_depth", "trace_depth",
                      "mxm_acc_depth", "mxm_xbuf_depth", "vxm_param_depth", "vxm_tables", "base_regs", "links", "link_width",
                      "link_latency_min", "link_latency_max", "max_ppm", "epoch", "sync_interval", "rx_depth",
-                     "fp8_max_terms"):
+                     "fp8_max_terms", "mxm_partial_lw"):
             v = getattr(self, name)
             need(isinstance(v, int) and not isinstance(v, bool),
                  f"{name} must be an integer, got {v!r}")
@@ -225,6 +232,7 @@ class TileConfig:
         need(self.mxm_dtype != "fp8" or self.fp8_max_terms >= self.lanes,
              f"fp8_max_terms must be at least lanes ({self.lanes}: one MM sums that many products), "
              f"got {self.fp8_max_terms}")
+        need(self.mxm_partial_lw in (0, 1), f"mxm_partial_lw must be 0 or 1, got {self.mxm_partial_lw}")
         need(self.vxm_latency in isa.VXM_LATENCIES,
              f"vxm_latency must be one of {', '.join(map(str, isa.VXM_LATENCIES))} cycles, got {self.vxm_latency}")
         need(self.streams >= self.acc_planes,
@@ -240,17 +248,19 @@ class TileConfig:
     @classmethod
     def tiny(cls) -> "TileConfig":
         """A tiny tile for fast tests and the FPGA: 4 lanes, 4 streams, 2+2 MEM slices of 64
-        vectors, the VXM's fifth stage (``vxm_latency`` 4, for 40 MHz on the ULX3S)."""
+        vectors, the VXM's fifth stage (``vxm_latency`` 4, for 40 MHz on the ULX3S) and whole-block
+        weight loads only (``mxm_partial_lw`` 0)."""
         return cls(lanes=4, streams=4, mem_slices=2, mem_depth=64, iq_depth=64, trace_depth=64,
-                   mxm_acc_depth=16, mxm_xbuf_depth=64, vxm_param_depth=16, vxm_latency=4)
+                   mxm_acc_depth=16, mxm_xbuf_depth=64, vxm_param_depth=16, vxm_latency=4, mxm_partial_lw=0)
 
     @classmethod
     def board(cls) -> "TileConfig":
         """The FPGA tile (docs/fpga.md): 8 lanes, 4 streams, 2+2 MEM slices of 1024 vectors,
         the whole single-tile ISA, sized for the ULX3S's LFE5U-85F (67 % of its LUTs after packing,
-        with 13 of the MXMs' 16 product rows in DSPs); reported at the board's 25 MHz clock."""
+        with 13 of the MXMs' 16 product rows in DSPs; whole-block weight loads only); reported at
+        the board's 25 MHz clock."""
         return cls(lanes=8, streams=4, mem_slices=2, mem_depth=1024, iq_depth=512, trace_depth=64,
-                   mxm_acc_depth=32, mxm_xbuf_depth=128, vxm_param_depth=16, vxm_latency=4)
+                   mxm_acc_depth=32, mxm_xbuf_depth=128, vxm_param_depth=16, vxm_latency=4, mxm_partial_lw=0)
 
     @classmethod
     def full_scale(cls) -> "TileConfig":

@@ -39,6 +39,14 @@ def _outs(ins: Instr, flags, latency: int) -> list[Access]:
             for flag, d in ((flags.OUT_E, EAST), (flags.OUT_W, WEST)) if ins.aux & flag]
 
 
+def effects_key(ins: Instr, slice_name: str) -> tuple:
+    """What :func:`effects` depends on, for a cache: the instruction without its address
+    field (a READ's or WRITE's address, an MM's rows, a VOP's parameter entry), except an
+    ``LW``'s, which holds its ``rows``."""
+    return (slice_name, ins.op, ins.dir, ins.stream, ins.count, ins.delay, ins.aux,
+            ins.addr if ins.op == Op.LW else 0)
+
+
 def effects(ins: Instr, slice_name: str, lanes: int, planes: int = INT32_PLANES,
             vxm_latency: int = VXM_LATENCY) -> Effects:
     """The stream reads and drives of data instruction ``ins`` issued by ``slice_name``
@@ -58,7 +66,7 @@ def effects(ins: Instr, slice_name: str, lanes: int, planes: int = INT32_PLANES,
         reads += [Access(d, s, 0), Access(d, ins.operand("map"), 0)]
     elif op == Op.LW:
         n, delay = ins.operand("n"), ins.operand("delay")
-        reads += [Access(d, s + r % n, delay + r // n) for r in range(lanes)]
+        reads += [Access(d, s + r % n, delay + r // n) for r in range(ins.lw_rows(lanes))]
     elif op == Op.MM:
         if not ins.aux & MMFlag.XBUF:
             reads.append(Access(d, s, 0))

@@ -49,10 +49,11 @@ hands the instruction to its slice):
   cycle and stores it at ``a``; a READ issued on a later cycle sees it.
 * A value driven at position ``p`` on cycle ``t`` is visible at ``p + d`` (east) or
   ``p - d`` (west) on cycle ``t + d``, for d >= 1.
-* ``LW s, n, d`` (MXM) loads the shadow weight block (``lanes`` rows): row ``r`` is
-  sampled from stream ``s + r % n`` on cycle ``issue + d + r // n``; from cycle
-  ``issue + d + lanes/n`` the loaded block is the active one (the old active block
-  becomes the shadow).
+* ``LW s, n, d, rows=R`` (MXM) loads rows ``0..R-1`` of the shadow weight block (R = 0,
+  the default: all ``lanes`` rows; :meth:`Instr.lw_rows`): row ``r`` is sampled from
+  stream ``s + r % n`` on cycle ``issue + d + r // n``; rows R.. keep the values they
+  had; from cycle ``issue + d + ceil(R/n)`` the loaded block is the active one (the old
+  active block becomes the shadow).
 * ``MM`` (MXM) on issue cycle t takes x (stream s on cycle t, or x slot ``slot``),
   computes ``p = W_active . x`` (int32 per lane), sets ``acc[acc] = p`` (or ``+= p`` with
   ACC) and, with EMIT, drives the new ``acc[acc]`` as 4 byte planes on streams
@@ -157,7 +158,7 @@ BASE_OFF_BIT = 31                   # host word bit: the register is off (its in
 STREAM_BITS = FIELD["stream"][1]
 MM_ACC_BITS = MM_SLOT_BITS = 10
 OPERANDS = {
-    Op.LW: {"n": ("count", 0, 14), "delay": ("delay", 0, 8)},
+    Op.LW: {"n": ("count", 0, 14), "delay": ("delay", 0, 8), "rows": ("addr", 0, 14)},
     Op.MM: {"acc": ("addr", 0, MM_ACC_BITS), "slot": ("addr", MM_ACC_BITS, MM_SLOT_BITS),
             "out": ("count", 0, STREAM_BITS)},
     Op.LX: {"slot": ("addr", 0, 20)},
@@ -240,6 +241,12 @@ def used_word_mask(op: Op) -> int:
     return word
 
 
+def operand_word_mask(op: Op, name: str) -> int:
+    """The bits of a 64-bit instruction word that operand ``name`` of ``op`` occupies."""
+    field, lsb, width = OPERANDS[op][name]
+    return ((1 << width) - 1) << (FIELD[field][0] + lsb)
+
+
 # The operand ranges of NOP and REPEAT: (name in messages, field, lowest, highest).
 _CONTROL_RANGES = {Op.NOP: (("count", "count", 1, COUNT_MAX),),
                    Op.REPEAT: (("count", "count", 1, COUNT_MAX), ("delay", "delay", 1, DELAY_MAX),
@@ -292,8 +299,8 @@ class Instr:
         return cls(Op.HALT).checked()
 
     @classmethod
-    def lw(cls, stream: int, dir: int, n: int, delay: int = 0) -> "Instr":
-        return cls.compute(Op.LW, stream, dir, n=n, delay=delay)
+    def lw(cls, stream: int, dir: int, n: int, delay: int = 0, rows: int = 0) -> "Instr":
+        return cls.compute(Op.LW, stream, dir, n=n, delay=delay, rows=rows)
 
     @classmethod
     def mm(cls, stream: int, dir: int, acc: int, slot: int = 0, out: int = 0, flags: int = 0) -> "Instr":
@@ -367,6 +374,11 @@ class Instr:
             raise IsaError("LW needs n >= 1 rows per cycle")
         return self
 
+    def lw_rows(self, lanes: int) -> int:
+        """The weight rows this ``LW`` loads on a tile of ``lanes`` lanes: its ``rows``
+        operand, 0 meaning all of them (at most ``lanes``)."""
+        return min(self.operand("rows") or lanes, lanes)
+
     # ---- timing ------------------------------------------------------------------
     def duration(self) -> int:
         """Cycles this instruction occupies its queue."""
@@ -412,7 +424,8 @@ class Instr:
             return f"{self.op.name} {DIR_NAMES[self.dir]}{self.stream}, {self.addr}{base}"
         if self.op in OPERANDS:
             parts = [] if self.op in NO_STREAM_OPS else [f"{DIR_NAMES[self.dir]}{self.stream}"]
-            parts += [f"{n}={self.operand(n)}" for n in OPERANDS[self.op] if n != "base" or self.base]
+            parts += [f"{n}={self.operand(n)}" for n in OPERANDS[self.op]
+                      if n not in ("base", "rows") or self.operand(n)]    # (0: the default, not shown)
             if self.op in FLAGS:
                 names = [f.name for f in FLAGS[self.op] if self.aux & f]
                 parts.append("flags=" + ("|".join(names) if names else "0"))

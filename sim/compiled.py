@@ -123,7 +123,7 @@ class CompiledFfn:
                 outputs={(o["batch"], o["block"]): (o["slice"], o["addr"]) for o in m["outputs"]},
                 busy=m["busy"], mm_count=m["mm_count"], weight_vectors=m["weight_vectors"],
                 sram_bound=m["sram_bound"], mac_bound=m["mac_bound"], instructions=m.get("instructions", {}),
-                bounds=m.get("bounds", {}), dtype=prog.config.mxm_dtype)
+                bounds=m.get("bounds", {}), sram_padded=m.get("sram_padded", 0), dtype=prog.config.mxm_dtype)
             ref = m.get("reference") or {}
         except (KeyError, TypeError, json.JSONDecodeError) as e:
             raise ArtifactError(f"{mf} is damaged or from another version ({type(e).__name__}: {e})") from None
@@ -236,8 +236,10 @@ def summary_rows(c: CompiledFfn) -> list[tuple[str, str]]:
         ("tile", f"{cfg.lanes} lanes, {cfg.streams} streams per direction, {cfg.mem_slices}+{cfg.mem_slices} "
                  f"MEM slices x {cfg.mem_depth} vectors, {cfg.mxm_dtype} MXM ({cfg.acc_bits}-bit accumulators)"),
         ("predicted cycles", f"{m.cycles:,}"),
-        ("SRAM-read bound", f"{m.sram_bound:,}  (every weight vector read once, {2 * cfg.mem_slices} MEM "
-                            f"slices every cycle; {b.get('sram_real', m.sram_bound):,} for the unpadded bytes)"),
+        ("SRAM-read bound", f"{m.sram_bound:,}  (every weight vector the program reads, read once, {2 * cfg.mem_slices} MEM "
+                            f"slices every cycle; " + (f"{m.sram_padded:,} reading every padded block; "
+                                                       if m.sram_padded and m.sram_padded != m.sram_bound else "")
+                            + f"{b.get('sram_real', m.sram_bound):,} for the unpadded bytes)"),
         ("MAC bound", f"{m.mac_bound:,}  ({m.mm_count:,} MMs on 2 MXMs)"),
         *[(label, f"{b[k]:,}  ({BOUNDS[k]})") for k, label in
           (("loader_issue", "loader issue bound"), ("weight_load", "weight-load bound"), ("streams", "stream bound"),

@@ -41,7 +41,8 @@ _built = {}
 
 # A tile long enough for ramp blocks (the first weight blocks load from the slices nearest
 # the MXM, LW n below 6), in the center layout (TileConfig.mxm_layout): 8 lanes, 6+6 MEM slices.
-RAMP_TILE = ("tiny", ["lanes=8", "streams=7", "mem_slices=6", "mem_depth=128", "mxm_layout=center"])
+RAMP_TILE = ("tiny", ["lanes=8", "streams=7", "mem_slices=6", "mem_depth=128", "mxm_layout=center",
+                      "mxm_partial_lw=1"])
 
 
 def get_sim(cfg: TileConfig, sim: str):

@@ -122,7 +122,14 @@ def test_queue_mask_refuses_missing_base_registers():
             want = isa.used_word_mask(op)
             if op in isa.BASE_OPS:
                 want &= ~((0xFF & ~(base_regs - 1)) << delay)
+            if op == isa.Op.LW and not cfg.mxm_partial_lw:          # (LW's rows: none)
+                want &= ~(((1 << 14) - 1) << isa.FIELD["addr"][0])
             assert legal_word_mask(cfg, op) == want, (op.name, base_regs)
+    # rows=3 is a legal LW where the MXM has the row limit, an illegal word where it has not
+    lw = Instr.lw(0, EAST, n=1, rows=3).encode()
+    for partial in (0, 1):
+        cfg = dataclasses.replace(CFG, mxm_partial_lw=partial)
+        assert bool(lw & ~legal_word_mask(cfg, isa.Op.LW)) == (not partial), partial
     word = Instr.read(0, EAST, 1, base=CFG.base_regs).encode()
     assert word & ~legal_word_mask(CFG, Op.READ) == CFG.base_regs << delay
 

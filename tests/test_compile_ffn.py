@@ -194,7 +194,7 @@ def test_ramp_blocks_start_the_mxms_early(layout, kind, H, I, batch):
     the weight streams): bit- and cycle-exact on the golden model, and never slower than
     without ramp blocks."""
     from firmware_gen.compile_ffn import FfnPlan, weight_streams
-    cfg = TileConfig.load(RAMP_TILE[0], [*RAMP_TILE[1][:-1], f"mxm_layout={layout}"])
+    cfg = TileConfig.load(*RAMP_TILE).with_overrides([f"mxm_layout={layout}"])
     ex = example_ffn(kind, H, I, batch, seed=9)
     prog, man, _ = check_compiled(cfg, ex)
     lw_n = [i.operand("n") for i in prog.queues["MXL_W"] if i.op == Op.LW]

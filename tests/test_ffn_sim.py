@@ -72,14 +72,17 @@ def test_ffn_on_the_board_tile(simulator):
 @pytest.mark.parametrize("simulator", each_sim())
 def test_center_layout_and_ramp_blocks_on_rtl(simulator):
     """The MXMs beside the VXM (``mxm_layout`` center: weights flow towards the VXM, results
-    reach it on the next position) and ramp blocks (``LW`` n below the weight streams):
-    the programs use both, and run as predicted."""
-    cases = [("swiglu", 16, 24, 1), ("classic", 12, 20, 2), ("swiglu", 8, 8, 3)]
+    reach it on the next position), ramp blocks (``LW`` n below the weight streams) and
+    partial loads (``LW rows=R`` for the last W1/W3 blocks of an I the lanes do not
+    divide): the programs use all three, and run as predicted."""
+    cases = [("swiglu", 16, 20, 1), ("classic", 12, 20, 2), ("swiglu", 8, 8, 3)]
     cfg = TileConfig.load(*RAMP_TILE)
     assert cfg.mxm_layout == "center"
     ex = example_ffn(*cases[0], seed=0)
-    lw_n = [i.operand("n") for i in compile_ffn(ex.spec, ex.x_int8, cfg)[0].queues["MXL_W"] if i.op.name == "LW"]
+    lws = [i for i in compile_ffn(ex.spec, ex.x_int8, cfg)[0].queues["MXL_W"] if i.op.name == "LW"]
+    lw_n = [i.operand("n") for i in lws]
     assert min(lw_n) < max(lw_n)
+    assert {i.operand("rows") for i in lws} == {0, 20 % cfg.lanes}
     run_ffns(*RAMP_TILE[:1], simulator, cases, sets=RAMP_TILE[1])
 
 

@@ -78,6 +78,8 @@ def test_unknown_opcode_in_image_is_named():
     ("[MEM_E0]\nREAD E0, 62\nREPEAT 3, 1, +1", r"repetition 2 .*address 64 is beyond MEM_E0's depth"),
     ("[MXL_W]\nLW W0, n=5", "n = 5 rows per cycle; a block has 4 rows"),
     ("[MXL_W]\nLW W2, n=4", "LW reads streams 2..5; the tile has 4"),
+    ("[MXL_W]\nLW W0, n=4, rows=3", r"LW loads rows = 3 rows; this tile's MXM loads whole blocks only "
+                                    r"\(mxm_partial_lw = 0: rows must be 0\)"),
     ("[MXM_W]\nLW W0, n=4", r"LW is not an instruction of a MXM slice \(LW and LX issue from the MXM's loader queue MXL_W\)"),
     ("[MXL_E]\nMM E0, acc=0", r"MM is not an instruction of an MXM loader queue \(MM issues from the MXM's own queue MXM_E\)"),
     ("[MXM_W]\nMM W0, acc=16", "accumulator row 16 is beyond the MXM's 16"),
