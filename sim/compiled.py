@@ -245,7 +245,8 @@ def summary_rows(c: CompiledFfn) -> list[tuple[str, str]]:
           (("loader_issue", "loader issue bound"), ("weight_load", "weight-load bound"), ("streams", "stream bound"),
            ("latency", "latency floor"), ("sram_path", "SRAM + path bound")) if k in b],
         ("efficiency", f"{m.efficiency:.3f}  (tightest bound / cycles: {m.tightest}; {m.cycles / m.sram_bound:.3f}x "
-                       "the SRAM-read bound)"),
+                       "the SRAM-read bound" + (f", {m.cycles / m.sram_padded:.3f}x reading every padded block"
+                                                if m.sram_padded and m.sram_padded != m.sram_bound else "") + ")"),
         ("MXM utilisation", f"{m.mxm_utilisation:.3f}"),
         ("output writes", f"{len(m.writes)}"),
         ("instructions", ", ".join(f"{n} {k}" for n, k in m.instructions.items())),
