@@ -506,11 +506,12 @@ class FfnPlan:
         cannot on that cycle."""
         # The fewest load cycles (all n streams): no start this early swaps in before the
         # previous block's last MM; a block with fewer streams swaps in later still.
-        ch = lw_cycles(rows or self.cfg.lanes, self.n)
+        R = rows or self.cfg.lanes
+        ch = lw_cycles(R, self.n)
         t_s = max(max(self.load_end[s], self.last_mm[s] + 1 - ch) for s in sides)
         while True:
-            n = min(self._ramp_n(s, t_s, rows) for s in sides)
-            if n and all(self._window_ok(s, t_s, n, rows) for s in sides):
+            n = min(self._ramp_n(s, t_s, R) for s in sides)
+            if n and all(self._window_ok(s, t_s, n, R) for s in sides):
                 lw_slot = max(self.loader_free[s] for s in sides)
                 lw_slot = max(lw_slot, t_s - DELAY_MAX)
                 while lw_slot <= t_s and not all(self.res.slot_free(self.ldr(s), lw_slot) for s in sides):
@@ -518,7 +519,6 @@ class FfnPlan:
                 if lw_slot <= t_s:
                     break
             t_s += 1
-        R = rows or self.cfg.lanes
         swap = t_s + lw_cycles(R, n)
         for s, blk in zip(sides, blocks):
             who = f"{label} on {s}"
