@@ -43,7 +43,6 @@ def decode_rows(moe_tokens: int | None = None, trained: bool = True) -> list[dic
         setup = decode_setup(cfg.to_dict(), model, (1, 2, 3), tokens)
         g = run_golden(setup)
         rm, L = setup.resident, len(setup.resident.layers)
-        positions = len(g["runs"]) // L
         per_pos = per_position(g["runs"], L)
         wall = per_pos[0] + L * START_CYCLES
         x_bytes = sum(sum(len(v) for r in ly.x_image(np.zeros(model["H"])).values() for v in r.values())
@@ -52,7 +51,7 @@ def decode_rows(moe_tokens: int | None = None, trained: bool = True) -> list[dic
         rows.append({"model": name, "config": preset, "config_sets": list(sets), "layers": L,
                      "layer_cycles": [ly.manifest.cycles for ly in rm.layers], "cycles_per_token": per_pos[0],
                      "wall_cycles_per_token": wall,
-                     "identical_every_token": len(set(per_pos)) == 1, "positions": positions,
+                     "identical_every_token": len(set(per_pos)) == 1, "positions": len(per_pos),
                      "bytes_to_tile_per_token": x_bytes, "bytes_from_tile_per_token": y_bytes,
                      "tokens_per_second_at_clock": round(CLOCK_MHZ * 1e6 / wall), "clock_mhz": CLOCK_MHZ,
                      "weights_loaded_once_bytes": rm.loaded_bytes()["weights"],
@@ -78,20 +77,25 @@ def bert_tray_row(path) -> dict:
     m = calibrate(model, wordpiece(CALIBRATION_TEXT, vocab), out_scale_per_row=True)
     g = run_dense_tray_any(m, wordpiece(EVAL_TEXT, vocab)[:BERT_TRAY_PROMPT], BERT_TRAY_TOKENS,
                            TileConfig.default(), BERT_TRAY_TILES)
-    L = len(m.layers)
+    return _tray_row("all-MiniLM-L6-v2 as a decoder, int8 FFNs (per channel), every FFN on a tray"
+                     + (" (resident)" if g["resident"] else " (loads per run: the layers do not fit together)"),
+                     g, len(m.layers), BERT_TRAY_TILES, sorted({r["cycles"] for r in g["runs"]}),
+                     not_resident=g["not_resident"])
+
+
+def _tray_row(model: str, g: dict, L: int, tiles: int, layer_cycles: list, **extra) -> dict:
+    """The row of a decoder of ``L`` layers whose every FFN ran on a tray of ``tiles`` default
+    tiles (``g``: ``decode.run_moe_tray``'s or ``decode.run_dense_tray``'s result); ``extra``
+    keys follow the model's name."""
     per_pos, wall = per_position(g["runs"], L), per_position(g["runs"], L, "wall_cycles")
     first = g["runs"][:L]
-    return {"model": "all-MiniLM-L6-v2 as a decoder, int8 FFNs (per channel), every FFN on a tray"
-                     + (" (resident)" if g["resident"] else " (loads per run: the layers do not fit together)"),
-            "not_resident": g["not_resident"],
-            "config": f"{BERT_TRAY_TILES} x default", "config_sets": [], "layers": L,
-            "layer_cycles": sorted({r["cycles"] for r in g["runs"]}), "cycles_per_token": per_pos[0],
-            "wall_cycles_per_token": wall[0],
+    return {"model": model, **extra, "config": f"{tiles} x default", "config_sets": [], "layers": L,
+            "layer_cycles": layer_cycles, "cycles_per_token": per_pos[0], "wall_cycles_per_token": wall[0],
             "identical_every_token": len(set(per_pos)) == 1 and len(set(wall)) == 1, "positions": len(per_pos),
             "bytes_to_tile_per_token": sum(r["bytes_in"] for r in first),
             "bytes_from_tile_per_token": sum(r["bytes_out"] for r in first),
             "tokens_per_second_at_clock": round(CLOCK_MHZ * 1e6 / wall[0]), "clock_mhz": CLOCK_MHZ,
-            "tiles": BERT_TRAY_TILES, "host_seconds": round(g["host_s"], 4), "exact": not g["problems"],
+            "tiles": tiles, "host_seconds": round(g["host_s"], 4), "exact": not g["problems"],
             "problems": g["problems"][:5]}
 
 
@@ -138,39 +142,24 @@ def moe_row(tokens: int = 8) -> dict:
     g = run_moe_tray(m, (1, 2, 3), tokens, cfg, MOE_TILES)
     L = len(m.layers)
     layer_cycles = [sorted({r["cycles"] for r in g["runs"] if r["layer"] == l}) for l in range(L)]
-    positions = len(g["runs"]) // L
-    per_pos, wall = per_position(g["runs"], L), per_position(g["runs"], L, "wall_cycles")
-    first = g["runs"][:L]
-    return {"model": moe_name() + ", per layer on a tray (weights load per run)",
-            "config": f"{MOE_TILES} x default", "config_sets": [], "layers": L,
-            "layer_cycles": [c[0] if len(c) == 1 else c for c in layer_cycles], "cycles_per_token": per_pos[0],
-            "wall_cycles_per_token": wall[0],
-            "identical_every_token": len(set(per_pos)) == 1 and len(set(wall)) == 1, "positions": positions,
-            "bytes_to_tile_per_token": sum(r["bytes_in"] for r in first),
-            "bytes_from_tile_per_token": sum(r["bytes_out"] for r in first),
-            "tokens_per_second_at_clock": round(CLOCK_MHZ * 1e6 / wall[0]), "clock_mhz": CLOCK_MHZ,
-            "tiles": MOE_TILES, "host_seconds": round(g["host_s"], 4), "exact": not g["problems"],
-            "problems": g["problems"][:5]}
+    return _tray_row(moe_name() + ", per layer on a tray (weights load per run)", g, L, MOE_TILES,
+                     [c[0] if len(c) == 1 else c for c in layer_cycles])
 
 
 def accuracy_rows(positions: int = 64, trained: bool = True) -> list[dict]:
     """Teacher-forced accuracy of the synthetic decoders and, with ``trained`` and the
     package installed, of the models with all-MiniLM-L6-v2's trained weights."""
-    text_seed = 7
-    out = []
-    for name, _, _, kw, _ in DECODE_MODELS:          # the decode loop's models
-        m = calibrate(synthetic(**kw))
-        r = teacher_forced(m, np.random.default_rng(text_seed).integers(0, m.vocab, positions))
-        out.append({"model": name, "weights": "random", **r})
-    m = calibrate(synthetic(**MOE_SYNTHETIC))
-    r = teacher_forced(m, np.random.default_rng(text_seed).integers(0, m.vocab, positions))
-    out.append({"model": moe_name(), "weights": "random", **r})
+    def forced(m):                   # over a seeded random text
+        return teacher_forced(m, np.random.default_rng(7).integers(0, m.vocab, positions))
+
+    out = [{"model": name, "weights": "random", **forced(calibrate(synthetic(**kw)))}
+           for name, _, _, kw, _ in DECODE_MODELS]          # the decode loop's models
+    out.append({"model": moe_name(), "weights": "random", **forced(calibrate(synthetic(**MOE_SYNTHETIC)))})
     path = find_packaged_model() if trained else None
     if path is not None:
         for per_row, scales in ((False, "one output scale per FFN"), (True, "one output scale per channel")):
-            m = calibrate(with_packaged_ffns(synthetic(vocab=512, H=384, I=1536, layers=6, heads=6, seed=0), path),
-                          out_scale_per_row=per_row)
-            r = teacher_forced(m, np.random.default_rng(text_seed).integers(0, m.vocab, positions))
+            r = forced(calibrate(with_packaged_ffns(synthetic(vocab=512, H=384, I=1536, layers=6, heads=6, seed=0),
+                                                    path), out_scale_per_row=per_row))
             out.append({"model": f"synthetic attention + all-MiniLM-L6-v2 FFNs ({scales})", "weights": str(path.name),
                         "out_scale_per_row": per_row, **r})
         out += bert_rows(path, positions)

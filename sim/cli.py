@@ -137,7 +137,7 @@ def _print_fit(args, example, base, tiles: int) -> int:
     from firmware_gen.fit import FIELDS, fit_ffn
     cfg, need = fit_ffn(example.spec, example.x_int8, base, tiles)
     if getattr(args, "json", False):
-        _print_json({"config": cfg.to_dict(), "needs": need, "tiles": tiles}, indent=1)
+        _print_json({"config": cfg.to_dict(), "needs": need, "tiles": tiles})
         return EXIT_OK
     s = example.spec
     where = "one tile" if tiles == 1 else f"each of {tiles} tiles"
@@ -195,9 +195,15 @@ def _example_from_args(args):
         from .compiled import example_from_weights
         return example_from_weights(args.weights, kind=args.kind, activation=args.activation, layer=args.layer,
                                     mapping=args.map)[0]
-    H0, I0 = DEFAULT_SHAPE.get(args.config, DEFAULT_SHAPE["default"])
-    return example_ffn(args.kind or "swiglu", args.H or H0, args.I or I0, args.batch or 1,
-                       seed=1 if args.seed is None else args.seed, activation=args.activation)
+    return example_ffn(**_shape(args), activation=args.activation)
+
+
+def _shape(args, default=None) -> dict:
+    """kind, H, I, batch and seed of the random FFN the options describe (H and I not given:
+    ``default``, else the preset's ``DEFAULT_SHAPE``)."""
+    H, I = default or DEFAULT_SHAPE.get(args.config, DEFAULT_SHAPE["default"])
+    return dict(kind=args.kind or "swiglu", H=args.H or H, I=args.I or I, batch=args.batch or 1,
+                seed=1 if args.seed is None else args.seed)
 
 
 def _weights_given(args) -> bool:
@@ -220,9 +226,7 @@ def _compile_from_args(args):
     if _weights_given(args):
         return from_weights(args.weights, cfg, kind=args.kind, activation=args.activation, preset=preset,
                             layer=args.layer, mapping=args.map)
-    H0, I0 = DEFAULT_SHAPE.get(args.config, DEFAULT_SHAPE["default"])
-    return from_example(cfg, args.kind or "swiglu", args.H or H0, args.I or I0, args.batch or 1,
-                        seed=1 if args.seed is None else args.seed, activation=args.activation, preset=preset)
+    return from_example(cfg, **_shape(args), activation=args.activation, preset=preset)
 
 
 def _load_or_compile(args):
@@ -268,7 +272,7 @@ def cmd_compile(args) -> int:
     files = c.save(out)
     if args.json:
         _print_json({"name": c.name, "dir": str(out), "files": files, "source": c.source,
-                          **c.manifest.summary()}, indent=1)
+                     **c.manifest.summary()})
         return EXIT_OK
     print(f"compiled {c.name} -> {out}/")
     rows = summary_rows(c)
@@ -279,14 +283,16 @@ def cmd_compile(args) -> int:
     return EXIT_OK
 
 
-def _testbench_failed(e: RuntimeError, args, human, setup_errors: tuple, **fields) -> int:
+def _testbench_failed(e: RuntimeError, args, human, setup_errors: tuple = (), **fields) -> int:
     """A run whose testbench itself failed (timeout, crash): FAIL with its message (and
-    JSON with ``fields``); a setup problem is re-raised for the caller's one-line error."""
-    if isinstance(e, setup_errors):
+    JSON with ``fields``); a setup problem (``SimSetupError`` or ``setup_errors``) is
+    re-raised for the caller's one-line error."""
+    from .runner import SimSetupError
+    if isinstance(e, (SimSetupError, *setup_errors)):
         raise e
     print(f"FAIL: {e}", file=human)
     if args.json:
-        _print_json({**fields, "passed": False, "simulator": args.sim, "error": str(e)})
+        _print_json({**fields, "passed": False, "simulator": args.sim, "error": str(e)}, indent=None)
     return EXIT_FAIL
 
 
@@ -296,14 +302,13 @@ def _run_on_rtl(args, human, run, expected: list, setup_errors: tuple = (), to_j
     the report (``to_json`` of it) printed as JSON with ``--json``; a testbench that failed
     is :func:`_testbench_failed` with ``fields``."""
     from .progress import ProgressPrinter
-    from .runner import SimSetupError
     progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=expected)
     try:
         report = run(progress)
     except RuntimeError as e:
-        return _testbench_failed(e, args, human, (SimSetupError, *setup_errors), **fields)
+        return _testbench_failed(e, args, human, setup_errors, **fields)
     if args.json:
-        _print_json(report if to_json is None else to_json(report), indent=1)
+        _print_json(report if to_json is None else to_json(report))
     return EXIT_OK if report["passed"] else EXIT_FAIL
 
 
@@ -355,7 +360,7 @@ def cmd_asm(args) -> int:
     for p in problems:
         print(f"  {p}", file=human)
     if args.json:
-        _print_json({"program": str(out / "program.json"), "problems": [str(p) for p in problems]}, indent=1)
+        _print_json({"program": str(out / "program.json"), "problems": [str(p) for p in problems]})
     return EXIT_OK
 
 
@@ -383,7 +388,7 @@ def cmd_show(args) -> int:
         print(prog.disassemble(), end="", file=human)
     if args.json:
         _print_json({"chart": str(path), "bytes": path.stat().st_size, "program_dir": str(d),
-                          "seconds": round(secs, 2)}, indent=1)
+                     "seconds": round(secs, 2)})
     else:
         print(f"chart: {path} ({path.stat().st_size:,} bytes, {secs:.1f} s)")
     return EXIT_OK
@@ -407,8 +412,7 @@ def cmd_tray(args) -> int:
         from .compiled import example_from_weights
         example, _ = example_from_weights(args.weights, kind=args.kind, activation=args.activation,
                                           layer=args.layer, mapping=args.map, dtype=base.mxm_dtype)
-    shape = dict(kind=args.kind or "swiglu", H=args.H or TRAY_H, I=args.I or TRAY_I, batch=args.batch or 1,
-                 seed=1 if args.seed is None else args.seed)
+    shape = _shape(args, (TRAY_H, TRAY_I))
     if example is None and (args.fit or args.activation):
         example = example_ffn(**shape, activation=args.activation, dtype=base.mxm_dtype)
     if args.fit:
@@ -441,7 +445,7 @@ def cmd_tray(args) -> int:
         if args.json:
             _print_json({"ran": False, **ct.summary(), "per_tile": [
                 {"tile": t, "predicted_cycles": m.cycles, "output_writes": len(m.writes), "vectors_sent": sent[t],
-                 "vectors_received": got[t]} for t, m in enumerate(man.tile)], **(chart or {})}, indent=1)
+                 "vectors_received": got[t]} for t, m in enumerate(man.tile)], **(chart or {})})
         return EXIT_OK
     return _run_on_rtl(args, human, lambda progress: run_tray_on_rtl(ct, args.sim, progress=progress, out=human,
                                                                      repeat=args.repeat),
@@ -517,7 +521,7 @@ def cmd_moe(args) -> int:
         if args.json:
             _print_json({"ran": False, **man.summary(),
                          "routings": {n: np.asarray(v).tolist() for n, v in cm.routings.items()},
-                         "rounds": {n: len(r) for n, r in routing_rows.items()}, **(chart or {})}, indent=1)
+                         "rounds": {n: len(r) for n, r in routing_rows.items()}, **(chart or {})})
         return EXIT_OK
 
     def to_json(report):            # without the raw observations
@@ -536,7 +540,6 @@ def cmd_decode(args) -> int:
     import numpy as np
 
     from .decode import check, decode_setup, run_golden, run_rtl
-    from .runner import SimSetupError
     human = sys.stderr if args.json else sys.stdout
     if args.model != "synthetic":
         raise CliError(f"--model {args.model}: only 'synthetic' is built in (no registry package ships a small "
@@ -562,7 +565,7 @@ def cmd_decode(args) -> int:
         try:
             runs = run_rtl(setup, args.sim)
         except RuntimeError as e:
-            return _testbench_failed(e, args, human, (SimSetupError,), ran=True)
+            return _testbench_failed(e, args, human, ran=True)
         engine = f"RTL ({args.sim})"
     problems = check(setup, runs, golden)
     L, P = len(rm.layers), len(setup.prompt)
@@ -614,8 +617,7 @@ def cmd_decode(args) -> int:
     if args.json:
         _print_json({"ran": not args.no_run, "engine": engine, "tokens": runs["tokens"], "positions": rows,
                      "layer_cycles": [ly.manifest.cycles for ly in rm.layers], "loaded_once": rm.loaded_bytes(),
-                     "loaded_per_run": runs.get("loaded"), "problems": problems, "passed": ok, **(chart or {})},
-                    indent=1)
+                     "loaded_per_run": runs.get("loaded"), "problems": problems, "passed": ok, **(chart or {})})
     return EXIT_OK if ok else EXIT_FAIL
 
 
@@ -627,48 +629,40 @@ def _decode_tray(args, base, model, human) -> int:
     from firmware_gen.decoder import calibrate, synthetic
 
     from .decode import run_dense_tray_any, run_moe_tray, run_tray_rtl
-    if not args.experts:
+    engine = "golden model" if args.no_run else f"RTL on {args.sim}, every tile on its own clock"
+    if args.experts:
+        if args.experts % args.tiles:
+            raise CliError(f"--experts {args.experts} must be a multiple of --tiles {args.tiles} (each tile holds the "
+                           "same number of experts)")
+        if not 1 <= args.top_k <= args.experts:
+            raise CliError(f"--top-k {args.top_k} must be in 1..--experts ({args.experts})")
+        if args.shared > 1:
+            raise CliError(f"--shared {args.shared}: a tray runs at most one shared expert (fuse them into one FFN)")
+        model = dict(model, experts=args.experts, top_k=args.top_k, shared=args.shared)
+        print(f"model: synthetic MoE decoder, {args.layers} layers, H={args.H}, {args.experts} experts of I={args.I}, "
+              f"top-{args.top_k}, {args.shared} shared, {args.heads} heads, vocab {args.vocab} (seed {args.seed}); "
+              f"every MoE layer on {args.tiles} {args.config} tiles ({engine}; each run loads its layer)", file=human)
+        golden, what = run_moe_tray, "the MoE layer does not fit"
+    else:
         if args.out_scale_per_channel:
             raise CliError("--out-scale-per-channel: not with --tiles (a tray's layers use one output scale per FFN)")
-        engine = "golden model" if args.no_run else f"RTL on {args.sim}, every tile on its own clock"
         print(f"model: synthetic decoder, {args.layers} layers, H={args.H}, I={args.I}, {args.heads} heads, vocab "
               f"{args.vocab} (seed {args.seed}); every FFN on {args.tiles} {args.config} tiles ({engine})", file=human)
-        from .runner import SimSetupError
-        try:
-            g = (run_dense_tray_any(calibrate(synthetic(**model)), args.prompt, args.tokens, base, args.tiles)
-                 if args.no_run else run_tray_rtl(model, args.prompt, args.tokens, base, args.tiles, args.sim))
-        except CompileError as e:
-            raise CliError(f"an FFN does not fit the tray: {e}") from None
-        except RuntimeError as e:
-            return _testbench_failed(e, args, human, (SimSetupError,), ran=True)
-        if g["resident"]:
-            print(f"tray: every layer resident ({g['loaded_once_bytes']:,} bytes of MEM images loaded once); per "
-                  "run only x crosses", file=human)
-        else:
-            print("tray: each run loads its layer ("
-                  + (f"the layers are not resident: {g['not_resident']}" if g.get("not_resident")
-                     else "the RTL testbench reloads every run") + ")", file=human)
-        return _decode_tray_report(args, g, human)
-    if args.experts % args.tiles:
-        raise CliError(f"--experts {args.experts} must be a multiple of --tiles {args.tiles} (each tile holds the same "
-                       "number of experts)")
-    if not 1 <= args.top_k <= args.experts:
-        raise CliError(f"--top-k {args.top_k} must be in 1..--experts ({args.experts})")
-    if args.shared > 1:
-        raise CliError(f"--shared {args.shared}: a tray runs at most one shared expert (fuse them into one FFN)")
-    margs = dict(model, experts=args.experts, top_k=args.top_k, shared=args.shared)
-    engine = "golden model" if args.no_run else f"RTL on {args.sim}, every tile on its own clock"
-    print(f"model: synthetic MoE decoder, {args.layers} layers, H={args.H}, {args.experts} experts of I={args.I}, "
-          f"top-{args.top_k}, {args.shared} shared, {args.heads} heads, vocab {args.vocab} (seed {args.seed}); "
-          f"every MoE layer on {args.tiles} {args.config} tiles ({engine}; each run loads its layer)", file=human)
-    from .runner import SimSetupError
+        golden, what = run_dense_tray_any, "an FFN does not fit"
     try:
-        g = (run_moe_tray(calibrate(synthetic(**margs)), args.prompt, args.tokens, base, args.tiles) if args.no_run
-             else run_tray_rtl(margs, args.prompt, args.tokens, base, args.tiles, args.sim))
+        g = (golden(calibrate(synthetic(**model)), args.prompt, args.tokens, base, args.tiles) if args.no_run
+             else run_tray_rtl(model, args.prompt, args.tokens, base, args.tiles, args.sim))
     except CompileError as e:
-        raise CliError(f"the MoE layer does not fit the tray: {e}") from None
+        raise CliError(f"{what} the tray: {e}") from None
     except RuntimeError as e:
-        return _testbench_failed(e, args, human, (SimSetupError,), ran=True)
+        return _testbench_failed(e, args, human, ran=True)
+    if not args.experts and g["resident"]:
+        print(f"tray: every layer resident ({g['loaded_once_bytes']:,} bytes of MEM images loaded once); per "
+              "run only x crosses", file=human)
+    elif not args.experts:
+        print("tray: each run loads its layer ("
+              + (f"the layers are not resident: {g['not_resident']}" if g.get("not_resident")
+                 else "the RTL testbench reloads every run") + ")", file=human)
     return _decode_tray_report(args, g, human)
 
 
@@ -703,7 +697,7 @@ def _decode_tray_report(args, g: dict, human) -> int:
     if args.json:
         _print_json({"ran": g["engine"] == "RTL", "engine": f"{g['engine']} (tray)", "tiles": args.tiles,
                      "tokens": g["tokens"],
-                     "positions": rows, "problems": g["problems"], "passed": ok}, indent=1)
+                     "positions": rows, "problems": g["problems"], "passed": ok})
     return EXIT_OK if ok else EXIT_FAIL
 
 
@@ -716,7 +710,7 @@ def cmd_c2c(args) -> int:
     report = run_c2c(args.sim, tuple(args.ppm), args.latency, args.vectors, args.spread, args.seed,
                      args.plot, args.beyond_spec, out=human, progress=progress, inject=inject)
     if args.json:
-        _print_json(report, indent=1)
+        _print_json(report)
     return EXIT_OK if report["passed"] else EXIT_FAIL
 
 
@@ -745,7 +739,7 @@ def cmd_synth(args) -> int:
     print(f"synthesising the {name} tile for {args.board} in {out} ...", file=human, flush=True)
     report = synth.synthesise(tile_config(args.config, args.set), args.board, Path(out), args.baud)
     if args.json:
-        _print_json(report, indent=1)
+        _print_json(report)
     else:
         print(synth.markdown(report))
         print(f"reports{' and bitstream' if report['placed'] else ''} in {out}")
@@ -792,7 +786,7 @@ def _finite_json(v):
     return v
 
 
-def _print_json(obj, indent=None):
+def _print_json(obj, indent=1):
     print(json.dumps(_finite_json(obj), indent=indent, allow_nan=False))
 
 

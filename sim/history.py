@@ -289,19 +289,20 @@ def draw(entries: list[dict], path: Path = PICTURE, config: str = "default", las
                            + (f" (the history has {', '.join(have)})" if have else " (the history is empty)"))
     # One x position per (commit, dirty): commits in the order they were made (a run of an
     # older commit, imported later, goes where its commit is), a dirty tree after its commit.
+    at = lambda e: (e["commit"], bool(e.get("dirty")))       # noqa: E731
     first: dict = {}
     for e in sorted(benches + synths, key=lambda e: _when(e["date"])):
-        first.setdefault((e["commit"], bool(e.get("dirty"))), e)
+        first.setdefault(at(e), e)
     keys = sorted(first, key=lambda k: (_when(first[k].get("commit_date") or first[k]["date"]), k[1],
                                         _when(first[k]["date"])))
     if last is not None:
         keys = keys[-last:]
     pos = {k: i for i, k in enumerate(keys)}
-    benches = [e for e in benches if (e["commit"], bool(e.get("dirty"))) in pos]
-    synths = [e for e in synths if (e["commit"], bool(e.get("dirty"))) in pos]
-    label = {pos[e["commit"], bool(e.get("dirty"))]: _label(e) for e in benches + synths}
-    bx = [pos[e["commit"], bool(e.get("dirty"))] for e in benches]
-    sx = [pos[e["commit"], bool(e.get("dirty"))] for e in synths]
+    benches = [e for e in benches if at(e) in pos]
+    synths = [e for e in synths if at(e) in pos]
+    label = {pos[at(e)]: _label(e) for e in benches + synths}
+    bx = [pos[at(e)] for e in benches]
+    sx = [pos[at(e)] for e in synths]
     targets = next((e["targets"] for e in reversed(benches) if e.get("targets")), {})
 
     # Decode FFNs with a target (SRAM-read bound >= 1,000 cycles) apart: their ratios sit near
