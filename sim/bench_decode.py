@@ -25,12 +25,12 @@ from firmware_gen.weights import find_packaged_model
 from lpu_arch import TileConfig
 from lpu_arch.hostmap import START_CYCLES
 
+from .cli import DECODE_TILE
 from .decode import MOE_SYNTHETIC, check, decode_setup, per_position, run_dense_tray_any, run_golden, run_moe_tray
 
 CLOCK_MHZ = 900.0          # TSP v1's clock (design brief, section 2): an assumption for the tile's time
 DECODE_MODELS = (          # (name, tile, --set, synthetic's arguments, tokens)
-    ("synthetic tiny", "tiny", ("mem_depth=256", "iq_depth=512", "vxm_param_depth=32"),
-     dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0), 16),
+    ("synthetic tiny", "tiny", DECODE_TILE, dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0), 16),
     ("synthetic H=64 I=256", "default", ("vxm_param_depth=128",),
      dict(vocab=256, H=64, I=256, layers=4, heads=4, seed=0), 16),
 )

@@ -30,6 +30,7 @@ from .runner import BUILD, ROOT
 REFERENCE = "f83d8c0"          # the build the speed targets are stated against
 TARGETS = {"verilator": 3.0, "icarus": 2.0}
 WORKLOAD = ("swiglu", 128, 512, 1)
+WORKLOAD_NAME = "{} {}x{} b{}".format(*WORKLOAD)
 MIN_SECONDS = 10.0
 REPEATS = 3
 
@@ -136,7 +137,6 @@ def measure_in_turns(trees, sim: str, progress=print) -> list[dict]:
     """Per ``(tree, build_dir)`` of ``trees``, the best of ``REPEATS`` measurements on ``sim``.
     The workers build and calibrate side by side, then measure in turns (round 1: each
     tree once, round 2: each again, ...), so a slow spell of the machine falls on both."""
-    kind, H, I, B = WORKLOAD
     workers = [_Worker(tree, sim, build_dir) for tree, build_dir in trees]
     try:
         for w in workers:
@@ -145,7 +145,7 @@ def measure_in_turns(trees, sim: str, progress=print) -> list[dict]:
         for k in range(REPEATS):
             for i, w in enumerate(workers):
                 progress(f"speed: {sim} on {'this checkout' if w.tree == ROOT else w.tree.name} "
-                         f"({kind} {H}x{I} b{B}, runs of at least {MIN_SECONDS:.0f} s, round {k + 1} of {REPEATS}) ...")
+                         f"({WORKLOAD_NAME}, runs of at least {MIN_SECONDS:.0f} s, round {k + 1} of {REPEATS}) ...")
                 row = w.measure()
                 if best[i] is None or row["cycles_per_second"] > best[i]["cycles_per_second"]:
                     best[i] = row
@@ -165,7 +165,7 @@ def speed_rows(sims, reference: str = REFERENCE, progress=print) -> list[dict]:
     for sim in sims:
         trees = [(ROOT, None)] + ([] if ref_tree is None else [(ref_tree, BUILD / f"ref-{reference}-build")])
         ours, *ref = measure_in_turns(trees, sim, progress)
-        row = {"simulator": sim, "workload": "{} {}x{} b{}".format(*WORKLOAD), "ours": ours,
+        row = {"simulator": sim, "workload": WORKLOAD_NAME, "ours": ours,
                "reference": reference, "target": TARGETS.get(sim)}
         if ref_tree is None:
             row["reference_error"] = ref_error
@@ -181,9 +181,8 @@ def speed_rows(sims, reference: str = REFERENCE, progress=print) -> list[dict]:
 def markdown(rows: list[dict]) -> list[str]:
     if not rows:
         return []
-    kind, H, I, B = WORKLOAD
-    out = ["", f"Simulator speed against the build of commit {rows[0]['reference']} (the same run; {kind} "
-               f"{H}x{I} b{B} on the default tile, each checkout's own program, loaded once and run to done "
+    out = ["", f"Simulator speed against the build of commit {rows[0]['reference']} (the same run; {WORKLOAD_NAME} "
+               f"on the default tile, each checkout's own program, loaded once and run to done "
                f"repeatedly for at least {MIN_SECONDS:.0f} s, best of {REPEATS} rounds in which the two builds take turns; tile-cycles/s from the RTL's "
                "cycle counter over the runs' wall time):", "",
            "| simulator | this build | reference build | speed-up | target | met | runs as predicted |",

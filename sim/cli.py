@@ -136,7 +136,7 @@ def _print_fit(args, example, base, tiles: int) -> int:
     """--fit: the smallest depths that hold the FFN on ``tiles`` tiles of ``base``, as TOML."""
     from firmware_gen.fit import FIELDS, fit_ffn
     cfg, need = fit_ffn(example.spec, example.x_int8, base, tiles)
-    if getattr(args, "json", False):
+    if args.json:
         _print_json({"config": cfg.to_dict(), "needs": need, "tiles": tiles})
         return EXIT_OK
     s = example.spec
@@ -236,12 +236,12 @@ def _load_or_compile(args):
     from .compiled import MANIFEST_FILE, PROGRAM_FILE, CompiledFfn, load_program
     if args.program is None:
         c = _compile_from_args(args)
-        out = Path(getattr(args, "out", None) or Path("build") / "lpu" / c.name)
+        out = args.out or Path("build") / "lpu" / c.name
         c.save(out)
         print(f"compiled {c.name} -> {out}/", file=sys.stderr if args.json else sys.stdout)
         return c, c.program, out
     given = [f"--{k}" for k in ("kind", "H", "I", "batch", "activation", "seed", "weights", "layer", "map", "out")
-             if getattr(args, k, None) is not None]
+             if getattr(args, k) is not None]
     if given:
         raise CliError(f"give either a compiled program directory ({args.program}) or FFN options "
                        f"({', '.join(given)}), not both")
