@@ -247,6 +247,11 @@ def x_image(x_rows: list, x_int8, lanes: int, H: int) -> dict:
     return out
 
 
+def vector_bytes(a, j: int, lanes: int) -> tuple:
+    """Block ``j`` (lanes ``j*lanes`` on) of integer vector ``a`` as bytes, a predicted write's data."""
+    return tuple(int(v) & 0xFF for v in a[j * lanes:(j + 1) * lanes])
+
+
 class FfnPlan:
     """The placement of one FFN (or one tile's share of it) on one tile.
 
@@ -266,6 +271,7 @@ class FfnPlan:
     h_route
         An :class:`HRoute`: where h goes besides the local MXMs (default: nowhere).
     """
+    v_reg = 0              # the VOPs' base register: the constant 0 (an MoE slot's own, moe_tray.ExpertSlot)
 
     def __init__(self, cfg: TileConfig, spec: FfnSpec, x, i_blocks=None, j_blocks=None, h_route=None):
         self.cfg, self.spec = cfg, spec
@@ -444,16 +450,16 @@ class FfnPlan:
             feed = self._feeds[(side, n)] = [(m, lead(m)) for m in mems]
         return feed
 
-    def _window(self, side, t_s, n=None, rows=None):
+    def _window(self, side, t_s, n, rows):
         """The READs that feed ``side``'s LW of a block starting on ``t_s`` with ``n`` rows
-        per cycle (default :attr:`n`) of its first ``rows`` rows (default: all lanes):
+        per cycle of its first ``rows`` rows:
         (chunk, stream j, MEM slice, READ cycle); row ``c*n + j`` comes from stream j's
         slice (:meth:`_feed`), stream by stream."""
         for j, m, cycles in self._window_runs(side, t_s, n, rows):
             for c, r in enumerate(cycles):
                 yield c, j, m, r
 
-    def _ramp_n(self, side, t_s, rows=None):
+    def _ramp_n(self, side, t_s, rows):
         """Rows per cycle for a block starting on ``t_s``: :attr:`n`, or early in the program,
         while the farther slices' READs would fall before cycle 0, the slices near enough
         (a *ramp*: the first blocks load from fewer, nearer slices over more cycles, so
@@ -464,31 +470,29 @@ class FfnPlan:
             leads = self._leads[side] = sorted(lead for _, lead in self._feed(side, self.n))
         if not self.ramp or t_s >= leads[-1]:
             return self.n
-        R = rows or self.cfg.lanes
         reach = lambda t: sum(1 for x in leads if x <= t)       # slices whose chunk-0 READ is on or after 0
-        swap = lambda t: t + lw_cycles(R, reach(t)) if reach(t) else 1 << 62
+        swap = lambda t: t + lw_cycles(rows, reach(t)) if reach(t) else 1 << 62
         if any(swap(t) < swap(t_s) for t in range(t_s + 1, leads[-1] + 1)):
             return 0
         return reach(t_s)
 
-    def _window_ok(self, side, t_s, n=None, rows=None):
+    def _window_ok(self, side, t_s, n, rows):
         """Can the weight slices of ``side``'s hemisphere feed a block starting on ``t_s``
         with ``n`` rows per cycle (its first ``rows`` rows)?"""
         d, to = self.in_dir(side), self.pos(side)
         return all(self.res.run_free(m, cycles, _read_probe(j, d), to)
                    for j, m, cycles in self._window_runs(side, t_s, n, rows))
 
-    def _window_runs(self, side, t_s, n=None, rows=None):
+    def _window_runs(self, side, t_s, n, rows):
         """The READs of :meth:`_window` by stream: (stream j, its MEM slice, the cycles of
         its READs, chunk c on the c-th); the last chunk is partial when n does not divide
-        the rows (default: all lanes)."""
-        n, R = n or self.n, rows or self.cfg.lanes
-        return [(j, m, [t_s + c - lead for c in range(len(range(j, R, n)))])
-                for j, (m, lead) in enumerate(self._feed(side, n)) if j < R]
+        the rows."""
+        return [(j, m, [t_s + c - lead for c in range(len(range(j, rows, n)))])
+                for j, (m, lead) in enumerate(self._feed(side, n)) if j < rows]
 
-    def _take_window(self, side, t_s, block, who, n=None, rows=None):
-        d, to, n = self.in_dir(side), self.pos(side), n or self.n
-        rows = (np.asarray(block, np.int64) & 0xFF)[:rows or self.cfg.lanes]
+    def _take_window(self, side, t_s, block, who, n, rows):
+        d, to = self.in_dir(side), self.pos(side)
+        rows = (np.asarray(block, np.int64) & 0xFF)[:rows]
         for j, m, cycles in self._window_runs(side, t_s, n, len(rows)):
             read = _read_probe(j, d)
             self.res.take_run(m, cycles, read, to, who)
@@ -497,21 +501,20 @@ class FfnPlan:
             for c, r in enumerate(cycles):
                 self.emit(m, r, read.with_addr(addr + c))      # a checked READ; alloc keeps addr < mem_depth
 
-    def place_blocks(self, sides, blocks, mms, on_emit, label, rows=None):
+    def place_blocks(self, sides, blocks, mms, on_emit, label, rows):
         """Load ``blocks[i]`` into ``sides[i]`` (lockstep when two; their first ``rows``
-        rows, default all: :meth:`block_rows`) and issue its MMs.
+        rows: :meth:`block_rows`) and issue its MMs.
 
         ``mms`` is a list of (slot, acc, flags) for every MXM alike; ``on_emit(t, b)``
         places what follows an EMIT on cycle t for MM number b and returns False if it
         cannot on that cycle."""
         # The fewest load cycles (all n streams): no start this early swaps in before the
         # previous block's last MM; a block with fewer streams swaps in later still.
-        R = rows or self.cfg.lanes
-        ch = lw_cycles(R, self.n)
+        ch = lw_cycles(rows, self.n)
         t_s = max(max(self.load_end[s], self.last_mm[s] + 1 - ch) for s in sides)
         while True:
-            n = min(self._ramp_n(s, t_s, R) for s in sides)
-            if n and all(self._window_ok(s, t_s, n, R) for s in sides):
+            n = min(self._ramp_n(s, t_s, rows) for s in sides)
+            if n and all(self._window_ok(s, t_s, n, rows) for s in sides):
                 lw_slot = max(self.loader_free[s] for s in sides)
                 lw_slot = max(lw_slot, t_s - DELAY_MAX)
                 while lw_slot <= t_s and not all(self.res.slot_free(self.ldr(s), lw_slot) for s in sides):
@@ -519,13 +522,13 @@ class FfnPlan:
                 if lw_slot <= t_s:
                     break
             t_s += 1
-        swap = t_s + lw_cycles(R, n)
+        swap = t_s + lw_cycles(rows, n)
         for s, blk in zip(sides, blocks):
             who = f"{label} on {s}"
-            self._take_window(s, t_s, blk, who, n, R)
+            self._take_window(s, t_s, blk, who, n, rows)
             self.res.take_slot(self.ldr(s), lw_slot, who + " LW")
             self.emit(self.ldr(s), lw_slot, Instr.lw(0, self.in_dir(s), n, t_s - lw_slot,
-                                                     rows=0 if R == self.cfg.lanes else R))
+                                                     rows=0 if rows == self.cfg.lanes else rows))
             self.loader_free[s], self.load_end[s] = t_s, swap
             self.blocks_left[s] -= 1
         # MMs: from the swap on (the loader issues the next block's LW beside them).
@@ -550,8 +553,7 @@ class FfnPlan:
             for s in sides:
                 who = f"{label} MM {b} on {s}"
                 self.res.take_slot(s, t, who)
-                out = 0
-                self.emit(s, t, Instr.mm(0, self.in_dir(s), acc=acc, slot=_slot(slot, s), out=out, flags=flags))
+                self.emit(s, t, Instr.mm(0, self.in_dir(s), acc=acc, slot=_slot(slot, s), flags=flags))
                 if flags & MMFlag.EMIT:
                     self._take_emit(s, t, who)
                 self.last_mm[s] = t
@@ -636,11 +638,12 @@ class FfnPlan:
 
     def place_vop(self, t_vop, dir_a, param, flags, who):
         self.res.take_slot("VXM", t_vop, who)
-        self.emit("VXM", t_vop, Instr.vop(0, dir_a, param=param, out=self.lx_stream, flags=flags))
+        self.emit("VXM", t_vop, Instr.vop(0, dir_a, param=param, out=self.lx_stream, flags=flags, base=self.v_reg))
 
     # ---- the FFN ------------------------------------------------------------------------
-    def compile(self):
-        self.place_x()
+    def compile(self, place_x=True):
+        if place_x:
+            self.place_x()
         self.phase1()
         self.phase2(list(range(self.KI)))
         return self
@@ -660,10 +663,10 @@ class FfnPlan:
         return self.B * self.KH + i * self.B + b
 
     def block_rows(self, i):
-        """Rows to load of the W1/W3 blocks of intermediate block ``i``: None (all lanes),
-        or the FFN's real rows of a last block that I does not fill (:attr:`partial_rows`)."""
+        """Rows to load of the W1/W3 blocks of intermediate block ``i``: all lanes, or the
+        FFN's real rows of a last block that I does not fill (:attr:`partial_rows`)."""
         real = self.spec.I - i * self.cfg.lanes
-        return real if self.partial_rows and real < self.cfg.lanes else None
+        return real if self.partial_rows and real < self.cfg.lanes else self.cfg.lanes
 
     def phase1(self):
         """W1 (and W3) for this tile's intermediate blocks: h into both MXMs' x slots."""
@@ -761,7 +764,8 @@ class FfnPlan:
                 self.outputs[(b, j)] = (m, addr, t_w)
             return True
 
-        self.place_blocks(sides, blocks, mms, on_emit, f"W2 block ({j},{'+'.join(map(str, iis))})")
+        self.place_blocks(sides, blocks, mms, on_emit, f"W2 block ({j},{'+'.join(map(str, iis))})",
+                          self.cfg.lanes)
 
     # ---- lowering ------------------------------------------------------------------------
     def program(self, table=None) -> Program:
@@ -780,14 +784,12 @@ class FfnPlan:
         its cycle and value from the integer FFN, the totals, and the bounds of this tile's
         share (``1/tiles`` of the weights and MACs)."""
         cfg, L = self.cfg, self.cfg.lanes
-
-        def vec(a, b, j):
-            return tuple(int(v) & 0xFF for v in a[b, j * L:(j + 1) * L])
         y = ffn_int(self.p, self.x)
-        writes = [PredictedWrite(t_w, m, a, vec(y, b, j), j) for (b, j), (m, a, t_w) in self.outputs.items()]
+        writes = [PredictedWrite(t_w, m, a, vector_bytes(y[b], j, L), j)
+                  for (b, j), (m, a, t_w) in self.outputs.items()]
         if self.h_stored:
             h = ffn_hidden(self.p, self.x)
-            writes += [PredictedWrite(t_w, m, a, vec(h, b, i), -1 - i)
+            writes += [PredictedWrite(t_w, m, a, vector_bytes(h[b], i, L), -1 - i)
                        for (i, b), (m, a, t_w) in self.h_stored.items()]
         writes.sort(key=lambda w: (w.cycle, cfg.position(w.slice)))
         mats = 3 if self.spec.kind == "swiglu" else 2

@@ -34,9 +34,9 @@ import numpy as np
 from lpu_arch.config import TileConfig
 from lpu_arch.hostmap import base_word
 from lpu_arch.isa import BASE_OFFSET_BITS, Instr
-from lpu_arch.vxm import TABLE_SIZE, VXM_FIELDS
+from lpu_arch.vxm import VXM_FIELDS, identity_tables
 
-from .compile_ffn import SIDES, CompileError, FfnPlan
+from .compile_ffn import SIDES, CompileError, FfnPlan, _pad, padded_spec, vector_bytes
 from .moe import MoeSpec
 from .numerics import NumericsError, ffn_int
 from .program import Program
@@ -116,22 +116,13 @@ class ExpertSlot(FfnPlan):
             [("W2", j, iis[0]), ("W2", j, iis[1]) if iis[1] != iis[0] else ("Z", j, iis[0])]
         super()._phase2_block(sides, blocks, iis, j, jl, e, first, last)
 
-    def _take_window(self, side, t_s, block, who, n=None, rows=None):
+    def _take_window(self, side, t_s, block, who, n, rows):
         d, ident = self.in_dir(side), self._ids.pop(0)
-        for c, j, m, r in self._window(side, t_s):
+        for c, j, m, r in self._window(side, t_s, n, rows):
             read = Instr.read(j, d, self.template.row((ident, c * self.n + j, m), m), base=self.w_reg)
             self.res.take_slot(m, r, who)
             self.res.take_drives(m, r, read, self.pos(side), who)
             self.emit(m, r, read)
-
-    def place_vop(self, t_vop, dir_a, param, flags, who):
-        self.res.take_slot("VXM", t_vop, who)
-        self.emit("VXM", t_vop, Instr.vop(0, dir_a, param=param, out=self.lx_stream, flags=flags, base=self.v_reg))
-
-    def compile(self):
-        self.phase1()
-        self.phase2(list(range(self.KI)))
-        return self
 
 
 class _ParamsOnly(FfnPlan):
@@ -145,9 +136,7 @@ class _ParamsOnly(FfnPlan):
 def expert_params(cfg, spec, i_blocks, j_blocks) -> np.ndarray:
     """The VXM parameter entries of one expert's share (``i_blocks``, ``j_blocks``) in the
     order its slot names them."""
-    p = _ParamsOnly(cfg, spec, np.zeros(spec.H, np.int64), i_blocks, j_blocks)
-    p.phase1()
-    p.phase2(list(range(p.KI)))
+    p = _ParamsOnly(cfg, spec, np.zeros(spec.H, np.int64), i_blocks, j_blocks).compile(place_x=False)
     return p.params[:p.n_params].copy()
 
 
@@ -304,21 +293,17 @@ class MoeTray:
     # ---- placement -------------------------------------------------------------------------
     def _plan(self):
         from lpu_arch import c2c
-        from .tray import _split, plan_tray
+        from .tray import plan_tray
         spec, cfg, N = self.spec, self.cfg, self.tiles
         shared = spec.shared[0] if spec.shared else None
         probe = FfnPlan(cfg, spec.experts[0], self.x[:1], i_blocks=[], j_blocks=[])
         self.KH, self.KI = probe.KH, probe.KI
-        if self.mapping == "tp":
-            self.parts = list(zip(_split(probe.KI, N), _split(probe.KH, N)))
-        else:
-            self.parts = [(None, None)] * N
         if shared is not None and N > 1:
             # The slots go on every tile once the shared expert's h is all received, before
             # its W2 (which waits for the other tiles' h; the slots fill that wait).
             self.KI_s = FfnPlan(cfg, shared, self.x[:1], i_blocks=[], j_blocks=[]).KI
-            tray = plan_tray(cfg, shared, self.x, N, before_phase2=self._slots_on)
-            self._finish(tray)
+            plan_tray(cfg, shared, self.x, N, before_phase2=self._slots_on)
+            self._finish()
             return
         self.KI_s = 0
         if shared is not None:
@@ -342,7 +327,7 @@ class MoeTray:
                                    book=LinkBook(cfg, N), spare=list(range(n + 1, cfg.streams)) + [n] + list(range(n)),
                                    defer=False)
         self._slots_on(base, hosts)
-        self._finish(base)
+        self._finish()
 
     def _slots_on(self, tray, hosts=None):
         """Lay out every tile's experts and place the slots on the tiles of ``tray`` (or
@@ -426,32 +411,30 @@ class MoeTray:
                         self.slot_plans[(t, b, j)] = sp
                 else:
                     for t in range(N):
-                        self.slot_plans[(t, b, j)] = slot(t, b, j).compile()
+                        self.slot_plans[(t, b, j)] = slot(t, b, j).compile(place_x=False)
         for (t, b, j), sp in self.slot_plans.items():      # the tray split as this layout assumed
             assert (sp.i_blocks, sp.j_blocks) == (self.slot_parts[(b, j)][0][t], self.slot_parts[(b, j)][1][t])
         for st in self.slot_trays:
             st.receive()
         self.templates = templates
 
-    def _finish(self, tray):
+    def _finish(self):
         """The tp slots' W2 phase; then every expert's weights at its template rows."""
         for st in self.slot_trays:
             st.phase2()
         spec, L = self.spec, self.cfg.lanes
         for t, (f, lay, tpl) in enumerate(zip(self.hosts, self.layouts, self.templates)):
-            pads = {}
             for le, e in enumerate(lay.experts):
-                p = pads.setdefault(e, FfnPlan(self.cfg, spec.experts[e], self.x[:1], [], []).p)
+                p = padded_spec(spec.experts[e], L)
                 for (ident, row, m), rel in tpl.rel.items():
                     f.memory[m][tpl.wbase[m] + le * lay.stride + rel] = block_row(p, ident, row, L)
 
     # ---- lowering ----------------------------------------------------------------------------
     def programs(self) -> list[Program]:
         spec, cfg = self.spec, self.cfg
-        tables = np.tile(np.arange(TABLE_SIZE).astype(np.uint8).astype(np.int8), (cfg.vxm_tables, 1))
         progs = []
         for t, f in enumerate(self.hosts):
-            tab = tables.copy()
+            tab = identity_tables(cfg)
             if spec.shared:
                 tab[0] = spec.shared[0].table
             for le, e in enumerate(self.layouts[t].experts):
@@ -461,7 +444,6 @@ class MoeTray:
                 f.timed = strip_deskews(f.timed, last)
                 f.res.release_after(DESKEW_SLICE, last)
             progs.append(f.program(table=tab))
-        self._progs = progs
         return progs
 
     def manifest(self) -> MoeManifest:
@@ -520,22 +502,21 @@ class MoeTray:
 
         def y_of(e, b):
             if (e, b) not in cache:
-                p = FfnPlan(cfg, self.spec.experts[e], self.x[:1], [], []).p
-                cache[(e, b)] = ffn_int(p, _pad_row(self.x[b], p.H))[0]
+                p = padded_spec(self.spec.experts[e], L)
+                cache[(e, b)] = ffn_int(p, _pad(self.x[b:b + 1], (1, p.H)))[0]
             return cache[(e, b)]
 
         for (t, b, j), sp in self.slot_plans.items():
             e = assignment.get((t, b, j))
             for (_, blk), (m, a, cyc) in sp.outputs.items():
-                vec = (0,) * L if e is None else tuple(int(v) & 0xFF for v in y_of(e, b)[blk * L:(blk + 1) * L])
+                vec = (0,) * L if e is None else vector_bytes(y_of(e, b), blk, L)
                 out[t].append(PredictedWrite(cyc, m, a, vec, blk))
         if self.spec.shared:
             f0 = self.hosts[0]
             y = ffn_int(f0.p, f0.x)
             for t, f in enumerate(self.hosts):
                 for (b, blk), (m, a, cyc) in f.outputs.items():
-                    out[t].append(PredictedWrite(cyc, m, a, tuple(int(v) & 0xFF for v in y[b, blk * L:(blk + 1) * L]),
-                                                 blk))
+                    out[t].append(PredictedWrite(cyc, m, a, vector_bytes(y[b], blk, L), blk))
         for w in out:
             w.sort(key=lambda p: (p.cycle, cfg.position(p.slice)))
         return out
@@ -591,12 +572,6 @@ class MoeTray:
                     out[b, blk * L:(blk + 1) * L] = np.asarray(memories[t][m][a], np.uint8).astype(byte)
             shared = out[:, :H].astype(byte)
         return routed, shared
-
-
-def _pad_row(x, n):
-    out = np.zeros((1, n), np.int64)
-    out[0, :len(x)] = x
-    return out
 
 
 def _skippable(sp: ExpertSlot, name: str) -> int:

@@ -32,7 +32,7 @@ from lpu_arch.config import TileConfig
 from lpu_arch.isa import C2C_LATENCY, EAST, SXM_LATENCY, WEST, Instr, Op, SxmFlag
 from lpu_arch.topology import Topology
 
-from .compile_ffn import SIDES, CompileError, FfnPlan, HRoute, x_image
+from .compile_ffn import SIDES, CompileError, FfnPlan, HRoute, output_matrix, x_image
 from .numerics import FfnSpec, NumericsError
 from .program import Program
 from .reserve import DESKEW_SLICE, last_work, strip_deskews, take_deskew
@@ -442,19 +442,15 @@ def compile_resident_tray(specs: list, cfg: TileConfig | None = None, tiles: int
     """Place every layer's dense FFN (``specs``) on a tray of ``tiles`` tiles of ``cfg``, all
     of them resident; a model that does not fit is a ``CompileError`` naming the limit and
     the layer where it runs out."""
-    from lpu_arch.vxm import TABLE_SIZE, VXM_FIELDS
+    from lpu_arch.vxm import VXM_FIELDS, identity_tables
 
-    from .resident import check_room
+    from .resident import check_layers, check_room, stack_images
     cfg = cfg or TileConfig.default()
-    if not specs:
-        raise CompileError("a resident model needs at least one layer")
-    if len(specs) > cfg.vxm_tables:
-        raise CompileError(f"{len(specs)} layers need {len(specs)} activation tables (one each); the VXM has "
-                           f"vxm_tables = {cfg.vxm_tables}")
+    check_layers(specs, cfg)
     tcfg = tray_config(cfg, tiles)
     state = [({m: 0 for m in tcfg.mem_names}, 0, Program(tcfg).vxm_params.copy()) for _ in range(tiles)]
     memory = [{m: np.zeros((tcfg.mem_depth, tcfg.lanes), np.uint8) for m in tcfg.mem_names} for _ in range(tiles)]
-    tables = np.tile(np.arange(TABLE_SIZE).astype(np.uint8).astype(np.int8), (cfg.vxm_tables, 1))
+    tables = identity_tables(cfg)
     compiled = []
     for l, spec in enumerate(specs):
         if not isinstance(spec, FfnSpec):
@@ -477,31 +473,14 @@ def compile_resident_tray(specs: list, cfg: TileConfig | None = None, tiles: int
                 memory[t][m] |= f.memory[m]
         tables[l] = spec.table
         compiled.append((spec, progs, man, [list(f.x_rows) for f in tr.f]))
-    halt = Instr.halt().encode()
-    images, entries, entry = [{n: [] for n in tcfg.queue_names} for _ in range(tiles)], [], 0
-    layers = []
-    for spec, progs, man, x_rows in compiled:
-        words = [Program(tcfg, p.queues).images() for p in progs]
-        width = max(len(w) for per_tile in words for w in per_tile.values())
-        for t in range(tiles):
-            for n in tcfg.queue_names:
-                w = words[t].get(n, [halt])
-                images[t][n] += w + [halt] * (width - len(w))
-        entries.append(entry)
-        entry += width
-        layers.append(TrayLayer(spec, [Program(tcfg, p.queues, memory[t], state[t][2], tables)
-                                       for t, p in enumerate(progs)], man, x_rows))
-    if entry > tcfg.iq_depth:
-        raise CompileError(f"the layers' programs need {entry} instructions per queue; a queue holds "
-                           f"iq_depth = {tcfg.iq_depth}")
+    images, entries = stack_images(tcfg, [[p.images() for p in progs] for _, progs, _, _ in compiled])
+    layers = [TrayLayer(spec, [Program(tcfg, p.queues, memory[t], state[t][2], tables)
+                               for t, p in enumerate(progs)], man, x_rows)
+              for spec, progs, man, x_rows in compiled]
     return ResidentTray(layers, entries, images, memory, [dict(s[0]) for s in state])
 
 
 def tray_output(manifest: TrayManifest, memories: list, lanes: int, H: int) -> np.ndarray:
-    """Gather y from every tile's final MEM contents (int8, or E4M3 codes on FP8 tiles)."""
-    m0 = manifest.tile[0]
-    out = np.zeros((m0.batch, m0.padded[0]), np.uint8)
-    for man, mem in zip(manifest.tile, memories):
-        for (b, j), (m, addr) in man.outputs.items():
-            out[b, j * lanes:(j + 1) * lanes] = np.asarray(mem[m][addr], np.uint8)
-    return out[:, :H] if m0.dtype == "fp8" else out[:, :H].astype(np.int8)
+    """Gather y from every tile's final MEM contents (int8, or E4M3 codes on FP8 tiles): each
+    tile's output blocks (``output_matrix``, 0 elsewhere), or-ed together."""
+    return np.bitwise_or.reduce([output_matrix(m, mem, lanes, H) for m, mem in zip(manifest.tile, memories)])
