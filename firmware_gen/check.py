@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -212,25 +213,17 @@ def _streams_check(iss: _Issued, problems) -> None:
     agg: dict[tuple, dict] = {}
 
     def note(rule, key, slices, stream, p, t, src=None):
-        g = agg.get(key)
-        if g is None:
-            g = agg[key] = {"rule": rule, "slices": slices, "at": [], "key": key, "src": []}
+        g = agg.setdefault(key, {"rule": rule, "slices": slices, "at": [], "key": key, "src": []})
         g["at"].append((t, p, stream))
         if src is not None:
             g["src"].append(src)
 
     for key in set(drives) | set(reads):
-        d, s = key[0], key[1]
-        sn = _sname(d, s)
-        drv = sorted(drives.get(key, ()))
+        sn = _sname(key[0], key[1])
         # groups of drivers at one position (more than one there is a double drive)
-        us, groups = [], []
-        for u, p, t, i in drv:
-            if us and us[-1] == u:
-                groups[-1].append((p, t, i))
-            else:
-                us.append(u)
-                groups.append([(p, t, i)])
+        drv = sorted(drives.get(key, ()))
+        by_u = [(u, [x[1:] for x in g]) for u, g in itertools.groupby(drv, key=lambda x: x[0])]
+        us, groups = [u for u, _ in by_u], [g for _, g in by_u]
         read_by = [False] * len(groups)
         for u, p, t, i in reads.get(key, ()):
             g = bisect.bisect_left(us, u) - 1          # nearest driver strictly upstream

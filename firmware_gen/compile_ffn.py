@@ -24,6 +24,7 @@ Dataflow (``docs/compiler.md`` explains it with the timing):
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from dataclasses import dataclass, field
@@ -149,14 +150,8 @@ def last_arrival(leads, rows: int) -> int:
     """The earliest cycle by which ``rows`` vectors can have reached an MXM from MEM slices
     whose READs arrive there ``leads`` cycles after issue, each slice reading one vector a
     cycle from cycle 0: the least A with sum(max(0, A - lead + 1)) >= rows."""
-    lo, hi = 0, max(leads) + rows
-    while lo < hi:
-        a = (lo + hi) // 2
-        if sum(max(0, a - x + 1) for x in leads) >= rows:
-            hi = a
-        else:
-            lo = a + 1
-    return lo
+    reached = lambda a: sum(max(0, a - x + 1) for x in leads)      # vectors arrived by cycle a
+    return bisect.bisect_left(range(max(leads) + rows), rows, key=reached)
 
 
 def weight_streams(cfg: TileConfig) -> int:
@@ -240,9 +235,7 @@ def x_image(x_rows: list, x_int8, lanes: int, H: int) -> dict:
     x = np.atleast_2d(np.asarray(x_int8, np.int64))
     out = {}
     for m, a, k, b in x_rows:
-        v = np.zeros(lanes, np.int64)
-        part = x[b, k * lanes:min((k + 1) * lanes, H)]
-        v[:len(part)] = part
+        v = _pad(x[b, k * lanes:min((k + 1) * lanes, H)], (lanes,))
         out.setdefault(m, {})[a] = [int(u) & 0xFF for u in v]
     return out
 
@@ -325,7 +318,6 @@ class FfnPlan:
         self.last_mm = {s: -1 for s in SIDES}
         self.blocks_left = dict(zip(SIDES, self._jobs_per_side()))   # weight blocks each MXM has yet to load
         self.mm_count = 0
-        self.writes: list[PredictedWrite] = []
         self.outputs = {}
         self._check_capacity()
 
@@ -337,16 +329,13 @@ class FfnPlan:
         """The loader queue of MXM ``side`` (its LWs and LXs)."""
         return self.cfg.loader(side)
 
-    def hemi(self, side):
-        return "W" if side == "MXM_W" else "E"
-
     def in_dir(self, side):
         """Direction of the streams flowing into the MXM on ``side`` from its hemisphere's
         MEM slices (towards the edge in the edge layout, towards the VXM in the center one)."""
         return WEST if self.pos(side) < self.pos(self.mem(side, 0)) else EAST
 
     def mem(self, side, j):
-        return f"MEM_{self.hemi(side)}{j}"
+        return f"MEM_{side[-1]}{j}"          # MXM_W's hemisphere is MEM_W*, MXM_E's MEM_E*
 
     def emit(self, name, cycle, instr):
         self.timed[name].append((cycle, instr))
@@ -534,14 +523,16 @@ class FfnPlan:
         # MMs: from the swap on (the loader issues the next block's LW beside them).
         t = swap
         for b, (slot, acc, flags) in enumerate(mms):
+            ins = {s: Instr.mm(0, self.in_dir(s), acc=acc, slot=_slot(slot, s), flags=flags) for s in sides}
             # Beyond every reservation so far (and the latencies after it) nothing changes:
             # an MM that does not fit by then never will (a placement bug, named, not a hang).
             horizon = self.res.done_cycles() + 2 * self.cfg.positions + DELAY_MAX + 64
             while True:
                 ok = all(self.res.slot_free(s, t) and self.slot_ready[s].get(_slot(slot, s), 1 << 62) <= t
                          for s in sides)
-                if ok and flags & MMFlag.EMIT:
-                    ok = all(self._emit_free(s, t) for s in sides) and on_emit(t, b, dry=True)
+                if ok and flags & MMFlag.EMIT:        # its accumulator planes to the VXM, and what follows
+                    ok = (all(self.res.drives_free(s, t, ins[s], self.cfg.vxm_position) for s in sides)
+                          and on_emit(t, b, dry=True))
                 if ok:
                     break
                 t += 1
@@ -553,23 +544,14 @@ class FfnPlan:
             for s in sides:
                 who = f"{label} MM {b} on {s}"
                 self.res.take_slot(s, t, who)
-                self.emit(s, t, Instr.mm(0, self.in_dir(s), acc=acc, slot=_slot(slot, s), flags=flags))
+                self.emit(s, t, ins[s])
                 if flags & MMFlag.EMIT:
-                    self._take_emit(s, t, who)
+                    self.res.take_drives(s, t, ins[s], self.cfg.vxm_position, who)
                 self.last_mm[s] = t
                 self.mm_count += 1
             if flags & MMFlag.EMIT:
                 on_emit(t, b, dry=False)
             t += 1
-
-    def _emit_free(self, side, t):
-        """Are the streams an MM with EMIT (planes on streams 0..3) drives free to the VXM?"""
-        return self.res.drives_free(side, t, Instr.mm(0, self.in_dir(side), 0, flags=MMFlag.EMIT),
-                                    self.cfg.vxm_position)
-
-    def _take_emit(self, side, t, who):
-        self.res.take_drives(side, t, Instr.mm(0, self.in_dir(side), 0, flags=MMFlag.EMIT),
-                             self.cfg.vxm_position, who)
 
     def vop_cycle(self, side, t_mm):
         return t_mm + MXM_LATENCY + abs(self.cfg.vxm_position - self.pos(side))
@@ -724,11 +706,8 @@ class FfnPlan:
         def on_emit(t, b, dry):
             t_v = self.vop_cycle(sides[0], t)
             who = f"h block {i} col {b}"
-            if not self.res.slot_free("VXM", t_v):
-                return False
-            if not self.h_to_mxms(t_v, self.h_slot(i, b), True, who):
-                return False
-            if not self.h_route.fits(self, t_v, i, b):
+            if not (self.res.slot_free("VXM", t_v) and self.h_to_mxms(t_v, self.h_slot(i, b), True, who)
+                    and self.h_route.fits(self, t_v, i, b)):
                 return False
             if not dry:
                 self.h_route.take(self, t_v, i, b)
@@ -751,10 +730,8 @@ class FfnPlan:
         def on_emit(t, b, dry):
             t_v = self.vop_cycle(sides[0], t)
             who = f"y block {j} col {b}"
-            if not self.res.slot_free("VXM", t_v):
-                return False
-            got = self.y_to_mem(t_v, dry, who)
-            if got is None:
+            got = self.res.slot_free("VXM", t_v) and self.y_to_mem(t_v, dry, who)
+            if not got:
                 return False
             if not dry:
                 flag, m, t_w, d = got

@@ -27,6 +27,7 @@ registers, each round exactly the scheduled cycles.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,9 +41,7 @@ from .compile_ffn import SIDES, CompileError, FfnPlan, _pad, padded_spec, vector
 from .moe import MoeSpec
 from .numerics import NumericsError, ffn_int
 from .program import Program
-from lpu_arch.topology import Topology
-
-from .reserve import DESKEW_SLICE, last_work, strip_deskews, take_deskew
+from .reserve import DESKEW_SLICE, last_work, strip_deskews
 from .schedule import PredictedWrite
 
 
@@ -292,8 +291,7 @@ class MoeTray:
 
     # ---- placement -------------------------------------------------------------------------
     def _plan(self):
-        from lpu_arch import c2c
-        from .tray import plan_tray
+        from .tray import plan_tray, tray_links
         spec, cfg, N = self.spec, self.cfg, self.tiles
         shared = spec.shared[0] if spec.shared else None
         probe = FfnPlan(cfg, spec.experts[0], self.x[:1], i_blocks=[], j_blocks=[])
@@ -305,27 +303,17 @@ class MoeTray:
             plan_tray(cfg, shared, self.x, N, before_phase2=self._slots_on)
             self._finish()
             return
-        self.KI_s = 0
+        self.KI_s, base = 0, None
         if shared is not None:
             hosts = [FfnPlan(cfg, shared, self.x).compile()]
             self.KI_s = hosts[0].KI
         else:
-            hosts = []
-            for t in range(N):
-                f = FfnPlan(cfg, spec.experts[0], self.x, i_blocks=[], j_blocks=[])
-                if N > 1:
-                    for cyc in range(0, 1 << 16, c2c.deskew_interval(cfg)):
-                        take_deskew(cfg, f.res, f.timed, cyc)
+            hosts = [FfnPlan(cfg, spec.experts[0], self.x, i_blocks=[], j_blocks=[]) for _ in range(N)]
+            if N > 1:
+                from types import SimpleNamespace
+                base = SimpleNamespace(f=hosts, cfg=cfg, defer=False, **tray_links(cfg, hosts))
+            for f in hosts:
                 f.place_x()
-                hosts.append(f)
-        base = None
-        if N > 1:
-            from types import SimpleNamespace
-            from .system import LinkBook
-            n = hosts[0].n
-            base = SimpleNamespace(f=hosts, topo=Topology(N), cfg=cfg, D=c2c.min_distance(cfg),
-                                   book=LinkBook(cfg, N), spare=list(range(n + 1, cfg.streams)) + [n] + list(range(n)),
-                                   defer=False)
         self._slots_on(base, hosts)
         self._finish()
 
@@ -498,13 +486,11 @@ class MoeTray:
         shared expert's share of y."""
         cfg, L = self.cfg, self.cfg.lanes
         out = [[] for _ in range(self.tiles)]
-        cache = {}
 
+        @functools.cache
         def y_of(e, b):
-            if (e, b) not in cache:
-                p = padded_spec(self.spec.experts[e], L)
-                cache[(e, b)] = ffn_int(p, _pad(self.x[b:b + 1], (1, p.H)))[0]
-            return cache[(e, b)]
+            p = padded_spec(self.spec.experts[e], L)
+            return ffn_int(p, _pad(self.x[b:b + 1], (1, p.H)))[0]
 
         for (t, b, j), sp in self.slot_plans.items():
             e = assignment.get((t, b, j))

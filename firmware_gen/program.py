@@ -327,9 +327,6 @@ class _Where:
         text = f"{self.name}[{self.i}] '{self.ins}'"
         return text if self.rep is None else f"{text} (repetition {self.rep[0]} of {self.rep[1]})"
 
-    def __format__(self, spec):
-        return format(str(self), spec)
-
 
 def _used_rows(img) -> int:
     """Rows of a MEM image up to its last non-zero one (the rest load as zeros)."""

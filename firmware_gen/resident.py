@@ -164,9 +164,7 @@ def compile_resident(specs: list, cfg: TileConfig | None = None, batch: int = 1)
             raise CompileError(f"layer {l}: {what}")
         try:
             plan = FfnPlan(cfg, spec, np.zeros((batch, spec.H), np.int64))
-        except NumericsError as e:
-            raise CompileError(f"layer {l}: {e}") from None
-        except CompileError as e:
+        except (NumericsError, CompileError) as e:
             raise CompileError(f"layer {l}: {e}") from None
         check_room(cfg, l, plan.capacity_needs(), next_free, n_params)
         plan.next_free, plan.n_params, plan.params = dict(next_free), n_params, params

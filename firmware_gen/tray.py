@@ -96,6 +96,19 @@ def tray_parts(probe: FfnPlan, tiles: int, rotate: int = 0) -> tuple[list, list]
     return _split(probe.KI, tiles), [part_j[(t - rotate) % tiles] for t in range(tiles)]
 
 
+def tray_links(cfg: TileConfig, plans: list) -> dict:
+    """The link state of a tray whose tile t runs ``plans[t]``: its topology, SEND-to-RECV
+    distance ``D``, link bookings and the streams for h traffic (those the weights, 0..n-1,
+    and x/h, n, do not use first).  Every tile's deskews are reserved here, before anything
+    else; those past the tile's work go at the end (:meth:`_Tray.programs`)."""
+    n = plans[0].n
+    for f in plans:
+        for c in range(0, 1 << 16, c2c.deskew_interval(cfg)):
+            take_deskew(cfg, f.res, f.timed, c)
+    return dict(topo=Topology(len(plans)), D=c2c.min_distance(cfg), book=LinkBook(cfg, len(plans)),
+                spare=list(range(n + 1, cfg.streams)) + [n] + list(range(n)))
+
+
 class MulticastH(HRoute):
     """Tray routing of h (the all-gather): as the VXM drives h towards both MXMs it passes
     both C2C slices, and each multicasts it (``SENDM``) on its links to the other tiles,
@@ -122,14 +135,12 @@ class _Tray:
 
     def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int, defer: bool = True, share=None,
                  make_plan=None, rotate: int = 0):
-        self.defer, self.deferred = defer, []
+        self.defer, self.deferred, self.transfers = defer, [], 0
         if share is not None:
             self.topo, self.cfg, self.D, self.book, self.spare = share.topo, share.cfg, share.D, share.book, share.spare
-            self.transfers = 0
             self.part_i, self.part_j = tray_parts(FfnPlan(self.cfg, spec, x, i_blocks=[], j_blocks=[]), tiles, rotate)
             self.f = [make_plan(t, self.part_i[t], self.part_j[t], MulticastH(self, t)) for t in range(tiles)]
             return
-        self.topo = Topology(tiles)
         self.cfg = cfg = tray_config(cfg, tiles)
         L = cfg.lanes
         Hp, Ip = -(-spec.H // L) * L, -(-spec.I // L) * L
@@ -147,15 +158,7 @@ class _Tray:
                 self.f.append(FfnPlan(cfg, spec, x, self.part_i[t], self.part_j[t], h_route=MulticastH(self, t)))
             except CompileError as e:
                 raise CompileError(f"tile {t} of {tiles}: {e}") from None
-        self.D = c2c.min_distance(cfg)
-        self.book = LinkBook(cfg, tiles)
-        # Streams for h traffic: those the weights (0..n-1) and x/h (n) do not use first.
-        n = self.f[0].n
-        self.spare = list(range(n + 1, cfg.streams)) + [n] + list(range(n))
-        self.transfers = 0
-        for f in self.f:      # every deskew reserved first; those past the tile's work go at the end
-            for c in range(0, 1 << 16, c2c.deskew_interval(cfg)):
-                take_deskew(cfg, f.res, f.timed, c)
+        vars(self).update(tray_links(cfg, self.f))
 
     def compile(self, before_phase2=None):
         """Place the FFN; ``before_phase2()``, if given, places more work on the tiles once
@@ -308,23 +311,18 @@ class _Tray:
         straight to it (``sx`` None, ``st_out`` None).  Both: it goes to the SXM next to the
         C2C slice (``sx``), whose ``SHIFT k=0`` drives it both ways on ``st_out``."""
         pos = self.cfg.position
-        if not fu.res.slot_free(cr, v):
-            return None
         t_drive = v + C2C_LATENCY
         if len(sides) == 1:
             (side,) = sides
             d = WEST if pos(side) < pos(cr) else EAST
             arrive = {side: t_drive + abs(pos(cr) - pos(side))}
-            if not fu.res.slot_free(fu.ldr(side), arrive[side]):
-                return None
-            st = fu.res.free_stream(d, pos(cr), pos(side), t_drive, self.spare)
+            slots = [(cr, v), (fu.ldr(side), arrive[side])]         # the RECV's and the LX's
+            st = fu.res.free_stream(d, pos(cr), pos(side), t_drive, self.spare, slots)
             return None if st is None else (None, d, st, None, arrive)
         sx = "SXM_W" if cr == "C2C_W" else "SXM_E"
         d_rx = WEST if sx == "SXM_W" else EAST
         t_sx = t_drive + 1
-        if not fu.res.slot_free(sx, t_sx):
-            return None
-        st_rx = fu.res.free_stream(d_rx, pos(cr), pos(sx), t_drive, self.spare)
+        st_rx = fu.res.free_stream(d_rx, pos(cr), pos(sx), t_drive, self.spare, [(cr, v), (sx, t_sx)])
         if st_rx is None:
             return None
         arrive = {side: t_sx + SXM_LATENCY + abs(pos(sx) - pos(side)) for side in sides}
