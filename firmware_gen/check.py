@@ -133,10 +133,6 @@ class CheckError(ValueError):
                          + "\n".join(f"  {p}" for p in problems[:20]) + more)
 
 
-def _sname(d: int, s: int) -> str:
-    return f"{DIR_NAMES[d]}{s}"
-
-
 def _cycles(cs) -> str:
     lo, hi = min(cs), max(cs)
     return f"cycle {lo}" if lo == hi else f"cycles {lo}..{hi}"
@@ -162,11 +158,8 @@ class _Issued:
                 tl, _ = expand(q)
             except ModelError:          # REPEAT before any data instruction: _validate names it
                 tl = []
-            idx = []
-            for t, ins in tl:
-                idx.append(len(self.insts))
-                self.insts.append((name, t, ins))
-            self.by_slice[name] = idx
+            self.by_slice[name] = list(range(len(self.insts), len(self.insts) + len(tl)))
+            self.insts += [(name, t, ins) for t, ins in tl]
 
     def describe(self, i: int) -> str:
         name, t, ins = self.insts[i]
@@ -219,7 +212,7 @@ def _streams_check(iss: _Issued, problems) -> None:
             g["src"].append(src)
 
     for key in set(drives) | set(reads):
-        sn = _sname(key[0], key[1])
+        sn = f"{DIR_NAMES[key[0]]}{key[1]}"            # the stream's name, e.g. E0
         # groups of drivers at one position (more than one there is a double drive)
         drv = sorted(drives.get(key, ()))
         by_u = [(u, [x[1:] for x in g]) for u, g in itertools.groupby(drv, key=lambda x: x[0])]

@@ -494,9 +494,9 @@ class FfnPlan:
         """Load ``blocks[i]`` into ``sides[i]`` (lockstep when two; their first ``rows``
         rows: :meth:`block_rows`) and issue its MMs.
 
-        ``mms`` is a list of (slot, acc, flags) for every MXM alike; ``on_emit(t, b)``
-        places what follows an EMIT on cycle t for MM number b and returns False if it
-        cannot on that cycle."""
+        ``mms`` is a list of (slot, acc, flags) for every MXM alike; ``on_emit(t_vop, b)``
+        places what follows the EMIT of MM number b from its VOP on cycle t_vop (whose VXM
+        issue slot is free) and returns False if it cannot on that cycle."""
         # The fewest load cycles (all n streams): no start this early swaps in before the
         # previous block's last MM; a block with fewer streams swaps in later still.
         ch = lw_cycles(rows, self.n)
@@ -504,8 +504,7 @@ class FfnPlan:
         while True:
             n = min(self._ramp_n(s, t_s, rows) for s in sides)
             if n and all(self._window_ok(s, t_s, n, rows) for s in sides):
-                lw_slot = max(self.loader_free[s] for s in sides)
-                lw_slot = max(lw_slot, t_s - DELAY_MAX)
+                lw_slot = max(t_s - DELAY_MAX, *(self.loader_free[s] for s in sides))
                 while lw_slot <= t_s and not all(self.res.slot_free(self.ldr(s), lw_slot) for s in sides):
                     lw_slot += 1
                 if lw_slot <= t_s:
@@ -531,8 +530,9 @@ class FfnPlan:
                 ok = all(self.res.slot_free(s, t) and self.slot_ready[s].get(_slot(slot, s), 1 << 62) <= t
                          for s in sides)
                 if ok and flags & MMFlag.EMIT:        # its accumulator planes to the VXM, and what follows
+                    t_v = self.vop_cycle(sides[0], t)
                     ok = (all(self.res.drives_free(s, t, ins[s], self.cfg.vxm_position) for s in sides)
-                          and on_emit(t, b, dry=True))
+                          and self.res.slot_free("VXM", t_v) and on_emit(t_v, b, dry=True))
                 if ok:
                     break
                 t += 1
@@ -550,7 +550,7 @@ class FfnPlan:
                 self.last_mm[s] = t
                 self.mm_count += 1
             if flags & MMFlag.EMIT:
-                on_emit(t, b, dry=False)
+                on_emit(self.vop_cycle(sides[0], t), b, dry=False)
             t += 1
 
     def vop_cycle(self, side, t_mm):
@@ -703,11 +703,9 @@ class FfnPlan:
         mms = [(self.x_slot(k, b), b, flags) for b in range(B)]
         dir_a = EAST if sides[0] == "MXM_W" else WEST
 
-        def on_emit(t, b, dry):
-            t_v = self.vop_cycle(sides[0], t)
+        def on_emit(t_v, b, dry):
             who = f"h block {i} col {b}"
-            if not (self.res.slot_free("VXM", t_v) and self.h_to_mxms(t_v, self.h_slot(i, b), True, who)
-                    and self.h_route.fits(self, t_v, i, b)):
+            if not (self.h_to_mxms(t_v, self.h_slot(i, b), True, who) and self.h_route.fits(self, t_v, i, b)):
                 return False
             if not dry:
                 self.h_route.take(self, t_v, i, b)
@@ -727,11 +725,10 @@ class FfnPlan:
         dir_a = EAST if sides[0] == "MXM_W" else WEST
         vflag = VopFlag.ADD if len(sides) == 2 else 0
 
-        def on_emit(t, b, dry):
-            t_v = self.vop_cycle(sides[0], t)
+        def on_emit(t_v, b, dry):
             who = f"y block {j} col {b}"
-            got = self.res.slot_free("VXM", t_v) and self.y_to_mem(t_v, dry, who)
-            if not got:
+            got = self.y_to_mem(t_v, dry, who)
+            if got is None:
                 return False
             if not dry:
                 flag, m, t_w, d = got

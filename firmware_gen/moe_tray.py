@@ -199,13 +199,6 @@ class MoeError(CompileError):
     """The MoE layer does not fit, or a routing cannot run; the message names the limit."""
 
 
-def home(spec_E: int, tiles: int, e: int) -> tuple[int, int]:
-    """(tile, local index) of routed expert ``e`` under expert parallelism: tile t holds
-    experts t*E/N .. (t+1)*E/N - 1."""
-    per = spec_E // tiles
-    return e // per, e % per
-
-
 def rounds(indices, E: int, tiles: int, capacity: int, mapping: str = "ep") -> list[dict]:
     """Split a routing ``(T, top_k)`` into rounds: each round is ``{(tile, token, j):
     expert}``.  ``ep``: at most ``capacity`` of a token's experts per tile, to slots in
@@ -213,15 +206,14 @@ def rounds(indices, E: int, tiles: int, capacity: int, mapping: str = "ep") -> l
     runs its share of each of the token's experts in slot j = its selection position (one
     round always)."""
     idx = np.asarray(indices)
+    if mapping == "tp":
+        return [{(t, b, j): int(e) for b, row in enumerate(idx) for j, e in enumerate(row)
+                 for t in range(tiles)}]
     out = []
     for b, row in enumerate(idx):
-        if mapping == "tp":
-            out[:1] = out[:1] or [{}]
-            out[0].update({(t, b, j): int(e) for j, e in enumerate(row) for t in range(tiles)})
-            continue
         per_tile = {}
         for e in row:
-            per_tile.setdefault(home(E, tiles, int(e))[0], []).append(int(e))
+            per_tile.setdefault(int(e) // (E // tiles), []).append(int(e))     # tile t holds experts t*E/N ..
         for t, es in per_tile.items():
             for n, e in enumerate(es):
                 r, j = divmod(n, capacity)
@@ -341,7 +333,7 @@ class MoeTray:
         else:
             full = (list(range(self.KI)), list(range(self.KH)))
             self.slot_parts = {bj: ([full[0]] * N, [full[1]] * N) for bj in slots}
-        templates, self.var_off = [], []
+        self.templates, self.var_off = [], []
         for t, f in enumerate(hosts):
             ib = self.slot_parts[slots[0]][0][t]
             variants = list(dict.fromkeys(tuple(self.slot_parts[bj][1][t]) for bj in slots))
@@ -376,14 +368,14 @@ class MoeTray:
             for m in tpl.bound:
                 f.next_free[m] = tpl.wbase[m] + n_local * stride
             self.layouts.append(Layout(experts, tpl.wbase, stride, pbase, P))
-            templates.append(tpl)
+            self.templates.append(tpl)
             self.var_off.append(offs)
 
         def slot(t, b, j, i_blocks=None, j_blocks=None, h_route=None):
             w_reg, v_reg = self.registers[(b, j)]
             jb = tuple(self.slot_parts[(b, j)][1][t])
             return ExpertSlot(cfg, spec.experts[0], hosts[t], token=b, tokens=T, h0=h0 + (b * c + j) * self.KI,
-                              template=templates[t], pbase=self.layouts[t].pbase + self.var_off[t][jb],
+                              template=self.templates[t], pbase=self.layouts[t].pbase + self.var_off[t][jb],
                               w_reg=w_reg, v_reg=v_reg, i_blocks=i_blocks, j_blocks=j_blocks, h_route=h_route)
 
         self.slot_trays = []
@@ -404,7 +396,6 @@ class MoeTray:
             assert (sp.i_blocks, sp.j_blocks) == (self.slot_parts[(b, j)][0][t], self.slot_parts[(b, j)][1][t])
         for st in self.slot_trays:
             st.receive()
-        self.templates = templates
 
     def _finish(self):
         """The tp slots' W2 phase; then every expert's weights at its template rows."""

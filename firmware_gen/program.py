@@ -128,13 +128,12 @@ class Program:
                     # A READ's or WRITE's only operand that moves is its whole address, which
                     # moves by the stride: its first and last repetitions bound all of them
                     # (when one of them fails, every repetition is checked to name the first).
-                    if last.op in (Op.READ, Op.WRITE) and ins.count > 2:
-                        try:
-                            self._check_repeat(last, ins, name, i, (1, ins.count))
-                        except ProgramError:
-                            self._check_repeat(last, ins, name, i, range(1, ins.count + 1))
-                    else:
-                        self._check_repeat(last, ins, name, i, range(1, ins.count + 1))
+                    every = range(1, ins.count + 1)
+                    ends = (1, ins.count) if last.op in (Op.READ, Op.WRITE) and ins.count > 2 else every
+                    try:
+                        self._check_repeat(last, ins, name, i, ends)
+                    except ProgramError:
+                        self._check_repeat(last, ins, name, i, every)
                     last = last.with_addr(last.addr + ins.count * ins.addr)
         return self
 

@@ -23,7 +23,7 @@ from lpu_arch.config import TileConfig
 from lpu_arch.isa import Instr
 from lpu_arch.vxm import VXM_FIELDS, identity_tables
 
-from .compile_ffn import CompileError, FfnPlan, Manifest, vector_bytes, x_image
+from .compile_ffn import CompileError, FfnPlan, Manifest, _pad, vector_bytes, x_image
 from .numerics import FfnSpec, NumericsError, ffn_int
 from .program import Program
 
@@ -62,9 +62,7 @@ class ResidentLayer:
         integer FFN at the compiler's cycles."""
         L = self.lanes
         y = ffn_int(self.spec, np.atleast_2d(np.asarray(x_int8, np.int64)))
-        Hp = self.manifest.padded[0]
-        yp = np.zeros((y.shape[0], Hp), np.int64)
-        yp[:, :y.shape[1]] = y
+        yp = _pad(y, (y.shape[0], self.manifest.padded[0]))
         return sorted(((self.write_cycles[(b, j)], m, a, vector_bytes(yp[b], j, L))
                        for (b, j), (m, a) in self.manifest.outputs.items()),
                       key=lambda w: (w[0], self.program.config.position(w[1])))

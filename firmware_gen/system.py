@@ -199,16 +199,12 @@ class SystemScheduler:
         (r, st_in), (w, st_out) = got, rgot
         who = f"tile {src} {sm}[{sa}] -> tile {dst} {dm}[{da}]"
         read, recv = Instr.read(st_in, d_in, sa), Instr.compute(Op.RECV, st_out, d_out, link=rlink)
-        rs.take_slot(sm, r, who)
-        rs.take_slot(cs, s, who)
+        send, write = Instr.compute(Op.SEND, st_in, d_in, link=link), Instr.write(st_out, d_out, da)
+        for tile, name, c, ins in ((src, sm, r, read), (src, cs, s, send), (dst, cr, v, recv), (dst, dm, w, write)):
+            self.res[tile].take_slot(name, c, who)
+            self.timed[tile][name].append((c, ins))
         rs.take_drives(sm, r, read, pos(cs), who)
-        rr.take_slot(cr, v, who)
-        rr.take_slot(dm, w, who)
         rr.take_drives(cr, v, recv, pos(dm), who)
-        self.timed[src][sm].append((r, read))
-        self.timed[src][cs].append((s, Instr.compute(Op.SEND, st_in, d_in, link=link)))
-        self.timed[dst][cr].append((v, recv))
-        self.timed[dst][dm].append((w, Instr.write(st_out, d_out, da)))
         self.book.take_send(src, link, s)
         self.book.take_recv(dst, rlink, s, v)
         vec = self.value[src][sm][sa].copy()

@@ -80,12 +80,7 @@ def tray_config(cfg: TileConfig, tiles: int) -> TileConfig:
 
 def _split(n: int, parts: int) -> list[list[int]]:
     """0..n-1 in ``parts`` contiguous runs, the first ones one longer."""
-    out, start = [], 0
-    for p in range(parts):
-        size = n // parts + (p < n % parts)
-        out.append(list(range(start, start + size)))
-        start += size
-    return out
+    return [run.tolist() for run in np.array_split(np.arange(n), parts)]
 
 
 def tray_parts(probe: FfnPlan, tiles: int, rotate: int = 0) -> tuple[list, list]:
