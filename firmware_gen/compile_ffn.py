@@ -384,11 +384,10 @@ class FfnPlan:
         """Copy x into both MXMs' x slots: slot ``k*B + b`` holds block k of column b.
         Block k is stored in the hemisphere's weight slice ``k % n``, so that reading x
         holds back no slice's first weight rows for more than a few cycles."""
-        B = self.B
         for side in SIDES:
             for k in range(self.KH):
                 src = self.mem(side, k % self.n)
-                for b in range(B):
+                for b in range(self.B):
                     slot, addr = self.x_slot(k, b), self.alloc(src, 1)
                     self.memory[src][addr] = self.x[b, k * self.cfg.lanes:(k + 1) * self.cfg.lanes] & 0xFF
                     self.x_rows.append((src, addr, k, b))
@@ -461,9 +460,7 @@ class FfnPlan:
             return self.n
         reach = lambda t: sum(1 for x in leads if x <= t)       # slices whose chunk-0 READ is on or after 0
         swap = lambda t: t + lw_cycles(rows, reach(t)) if reach(t) else 1 << 62
-        if any(swap(t) < swap(t_s) for t in range(t_s + 1, leads[-1] + 1)):
-            return 0
-        return reach(t_s)
+        return 0 if any(swap(t) < swap(t_s) for t in range(t_s + 1, leads[-1] + 1)) else reach(t_s)
 
     def _window_ok(self, side, t_s, n, rows):
         """Can the weight slices of ``side``'s hemisphere feed a block starting on ``t_s``
@@ -607,10 +604,9 @@ class FfnPlan:
         """VOP result (y) to the nearest MEM slice with a free write slot, preferring one
         whose weight reads are over (:meth:`_reads_ahead`); returns (flags, slice, cycle,
         dir) or None."""
-        s = self.lx_stream
         # A stable sort: nearest first among the slices done reading, then among the others.
         for flag, m, t_w, d in sorted(self._mems_near_vxm(t_vop, "EW"), key=lambda c: self._reads_ahead(c[1], c[2])):
-            vop = Instr.vop(0, EAST, 0, s, flag)
+            vop = Instr.vop(0, EAST, 0, self.lx_stream, flag)
             if self.res.slot_free(m, t_w) and self.res.drives_free("VXM", t_vop, vop, self.pos(m)):
                 if not dry:
                     self.res.take_slot(m, t_w, who + " WRITE")
@@ -635,8 +631,7 @@ class FfnPlan:
         return w[i * L:(i + 1) * L, k * L:(k + 1) * L]
 
     def rows(self, a, i):
-        L = self.cfg.lanes
-        return a[i * L:(i + 1) * L]
+        return a[i * self.cfg.lanes:(i + 1) * self.cfg.lanes]
 
     def x_slot(self, k, b):
         return k * self.B + b
@@ -652,23 +647,20 @@ class FfnPlan:
 
     def phase1(self):
         """W1 (and W3) for this tile's intermediate blocks: h into both MXMs' x slots."""
-        p, KH, blk, rows = self.p, self.KH, self.blk, self.rows
+        p, blk, rows = self.p, self.blk, self.rows
         m1, s1 = p.rq1
-        if p.kind == "swiglu":
-            m3, s3 = p.rq3
-            mc, sc = (np.broadcast_to(np.asarray(v, np.int64), (1,))[0] for v in p.rq_mul)
-            for i in self.i_blocks:
+        for n, i in enumerate(self.i_blocks):
+            if p.kind == "swiglu":          # W1 on MXM_W and W3 on MXM_E in lockstep; the VOP gates
+                m3, s3 = p.rq3
+                mc, sc = (np.broadcast_to(np.asarray(v, np.int64), (1,))[0] for v in p.rq_mul)
                 e = self.new_param(m_a=rows(m1, i), s_a=rows(s1, i), m_b=rows(m3, i), s_b=rows(s3, i),
                                    m_c=mc, s_c=sc)
-                for k in range(KH):
-                    self._phase1_block(("MXM_W", "MXM_E"), (blk(p.W1, i, k), blk(p.W3, i, k)), i, k, e,
-                                       VopFlag.TABLE | VopFlag.GATE)
-        else:
-            for n, i in enumerate(self.i_blocks):
-                side = SIDES[n % 2]
+                sides, ws, vflags = SIDES, (p.W1, p.W3), VopFlag.TABLE | VopFlag.GATE
+            else:                           # W1's blocks alternate between the MXMs
                 e = self.new_param(bias_a=rows(p.b1, i), m_a=rows(m1, i), s_a=rows(s1, i))
-                for k in range(KH):
-                    self._phase1_block((side,), (blk(p.W1, i, k),), i, k, e, VopFlag.TABLE)
+                sides, ws, vflags = (SIDES[n % 2],), (p.W1,), VopFlag.TABLE
+            for k in range(self.KH):
+                self._phase1_block(sides, tuple(blk(w, i, k) for w in ws), i, k, e, vflags)
 
     def phase2(self, i_order):
         """W2 for this tile's output blocks, accumulating over the h blocks in ``i_order``.
@@ -690,7 +682,7 @@ class FfnPlan:
                 for side, j in (("MXM_W", js[jl]), ("MXM_E", js[half + jl])):
                     self._phase2_block((side,), (blk(p.W2, j, i),), (i, i), j, jl, params[j],
                                        first=n == 0, last=n == len(i_order) - 1)
-            if odd is not None and n % 2 == 1 or (odd is not None and n == len(i_order) - 1 and n % 2 == 0):
+            if odd is not None and (n % 2 == 1 or n == len(i_order) - 1):
                 q = n // 2
                 ia, ib = pairs[q]
                 wb = blk(p.W2, odd, ib) if ib is not None else zero

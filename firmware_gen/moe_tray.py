@@ -275,7 +275,6 @@ class MoeTray:
             raise MoeError(f"{n_local} experts per tile and the shared expert need {n_local + 1} activation tables "
                            f"per tile; the VXM has vxm_tables = {cfg.vxm_tables}")
         self.registers = {(b, j): (1 + 2 * (b * c + j), 2 + 2 * (b * c + j)) for b in range(T) for j in range(c)}
-        self.slot_plans, self.layouts = {}, []
         try:
             self._plan()
         except NumericsError as e:
@@ -517,15 +516,13 @@ class MoeTray:
     def predicted_busy(self, assignment: dict) -> list[dict]:
         """Per tile, the busy counters one round reads: every slice's issues, minus those of
         the slots left off (a skipped READ or VOP is not counted)."""
-        out = []
-        for t, f in enumerate(self.hosts):
-            b = dict(f.res.busy())
-            for (tt, tok, j), sp in self.slot_plans.items():
-                if tt == t and (t, tok, j) not in assignment:
-                    for name in [*self.cfg.mem_names, "VXM"]:
-                        if b.get(name):
-                            b[name] -= _skippable(sp, name)
-            out.append(b)
+        out = [dict(f.res.busy()) for f in self.hosts]
+        for (t, tok, j), sp in self.slot_plans.items():
+            if (t, tok, j) not in assignment:
+                for name in [*self.cfg.mem_names, "VXM"]:
+                    if out[t].get(name):      # the slot's issues that name its base registers skip
+                        reg = sp.v_reg if name == "VXM" else sp.w_reg
+                        out[t][name] -= sum(1 for _, ins in sp.timed[name] if getattr(ins, "base", 0) == reg)
         return out
 
     def outputs(self, assignment: dict, memories: list) -> tuple[dict, np.ndarray]:
@@ -549,12 +546,6 @@ class MoeTray:
                     out[b, blk * L:(blk + 1) * L] = np.asarray(memories[t][m][a], np.uint8).astype(byte)
             shared = out[:, :H].astype(byte)
         return routed, shared
-
-
-def _skippable(sp: ExpertSlot, name: str) -> int:
-    """Issues on ``name`` of slot plan ``sp`` that name its base registers (they skip when off)."""
-    reg = sp.v_reg if name == "VXM" else sp.w_reg
-    return sum(1 for _, ins in sp.timed[name] if getattr(ins, "base", 0) == reg)
 
 
 def compile_moe(spec: MoeSpec, x, cfg: TileConfig | None = None, tiles: int = 8, capacity: int | None = None,

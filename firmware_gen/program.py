@@ -12,8 +12,7 @@ import json
 import numpy as np
 
 from lpu_arch.config import TileConfig
-from lpu_arch.isa import DATA_OPS, SLICE_OPS, Instr, IsaError, MMFlag, Op
-from lpu_arch.isa import BASE_OPS
+from lpu_arch.isa import BASE_OPS, DATA_OPS, SLICE_OPS, Instr, IsaError, MMFlag, Op
 from lpu_arch.vxm import IDENTITY, PARAM_FIELDS, TABLE_SIZE, VXM_FIELDS, identity_tables
 
 

@@ -193,6 +193,5 @@ def run_layer(model: ResidentModel, layer: int, x_int8, memory: dict | None = No
     for m, rows in ly.x_image(x_int8).items():
         for a, v in rows.items():
             mem[m][a] = v
-    prog = Program(model.config, ly.program.queues, mem, model.vxm_params, model.table)
-    res = archmodel.run(prog)
+    res = archmodel.run(Program(model.config, ly.program.queues, mem, model.vxm_params, model.table))
     return res, ly.y_from(res.memory)

@@ -282,11 +282,10 @@ class _Tray:
             fu.res.take_drives(cr, v, recv, pos(side), who)
             ways = {side: d_rx}
             st_out = st_rx
-        else:                              # through the SXM, which drives it both ways
+        else:                              # through the SXM, which drives it both ways (to both MXMs)
             t_sx = v + C2C_LATENCY + 1
-            ways = {side: d for side, d in (("MXM_W", WEST), ("MXM_E", EAST)) if side in arrive}
-            out = (SxmFlag.OUT_W if "MXM_W" in ways else 0) | (SxmFlag.OUT_E if "MXM_E" in ways else 0)
-            shift = Instr.compute(Op.SHIFT, st_rx, d_rx, k=0, out=st_out, flags=out)
+            ways = {"MXM_W": WEST, "MXM_E": EAST}
+            shift = Instr.compute(Op.SHIFT, st_rx, d_rx, k=0, out=st_out, flags=SxmFlag.OUT_W | SxmFlag.OUT_E)
             fu.res.take_drives(cr, v, recv, pos(sx), who)
             fu.res.take_slot(sx, t_sx, who)
             fu.res.take_drives(sx, t_sx, shift, {d: pos(side) for side, d in ways.items()}, who)
@@ -325,7 +324,7 @@ class _Tray:
             return None
         for st in self.spare:
             if all(fu.res.stream_free(d, st, pos(sx), pos(side), t_sx + SXM_LATENCY)
-                   for side, d in (("MXM_W", WEST), ("MXM_E", EAST)) if side in sides):
+                   for side, d in (("MXM_W", WEST), ("MXM_E", EAST))):
                 return sx, d_rx, st_rx, st, arrive
         return None
 
