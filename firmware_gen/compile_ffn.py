@@ -594,11 +594,8 @@ class FfnPlan:
         if without stalls)?  A write there would push one of those reads, and its block,
         back."""
         side = "MXM_" + m[4]
-        left = self.blocks_left.get(side, 0)
-        if left <= 0:
-            return False
         start = self.load_end[side] - read_lead(self.cfg, m, side)
-        return start <= t_w < start + left * self.chunks
+        return start <= t_w < start + self.blocks_left[side] * self.chunks     # (none left: never)
 
     def y_to_mem(self, t_vop, dry, who):
         """VOP result (y) to the nearest MEM slice with a free write slot, preferring one

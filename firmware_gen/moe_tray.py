@@ -401,7 +401,7 @@ class MoeTray:
         for st in self.slot_trays:
             st.phase2()
         spec, L = self.spec, self.cfg.lanes
-        for t, (f, lay, tpl) in enumerate(zip(self.hosts, self.layouts, self.templates)):
+        for f, lay, tpl in zip(self.hosts, self.layouts, self.templates):
             for le, e in enumerate(lay.experts):
                 p = padded_spec(spec.experts[e], L)
                 for (ident, row, m), rel in tpl.rel.items():
@@ -542,7 +542,7 @@ class MoeTray:
         if self.spec.shared:
             out = np.zeros((self.T, self.hosts[0].Hp), np.int64)
             for t, f in enumerate(self.hosts):
-                for (b, blk), (m, a) in ((k, v[:2]) for k, v in f.outputs.items()):
+                for (b, blk), (m, a, _) in f.outputs.items():
                     out[b, blk * L:(blk + 1) * L] = np.asarray(memories[t][m][a], np.uint8).astype(byte)
             shared = out[:, :H].astype(byte)
         return routed, shared
