@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -132,10 +133,6 @@ class CheckError(ValueError):
                          + "\n".join(f"  {p}" for p in problems[:20]) + more)
 
 
-def _sname(d: int, s: int) -> str:
-    return f"{DIR_NAMES[d]}{s}"
-
-
 def _cycles(cs) -> str:
     lo, hi = min(cs), max(cs)
     return f"cycle {lo}" if lo == hi else f"cycles {lo}..{hi}"
@@ -161,20 +158,22 @@ class _Issued:
                 tl, _ = expand(q)
             except ModelError:          # REPEAT before any data instruction: _validate names it
                 tl = []
-            idx = []
-            for t, ins in tl:
-                idx.append(len(self.insts))
-                self.insts.append((name, t, ins))
-            self.by_slice[name] = idx
+            self.by_slice[name] = list(range(len(self.insts), len(self.insts) + len(tl)))
+            self.insts += [(name, t, ins) for t, ins in tl]
 
     def describe(self, i: int) -> str:
         name, t, ins = self.insts[i]
         return f"{self.pre}{name} '{ins}' (issued on cycle {t})"
 
+    def problem(self, rule: str, message: str, i: int, *also: str) -> Problem:
+        """A :class:`Problem` of instruction ``i`` (its queue, then the slices ``also``), at
+        its position and issue cycle."""
+        name, t, _ = self.insts[i]
+        return Problem(rule, message, (name, *also), None, self.cfg.position(name), t, self.tile)
 
-def _validate(program: Program, tile, problems) -> None:
+
+def _validate(program: Program, iss: _Issued, problems) -> None:
     """``Program.validate`` queue by queue, so that every bad queue is named."""
-    pre = "" if tile is None else f"tile {tile} "
     for name, q in program.queues.items():
         one = copy.copy(program)
         one.queues = {name: q}
@@ -182,7 +181,7 @@ def _validate(program: Program, tile, problems) -> None:
             one.validate()
         except (ProgramError, IsaError, ConfigError, ModelError) as e:
             pos = program.config.position(name) if name in program.config.queue_names else None
-            problems.append(Problem(PROGRAM, f"{pre}{e}", (name,), position=pos, tile=tile))
+            problems.append(Problem(PROGRAM, f"{iss.pre}{e}", (name,), position=pos, tile=iss.tile))
 
 
 def _streams_check(iss: _Issued, problems) -> None:
@@ -212,25 +211,17 @@ def _streams_check(iss: _Issued, problems) -> None:
     agg: dict[tuple, dict] = {}
 
     def note(rule, key, slices, stream, p, t, src=None):
-        g = agg.get(key)
-        if g is None:
-            g = agg[key] = {"rule": rule, "slices": slices, "at": [], "key": key, "src": []}
+        g = agg.setdefault(key, {"rule": rule, "slices": slices, "at": [], "key": key, "src": []})
         g["at"].append((t, p, stream))
         if src is not None:
             g["src"].append(src)
 
     for key in set(drives) | set(reads):
-        d, s = key[0], key[1]
-        sn = _sname(d, s)
-        drv = sorted(drives.get(key, ()))
+        sn = f"{DIR_NAMES[key[0]]}{key[1]}"            # the stream's name, e.g. E0
         # groups of drivers at one position (more than one there is a double drive)
-        us, groups = [], []
-        for u, p, t, i in drv:
-            if us and us[-1] == u:
-                groups[-1].append((p, t, i))
-            else:
-                us.append(u)
-                groups.append([(p, t, i)])
+        drv = sorted(drives.get(key, ()))
+        by_u = [(u, [x[1:] for x in g]) for u, g in itertools.groupby(drv, key=lambda x: x[0])]
+        us, groups = [u for u, _ in by_u], [g for _, g in by_u]
         read_by = [False] * len(groups)
         for u, p, t, i in reads.get(key, ()):
             g = bisect.bisect_left(us, u) - 1          # nearest driver strictly upstream
@@ -274,7 +265,6 @@ def _mxm_check(iss: _Issued, problems) -> None:
     for loader, name in cfg.LOADERS.items():
         if name not in iss.by_slice:
             continue
-        p = cfg.position(name)
         acc_ok, slot_ok, prev_start, prev_end, last_lw = set(), set(), -1, -1, None
         # The MXM's MMs and its loader's LWs and LXs in issue order; in one cycle the MM
         # reads the x slot before the LX writes it.
@@ -302,7 +292,7 @@ def _mxm_check(iss: _Issued, problems) -> None:
                     msg = f"{iss.describe(i)} accumulates into row {acc} before any MM without ACC wrote it"
                 acc_ok.add(acc)
             if msg:
-                problems.append(Problem(MXM_STATE, msg, (iss.insts[i][0],), None, p, t, iss.tile))
+                problems.append(iss.problem(MXM_STATE, msg, i))
 
 
 def _sends_recvs(iss: _Issued):
@@ -326,11 +316,10 @@ def _overrun_check(iss: _Issued, sends, problems) -> None:
     for link, lst in sorted(sends.items()):
         for (t0, a), (t1, b) in zip(lst, lst[1:]):
             if t1 < t0 + F:
-                name = iss.insts[b][0]
-                problems.append(Problem(
+                problems.append(iss.problem(
                     LINK_OVERRUN, f"{iss.describe(b)} sends on link {link} while {iss.describe(a)} is still being "
                     f"sent ({F} flits, one per cycle: the next SEND on cycle {t0 + F} at the earliest)",
-                    (name, iss.insts[a][0]), None, iss.cfg.position(name), t1, iss.tile))
+                    b, iss.insts[a][0]))
 
 
 def _order(problems: list[Problem]) -> list[Problem]:
@@ -340,8 +329,8 @@ def _order(problems: list[Problem]) -> list[Problem]:
 
 def _tile_problems(program: Program, tile):
     problems: list[Problem] = []
-    _validate(program, tile, problems)
     iss = _Issued(program, tile)
+    _validate(program, iss, problems)
     _streams_check(iss, problems)
     _mxm_check(iss, problems)
     sends, recvs = _sends_recvs(iss)
@@ -361,12 +350,9 @@ def check_system(programs: list[Program], peer, min_distance: int | None = None)
     ``link`` is received (``Topology(n).peer``; the same callable ``archmodel.run_system``
     takes).  ``min_distance``: fewest cycles from a SEND to its RECV (default
     ``c2c.min_distance`` of tile 0's configuration)."""
-    problems: list[Problem] = []
-    per = []
-    for k, prog in enumerate(programs):
-        pr, iss, sends, recvs = _tile_problems(prog, k)
-        problems += pr
-        per.append((iss, sends, recvs))
+    tiles = [_tile_problems(prog, k) for k, prog in enumerate(programs)]
+    problems = [p for pr, *_ in tiles for p in pr]
+    per = [(iss, sends, recvs) for _, iss, sends, recvs in tiles]
     if programs and min_distance is None:
         cfg0 = programs[0].config
         min_distance = c2c.min_distance(cfg0) if cfg0.links else 0
@@ -377,17 +363,15 @@ def check_system(programs: list[Program], peer, min_distance: int | None = None)
                 dst, dlink = peer(k, link)
                 per[dst]
             except (ConfigError, IndexError, KeyError, ValueError) as e:
-                t, i = sl[0]
-                problems.append(Problem(LINK_UNMATCHED, f"{iss.describe(i)} sends on link {link}, which leads to no "
-                                        f"tile of the system ({e})", (iss.insts[i][0],), None,
-                                        iss.cfg.position(iss.insts[i][0]), t, k))
+                _, i = sl[0]
+                problems.append(iss.problem(LINK_UNMATCHED, f"{iss.describe(i)} sends on link {link}, which "
+                                            f"leads to no tile of the system ({e})", i))
                 continue
             if (dst, dlink) in matched:
                 continue
             matched.add((dst, dlink))
             riss, _, rrecvs = per[dst]
-            rl = rrecvs.get(dlink, [])
-            _pair(k, link, iss, sl, dst, dlink, riss, rl, min_distance, problems)
+            _pair(k, link, iss, sl, dst, dlink, riss, rrecvs.get(dlink, []), min_distance, problems)
     for k, (iss, _, recvs) in enumerate(per):
         for link, rl in sorted(recvs.items()):
             if (k, link) not in matched:
@@ -401,39 +385,32 @@ def _pair(src, link, siss, sl, dst, dlink, riss, rl, min_distance, problems) -> 
     whence = f"link {link} of tile {src}"
     for n, ((ts, a), (tr, b)) in enumerate(zip(sl, rl)):
         if tr < ts + min_distance:
-            problems.append(Problem(
+            problems.append(riss.problem(
                 LINK_EARLY, f"{riss.describe(b)} receives vector {n} of {whence} on cycle {tr}, but "
                 f"{siss.describe(a)} sent it on cycle {ts}: it cannot arrive before cycle {ts + min_distance} "
-                f"(SEND-to-RECV distance {min_distance}); the RECV would underflow",
-                (riss.insts[b][0], siss.insts[a][0]), None, riss.cfg.position(riss.insts[b][0]), tr, dst))
+                f"(SEND-to-RECV distance {min_distance}); the RECV would underflow", b, siss.insts[a][0]))
     for ts, a in sl[len(rl):]:
-        problems.append(Problem(
+        problems.append(siss.problem(
             LINK_UNMATCHED, f"{siss.describe(a)} sends a vector on link {link} that no RECV on tile {dst} link "
-            f"{dlink} takes ({len(sl)} sent, {len(rl)} received there)",
-            (siss.insts[a][0],), None, siss.cfg.position(siss.insts[a][0]), ts, src))
+            f"{dlink} takes ({len(sl)} sent, {len(rl)} received there)", a))
     for tr, b in rl[len(sl):]:
         why = (f"{len(sl)} sent on {whence}, {len(rl)} received" if src is not None
                else "no tile sends on the link that leads here")
-        problems.append(Problem(
+        problems.append(riss.problem(
             LINK_UNMATCHED, f"{riss.describe(b)} receives on link {dlink} a vector nothing sends ({why}): "
-            "the RECV would underflow",
-            (riss.insts[b][0],), None, riss.cfg.position(riss.insts[b][0]), tr, dst))
-    # Receive buffer: a vector counts from its SEND to its RECV (inclusive).
+            "the RECV would underflow", b))
+    # Receive buffer: a vector counts from its SEND to its RECV (inclusive: on one cycle,
+    # the SENDs count before the RECVs).
     depth = riss.cfg.rx_depth
     spans = [(ts, tr) for (ts, _), (tr, _) in zip(sl, rl)]
-    events = sorted([(s, 0) for s, _ in spans] + [(r, 1) for _, r in spans])     # starts before ends on a cycle
-    level = 0
-    for c, kind in events:
-        if kind == 0:
-            level += 1
-            if level > depth:
-                problems.append(Problem(
-                    LINK_OVERFLOW, f"tile {dst} link {dlink} ({rname}) may hold {level} vectors on cycle {c}, more "
-                    f"than its receive buffer's {depth} (vectors sent on {whence} and not yet received)",
-                    (rname,), None, riss.cfg.position(rname), c, dst))
-                break
-        else:
-            level -= 1
+    events = sorted([(s, 0, 1) for s, _ in spans] + [(r, 1, -1) for _, r in spans])
+    for (c, _, _), level in zip(events, itertools.accumulate(step for *_, step in events)):
+        if level > depth:
+            problems.append(Problem(
+                LINK_OVERFLOW, f"tile {dst} link {dlink} ({rname}) may hold {level} vectors on cycle {c}, more "
+                f"than its receive buffer's {depth} (vectors sent on {whence} and not yet received)",
+                (rname,), None, riss.cfg.position(rname), c, dst))
+            break
 
 
 def require_clean(program: Program) -> Program:

@@ -24,6 +24,7 @@ Dataflow (``docs/compiler.md`` explains it with the timing):
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from dataclasses import dataclass, field
@@ -149,14 +150,8 @@ def last_arrival(leads, rows: int) -> int:
     """The earliest cycle by which ``rows`` vectors can have reached an MXM from MEM slices
     whose READs arrive there ``leads`` cycles after issue, each slice reading one vector a
     cycle from cycle 0: the least A with sum(max(0, A - lead + 1)) >= rows."""
-    lo, hi = 0, max(leads) + rows
-    while lo < hi:
-        a = (lo + hi) // 2
-        if sum(max(0, a - x + 1) for x in leads) >= rows:
-            hi = a
-        else:
-            lo = a + 1
-    return lo
+    reached = lambda a: sum(max(0, a - x + 1) for x in leads)      # vectors arrived by cycle a
+    return bisect.bisect_left(range(max(leads) + rows), rows, key=reached)
 
 
 def weight_streams(cfg: TileConfig) -> int:
@@ -240,11 +235,14 @@ def x_image(x_rows: list, x_int8, lanes: int, H: int) -> dict:
     x = np.atleast_2d(np.asarray(x_int8, np.int64))
     out = {}
     for m, a, k, b in x_rows:
-        v = np.zeros(lanes, np.int64)
-        part = x[b, k * lanes:min((k + 1) * lanes, H)]
-        v[:len(part)] = part
+        v = _pad(x[b, k * lanes:min((k + 1) * lanes, H)], (lanes,))
         out.setdefault(m, {})[a] = [int(u) & 0xFF for u in v]
     return out
+
+
+def vector_bytes(a, j: int, lanes: int) -> tuple:
+    """Block ``j`` (lanes ``j*lanes`` on) of integer vector ``a`` as bytes, a predicted write's data."""
+    return tuple(int(v) & 0xFF for v in a[j * lanes:(j + 1) * lanes])
 
 
 class FfnPlan:
@@ -266,6 +264,7 @@ class FfnPlan:
     h_route
         An :class:`HRoute`: where h goes besides the local MXMs (default: nowhere).
     """
+    v_reg = 0              # the VOPs' base register: the constant 0 (an MoE slot's own, moe_tray.ExpertSlot)
 
     def __init__(self, cfg: TileConfig, spec: FfnSpec, x, i_blocks=None, j_blocks=None, h_route=None):
         self.cfg, self.spec = cfg, spec
@@ -319,7 +318,6 @@ class FfnPlan:
         self.last_mm = {s: -1 for s in SIDES}
         self.blocks_left = dict(zip(SIDES, self._jobs_per_side()))   # weight blocks each MXM has yet to load
         self.mm_count = 0
-        self.writes: list[PredictedWrite] = []
         self.outputs = {}
         self._check_capacity()
 
@@ -331,16 +329,13 @@ class FfnPlan:
         """The loader queue of MXM ``side`` (its LWs and LXs)."""
         return self.cfg.loader(side)
 
-    def hemi(self, side):
-        return "W" if side == "MXM_W" else "E"
-
     def in_dir(self, side):
         """Direction of the streams flowing into the MXM on ``side`` from its hemisphere's
         MEM slices (towards the edge in the edge layout, towards the VXM in the center one)."""
         return WEST if self.pos(side) < self.pos(self.mem(side, 0)) else EAST
 
     def mem(self, side, j):
-        return f"MEM_{self.hemi(side)}{j}"
+        return f"MEM_{side[-1]}{j}"          # MXM_W's hemisphere is MEM_W*, MXM_E's MEM_E*
 
     def emit(self, name, cycle, instr):
         self.timed[name].append((cycle, instr))
@@ -389,11 +384,10 @@ class FfnPlan:
         """Copy x into both MXMs' x slots: slot ``k*B + b`` holds block k of column b.
         Block k is stored in the hemisphere's weight slice ``k % n``, so that reading x
         holds back no slice's first weight rows for more than a few cycles."""
-        B = self.B
         for side in SIDES:
             for k in range(self.KH):
                 src = self.mem(side, k % self.n)
-                for b in range(B):
+                for b in range(self.B):
                     slot, addr = self.x_slot(k, b), self.alloc(src, 1)
                     self.memory[src][addr] = self.x[b, k * self.cfg.lanes:(k + 1) * self.cfg.lanes] & 0xFF
                     self.x_rows.append((src, addr, k, b))
@@ -444,16 +438,16 @@ class FfnPlan:
             feed = self._feeds[(side, n)] = [(m, lead(m)) for m in mems]
         return feed
 
-    def _window(self, side, t_s, n=None, rows=None):
+    def _window(self, side, t_s, n, rows):
         """The READs that feed ``side``'s LW of a block starting on ``t_s`` with ``n`` rows
-        per cycle (default :attr:`n`) of its first ``rows`` rows (default: all lanes):
+        per cycle of its first ``rows`` rows:
         (chunk, stream j, MEM slice, READ cycle); row ``c*n + j`` comes from stream j's
         slice (:meth:`_feed`), stream by stream."""
         for j, m, cycles in self._window_runs(side, t_s, n, rows):
             for c, r in enumerate(cycles):
                 yield c, j, m, r
 
-    def _ramp_n(self, side, t_s, rows=None):
+    def _ramp_n(self, side, t_s, rows):
         """Rows per cycle for a block starting on ``t_s``: :attr:`n`, or early in the program,
         while the farther slices' READs would fall before cycle 0, the slices near enough
         (a *ramp*: the first blocks load from fewer, nearer slices over more cycles, so
@@ -464,31 +458,27 @@ class FfnPlan:
             leads = self._leads[side] = sorted(lead for _, lead in self._feed(side, self.n))
         if not self.ramp or t_s >= leads[-1]:
             return self.n
-        R = rows or self.cfg.lanes
         reach = lambda t: sum(1 for x in leads if x <= t)       # slices whose chunk-0 READ is on or after 0
-        swap = lambda t: t + lw_cycles(R, reach(t)) if reach(t) else 1 << 62
-        if any(swap(t) < swap(t_s) for t in range(t_s + 1, leads[-1] + 1)):
-            return 0
-        return reach(t_s)
+        swap = lambda t: t + lw_cycles(rows, reach(t)) if reach(t) else 1 << 62
+        return 0 if any(swap(t) < swap(t_s) for t in range(t_s + 1, leads[-1] + 1)) else reach(t_s)
 
-    def _window_ok(self, side, t_s, n=None, rows=None):
+    def _window_ok(self, side, t_s, n, rows):
         """Can the weight slices of ``side``'s hemisphere feed a block starting on ``t_s``
         with ``n`` rows per cycle (its first ``rows`` rows)?"""
         d, to = self.in_dir(side), self.pos(side)
         return all(self.res.run_free(m, cycles, _read_probe(j, d), to)
                    for j, m, cycles in self._window_runs(side, t_s, n, rows))
 
-    def _window_runs(self, side, t_s, n=None, rows=None):
+    def _window_runs(self, side, t_s, n, rows):
         """The READs of :meth:`_window` by stream: (stream j, its MEM slice, the cycles of
         its READs, chunk c on the c-th); the last chunk is partial when n does not divide
-        the rows (default: all lanes)."""
-        n, R = n or self.n, rows or self.cfg.lanes
-        return [(j, m, [t_s + c - lead for c in range(len(range(j, R, n)))])
-                for j, (m, lead) in enumerate(self._feed(side, n)) if j < R]
+        the rows."""
+        return [(j, m, [t_s + c - lead for c in range(len(range(j, rows, n)))])
+                for j, (m, lead) in enumerate(self._feed(side, n)) if j < rows]
 
-    def _take_window(self, side, t_s, block, who, n=None, rows=None):
-        d, to, n = self.in_dir(side), self.pos(side), n or self.n
-        rows = (np.asarray(block, np.int64) & 0xFF)[:rows or self.cfg.lanes]
+    def _take_window(self, side, t_s, block, who, n, rows):
+        d, to = self.in_dir(side), self.pos(side)
+        rows = (np.asarray(block, np.int64) & 0xFF)[:rows]
         for j, m, cycles in self._window_runs(side, t_s, n, len(rows)):
             read = _read_probe(j, d)
             self.res.take_run(m, cycles, read, to, who)
@@ -497,48 +487,49 @@ class FfnPlan:
             for c, r in enumerate(cycles):
                 self.emit(m, r, read.with_addr(addr + c))      # a checked READ; alloc keeps addr < mem_depth
 
-    def place_blocks(self, sides, blocks, mms, on_emit, label, rows=None):
+    def place_blocks(self, sides, blocks, mms, on_emit, label, rows):
         """Load ``blocks[i]`` into ``sides[i]`` (lockstep when two; their first ``rows``
-        rows, default all: :meth:`block_rows`) and issue its MMs.
+        rows: :meth:`block_rows`) and issue its MMs.
 
-        ``mms`` is a list of (slot, acc, flags) for every MXM alike; ``on_emit(t, b)``
-        places what follows an EMIT on cycle t for MM number b and returns False if it
-        cannot on that cycle."""
+        ``mms`` is a list of (slot, acc, flags) for every MXM alike; ``on_emit(t_vop, b)``
+        places what follows the EMIT of MM number b from its VOP on cycle t_vop (whose VXM
+        issue slot is free) and returns False if it cannot on that cycle."""
         # The fewest load cycles (all n streams): no start this early swaps in before the
         # previous block's last MM; a block with fewer streams swaps in later still.
-        R = rows or self.cfg.lanes
-        ch = lw_cycles(R, self.n)
+        ch = lw_cycles(rows, self.n)
         t_s = max(max(self.load_end[s], self.last_mm[s] + 1 - ch) for s in sides)
         while True:
-            n = min(self._ramp_n(s, t_s, R) for s in sides)
-            if n and all(self._window_ok(s, t_s, n, R) for s in sides):
-                lw_slot = max(self.loader_free[s] for s in sides)
-                lw_slot = max(lw_slot, t_s - DELAY_MAX)
+            n = min(self._ramp_n(s, t_s, rows) for s in sides)
+            if n and all(self._window_ok(s, t_s, n, rows) for s in sides):
+                lw_slot = max(t_s - DELAY_MAX, *(self.loader_free[s] for s in sides))
                 while lw_slot <= t_s and not all(self.res.slot_free(self.ldr(s), lw_slot) for s in sides):
                     lw_slot += 1
                 if lw_slot <= t_s:
                     break
             t_s += 1
-        swap = t_s + lw_cycles(R, n)
+        swap = t_s + lw_cycles(rows, n)
         for s, blk in zip(sides, blocks):
             who = f"{label} on {s}"
-            self._take_window(s, t_s, blk, who, n, R)
+            self._take_window(s, t_s, blk, who, n, rows)
             self.res.take_slot(self.ldr(s), lw_slot, who + " LW")
             self.emit(self.ldr(s), lw_slot, Instr.lw(0, self.in_dir(s), n, t_s - lw_slot,
-                                                     rows=0 if R == self.cfg.lanes else R))
+                                                     rows=0 if rows == self.cfg.lanes else rows))
             self.loader_free[s], self.load_end[s] = t_s, swap
             self.blocks_left[s] -= 1
         # MMs: from the swap on (the loader issues the next block's LW beside them).
         t = swap
         for b, (slot, acc, flags) in enumerate(mms):
+            ins = {s: Instr.mm(0, self.in_dir(s), acc=acc, slot=_slot(slot, s), flags=flags) for s in sides}
             # Beyond every reservation so far (and the latencies after it) nothing changes:
             # an MM that does not fit by then never will (a placement bug, named, not a hang).
             horizon = self.res.done_cycles() + 2 * self.cfg.positions + DELAY_MAX + 64
             while True:
                 ok = all(self.res.slot_free(s, t) and self.slot_ready[s].get(_slot(slot, s), 1 << 62) <= t
                          for s in sides)
-                if ok and flags & MMFlag.EMIT:
-                    ok = all(self._emit_free(s, t) for s in sides) and on_emit(t, b, dry=True)
+                if ok and flags & MMFlag.EMIT:        # its accumulator planes to the VXM, and what follows
+                    t_v = self.vop_cycle(sides[0], t)
+                    ok = (all(self.res.drives_free(s, t, ins[s], self.cfg.vxm_position) for s in sides)
+                          and self.res.slot_free("VXM", t_v) and on_emit(t_v, b, dry=True))
                 if ok:
                     break
                 t += 1
@@ -550,24 +541,14 @@ class FfnPlan:
             for s in sides:
                 who = f"{label} MM {b} on {s}"
                 self.res.take_slot(s, t, who)
-                out = 0
-                self.emit(s, t, Instr.mm(0, self.in_dir(s), acc=acc, slot=_slot(slot, s), out=out, flags=flags))
+                self.emit(s, t, ins[s])
                 if flags & MMFlag.EMIT:
-                    self._take_emit(s, t, who)
+                    self.res.take_drives(s, t, ins[s], self.cfg.vxm_position, who)
                 self.last_mm[s] = t
                 self.mm_count += 1
             if flags & MMFlag.EMIT:
-                on_emit(t, b, dry=False)
+                on_emit(self.vop_cycle(sides[0], t), b, dry=False)
             t += 1
-
-    def _emit_free(self, side, t):
-        """Are the streams an MM with EMIT (planes on streams 0..3) drives free to the VXM?"""
-        return self.res.drives_free(side, t, Instr.mm(0, self.in_dir(side), 0, flags=MMFlag.EMIT),
-                                    self.cfg.vxm_position)
-
-    def _take_emit(self, side, t, who):
-        self.res.take_drives(side, t, Instr.mm(0, self.in_dir(side), 0, flags=MMFlag.EMIT),
-                             self.cfg.vxm_position, who)
 
     def vop_cycle(self, side, t_mm):
         return t_mm + MXM_LATENCY + abs(self.cfg.vxm_position - self.pos(side))
@@ -613,20 +594,16 @@ class FfnPlan:
         if without stalls)?  A write there would push one of those reads, and its block,
         back."""
         side = "MXM_" + m[4]
-        left = self.blocks_left.get(side, 0)
-        if left <= 0:
-            return False
         start = self.load_end[side] - read_lead(self.cfg, m, side)
-        return start <= t_w < start + left * self.chunks
+        return start <= t_w < start + self.blocks_left[side] * self.chunks     # (none left: never)
 
     def y_to_mem(self, t_vop, dry, who):
         """VOP result (y) to the nearest MEM slice with a free write slot, preferring one
         whose weight reads are over (:meth:`_reads_ahead`); returns (flags, slice, cycle,
         dir) or None."""
-        s = self.lx_stream
         # A stable sort: nearest first among the slices done reading, then among the others.
         for flag, m, t_w, d in sorted(self._mems_near_vxm(t_vop, "EW"), key=lambda c: self._reads_ahead(c[1], c[2])):
-            vop = Instr.vop(0, EAST, 0, s, flag)
+            vop = Instr.vop(0, EAST, 0, self.lx_stream, flag)
             if self.res.slot_free(m, t_w) and self.res.drives_free("VXM", t_vop, vop, self.pos(m)):
                 if not dry:
                     self.res.take_slot(m, t_w, who + " WRITE")
@@ -636,11 +613,12 @@ class FfnPlan:
 
     def place_vop(self, t_vop, dir_a, param, flags, who):
         self.res.take_slot("VXM", t_vop, who)
-        self.emit("VXM", t_vop, Instr.vop(0, dir_a, param=param, out=self.lx_stream, flags=flags))
+        self.emit("VXM", t_vop, Instr.vop(0, dir_a, param=param, out=self.lx_stream, flags=flags, base=self.v_reg))
 
     # ---- the FFN ------------------------------------------------------------------------
-    def compile(self):
-        self.place_x()
+    def compile(self, place_x=True):
+        if place_x:
+            self.place_x()
         self.phase1()
         self.phase2(list(range(self.KI)))
         return self
@@ -650,8 +628,7 @@ class FfnPlan:
         return w[i * L:(i + 1) * L, k * L:(k + 1) * L]
 
     def rows(self, a, i):
-        L = self.cfg.lanes
-        return a[i * L:(i + 1) * L]
+        return a[i * self.cfg.lanes:(i + 1) * self.cfg.lanes]
 
     def x_slot(self, k, b):
         return k * self.B + b
@@ -660,30 +637,27 @@ class FfnPlan:
         return self.B * self.KH + i * self.B + b
 
     def block_rows(self, i):
-        """Rows to load of the W1/W3 blocks of intermediate block ``i``: None (all lanes),
-        or the FFN's real rows of a last block that I does not fill (:attr:`partial_rows`)."""
+        """Rows to load of the W1/W3 blocks of intermediate block ``i``: all lanes, or the
+        FFN's real rows of a last block that I does not fill (:attr:`partial_rows`)."""
         real = self.spec.I - i * self.cfg.lanes
-        return real if self.partial_rows and real < self.cfg.lanes else None
+        return real if self.partial_rows and real < self.cfg.lanes else self.cfg.lanes
 
     def phase1(self):
         """W1 (and W3) for this tile's intermediate blocks: h into both MXMs' x slots."""
-        p, KH, blk, rows = self.p, self.KH, self.blk, self.rows
+        p, blk, rows = self.p, self.blk, self.rows
         m1, s1 = p.rq1
-        if p.kind == "swiglu":
-            m3, s3 = p.rq3
-            mc, sc = (np.broadcast_to(np.asarray(v, np.int64), (1,))[0] for v in p.rq_mul)
-            for i in self.i_blocks:
+        for n, i in enumerate(self.i_blocks):
+            if p.kind == "swiglu":          # W1 on MXM_W and W3 on MXM_E in lockstep; the VOP gates
+                m3, s3 = p.rq3
+                mc, sc = (np.broadcast_to(np.asarray(v, np.int64), (1,))[0] for v in p.rq_mul)
                 e = self.new_param(m_a=rows(m1, i), s_a=rows(s1, i), m_b=rows(m3, i), s_b=rows(s3, i),
                                    m_c=mc, s_c=sc)
-                for k in range(KH):
-                    self._phase1_block(("MXM_W", "MXM_E"), (blk(p.W1, i, k), blk(p.W3, i, k)), i, k, e,
-                                       VopFlag.TABLE | VopFlag.GATE)
-        else:
-            for n, i in enumerate(self.i_blocks):
-                side = SIDES[n % 2]
+                sides, ws, vflags = SIDES, (p.W1, p.W3), VopFlag.TABLE | VopFlag.GATE
+            else:                           # W1's blocks alternate between the MXMs
                 e = self.new_param(bias_a=rows(p.b1, i), m_a=rows(m1, i), s_a=rows(s1, i))
-                for k in range(KH):
-                    self._phase1_block((side,), (blk(p.W1, i, k),), i, k, e, VopFlag.TABLE)
+                sides, ws, vflags = (SIDES[n % 2],), (p.W1,), VopFlag.TABLE
+            for k in range(self.KH):
+                self._phase1_block(sides, tuple(blk(w, i, k) for w in ws), i, k, e, vflags)
 
     def phase2(self, i_order):
         """W2 for this tile's output blocks, accumulating over the h blocks in ``i_order``.
@@ -705,7 +679,7 @@ class FfnPlan:
                 for side, j in (("MXM_W", js[jl]), ("MXM_E", js[half + jl])):
                     self._phase2_block((side,), (blk(p.W2, j, i),), (i, i), j, jl, params[j],
                                        first=n == 0, last=n == len(i_order) - 1)
-            if odd is not None and n % 2 == 1 or (odd is not None and n == len(i_order) - 1 and n % 2 == 0):
+            if odd is not None and (n % 2 == 1 or n == len(i_order) - 1):
                 q = n // 2
                 ia, ib = pairs[q]
                 wb = blk(p.W2, odd, ib) if ib is not None else zero
@@ -718,14 +692,9 @@ class FfnPlan:
         mms = [(self.x_slot(k, b), b, flags) for b in range(B)]
         dir_a = EAST if sides[0] == "MXM_W" else WEST
 
-        def on_emit(t, b, dry):
-            t_v = self.vop_cycle(sides[0], t)
+        def on_emit(t_v, b, dry):
             who = f"h block {i} col {b}"
-            if not self.res.slot_free("VXM", t_v):
-                return False
-            if not self.h_to_mxms(t_v, self.h_slot(i, b), True, who):
-                return False
-            if not self.h_route.fits(self, t_v, i, b):
+            if not (self.h_to_mxms(t_v, self.h_slot(i, b), True, who) and self.h_route.fits(self, t_v, i, b)):
                 return False
             if not dry:
                 self.h_route.take(self, t_v, i, b)
@@ -745,11 +714,8 @@ class FfnPlan:
         dir_a = EAST if sides[0] == "MXM_W" else WEST
         vflag = VopFlag.ADD if len(sides) == 2 else 0
 
-        def on_emit(t, b, dry):
-            t_v = self.vop_cycle(sides[0], t)
+        def on_emit(t_v, b, dry):
             who = f"y block {j} col {b}"
-            if not self.res.slot_free("VXM", t_v):
-                return False
             got = self.y_to_mem(t_v, dry, who)
             if got is None:
                 return False
@@ -761,7 +727,8 @@ class FfnPlan:
                 self.outputs[(b, j)] = (m, addr, t_w)
             return True
 
-        self.place_blocks(sides, blocks, mms, on_emit, f"W2 block ({j},{'+'.join(map(str, iis))})")
+        self.place_blocks(sides, blocks, mms, on_emit, f"W2 block ({j},{'+'.join(map(str, iis))})",
+                          self.cfg.lanes)
 
     # ---- lowering ------------------------------------------------------------------------
     def program(self, table=None) -> Program:
@@ -780,14 +747,12 @@ class FfnPlan:
         its cycle and value from the integer FFN, the totals, and the bounds of this tile's
         share (``1/tiles`` of the weights and MACs)."""
         cfg, L = self.cfg, self.cfg.lanes
-
-        def vec(a, b, j):
-            return tuple(int(v) & 0xFF for v in a[b, j * L:(j + 1) * L])
         y = ffn_int(self.p, self.x)
-        writes = [PredictedWrite(t_w, m, a, vec(y, b, j), j) for (b, j), (m, a, t_w) in self.outputs.items()]
+        writes = [PredictedWrite(t_w, m, a, vector_bytes(y[b], j, L), j)
+                  for (b, j), (m, a, t_w) in self.outputs.items()]
         if self.h_stored:
             h = ffn_hidden(self.p, self.x)
-            writes += [PredictedWrite(t_w, m, a, vec(h, b, i), -1 - i)
+            writes += [PredictedWrite(t_w, m, a, vector_bytes(h[b], i, L), -1 - i)
                        for (i, b), (m, a, t_w) in self.h_stored.items()]
         writes.sort(key=lambda w: (w.cycle, cfg.position(w.slice)))
         mats = 3 if self.spec.kind == "swiglu" else 2

@@ -172,9 +172,7 @@ def _tokens(x, H, name):
     x = np.asarray(x, dtype=np.float64)
     if x.ndim not in (1, 2) or x.shape[-1] != H:
         raise MoeError(f"{name} has shape {x.shape} but the layer has H = {H}: it must be ({H},) or (T, {H})")
-    if not np.all(np.isfinite(x)):
-        raise MoeError(f"{name} must be finite")
-    return np.atleast_2d(x)
+    return np.atleast_2d(_matrix(x, name))
 
 
 def route(router, x_float):
@@ -361,8 +359,7 @@ def quantise_input(spec: MoeSpec, x_float):
     """The int8 ``x`` the tray receives: ``quantise_activations`` at the layer's ``x_scale``
     (half away from zero, -127..127), or E4M3 codes for an FP8 layer; (T, H) for (T, H) or
     (H,) input."""
-    quant = activation_quantiser(spec.dtype)
-    return quant(_tokens(x_float, spec.H, "x_float"), spec.x_scale)[0]
+    return activation_quantiser(spec.dtype)(_tokens(x_float, spec.H, "x_float"), spec.x_scale)[0]
 
 
 @dataclass

@@ -27,6 +27,7 @@ registers, each round exactly the scheduled cycles.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,15 +35,13 @@ import numpy as np
 from lpu_arch.config import TileConfig
 from lpu_arch.hostmap import base_word
 from lpu_arch.isa import BASE_OFFSET_BITS, Instr
-from lpu_arch.vxm import TABLE_SIZE, VXM_FIELDS
+from lpu_arch.vxm import VXM_FIELDS, identity_tables
 
-from .compile_ffn import SIDES, CompileError, FfnPlan
+from .compile_ffn import SIDES, CompileError, FfnPlan, _pad, padded_spec, vector_bytes
 from .moe import MoeSpec
 from .numerics import NumericsError, ffn_int
 from .program import Program
-from lpu_arch.topology import Topology
-
-from .reserve import DESKEW_SLICE, last_work, strip_deskews, take_deskew
+from .reserve import DESKEW_SLICE, last_work, strip_deskews
 from .schedule import PredictedWrite
 
 
@@ -116,22 +115,13 @@ class ExpertSlot(FfnPlan):
             [("W2", j, iis[0]), ("W2", j, iis[1]) if iis[1] != iis[0] else ("Z", j, iis[0])]
         super()._phase2_block(sides, blocks, iis, j, jl, e, first, last)
 
-    def _take_window(self, side, t_s, block, who, n=None, rows=None):
+    def _take_window(self, side, t_s, block, who, n, rows):
         d, ident = self.in_dir(side), self._ids.pop(0)
-        for c, j, m, r in self._window(side, t_s):
+        for c, j, m, r in self._window(side, t_s, n, rows):
             read = Instr.read(j, d, self.template.row((ident, c * self.n + j, m), m), base=self.w_reg)
             self.res.take_slot(m, r, who)
             self.res.take_drives(m, r, read, self.pos(side), who)
             self.emit(m, r, read)
-
-    def place_vop(self, t_vop, dir_a, param, flags, who):
-        self.res.take_slot("VXM", t_vop, who)
-        self.emit("VXM", t_vop, Instr.vop(0, dir_a, param=param, out=self.lx_stream, flags=flags, base=self.v_reg))
-
-    def compile(self):
-        self.phase1()
-        self.phase2(list(range(self.KI)))
-        return self
 
 
 class _ParamsOnly(FfnPlan):
@@ -145,9 +135,7 @@ class _ParamsOnly(FfnPlan):
 def expert_params(cfg, spec, i_blocks, j_blocks) -> np.ndarray:
     """The VXM parameter entries of one expert's share (``i_blocks``, ``j_blocks``) in the
     order its slot names them."""
-    p = _ParamsOnly(cfg, spec, np.zeros(spec.H, np.int64), i_blocks, j_blocks)
-    p.phase1()
-    p.phase2(list(range(p.KI)))
+    p = _ParamsOnly(cfg, spec, np.zeros(spec.H, np.int64), i_blocks, j_blocks).compile(place_x=False)
     return p.params[:p.n_params].copy()
 
 
@@ -211,13 +199,6 @@ class MoeError(CompileError):
     """The MoE layer does not fit, or a routing cannot run; the message names the limit."""
 
 
-def home(spec_E: int, tiles: int, e: int) -> tuple[int, int]:
-    """(tile, local index) of routed expert ``e`` under expert parallelism: tile t holds
-    experts t*E/N .. (t+1)*E/N - 1."""
-    per = spec_E // tiles
-    return e // per, e % per
-
-
 def rounds(indices, E: int, tiles: int, capacity: int, mapping: str = "ep") -> list[dict]:
     """Split a routing ``(T, top_k)`` into rounds: each round is ``{(tile, token, j):
     expert}``.  ``ep``: at most ``capacity`` of a token's experts per tile, to slots in
@@ -225,15 +206,14 @@ def rounds(indices, E: int, tiles: int, capacity: int, mapping: str = "ep") -> l
     runs its share of each of the token's experts in slot j = its selection position (one
     round always)."""
     idx = np.asarray(indices)
+    if mapping == "tp":
+        return [{(t, b, j): int(e) for b, row in enumerate(idx) for j, e in enumerate(row)
+                 for t in range(tiles)}]
     out = []
     for b, row in enumerate(idx):
-        if mapping == "tp":
-            out[:1] = out[:1] or [{}]
-            out[0].update({(t, b, j): int(e) for j, e in enumerate(row) for t in range(tiles)})
-            continue
         per_tile = {}
         for e in row:
-            per_tile.setdefault(home(E, tiles, int(e))[0], []).append(int(e))
+            per_tile.setdefault(int(e) // (E // tiles), []).append(int(e))     # tile t holds experts t*E/N ..
         for t, es in per_tile.items():
             for n, e in enumerate(es):
                 r, j = divmod(n, capacity)
@@ -295,7 +275,6 @@ class MoeTray:
             raise MoeError(f"{n_local} experts per tile and the shared expert need {n_local + 1} activation tables "
                            f"per tile; the VXM has vxm_tables = {cfg.vxm_tables}")
         self.registers = {(b, j): (1 + 2 * (b * c + j), 2 + 2 * (b * c + j)) for b in range(T) for j in range(c)}
-        self.slot_plans, self.layouts = {}, []
         try:
             self._plan()
         except NumericsError as e:
@@ -303,46 +282,31 @@ class MoeTray:
 
     # ---- placement -------------------------------------------------------------------------
     def _plan(self):
-        from lpu_arch import c2c
-        from .tray import _split, plan_tray
+        from .tray import plan_tray, tray_links
         spec, cfg, N = self.spec, self.cfg, self.tiles
         shared = spec.shared[0] if spec.shared else None
         probe = FfnPlan(cfg, spec.experts[0], self.x[:1], i_blocks=[], j_blocks=[])
         self.KH, self.KI = probe.KH, probe.KI
-        if self.mapping == "tp":
-            self.parts = list(zip(_split(probe.KI, N), _split(probe.KH, N)))
-        else:
-            self.parts = [(None, None)] * N
         if shared is not None and N > 1:
             # The slots go on every tile once the shared expert's h is all received, before
             # its W2 (which waits for the other tiles' h; the slots fill that wait).
             self.KI_s = FfnPlan(cfg, shared, self.x[:1], i_blocks=[], j_blocks=[]).KI
-            tray = plan_tray(cfg, shared, self.x, N, before_phase2=self._slots_on)
-            self._finish(tray)
+            plan_tray(cfg, shared, self.x, N, before_phase2=self._slots_on)
+            self._finish()
             return
-        self.KI_s = 0
+        self.KI_s, base = 0, None
         if shared is not None:
             hosts = [FfnPlan(cfg, shared, self.x).compile()]
             self.KI_s = hosts[0].KI
         else:
-            hosts = []
-            for t in range(N):
-                f = FfnPlan(cfg, spec.experts[0], self.x, i_blocks=[], j_blocks=[])
-                if N > 1:
-                    for cyc in range(0, 1 << 16, c2c.deskew_interval(cfg)):
-                        take_deskew(cfg, f.res, f.timed, cyc)
+            hosts = [FfnPlan(cfg, spec.experts[0], self.x, i_blocks=[], j_blocks=[]) for _ in range(N)]
+            if N > 1:
+                from types import SimpleNamespace
+                base = SimpleNamespace(f=hosts, cfg=cfg, defer=False, **tray_links(cfg, hosts))
+            for f in hosts:
                 f.place_x()
-                hosts.append(f)
-        base = None
-        if N > 1:
-            from types import SimpleNamespace
-            from .system import LinkBook
-            n = hosts[0].n
-            base = SimpleNamespace(f=hosts, topo=Topology(N), cfg=cfg, D=c2c.min_distance(cfg),
-                                   book=LinkBook(cfg, N), spare=list(range(n + 1, cfg.streams)) + [n] + list(range(n)),
-                                   defer=False)
         self._slots_on(base, hosts)
-        self._finish(base)
+        self._finish()
 
     def _slots_on(self, tray, hosts=None):
         """Lay out every tile's experts and place the slots on the tiles of ``tray`` (or
@@ -368,7 +332,7 @@ class MoeTray:
         else:
             full = (list(range(self.KI)), list(range(self.KH)))
             self.slot_parts = {bj: ([full[0]] * N, [full[1]] * N) for bj in slots}
-        templates, self.var_off = [], []
+        self.templates, self.var_off = [], []
         for t, f in enumerate(hosts):
             ib = self.slot_parts[slots[0]][0][t]
             variants = list(dict.fromkeys(tuple(self.slot_parts[bj][1][t]) for bj in slots))
@@ -403,14 +367,14 @@ class MoeTray:
             for m in tpl.bound:
                 f.next_free[m] = tpl.wbase[m] + n_local * stride
             self.layouts.append(Layout(experts, tpl.wbase, stride, pbase, P))
-            templates.append(tpl)
+            self.templates.append(tpl)
             self.var_off.append(offs)
 
         def slot(t, b, j, i_blocks=None, j_blocks=None, h_route=None):
             w_reg, v_reg = self.registers[(b, j)]
             jb = tuple(self.slot_parts[(b, j)][1][t])
             return ExpertSlot(cfg, spec.experts[0], hosts[t], token=b, tokens=T, h0=h0 + (b * c + j) * self.KI,
-                              template=templates[t], pbase=self.layouts[t].pbase + self.var_off[t][jb],
+                              template=self.templates[t], pbase=self.layouts[t].pbase + self.var_off[t][jb],
                               w_reg=w_reg, v_reg=v_reg, i_blocks=i_blocks, j_blocks=j_blocks, h_route=h_route)
 
         self.slot_trays = []
@@ -426,32 +390,29 @@ class MoeTray:
                         self.slot_plans[(t, b, j)] = sp
                 else:
                     for t in range(N):
-                        self.slot_plans[(t, b, j)] = slot(t, b, j).compile()
+                        self.slot_plans[(t, b, j)] = slot(t, b, j).compile(place_x=False)
         for (t, b, j), sp in self.slot_plans.items():      # the tray split as this layout assumed
             assert (sp.i_blocks, sp.j_blocks) == (self.slot_parts[(b, j)][0][t], self.slot_parts[(b, j)][1][t])
         for st in self.slot_trays:
             st.receive()
-        self.templates = templates
 
-    def _finish(self, tray):
+    def _finish(self):
         """The tp slots' W2 phase; then every expert's weights at its template rows."""
         for st in self.slot_trays:
             st.phase2()
         spec, L = self.spec, self.cfg.lanes
-        for t, (f, lay, tpl) in enumerate(zip(self.hosts, self.layouts, self.templates)):
-            pads = {}
+        for f, lay, tpl in zip(self.hosts, self.layouts, self.templates):
             for le, e in enumerate(lay.experts):
-                p = pads.setdefault(e, FfnPlan(self.cfg, spec.experts[e], self.x[:1], [], []).p)
+                p = padded_spec(spec.experts[e], L)
                 for (ident, row, m), rel in tpl.rel.items():
                     f.memory[m][tpl.wbase[m] + le * lay.stride + rel] = block_row(p, ident, row, L)
 
     # ---- lowering ----------------------------------------------------------------------------
     def programs(self) -> list[Program]:
         spec, cfg = self.spec, self.cfg
-        tables = np.tile(np.arange(TABLE_SIZE).astype(np.uint8).astype(np.int8), (cfg.vxm_tables, 1))
         progs = []
         for t, f in enumerate(self.hosts):
-            tab = tables.copy()
+            tab = identity_tables(cfg)
             if spec.shared:
                 tab[0] = spec.shared[0].table
             for le, e in enumerate(self.layouts[t].experts):
@@ -461,7 +422,6 @@ class MoeTray:
                 f.timed = strip_deskews(f.timed, last)
                 f.res.release_after(DESKEW_SLICE, last)
             progs.append(f.program(table=tab))
-        self._progs = progs
         return progs
 
     def manifest(self) -> MoeManifest:
@@ -516,26 +476,23 @@ class MoeTray:
         shared expert's share of y."""
         cfg, L = self.cfg, self.cfg.lanes
         out = [[] for _ in range(self.tiles)]
-        cache = {}
 
+        @functools.cache
         def y_of(e, b):
-            if (e, b) not in cache:
-                p = FfnPlan(cfg, self.spec.experts[e], self.x[:1], [], []).p
-                cache[(e, b)] = ffn_int(p, _pad_row(self.x[b], p.H))[0]
-            return cache[(e, b)]
+            p = padded_spec(self.spec.experts[e], L)
+            return ffn_int(p, _pad(self.x[b:b + 1], (1, p.H)))[0]
 
         for (t, b, j), sp in self.slot_plans.items():
             e = assignment.get((t, b, j))
             for (_, blk), (m, a, cyc) in sp.outputs.items():
-                vec = (0,) * L if e is None else tuple(int(v) & 0xFF for v in y_of(e, b)[blk * L:(blk + 1) * L])
+                vec = (0,) * L if e is None else vector_bytes(y_of(e, b), blk, L)
                 out[t].append(PredictedWrite(cyc, m, a, vec, blk))
         if self.spec.shared:
             f0 = self.hosts[0]
             y = ffn_int(f0.p, f0.x)
             for t, f in enumerate(self.hosts):
                 for (b, blk), (m, a, cyc) in f.outputs.items():
-                    out[t].append(PredictedWrite(cyc, m, a, tuple(int(v) & 0xFF for v in y[b, blk * L:(blk + 1) * L]),
-                                                 blk))
+                    out[t].append(PredictedWrite(cyc, m, a, vector_bytes(y[b], blk, L), blk))
         for w in out:
             w.sort(key=lambda p: (p.cycle, cfg.position(p.slice)))
         return out
@@ -559,15 +516,13 @@ class MoeTray:
     def predicted_busy(self, assignment: dict) -> list[dict]:
         """Per tile, the busy counters one round reads: every slice's issues, minus those of
         the slots left off (a skipped READ or VOP is not counted)."""
-        out = []
-        for t, f in enumerate(self.hosts):
-            b = dict(f.res.busy())
-            for (tt, tok, j), sp in self.slot_plans.items():
-                if tt == t and (t, tok, j) not in assignment:
-                    for name in [*self.cfg.mem_names, "VXM"]:
-                        if b.get(name):
-                            b[name] -= _skippable(sp, name)
-            out.append(b)
+        out = [dict(f.res.busy()) for f in self.hosts]
+        for (t, tok, j), sp in self.slot_plans.items():
+            if (t, tok, j) not in assignment:
+                for name in [*self.cfg.mem_names, "VXM"]:
+                    if out[t].get(name):      # the slot's issues that name its base registers skip
+                        reg = sp.v_reg if name == "VXM" else sp.w_reg
+                        out[t][name] -= sum(1 for _, ins in sp.timed[name] if getattr(ins, "base", 0) == reg)
         return out
 
     def outputs(self, assignment: dict, memories: list) -> tuple[dict, np.ndarray]:
@@ -587,22 +542,10 @@ class MoeTray:
         if self.spec.shared:
             out = np.zeros((self.T, self.hosts[0].Hp), np.int64)
             for t, f in enumerate(self.hosts):
-                for (b, blk), (m, a) in ((k, v[:2]) for k, v in f.outputs.items()):
+                for (b, blk), (m, a, _) in f.outputs.items():
                     out[b, blk * L:(blk + 1) * L] = np.asarray(memories[t][m][a], np.uint8).astype(byte)
             shared = out[:, :H].astype(byte)
         return routed, shared
-
-
-def _pad_row(x, n):
-    out = np.zeros((1, n), np.int64)
-    out[0, :len(x)] = x
-    return out
-
-
-def _skippable(sp: ExpertSlot, name: str) -> int:
-    """Issues on ``name`` of slot plan ``sp`` that name its base registers (they skip when off)."""
-    reg = sp.v_reg if name == "VXM" else sp.w_reg
-    return sum(1 for _, ins in sp.timed[name] if getattr(ins, "base", 0) == reg)
 
 
 def compile_moe(spec: MoeSpec, x, cfg: TileConfig | None = None, tiles: int = 8, capacity: int | None = None,

@@ -12,8 +12,7 @@ import json
 import numpy as np
 
 from lpu_arch.config import TileConfig
-from lpu_arch.isa import DATA_OPS, SLICE_OPS, Instr, IsaError, MMFlag, Op
-from lpu_arch.isa import BASE_OPS
+from lpu_arch.isa import BASE_OPS, DATA_OPS, SLICE_OPS, Instr, IsaError, MMFlag, Op
 from lpu_arch.vxm import IDENTITY, PARAM_FIELDS, TABLE_SIZE, VXM_FIELDS, identity_tables
 
 
@@ -128,13 +127,12 @@ class Program:
                     # A READ's or WRITE's only operand that moves is its whole address, which
                     # moves by the stride: its first and last repetitions bound all of them
                     # (when one of them fails, every repetition is checked to name the first).
-                    if last.op in (Op.READ, Op.WRITE) and ins.count > 2:
-                        try:
-                            self._check_repeat(last, ins, name, i, (1, ins.count))
-                        except ProgramError:
-                            self._check_repeat(last, ins, name, i, range(1, ins.count + 1))
-                    else:
-                        self._check_repeat(last, ins, name, i, range(1, ins.count + 1))
+                    every = range(1, ins.count + 1)
+                    ends = (1, ins.count) if last.op in (Op.READ, Op.WRITE) and ins.count > 2 else every
+                    try:
+                        self._check_repeat(last, ins, name, i, ends)
+                    except ProgramError:
+                        self._check_repeat(last, ins, name, i, every)
                     last = last.with_addr(last.addr + ins.count * ins.addr)
         return self
 
@@ -326,9 +324,6 @@ class _Where:
     def __str__(self):
         text = f"{self.name}[{self.i}] '{self.ins}'"
         return text if self.rep is None else f"{text} (repetition {self.rep[0]} of {self.rep[1]})"
-
-    def __format__(self, spec):
-        return format(str(self), spec)
 
 
 def _used_rows(img) -> int:

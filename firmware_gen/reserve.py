@@ -57,17 +57,15 @@ class Reservations:
                 return who, pos, diag + pos if dir == EAST else diag - pos
         return None
 
-    def stream_clash(self, dir: int, stream: int, p_from: int, p_to: int, drive_cycle: int):
-        """The user already on the way of a value driven at ``p_from`` towards ``p_to``, or None."""
-        clash = self.clash_at(dir, stream, p_from, p_to, drive_cycle)
-        return clash and clash[0]
-
     def stream_free(self, dir, stream, p_from, p_to, drive_cycle) -> bool:
-        return self.stream_clash(dir, stream, p_from, p_to, drive_cycle) is None
+        return self.clash_at(dir, stream, p_from, p_to, drive_cycle) is None
 
-    def free_stream(self, dir, p_from, p_to, drive_cycle, streams=None) -> int | None:
+    def free_stream(self, dir, p_from, p_to, drive_cycle, streams=None, slots=()) -> int | None:
         """The first of ``streams`` (default: every stream, lowest first) free from ``p_from``
-        to ``p_to`` for a value driven on ``drive_cycle``, or None."""
+        to ``p_to`` for a value driven on ``drive_cycle``, or None (also when an issue slot
+        ``(slice, cycle)`` of ``slots`` is taken: the instructions that drive and take it)."""
+        if not all(self.slot_free(*s) for s in slots):
+            return None
         candidates = range(self.cfg.streams) if streams is None else streams
         return next((st for st in candidates if self.stream_free(dir, st, p_from, p_to, drive_cycle)), None)
 
@@ -75,11 +73,11 @@ class Reservations:
         if (p_to > p_from) != (dir == EAST) or p_to == p_from:
             raise ReservationError(f"{who}: a value driven at position {p_from} on a "
                                    f"{'east' if dir == EAST else 'west'}-flowing stream never reaches {p_to}")
-        other = self.stream_clash(dir, stream, p_from, p_to, drive_cycle)
-        if other is not None:
+        clash = self.clash_at(dir, stream, p_from, p_to, drive_cycle)
+        if clash is not None:
             raise ReservationError(f"stream {'EW'[dir]}{stream} carries two values on the way from "
                                    f"{self.cfg.slice_names[p_from]} to {self.cfg.slice_names[p_to]} "
-                                   f"(driven on cycle {drive_cycle}): {other} and {who}")
+                                   f"(driven on cycle {drive_cycle}): {clash[0]} and {who}")
         lo, hi = span(p_from, p_to)
         self._occ.setdefault((dir, stream, diagonal(dir, p_from, drive_cycle)), []).append((lo, hi, who))
         self.last_drive = max(self.last_drive, drive_cycle)

@@ -21,9 +21,9 @@ import numpy as np
 
 from lpu_arch.config import TileConfig
 from lpu_arch.isa import Instr
-from lpu_arch.vxm import TABLE_SIZE, VXM_FIELDS
+from lpu_arch.vxm import VXM_FIELDS, identity_tables
 
-from .compile_ffn import CompileError, FfnPlan, Manifest, x_image
+from .compile_ffn import CompileError, FfnPlan, Manifest, _pad, vector_bytes, x_image
 from .numerics import FfnSpec, NumericsError, ffn_int
 from .program import Program
 
@@ -62,10 +62,8 @@ class ResidentLayer:
         integer FFN at the compiler's cycles."""
         L = self.lanes
         y = ffn_int(self.spec, np.atleast_2d(np.asarray(x_int8, np.int64)))
-        Hp = self.manifest.padded[0]
-        yp = np.zeros((y.shape[0], Hp), np.int64)
-        yp[:, :y.shape[1]] = y
-        return sorted(((self.write_cycles[(b, j)], m, a, tuple(int(v) & 0xFF for v in yp[b, j * L:(j + 1) * L]))
+        yp = _pad(y, (y.shape[0], self.manifest.padded[0]))
+        return sorted(((self.write_cycles[(b, j)], m, a, vector_bytes(yp[b], j, L))
                        for (b, j), (m, a) in self.manifest.outputs.items()),
                       key=lambda w: (w[0], self.program.config.position(w[1])))
 
@@ -116,20 +114,45 @@ def check_room(cfg: TileConfig, l: int, need: dict, next_free: dict, n_params: i
                            f"the VXM has vxm_param_depth = {cfg.vxm_param_depth}")
 
 
-def compile_resident(specs: list, cfg: TileConfig | None = None, batch: int = 1) -> ResidentModel:
-    """Place every layer's FFN (``specs``, one ``FfnSpec`` each) on one tile of ``cfg``;
-    a model that does not fit is a CompileError naming what it needs and the limit."""
-    cfg = cfg or TileConfig.default()
+def check_layers(specs: list, cfg: TileConfig) -> None:
+    """A CompileError unless there is a layer and a VXM activation table for each."""
     if not specs:
         raise CompileError("a resident model needs at least one layer")
     if len(specs) > cfg.vxm_tables:
         raise CompileError(f"{len(specs)} layers need {len(specs)} activation tables (one each); the VXM has "
                            f"vxm_tables = {cfg.vxm_tables}")
+
+
+def stack_images(cfg: TileConfig, images: list) -> tuple[list, list]:
+    """Every layer's program in the same queues, one after the other: ``images[l]`` is layer
+    l's queue images (``Program.images``) per tile, padded with HALT to its longest queue.
+    Returns the combined images per tile and the instruction each layer begins at; more
+    than a queue holds is a CompileError."""
+    halt = Instr.halt().encode()
+    out, entries, entry = [{n: [] for n in cfg.queue_names} for _ in images[0]], [], 0
+    for per_tile in images:
+        width = max(len(w) for imgs in per_tile for w in imgs.values())
+        for img, imgs in zip(out, per_tile):
+            for n in cfg.queue_names:
+                img[n] += imgs[n] + [halt] * (width - len(imgs[n]))
+        entries.append(entry)
+        entry += width
+    if entry > cfg.iq_depth:
+        raise CompileError(f"the layers' programs need {entry} instructions per queue; a queue holds "
+                           f"iq_depth = {cfg.iq_depth}")
+    return out, entries
+
+
+def compile_resident(specs: list, cfg: TileConfig | None = None, batch: int = 1) -> ResidentModel:
+    """Place every layer's FFN (``specs``, one ``FfnSpec`` each) on one tile of ``cfg``;
+    a model that does not fit is a CompileError naming what it needs and the limit."""
+    cfg = cfg or TileConfig.default()
+    check_layers(specs, cfg)
     next_free = {m: 0 for m in cfg.mem_names}
     params = Program(cfg).vxm_params.copy()
     n_params = 0
     memory = {m: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for m in cfg.mem_names}
-    tables = np.tile(np.arange(TABLE_SIZE).astype(np.uint8).astype(np.int8), (cfg.vxm_tables, 1))
+    tables = identity_tables(cfg)
     plans = []
     for l, spec in enumerate(specs):
         if not isinstance(spec, FfnSpec):
@@ -139,9 +162,7 @@ def compile_resident(specs: list, cfg: TileConfig | None = None, batch: int = 1)
             raise CompileError(f"layer {l}: {what}")
         try:
             plan = FfnPlan(cfg, spec, np.zeros((batch, spec.H), np.int64))
-        except NumericsError as e:
-            raise CompileError(f"layer {l}: {e}") from None
-        except CompileError as e:
+        except (NumericsError, CompileError) as e:
             raise CompileError(f"layer {l}: {e}") from None
         check_room(cfg, l, plan.capacity_needs(), next_free, n_params)
         plan.next_free, plan.n_params, plan.params = dict(next_free), n_params, params
@@ -152,24 +173,14 @@ def compile_resident(specs: list, cfg: TileConfig | None = None, batch: int = 1)
             memory[m] |= plan.memory[m]
         tables[l] = spec.table
         plans.append(plan)
-    layers, images, entry = [], {n: [] for n in cfg.queue_names}, 0
-    halt = Instr.halt().encode()
-    for l, plan in enumerate(plans):
-        prog = plan.program(table=tables)
+    progs = [plan.program(table=tables) for plan in plans]
+    images, entries = stack_images(cfg, [[prog.images()] for prog in progs])
+    layers = []
+    for l, (plan, prog) in enumerate(zip(plans, progs)):
         prog.memory, prog.vxm_params = memory, params
-        imgs = prog.images()
-        width = max(len(w) for w in imgs.values())
-        for n in cfg.queue_names:
-            words = imgs.get(n, [halt])
-            images[n] += words + [halt] * (width - len(words))
-        man = plan.manifest(prog)
-        layers.append(ResidentLayer(l, specs[l], prog, man, entry, list(plan.x_rows), cfg.lanes,
-                                    {k: v[2] for k, v in plan.outputs.items()}))
-        entry += width
-    if entry > cfg.iq_depth:
-        raise CompileError(f"the layers' programs need {entry} instructions per queue; a queue holds "
-                           f"iq_depth = {cfg.iq_depth}")
-    return ResidentModel(cfg, layers, images, memory, params, tables)
+        layers.append(ResidentLayer(l, specs[l], prog, plan.manifest(prog), entries[l], list(plan.x_rows),
+                                    cfg.lanes, {k: v[2] for k, v in plan.outputs.items()}))
+    return ResidentModel(cfg, layers, images[0], memory, params, tables)
 
 
 def run_layer(model: ResidentModel, layer: int, x_int8, memory: dict | None = None):
@@ -182,6 +193,5 @@ def run_layer(model: ResidentModel, layer: int, x_int8, memory: dict | None = No
     for m, rows in ly.x_image(x_int8).items():
         for a, v in rows.items():
             mem[m][a] = v
-    prog = Program(model.config, ly.program.queues, mem, model.vxm_params, model.table)
-    res = archmodel.run(prog)
+    res = archmodel.run(Program(model.config, ly.program.queues, mem, model.vxm_params, model.table))
     return res, ly.y_from(res.memory)

@@ -201,8 +201,7 @@ class Scheduler:
         return sorted(self._predicted, key=lambda w: (w.cycle, self.cfg.position(w.slice)))
 
     def predicted_cycles(self) -> int:
-        """The tile's cycle counter at done (``lpu_arch.timing.done_cycles``)."""
-        return self.res.done_cycles()
+        return self.res.done_cycles()          # (Reservations.done_cycles)
 
     def program(self) -> Program:
         """Lower the placed transfers to one instruction queue per slice, gaps as NOPs."""

@@ -70,10 +70,6 @@ class LinkBook:
         spans = self.in_flight[tile][link] + [(s, v)]
         return all(sum(a <= c <= b for a, b in spans) <= self.cfg.rx_depth for c in range(s, v + 1))
 
-    def take(self, src, link, dst, rlink, s, v) -> None:
-        self.take_send(src, link, s)
-        self.take_recv(dst, rlink, s, v)
-
     def take_send(self, src, link, s) -> None:
         self.busy[src][link].update(range(s, s + self.F))
         self.last_send[src][link] = s
@@ -161,17 +157,15 @@ class SystemScheduler:
 
         def send_ok(s):
             r = s - READ_LATENCY - dist_in
-            if not (self.book.send_free(src, link, s) and rs.slot_free(sm, r) and rs.slot_free(cs, s)):
+            if not self.book.send_free(src, link, s):
                 return None
-            st = rs.free_stream(d_in, pos(sm), pos(cs), r + READ_LATENCY)
+            st = rs.free_stream(d_in, pos(sm), pos(cs), r + READ_LATENCY, slots=((sm, r), (cs, s)))
             return None if st is None else (r, st)
 
         def recv_ok(v):
             w = v + C2C_LATENCY + dist_out
-            if v <= self.book.last_recv[dst][rlink] or not (rr.slot_free(cr, v) and rr.slot_free(dm, w)):
-                return None
-            st = rr.free_stream(d_out, pos(cr), pos(dm), v + C2C_LATENCY)
-            return None if st is None else (w, st)
+            st = rr.free_stream(d_out, pos(cr), pos(dm), v + C2C_LATENCY, slots=((cr, v), (dm, w)))
+            return None if st is None or v <= self.book.last_recv[dst][rlink] else (w, st)
 
         s = pin_send if pin_send is not None else self.book.first_send(src, link)
         while True:
@@ -205,17 +199,14 @@ class SystemScheduler:
         (r, st_in), (w, st_out) = got, rgot
         who = f"tile {src} {sm}[{sa}] -> tile {dst} {dm}[{da}]"
         read, recv = Instr.read(st_in, d_in, sa), Instr.compute(Op.RECV, st_out, d_out, link=rlink)
-        rs.take_slot(sm, r, who)
-        rs.take_slot(cs, s, who)
+        send, write = Instr.compute(Op.SEND, st_in, d_in, link=link), Instr.write(st_out, d_out, da)
+        for tile, name, c, ins in ((src, sm, r, read), (src, cs, s, send), (dst, cr, v, recv), (dst, dm, w, write)):
+            self.res[tile].take_slot(name, c, who)
+            self.timed[tile][name].append((c, ins))
         rs.take_drives(sm, r, read, pos(cs), who)
-        rr.take_slot(cr, v, who)
-        rr.take_slot(dm, w, who)
         rr.take_drives(cr, v, recv, pos(dm), who)
-        self.timed[src][sm].append((r, read))
-        self.timed[src][cs].append((s, Instr.compute(Op.SEND, st_in, d_in, link=link)))
-        self.timed[dst][cr].append((v, recv))
-        self.timed[dst][dm].append((w, Instr.write(st_out, d_out, da)))
-        self.book.take(src, link, dst, rlink, s, v)
+        self.book.take_send(src, link, s)
+        self.book.take_recv(dst, rlink, s, v)
         vec = self.value[src][sm][sa].copy()
         self.value[dst][dm][da] = vec
         self.predicted[dst].append(PredictedWrite(w, dm, da, tuple(int(x) for x in vec), len(self.transfers)))

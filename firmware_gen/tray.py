@@ -32,7 +32,7 @@ from lpu_arch.config import TileConfig
 from lpu_arch.isa import C2C_LATENCY, EAST, SXM_LATENCY, WEST, Instr, Op, SxmFlag
 from lpu_arch.topology import Topology
 
-from .compile_ffn import SIDES, CompileError, FfnPlan, HRoute, x_image
+from .compile_ffn import SIDES, CompileError, FfnPlan, HRoute, output_matrix, x_image
 from .numerics import FfnSpec, NumericsError
 from .program import Program
 from .reserve import DESKEW_SLICE, last_work, strip_deskews, take_deskew
@@ -80,12 +80,7 @@ def tray_config(cfg: TileConfig, tiles: int) -> TileConfig:
 
 def _split(n: int, parts: int) -> list[list[int]]:
     """0..n-1 in ``parts`` contiguous runs, the first ones one longer."""
-    out, start = [], 0
-    for p in range(parts):
-        size = n // parts + (p < n % parts)
-        out.append(list(range(start, start + size)))
-        start += size
-    return out
+    return [run.tolist() for run in np.array_split(np.arange(n), parts)]
 
 
 def tray_parts(probe: FfnPlan, tiles: int, rotate: int = 0) -> tuple[list, list]:
@@ -94,6 +89,19 @@ def tray_parts(probe: FfnPlan, tiles: int, rotate: int = 0) -> tuple[list, list]
     give their W2 work to different tiles when there are fewer output blocks than tiles)."""
     part_j = _split(probe.KH, tiles)
     return _split(probe.KI, tiles), [part_j[(t - rotate) % tiles] for t in range(tiles)]
+
+
+def tray_links(cfg: TileConfig, plans: list) -> dict:
+    """The link state of a tray whose tile t runs ``plans[t]``: its topology, SEND-to-RECV
+    distance ``D``, link bookings and the streams for h traffic (those the weights, 0..n-1,
+    and x/h, n, do not use first).  Every tile's deskews are reserved here, before anything
+    else; those past the tile's work go at the end (:meth:`_Tray.programs`)."""
+    n = plans[0].n
+    for f in plans:
+        for c in range(0, 1 << 16, c2c.deskew_interval(cfg)):
+            take_deskew(cfg, f.res, f.timed, c)
+    return dict(topo=Topology(len(plans)), D=c2c.min_distance(cfg), book=LinkBook(cfg, len(plans)),
+                spare=list(range(n + 1, cfg.streams)) + [n] + list(range(n)))
 
 
 class MulticastH(HRoute):
@@ -122,14 +130,12 @@ class _Tray:
 
     def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int, defer: bool = True, share=None,
                  make_plan=None, rotate: int = 0):
-        self.defer, self.deferred = defer, []
+        self.defer, self.deferred, self.transfers = defer, [], 0
         if share is not None:
             self.topo, self.cfg, self.D, self.book, self.spare = share.topo, share.cfg, share.D, share.book, share.spare
-            self.transfers = 0
             self.part_i, self.part_j = tray_parts(FfnPlan(self.cfg, spec, x, i_blocks=[], j_blocks=[]), tiles, rotate)
             self.f = [make_plan(t, self.part_i[t], self.part_j[t], MulticastH(self, t)) for t in range(tiles)]
             return
-        self.topo = Topology(tiles)
         self.cfg = cfg = tray_config(cfg, tiles)
         L = cfg.lanes
         Hp, Ip = -(-spec.H // L) * L, -(-spec.I // L) * L
@@ -147,15 +153,7 @@ class _Tray:
                 self.f.append(FfnPlan(cfg, spec, x, self.part_i[t], self.part_j[t], h_route=MulticastH(self, t)))
             except CompileError as e:
                 raise CompileError(f"tile {t} of {tiles}: {e}") from None
-        self.D = c2c.min_distance(cfg)
-        self.book = LinkBook(cfg, tiles)
-        # Streams for h traffic: those the weights (0..n-1) and x/h (n) do not use first.
-        n = self.f[0].n
-        self.spare = list(range(n + 1, cfg.streams)) + [n] + list(range(n))
-        self.transfers = 0
-        for f in self.f:      # every deskew reserved first; those past the tile's work go at the end
-            for c in range(0, 1 << 16, c2c.deskew_interval(cfg)):
-                take_deskew(cfg, f.res, f.timed, c)
+        vars(self).update(tray_links(cfg, self.f))
 
     def compile(self, before_phase2=None):
         """Place the FFN; ``before_phase2()``, if given, places more work on the tiles once
@@ -284,11 +282,10 @@ class _Tray:
             fu.res.take_drives(cr, v, recv, pos(side), who)
             ways = {side: d_rx}
             st_out = st_rx
-        else:                              # through the SXM, which drives it both ways
+        else:                              # through the SXM, which drives it both ways (to both MXMs)
             t_sx = v + C2C_LATENCY + 1
-            ways = {side: d for side, d in (("MXM_W", WEST), ("MXM_E", EAST)) if side in arrive}
-            out = (SxmFlag.OUT_W if "MXM_W" in ways else 0) | (SxmFlag.OUT_E if "MXM_E" in ways else 0)
-            shift = Instr.compute(Op.SHIFT, st_rx, d_rx, k=0, out=st_out, flags=out)
+            ways = {"MXM_W": WEST, "MXM_E": EAST}
+            shift = Instr.compute(Op.SHIFT, st_rx, d_rx, k=0, out=st_out, flags=SxmFlag.OUT_W | SxmFlag.OUT_E)
             fu.res.take_drives(cr, v, recv, pos(sx), who)
             fu.res.take_slot(sx, t_sx, who)
             fu.res.take_drives(sx, t_sx, shift, {d: pos(side) for side, d in ways.items()}, who)
@@ -308,23 +305,18 @@ class _Tray:
         straight to it (``sx`` None, ``st_out`` None).  Both: it goes to the SXM next to the
         C2C slice (``sx``), whose ``SHIFT k=0`` drives it both ways on ``st_out``."""
         pos = self.cfg.position
-        if not fu.res.slot_free(cr, v):
-            return None
         t_drive = v + C2C_LATENCY
         if len(sides) == 1:
             (side,) = sides
             d = WEST if pos(side) < pos(cr) else EAST
             arrive = {side: t_drive + abs(pos(cr) - pos(side))}
-            if not fu.res.slot_free(fu.ldr(side), arrive[side]):
-                return None
-            st = fu.res.free_stream(d, pos(cr), pos(side), t_drive, self.spare)
+            slots = [(cr, v), (fu.ldr(side), arrive[side])]         # the RECV's and the LX's
+            st = fu.res.free_stream(d, pos(cr), pos(side), t_drive, self.spare, slots)
             return None if st is None else (None, d, st, None, arrive)
         sx = "SXM_W" if cr == "C2C_W" else "SXM_E"
         d_rx = WEST if sx == "SXM_W" else EAST
         t_sx = t_drive + 1
-        if not fu.res.slot_free(sx, t_sx):
-            return None
-        st_rx = fu.res.free_stream(d_rx, pos(cr), pos(sx), t_drive, self.spare)
+        st_rx = fu.res.free_stream(d_rx, pos(cr), pos(sx), t_drive, self.spare, [(cr, v), (sx, t_sx)])
         if st_rx is None:
             return None
         arrive = {side: t_sx + SXM_LATENCY + abs(pos(sx) - pos(side)) for side in sides}
@@ -332,7 +324,7 @@ class _Tray:
             return None
         for st in self.spare:
             if all(fu.res.stream_free(d, st, pos(sx), pos(side), t_sx + SXM_LATENCY)
-                   for side, d in (("MXM_W", WEST), ("MXM_E", EAST)) if side in sides):
+                   for side, d in (("MXM_W", WEST), ("MXM_E", EAST))):
                 return sx, d_rx, st_rx, st, arrive
         return None
 
@@ -442,19 +434,15 @@ def compile_resident_tray(specs: list, cfg: TileConfig | None = None, tiles: int
     """Place every layer's dense FFN (``specs``) on a tray of ``tiles`` tiles of ``cfg``, all
     of them resident; a model that does not fit is a ``CompileError`` naming the limit and
     the layer where it runs out."""
-    from lpu_arch.vxm import TABLE_SIZE, VXM_FIELDS
+    from lpu_arch.vxm import VXM_FIELDS, identity_tables
 
-    from .resident import check_room
+    from .resident import check_layers, check_room, stack_images
     cfg = cfg or TileConfig.default()
-    if not specs:
-        raise CompileError("a resident model needs at least one layer")
-    if len(specs) > cfg.vxm_tables:
-        raise CompileError(f"{len(specs)} layers need {len(specs)} activation tables (one each); the VXM has "
-                           f"vxm_tables = {cfg.vxm_tables}")
+    check_layers(specs, cfg)
     tcfg = tray_config(cfg, tiles)
     state = [({m: 0 for m in tcfg.mem_names}, 0, Program(tcfg).vxm_params.copy()) for _ in range(tiles)]
     memory = [{m: np.zeros((tcfg.mem_depth, tcfg.lanes), np.uint8) for m in tcfg.mem_names} for _ in range(tiles)]
-    tables = np.tile(np.arange(TABLE_SIZE).astype(np.uint8).astype(np.int8), (cfg.vxm_tables, 1))
+    tables = identity_tables(cfg)
     compiled = []
     for l, spec in enumerate(specs):
         if not isinstance(spec, FfnSpec):
@@ -477,31 +465,14 @@ def compile_resident_tray(specs: list, cfg: TileConfig | None = None, tiles: int
                 memory[t][m] |= f.memory[m]
         tables[l] = spec.table
         compiled.append((spec, progs, man, [list(f.x_rows) for f in tr.f]))
-    halt = Instr.halt().encode()
-    images, entries, entry = [{n: [] for n in tcfg.queue_names} for _ in range(tiles)], [], 0
-    layers = []
-    for spec, progs, man, x_rows in compiled:
-        words = [Program(tcfg, p.queues).images() for p in progs]
-        width = max(len(w) for per_tile in words for w in per_tile.values())
-        for t in range(tiles):
-            for n in tcfg.queue_names:
-                w = words[t].get(n, [halt])
-                images[t][n] += w + [halt] * (width - len(w))
-        entries.append(entry)
-        entry += width
-        layers.append(TrayLayer(spec, [Program(tcfg, p.queues, memory[t], state[t][2], tables)
-                                       for t, p in enumerate(progs)], man, x_rows))
-    if entry > tcfg.iq_depth:
-        raise CompileError(f"the layers' programs need {entry} instructions per queue; a queue holds "
-                           f"iq_depth = {tcfg.iq_depth}")
+    images, entries = stack_images(tcfg, [[p.images() for p in progs] for _, progs, _, _ in compiled])
+    layers = [TrayLayer(spec, [Program(tcfg, p.queues, memory[t], state[t][2], tables)
+                               for t, p in enumerate(progs)], man, x_rows)
+              for spec, progs, man, x_rows in compiled]
     return ResidentTray(layers, entries, images, memory, [dict(s[0]) for s in state])
 
 
 def tray_output(manifest: TrayManifest, memories: list, lanes: int, H: int) -> np.ndarray:
-    """Gather y from every tile's final MEM contents (int8, or E4M3 codes on FP8 tiles)."""
-    m0 = manifest.tile[0]
-    out = np.zeros((m0.batch, m0.padded[0]), np.uint8)
-    for man, mem in zip(manifest.tile, memories):
-        for (b, j), (m, addr) in man.outputs.items():
-            out[b, j * lanes:(j + 1) * lanes] = np.asarray(mem[m][addr], np.uint8)
-    return out[:, :H] if m0.dtype == "fp8" else out[:, :H].astype(np.int8)
+    """Gather y from every tile's final MEM contents (int8, or E4M3 codes on FP8 tiles): each
+    tile's output blocks (``output_matrix``, 0 elsewhere), or-ed together."""
+    return np.bitwise_or.reduce([output_matrix(m, mem, lanes, H) for m, mem in zip(manifest.tile, memories)])
