@@ -221,11 +221,6 @@ def load_row_bits(cfg: TileConfig) -> int:
     return max(log2(cfg.mem_depth), log2(cfg.iq_depth), log2(cfg.vxm_param_depth), 1)
 
 
-def link_csr(link: int, reg: LinkReg) -> int:
-    """Host address of per-link register ``reg`` of ``link``."""
-    return csr(Csr.LINK_BASE + LINK_WORDS * link + int(reg))
-
-
 def addr(region: Region, slice_index: int = 0, word: int = 0) -> int:
     return (int(region) << REGION_SHIFT) | (slice_index << SLICE_SHIFT) | word
 

@@ -477,11 +477,11 @@ class Instr:
                 if key.strip().lower() != "base" or not eq:
                     raise IsaError(f"{name}'s third operand is base=R, got {args[2]!r} in {text!r}")
                 args[2] = val.strip()
-                s, d = stream(args[0])
-                return cls(op, stream=s, dir=d, addr=num(args[1]), delay=_base(num(args[2]))).checked()
-            nargs(2)
+            else:
+                nargs(2)
             s, d = stream(args[0])
-            return cls(op, stream=s, dir=d, addr=num(args[1])).checked()
+            return cls(op, stream=s, dir=d, addr=num(args[1]),
+                       delay=_base(num(args[2])) if len(args) == 3 else 0).checked()
         if op in OPERANDS:
             if op in NO_STREAM_OPS:
                 s, d, named = 0, EAST, args
