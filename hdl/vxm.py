@@ -288,11 +288,16 @@ class VXM(wiring.Component):
         add_b = ins.aux[_flag(VopFlag.ADD)]
         # Registers are loaded only when a VOP issues (stage 1's only after one), so between
         # VOPs the arithmetic sees no changes (event-driven simulators skip it).
-        # q_zero / r_zero: the VOP skips or faulted, its result is a zero vector.
-        q_vop, q_flags, q_out, q_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
-        m.d.sync += q_vop.eq(is_vop)
-        with m.If(is_vop):
-            m.d.sync += [q_flags.eq(ins.aux), q_out.eq(operand(ins, Op.VOP, "out")), q_zero.eq(base.off | fault)]
+        def follow(vop, flags, out, zero):
+            """A stage's VOP strobe (every cycle), flags, output stream and zero flag (the VOP
+            skips or faulted: its result is a zero vector), loaded only after a VOP."""
+            n_vop, n_flags, n_out, n_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
+            m.d.sync += n_vop.eq(vop)
+            with m.If(vop):
+                m.d.sync += [n_flags.eq(flags), n_out.eq(out), n_zero.eq(zero)]
+            return n_vop, n_flags, n_out, n_zero
+
+        q_vop, q_flags, q_out, q_zero = follow(is_vop, ins.aux, operand(ins, Op.VOP, "out"), base.off | fault)
         lane_q = []
         lane_layout = vxm_lane_layout()
         for l in range(L):
@@ -315,13 +320,8 @@ class VXM(wiring.Component):
         # (the multipliers' output registers); with vxm_latency 3 the products and their
         # rounding share the next stage.
         fifth = cfg.vxm_latency == 4
-        if fifth:
-            p_vop, p_flags, p_out, p_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
-            m.d.sync += p_vop.eq(q_vop)
-            with m.If(q_vop):
-                m.d.sync += [p_flags.eq(q_flags), p_out.eq(q_out), p_zero.eq(q_zero)]
-        else:
-            p_vop, p_flags, p_out, p_zero = q_vop, q_flags, q_out, q_zero
+        q_stage = (q_vop, q_flags, q_out, q_zero)
+        p_vop, p_flags, p_out, p_zero = follow(*q_stage) if fifth else q_stage
         lane_p = []
         for l, (va, vb, ma, sa, mb, sb, mc, sc, tsel) in enumerate(lane_q):
             pa = Signal(signed(len(va) + len(ma) + 1), name=f"pa_{l}")
@@ -336,10 +336,7 @@ class VXM(wiring.Component):
             lane_p.append((pa, pb, *regs))
 
         # ---- stage 2 (t+2; t+1 with vxm_latency 3): round A and B, table address ----------
-        r_vop, r_flags, r_out, r_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
-        m.d.sync += r_vop.eq(p_vop)
-        with m.If(p_vop):
-            m.d.sync += [r_flags.eq(p_flags), r_out.eq(p_out), r_zero.eq(p_zero)]
+        r_vop, r_flags, r_out, r_zero = follow(p_vop, p_flags, p_out, p_zero)
 
         def rounded(prod, shift, name):
             """int8 (sat8 of the rounded shift) or E4M3 (one rounding to the nearest code)."""
@@ -371,10 +368,7 @@ class VXM(wiring.Component):
             r_a.append(qa), r_b.append(qb), r_mc.append(qm), r_sc.append(qs)
 
         # ---- stage 3 (t+3; t+2 with vxm_latency 3): table, a * b ------------------------------------------------
-        g_vop, g_flags, g_out, g_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
-        m.d.sync += g_vop.eq(r_vop)
-        with m.If(r_vop):
-            m.d.sync += [g_flags.eq(r_flags), g_out.eq(r_out), g_zero.eq(r_zero)]
+        g_vop, g_flags, g_out, g_zero = follow(r_vop, r_flags, r_out, r_zero)
         g_a, g_ab, g_mc, g_sc = [], [], [], []
         for l in range(L):
             a = Signal(byte, name=f"ta_{l}")
