@@ -60,14 +60,10 @@ from lpu_arch.isa import EAST, Op, VopFlag
 from lpu_arch.vxm import PARAM_WORDS, SHIFT_BITS, TABLE_SIZE, reset_words
 
 from .fp8 import product as fp8_product, round_to_code
-from .layouts import (base_file_layout, base_index, drive_signature, host_signature, index_bits, issue_signature,
-                      operand, tap_signature, vxm_lane_layout)
+from .layouts import (base_file_layout, base_index, drive_signature, flag_bit, host_signature, index_bits,
+                      issue_signature, operand, tap_signature, vxm_lane_layout)
 
 # ---- arithmetic helpers -----------------------------------------------------------------
-def _flag(flag) -> int:
-    return int(flag).bit_length() - 1
-
-
 def requantise(m, v, mult, shift, name):
     """``sat8((v * mult + (shift ? 1 << (shift-1) : 0)) >> shift)``, arithmetic shift.
 
@@ -285,7 +281,7 @@ class VXM(wiring.Component):
             return [Cat(*(planes[b][8 * l: 8 * l + 8] for b in range(P)))[:AB].as_signed() for l in range(L)]
 
         a_in, b_in = acc_lanes(a_streams, "a"), acc_lanes(b_streams, "b")
-        add_b = ins.aux[_flag(VopFlag.ADD)]
+        add_b = ins.aux[flag_bit(VopFlag.ADD)]
         # Registers are loaded only when a VOP issues (stage 1's only after one), so between
         # VOPs the arithmetic sees no changes (event-driven simulators skip it).
         def follow(vop, flags, out, zero):
@@ -343,12 +339,11 @@ class VXM(wiring.Component):
             return round_to_code(m, prod, shift, name) if fp else round_shift(m, prod, shift, name)
 
         def rq(v, mult, shift, name):
-            """A whole requantisation (product and rounding) in one stage: the gate's."""
-            if not fp:
-                return requantise(m, v, mult, shift, name)
+            """A whole requantisation (product and rounding) in one stage: the gate's
+            (:func:`requantise` on an int8 tile)."""
             prod = Signal(signed(len(v) + len(mult) + 1), name=f"{name}_prod")
             m.d.comb += prod.eq(v * mult)
-            return round_to_code(m, prod, shift, name)
+            return rounded(prod, shift, name)
 
         byte = unsigned(8) if fp else signed(8)
         r_a, r_b, r_mc, r_sc = [], [], [], []
@@ -372,7 +367,8 @@ class VXM(wiring.Component):
         g_a, g_ab, g_mc, g_sc = [], [], [], []
         for l in range(L):
             a = Signal(byte, name=f"ta_{l}")
-            m.d.comb += a.eq(Mux(r_flags[_flag(VopFlag.TABLE)], tr[l].data if fp else tr[l].data.as_signed(), r_a[l]))
+            m.d.comb += a.eq(Mux(r_flags[flag_bit(VopFlag.TABLE)], tr[l].data if fp else tr[l].data.as_signed(),
+                                 r_a[l]))
             ga, ab = Signal(byte, name=f"ga_{l}"), Signal(signed(fp8.PRODUCT_BITS if fp else 16), name=f"ab_{l}")
             gm, gs = Signal.like(r_mc[l], name=f"gmc_{l}"), Signal(SHIFT_BITS, name=f"gsc_{l}")
             prod = fp8_product(m, a, r_b[l], f"gate_{l}")[0] if fp else a * r_b[l]
@@ -384,10 +380,10 @@ class VXM(wiring.Component):
         res = []
         for l in range(L):
             g = rq(g_ab[l], g_mc[l], g_sc[l], f"rc_{l}")
-            res.append(Mux(g_flags[_flag(VopFlag.GATE)], g, g_a[l]))
+            res.append(Mux(g_flags[flag_bit(VopFlag.GATE)], g, g_a[l]))
         result = Mux(g_zero, 0, Cat(*res))
-        out_e = g_vop & g_flags[_flag(VopFlag.OUT_E)]
-        out_w = g_vop & g_flags[_flag(VopFlag.OUT_W)]
+        out_e = g_vop & g_flags[flag_bit(VopFlag.OUT_E)]
+        out_w = g_vop & g_flags[flag_bit(VopFlag.OUT_W)]
         for s in range(S):
             m.d.comb += [
                 self.drive.east.mask[s].eq(out_e & (g_out == s)),
