@@ -291,19 +291,13 @@ class Tile(wiring.Component):
         def pick(ports):
             return Array(p.rdata for p in ports)[r_slice] if ports else 0
 
+        regions = {Region.CSR: csr_val, Region.IMEM: pick([host for host, _, _, _ in queues]),
+                   Region.DMEM: pick([mem.host for mem in mems]), Region.TRACE: pick([t.trace_host for t in traces]),
+                   Region.VXM_PARAM: vxm.host_param.rdata, Region.VXM_TABLE: vxm.host_table.rdata}
         with m.Switch(r_region):
-            with m.Case(Region.CSR):
-                m.d.sync += self.host.rdata.eq(csr_val)
-            with m.Case(Region.IMEM):
-                m.d.sync += self.host.rdata.eq(pick([host for host, _, _, _ in queues]))
-            with m.Case(Region.DMEM):
-                m.d.sync += self.host.rdata.eq(pick([mem.host for mem in mems]))
-            with m.Case(Region.TRACE):
-                m.d.sync += self.host.rdata.eq(pick([t.trace_host for t in traces]))
-            with m.Case(Region.VXM_PARAM):
-                m.d.sync += self.host.rdata.eq(vxm.host_param.rdata)
-            with m.Case(Region.VXM_TABLE):
-                m.d.sync += self.host.rdata.eq(vxm.host_table.rdata)
+            for reg, val in regions.items():
+                with m.Case(reg):
+                    m.d.sync += self.host.rdata.eq(val)
         m.d.sync += self.host.rvalid.eq(r_re)
         return m
 
