@@ -1,6 +1,6 @@
 """Hardware layouts derived from the ISA and the configuration (never restated by hand)."""
 
-from amaranth import signed, unsigned
+from amaranth import Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -93,6 +93,16 @@ def tap_signature(cfg) -> wiring.Signature:
     """The values visible at one fabric position this cycle (fabric -> slice):
     ``east[s]`` / ``west[s]`` is stream ``s`` of that direction."""
     return wiring.Signature({"east": stream_vectors(cfg, cfg.streams), "west": stream_vectors(cfg, cfg.streams)})
+
+
+def tap_bundle(m, cfg, tap, east, enable, name: str) -> list:
+    """The streams of one direction at a slice's position (``tap.east`` where ``east`` is
+    true, else ``tap.west``) while ``enable``, else zeros (the logic behind then sees no
+    changes between uses): one signal ``<name>_<s>`` per stream, driven in module ``m``."""
+    vs = [Signal(cfg.vector_bits, name=f"{name}_{s}") for s in range(cfg.streams)]
+    with m.If(enable):
+        m.d.comb += [v.eq(Mux(east, tap.east[s], tap.west[s])) for s, v in enumerate(vs)]
+    return vs
 
 
 def drive_port_signature(cfg, per_stream: bool = False) -> wiring.Signature:

@@ -61,7 +61,7 @@ from lpu_arch.vxm import PARAM_WORDS, SHIFT_BITS, TABLE_SIZE, reset_words
 
 from .fp8 import product as fp8_product, round_to_code
 from .layouts import (base_file_layout, base_index, drive_signature, flag_bit, host_signature, index_bits,
-                      issue_signature, operand, tap_signature, vxm_lane_layout)
+                      issue_signature, operand, tap_bundle, tap_signature, vxm_lane_layout)
 
 # ---- arithmetic helpers -----------------------------------------------------------------
 def requantise(m, v, mult, shift, name):
@@ -260,15 +260,9 @@ class VXM(wiring.Component):
         m.d.comb += ht.rdata.eq(tr[0].data)
 
         # ---- stage 0 (t): A, B, parameter entry; the int32 adds --------------------------
-        def bundle(east, name):
-            """The streams of one direction on a VOP's issue cycle, else zeros (the logic
-            behind then sees no changes between VOPs)."""
-            vs = [Signal(cfg.vector_bits, name=f"{name}_{s}") for s in range(S)]
-            with m.If(is_vop):
-                m.d.comb += [v.eq(Mux(east, self.tap.east[s], self.tap.west[s])) for s, v in enumerate(vs)]
-            return Array(vs)
-
-        a_streams, b_streams = bundle(ins.dir == EAST, "a_stream"), bundle(ins.dir != EAST, "b_stream")
+        # The streams of one direction on a VOP's issue cycle, else zeros (layouts.tap_bundle).
+        a_streams = Array(tap_bundle(m, cfg, self.tap, ins.dir == EAST, is_vop, "a_stream"))
+        b_streams = Array(tap_bundle(m, cfg, self.tap, ins.dir != EAST, is_vop, "b_stream"))
 
         fp = cfg.mxm_dtype == "fp8"
         P, AB = cfg.acc_planes, cfg.acc_bits
