@@ -390,11 +390,8 @@ class Instr:
 
     # ---- encoding ----------------------------------------------------------------
     def encode(self) -> int:
-        self.checked()
-        vals = {"op": int(self.op), "dir": self.dir, "stream": self.stream,
-                "addr": self.addr & ((1 << ADDR_BITS) - 1), "count": self.count,
-                "delay": self.delay, "aux": self.aux}
-        return sum((vals[name] & ((1 << width) - 1)) << lsb for name, lsb, width, _ in FIELDS)
+        self.checked()      # (a REPEAT's negative stride: its two's complement in the addr field)
+        return sum((getattr(self, name) & ((1 << width) - 1)) << lsb for name, lsb, width, _ in FIELDS)
 
     @classmethod
     def decode(cls, word: int, where: str = "") -> "Instr":
@@ -412,8 +409,7 @@ class Instr:
         if op == Op.REPEAT and addr >> (ADDR_BITS - 1):
             addr -= 1 << ADDR_BITS
         try:
-            return cls(op, stream=f["stream"], dir=f["dir"], addr=addr, count=f["count"],
-                       delay=f["delay"], aux=f["aux"]).checked()
+            return cls(**{**f, "op": op, "addr": addr}).checked()
         except IsaError as e:
             raise IsaError(f"{e}{at}") from None
 
