@@ -121,6 +121,15 @@ def drive_value(port, s: int):
     return port.data[s] if len(port.data) > 1 else port.data[0]
 
 
+def drive_masks(m, drive, valid, dir, stream):
+    """Set the masks of ``drive`` (a ``drive_signature`` interface) for a slice that drives
+    one stream, ``stream`` in direction ``dir`` (``isa.EAST`` or ``WEST``), while ``valid``."""
+    for s in range(len(drive.east.mask)):
+        hit = valid & (stream == s)
+        m.d.comb += [drive.east.mask[s].eq(hit & (dir == isa.EAST)),
+                     drive.west.mask[s].eq(hit & (dir != isa.EAST))]
+
+
 def drive_signature(cfg, per_stream: bool = False) -> wiring.Signature:
     """One slice's stream writes this cycle (slice -> fabric), per direction: a slice may
     drive several streams on one cycle (MM's four planes, VOP both ways)."""
