@@ -319,13 +319,11 @@ def config_mismatch(cfg: TileConfig, words, header=None) -> list[str]:
     words = [int(w) for w in words]
     if header is not None:
         version, n, digest = (int(v) for v in header)
+        if version == 0:
+            return [f"the tile has no configuration block (CONFIG_VERSION reads 0; "
+                    f"the host expects format {CONFIG_FORMAT_VERSION}): rebuild it"]
         if version != CONFIG_FORMAT_VERSION:
-            if version == 0:
-                problems.append(f"the tile has no configuration block (CONFIG_VERSION reads 0; "
-                                f"the host expects format {CONFIG_FORMAT_VERSION}): rebuild it")
-            else:
-                problems.append(f"configuration block format: tile has {version}, host expects {CONFIG_FORMAT_VERSION}")
-            return problems
+            return [f"configuration block format: tile has {version}, host expects {CONFIG_FORMAT_VERSION}"]
         if n != len(names):
             problems.append(f"number of configuration fields: tile has {n}, program needs {len(names)} "
                             f"(the tile was built from a different TileConfig field list; the fields "
