@@ -186,11 +186,9 @@ class MXM(wiring.Component):
                     m.d.sync += act.eq(~act)
 
         # ---- x slots (LX writes on its issue cycle; MM reads the old value) -------------
-        xbuf = Memory(shape=unsigned(VB), depth=cfg.mxm_xbuf_depth, init=[])
         AB, P = cfg.acc_bits, cfg.acc_planes
-        acc = Memory(shape=unsigned(AB * L), depth=cfg.mxm_acc_depth, init=[])
-        m.submodules.xbuf = xbuf
-        m.submodules.acc = acc
+        m.submodules.xbuf = xbuf = Memory(shape=unsigned(VB), depth=cfg.mxm_xbuf_depth, init=[])
+        m.submodules.acc = acc = Memory(shape=unsigned(AB * L), depth=cfg.mxm_acc_depth, init=[])
         xw = xbuf.write_port()
         xr = xbuf.read_port(domain="sync")
         aw = acc.write_port()

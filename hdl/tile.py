@@ -351,9 +351,8 @@ class Tile(wiring.Component):
 
         links = []
         for lk in range(cfg.links):
-            tx = LinkTx(cfg)
-            rx = LinkRx(cfg, w_domain=f"rx{lk}")
-            m.submodules[f"tx{lk}"], m.submodules[f"rx{lk}"] = tx, rx
+            m.submodules[f"tx{lk}"] = tx = LinkTx(cfg)
+            m.submodules[f"rx{lk}"] = rx = LinkRx(cfg, w_domain=f"rx{lk}")
             sl = c2cs[cfg.link_slice(lk)]
             i = served_links(cfg, cfg.position(cfg.link_slice(lk))).index(lk)
             m.d.comb += [

@@ -248,8 +248,7 @@ class VXM(wiring.Component):
         tdepth = cfg.vxm_tables * TABLE_SIZE
         tr = []
         for c in range(L):
-            table = Memory(shape=unsigned(8), depth=tdepth, init=t_init)
-            m.submodules[f"table{c}"] = table
+            m.submodules[f"table{c}"] = table = Memory(shape=unsigned(8), depth=tdepth, init=t_init)
             tw = table.write_port()
             m.d.comb += [
                 tw.addr.eq(ht.addr[:8 + tbits]),
