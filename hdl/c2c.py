@@ -31,7 +31,7 @@ from lpu_arch.hostmap import LINK_COUNT_BITS
 from lpu_arch.isa import C2C_LATENCY, EAST, OPERANDS, Op
 
 from .ecc import EccDecoder, EccEncoder
-from .layouts import drive_signature, issue_signature, operand, tap_signature
+from .layouts import drive_masks, drive_signature, issue_signature, operand, tap_signature
 
 SLACK_BITS = OPERANDS[Op.RUNTIME_DESKEW]["slack"][2]
 
@@ -687,7 +687,6 @@ class C2cSlice(wiring.Component):
     def elaborate(self, platform):
         assert C2C_LATENCY == 1, "the C2C slice drives a received vector one cycle after RECV"
         m = Module()
-        cfg = self.cfg
         ins, valid = self.issue.instr, self.issue.valid
         link, mask = operand(ins, Op.SEND, "link"), operand(ins, Op.SENDM, "links")
         m.d.comb += [
@@ -709,12 +708,7 @@ class C2cSlice(wiring.Component):
             with m.If(is_recv & hit):
                 m.d.sync += [d_valid.eq(1), d_sel.eq(i)]
         data = Array(self.recv_data)[d_sel] if self.links else 0
-        for s in range(cfg.streams):
-            hit = d_valid & (d_stream == s)
-            m.d.comb += [
-                self.drive.east.mask[s].eq(hit & (d_dir == EAST)),
-                self.drive.west.mask[s].eq(hit & (d_dir != EAST)),
-            ]
+        drive_masks(m, self.drive, d_valid, d_dir, d_stream)
         m.d.comb += [self.drive.east.data[0].eq(data), self.drive.west.data[0].eq(data)]
         m.d.comb += self.driving.eq(d_valid)
         return m

@@ -66,16 +66,15 @@ class UartTile(wiring.Component):
         n_framing, n_timeout, n_ignored = (Signal(range(STATUS_COUNT_MAX + 1), name=f"n_{n}")
                                            for n in ("framing", "timeout", "ignored"))
 
-        def raise_flag(flag):
+        def note(flag, counter=None):
+            """Raise ``flag`` in the status record and count it in ``counter`` (saturating)."""
             m.d.sync += flags[flag.bit_length() - 1].eq(1)
-
-        def count_up(counter):
-            with m.If(counter != STATUS_COUNT_MAX):
-                m.d.sync += counter.eq(counter + 1)
+            if counter is not None:
+                with m.If(counter != STATUS_COUNT_MAX):
+                    m.d.sync += counter.eq(counter + 1)
 
         with m.If(bad):
-            raise_flag(LinkStatus.FRAMING)
-            count_up(n_framing)
+            note(LinkStatus.FRAMING, n_framing)
 
         with m.FSM() as fsm:
             with m.State("CMD"):
@@ -91,8 +90,7 @@ class UartTile(wiring.Component):
                                  count.eq(4), flags.eq(0), n_framing.eq(0), n_timeout.eq(0), n_ignored.eq(0)]
                     m.next = "SEND"
                 with m.Elif(got):
-                    raise_flag(LinkStatus.IGNORED)
-                    count_up(n_ignored)
+                    note(LinkStatus.IGNORED, n_ignored)
             with m.State("ARGS"):
                 with m.If(bad):
                     m.d.sync += quiet.eq(quiet_max)
@@ -106,8 +104,7 @@ class UartTile(wiring.Component):
                     with m.If(count == 7):
                         m.next = "WRITE"
                 with m.Elif(expired):   # the command stayed incomplete: discard it
-                    raise_flag(LinkStatus.TIMEOUT)
-                    count_up(n_timeout)
+                    note(LinkStatus.TIMEOUT, n_timeout)
                     m.next = "CMD"
                 with m.Else():
                     m.d.sync += quiet.eq(quiet - 1)
@@ -143,6 +140,6 @@ class UartTile(wiring.Component):
                         m.next = "CMD"
         # A byte while a command executes or its answer is sent is discarded.
         with m.If(got & ~fsm.ongoing("CMD") & ~fsm.ongoing("ARGS") & ~fsm.ongoing("DRAIN")):
-            raise_flag(LinkStatus.BUSY)
+            note(LinkStatus.BUSY)
         m.d.comb += self.fault.eq(tile.fault)
         return m

@@ -1,6 +1,6 @@
 """Hardware layouts derived from the ISA and the configuration (never restated by hand)."""
 
-from amaranth import signed, unsigned
+from amaranth import Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -95,6 +95,16 @@ def tap_signature(cfg) -> wiring.Signature:
     return wiring.Signature({"east": stream_vectors(cfg, cfg.streams), "west": stream_vectors(cfg, cfg.streams)})
 
 
+def tap_bundle(m, cfg, tap, east, enable, name: str) -> list:
+    """The streams of one direction at a slice's position (``tap.east`` where ``east`` is
+    true, else ``tap.west``) while ``enable``, else zeros (the logic behind then sees no
+    changes between uses): one signal ``<name>_<s>`` per stream, driven in module ``m``."""
+    vs = [Signal(cfg.vector_bits, name=f"{name}_{s}") for s in range(cfg.streams)]
+    with m.If(enable):
+        m.d.comb += [v.eq(Mux(east, tap.east[s], tap.west[s])) for s, v in enumerate(vs)]
+    return vs
+
+
 def drive_port_signature(cfg, per_stream: bool = False) -> wiring.Signature:
     """One direction of a slice's stream writes this cycle: ``mask`` bit ``s`` set means
     stream ``s`` takes the slice's value, replacing the passing value.
@@ -109,6 +119,15 @@ def drive_port_signature(cfg, per_stream: bool = False) -> wiring.Signature:
 def drive_value(port, s: int):
     """The value a drive port gives stream ``s`` (when its ``mask`` bit ``s`` is set)."""
     return port.data[s] if len(port.data) > 1 else port.data[0]
+
+
+def drive_masks(m, drive, valid, dir, stream):
+    """Set the masks of ``drive`` (a ``drive_signature`` interface) for a slice that drives
+    one stream, ``stream`` in direction ``dir`` (``isa.EAST`` or ``WEST``), while ``valid``."""
+    for s in range(len(drive.east.mask)):
+        hit = valid & (stream == s)
+        m.d.comb += [drive.east.mask[s].eq(hit & (dir == isa.EAST)),
+                     drive.west.mask[s].eq(hit & (dir != isa.EAST))]
 
 
 def drive_signature(cfg, per_stream: bool = False) -> wiring.Signature:

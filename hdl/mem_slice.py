@@ -9,7 +9,8 @@ from amaranth.lib.wiring import In, Out
 from lpu_arch.hostmap import load_row_bits
 from lpu_arch.isa import ADDR_BITS, EAST, Op
 
-from .layouts import base_file_layout, base_index, drive_signature, host_signature, issue_signature, tap_signature
+from .layouts import (base_file_layout, base_index, drive_masks, drive_signature, host_signature, issue_signature,
+                      tap_signature)
 
 
 class MemSlice(wiring.Component):
@@ -142,12 +143,7 @@ class MemSlice(wiring.Component):
         drv_dir, drv_stream, drv_zero = Signal(1), Signal.like(ins.stream), Signal()
         m.d.sync += [self.driving.eq(is_read & (base.off | in_range)), drv_dir.eq(ins.dir),
                      drv_stream.eq(ins.stream), drv_zero.eq(base.off)]
-        for s in range(cfg.streams):
-            hit = self.driving & (drv_stream == s)
-            m.d.comb += [
-                self.drive.east.mask[s].eq(hit & (drv_dir == EAST)),
-                self.drive.west.mask[s].eq(hit & (drv_dir != EAST)),
-            ]
+        drive_masks(m, self.drive, self.driving, drv_dir, drv_stream)
         # One vector for every stream (``drive_port_signature``).
         value = Signal(cfg.vector_bits)
         m.d.comb += value.eq(Mux(drv_zero, 0, rd.data))

@@ -38,7 +38,7 @@ from lpu_arch.isa import EAST, MM_ACC_BITS, WEST, MMFlag, Op
 from .arith import balanced_sum
 from .dedup import place
 from .fp8 import product
-from .layouts import drive_signature, flag_bit, index_bits, issue_signature, operand, tap_signature
+from .layouts import drive_signature, flag_bit, index_bits, issue_signature, operand, tap_bundle, tap_signature
 
 
 class MXM(wiring.Component):
@@ -99,22 +99,13 @@ class MXM(wiring.Component):
         is_lw = self.ld_issue.valid & (ld.op == Op.LW)
         is_lx = self.ld_issue.valid & (ld.op == Op.LX)
 
-        def bundle(dir_sig, enable, name):
-            """The streams of direction ``dir_sig`` at this position while ``enable`` (else
-            zeros: the logic behind sees no changes between uses), as a list of vectors."""
-            vs = [Signal(VB, name=f"{name}_{s}") for s in range(S)]
-            with m.If(enable):
-                m.d.comb += [v.eq(Mux(dir_sig == EAST, self.tap.east[s], self.tap.west[s]))
-                             for s, v in enumerate(vs)]
-            return vs
-
         # Every expression used more than once is a signal: Amaranth builds an expression
         # anew at each use (at full scale a weight row's mux used by 320 products would be
         # 320 copies of a 2560-bit mux).
-        mm_streams = bundle(ins.dir, is_mm, "mm_stream")
+        mm_streams = tap_bundle(m, cfg, self.tap, ins.dir == EAST, is_mm, "mm_stream")
         x_stream = Signal(VB)
         m.d.comb += x_stream.eq(Array(mm_streams)[ins.stream])
-        lx_streams = bundle(ld.dir, is_lx, "lx_stream")
+        lx_streams = tap_bundle(m, cfg, self.tap, ld.dir == EAST, is_lx, "lx_stream")
         lx_stream = Signal(VB)
         m.d.comb += lx_stream.eq(Array(lx_streams)[ld.stream])
 
@@ -163,7 +154,7 @@ class MXM(wiring.Component):
         m.d.comb += next_base.eq(c_base + c_n)
         last_group = next_base >= (c_r if partial else L)
         m.d.sync += [cur_n.eq(c_n), cur_s.eq(c_s), cur_dir.eq(c_dir), *rows_eq(cur_r, c_r)]
-        ld_streams = bundle(c_dir, load_now, "ld_stream")
+        ld_streams = tap_bundle(m, cfg, self.tap, c_dir == EAST, load_now, "ld_stream")
         # Row r loads stream (c_s + r - c_base) mod 2**sb (a stream beyond S: zeros).  One
         # rotation of the streams by (c_s - c_base) mod 2**sb serves every row: row r takes
         # rotated[r mod 2**sb] (a log-depth rotator instead of one S-way mux per row).
@@ -195,11 +186,9 @@ class MXM(wiring.Component):
                     m.d.sync += act.eq(~act)
 
         # ---- x slots (LX writes on its issue cycle; MM reads the old value) -------------
-        xbuf = Memory(shape=unsigned(VB), depth=cfg.mxm_xbuf_depth, init=[])
         AB, P = cfg.acc_bits, cfg.acc_planes
-        acc = Memory(shape=unsigned(AB * L), depth=cfg.mxm_acc_depth, init=[])
-        m.submodules.xbuf = xbuf
-        m.submodules.acc = acc
+        m.submodules.xbuf = xbuf = Memory(shape=unsigned(VB), depth=cfg.mxm_xbuf_depth, init=[])
+        m.submodules.acc = acc = Memory(shape=unsigned(AB * L), depth=cfg.mxm_acc_depth, init=[])
         xw = xbuf.write_port()
         xr = xbuf.read_port(domain="sync")
         aw = acc.write_port()

@@ -330,9 +330,7 @@ def _report(cfg, built, top_counts) -> dict:
                      "memory_bits": sum(x["bits"] for x in mems), "memories": mems,
                      "multipliers": sum(x["count"] for x in mults if x["b"] != "const"),
                      "multiplier_kinds": mults}
-    total = {"ff_bits": sum(u["ff_bits"] for u in out.values()),
-             "memory_bits": sum(u["memory_bits"] for u in out.values()),
-             "multipliers": sum(u["multipliers"] for u in out.values())}
+    total = {k: sum(u[k] for u in out.values()) for k in ("ff_bits", "memory_bits", "multipliers")}
     return {"config": cfg.to_dict(), "units": out, "total": total}
 
 

@@ -102,11 +102,8 @@ class System(wiring.Component):
             parent = topo.parent(i)
             children = [topo.link_to(0, j) for j in range(1, self.tiles)] if i == 0 else []
             rename = {"sync": f"t{i}"}
-            for k in range(cfg.links):
-                if k < topo.links_per_tile:
-                    rename[f"rx{k}"] = f"t{topo.peer(i, k)[0]}"
-                else:
-                    rename[f"rx{k}"] = f"t{i}"     # an unconnected link: idle input
+            for k in range(cfg.links):     # the peer's domain; an unconnected link: the tile's own (idle)
+                rename[f"rx{k}"] = f"t{topo.peer(i, k)[0] if k < topo.links_per_tile else i}"
             tile = Tile(cfg, hac_parent=parent, hac_children=children)
             m.submodules[f"tile{i}"] = DomainRenamer(rename)(tile)
             tiles.append(tile)

@@ -270,58 +270,34 @@ class Tile(wiring.Component):
         r_region, r_slice, r_word, r_re = (Signal.like(region), Signal.like(sel_slice),
                                            Signal.like(word), Signal())
         m.d.sync += [r_region.eq(region), r_slice.eq(sel_slice), r_word.eq(word), r_re.eq(self.host.re)]
+        # Every CSR the host reads, {word: value}; the flags of queues and MEM slices 32 to a word.
+        csrs = {Csr.STATUS: status, Csr.SAC: sac, Csr.CONFIG0: cfg.lanes | cfg.streams << 16,
+                Csr.CONFIG1: (cfg.mem_slices | hostmap.log2(cfg.mem_depth) << 8
+                              | hostmap.log2(cfg.iq_depth) << 16 | hostmap.log2(cfg.trace_depth + 1) << 24),
+                **hostmap.config_csrs(cfg)}       # the whole TileConfig, constants
+        csrs.update({Csr.ILLEGAL_BASE + k // 32: illegal[k:k + 32] for k in range(0, len(illegal), 32)})
+        csrs.update({Csr.ADDR_FAULT_BASE + k // 32: addr_fault[k:k + 32] for k in range(0, len(addr_fault), 32)})
+        csrs.update({Csr.BUSY_BASE + p: b for p, b in enumerate(busy_count)})
+        csrs.update({Csr.TRACE_COUNT_BASE + i: t.trace_count for i, t in enumerate(traces)})
+        csrs.update({**link_csrs, Csr.ENTRY: entry})
+        csrs.update({Csr.BASE_REG_BASE + r: reg.offset | reg.off << BASE_OFF_BIT
+                     for r, reg in enumerate(base_regs, 1)})
         csr_val = Signal(cfg.HOST_WORD)
         with m.Switch(r_word):
-            with m.Case(Csr.STATUS):
-                m.d.comb += csr_val.eq(status)
-            with m.Case(Csr.SAC):
-                m.d.comb += csr_val.eq(sac)
-            with m.Case(Csr.CONFIG0):
-                m.d.comb += csr_val.eq(cfg.lanes | cfg.streams << 16)
-            with m.Case(Csr.CONFIG1):
-                m.d.comb += csr_val.eq(cfg.mem_slices | hostmap.log2(cfg.mem_depth) << 8
-                                       | hostmap.log2(cfg.iq_depth) << 16
-                                       | hostmap.log2(cfg.trace_depth + 1) << 24)
-            for reg, val in hostmap.config_csrs(cfg).items():   # the whole TileConfig, constants
+            for reg, val in csrs.items():
                 with m.Case(reg):
                     m.d.comb += csr_val.eq(val)
-            for k in range(0, len(illegal), 32):
-                with m.Case(Csr.ILLEGAL_BASE + k // 32):
-                    m.d.comb += csr_val.eq(illegal[k:k + 32])
-            for k in range(0, len(addr_fault), 32):
-                with m.Case(Csr.ADDR_FAULT_BASE + k // 32):
-                    m.d.comb += csr_val.eq(addr_fault[k:k + 32])
-            for p, b in enumerate(busy_count):
-                with m.Case(Csr.BUSY_BASE + p):
-                    m.d.comb += csr_val.eq(b)
-            for i, t in enumerate(traces):
-                with m.Case(Csr.TRACE_COUNT_BASE + i):
-                    m.d.comb += csr_val.eq(t.trace_count)
-            for reg, val in link_csrs.items():
-                with m.Case(reg):
-                    m.d.comb += csr_val.eq(val)
-            with m.Case(Csr.ENTRY):
-                m.d.comb += csr_val.eq(entry)
-            for r, reg in enumerate(base_regs, 1):
-                with m.Case(Csr.BASE_REG_BASE + r):
-                    m.d.comb += csr_val.eq(reg.offset | reg.off << BASE_OFF_BIT)
 
         def pick(ports):
             return Array(p.rdata for p in ports)[r_slice] if ports else 0
 
+        regions = {Region.CSR: csr_val, Region.IMEM: pick([host for host, _, _, _ in queues]),
+                   Region.DMEM: pick([mem.host for mem in mems]), Region.TRACE: pick([t.trace_host for t in traces]),
+                   Region.VXM_PARAM: vxm.host_param.rdata, Region.VXM_TABLE: vxm.host_table.rdata}
         with m.Switch(r_region):
-            with m.Case(Region.CSR):
-                m.d.sync += self.host.rdata.eq(csr_val)
-            with m.Case(Region.IMEM):
-                m.d.sync += self.host.rdata.eq(pick([host for host, _, _, _ in queues]))
-            with m.Case(Region.DMEM):
-                m.d.sync += self.host.rdata.eq(pick([mem.host for mem in mems]))
-            with m.Case(Region.TRACE):
-                m.d.sync += self.host.rdata.eq(pick([t.trace_host for t in traces]))
-            with m.Case(Region.VXM_PARAM):
-                m.d.sync += self.host.rdata.eq(vxm.host_param.rdata)
-            with m.Case(Region.VXM_TABLE):
-                m.d.sync += self.host.rdata.eq(vxm.host_table.rdata)
+            for reg, val in regions.items():
+                with m.Case(reg):
+                    m.d.sync += self.host.rdata.eq(val)
         m.d.sync += self.host.rvalid.eq(r_re)
         return m
 
@@ -375,9 +351,8 @@ class Tile(wiring.Component):
 
         links = []
         for lk in range(cfg.links):
-            tx = LinkTx(cfg)
-            rx = LinkRx(cfg, w_domain=f"rx{lk}")
-            m.submodules[f"tx{lk}"], m.submodules[f"rx{lk}"] = tx, rx
+            m.submodules[f"tx{lk}"] = tx = LinkTx(cfg)
+            m.submodules[f"rx{lk}"] = rx = LinkRx(cfg, w_domain=f"rx{lk}")
             sl = c2cs[cfg.link_slice(lk)]
             i = served_links(cfg, cfg.position(cfg.link_slice(lk))).index(lk)
             m.d.comb += [

@@ -60,14 +60,10 @@ from lpu_arch.isa import EAST, Op, VopFlag
 from lpu_arch.vxm import PARAM_WORDS, SHIFT_BITS, TABLE_SIZE, reset_words
 
 from .fp8 import product as fp8_product, round_to_code
-from .layouts import (base_file_layout, base_index, drive_signature, host_signature, index_bits, issue_signature,
-                      operand, tap_signature, vxm_lane_layout)
+from .layouts import (base_file_layout, base_index, drive_signature, flag_bit, host_signature, index_bits,
+                      issue_signature, operand, tap_bundle, tap_signature, vxm_lane_layout)
 
 # ---- arithmetic helpers -----------------------------------------------------------------
-def _flag(flag) -> int:
-    return int(flag).bit_length() - 1
-
-
 def requantise(m, v, mult, shift, name):
     """``sat8((v * mult + (shift ? 1 << (shift-1) : 0)) >> shift)``, arithmetic shift.
 
@@ -252,8 +248,7 @@ class VXM(wiring.Component):
         tdepth = cfg.vxm_tables * TABLE_SIZE
         tr = []
         for c in range(L):
-            table = Memory(shape=unsigned(8), depth=tdepth, init=t_init)
-            m.submodules[f"table{c}"] = table
+            m.submodules[f"table{c}"] = table = Memory(shape=unsigned(8), depth=tdepth, init=t_init)
             tw = table.write_port()
             m.d.comb += [
                 tw.addr.eq(ht.addr[:8 + tbits]),
@@ -264,15 +259,9 @@ class VXM(wiring.Component):
         m.d.comb += ht.rdata.eq(tr[0].data)
 
         # ---- stage 0 (t): A, B, parameter entry; the int32 adds --------------------------
-        def bundle(east, name):
-            """The streams of one direction on a VOP's issue cycle, else zeros (the logic
-            behind then sees no changes between VOPs)."""
-            vs = [Signal(cfg.vector_bits, name=f"{name}_{s}") for s in range(S)]
-            with m.If(is_vop):
-                m.d.comb += [v.eq(Mux(east, self.tap.east[s], self.tap.west[s])) for s, v in enumerate(vs)]
-            return Array(vs)
-
-        a_streams, b_streams = bundle(ins.dir == EAST, "a_stream"), bundle(ins.dir != EAST, "b_stream")
+        # The streams of one direction on a VOP's issue cycle, else zeros (layouts.tap_bundle).
+        a_streams = Array(tap_bundle(m, cfg, self.tap, ins.dir == EAST, is_vop, "a_stream"))
+        b_streams = Array(tap_bundle(m, cfg, self.tap, ins.dir != EAST, is_vop, "b_stream"))
 
         fp = cfg.mxm_dtype == "fp8"
         P, AB = cfg.acc_planes, cfg.acc_bits
@@ -285,14 +274,19 @@ class VXM(wiring.Component):
             return [Cat(*(planes[b][8 * l: 8 * l + 8] for b in range(P)))[:AB].as_signed() for l in range(L)]
 
         a_in, b_in = acc_lanes(a_streams, "a"), acc_lanes(b_streams, "b")
-        add_b = ins.aux[_flag(VopFlag.ADD)]
+        add_b = ins.aux[flag_bit(VopFlag.ADD)]
         # Registers are loaded only when a VOP issues (stage 1's only after one), so between
         # VOPs the arithmetic sees no changes (event-driven simulators skip it).
-        # q_zero / r_zero: the VOP skips or faulted, its result is a zero vector.
-        q_vop, q_flags, q_out, q_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
-        m.d.sync += q_vop.eq(is_vop)
-        with m.If(is_vop):
-            m.d.sync += [q_flags.eq(ins.aux), q_out.eq(operand(ins, Op.VOP, "out")), q_zero.eq(base.off | fault)]
+        def follow(vop, flags, out, zero):
+            """A stage's VOP strobe (every cycle), flags, output stream and zero flag (the VOP
+            skips or faulted: its result is a zero vector), loaded only after a VOP."""
+            n_vop, n_flags, n_out, n_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
+            m.d.sync += n_vop.eq(vop)
+            with m.If(vop):
+                m.d.sync += [n_flags.eq(flags), n_out.eq(out), n_zero.eq(zero)]
+            return n_vop, n_flags, n_out, n_zero
+
+        q_vop, q_flags, q_out, q_zero = follow(is_vop, ins.aux, operand(ins, Op.VOP, "out"), base.off | fault)
         lane_q = []
         lane_layout = vxm_lane_layout()
         for l in range(L):
@@ -315,13 +309,8 @@ class VXM(wiring.Component):
         # (the multipliers' output registers); with vxm_latency 3 the products and their
         # rounding share the next stage.
         fifth = cfg.vxm_latency == 4
-        if fifth:
-            p_vop, p_flags, p_out, p_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
-            m.d.sync += p_vop.eq(q_vop)
-            with m.If(q_vop):
-                m.d.sync += [p_flags.eq(q_flags), p_out.eq(q_out), p_zero.eq(q_zero)]
-        else:
-            p_vop, p_flags, p_out, p_zero = q_vop, q_flags, q_out, q_zero
+        q_stage = (q_vop, q_flags, q_out, q_zero)
+        p_vop, p_flags, p_out, p_zero = follow(*q_stage) if fifth else q_stage
         lane_p = []
         for l, (va, vb, ma, sa, mb, sb, mc, sc, tsel) in enumerate(lane_q):
             pa = Signal(signed(len(va) + len(ma) + 1), name=f"pa_{l}")
@@ -336,22 +325,18 @@ class VXM(wiring.Component):
             lane_p.append((pa, pb, *regs))
 
         # ---- stage 2 (t+2; t+1 with vxm_latency 3): round A and B, table address ----------
-        r_vop, r_flags, r_out, r_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
-        m.d.sync += r_vop.eq(p_vop)
-        with m.If(p_vop):
-            m.d.sync += [r_flags.eq(p_flags), r_out.eq(p_out), r_zero.eq(p_zero)]
+        r_vop, r_flags, r_out, r_zero = follow(p_vop, p_flags, p_out, p_zero)
 
         def rounded(prod, shift, name):
             """int8 (sat8 of the rounded shift) or E4M3 (one rounding to the nearest code)."""
             return round_to_code(m, prod, shift, name) if fp else round_shift(m, prod, shift, name)
 
         def rq(v, mult, shift, name):
-            """A whole requantisation (product and rounding) in one stage: the gate's."""
-            if not fp:
-                return requantise(m, v, mult, shift, name)
+            """A whole requantisation (product and rounding) in one stage: the gate's
+            (:func:`requantise` on an int8 tile)."""
             prod = Signal(signed(len(v) + len(mult) + 1), name=f"{name}_prod")
             m.d.comb += prod.eq(v * mult)
-            return round_to_code(m, prod, shift, name)
+            return rounded(prod, shift, name)
 
         byte = unsigned(8) if fp else signed(8)
         r_a, r_b, r_mc, r_sc = [], [], [], []
@@ -371,14 +356,12 @@ class VXM(wiring.Component):
             r_a.append(qa), r_b.append(qb), r_mc.append(qm), r_sc.append(qs)
 
         # ---- stage 3 (t+3; t+2 with vxm_latency 3): table, a * b ------------------------------------------------
-        g_vop, g_flags, g_out, g_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
-        m.d.sync += g_vop.eq(r_vop)
-        with m.If(r_vop):
-            m.d.sync += [g_flags.eq(r_flags), g_out.eq(r_out), g_zero.eq(r_zero)]
+        g_vop, g_flags, g_out, g_zero = follow(r_vop, r_flags, r_out, r_zero)
         g_a, g_ab, g_mc, g_sc = [], [], [], []
         for l in range(L):
             a = Signal(byte, name=f"ta_{l}")
-            m.d.comb += a.eq(Mux(r_flags[_flag(VopFlag.TABLE)], tr[l].data if fp else tr[l].data.as_signed(), r_a[l]))
+            m.d.comb += a.eq(Mux(r_flags[flag_bit(VopFlag.TABLE)], tr[l].data if fp else tr[l].data.as_signed(),
+                                 r_a[l]))
             ga, ab = Signal(byte, name=f"ga_{l}"), Signal(signed(fp8.PRODUCT_BITS if fp else 16), name=f"ab_{l}")
             gm, gs = Signal.like(r_mc[l], name=f"gmc_{l}"), Signal(SHIFT_BITS, name=f"gsc_{l}")
             prod = fp8_product(m, a, r_b[l], f"gate_{l}")[0] if fp else a * r_b[l]
@@ -390,10 +373,10 @@ class VXM(wiring.Component):
         res = []
         for l in range(L):
             g = rq(g_ab[l], g_mc[l], g_sc[l], f"rc_{l}")
-            res.append(Mux(g_flags[_flag(VopFlag.GATE)], g, g_a[l]))
+            res.append(Mux(g_flags[flag_bit(VopFlag.GATE)], g, g_a[l]))
         result = Mux(g_zero, 0, Cat(*res))
-        out_e = g_vop & g_flags[_flag(VopFlag.OUT_E)]
-        out_w = g_vop & g_flags[_flag(VopFlag.OUT_W)]
+        out_e = g_vop & g_flags[flag_bit(VopFlag.OUT_E)]
+        out_w = g_vop & g_flags[flag_bit(VopFlag.OUT_W)]
         for s in range(S):
             m.d.comb += [
                 self.drive.east.mask[s].eq(out_e & (g_out == s)),

@@ -164,14 +164,9 @@ def wall_cycles(cfg: TileConfig, cycles: int, slacks: int, lead: int = START_LEA
     """Wall cycles (HAC) of an armed run from the host's HAC read to done, when every tile
     keeps to its HAC: the arming ``lead``, the program's ``cycles`` (SAC) and the slack of
     every RUNTIME_DESKEW it issues (``slacks``, the first one's included).  A tile whose
-    clock drifts ends within ``wall_tolerance(cfg)`` of it."""
+    clock drifts ends within the skew of :func:`min_distance` of it: the HAC error, the
+    drift since the last RUNTIME_DESKEW and one cycle of phase."""
     return lead + cycles + slacks
-
-
-def wall_tolerance(cfg: TileConfig) -> int:
-    """How far a tile's done may lie from ``wall_cycles``: the HAC error, the drift since
-    the last RUNTIME_DESKEW and one cycle of phase."""
-    return HAC_ERROR_MAX + drift(cfg, deskew_interval(cfg)) + 1
 
 
 # ---- the deskew stall bound: a stall beyond it is a fault that halts the tile -----------------

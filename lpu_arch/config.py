@@ -178,6 +178,10 @@ class TileConfig:
             if not cond:
                 raise ConfigError(msg)
 
+        def pow2(name, lo, hi, what=""):
+            v = getattr(self, name)
+            need(_is_pow2(v) and lo <= v <= hi, f"{name} must be a power of two in {lo}..{hi}{what}, got {v}")
+
         for name in ("lanes", "streams", "mem_slices", "mem_depth", "iq_depth", "trace_depth",
                      "mxm_acc_depth", "mxm_xbuf_depth", "vxm_param_depth", "vxm_tables", "base_regs", "links", "link_width",
                      "link_latency_min", "link_latency_max", "max_ppm", "epoch", "sync_interval", "rx_depth",
@@ -192,22 +196,15 @@ class TileConfig:
              f"streams per direction must be in 1..{self.MAX_STREAMS}, got {self.streams}")
         need(1 <= self.mem_slices <= self.MAX_MEM_SLICES,
              f"mem_slices per hemisphere must be in 1..{self.MAX_MEM_SLICES}, got {self.mem_slices}")
-        need(_is_pow2(self.mem_depth) and 2 <= self.mem_depth <= self.MAX_MEM_DEPTH,
-             f"mem_depth must be a power of two in 2..{self.MAX_MEM_DEPTH}, got {self.mem_depth}")
-        need(_is_pow2(self.iq_depth) and 2 <= self.iq_depth <= 1 << 16,
-             f"iq_depth must be a power of two in 2..65536, got {self.iq_depth}")
+        pow2("mem_depth", 2, self.MAX_MEM_DEPTH)
+        pow2("iq_depth", 2, 1 << 16)
         need(self.trace_depth == 0 or (_is_pow2(self.trace_depth) and self.trace_depth <= 1 << 16),
              f"trace_depth must be 0 or a power of two up to 65536, got {self.trace_depth}")
         for name in ("mxm_acc_depth", "mxm_xbuf_depth"):
-            v = getattr(self, name)
-            need(_is_pow2(v) and 2 <= v <= 1 << isa.MM_ACC_BITS,
-                 f"{name} must be a power of two in 2..{1 << isa.MM_ACC_BITS} (MM's operand field), got {v}")
-        need(_is_pow2(self.vxm_param_depth) and 2 <= self.vxm_param_depth <= 4096,
-             f"vxm_param_depth must be a power of two in 2..4096, got {self.vxm_param_depth}")
-        need(_is_pow2(self.vxm_tables) and 1 <= self.vxm_tables <= 256,
-             f"vxm_tables must be a power of two in 1..256 (a parameter entry's table field), got {self.vxm_tables}")
-        need(_is_pow2(self.base_regs) and 2 <= self.base_regs <= 1 << isa.BASE_BITS,
-             f"base_regs must be a power of two in 2..{1 << isa.BASE_BITS} (the base operand), got {self.base_regs}")
+            pow2(name, 2, 1 << isa.MM_ACC_BITS, " (MM's operand field)")
+        pow2("vxm_param_depth", 2, 4096)
+        pow2("vxm_tables", 1, 256, " (a parameter entry's table field)")
+        pow2("base_regs", 2, 1 << isa.BASE_BITS, " (the base operand)")
         need(0 <= self.links <= self.MAX_LINKS, f"links must be in 0..{self.MAX_LINKS}, got {self.links}")
         need(self.link_width >= 8 and self.vector_bits % self.link_width == 0,
              f"link_width must be at least 8 and divide the {self.vector_bits}-bit vector, got {self.link_width}")
@@ -215,12 +212,10 @@ class TileConfig:
              f"link latency range must satisfy 1 <= min <= max <= 255, got "
              f"{self.link_latency_min}..{self.link_latency_max}")
         need(0 <= self.max_ppm <= 100_000, f"max_ppm must be in 0..100000, got {self.max_ppm}")
-        need(_is_pow2(self.epoch) and 64 <= self.epoch <= 1 << 16,
-             f"epoch must be a power of two in 64..65536 cycles, got {self.epoch}")
+        pow2("epoch", 64, 1 << 16, " cycles")
         need(8 <= self.sync_interval <= self.epoch,
              f"sync_interval must be in 8..epoch ({self.epoch}) cycles, got {self.sync_interval}")
-        need(_is_pow2(self.rx_depth) and 2 <= self.rx_depth <= 256,
-             f"rx_depth must be a power of two in 2..256 vectors, got {self.rx_depth}")
+        pow2("rx_depth", 2, 256, " vectors")
         need(self.mxm_dtype in DTYPES, f"mxm_dtype must be one of {', '.join(DTYPES)}, got {self.mxm_dtype!r}")
         need(self.mxm_layout in LAYOUTS, f"mxm_layout must be one of {', '.join(LAYOUTS)}, got {self.mxm_layout!r}")
         need(self.mxm_layout == "edge" or self.links == 0,
@@ -387,10 +382,6 @@ class TileConfig:
     def loader(self, mxm: str) -> str:
         """The loader queue of MXM ``mxm`` (``MXM_W`` -> ``MXL_W``)."""
         return self.LOADER_OF[mxm]
-
-    def queue_slice(self, name: str) -> str:
-        """The slice a queue issues to (a loader's MXM; else the queue's own slice)."""
-        return self.LOADERS.get(name, name)
 
     def link_slice(self, link: int) -> str:
         """The C2C slice that serves ``link``: C2C_W the even links, C2C_E the odd ones."""

@@ -221,11 +221,6 @@ def load_row_bits(cfg: TileConfig) -> int:
     return max(log2(cfg.mem_depth), log2(cfg.iq_depth), log2(cfg.vxm_param_depth), 1)
 
 
-def link_csr(link: int, reg: LinkReg) -> int:
-    """Host address of per-link register ``reg`` of ``link``."""
-    return csr(Csr.LINK_BASE + LINK_WORDS * link + int(reg))
-
-
 def addr(region: Region, slice_index: int = 0, word: int = 0) -> int:
     return (int(region) << REGION_SHIFT) | (slice_index << SLICE_SHIFT) | word
 
@@ -324,13 +319,11 @@ def config_mismatch(cfg: TileConfig, words, header=None) -> list[str]:
     words = [int(w) for w in words]
     if header is not None:
         version, n, digest = (int(v) for v in header)
+        if version == 0:
+            return [f"the tile has no configuration block (CONFIG_VERSION reads 0; "
+                    f"the host expects format {CONFIG_FORMAT_VERSION}): rebuild it"]
         if version != CONFIG_FORMAT_VERSION:
-            if version == 0:
-                problems.append(f"the tile has no configuration block (CONFIG_VERSION reads 0; "
-                                f"the host expects format {CONFIG_FORMAT_VERSION}): rebuild it")
-            else:
-                problems.append(f"configuration block format: tile has {version}, host expects {CONFIG_FORMAT_VERSION}")
-            return problems
+            return [f"configuration block format: tile has {version}, host expects {CONFIG_FORMAT_VERSION}"]
         if n != len(names):
             problems.append(f"number of configuration fields: tile has {n}, program needs {len(names)} "
                             f"(the tile was built from a different TileConfig field list; the fields "

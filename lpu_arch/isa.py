@@ -390,11 +390,8 @@ class Instr:
 
     # ---- encoding ----------------------------------------------------------------
     def encode(self) -> int:
-        self.checked()
-        vals = {"op": int(self.op), "dir": self.dir, "stream": self.stream,
-                "addr": self.addr & ((1 << ADDR_BITS) - 1), "count": self.count,
-                "delay": self.delay, "aux": self.aux}
-        return sum((vals[name] & ((1 << width) - 1)) << lsb for name, lsb, width, _ in FIELDS)
+        self.checked()      # (a REPEAT's negative stride: its two's complement in the addr field)
+        return sum((getattr(self, name) & ((1 << width) - 1)) << lsb for name, lsb, width, _ in FIELDS)
 
     @classmethod
     def decode(cls, word: int, where: str = "") -> "Instr":
@@ -412,8 +409,7 @@ class Instr:
         if op == Op.REPEAT and addr >> (ADDR_BITS - 1):
             addr -= 1 << ADDR_BITS
         try:
-            return cls(op, stream=f["stream"], dir=f["dir"], addr=addr, count=f["count"],
-                       delay=f["delay"], aux=f["aux"]).checked()
+            return cls(**{**f, "op": op, "addr": addr}).checked()
         except IsaError as e:
             raise IsaError(f"{e}{at}") from None
 
@@ -477,11 +473,11 @@ class Instr:
                 if key.strip().lower() != "base" or not eq:
                     raise IsaError(f"{name}'s third operand is base=R, got {args[2]!r} in {text!r}")
                 args[2] = val.strip()
-                s, d = stream(args[0])
-                return cls(op, stream=s, dir=d, addr=num(args[1]), delay=_base(num(args[2]))).checked()
-            nargs(2)
+            else:
+                nargs(2)
             s, d = stream(args[0])
-            return cls(op, stream=s, dir=d, addr=num(args[1])).checked()
+            return cls(op, stream=s, dir=d, addr=num(args[1]),
+                       delay=_base(num(args[2])) if len(args) == 3 else 0).checked()
         if op in OPERANDS:
             if op in NO_STREAM_OPS:
                 s, d, named = 0, EAST, args
