@@ -21,8 +21,8 @@ from lpu_arch.hostmap import Status, link_fault_names
 from lpu_arch.topology import Topology
 
 from .demo_tray import TrayClocks
-from .runner import SystemSim, TileSim, job, observed_events, system_run
-from .scoreboard import check_run
+from .runner import SystemSim, TileSim, job, system_run
+from .scoreboard import check_run, traced_memory
 
 
 @dataclass
@@ -119,10 +119,7 @@ def run_moe_on_rtl(cm: CompiledMoe, sim: str = "verilator", progress=None, out=N
                                                               predicted_busy=busy[t])]
             faults = link_fault_names(obs["status"]) + (["PARAM_FAULT"] if obs["status"] & Status.PARAM_FAULT else [])
             problems += [f"tile {t}: fault {f}" for f in faults]
-            mem = {n: np.zeros((cm.cfg.mem_depth, cm.cfg.lanes), np.uint8) for n in cm.cfg.mem_names}
-            for _, s, a, d in observed_events(obs):
-                mem[s][a] = d
-            memories.append(mem)
+            memories.append(traced_memory(cm.cfg, obs))
         routed, shared = mt.outputs(asg, memories)
         st, idx = stages[name], cm.routings[name]
         exact = all(np.array_equal(y, st.routed[b, list(idx[b]).index(e)]) for (b, e), y in routed.items())

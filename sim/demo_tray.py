@@ -35,7 +35,7 @@ from lpu_arch.topology import TILE_COUNTS, Topology
 from firmware_gen.tray import TrayManifest, compile_ffn_tray, tray_config, tray_output
 
 from .runner import SIMULATORS, SimSetupError, SystemSim, observed_events, system_run
-from .scoreboard import check_run, check_wall
+from .scoreboard import check_run, check_wall, traced_memory
 
 PRESETS = ("tiny", "default")
 
@@ -177,10 +177,7 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
         problems = check_run(obs, gold[t], man.tile[t].writes, man.tile[t].cycles,
                              predicted_busy=man.tile[t].busy)
         faults = link_fault_names(obs["status"])
-        mem = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
-        for _, s, a, d in observed_events(obs):
-            mem[s][a] = d
-        memories.append(mem)
+        memories.append(traced_memory(cfg, obs))
         writes_ok = observed_events(obs) == [(w.cycle, w.slice, w.addr, w.data) for w in man.tile[t].writes]
         rows.append({"tile": t, "ppm": round(ppm[t], 3), "cycles": obs["cycles"],
                      "predicted_cycles": man.tile[t].cycles, "golden_model_cycles": gold[t].cycles,

@@ -6,6 +6,8 @@ stable at the rising edge that samples them, and registered outputs are settled 
 
 from __future__ import annotations
 
+import json
+import os
 import time
 
 from cocotb.clock import Clock
@@ -16,6 +18,18 @@ from lpu_arch import hostmap
 from lpu_arch.hostmap import Csr, Region
 from lpu_arch.isa import INSTR_BITS
 from lpu_arch.vxm import PARAM_WORDS as VXM_PARAM_WORDS, param_words, reset_words, table_words
+
+
+def read_spec() -> dict:
+    """A testbench's spec: the JSON file ``LPU_JOBS`` names (written by ``sim.runner._run``)."""
+    with open(os.environ["LPU_JOBS"]) as f:
+        return json.load(f)
+
+
+def write_results(results: list, **extra) -> None:
+    """A testbench's observations, ``{"results": results, **extra}``, into ``LPU_RESULTS``."""
+    with open(os.environ["LPU_RESULTS"], "w") as f:
+        json.dump({"results": results, **extra}, f)
 
 
 class Ports:
@@ -204,10 +218,6 @@ class TileDriver:
             await self.check_config()
 
     # ---- loading -------------------------------------------------------------------
-    def _vector_words(self, vec):
-        return [int.from_bytes(bytes(int(b) & 0xFF for b in vec[4 * w: 4 * w + 4]), "little")
-                for w in range(self.cfg.words_per_vector)]
-
     async def load_job(self, job: dict):
         """Load a job (``sim.runner.job``): every MEM row that the job's image or an earlier
         job may have left nonzero (``dirty``: the earlier images, plus the rows the trace
@@ -291,23 +301,16 @@ class TileDriver:
         return await self.read_words([hostmap.csr(Csr.BASE_REG_BASE + r) for r in range(self.cfg.base_regs)])
 
     async def load_program(self, images: dict):
-        await self._ensure_config()
-        if self.load_port:
-            rows = {}
-            for name, words in images.items():
-                p = self.cfg.queue_index(name)
-                for i, w in enumerate(words):
-                    rows.setdefault(i, {})[p] = w
-            await self.write_rows(Region.IMEM, sorted(rows.items()), INSTR_BITS // 8)
+        if not self.load_port:
+            await self.load_program_words({name: dict(enumerate(words)) for name, words in images.items()})
             return
-        items = []
+        await self._ensure_config()
+        rows = {}
         for name, words in images.items():
             p = self.cfg.queue_index(name)
             for i, w in enumerate(words):
-                items.append((hostmap.addr(Region.IMEM, p, 2 * i), w & 0xFFFFFFFF))
-                items.append((hostmap.addr(Region.IMEM, p, 2 * i + 1), w >> 32))
-        await self.write_words(items)
-        self.loaded_bytes += 4 * len(items)
+                rows.setdefault(i, {})[p] = w
+        await self.write_rows(Region.IMEM, sorted(rows.items()), INSTR_BITS // 8)
 
     async def load_memory(self, memory: dict):
         """``memory[name] = {row: vector}`` (only the given rows are written)."""
@@ -325,8 +328,9 @@ class TileDriver:
         for name, rows in memory.items():
             i = self.cfg.mem_names.index(name)
             for row, vec in rows.items():
-                for w, val in enumerate(self._vector_words(vec)):
-                    items.append((hostmap.addr(Region.DMEM, i, int(row) * wpv + w), val))
+                data = _lane_bytes(vec)
+                items += [(hostmap.addr(Region.DMEM, i, int(row) * wpv + w),
+                           int.from_bytes(data[4 * w:4 * w + 4], "little")) for w in range(wpv)]
         await self.write_words(items)
         self.loaded_bytes += 4 * len(items)
 
@@ -339,7 +343,7 @@ class TileDriver:
         (through the load port: every lane entry with a differing word).  Returns the
         number of bus words and port lanes written."""
         await self._ensure_config()
-        items = []
+        items, n_port = [], 0
         if params is not None and self.load_port:
             held, lanes, pw = self.vxm_words[0], self.cfg.lanes, VXM_PARAM_WORDS
             words, rows = param_words(params), []
@@ -356,8 +360,6 @@ class TileDriver:
             await self.write_rows(Region.VXM_PARAM, rows, 4 * pw)
             n_port = sum(len(r) for _, r in rows)
             params = None
-        else:
-            n_port = 0
         for region, k, words in ((Region.VXM_PARAM, 0, None if params is None else param_words(params)),
                                  (Region.VXM_TABLE, 1, None if table is None else table_words(table))):
             if words is None:

@@ -34,6 +34,7 @@ builds keep Amaranth's Verilog.  The README's benchmark section has the measurem
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 __all__ = ["convert", "fold_next_state", "group_conditions", "inline_products", "merge_clocked",
            "procedural_sums"]
@@ -179,14 +180,10 @@ def group_conditions(body: list[str]) -> list[str]:
     # Groups: repeatedly take a condition all of whose remaining statements are free to go
     # (the earliest such), else the condition with the most free statements.
     ready = [n for n in range(len(stmts)) if not preds[n]]
-    left: dict = {}
-    for key, *_ in stmts:
-        left[key] = left.get(key, 0) + 1
+    left = Counter(key for key, *_ in stmts)
     groups: list[list] = []                          # [condition, lines]
     while ready:
-        count: dict = {}
-        for n in ready:
-            count[stmts[n][0]] = count.get(stmts[n][0], 0) + 1
+        count = Counter(stmts[n][0] for n in ready)
         whole = [n for n in ready if count[stmts[n][0]] == left[stmts[n][0]]]
         key = stmts[min(whole)][0] if whole else max(count, key=lambda k: (count[k], -min(
             n for n in ready if stmts[n][0] == k)))
@@ -267,10 +264,8 @@ def procedural_sums(verilog: str, smallest: int = 3) -> str:
     (an ``if`` on the ``$auto$verilog_backend...`` register) makes it run at time 0 too."""
     def one(mod: str) -> str:
         lines = mod.split("\n")
-        sums = {}                                    # S -> (line, operands)
-        for k, line in enumerate(lines):
-            if m := _SUM.match(line):
-                sums[m.group(1)] = (k, [o for o in m.group(3, 4, 5, 6) if o])
+        sums = {m.group(1): (k, [o for o in m.group(3, 4, 5, 6) if o])      # S -> (line, operands)
+                for k, line in enumerate(lines) if (m := _SUM.match(line))}
         if len(sums) < smallest:
             return mod
         decl = {m.group(2): k for k, line in enumerate(lines)

@@ -86,6 +86,15 @@ def read_back(observed: dict) -> dict[tuple, tuple]:
     return out
 
 
+def traced_memory(cfg, observed: dict) -> dict:
+    """A tile's MEM contents as its traced writes left them (zeros elsewhere)."""
+    from .runner import observed_events
+    mem = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
+    for _, s, a, d in observed_events(observed):
+        mem[s][a] = d
+    return mem
+
+
 def check_read_back(observed: dict, golden: RunResult, limit: int = LIMIT) -> list[str]:
     """Every row read back over the host bus after the run against the golden model's
     final memory (all lanes)."""
