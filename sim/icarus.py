@@ -33,6 +33,7 @@ builds keep Amaranth's Verilog.  The README's benchmark section has the measurem
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 
@@ -148,18 +149,16 @@ def group_conditions(body: list[str]) -> list[str]:
         targets = {m.group(1) for line in st if (m := _TARGET.match(line))}
         barrier = not targets or any("<=" in line and not _TARGET.match(line) and not _CONTROL.match(line)
                                      for line in st)   # no target, or an assignment not understood
-        m = _SIMPLE_IF.match(st[0])
+        m = not barrier and _SIMPLE_IF.match(st[0])
         ends = [k for k, line in enumerate(st) if line.startswith("    end")]
-        if barrier:
-            key, cond, inner = ("alone", len(stmts)), None, st
-        elif m and m.group(2) and ends == [len(st) - 1]:        # if (C) begin ... end
+        if m and m.group(2) and ends == [len(st) - 1]:          # if (C) begin ... end
             key, cond, inner = m.group(1), m.group(1), st[1:-1]
         elif m and not m.group(2) and not ends:                 # if (C) <one statement>
             key, cond, inner = m.group(1), m.group(1), st[1:]
-        elif len(st) == 1:                                      # Q <= D;
+        elif len(st) == 1 and not barrier:                      # Q <= D;
             key, cond, inner = "", None, st
-        else:
-            key, cond, inner = ("alone", len(stmts)), None, st  # anything else: alone
+        else:                                                   # a barrier, or anything else: alone
+            key, cond, inner = ("alone", len(stmts)), None, st
         stmts.append((key, cond, inner, targets, barrier))
     # The order to keep: between statements on a common target, and around barriers.
     succ = [[] for _ in stmts]
@@ -197,23 +196,13 @@ def group_conditions(body: list[str]) -> list[str]:
                 if not preds[s_]:
                     ready.append(s_)
     out: list[str] = []
-    k = 0
-    while k < len(groups):
-        run = k
-        bit = _BIT.match(groups[k][0] or "")
-        while bit and run + 1 < len(groups) and (b := _BIT.match(groups[run + 1][0] or "")) \
-                and b.group(1) == bit.group(1):
-            run += 1
-        if bit and run - k >= 2:
-            out.append(f"    if (|{bit.group(1)}) begin")
-            for cond, lines in groups[k:run + 1]:
-                out += [f"      if ({cond}) begin", *("  " + line for line in lines), "      end"]
-            out.append("    end")
-            k = run + 1
-            continue
-        cond, lines = groups[k]
-        out += lines if cond is None else [f"    if ({cond}) begin", *lines, "    end"]
-        k += 1
+    for vec, run in itertools.groupby(groups, lambda g: (b := _BIT.match(g[0] or "")) and b.group(1)):
+        run = list(run)
+        body = [line for cond, lines in run
+                for line in (lines if cond is None else [f"    if ({cond}) begin", *lines, "    end"])]
+        if vec and len(run) >= 3:                    # conditions on single bits of vector vec
+            body = [f"    if (|{vec}) begin", *("  " + line for line in body), "    end"]
+        out += body
     return out
 
 
