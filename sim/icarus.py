@@ -78,21 +78,16 @@ def merge_clocked(verilog: str) -> str:
         line = lines[i]
         m = _CLOCKED.match(line)
         if m:
-            j, body = i + 1, []
             if m.group(2):                                  # begin ... "  end"
-                while j < len(lines) and lines[j] != "  end":
-                    body.append(lines[j])
-                    j += 1
-                ok = j < len(lines)
-                j += 1
+                j = next((k for k in range(i + 1, len(lines)) if lines[k] == "  end"), len(lines))
+                ok, end = j < len(lines), j + 1
             else:                                           # one statement, indented deeper
-                while j < len(lines) and lines[j].startswith("    "):
-                    body.append(lines[j])
-                    j += 1
-                ok = bool(body)
+                j = next((k for k in range(i + 1, len(lines)) if not lines[k].startswith("    ")), len(lines))
+                ok, end = j > i + 1, j
+            body = lines[i + 1:j]
             if ok and not any(_blocking(b) for b in body):
                 merged.setdefault(m.group(1), []).extend(body)
-                i = j
+                i = end
                 continue
         if line.startswith("endmodule"):
             for clk, body in merged.items():
@@ -352,9 +347,7 @@ def fold_next_state(verilog: str) -> str:
             if lines[i] != "  always @* begin":
                 i += 1
                 continue
-            start = j = i
-            while j < len(lines) and lines[j] != "  end":
-                j += 1
+            start, j = i, next((k for k in range(i, len(lines)) if lines[k] == "  end"), len(lines))
             body, i = lines[start + 1:j], j + 1
             writes = [m for b in body if (m := _ASSIGN.match(b))]
             targets = {m.group(2) for m in writes}
