@@ -376,10 +376,8 @@ class TileDriver:
     async def read_vxm(self):
         """Read back the whole VXM parameter memory and every table: ``(param words, table
         words)`` (entry ``i`` of table ``t`` is table word ``t * 256 + i``)."""
-        n = len(self.vxm_words[0])
-        params = await self.read_words([hostmap.addr(Region.VXM_PARAM, 0, i) for i in range(n)])
-        table = await self.read_words([hostmap.addr(Region.VXM_TABLE, 0, i) for i in range(len(self.vxm_words[1]))])
-        return params, table
+        return tuple([await self.read_words([hostmap.addr(region, 0, i) for i in range(len(held))])
+                      for region, held in zip((Region.VXM_PARAM, Region.VXM_TABLE), self.vxm_words)])
 
     # ---- running -------------------------------------------------------------------
     async def run(self, timeout_cycles: int):

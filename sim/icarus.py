@@ -278,14 +278,13 @@ def procedural_sums(verilog: str, smallest: int = 3) -> str:
         retype = {}
         for tree in trees:
             done, order = set(), []
-            members = set(tree)
 
             def visit(x):
                 if x in done:
                     return
                 done.add(x)
                 for o in sums[x][1]:
-                    if o in members:
+                    if o in sums:                    # in x's tree: the trees join every sum with its operands
                         visit(o)
                 order.append(x)
             for x in sorted(tree, key=lambda x: sums[x][0]):

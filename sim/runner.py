@@ -207,9 +207,8 @@ def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timesc
     # (sim/icarus.py); Verilator's keep Amaranth's Verilog.
     flavour = "icarus" if sim == "icarus" else "amaranth"
     vkey = None if key is None else (key, flavour)
-    if vkey is not None and (vkey, toplevel) in _VERILOG:
-        verilog = _VERILOG[vkey, toplevel]
-    else:
+    verilog = _VERILOG.get((vkey, toplevel))         # only designs with a key are kept
+    if verilog is None:
         cached = _verilog_cache_file(vkey, toplevel)
         verilog = cached.read_text() if cached is not None and cached.exists() else None
         if verilog is None:
