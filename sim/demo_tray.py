@@ -128,15 +128,14 @@ def compile_tray(kind: str = "swiglu", H: int = TRAY_H, I: int = TRAY_I, tiles: 
     cfg = tray_config(base, tiles)
     topo = Topology(tiles)
     ex = example or example_ffn(kind, H, I, batch, seed=seed, dtype=base.mxm_dtype)
+    x = np.atleast_2d(np.asarray(ex.x_int8))
     if example is not None:
-        kind, H, I = ex.spec.kind, ex.spec.H, ex.spec.I
-        batch = np.atleast_2d(np.asarray(ex.x_int8)).shape[0]
+        kind, H, I, batch = ex.spec.kind, ex.spec.H, ex.spec.I, len(x)
     programs, man = compile_ffn_tray(ex.spec, ex.x_int8, cfg, tiles)
     try:
         single = compile_ffn(ex.spec, ex.x_int8, base)[1].cycles
     except CompileError:
         single = None
-    x = np.atleast_2d(np.asarray(ex.x_int8))
     return CompiledTray(kind, H, I, batch, tiles, preset, seed, base, cfg, topo, ex.spec, x, programs, man, single,
                         clock_seed)
 

@@ -155,9 +155,7 @@ class Recorder:
         # Coarse wait (no Python per cycle) until shortly before the window.
         while not (int(running.value) and int(sac.value) >= self.sac_from - 40):
             await Timer(16 * d.period, unit="fs")
-        tasks = [cocotb.start_soon(self._tile(i)) for i in range(len(self.drivers))]
-        for t in tasks:
-            await t
+        await _all(self._tile(i) for i in range(len(self.drivers)))
 
     async def _tile(self, i):
         dut, links = self.dut, range(self.cfg.links)
