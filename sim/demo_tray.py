@@ -171,12 +171,11 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
 
     say(f"\n{'tile':>4} {'ppm':>9} {'cycles':>7} {'predicted':>9} {'writes':>6}  {'link faults':<12} "
         "writes and cycles as predicted")
-    rows, memories = [], []
+    rows = []
     for t, obs in enumerate(res["tiles"]):
         problems = check_run(obs, gold[t], man.tile[t].writes, man.tile[t].cycles,
                              predicted_busy=man.tile[t].busy)
         faults = link_fault_names(obs["status"])
-        memories.append(traced_memory(cfg, obs))
         writes_ok = observed_events(obs) == [(w.cycle, w.slice, w.addr, w.data) for w in man.tile[t].writes]
         rows.append({"tile": t, "ppm": round(ppm[t], 3), "cycles": obs["cycles"],
                      "predicted_cycles": man.tile[t].cycles, "golden_model_cycles": gold[t].cycles,
@@ -186,7 +185,7 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
         say(f"{t:>4} {ppm[t]:>+9.1f} {obs['cycles']:>7} {man.tile[t].cycles:>9} {len(obs['events']):>6}  "
             f"{', '.join(faults) or 'none':<12} "
             f"{'yes' if rows[-1]['passed'] else 'NO: ' + (problems or ['link faults'])[0]}")
-    y = tray_output(man, memories, cfg.lanes, ct.H)
+    y = tray_output(man, [traced_memory(cfg, o) for o in res["tiles"]], cfg.lanes, ct.H)
     exact = bool(np.array_equal(y, ct.y_int8.reshape(y.shape)))
     cycles = max(o["cycles"] for o in res["tiles"])
     lo, hi = res["hac_error"]
