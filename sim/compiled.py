@@ -30,8 +30,8 @@ import numpy as np
 
 from firmware_gen.compile_ffn import BOUNDS, Example, Manifest, compile_ffn, example_ffn
 from lpu_arch.config import TileConfig
-from firmware_gen.numerics import (ACTIVATIONS, FfnSpec, NumericsError, activation_quantiser, dequantise, ffn_float,
-                                   ffn_int)
+from firmware_gen.numerics import (ACTIVATIONS, FfnSpec, NumericsError, activation_quantiser, dequantise,
+                                   error_report, ffn_float, ffn_int)
 from firmware_gen.program import Program
 from firmware_gen.weights import WeightsError, load_ffn
 from firmware_gen.schedule import PredictedWrite
@@ -60,7 +60,6 @@ class CompiledFfn:
         return self.program.config
 
     def error_vs_float(self, y_int8) -> dict | None:
-        from firmware_gen.numerics import error_report
         if self.y_float is None or self.out_scale is None:
             return None
         return error_report(y_int8, self.out_scale, self.y_float, self.config.mxm_dtype)

@@ -15,7 +15,8 @@ from cocotb.triggers import ClockCycles, FallingEdge, First, RisingEdge, Timer
 
 from hdl.simtop import INPUT_LATENCY
 from lpu_arch import hostmap
-from lpu_arch.hostmap import Csr, Region
+from lpu_arch.hostmap import (LINK_WORDS, Csr, Ctrl, DeskewStatus, HacStatus, LinkFlag, LinkReg, Region,
+                              Status)
 from lpu_arch.isa import INSTR_BITS
 from lpu_arch.vxm import PARAM_WORDS as VXM_PARAM_WORDS, param_words, reset_words, table_words
 
@@ -420,13 +421,11 @@ class TileDriver:
     async def arm_start_at(self, start_hac: int):
         """Arm the tile to start so that its cycle 0 is the cycle its HAC equals ``start_hac``
         (``hostmap.Ctrl.START_AT_HAC``, C2C tiles)."""
-        from lpu_arch.hostmap import Ctrl
         await self.write_words([(hostmap.csr(Csr.START_HAC), start_hac & 0xFFFFFFFF),
                                 (hostmap.csr(Csr.CTRL), int(Ctrl.START_AT_HAC))])
 
     async def read_c2c(self):
         """The C2C registers: HAC state, deskew state and every link's receiver/transmitter."""
-        from lpu_arch.hostmap import LINK_WORDS, DeskewStatus, HacStatus, LinkFlag, LinkReg
         cfg = self.cfg
         regs = [Csr.HAC, Csr.HAC_STATUS, Csr.HAC_LATENCY, Csr.HAC_ERROR, Csr.DESKEW_OFFSET,
                 Csr.DESKEW_STALLED, Csr.DESKEW_STATUS]
@@ -507,7 +506,6 @@ class UartTileDriver(TileDriver):
 
     async def wait_done(self, timeout_cycles: int):
         # Over UART the host polls STATUS, as a real host would.
-        from lpu_arch.hostmap import Status
         for _ in range(max(1, timeout_cycles // 100)):
             if await self.read_csr(Csr.STATUS) & Status.DONE:
                 return
