@@ -15,6 +15,7 @@ from cocotb.triggers import ClockCycles, FallingEdge, First, RisingEdge, Timer
 
 from hdl.simtop import INPUT_LATENCY
 from lpu_arch import hostmap
+from lpu_arch.hostlink import ACK, read_cmd, write_cmd
 from lpu_arch.hostmap import (LINK_WORDS, Csr, Ctrl, DeskewStatus, HacStatus, LinkFlag, LinkReg, Region,
                               Status)
 from lpu_arch.isa import INSTR_BITS
@@ -489,7 +490,6 @@ class UartTileDriver(TileDriver):
         self.dut.rx.value = 1
 
     async def write_words(self, items):
-        from lpu_arch.hostlink import ACK, write_cmd
         for a, v in items:
             await self.source.send(write_cmd(a, v))
             ack = await self.sink.recv(1)
@@ -497,7 +497,6 @@ class UartTileDriver(TileDriver):
                 raise RuntimeError(f"bridge answered {ack!r} to a write, expected {bytes([ACK])!r}")
 
     async def read_words(self, addrs):
-        from lpu_arch.hostlink import read_cmd
         out = []
         for a in addrs:
             await self.source.send(read_cmd(a))
