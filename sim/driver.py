@@ -303,10 +303,10 @@ class TileDriver:
         return await self.read_words([hostmap.csr(Csr.BASE_REG_BASE + r) for r in range(self.cfg.base_regs)])
 
     async def load_program(self, images: dict):
+        await self._ensure_config()
         if not self.load_port:
             await self.load_program_words({name: dict(enumerate(words)) for name, words in images.items()})
             return
-        await self._ensure_config()
         rows = {}
         for name, words in images.items():
             p = self.cfg.queue_index(name)
