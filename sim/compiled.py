@@ -30,8 +30,8 @@ import numpy as np
 
 from firmware_gen.compile_ffn import BOUNDS, Example, Manifest, compile_ffn, example_ffn
 from lpu_arch.config import TileConfig
-from firmware_gen.numerics import (ACTIVATIONS, FfnSpec, NumericsError, activation_quantiser, dequantise, ffn_float,
-                                   ffn_int)
+from firmware_gen.numerics import (ACTIVATIONS, FfnSpec, NumericsError, activation_quantiser, dequantise,
+                                   error_report, ffn_float, ffn_int)
 from firmware_gen.program import Program
 from firmware_gen.weights import WeightsError, load_ffn
 from firmware_gen.schedule import PredictedWrite
@@ -60,7 +60,6 @@ class CompiledFfn:
         return self.program.config
 
     def error_vs_float(self, y_int8) -> dict | None:
-        from firmware_gen.numerics import error_report
         if self.y_float is None or self.out_scale is None:
             return None
         return error_report(y_int8, self.out_scale, self.y_float, self.config.mxm_dtype)
@@ -146,10 +145,11 @@ def load_program(path) -> Program:
 
 
 # ---- making one -----------------------------------------------------------------------
-def _compile(name, ex: Example, cfg: TileConfig, source: dict) -> CompiledFfn:
+def _compile(name, ex: Example, cfg: TileConfig, preset: str | None, source: dict) -> CompiledFfn:
     prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
     B = man.batch
-    return CompiledFfn(name=name, program=prog, manifest=man, source=source,
+    return CompiledFfn(name=name + (f"-{preset}" if preset and preset != "default" else ""), program=prog,
+                       manifest=man, source={**source, "config": preset},
                        y_int8=np.asarray(ffn_int(ex.spec, ex.x_int8)).reshape(B, -1),
                        y_float=np.asarray(ex.y_float, np.float64).reshape(B, -1),
                        out_scale=float(ex.spec.out_scale))
@@ -160,9 +160,8 @@ def from_example(cfg: TileConfig, kind: str = "swiglu", H: int = 64, I: int = 12
     """Compile the seeded random FFN of ``compile_ffn.example_ffn``."""
     _check_activation(activation)
     ex = example_ffn(kind, H, I, batch, seed=seed, activation=activation, dtype=cfg.mxm_dtype)
-    name = f"{kind}-H{H}-I{I}-b{batch}-s{seed}" + (f"-{preset}" if preset and preset != "default" else "")
-    return _compile(name, ex, cfg, {"weights": "example", "kind": kind, "activation": ex.activation,
-                                    "seed": seed, "config": preset})
+    return _compile(f"{kind}-H{H}-I{I}-b{batch}-s{seed}", ex, cfg, preset,
+                    {"weights": "example", "kind": kind, "activation": ex.activation, "seed": seed})
 
 
 def from_weights(path, cfg: TileConfig, kind: str | None = None, activation: str | None = None,
@@ -189,9 +188,8 @@ def from_weights(path, cfg: TileConfig, kind: str | None = None, activation: str
     """
     ex, source = example_from_weights(path, kind, activation, layer, mapping, dtype=cfg.mxm_dtype)
     L = source["layer"]
-    name = (re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(path).stem) + (f"-L{L}" if L is not None else "")
-            + (f"-{preset}" if preset and preset != "default" else ""))
-    return _compile(name, ex, cfg, {**source, "config": preset})
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(path).stem) + (f"-L{L}" if L is not None else "")
+    return _compile(name, ex, cfg, preset, source)
 
 
 def example_from_weights(path, kind: str | None = None, activation: str | None = None, layer: int | None = None,

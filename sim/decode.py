@@ -17,11 +17,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from firmware_gen import archmodel
 from firmware_gen.decoder import Decoder, IntFfn, calibrate, generate, synthetic
 from firmware_gen.compile_ffn import CompileError
+from firmware_gen.moe import MoeSpec, MoeStages, moe_int
 from firmware_gen.numerics import FfnSpec, ffn_int
 from firmware_gen.resident import ResidentModel, compile_resident, run_layer
+from firmware_gen.system import wall_cycles
+from firmware_gen.tray import compile_resident_tray, compile_tray_layer, tray_config, tray_output
 from lpu_arch import TileConfig, c2c
+from lpu_arch.topology import Topology
 
 SYNTHETIC = dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0)   # the tiny test model
 
@@ -163,11 +168,6 @@ def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None =
     slice, address) as the tray compiler predicts, y bit-exact against
     ``numerics.ffn_int``, and a layer's cycles the same for every token; ``problems`` lists
     what differs.  Each run's ``wall_cycles``: ``system.wall_cycles`` of its armed run."""
-    from firmware_gen import archmodel
-    from firmware_gen.system import wall_cycles
-    from firmware_gen.tray import compile_resident_tray, compile_tray_layer, tray_output
-    from lpu_arch.topology import Topology
-
     cfg = cfg or TileConfig.default()
     for l, spec in enumerate(model.specs):
         if not isinstance(spec, FfnSpec):
@@ -239,11 +239,6 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
     token.  Returns the golden loop's report with ``problems`` extended and, per run, the
     RTL's cycles and wall cycles."""
     import random
-
-    from firmware_gen import archmodel
-    from firmware_gen.moe import MoeSpec, moe_int
-    from firmware_gen.tray import compile_tray_layer, tray_config
-    from lpu_arch.topology import Topology
 
     from .runner import SYSTEM_TIMESCALE, SystemSim, _run
     from .scoreboard import check_run, check_wall
@@ -335,7 +330,6 @@ def moe_stages(mt, spec, xq, idx, rounds):
     """The experts' int8 outputs of a run read from each round's tiles' final MEM contents
     (``rounds``: ``[(assignment, memories per tile)]``), as a ``moe.MoeStages`` for the
     host's ``combine``."""
-    from firmware_gen.moe import MoeStages, moe_int
     ref = moe_int(spec, xq, idx)
     routed = np.zeros(ref.routed.shape, np.int64)
     shared = np.zeros(ref.shared.shape, np.int64)
@@ -363,11 +357,6 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
     run loads its layer's experts (the tray holds one MoE layer at a time).  Each run's
     ``wall_cycles``: its armed runs' HAC cycles from the host's HAC read to done
     (``system.wall_cycles``: the arming lead, the SAC cycles and the deskews' slack)."""
-    from firmware_gen import archmodel
-    from firmware_gen.moe import MoeSpec, moe_int
-    from firmware_gen.system import wall_cycles
-    from lpu_arch.topology import Topology
-
     cfg = cfg or TileConfig.default()
     runs, problems, timing = [], [], {}
 

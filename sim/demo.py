@@ -24,10 +24,10 @@ from firmware_gen.schedule import Scheduler
 
 from .runner import BUILD, SIMULATORS, SimSetupError, TileSim, job, observed_events
 from .cli import DEFAULT_SHAPE
-from .compiled import ArtifactError
+from .compiled import ArtifactError, from_example
 from .progress import ProgressPrinter
 from .scoreboard import check_run, output_rows, read_back
-from .waves import WavesError
+from .waves import WavesError, build_failure_hint, save_waves
 
 
 def demo_schedule(cfg: TileConfig, seed: int) -> Scheduler:
@@ -56,7 +56,6 @@ def build_tile(cfg, sim: str, waves: bool = False, out=None) -> TileSim:
     except (SimSetupError, KeyboardInterrupt):
         raise
     except Exception as e:    # the simulator's build failed: say why if the log tells
-        from .waves import build_failure_hint
         d = BUILD / f"{sim}-tile-{cfg.key()}{'-waves' if waves else ''}"
         hint = build_failure_hint(sim, d)
         raise SimSetupError(hint or f"the {sim} build failed ({e}); see {d / 'build.log'}") from None
@@ -66,7 +65,6 @@ def build_tile(cfg, sim: str, waves: bool = False, out=None) -> TileSim:
 
 def _save_waves(tile, cfg, dest, say) -> dict:
     """After a run with waves: the waveform (moved to ``dest`` if given) and its GTKWave view."""
-    from .waves import save_waves
     dump, view = save_waves(tile, cfg, dest)
     say(f"waveform: {dump}\nGTKWave view (signals grouped by slice): gtkwave {view}")
     return {"dump": str(dump), "gtkw": str(view)}
@@ -151,7 +149,6 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
 
 
 def run_ffn(cfg, args) -> int:
-    from .compiled import from_example
     c = from_example(cfg, args.kind, args.H, args.I, args.batch, seed=args.seed, preset=args.config)
     progress = ProgressPrinter(args.sim, expected=[c.manifest.cycles])
     return 0 if run_ffn_on_rtl(c, args.sim, args.waves, progress=progress)["passed"] else 1

@@ -32,6 +32,8 @@ from firmware_gen.program import Program
 from firmware_gen.schedule import ScheduleError
 from firmware_gen.system import SystemScheduler
 
+from .runner import SystemSim, period_fs, system_run
+
 
 BEYOND_SPEC_PPM = 100_000   # the largest clock offset a run takes (TileConfig.max_ppm's own limit)
 
@@ -226,8 +228,6 @@ def figures(outdir, sim: str = "verilator") -> None:
     a RUNTIME_DESKEW, and a whole run's HAC error and buffer levels."""
     from pathlib import Path
 
-    from .runner import SystemSim, system_run
-
     cfg = c2c_config()
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
@@ -288,8 +288,6 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
     beyond ``max_ppm`` (unless ``beyond_spec``) or a latency outside the declared range is
     a ``ConfigError``.  ``inject``: fault injections (``parse_inject``, ``system_run``); the
     report lists each with the flits it asked for and the flits it hit."""
-    from .runner import SystemSim, period_fs, system_run
-
     cfg = c2c_config()
     if latency is None:
         latency = cfg.link_latency_max

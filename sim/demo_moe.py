@@ -21,8 +21,8 @@ from lpu_arch.hostmap import Status, link_fault_names
 from lpu_arch.topology import Topology
 
 from .demo_tray import TrayClocks
-from .runner import SystemSim, TileSim, job, observed_events, system_run
-from .scoreboard import check_run
+from .runner import SystemSim, TileSim, job, system_run
+from .scoreboard import check_run, traced_memory
 
 
 @dataclass
@@ -113,17 +113,13 @@ def run_moe_on_rtl(cm: CompiledMoe, sim: str = "verilator", progress=None, out=N
         gold = (archmodel.run_system(cm.programs, Topology(tiles).peer, bases=bases) if tiles > 1
                 else [archmodel.run(cm.programs[0], bases=bases[0])])
         pred, busy = mt.predict(asg), mt.predicted_busy(asg)
-        problems, memories = [], []
+        problems = []
         for t, obs in enumerate(obs_tiles):
             problems += [f"tile {t}: {p}" for p in check_run(obs, gold[t], pred[t], man.cycles[t],
                                                               predicted_busy=busy[t])]
             faults = link_fault_names(obs["status"]) + (["PARAM_FAULT"] if obs["status"] & Status.PARAM_FAULT else [])
             problems += [f"tile {t}: fault {f}" for f in faults]
-            mem = {n: np.zeros((cm.cfg.mem_depth, cm.cfg.lanes), np.uint8) for n in cm.cfg.mem_names}
-            for _, s, a, d in observed_events(obs):
-                mem[s][a] = d
-            memories.append(mem)
-        routed, shared = mt.outputs(asg, memories)
+        routed, shared = mt.outputs(asg, [traced_memory(cm.cfg, o) for o in obs_tiles])
         st, idx = stages[name], cm.routings[name]
         exact = all(np.array_equal(y, st.routed[b, list(idx[b]).index(e)]) for (b, e), y in routed.items())
         if spec.shared:

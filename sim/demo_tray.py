@@ -35,7 +35,7 @@ from lpu_arch.topology import TILE_COUNTS, Topology
 from firmware_gen.tray import TrayManifest, compile_ffn_tray, tray_config, tray_output
 
 from .runner import SIMULATORS, SimSetupError, SystemSim, observed_events, system_run
-from .scoreboard import check_run, check_wall
+from .scoreboard import check_run, check_wall, traced_memory
 
 PRESETS = ("tiny", "default")
 
@@ -128,15 +128,14 @@ def compile_tray(kind: str = "swiglu", H: int = TRAY_H, I: int = TRAY_I, tiles: 
     cfg = tray_config(base, tiles)
     topo = Topology(tiles)
     ex = example or example_ffn(kind, H, I, batch, seed=seed, dtype=base.mxm_dtype)
+    x = np.atleast_2d(np.asarray(ex.x_int8))
     if example is not None:
-        kind, H, I = ex.spec.kind, ex.spec.H, ex.spec.I
-        batch = np.atleast_2d(np.asarray(ex.x_int8)).shape[0]
+        kind, H, I, batch = ex.spec.kind, ex.spec.H, ex.spec.I, len(x)
     programs, man = compile_ffn_tray(ex.spec, ex.x_int8, cfg, tiles)
     try:
         single = compile_ffn(ex.spec, ex.x_int8, base)[1].cycles
     except CompileError:
         single = None
-    x = np.atleast_2d(np.asarray(ex.x_int8))
     return CompiledTray(kind, H, I, batch, tiles, preset, seed, base, cfg, topo, ex.spec, x, programs, man, single,
                         clock_seed)
 
@@ -172,15 +171,11 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
 
     say(f"\n{'tile':>4} {'ppm':>9} {'cycles':>7} {'predicted':>9} {'writes':>6}  {'link faults':<12} "
         "writes and cycles as predicted")
-    rows, memories = [], []
+    rows = []
     for t, obs in enumerate(res["tiles"]):
         problems = check_run(obs, gold[t], man.tile[t].writes, man.tile[t].cycles,
                              predicted_busy=man.tile[t].busy)
         faults = link_fault_names(obs["status"])
-        mem = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
-        for _, s, a, d in observed_events(obs):
-            mem[s][a] = d
-        memories.append(mem)
         writes_ok = observed_events(obs) == [(w.cycle, w.slice, w.addr, w.data) for w in man.tile[t].writes]
         rows.append({"tile": t, "ppm": round(ppm[t], 3), "cycles": obs["cycles"],
                      "predicted_cycles": man.tile[t].cycles, "golden_model_cycles": gold[t].cycles,
@@ -190,7 +185,7 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
         say(f"{t:>4} {ppm[t]:>+9.1f} {obs['cycles']:>7} {man.tile[t].cycles:>9} {len(obs['events']):>6}  "
             f"{', '.join(faults) or 'none':<12} "
             f"{'yes' if rows[-1]['passed'] else 'NO: ' + (problems or ['link faults'])[0]}")
-    y = tray_output(man, memories, cfg.lanes, ct.H)
+    y = tray_output(man, [traced_memory(cfg, o) for o in res["tiles"]], cfg.lanes, ct.H)
     exact = bool(np.array_equal(y, ct.y_int8.reshape(y.shape)))
     cycles = max(o["cycles"] for o in res["tiles"])
     lo, hi = res["hac_error"]

@@ -6,6 +6,8 @@ stable at the rising edge that samples them, and registered outputs are settled 
 
 from __future__ import annotations
 
+import json
+import os
 import time
 
 from cocotb.clock import Clock
@@ -13,9 +15,23 @@ from cocotb.triggers import ClockCycles, FallingEdge, First, RisingEdge, Timer
 
 from hdl.simtop import INPUT_LATENCY
 from lpu_arch import hostmap
-from lpu_arch.hostmap import Csr, Region
+from lpu_arch.hostlink import ACK, read_cmd, write_cmd
+from lpu_arch.hostmap import (LINK_WORDS, Csr, Ctrl, DeskewStatus, HacStatus, LinkFlag, LinkReg, Region,
+                              Status)
 from lpu_arch.isa import INSTR_BITS
 from lpu_arch.vxm import PARAM_WORDS as VXM_PARAM_WORDS, param_words, reset_words, table_words
+
+
+def read_spec() -> dict:
+    """A testbench's spec: the JSON file ``LPU_JOBS`` names (written by ``sim.runner._run``)."""
+    with open(os.environ["LPU_JOBS"]) as f:
+        return json.load(f)
+
+
+def write_results(results: list, **extra) -> None:
+    """A testbench's observations, ``{"results": results, **extra}``, into ``LPU_RESULTS``."""
+    with open(os.environ["LPU_RESULTS"], "w") as f:
+        json.dump({"results": results, **extra}, f)
 
 
 class Ports:
@@ -204,10 +220,6 @@ class TileDriver:
             await self.check_config()
 
     # ---- loading -------------------------------------------------------------------
-    def _vector_words(self, vec):
-        return [int.from_bytes(bytes(int(b) & 0xFF for b in vec[4 * w: 4 * w + 4]), "little")
-                for w in range(self.cfg.words_per_vector)]
-
     async def load_job(self, job: dict):
         """Load a job (``sim.runner.job``): every MEM row that the job's image or an earlier
         job may have left nonzero (``dirty``: the earlier images, plus the rows the trace
@@ -292,22 +304,15 @@ class TileDriver:
 
     async def load_program(self, images: dict):
         await self._ensure_config()
-        if self.load_port:
-            rows = {}
-            for name, words in images.items():
-                p = self.cfg.queue_index(name)
-                for i, w in enumerate(words):
-                    rows.setdefault(i, {})[p] = w
-            await self.write_rows(Region.IMEM, sorted(rows.items()), INSTR_BITS // 8)
+        if not self.load_port:
+            await self.load_program_words({name: dict(enumerate(words)) for name, words in images.items()})
             return
-        items = []
+        rows = {}
         for name, words in images.items():
             p = self.cfg.queue_index(name)
             for i, w in enumerate(words):
-                items.append((hostmap.addr(Region.IMEM, p, 2 * i), w & 0xFFFFFFFF))
-                items.append((hostmap.addr(Region.IMEM, p, 2 * i + 1), w >> 32))
-        await self.write_words(items)
-        self.loaded_bytes += 4 * len(items)
+                rows.setdefault(i, {})[p] = w
+        await self.write_rows(Region.IMEM, sorted(rows.items()), INSTR_BITS // 8)
 
     async def load_memory(self, memory: dict):
         """``memory[name] = {row: vector}`` (only the given rows are written)."""
@@ -325,8 +330,9 @@ class TileDriver:
         for name, rows in memory.items():
             i = self.cfg.mem_names.index(name)
             for row, vec in rows.items():
-                for w, val in enumerate(self._vector_words(vec)):
-                    items.append((hostmap.addr(Region.DMEM, i, int(row) * wpv + w), val))
+                data = _lane_bytes(vec)
+                items += [(hostmap.addr(Region.DMEM, i, int(row) * wpv + w),
+                           int.from_bytes(data[4 * w:4 * w + 4], "little")) for w in range(wpv)]
         await self.write_words(items)
         self.loaded_bytes += 4 * len(items)
 
@@ -339,7 +345,7 @@ class TileDriver:
         (through the load port: every lane entry with a differing word).  Returns the
         number of bus words and port lanes written."""
         await self._ensure_config()
-        items = []
+        items, n_port = [], 0
         if params is not None and self.load_port:
             held, lanes, pw = self.vxm_words[0], self.cfg.lanes, VXM_PARAM_WORDS
             words, rows = param_words(params), []
@@ -356,8 +362,6 @@ class TileDriver:
             await self.write_rows(Region.VXM_PARAM, rows, 4 * pw)
             n_port = sum(len(r) for _, r in rows)
             params = None
-        else:
-            n_port = 0
         for region, k, words in ((Region.VXM_PARAM, 0, None if params is None else param_words(params)),
                                  (Region.VXM_TABLE, 1, None if table is None else table_words(table))):
             if words is None:
@@ -374,10 +378,8 @@ class TileDriver:
     async def read_vxm(self):
         """Read back the whole VXM parameter memory and every table: ``(param words, table
         words)`` (entry ``i`` of table ``t`` is table word ``t * 256 + i``)."""
-        n = len(self.vxm_words[0])
-        params = await self.read_words([hostmap.addr(Region.VXM_PARAM, 0, i) for i in range(n)])
-        table = await self.read_words([hostmap.addr(Region.VXM_TABLE, 0, i) for i in range(len(self.vxm_words[1]))])
-        return params, table
+        return tuple([await self.read_words([hostmap.addr(region, 0, i) for i in range(len(held))])
+                      for region, held in zip((Region.VXM_PARAM, Region.VXM_TABLE), self.vxm_words)])
 
     # ---- running -------------------------------------------------------------------
     async def run(self, timeout_cycles: int):
@@ -420,13 +422,11 @@ class TileDriver:
     async def arm_start_at(self, start_hac: int):
         """Arm the tile to start so that its cycle 0 is the cycle its HAC equals ``start_hac``
         (``hostmap.Ctrl.START_AT_HAC``, C2C tiles)."""
-        from lpu_arch.hostmap import Ctrl
         await self.write_words([(hostmap.csr(Csr.START_HAC), start_hac & 0xFFFFFFFF),
                                 (hostmap.csr(Csr.CTRL), int(Ctrl.START_AT_HAC))])
 
     async def read_c2c(self):
         """The C2C registers: HAC state, deskew state and every link's receiver/transmitter."""
-        from lpu_arch.hostmap import LINK_WORDS, DeskewStatus, HacStatus, LinkFlag, LinkReg
         cfg = self.cfg
         regs = [Csr.HAC, Csr.HAC_STATUS, Csr.HAC_LATENCY, Csr.HAC_ERROR, Csr.DESKEW_OFFSET,
                 Csr.DESKEW_STALLED, Csr.DESKEW_STATUS]
@@ -490,7 +490,6 @@ class UartTileDriver(TileDriver):
         self.dut.rx.value = 1
 
     async def write_words(self, items):
-        from lpu_arch.hostlink import ACK, write_cmd
         for a, v in items:
             await self.source.send(write_cmd(a, v))
             ack = await self.sink.recv(1)
@@ -498,7 +497,6 @@ class UartTileDriver(TileDriver):
                 raise RuntimeError(f"bridge answered {ack!r} to a write, expected {bytes([ACK])!r}")
 
     async def read_words(self, addrs):
-        from lpu_arch.hostlink import read_cmd
         out = []
         for a in addrs:
             await self.source.send(read_cmd(a))
@@ -507,7 +505,6 @@ class UartTileDriver(TileDriver):
 
     async def wait_done(self, timeout_cycles: int):
         # Over UART the host polls STATUS, as a real host would.
-        from lpu_arch.hostmap import Status
         for _ in range(max(1, timeout_cycles // 100)):
             if await self.read_csr(Csr.STATUS) & Status.DONE:
                 return

@@ -33,7 +33,9 @@ builds keep Amaranth's Verilog.  The README's benchmark section has the measurem
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections import Counter
 
 __all__ = ["convert", "fold_next_state", "group_conditions", "inline_products", "merge_clocked",
            "procedural_sums"]
@@ -76,21 +78,16 @@ def merge_clocked(verilog: str) -> str:
         line = lines[i]
         m = _CLOCKED.match(line)
         if m:
-            j, body = i + 1, []
             if m.group(2):                                  # begin ... "  end"
-                while j < len(lines) and lines[j] != "  end":
-                    body.append(lines[j])
-                    j += 1
-                ok = j < len(lines)
-                j += 1
+                j = next((k for k in range(i + 1, len(lines)) if lines[k] == "  end"), len(lines))
+                ok, end = j < len(lines), j + 1
             else:                                           # one statement, indented deeper
-                while j < len(lines) and lines[j].startswith("    "):
-                    body.append(lines[j])
-                    j += 1
-                ok = bool(body)
+                j = next((k for k in range(i + 1, len(lines)) if not lines[k].startswith("    ")), len(lines))
+                ok, end = j > i + 1, j
+            body = lines[i + 1:j]
             if ok and not any(_blocking(b) for b in body):
                 merged.setdefault(m.group(1), []).extend(body)
-                i = j
+                i = end
                 continue
         if line.startswith("endmodule"):
             for clk, body in merged.items():
@@ -147,18 +144,16 @@ def group_conditions(body: list[str]) -> list[str]:
         targets = {m.group(1) for line in st if (m := _TARGET.match(line))}
         barrier = not targets or any("<=" in line and not _TARGET.match(line) and not _CONTROL.match(line)
                                      for line in st)   # no target, or an assignment not understood
-        m = _SIMPLE_IF.match(st[0])
+        m = not barrier and _SIMPLE_IF.match(st[0])
         ends = [k for k, line in enumerate(st) if line.startswith("    end")]
-        if barrier:
-            key, cond, inner = ("alone", len(stmts)), None, st
-        elif m and m.group(2) and ends == [len(st) - 1]:        # if (C) begin ... end
+        if m and m.group(2) and ends == [len(st) - 1]:          # if (C) begin ... end
             key, cond, inner = m.group(1), m.group(1), st[1:-1]
         elif m and not m.group(2) and not ends:                 # if (C) <one statement>
             key, cond, inner = m.group(1), m.group(1), st[1:]
-        elif len(st) == 1:                                      # Q <= D;
+        elif len(st) == 1 and not barrier:                      # Q <= D;
             key, cond, inner = "", None, st
-        else:
-            key, cond, inner = ("alone", len(stmts)), None, st  # anything else: alone
+        else:                                                   # a barrier, or anything else: alone
+            key, cond, inner = ("alone", len(stmts)), None, st
         stmts.append((key, cond, inner, targets, barrier))
     # The order to keep: between statements on a common target, and around barriers.
     succ = [[] for _ in stmts]
@@ -179,14 +174,10 @@ def group_conditions(body: list[str]) -> list[str]:
     # Groups: repeatedly take a condition all of whose remaining statements are free to go
     # (the earliest such), else the condition with the most free statements.
     ready = [n for n in range(len(stmts)) if not preds[n]]
-    left: dict = {}
-    for key, *_ in stmts:
-        left[key] = left.get(key, 0) + 1
+    left = Counter(key for key, *_ in stmts)
     groups: list[list] = []                          # [condition, lines]
     while ready:
-        count: dict = {}
-        for n in ready:
-            count[stmts[n][0]] = count.get(stmts[n][0], 0) + 1
+        count = Counter(stmts[n][0] for n in ready)
         whole = [n for n in ready if count[stmts[n][0]] == left[stmts[n][0]]]
         key = stmts[min(whole)][0] if whole else max(count, key=lambda k: (count[k], -min(
             n for n in ready if stmts[n][0] == k)))
@@ -200,23 +191,13 @@ def group_conditions(body: list[str]) -> list[str]:
                 if not preds[s_]:
                     ready.append(s_)
     out: list[str] = []
-    k = 0
-    while k < len(groups):
-        run = k
-        bit = _BIT.match(groups[k][0] or "")
-        while bit and run + 1 < len(groups) and (b := _BIT.match(groups[run + 1][0] or "")) \
-                and b.group(1) == bit.group(1):
-            run += 1
-        if bit and run - k >= 2:
-            out.append(f"    if (|{bit.group(1)}) begin")
-            for cond, lines in groups[k:run + 1]:
-                out += [f"      if ({cond}) begin", *("  " + line for line in lines), "      end"]
-            out.append("    end")
-            k = run + 1
-            continue
-        cond, lines = groups[k]
-        out += lines if cond is None else [f"    if ({cond}) begin", *lines, "    end"]
-        k += 1
+    for vec, run in itertools.groupby(groups, lambda g: (b := _BIT.match(g[0] or "")) and b.group(1)):
+        run = list(run)
+        body = [line for cond, lines in run
+                for line in (lines if cond is None else [f"    if ({cond}) begin", *lines, "    end"])]
+        if vec and len(run) >= 3:                    # conditions on single bits of vector vec
+            body = [f"    if (|{vec}) begin", *("  " + line for line in body), "    end"]
+        out += body
     return out
 
 
@@ -267,10 +248,8 @@ def procedural_sums(verilog: str, smallest: int = 3) -> str:
     (an ``if`` on the ``$auto$verilog_backend...`` register) makes it run at time 0 too."""
     def one(mod: str) -> str:
         lines = mod.split("\n")
-        sums = {}                                    # S -> (line, operands)
-        for k, line in enumerate(lines):
-            if m := _SUM.match(line):
-                sums[m.group(1)] = (k, [o for o in m.group(3, 4, 5, 6) if o])
+        sums = {m.group(1): (k, [o for o in m.group(3, 4, 5, 6) if o])      # S -> (line, operands)
+                for k, line in enumerate(lines) if (m := _SUM.match(line))}
         if len(sums) < smallest:
             return mod
         decl = {m.group(2): k for k, line in enumerate(lines)
@@ -299,14 +278,13 @@ def procedural_sums(verilog: str, smallest: int = 3) -> str:
         retype = {}
         for tree in trees:
             done, order = set(), []
-            members = set(tree)
 
             def visit(x):
                 if x in done:
                     return
                 done.add(x)
                 for o in sums[x][1]:
-                    if o in members:
+                    if o in sums:                    # in x's tree: the trees join every sum with its operands
                         visit(o)
                 order.append(x)
             for x in sorted(tree, key=lambda x: sums[x][0]):
@@ -368,9 +346,7 @@ def fold_next_state(verilog: str) -> str:
             if lines[i] != "  always @* begin":
                 i += 1
                 continue
-            start = j = i
-            while j < len(lines) and lines[j] != "  end":
-                j += 1
+            start, j = i, next((k for k in range(i, len(lines)) if lines[k] == "  end"), len(lines))
             body, i = lines[start + 1:j], j + 1
             writes = [m for b in body if (m := _ASSIGN.match(b))]
             targets = {m.group(2) for m in writes}

@@ -116,23 +116,19 @@ class TileSim:
 
     def __init__(self, cfg: TileConfig, sim: str = "verilator", waves: bool | None = None,
                  top: str = "tile"):
+        from hdl.host_bridge import UartTile
+        from hdl.tile import Tile
+
         if top not in TOPS:
             raise SimSetupError(f"unknown top {top!r}; choose one of {', '.join(TOPS)}")
         self.cfg, self.sim, self.top, self.toplevel = cfg, sim, top, TOPS[top]
         self.waves = waves_requested() if waves is None else waves
         _prepare_tools(sim)
         self.build_dir = BUILD / f"{sim}-{top}-{cfg.key()}{'-waves' if self.waves else ''}"
-        self._build()
-
-    def _build(self):
-        from hdl.host_bridge import UartTile
-        from hdl.tile import Tile
-
-        cfg, top = self.cfg, self.top
         inner = (lambda: Tile(cfg)) if top == "tile" else (lambda: UartTile(cfg, UART_SIM_DIVISOR))
-        design, registered = simulated_design(inner, self.sim)
-        key = (self.top, self.cfg, UART_SIM_DIVISOR if self.top == "uart" else 0, registered)
-        self.runner, self.build_info = _build(design, self.toplevel, self.build_dir, self.sim, self.waves,
+        design, registered = simulated_design(inner, sim)
+        key = (top, cfg, UART_SIM_DIVISOR if top == "uart" else 0, registered)
+        self.runner, self.build_info = _build(design, self.toplevel, self.build_dir, sim, self.waves,
                                               TIMESCALE, TILE_MAKE_FLAGS, key=key)
 
     def run(self, jobs: list[dict], name: str = "run", progress=None, load: str | None = None) -> list[dict]:
@@ -147,11 +143,7 @@ class TileSim:
             raise ValueError(f"load={load!r}: choose one of {', '.join(LOAD_PATHS)}")
         spec = {"config": self.cfg.to_dict(), "jobs": jobs, "load": load,
                 "uart_divisor": UART_SIM_DIVISOR if self.top == "uart" else 0}
-        watch = None
-        if progress is not None:
-            from .progress import LogWatcher
-            watch = lambda log: LogWatcher(log, len(jobs), progress)   # noqa: E731
-        out, self.last_work = _run(self, "sim.tb_tile", spec, name, TIMESCALE, watch)
+        out, self.last_work = _run(self, "sim.tb_tile", spec, name, TIMESCALE, progress, len(jobs))
         return out
 
 
@@ -215,9 +207,8 @@ def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timesc
     # (sim/icarus.py); Verilator's keep Amaranth's Verilog.
     flavour = "icarus" if sim == "icarus" else "amaranth"
     vkey = None if key is None else (key, flavour)
-    if vkey is not None and (vkey, toplevel) in _VERILOG:
-        verilog = _VERILOG[vkey, toplevel]
-    else:
+    verilog = _VERILOG.get((vkey, toplevel))         # only designs with a key are kept
+    if verilog is None:
         cached = _verilog_cache_file(vkey, toplevel)
         verilog = cached.read_text() if cached is not None and cached.exists() else None
         if verilog is None:
@@ -306,8 +297,9 @@ def measure_build(cfg: TileConfig, sim: str = "verilator") -> dict:
     return info
 
 
-def _run(sim_obj, test_module: str, spec: dict, name: str, timescale, watch=None):
-    """One simulator invocation of ``test_module`` on a build; returns (results, work dir)."""
+def _run(sim_obj, test_module: str, spec: dict, name: str, timescale, progress=None, jobs: int = 0):
+    """One simulator invocation of ``test_module`` on a build; returns (results, work dir).
+    ``progress``: as for ``TileSim.run``, over ``jobs`` jobs."""
     from cocotb_tools.check_results import get_results
 
     work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=sim_obj.build_dir))
@@ -315,7 +307,10 @@ def _run(sim_obj, test_module: str, spec: dict, name: str, timescale, watch=None
     results_file = work / "results.json"
     env = {"LPU_JOBS": str(work / "jobs.json"), "LPU_RESULTS": str(results_file),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    watcher = watch(work / "sim.log") if watch is not None else None
+    watcher = None
+    if progress is not None:
+        from .progress import LogWatcher
+        watcher = LogWatcher(work / "sim.log", jobs, progress)
     try:
         xml = sim_obj.runner.test(test_module=test_module, hdl_toplevel=sim_obj.toplevel,
                                   build_dir=sim_obj.build_dir, test_dir=work, extra_env=env,
@@ -465,11 +460,7 @@ class SystemSim:
             raise ValueError(f"load={load!r}: choose one of {', '.join(LOAD_PATHS)}")
         spec = {"config": self.cfg.to_dict(), "tiles": self.tiles, "load": load,
                 "latency": [[list(p), v] for p, v in sorted(self.latency.items())], "runs": runs}
-        watch = None
-        if progress is not None:
-            from .progress import LogWatcher
-            watch = lambda log: LogWatcher(log, len(runs), progress)   # noqa: E731
-        out, self.last_work = _run(self, "sim.tb_system", spec, name, SYSTEM_TIMESCALE, watch)
+        out, self.last_work = _run(self, "sim.tb_system", spec, name, SYSTEM_TIMESCALE, progress, len(runs))
         return out
 
 

@@ -18,6 +18,8 @@ import numpy as np
 from firmware_gen.archmodel import RunResult
 from lpu_arch.hostmap import Status
 
+from .runner import observed_events
+
 LIMIT = 5          # differences listed per check
 
 
@@ -86,6 +88,14 @@ def read_back(observed: dict) -> dict[tuple, tuple]:
     return out
 
 
+def traced_memory(cfg, observed: dict) -> dict:
+    """A tile's MEM contents as its traced writes left them (zeros elsewhere)."""
+    mem = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
+    for _, s, a, d in observed_events(observed):
+        mem[s][a] = d
+    return mem
+
+
 def check_read_back(observed: dict, golden: RunResult, limit: int = LIMIT) -> list[str]:
     """Every row read back over the host bus after the run against the golden model's
     final memory (all lanes)."""
@@ -142,8 +152,6 @@ def check_run(observed: dict, golden: RunResult, predicted_writes=None, predicte
     from the SRAM at ``manifest.outputs`` (the job must request ``output_rows(manifest)``)
     and compared with ``y`` (the integer FFN, ``numerics.ffn_int``; default: the golden
     model's final memory at the same locations), bit-exact."""
-    from .runner import observed_events
-
     if manifest is not None:
         predicted_writes = manifest.writes if predicted_writes is None else predicted_writes
         predicted_cycles = manifest.cycles if predicted_cycles is None else predicted_cycles
@@ -182,8 +190,6 @@ def check_run(observed: dict, golden: RunResult, predicted_writes=None, predicte
 def diff_runs(a: dict, b: dict, what: tuple = ("first", "second")) -> list[str]:
     """Differences between two observations of the same program (e.g. on two simulators):
     cycles, STATUS, fault flags, busy counters, trace and read-back rows."""
-    from .runner import observed_events
-
     out = [f"{key}: {what[0]} {a.get(key)}, {what[1]} {b.get(key)}"
            for key in ("cycles", "status", "illegal", "addr_fault") if a.get(key) != b.get(key)]
     out += [f"busy cycles of {name}: {what[0]} {a['busy'].get(name)}, {what[1]} {b['busy'].get(name)}"

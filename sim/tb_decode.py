@@ -11,22 +11,18 @@ observations and the generated tokens go to ``LPU_RESULTS``.
 
 from __future__ import annotations
 
-import json
-import os
-
 import cocotb
 import numpy as np
 
 from firmware_gen.decoder import dequantise_out, generate_gen, quantise_in
 
 from .decode import decode_setup, first_memory
-from .driver import TileDriver
+from .driver import TileDriver, read_spec, write_results
 
 
 @cocotb.test()
 async def decode(dut):
-    with open(os.environ["LPU_JOBS"]) as f:
-        spec = json.load(f)
+    spec = read_spec()
     a = spec["decode"]
     setup = decode_setup(a["config"], a["model"], a["prompt"], a["tokens"], a.get("out_scale_per_row", False))
     rm, model, cfg = setup.resident, setup.model, setup.cfg
@@ -61,5 +57,4 @@ async def decode(dut):
             req = gen.send(dequantise_out(model, l, y))
     except StopIteration as e:
         tokens = e.value
-    with open(os.environ["LPU_RESULTS"], "w") as f:
-        json.dump({"results": [{"tokens": tokens, "runs": runs, "loaded": loaded}]}, f)
+    write_results([{"tokens": tokens, "runs": runs, "loaded": loaded}])

@@ -17,9 +17,6 @@ to ``LPU_RESULTS``.
 
 from __future__ import annotations
 
-import json
-import os
-
 import cocotb
 import numpy as np
 
@@ -29,26 +26,15 @@ from firmware_gen.tray import compile_tray_layer, tray_config, tray_output
 from lpu_arch import TileConfig
 
 from .decode import compile_moe_run, moe_stages
-from .driver import Ports, TileDriver
-from .runner import observed_events, system_run
+from .driver import Ports, TileDriver, read_spec, write_results
+from .runner import system_run
+from .scoreboard import traced_memory
 from .tb_system import one_run
-
-
-def memories_of(cfg, result: dict) -> list:
-    """Every tile's MEM contents as its traced writes left them (zeros elsewhere)."""
-    out = []
-    for obs in result["tiles"]:
-        mem = {m: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for m in cfg.mem_names}
-        for _, s, addr, d in observed_events(obs):
-            mem[s][addr] = d
-        out.append(mem)
-    return out
 
 
 @cocotb.test()
 async def decode_tray(dut):
-    with open(os.environ["LPU_JOBS"]) as f:
-        spec = json.load(f)
+    spec = read_spec()
     a = spec["decode"]
     base, tiles = TileConfig.from_dict(a["config"]), a["tiles"]
     model = calibrate(synthetic(**a["model"]))
@@ -75,7 +61,7 @@ async def decode_tray(dut):
                                      bases=mt.bases(asg))
                     res = await one_run(dut, cfg, drivers, run)
                     res.pop("window", None)
-                    rounds.append((asg, memories_of(cfg, res)))
+                    rounds.append((asg, [traced_memory(cfg, o) for o in res["tiles"]]))
                     results.append(res)
                 stages = moe_stages(mt, spec, xq2, idx, rounds)
                 runs.append({"layer": l, "x": xq2[0].tolist(), "indices": idx[0].tolist(), "results": results,
@@ -85,11 +71,11 @@ async def decode_tray(dut):
             xq = quantise_in(model, l, x)
             run = system_run(layers[l].programs_for(xq), a["ppm"], name=f"run{n}-layer{l}", seed=a["seed"] + n)
             res = await one_run(dut, cfg, drivers, run)
-            y = tray_output(layers[l].manifest, memories_of(cfg, res), cfg.lanes, spec.H)[0]
+            memories = [traced_memory(cfg, o) for o in res["tiles"]]
+            y = tray_output(layers[l].manifest, memories, cfg.lanes, spec.H)[0]
             res.pop("window", None)
             runs.append({"layer": l, "x": xq.tolist(), "y": y.tolist(), "result": res})
             req = gen.send(dequantise_out(model, l, y))
     except StopIteration as e:
         tokens = e.value
-    with open(os.environ["LPU_RESULTS"], "w") as f:
-        json.dump({"results": [{"tokens": tokens, "runs": runs}]}, f)
+    write_results([{"tokens": tokens, "runs": runs}])

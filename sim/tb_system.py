@@ -39,8 +39,6 @@ difference of the registers is reported too.  Results go to ``LPU_RESULTS``.
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import time
 
@@ -52,7 +50,7 @@ from lpu_arch.c2c import armed_start_hac
 from lpu_arch.config import TileConfig
 from lpu_arch.hostmap import Csr, DeskewStatus, HacStatus, Status, link_fault_names
 
-from .driver import Ports, TileDriver
+from .driver import Ports, TileDriver, read_spec, write_results
 
 FS_PRECISION = -15
 
@@ -157,9 +155,7 @@ class Recorder:
         # Coarse wait (no Python per cycle) until shortly before the window.
         while not (int(running.value) and int(sac.value) >= self.sac_from - 40):
             await Timer(16 * d.period, unit="fs")
-        tasks = [cocotb.start_soon(self._tile(i)) for i in range(len(self.drivers))]
-        for t in tasks:
-            await t
+        await _all(self._tile(i) for i in range(len(self.drivers)))
 
     async def _tile(self, i):
         dut, links = self.dut, range(self.cfg.links)
@@ -332,8 +328,7 @@ async def one_run(dut, cfg, drivers, run) -> dict:
 
 @cocotb.test()
 async def run_system(dut):
-    with open(os.environ["LPU_JOBS"]) as f:
-        spec = json.load(f)
+    spec = read_spec()
     precision = cocotb.simulator.get_precision()
     if precision != FS_PRECISION:
         raise RuntimeError(f"the simulator's time precision is 1e{precision} s, not femtoseconds: the "
@@ -346,5 +341,4 @@ async def run_system(dut):
         for k in range(cfg.links):
             getattr(dut, f"t{i}_l{k}_inject").value = 0
     results = [await one_run(dut, cfg, drivers, run) for run in spec["runs"]]
-    with open(os.environ["LPU_RESULTS"], "w") as f:
-        json.dump({"results": results, "precision": precision}, f)
+    write_results(results, precision=precision)

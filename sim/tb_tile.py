@@ -16,21 +16,18 @@ can also be compared across simulators.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 
 import cocotb
 
 from lpu_arch.config import TileConfig
 
-from .driver import TileDriver, UartTileDriver
+from .driver import TileDriver, UartTileDriver, read_spec, write_results
 
 
 @cocotb.test()
 async def run_jobs(dut):
-    with open(os.environ["LPU_JOBS"]) as f:
-        spec = json.load(f)
+    spec = read_spec()
     cfg = TileConfig.from_dict(spec["config"])
     if spec.get("uart_divisor"):
         drv = UartTileDriver(dut, cfg, spec["uart_divisor"])
@@ -61,5 +58,4 @@ async def run_jobs(dut):
         results.append({"name": job.get("name", ""), "cycles": cycles, "wall_run_s": wall, **load,
                         **status, "events": events, "read_back": readback, "read_back_rows": rows_read, **extra})
         dut._log.info("job %s: %d cycles, %d events", job.get("name", ""), cycles, len(events))
-    with open(os.environ["LPU_RESULTS"], "w") as f:
-        json.dump({"results": results}, f)
+    write_results(results)

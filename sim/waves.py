@@ -38,13 +38,6 @@ class WavesError(RuntimeError):
     """Waveforms cannot be made or found; the message says what to install or where to look."""
 
 
-def dump_file(tile) -> Path:
-    """Where the last ``tile.run`` wrote its waveform."""
-    if tile.sim == "verilator":
-        return Path(tile.last_work) / "dump.fst"
-    return Path(tile.build_dir) / f"{tile.toplevel}.fst"
-
-
 def build_failure_hint(sim: str, build_dir: Path) -> str | None:
     """A clear reason for a failed waveform build, from its log, or None."""
     log = Path(build_dir) / "build.log"
@@ -124,7 +117,8 @@ def write_gtkw(cfg: TileConfig, sim: str, dump: Path, verilog: Path, out: Path |
 def save_waves(tile, cfg: TileConfig, dest: Path | None = None) -> tuple[Path, Path]:
     """After ``tile.run``: move the dump to ``dest/<simulator>.fst`` (if given) and write the
     GTKWave view next to it.  Returns ``(dump, view)``."""
-    dump = dump_file(tile)
+    dump = (Path(tile.last_work) / "dump.fst" if tile.sim == "verilator"      # where the run wrote it
+            else Path(tile.build_dir) / f"{tile.toplevel}.fst")
     if not dump.exists():
         raise WavesError(f"the {tile.sim} run wrote no waveform at {dump}")
     if dest is not None:
