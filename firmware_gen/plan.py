@@ -518,12 +518,9 @@ def plan(arch: Arch, dtype: str = "fp8", cfg=None, config_name: str = DEFAULT_CO
     compute_s = (main_dense * dense_c + arch.moe_layers * moe_c) / f
     hops_main = sum(pl["hops_dense"][:main_dense]) + sum(pl["hops_moe"][:arch.moe_layers])
     hops_s = 2 * hops_main * hop_s
-    per_token = compute_s + hops_s
-    if arch.mtp_layers:
-        mtp_hops = sum(pl["hops_moe"][arch.moe_layers:]) if arch.moe else sum(pl["hops_dense"][main_dense:])
-        mtp_s = arch.mtp_layers * (moe_c if arch.moe else dense_c) / f + 2 * mtp_hops * hop_s
-    else:
-        mtp_s = 0.0
+    # the MTP layers: the placement's layers after the main ones (0 of them: 0.0)
+    mtp_hops = sum(pl["hops_moe"][arch.moe_layers:]) if arch.moe else sum(pl["hops_dense"][main_dense:])
+    mtp_s = arch.mtp_layers * (moe_c if arch.moe else dense_c) / f + 2 * mtp_hops * hop_s
     # the bound at LP30's public SRAM bandwidth: each layer's busiest chip reads its weights once
     e_w = expert_params(arch, max(arch.expert_intermediate, arch.shared_intermediate)) if arch.moe else 0
     e_bytes = e_w * bpw if arch.moe else 0
@@ -554,7 +551,7 @@ def plan(arch: Arch, dtype: str = "fp8", cfg=None, config_name: str = DEFAULT_CO
                   "expert": e_bytes, "source": "counted: parameters x bytes per weight"},
         "placement": {k: v for k, v in pl.items() if k not in ("hops_dense", "hops_moe")},
         "time": {
-            "per_token_us": per_token * 1e6, "compute_us": compute_s * 1e6, "hops_us": hops_s * 1e6,
+            "per_token_us": (compute_s + hops_s) * 1e6, "compute_us": compute_s * 1e6, "hops_us": hops_s * 1e6,
             "source": time_source, "clock_mhz": clock_mhz,
             "layer_cycles": {"dense": dense_c, "moe": moe_c}, "units": units,
             "hops": {"rule": HOP_RULE, "per_token": 2 * hops_main, "per_hop_ns": hop_s * 1e9, **hop_info},
