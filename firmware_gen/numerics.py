@@ -44,6 +44,7 @@ from lpu_arch.vxm import MULT_MAX, SHIFT_MAX, TABLE_SIZE
 INT8_MIN, INT8_MAX = -128, 127
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 KINDS = ("swiglu", "classic")
+_TABLE_X = np.arange(TABLE_SIZE).astype(np.int8).astype(np.float64)   # table entry i: byte i read as int8
 
 
 class NumericsError(ValueError):
@@ -337,8 +338,7 @@ def activation_table(name, in_scale, out_scale):
     """
     f = _activation(name)
     in_scale, out_scale = _positive(in_scale, "in_scale"), _positive(out_scale, "out_scale")
-    v = np.arange(TABLE_SIZE).astype(np.int8).astype(np.float64)   # byte i read as int8
-    return _sat8(round_half_away_from_zero(f(v * in_scale) / out_scale))
+    return _sat8(round_half_away_from_zero(f(_TABLE_X * in_scale) / out_scale))
 
 
 def check_table(table, dtype="int8"):
@@ -661,8 +661,7 @@ class _Table:
         f = _activation(activation)
         delta = (top + bottom) / (TABLE_SIZE - 1)
         z = int(np.clip(round_half_away_from_zero(INT8_MIN + bottom / delta), INT8_MIN, INT8_MAX))
-        v = np.arange(TABLE_SIZE).astype(np.int8).astype(np.float64)     # byte i read as int8
-        gv = f((v - z) * delta)
+        gv = f((_TABLE_X - z) * delta)
         lo, hi = min(float(gv.min()), 0.0), max(float(gv.max()), 0.0)
         g_scale = (hi - lo) / (TABLE_SIZE - 1) if hi > lo else 1.0
         k = int(round_half_away_from_zero(lo / g_scale)) - INT8_MIN

@@ -328,7 +328,7 @@ def load_ffn(path, layer: int | None = None, mapping=None) -> FfnWeights:
     fname, names = f.path.name, set(f.names)
     mapping = parse_mapping(mapping)
     if "W1" in mapping:
-        family, templates, prefix = "map", dict(mapping), ""
+        family, templates = "map", dict(mapping)
         found = _find(templates["W1"], names, prefix_allowed=False)
         if not found:
             raise WeightsError(_missing(fname, templates["W1"].replace("{layer}", "N"), "W1 from the map", names))
