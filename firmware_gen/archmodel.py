@@ -72,8 +72,7 @@ def _issues(instrs: list[Instr]) -> tuple[list[tuple[int, Instr, int]], int]:
         elif ins.op == Op.REPEAT:
             if last is None:
                 raise ModelError("REPEAT with nothing to repeat")
-            for k in range(1, ins.count + 1):
-                out.append((c + k * ins.delay - 1, last, addr + k * ins.addr))
+            out += [(c + k * ins.delay - 1, last, addr + k * ins.addr) for k in range(1, ins.count + 1)]
             addr += ins.count * ins.addr
             c += ins.count * ins.delay
     return out, c

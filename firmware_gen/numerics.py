@@ -616,9 +616,8 @@ class FfnSpec(FfnShape):
         h1_scale = scale_of(h1)
         g = f(h1)
         g_scale = scale_of(g)
-        table = make_table(activation, h1_scale, g_scale)
-        common = dict(kind=kind, W1=w1q, table=table, x_scale=x_scale, dtype=dtype,
-                      rq1=rq(x_scale * w1s / h1_scale))
+        common = dict(kind=kind, W1=w1q, table=make_table(activation, h1_scale, g_scale), x_scale=x_scale,
+                      dtype=dtype, rq1=rq(x_scale * w1s / h1_scale))
         if kind == "swiglu":
             W3 = _finite(W3, "W3")
             w3q, w3s = qweights(W3)

@@ -417,10 +417,9 @@ class Timer:
         return 2 * weight_streams(cfg) * cfg.mem_depth * cfg.lanes
 
     def time(self, H: int, I: int) -> Timed:
-        key = (H, I)
-        if key not in self.cache:
-            self.cache[key] = self._compile(H, I)
-        return self.cache[key]
+        if (H, I) not in self.cache:
+            self.cache[H, I] = self._compile(H, I)
+        return self.cache[H, I]
 
     def _compile(self, H: int, I: int) -> Timed:
         from .compile_ffn import CompileError
