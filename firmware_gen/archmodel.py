@@ -72,8 +72,7 @@ def _issues(instrs: list[Instr]) -> tuple[list[tuple[int, Instr, int]], int]:
         elif ins.op == Op.REPEAT:
             if last is None:
                 raise ModelError("REPEAT with nothing to repeat")
-            for k in range(1, ins.count + 1):
-                out.append((c + k * ins.delay - 1, last, addr + k * ins.addr))
+            out += [(c + k * ins.delay - 1, last, addr + k * ins.addr) for k in range(1, ins.count + 1)]
             addr += ins.count * ins.addr
             c += ins.count * ins.delay
     return out, c
@@ -102,17 +101,10 @@ def from_planes(planes, bits=32) -> np.ndarray:
     return np.where(u >= 1 << (bits - 1), u - (1 << bits), u)
 
 
-def _wrap32(v):
-    return ((np.asarray(v, np.int64) + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
-
-
-def _s8(v):
-    return np.asarray(v, np.uint8).astype(np.int8).astype(np.int64)
-
-
 def operand_values(v, dtype):
     """The MXM's operands from stream bytes: int8 values, or E4M3 values in units of 2^-9."""
-    return fp8.to_fixed(np.asarray(v, np.uint8)) if dtype == "fp8" else _s8(v)
+    v = np.asarray(v, np.uint8)
+    return fp8.to_fixed(v) if dtype == "fp8" else v.astype(np.int8).astype(np.int64)
 
 
 def has_nan(v, dtype) -> bool:
@@ -129,9 +121,6 @@ class _At:
 
     def __str__(self):
         return f"{f'tile {self.tile} ' if self.tile else ''}{self.queue} on cycle {self.t} ({self.ins})"
-
-    def __format__(self, spec):
-        return format(str(self), spec)
 
 
 class _Mxm:
@@ -275,12 +264,9 @@ class TileModel:
             for c, ins, a in timeline:
                 skip = self.skips(ins)
                 busy += not skip
-                if ins.op == Op.READ and not skip:
-                    a += self.bases[ins.base][0]
-                    if a < cfg.mem_depth:       # (beyond: the instruction path names the fault)
-                        reads.append((c, mem_index[name], a, p, ins.dir, ins.stream))
-                        continue
-                    a -= self.bases[ins.base][0]
+                if ins.op == Op.READ and not skip and a + self.bases[ins.base][0] < cfg.mem_depth:
+                    reads.append((c, mem_index[name], a + self.bases[ins.base][0], p, ins.dir, ins.stream))
+                    continue            # (a READ beyond the MEM: the instruction path names the fault)
                 self.issues.setdefault(c, []).append((p, ins if a == ins.addr else ins.with_addr(a), name))
             self.busy[name] = busy
         r = np.array(reads, np.int64).reshape(-1, 6)
@@ -359,7 +345,7 @@ class TileModel:
                         raise ModelError(f"{where}: accumulator row {a} is accumulated into before "
                                          "any MM without ACC wrote it")
                     prod = prod + m.acc[a]
-                new = _wrap32(prod) if cfg.mxm_dtype == "int8" else add_wrap(prod, 0, cfg.acc_bits)
+                new = add_wrap(prod, 0, cfg.acc_bits)          # cfg.acc_bits: 32 on an int8 tile
                 m.mm_count += 1
                 out = to_planes(new, cfg.acc_planes)        # plane b on the b-th stream driven
                 m.pending_acc = (a, new)
@@ -451,25 +437,22 @@ class TileModel:
         P, bits = self.cfg.acc_planes, self.cfg.acc_bits
         A = from_planes([self._tap(d, s + b, p) for b in range(P)], bits)
         B = from_planes([self._tap(1 - d, s + b, p) for b in range(P)], bits)    # the other direction
-        if self.cfg.mxm_dtype == "fp8":          # 48-bit adds, E4M3 results (docs/numerics.md, "FP8")
-            A48 = self.cfg.MAX_ACC_BITS
-            if ins.aux & VopFlag.ADD:
-                A = add_wrap(A, B, A48)
-            val = requantise_fp8(add_wrap(A, fp8_bias(prm["bias_a"][e]), A48), prm["m_a"][e], prm["s_a"][e])
-            if ins.aux & VopFlag.TABLE:
-                val = self.table[prm["table"][e] % self.cfg.vxm_tables, val] & 0xFF
-            if ins.aux & VopFlag.GATE:
-                gb = requantise_fp8(add_wrap(B, fp8_bias(prm["bias_b"][e]), A48), prm["m_b"][e], prm["s_b"][e])
-                val = gate_fp8(val, gb, prm["m_c"][e], prm["s_c"][e])
-            return np.asarray(val, np.int64) & 0xFF
+        fp = self.cfg.mxm_dtype == "fp8"         # 48-bit adds, E4M3 results (docs/numerics.md, "FP8")
+        add = (lambda a, b: add_wrap(a, b, self.cfg.MAX_ACC_BITS)) if fp else add_int32
+
+        def requant(v, k):
+            """``v`` plus bias ``k`` (a or b), requantised with multiplier and shift ``k``."""
+            b, m, sh = prm[f"bias_{k}"][e], prm[f"m_{k}"][e], prm[f"s_{k}"][e]
+            return requantise_fp8(add(v, fp8_bias(b)), m, sh) if fp else requantise(add(v, b), m, sh)
+
         if ins.aux & VopFlag.ADD:
-            A = add_int32(A, B)
-        val = requantise(add_int32(A, prm["bias_a"][e]), prm["m_a"][e], prm["s_a"][e]).astype(np.int64)
+            A = add(A, B)
+        val = np.asarray(requant(A, "a"), np.int64)
         if ins.aux & VopFlag.TABLE:
             val = self.table[prm["table"][e] % self.cfg.vxm_tables, val & 0xFF]
         if ins.aux & VopFlag.GATE:
-            gb = requantise(add_int32(B, prm["bias_b"][e]), prm["m_b"][e], prm["s_b"][e])
-            val = requantise(val * gb.astype(np.int64), prm["m_c"][e], prm["s_c"][e])
+            gb, m, sh = requant(B, "b"), prm["m_c"][e], prm["s_c"][e]
+            val = gate_fp8(val & 0xFF, gb, m, sh) if fp else requantise(val * gb, m, sh)
         return np.asarray(val, np.int64) & 0xFF
 
     def result(self) -> RunResult:

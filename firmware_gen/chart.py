@@ -24,6 +24,7 @@ its SEND/SENDM to its RECV (:func:`tray_transfers` pairs them from the programs)
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,9 +231,8 @@ def schedule_chart(program: Program, path, *, title: str | None = None, window: 
         axes[2].set_xlim(lo - 0.5, hi + 0.5)
         # The issue panel has no colour bar; keep the three x axes aligned.
         fig.canvas.draw()
-        b1 = axes[1].get_position()
         b0 = axes[0].get_position()
-        axes[0].set_position([b0.x0, b0.y0, b1.width, b0.height])
+        axes[0].set_position([b0.x0, b0.y0, axes[1].get_position().width, b0.height])
         return save_figure(plt, fig, path, compact=False)
 
 
@@ -318,16 +318,20 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
         raise ChartError("no programs to draw")
     plt = pyplot()
     from matplotlib.lines import Line2D
-    from matplotlib.patches import PathPatch
+    from matplotlib.patches import PathPatch, Rectangle
     from matplotlib.path import Path as MplPath
 
     n = len(programs)
     transfers = tray_transfers(programs)
     # Rows: per tile, top to bottom, the groups present; each group's lanes one per slice.
-    lane_y, row_ticks, bands = {}, [], []
+    lane_y, row_ticks, bands, issues, end = {}, [], [], {}, 0
     y, gap = 0.0, 0.6
     for t, prog in enumerate(programs):
         names = prog.config.queue_names
+        for name in names:
+            tl, halt = expand(prog.queues.get(name, []))
+            issues[t, name] = tl
+            end = max(end, halt)
         top = y
         for g in GROUPS:
             members = [s for s in names if s.startswith(g)]
@@ -341,13 +345,6 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
         bands.append((top, y))
         y += gap
     height = y - gap
-
-    issues, end = {}, 0
-    for t, prog in enumerate(programs):
-        for name in prog.config.queue_names:
-            tl, halt = expand(prog.queues.get(name, []))
-            issues[t, name] = tl
-            end = max(end, halt)
     if manifest is not None:        # room for the done ticks
         end = max(end, max(m.cycles for m in manifest.tile) + 1)
     lo, hi = _window(window, end, "the programs run")
@@ -382,7 +379,6 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
                       [mid[x.dst, x.dst_slice] - mid[x.src, x.src_slice] for x in shown],
                       color=[colours(x.src % colours.N) for x in shown], angles="xy", scale_units="xy", scale=1,
                       width=0.0012, headwidth=5, headlength=7, headaxislength=6, alpha=0.7, zorder=3)
-        from matplotlib.patches import Rectangle
         for t, first, last, label in spans:
             if last < lo or first > hi:
                 continue
@@ -427,8 +423,6 @@ def save_figure(plt, fig, path: Path, compact: bool = True) -> Path:
 def _compact_svg(path: Path) -> None:
     """Path coordinates to 0.1 pt and one line each: the picture is the same, the file
     about a third smaller (matplotlib writes six decimals and a line per vertex)."""
-    import re
-
     def short(m):
         return re.sub(r"\s*\n\s*", " ", re.sub(r"(\d+\.\d)\d+", r"\1", m.group(0)))
     path.write_text(re.sub(r' d="[^"]*"', short, path.read_text()))

@@ -29,14 +29,14 @@ import json
 import math
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from .moe import MoeLayer, MoeSpec, Router, combine, moe_float, moe_int, quantise_input, route
 from .numerics import FfnSpec, activation_quantiser, dequantise, ffn_float, ffn_int
-from .weights import Expert
+from .weights import Expert, load_ffn, open_weights
 
 CALIBRATION_SEED, CALIBRATION_TOKENS = 12345, 48
 SMOOTH_ALPHA = 0.5      # calibrate(method="fit"): SmoothQuant's migration strength
@@ -354,9 +354,6 @@ def with_packaged_ffns(model: Decoder, path, layers=None) -> Decoder:
     of each of ``layers``, default 0..len-1; e.g. all-MiniLM-L6-v2's classic GELU FFNs): a
     synthetic decoder with real FFN weights, when no registry package ships a small trained
     decoder.  Its width must match the file's H.  Calibrate it afterwards."""
-    from dataclasses import replace
-
-    from .weights import load_ffn
     layers = list(range(len(model.layers))) if layers is None else list(layers)
     new = []
     for ly, n in zip(model.layers, layers):
@@ -407,7 +404,6 @@ def from_bert(path, heads: int | None = None) -> tuple[Decoder, list]:
     prefix, e.g. all-MiniLM-L6-v2's) run as a decoder (module docstring), with its
     vocabulary (``vocab.txt`` beside the file).  ``heads`` defaults to the
     ``num_attention_heads`` of the ``config.json`` beside the file.  Returns ``(model, vocab)``."""
-    from .weights import load_ffn, open_weights
     path = Path(path)
     f = open_weights(path)
     prefix = "bert." if "bert.embeddings.word_embeddings.weight" in f.names else ""

@@ -241,13 +241,12 @@ MODELS = {
     "llama-3-70b": ("Llama-3-70B", _LLAMA3_70B),
 }
 
+_DEEPSEEK_V3_SOURCE = ("github.com/deepseek-ai/DeepSeek-V3 inference/configs/config_671B.json, "
+                       "inference/model.py, README_WEIGHTS.md (commit 9b4e978)")
 SOURCES = {
-    "deepseek-r1": ["github.com/deepseek-ai/DeepSeek-V3 inference/configs/config_671B.json, inference/model.py, "
-                    "README_WEIGHTS.md (commit 9b4e978)",
-                    "github.com/deepseek-ai/DeepSeek-R1 README.md (commit 0cf7856): R1 is trained from "
-                    "DeepSeek-V3-Base, architecture as DeepSeek-V3, 671B total"],
-    "deepseek-v3": ["github.com/deepseek-ai/DeepSeek-V3 inference/configs/config_671B.json, inference/model.py, "
-                    "README_WEIGHTS.md (commit 9b4e978)"],
+    "deepseek-r1": [_DEEPSEEK_V3_SOURCE, "github.com/deepseek-ai/DeepSeek-R1 README.md (commit 0cf7856): R1 is "
+                    "trained from DeepSeek-V3-Base, architecture as DeepSeek-V3, 671B total"],
+    "deepseek-v3": [_DEEPSEEK_V3_SOURCE],
     "kimi-k2": ["github.com/MoonshotAI/Kimi-K2 README.md Model Summary, docs/deploy_guidance.md (commit c6157be)",
                 "moonshotai/Kimi-K2-Instruct config.json as transcribed in blog.csdn.net/hbkybkzw/article/details/"
                 "149370789",
@@ -283,6 +282,3 @@ PUBLISHED = {
     "glm-4.5": (355.0, "GLM-4.5 README.md: 355 billion total parameters"),
     "llama-3-70b": (70.0, "Llama 3 MODEL_CARD.md: 70B"),
 }
-
-# Models asked for but left out, and why (no public values found for them are guessed).
-EXCLUDED: dict[str, str] = {}

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -43,18 +44,15 @@ from lpu_arch.vxm import MULT_MAX, SHIFT_MAX, TABLE_SIZE
 INT8_MIN, INT8_MAX = -128, 127
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 KINDS = ("swiglu", "classic")
+_TABLE_X = np.arange(TABLE_SIZE).astype(np.int8).astype(np.float64)   # table entry i: byte i read as int8
 
 
 class NumericsError(ValueError):
     """A value or parameter is out of range; the message names it and the limit."""
 
 
-def _sigmoid(x):
-    return 0.5 * (1.0 + np.tanh(0.5 * x))        # overflow-free form of 1 / (1 + e^-x)
-
-
 ACTIVATIONS = {
-    "silu": lambda x: x * _sigmoid(x),
+    "silu": lambda x: x * (0.5 * (1.0 + np.tanh(0.5 * x))),     # overflow-free form of x / (1 + e^-x)
     "gelu": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
     "relu": lambda x: np.maximum(x, 0.0),
     "identity": lambda x: x,
@@ -63,7 +61,7 @@ ACTIVATIONS = {
 
 
 # ---- validation helpers ---------------------------------------------------------------
-def _ints(a, name, lo, hi, what=None, dtype=np.int64):
+def _ints(a, name, lo, hi, what, dtype=np.int64):
     """``a`` as a ``dtype`` array, checking it holds integers in ``lo..hi`` (an int64
     result is always a copy; a narrower one only where the type changes)."""
     a = np.asarray(a)
@@ -73,12 +71,12 @@ def _ints(a, name, lo, hi, what=None, dtype=np.int64):
     if a.size and (info.min < lo or info.max > hi):       # (a type within the range needs no scan)
         amin, amax = a.min(), a.max()
         if amin < lo or amax > hi:
-            raise NumericsError(f"{name} must hold {what or 'values'} in {lo}..{hi}; found {int(amin if amin < lo else amax)}")
+            raise NumericsError(f"{name} must hold {what} in {lo}..{hi}; found {int(amin if amin < lo else amax)}")
     return a.astype(dtype, copy=dtype is not np.int64)
 
 
-def _int8(a, name):
-    return _ints(a, name, INT8_MIN, INT8_MAX, "int8 values")
+def _int8(a, name, dtype=np.int64):
+    return _ints(a, name, INT8_MIN, INT8_MAX, "int8 values", dtype)
 
 
 def _int32(a, name):
@@ -171,8 +169,7 @@ def add_int32(a, b):
     The compiler keeps biases small, so the wrap never happens for a compiled FFN; it is
     modelled so that the golden model and the hardware agree even if it does.
     """
-    s = _int32(a, "a") + _int32(b, "b")
-    return ((s - INT32_MIN) & 0xFFFFFFFF) + INT32_MIN
+    return add_wrap(_int32(a, "a"), _int32(b, "b"), 32)
 
 
 def matmul_int32(w_int8, x_int8, name="W x"):
@@ -181,8 +178,7 @@ def matmul_int32(w_int8, x_int8, name="W x"):
     Returns int64 values that fit int32; raises :class:`NumericsError` naming ``name`` if
     any accumulator leaves int32 (the MXM accumulator is 32 bits).
     """
-    x = _ints(x_int8, "x", INT8_MIN, INT8_MAX, "int8 values", np.int8)
-    w = _ints(w_int8, "weights", INT8_MIN, INT8_MAX, "int8 values", np.int8)
+    x, w = _int8(x_int8, "x", np.int8), _int8(w_int8, "weights", np.int8)
     # |product| <= 2^14, so int32 sums are exact below 2^17 terms; a longer one sums in int64.
     wide = np.int32 if x.shape[-1] < 1 << 17 else np.int64
     acc = np.einsum("...k,nk->...n", x, w, dtype=wide).astype(np.int64)
@@ -260,15 +256,6 @@ def apply_table_fp8(table, codes):
     return _codes(table, "activation table")[_codes(codes, "x")]
 
 
-def fp8_range_scale(a):
-    """Symmetric E4M3 scale ``max|a| / 448`` (1.0 for an all-zero array)."""
-    return _range_scale(a, fp8.MAX)
-
-
-def fp8_range_scale_rows(y):
-    return _range_scale_rows(y, fp8.MAX)
-
-
 def _to_codes(x):
     """``fp8.from_float`` with a zero result as +0 (the sums that consume it have one zero)."""
     codes = fp8.from_float(x)
@@ -278,10 +265,8 @@ def _to_codes(x):
 def quantise_weights_fp8(w_float, per_row=True):
     """E4M3 weights ``w ~= value(codes) * scales[:, None]``, ``scale = max|row| / 448`` per
     row (or for the whole tensor).  Returns ``(codes, scales)``."""
-    w = _finite(w_float, "w_float")
-    if w.ndim != 2:
-        raise NumericsError(f"w_float must be a 2-D matrix, got shape {w.shape}")
-    scales = fp8_range_scale_rows(w.T) if per_row else np.full(w.shape[0], fp8_range_scale(w))
+    w = _finite(w_float, "w_float", matrix=True)
+    scales = _range_scale_rows(w.T, fp8.MAX) if per_row else np.full(w.shape[0], _range_scale(w, fp8.MAX))
     return _to_codes(w / scales[:, None]), scales
 
 
@@ -299,11 +284,9 @@ def quantise_weights_fp8_blocks(w_float, block=FP8_BLOCK):
     store them: ``scale = max|tile| / 448`` (1.0 for an all-zero tile), ``codes =
     E4M3(w / scale)``.  Returns ``(codes, scales)``, ``scales`` of shape
     ``(ceil(rows / block), ceil(cols / block))``."""
-    w = _finite(w_float, "w_float")
-    if w.ndim != 2:
-        raise NumericsError(f"w_float must be a 2-D matrix, got shape {w.shape}")
+    w = _finite(w_float, "w_float", matrix=True)
     R, C = _blocks(w.shape, block)
-    scales = np.array([[fp8_range_scale(w[i * block:(i + 1) * block, j * block:(j + 1) * block])
+    scales = np.array([[_range_scale(w[i * block:(i + 1) * block, j * block:(j + 1) * block], fp8.MAX)
                         for j in range(C)] for i in range(R)]).reshape(R, C)
     return _to_codes(w / expand_blocks(scales, w.shape, block)), scales
 
@@ -330,7 +313,7 @@ def quantise_activations_fp8(x_float, scale=None):
     """Per-tensor E4M3 activations ``x ~= value(codes) * scale`` (``scale`` defaults to
     ``max|x| / 448``).  Returns ``(codes, scale)``."""
     x = _finite(x_float, "x_float")
-    scale = fp8_range_scale(x) if scale is None else _positive(scale, "scale")
+    scale = _range_scale(x, fp8.MAX) if scale is None else _positive(scale, "scale")
     return _to_codes(x / scale), scale
 
 
@@ -355,16 +338,16 @@ def activation_table(name, in_scale, out_scale):
     """
     f = _activation(name)
     in_scale, out_scale = _positive(in_scale, "in_scale"), _positive(out_scale, "out_scale")
-    v = np.arange(TABLE_SIZE).astype(np.int8).astype(np.float64)   # byte i read as int8
-    return _sat8(round_half_away_from_zero(f(v * in_scale) / out_scale))
+    return _sat8(round_half_away_from_zero(f(_TABLE_X * in_scale) / out_scale))
 
 
-def check_table(table):
-    """Validate an activation table (256 integers in -128..127); returns it as int8."""
+def check_table(table, dtype="int8"):
+    """Validate an activation table (256 integers in -128..127; E4M3 codes, bytes, with
+    ``dtype='fp8'``); returns it as int8 (uint8 codes)."""
     t = np.asarray(table)
     if t.ndim != 1 or t.size != TABLE_SIZE:
         raise NumericsError(f"activation table has {t.size} entries; it must have {TABLE_SIZE}")
-    return _ints(t, "activation table", INT8_MIN, INT8_MAX, "int8 values").astype(np.int8)
+    return _codes(t, "activation table") if dtype == "fp8" else _int8(t, "activation table").astype(np.int8)
 
 
 def apply_table(table, x_int8):
@@ -397,10 +380,12 @@ def _out_scale(v, H):
     return a
 
 
-def _finite(a, name):
+def _finite(a, name, matrix=False):
     a = np.asarray(a, dtype=np.float64)
     if not np.all(np.isfinite(a)):
         raise NumericsError(f"{name} must be finite")
+    if matrix and a.ndim != 2:
+        raise NumericsError(f"{name} must be a 2-D matrix, got shape {a.shape}")
     return a
 
 
@@ -412,9 +397,7 @@ def quantise_weights(w_float, per_row=True):
     zero, so values lie in -127..127.  Returns ``(w_int8, scales)`` with ``scales`` a
     float64 array of one entry per row.
     """
-    w = _finite(w_float, "w_float")
-    if w.ndim != 2:
-        raise NumericsError(f"w_float must be a 2-D matrix, got shape {w.shape}")
+    w = _finite(w_float, "w_float", matrix=True)
     scales = np.array([_range_scale(row) for row in w]) if per_row else np.full(w.shape[0], _range_scale(w))
     return _sat8(round_half_away_from_zero(w / scales[:, None])), scales
 
@@ -460,6 +443,12 @@ def _check_shapes(kind, W1, W2, W3, b1, b2):
     return I, H
 
 
+def _rq(real, qscale=quantise_scale):
+    """``(multipliers, shifts)`` of ``qscale`` for each real scale of ``real`` (one, or one per row)."""
+    pairs = [qscale(r) for r in np.atleast_1d(real)]
+    return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+
 def _check_rq(rq, name, n):
     if rq is None or len(rq) != 2:
         raise NumericsError(f"{name} must be a (multiplier, shift) pair")
@@ -471,8 +460,20 @@ def _check_rq(rq, name, n):
     return m, s
 
 
+class FfnShape:
+    """``H`` and ``I`` of an FFN from its ``W1`` (I x H)."""
+
+    @property
+    def H(self):
+        return self.W1.shape[1]
+
+    @property
+    def I(self):
+        return self.W1.shape[0]
+
+
 @dataclass
-class FfnSpec:
+class FfnSpec(FfnShape):
     """A quantised FFN: int8 weights, int32 biases, requant parameters and the table.
 
     Attributes
@@ -517,15 +518,8 @@ class FfnSpec:
         I, H = _check_shapes(self.kind, self.W1, self.W2, self.W3, self.b1, self.b2)
         if self.dtype not in DTYPES:
             raise NumericsError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        if self.dtype == "fp8":
-            weights = lambda w, name: _codes(w, name)                                     # noqa: E731
-            t = np.asarray(self.table)
-            if t.ndim != 1 or t.size != TABLE_SIZE:
-                raise NumericsError(f"activation table has {t.size} entries; it must have {TABLE_SIZE}")
-            self.table = _codes(t, "activation table")
-        else:
-            weights = lambda w, name: _ints(w, name, INT8_MIN, INT8_MAX, "int8 values", np.int8)  # noqa: E731
-            self.table = check_table(self.table)
+        weights = _codes if self.dtype == "fp8" else partial(_int8, dtype=np.int8)
+        self.table = check_table(self.table, self.dtype)
         self.W1, self.W2 = weights(self.W1, "W1"), weights(self.W2, "W2")
         self.rq1, self.rq2 = _check_rq(self.rq1, "rq1", I), _check_rq(self.rq2, "rq2", H)
         if self.kind == "swiglu":
@@ -536,14 +530,6 @@ class FfnSpec:
                 raise NumericsError("kind 'classic' needs int32 biases b1 and b2")
             self.b1, self.b2 = _int32(self.b1, "b1").astype(np.int32), _int32(self.b2, "b2").astype(np.int32)
         self.x_scale, self.out_scale = _positive(self.x_scale, "x_scale"), _out_scale(self.out_scale, H)
-
-    @property
-    def H(self):
-        return self.W1.shape[1]
-
-    @property
-    def I(self):
-        return self.W1.shape[0]
 
     @classmethod
     def from_float(cls, kind, W1, W2, W3=None, b1=None, b2=None, *, x_calibration, activation="silu",
@@ -602,20 +588,17 @@ class FfnSpec:
             raise NumericsError(f"x_calibration has shape {x.shape} but W1 is {I}x{H}: it must be (B, {H}) or ({H},)")
         f = _activation(activation)
         if dtype == "fp8":
-            scale_of, rows_of, qweights, qscale = fp8_range_scale, fp8_range_scale_rows, quantise_weights_fp8, \
-                quantise_scale_fp8
+            qmax, qweights, qscale = fp8.MAX, quantise_weights_fp8, quantise_scale_fp8
             make_table, bias_unit = activation_table_fp8, 2.0 ** (fp8.BIAS_SHIFT - fp8.PRODUCT_FRAC)
         else:
-            scale_of, rows_of, qweights, qscale = _range_scale, _range_scale_rows, quantise_weights, quantise_scale
+            qmax, qweights, qscale = INT8_MAX, quantise_weights, quantise_scale
             make_table, bias_unit = activation_table, 1.0
-        out_range = rows_of if out_scale_per_row else scale_of
+        scale_of = partial(_range_scale, qmax=qmax)
+        out_range = partial(_range_scale_rows, qmax=qmax) if out_scale_per_row else scale_of
         x_scale = scale_of(x) if x_scale is None else _positive(x_scale, "x_scale")
         w1q, w1s = qweights(W1)
         w2q, w2s = qweights(W2)
-
-        def rq(real):
-            pairs = [qscale(r) for r in np.atleast_1d(real)]
-            return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+        rq = partial(_rq, qscale=qscale)
 
         def qbias(b, scale, name):
             q = round_half_away_from_zero(_finite(b, name) / (scale * bias_unit))
@@ -628,14 +611,13 @@ class FfnSpec:
         b2 = np.zeros(H) if kind == "classic" and b2 is None else b2
         if fit_table:
             return _fit_classic(cls, x, W1, W2, _finite(b1, "b1"), _finite(b2, "b2"), activation, x_scale,
-                                out_scale_per_row, qbias)
+                                out_scale_per_row, qbias, w1q, w1s)
         h1 = x @ W1.T + (0.0 if b1 is None else b1)
         h1_scale = scale_of(h1)
         g = f(h1)
         g_scale = scale_of(g)
-        table = make_table(activation, h1_scale, g_scale)
-        common = dict(kind=kind, W1=w1q, table=table, x_scale=x_scale, dtype=dtype,
-                      rq1=rq(x_scale * w1s / h1_scale))
+        common = dict(kind=kind, W1=w1q, table=make_table(activation, h1_scale, g_scale), x_scale=x_scale,
+                      dtype=dtype, rq1=rq(x_scale * w1s / h1_scale))
         if kind == "swiglu":
             W3 = _finite(W3, "W3")
             w3q, w3s = qweights(W3)
@@ -678,8 +660,7 @@ class _Table:
         f = _activation(activation)
         delta = (top + bottom) / (TABLE_SIZE - 1)
         z = int(np.clip(round_half_away_from_zero(INT8_MIN + bottom / delta), INT8_MIN, INT8_MAX))
-        v = np.arange(TABLE_SIZE).astype(np.int8).astype(np.float64)     # byte i read as int8
-        gv = f((v - z) * delta)
+        gv = f((_TABLE_X - z) * delta)
         lo, hi = min(float(gv.min()), 0.0), max(float(gv.max()), 0.0)
         g_scale = (hi - lo) / (TABLE_SIZE - 1) if hi > lo else 1.0
         k = int(round_half_away_from_zero(lo / g_scale)) - INT8_MIN
@@ -692,7 +673,7 @@ class _Table:
         return (self.table[c.astype(np.int64) & 0xFF] + float(self.k)) * (self.g_scale * stretch)
 
 
-def _fit_classic(cls, x, W1, W2, b1, b2, activation, x_scale, out_scale_per_row, qbias):
+def _fit_classic(cls, x, W1, W2, b1, b2, activation, x_scale, out_scale_per_row, qbias, w1q, w1s):
     """An int8 classic FFN whose intermediate fits the activation (``fit_table``).
 
     A symmetric table over ``max|h1|`` spends half its input codes on the activation's
@@ -715,8 +696,6 @@ def _fit_classic(cls, x, W1, W2, b1, b2, activation, x_scale, out_scale_per_row,
       calibration text is often passed on another text, and saturating there costs more
       than the coarser step (one scale per FFN is set by its outlier channel and gets none).
     """
-    x_scale = _range_scale(x) if x_scale is None else _positive(x_scale, "x_scale")
-    w1q, w1s = quantise_weights(W1)
     h1 = np.atleast_2d(x @ W1.T + b1)
     g = _activation(activation)(h1)
     y = g @ W2.T + b2
@@ -736,16 +715,11 @@ def _fit_classic(cls, x, W1, W2, b1, b2, activation, x_scale, out_scale_per_row,
     _, t, a = best
     w2q, w2s = quantise_weights(W2 * a)
     out_scale = _range_scale_rows(y) * FIT_OUT_HEADROOM if out_scale_per_row else _range_scale(y)
-
-    def rq(real):
-        pairs = [quantise_scale(r) for r in np.atleast_1d(real)]
-        return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
-
     acc2 = t.g_scale * w2s
     b2q = qbias(b2, acc2, "b2").astype(np.int64) + t.k * w2q.astype(np.int64).sum(axis=1)
     spec = cls(kind="classic", W1=w1q, W2=w2q, table=t.table, x_scale=x_scale, out_scale=out_scale,
                b1=qbias(b1 + t.z * a * t.delta, x_scale * w1s, "b1"), b2=_int32(b2q, "b2"),
-               rq1=rq(x_scale * w1s / (a * t.delta)), rq2=rq(acc2 / out_scale))
+               rq1=_rq(x_scale * w1s / (a * t.delta)), rq2=_rq(acc2 / out_scale))
     xq, _ = quantise_activations(x, x_scale)
     err = np.mean(np.atleast_2d(dequantise(ffn_int(spec, xq), out_scale)) - y, axis=0)
     spec.b2 = _int32(b2q - round_half_away_from_zero(err / acc2).astype(np.int64), "b2").astype(np.int32)
@@ -761,14 +735,21 @@ def _check_input(spec, x):
     return x
 
 
-
-
 def _fp8_biased(acc, bias, name):
     v = acc + (0 if bias is None else fp8_bias(bias))
     if v.size and np.abs(v).max() >= FP8_ACC_LIMIT:
         raise NumericsError(f"{name} leaves the VXM's {fp8.ADDER_BITS}-bit adder: {int(np.abs(v).max())} >= "
                             f"2^{fp8.ADDER_BITS - 1}")
     return v
+
+
+def _stage(spec, W, v, bias, rq, name, fp8_name=None):
+    """``requantise(W v (+ bias), *rq)`` in the spec's number format (``name``, or ``fp8_name``
+    on an FP8 spec, names the sum in errors)."""
+    if spec.dtype == "fp8":
+        return requantise_fp8(_fp8_biased(matmul_fp8(W, v), bias, fp8_name or name), *rq)
+    acc = matmul_int32(W, v, name)
+    return requantise(acc if bias is None else add_int32(acc, bias), *rq)
 
 
 def ffn_hidden(spec: FfnSpec, x_int8):
@@ -780,19 +761,13 @@ def ffn_hidden(spec: FfnSpec, x_int8):
     For an FP8 spec the same steps in E4M3 (:func:`matmul_fp8`, :func:`requantise_fp8`,
     :func:`gate_fp8`); ``x`` and ``h`` are codes."""
     x = _check_input(spec, x_int8)
-    if spec.dtype == "fp8":
-        if spec.kind == "swiglu":
-            g = apply_table_fp8(spec.table, requantise_fp8(_fp8_biased(matmul_fp8(spec.W1, x), None, "W1 x"),
-                                                           *spec.rq1))
-            u = requantise_fp8(_fp8_biased(matmul_fp8(spec.W3, x), None, "W3 x"), *spec.rq3)
-            return gate_fp8(g, u, *spec.rq_mul)
-        return apply_table_fp8(spec.table, requantise_fp8(_fp8_biased(matmul_fp8(spec.W1, x), spec.b1, "W1 x + b1"),
-                                                          *spec.rq1))
+    fp = spec.dtype == "fp8"
+    table = apply_table_fp8 if fp else apply_table
     if spec.kind == "swiglu":
-        g = apply_table(spec.table, requantise(matmul_int32(spec.W1, x, "W1 x"), *spec.rq1))
-        u = requantise(matmul_int32(spec.W3, x, "W3 x"), *spec.rq3)
-        return elementwise_multiply(g, u, *spec.rq_mul)
-    return apply_table(spec.table, requantise(add_int32(matmul_int32(spec.W1, x, "W1 x"), spec.b1), *spec.rq1))
+        g = table(spec.table, _stage(spec, spec.W1, x, None, spec.rq1, "W1 x"))
+        u = _stage(spec, spec.W3, x, None, spec.rq3, "W3 x")
+        return (gate_fp8 if fp else elementwise_multiply)(g, u, *spec.rq_mul)
+    return table(spec.table, _stage(spec, spec.W1, x, spec.b1, spec.rq1, "W1 x", "W1 x + b1"))
 
 
 def ffn_int(spec: FfnSpec, x_int8):
@@ -803,14 +778,7 @@ def ffn_int(spec: FfnSpec, x_int8):
     spec ``x`` and the result are E4M3 codes (uint8) and the steps those of
     :func:`ffn_hidden`.
     """
-    h = ffn_hidden(spec, x_int8)
-    if spec.dtype == "fp8":
-        b2 = spec.b2 if spec.kind == "classic" else None
-        return requantise_fp8(_fp8_biased(matmul_fp8(spec.W2, h), b2, "W2 h"), *spec.rq2)
-    acc = matmul_int32(spec.W2, h, "W2 h")
-    if spec.kind == "classic":
-        acc = add_int32(acc, spec.b2)
-    return requantise(acc, *spec.rq2)
+    return _stage(spec, spec.W2, ffn_hidden(spec, x_int8), spec.b2, spec.rq2, "W2 h")
 
 
 def ffn_float(kind, W1, W2, W3, b1, b2, x, activation="silu"):

@@ -45,13 +45,15 @@ import sys
 import textwrap
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from lpu_arch.config import PRESET_CLOCK_MHZ
+from lpu_arch.config import PRESET_CLOCK_MHZ, ConfigError, TileConfig
 
 from . import models as _models
+from .numerics import FfnSpec, NumericsError, activation_table, ffn_int, quantise_scale
 
 # ---- figures --------------------------------------------------------------------------------
 DEFAULT_CONFIG = "lp30"         # the TileConfig preset experts are compiled on (``--config``)
@@ -149,7 +151,9 @@ class Arch:
         return self.moe_layers > 0
 
 
-def _get(cfg: dict, name: str, *keys, default=None, required=True):
+def _get(cfg: dict, name: str, *keys, default=None):
+    """The first of the integer fields ``keys`` that ``cfg`` holds, else ``default`` (None:
+    the field is required)."""
     for k in keys:
         if k in cfg and cfg[k] is not None:
             v = cfg[k]
@@ -158,14 +162,9 @@ def _get(cfg: dict, name: str, *keys, default=None, required=True):
             if v != int(v) or v < 0:
                 raise PlanError(f"{name}: config field {k!r} must be a non-negative integer, got {v!r}")
             return int(v)
-    if required:
+    if default is None:
         raise PlanError(f"{name}: config.json has no {' or '.join(repr(k) for k in keys)}")
     return default
-
-
-def _flag(cfg: dict, key: str, default: bool) -> bool:
-    v = cfg.get(key, default)
-    return bool(default if v is None else v)
 
 
 def parse_config(cfg: dict, name: str = "config") -> Arch:
@@ -180,46 +179,45 @@ def parse_config(cfg: dict, name: str = "config") -> Arch:
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
     mt = str(cfg.get("model_type") or "")
+    get = partial(_get, cfg, name)
     notes = []
-    H = _get(cfg, name, "hidden_size", "dim")
-    L = _get(cfg, name, "num_hidden_layers", "n_layers")
-    V = _get(cfg, name, "vocab_size")
+    H = get("hidden_size", "dim")
+    L = get("num_hidden_layers", "n_layers")
+    V = get("vocab_size")
     if min(H, L, V) < 1:
         raise PlanError(f"{name}: hidden_size, num_hidden_layers and vocab_size must be positive")
-    if "tie_word_embeddings" in cfg:
-        tie = bool(cfg["tie_word_embeddings"])
-    else:
-        tie = False
+    tie = bool(cfg.get("tie_word_embeddings", False))
+    if "tie_word_embeddings" not in cfg:
         notes.append("tie_word_embeddings absent: embeddings taken as untied")
-    E = _get(cfg, name, "n_routed_experts", "num_experts", "num_local_experts", default=0, required=False)
-    heads = _get(cfg, name, "num_attention_heads", "n_heads")
+    E = get("n_routed_experts", "num_experts", "num_local_experts", default=0)
+    heads = get("num_attention_heads", "n_heads")
     if heads < 1:
         raise PlanError(f"{name}: num_attention_heads must be positive")
     # FFN sizes
     top_k = Ie = S = Is = 0
     if E:
-        top_k = _get(cfg, name, "num_experts_per_tok", "experts_per_token", "num_experts_per_token")
+        top_k = get("num_experts_per_tok", "experts_per_token", "num_experts_per_token")
         if not 1 <= top_k <= E:
             raise PlanError(f"{name}: num_experts_per_tok must be in 1..{E} (the routed experts), got {top_k}")
         if "moe_intermediate_size" in cfg:
-            Ie = _get(cfg, name, "moe_intermediate_size")
-            Id = _get(cfg, name, "intermediate_size", default=0, required=False)
+            Ie = get("moe_intermediate_size")
+            Id = get("intermediate_size", default=0)
         else:
-            Ie = _get(cfg, name, "intermediate_size")  # Mixtral, GPT-OSS, MiniMax: the expert's size
+            Ie = get("intermediate_size")  # Mixtral, GPT-OSS, MiniMax: the expert's size
             Id = 0
         if "n_shared_experts" in cfg or "num_shared_experts" in cfg:
-            S = _get(cfg, name, "n_shared_experts", "num_shared_experts", default=0, required=False)
+            S = get("n_shared_experts", "num_shared_experts", default=0)
             Is = Ie
         elif cfg.get("shared_expert_intermediate_size"):
-            S, Is = 1, _get(cfg, name, "shared_expert_intermediate_size")
+            S, Is = 1, get("shared_expert_intermediate_size")
         elif cfg.get("shared_intermediate_size"):
-            S, Is = 1, _get(cfg, name, "shared_intermediate_size")
+            S, Is = 1, get("shared_intermediate_size")
     else:
-        Id = _get(cfg, name, "intermediate_size")
+        Id = get("intermediate_size")
     # which layers are MoE
-    first_k = _get(cfg, name, "first_k_dense_replace", default=0, required=False)
-    freq = max(1, _get(cfg, name, "moe_layer_freq", default=1, required=False))
-    step = max(1, _get(cfg, name, "decoder_sparse_step", default=1, required=False))
+    first_k = get("first_k_dense_replace", default=0)
+    freq = max(1, get("moe_layer_freq", default=1))
+    step = max(1, get("decoder_sparse_step", default=1))
     mlp_only = set(cfg.get("mlp_only_layers") or [])
     moe_ids = [i for i in range(L) if E and i >= first_k and i % freq == 0 and (i + 1) % step == 0
                and i not in mlp_only]
@@ -231,33 +229,31 @@ def parse_config(cfg: dict, name: str = "config") -> Arch:
         raise PlanError(f"{name}: the expert's intermediate size must be positive")
     if not n_dense:
         Id = 0
-    mtp = _get(cfg, name, "num_nextn_predict_layers", default=0, required=False)
+    mtp = get("num_nextn_predict_layers", default=0)
     if cfg.get("num_mtp_modules"):
         notes.append(f"config has {cfg['num_mtp_modules']} MTP modules (num_mtp_modules) whose structure it "
                      "does not state: not counted")
-    if mtp and not n_moe and not n_dense:
-        mtp = 0
     # attention
     if cfg.get("kv_lora_rank"):
-        att = Attention("mla", heads, q_lora_rank=_get(cfg, name, "q_lora_rank", default=0, required=False),
-                        kv_lora_rank=_get(cfg, name, "kv_lora_rank"),
-                        qk_nope_head_dim=_get(cfg, name, "qk_nope_head_dim"),
-                        qk_rope_head_dim=_get(cfg, name, "qk_rope_head_dim"),
-                        v_head_dim=_get(cfg, name, "v_head_dim"))
+        att = Attention("mla", heads, q_lora_rank=get("q_lora_rank", default=0),
+                        kv_lora_rank=get("kv_lora_rank"),
+                        qk_nope_head_dim=get("qk_nope_head_dim"),
+                        qk_rope_head_dim=get("qk_rope_head_dim"),
+                        v_head_dim=get("v_head_dim"))
     else:
-        kv = _get(cfg, name, "num_key_value_heads", default=heads, required=False)
-        hd = _get(cfg, name, "head_dim", default=0, required=False) or H // heads
-        qkv_bias = _flag(cfg, "attention_bias", False) or mt in ("qwen2", "qwen2_moe")
-        o_bias = _flag(cfg, "attention_bias", False) and mt in ("gpt_oss",)
+        kv = get("num_key_value_heads", default=heads)
+        hd = get("head_dim", default=0) or H // heads
+        qkv_bias = bool(cfg.get("attention_bias")) or mt in ("qwen2", "qwen2_moe")
+        o_bias = bool(cfg.get("attention_bias")) and mt in ("gpt_oss",)
         if mt in ("qwen3", "qwen3_moe"):
             qk = "per_head"
-        elif _flag(cfg, "use_qk_norm", False):
+        elif cfg.get("use_qk_norm"):
             qk = "per_layer" if cfg.get("qk_norm_type") == "per_layer" else "per_head"
         else:
             qk = "none"
         att = Attention("gqa", heads, kv_heads=kv, head_dim=hd, qkv_bias=qkv_bias, o_bias=o_bias, qk_norm=qk,
                         sinks=mt == "gpt_oss")
-    router_bias = bool(E) and (cfg.get("topk_method") == "noaux_tc" or _flag(cfg, "use_routing_bias", False)
+    router_bias = bool(E) and (cfg.get("topk_method") == "noaux_tc" or bool(cfg.get("use_routing_bias"))
                                or mt == "gpt_oss")
     return Arch(name=name, hidden=H, layers=L, vocab=V, tie_embeddings=tie, dense_layers=n_dense,
                 moe_layers=n_moe, dense_intermediate=Id, experts=E, top_k=top_k, expert_intermediate=Ie,
@@ -286,14 +282,10 @@ def expert_params(arch: Arch, I: int) -> int:
     return 3 * arch.hidden * I + ((2 * I + arch.hidden) if arch.expert_bias else 0)
 
 
-def router_params(arch: Arch) -> int:
-    return arch.experts * arch.hidden + (arch.experts if arch.router_bias else 0)
-
-
 def moe_layer_ffn(arch: Arch) -> dict:
     return {"routed_experts": arch.experts * expert_params(arch, arch.expert_intermediate),
             "shared_experts": arch.shared_experts * expert_params(arch, arch.shared_intermediate),
-            "routers": router_params(arch)}
+            "routers": arch.experts * (arch.hidden + arch.router_bias)}     # E x H, and E with a routing bias
 
 
 def count_params(arch: Arch) -> dict:
@@ -309,9 +301,7 @@ def count_params(arch: Arch) -> dict:
         "attention": arch.layers * att,
         "norms": arch.layers * 2 * H + H,
         "dense_ffn": arch.dense_layers * dense,
-        "routed_experts": arch.moe_layers * per_moe["routed_experts"],
-        "shared_experts": arch.moe_layers * per_moe["shared_experts"],
-        "routers": arch.moe_layers * per_moe["routers"],
+        **{k: arch.moe_layers * n for k, n in per_moe.items()},     # routed_experts, shared_experts, routers
     }
     # MTP layers: a decoder layer of the MoE kind (dense if the model has no MoE layer)
     mtp_ffn = sum(per_moe.values()) if arch.moe else dense
@@ -324,30 +314,6 @@ def count_params(arch: Arch) -> dict:
 
 
 # ---- placement ----------------------------------------------------------------------------------
-@dataclass
-class Unit:
-    """One kind of FFN block the SRAM holds: ``count`` of them of ``H x I``."""
-    kind: str          # 'routed', 'shared' or 'dense'
-    I: int
-    count: int
-    params: int        # each
-
-
-def ffn_units(arch: Arch) -> list[Unit]:
-    moe_layers = arch.moe_layers + (arch.mtp_layers if arch.moe else 0)
-    dense_layers = arch.dense_layers + (0 if arch.moe else arch.mtp_layers)
-    out = []
-    if arch.moe:
-        out.append(Unit("routed", arch.expert_intermediate, moe_layers * arch.experts,
-                        expert_params(arch, arch.expert_intermediate)))
-        if arch.shared_experts:
-            out.append(Unit("shared", arch.shared_intermediate, moe_layers * arch.shared_experts,
-                            expert_params(arch, arch.shared_intermediate)))
-    if dense_layers:
-        out.append(Unit("dense", arch.dense_intermediate, dense_layers, 3 * arch.hidden * arch.dense_intermediate))
-    return out
-
-
 def _span(chips) -> int:
     """Hops from the first of ``chips`` to the farthest: 0 (one chip), 1 (one tray), 2 (one
     rack), 3 (several racks)."""
@@ -364,7 +330,6 @@ def place(arch: Arch, bytes_per_weight: float, chip_bytes: int = LP30_SRAM_BYTES
     layers' split and every layer's hop class (:data:`HOP_RULE`)."""
     moe_layers = arch.moe_layers + (arch.mtp_layers if arch.moe else 0)
     dense_layers = arch.dense_layers + (0 if arch.moe else arch.mtp_layers)
-    out = {"rule": PLACEMENT_RULE, "chip_sram_bytes": chip_bytes}
     # dense layers first, on chips 0..
     dense_chips, split, per_chip_dense = 0, 1, 0
     if dense_layers:
@@ -375,7 +340,7 @@ def place(arch: Arch, bytes_per_weight: float, chip_bytes: int = LP30_SRAM_BYTES
         else:
             per_chip_dense = int(chip_bytes // d)
             dense_chips = math.ceil(dense_layers / per_chip_dense)
-    hops_dense = [_span(range(i * split, (i + 1) * split)) if split > 1 else 0 for i in range(dense_layers)]
+    hops_dense = [_span(range(i * split, (i + 1) * split)) for i in range(dense_layers)]
     # experts after them
     expert_chips, per_chip, hops_moe = 0, 0, []
     if arch.moe:
@@ -390,13 +355,15 @@ def place(arch: Arch, bytes_per_weight: float, chip_bytes: int = LP30_SRAM_BYTES
         for layer in range(moe_layers):
             hops_moe.append(_span(dense_chips + (layer * U + j) % expert_chips for j in range(U)))
     chips = dense_chips + expert_chips
-    placed = sum(u.count * u.params for u in ffn_units(arch)) * bytes_per_weight
-    out.update({"chips": chips, "trays": math.ceil(chips / CHIPS_PER_TRAY), "racks": math.ceil(chips / CHIPS_PER_RACK),
-                "dense_chips": dense_chips, "expert_chips": expert_chips, "experts_per_chip": per_chip,
-                "dense_split": split, "dense_layers_per_chip": per_chip_dense,
-                "capacity_bound_chips": math.ceil(placed / chip_bytes), "placed_bytes": placed,
-                "hops_dense": hops_dense, "hops_moe": hops_moe})
-    return out
+    per_moe = moe_layer_ffn(arch)
+    placed = (moe_layers * (per_moe["routed_experts"] + per_moe["shared_experts"])
+              + dense_layers * 3 * arch.hidden * arch.dense_intermediate) * bytes_per_weight
+    return {"rule": PLACEMENT_RULE, "chip_sram_bytes": chip_bytes,
+            "chips": chips, "trays": math.ceil(chips / CHIPS_PER_TRAY), "racks": math.ceil(chips / CHIPS_PER_RACK),
+            "dense_chips": dense_chips, "expert_chips": expert_chips, "experts_per_chip": per_chip,
+            "dense_split": split, "dense_layers_per_chip": per_chip_dense,
+            "capacity_bound_chips": math.ceil(placed / chip_bytes), "placed_bytes": placed,
+            "hops_dense": hops_dense, "hops_moe": hops_moe}
 
 
 # ---- timing -------------------------------------------------------------------------------------
@@ -421,7 +388,6 @@ def synthetic_swiglu(H: int, I: int, seed: int = 0):
     with requantisation scales that keep every stage's int8 values spread out rather than
     saturated: the schedule does not depend on the values, the golden-model check compares
     them bit for bit.  (``example_ffn`` quantises float weights: seconds longer at these sizes.)"""
-    from .numerics import FfnSpec, activation_table, quantise_scale
     rng = np.random.default_rng(seed)
     w = lambda *shape: rng.integers(-32, 33, size=shape, dtype=np.int8)
     W1, W3, W2 = w(I, H), w(I, H), w(H, I)
@@ -451,10 +417,9 @@ class Timer:
         return 2 * weight_streams(cfg) * cfg.mem_depth * cfg.lanes
 
     def time(self, H: int, I: int) -> Timed:
-        key = (H, I)
-        if key not in self.cache:
-            self.cache[key] = self._compile(H, I)
-        return self.cache[key]
+        if (H, I) not in self.cache:
+            self.cache[H, I] = self._compile(H, I)
+        return self.cache[H, I]
 
     def _compile(self, H: int, I: int) -> Timed:
         from .compile_ffn import CompileError
@@ -466,13 +431,12 @@ class Timer:
             piece_I = -(-I // pieces)
             t0 = time.time()
             try:
-                got = self._compile_piece(H, piece_I)
+                cycles, tight, golden, sram = self._compile_piece(H, piece_I)
             except CompileError as e:
                 if "does not fit the tile's SRAM" not in str(e) or piece_I <= L:
                     raise PlanError(f"H={H}, I={piece_I} does not compile on this tile: {e}") from None
                 pieces += 1
                 continue
-            cycles, tight, golden, sram = got
             src = "compiled and golden-model-checked" if golden == "cycles and output match" \
                 else "compiled (cycles predicted by the compiler)"
             if pieces > 1:
@@ -483,7 +447,6 @@ class Timer:
     def _compile_piece(self, H: int, I: int):
         from . import archmodel
         from .compile_ffn import compile_ffn, output_matrix
-        from .numerics import ffn_int
         if self.progress:
             self.progress(f"compiling a SwiGLU H={H}, I={I} on the tile")
         spec, x = synthetic_swiglu(H, I)
@@ -519,7 +482,7 @@ def hop_seconds(cfg, H: int, clock_mhz: float, hop_ns: float | None = None) -> t
 def _units_time(arch: Arch, timer: Timer, split: int, dtype: str):
     """(dense layer time, MoE layer time) in cycles of the int8 datapath, scaled for the
     dtype, and the Timed records."""
-    factor = 1.0 if dtype in COMPILED_DTYPES else {"bf16": 2.0, "int4": 0.5, "mxfp4": 4.25 / 8}[dtype]
+    factor = 1.0 if dtype in COMPILED_DTYPES else DTYPES[dtype][0]
     rec, dense_c, moe_c = [], 0, 0
     if arch.dense_layers or (arch.mtp_layers and not arch.moe):
         t = timer.time(arch.hidden, -(-arch.dense_intermediate // split))
@@ -540,7 +503,6 @@ def plan(arch: Arch, dtype: str = "fp8", cfg=None, config_name: str = DEFAULT_CO
          clock_mhz: float = CLOCK_MHZ, hop_ns: float | None = None, title: str | None = None,
          sources=(), published=None) -> dict:
     """The whole plan of one model as a JSON-able dict (``--json``)."""
-    from lpu_arch.config import TileConfig
     if dtype not in DTYPES:
         raise PlanError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     cfg = cfg or TileConfig.preset(config_name)
@@ -555,31 +517,25 @@ def plan(arch: Arch, dtype: str = "fp8", cfg=None, config_name: str = DEFAULT_CO
     compute_s = (main_dense * dense_c + arch.moe_layers * moe_c) / f
     hops_main = sum(pl["hops_dense"][:main_dense]) + sum(pl["hops_moe"][:arch.moe_layers])
     hops_s = 2 * hops_main * hop_s
-    per_token = compute_s + hops_s
-    if arch.mtp_layers:
-        mtp_hops = sum(pl["hops_moe"][arch.moe_layers:]) if arch.moe else sum(pl["hops_dense"][main_dense:])
-        mtp_s = arch.mtp_layers * (moe_c if arch.moe else dense_c) / f + 2 * mtp_hops * hop_s
-    else:
-        mtp_s = 0.0
+    # the MTP layers: the placement's layers after the main ones (0 of them: 0.0)
+    mtp_hops = sum(pl["hops_moe"][arch.moe_layers:]) if arch.moe else sum(pl["hops_dense"][main_dense:])
+    mtp_s = arch.mtp_layers * (moe_c if arch.moe else dense_c) / f + 2 * mtp_hops * hop_s
     # the bound at LP30's public SRAM bandwidth: each layer's busiest chip reads its weights once
-    e_bytes = expert_params(arch, max(arch.expert_intermediate, arch.shared_intermediate)) * bpw if arch.moe else 0
+    e_w = expert_params(arch, max(arch.expert_intermediate, arch.shared_intermediate)) if arch.moe else 0
+    e_bytes = e_w * bpw if arch.moe else 0
     d_bytes = 3 * arch.hidden * arch.dense_intermediate * bpw / pl["dense_split"]
     bw_s = (main_dense * d_bytes + arch.moe_layers * e_bytes) / LP30_SRAM_BW
     # and at its public FP8 rate: 2 operations per weight of each layer's busiest chip
-    e_w = expert_params(arch, max(arch.expert_intermediate, arch.shared_intermediate)) if arch.moe else 0
     flop_s = 2 * (main_dense * 3 * arch.hidden * arch.dense_intermediate / pl["dense_split"]
                   + arch.moe_layers * e_w) / LP30_FP8_FLOPS
-    compiled = dtype in COMPILED_DTYPES
-    srcs = sorted({t.source.split(";")[0] for _, t in rec})
-    pieces = [f"{what}: {t.pieces} pieces summed (analytic)" for what, t in rec if t.pieces > 1]
-    time_source = (" and ".join(srcs) + "".join(f"; {x}" for x in pieces) + "; C2C hops analytic" if compiled else
-                   f"analytic ({dtype}: no such datapath; the int8 schedule scaled, {' and '.join(srcs)}"
-                   + "".join(f"; {x}" for x in pieces) + "); C2C hops analytic")
+    srcs = " and ".join(sorted({t.source.split(";")[0] for _, t in rec}))
+    pieces = "".join(f"; {what}: {t.pieces} pieces summed (analytic)" for what, t in rec if t.pieces > 1)
+    analytic = f"analytic ({dtype}: no such datapath; the int8 schedule scaled, {srcs}{pieces})"
+    time_source = (srcs + pieces if dtype in COMPILED_DTYPES else analytic) + "; C2C hops analytic"
     units = [{"unit": what, "H": t.H, "I": t.I, "pieces": t.pieces, "piece_I": t.piece_I,
               "piece_cycles": t.piece_cycles, "cycles_int8": t.cycles, "tightest_bound": t.tightest_bound,
               "piece_sram_bound": t.sram_bound, "source": t.source, "golden_model": t.golden, "compile_and_check_s": t.seconds} for what, t in rec]
-    ffn_bytes = params["ffn"] * bpw
-    out = {
+    return {
         "model": arch.name, "title": title or arch.name, "dtype": dtype, "dtype_note": dtype_note,
         "config": config_name, "clock_mhz": clock_mhz, "sources": list(sources),
         "architecture": {k: v for k, v in asdict(arch).items() if k not in ("name", "notes")},
@@ -590,11 +546,11 @@ def plan(arch: Arch, dtype: str = "fp8", cfg=None, config_name: str = DEFAULT_CO
                 "experts_per_token": arch.top_k, "expert_params": expert_params(arch, arch.expert_intermediate)
                 if arch.moe else 0, "dense_layer_params": 3 * arch.hidden * arch.dense_intermediate,
                 "routers_placed": False},
-        "bytes": {"per_weight": bpw, "ffn": ffn_bytes, "placed": pl["placed_bytes"],
+        "bytes": {"per_weight": bpw, "ffn": params["ffn"] * bpw, "placed": pl["placed_bytes"],
                   "expert": e_bytes, "source": "counted: parameters x bytes per weight"},
         "placement": {k: v for k, v in pl.items() if k not in ("hops_dense", "hops_moe")},
         "time": {
-            "per_token_us": per_token * 1e6, "compute_us": compute_s * 1e6, "hops_us": hops_s * 1e6,
+            "per_token_us": (compute_s + hops_s) * 1e6, "compute_us": compute_s * 1e6, "hops_us": hops_s * 1e6,
             "source": time_source, "clock_mhz": clock_mhz,
             "layer_cycles": {"dense": dense_c, "moe": moe_c}, "units": units,
             "hops": {"rule": HOP_RULE, "per_token": 2 * hops_main, "per_hop_ns": hop_s * 1e9, **hop_info},
@@ -609,7 +565,6 @@ def plan(arch: Arch, dtype: str = "fp8", cfg=None, config_name: str = DEFAULT_CO
         "notes": list(arch.notes) + ([] if not arch.expert_bias else
                                      ["expert biases are counted; the compiled expert has none (2I + H adds)"]),
     }
-    return out
 
 
 # ---- front end ------------------------------------------------------------------------------------
@@ -662,8 +617,7 @@ def table(plans: list) -> str:
                      f"+ {t['hops_us']:.2f} for {t['hops']['per_token']} hops of {t['hops']['per_hop_ns']:.1f} ns; "
                      f"{t['source']}. {units}"
                      + (f"; MTP adds {t['mtp_extra_us']:.1f} us per draft token" if t["mtp_extra_us"] else ""))
-        for n in p["notes"]:
-            lines.append(f"  note: {n}")
+        lines += [f"  note: {n}" for n in p["notes"]]
     lines.append("counts: parameter arithmetic on the config; chips, trays, racks: the placement rule (--help); "
                  "'at 150 TB/s': analytic bound at LP30's public SRAM bandwidth")
     return "\n".join(lines)
@@ -771,10 +725,7 @@ def _progress(msg: str) -> None:
 
 def run(args) -> int:
     """Run ``lpu plan`` with parsed ``args``: 0 on success, 2 on bad input (one line on stderr)."""
-    from lpu_arch.config import ConfigError, TileConfig
-
     from .compile_ffn import CompileError
-    from .numerics import NumericsError
     try:
         if args.dtype not in DTYPES:
             raise PlanError(f"unknown dtype {args.dtype!r}; choose one of {', '.join(DTYPES)}")
@@ -794,10 +745,9 @@ def run(args) -> int:
             names = list(_models.MODELS) if (args.model or "all").lower() == "all" else [args.model]
             todo = [builtin(n) for n in names]
         cfg = TileConfig.load(args.config)
-        config_name = args.config
         timer = Timer(cfg, golden=not args.no_golden, progress=None if args.json else _progress)
         t0 = time.time()
-        plans = [plan(a, args.dtype, cfg, config_name, timer, args.clock_mhz, args.hop_ns, title, src, pub)
+        plans = [plan(a, args.dtype, cfg, args.config, timer, args.clock_mhz, args.hop_ns, title, src, pub)
                  for a, title, src, pub in todo]
         elapsed = time.time() - t0
         for p in plans:

@@ -68,7 +68,7 @@ import numpy as np
 
 from lpu_arch import fp8
 
-from .numerics import FP8_BLOCK, dequantise_fp8_blocks
+from .numerics import FP8_BLOCK, FfnShape, dequantise_fp8_blocks
 
 KEYS = ("W1", "W2", "W3", "b1", "b2", "x")
 DEFAULT_BATCH = 4          # rows of the default calibration input (fits the default and tiny tiles)
@@ -91,7 +91,6 @@ FAMILIES = {
 }
 REQUIRED = {"plain": ("W1", "W2"), "llama": ("W1", "W2", "W3"), "bert": ("W1", "W2"), "map": ("W1", "W2")}
 ACTIVATION = {"llama": "silu", "bert": "gelu"}    # others: SiLU if SwiGLU, else GELU
-PLAIN_NAMES = set(KEYS)
 
 # safetensors dtypes: bytes per element (all that the format defines), and those read here.
 ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
@@ -184,23 +183,23 @@ class SafetensorsFile:
             raise WeightsError(f"tensor {label} in {fname} is F8_E4M3 but the file has no {sname}: FP8 weights are "
                                f"read with their scales, one per {FP8_BLOCK}x{FP8_BLOCK} block (DeepSeek's layout)")
         sdtype, sshape, sbegin = self.tensors[sname]
+        slabel = f"tensor {sname} (the scales of {name}) in {fname}"
         want = tuple(-(-d // FP8_BLOCK) for d in shape)
         if sshape != want:
-            raise WeightsError(f"tensor {sname} (the scales of {name}) in {fname} is {_dims(sshape)}: a "
-                               f"{_dims(shape)} F8_E4M3 matrix has one scale per {FP8_BLOCK}x{FP8_BLOCK} block, "
-                               f"{_dims(want)}")
+            raise WeightsError(f"{slabel} is {_dims(sshape)}: a {_dims(shape)} F8_E4M3 matrix has one scale "
+                               f"per {FP8_BLOCK}x{FP8_BLOCK} block, {_dims(want)}")
         if sdtype == "F8_E8M0":
             b = np.fromfile(self.path, np.uint8, int(np.prod(sshape)), offset=self.data_start + sbegin)
             scales = np.where(b == 0xFF, np.nan, np.ldexp(1.0, b.astype(np.int64) - 127)).reshape(sshape)
         elif sdtype in FLOATS:
             scales = np.asarray(self.read(sname, f"scales of {role}"), np.float64)
         else:
-            raise WeightsError(f"tensor {sname} (the scales of {name}) in {fname} has dtype {sdtype}; block "
-                               f"scales are {', '.join(FLOATS)} or F8_E8M0")
+            raise WeightsError(f"{slabel} has dtype {sdtype}; block scales are {', '.join(FLOATS)} or "
+                               "F8_E8M0")
         bad = ~(np.isfinite(scales) & (scales > 0))
         if bad.any():
-            raise WeightsError(f"tensor {sname} (the scales of {name}) in {fname} has {int(bad.sum())} scales that "
-                               f"are not finite numbers > 0 (the first at block {_first(bad)})")
+            raise WeightsError(f"{slabel} has {int(bad.sum())} scales that are not finite numbers > 0 "
+                               f"(the first at block {_first(bad)})")
         nan = fp8.is_nan(codes)
         if nan.any():
             raise WeightsError(f"tensor {label} in {fname} has {int(nan.sum())} NaN codes (0x7F or 0xFF; the "
@@ -302,7 +301,7 @@ def _some(names, n=8):
 
 
 @dataclass
-class FfnWeights:
+class FfnWeights(FfnShape):
     """One FFN's float arrays (``W3`` for SwiGLU only, ``b1``/``b2`` classic only, None if
     absent), its calibration input ``x`` of shape (B, H) and where they came from."""
     kind: str
@@ -314,14 +313,6 @@ class FfnWeights:
     x: np.ndarray
     activation: str
     source: dict = field(default_factory=dict)   # file, format, family, layer, tensors, calibration
-
-    @property
-    def H(self):
-        return self.W1.shape[1]
-
-    @property
-    def I(self):
-        return self.W1.shape[0]
 
 
 def load_ffn(path, layer: int | None = None, mapping=None) -> FfnWeights:
@@ -337,7 +328,7 @@ def load_ffn(path, layer: int | None = None, mapping=None) -> FfnWeights:
     fname, names = f.path.name, set(f.names)
     mapping = parse_mapping(mapping)
     if "W1" in mapping:
-        family, templates, prefix = "map", dict(mapping), ""
+        family, templates = "map", dict(mapping)
         found = _find(templates["W1"], names, prefix_allowed=False)
         if not found:
             raise WeightsError(_missing(fname, templates["W1"].replace("{layer}", "N"), "W1 from the map", names))
@@ -357,7 +348,7 @@ def load_ffn(path, layer: int | None = None, mapping=None) -> FfnWeights:
         family, prefix, layers = hits[0]
         templates = {k: prefix + t for k, t in FAMILIES[family].items()} | mapping
         if family == "plain":
-            unknown = sorted(names - PLAIN_NAMES - set(mapping.values()) - {n + SCALE_SUFFIX for n in names})
+            unknown = sorted(names - set(KEYS) - set(mapping.values()) - {n + SCALE_SUFFIX for n in names})
             if unknown:
                 raise WeightsError(f"{fname} has unknown array(s) {', '.join(unknown)}; expected "
                                    f"{', '.join(KEYS)} (W3 for SwiGLU, b1/b2 optional for classic)")
