@@ -182,13 +182,10 @@ class TileConfig:
             v = getattr(self, name)
             need(_is_pow2(v) and lo <= v <= hi, f"{name} must be a power of two in {lo}..{hi}{what}, got {v}")
 
-        for name in ("lanes", "streams", "mem_slices", "mem_depth", "iq_depth", "trace_depth",
-                     "mxm_acc_depth", "mxm_xbuf_depth", "vxm_param_depth", "vxm_tables", "base_regs", "links", "link_width",
-                     "link_latency_min", "link_latency_max", "max_ppm", "epoch", "sync_interval", "rx_depth",
-                     "fp8_max_terms", "mxm_partial_lw"):
-            v = getattr(self, name)
-            need(isinstance(v, int) and not isinstance(v, bool),
-                 f"{name} must be an integer, got {v!r}")
+        for f in dataclasses.fields(self):   # (vxm_latency: checked against VXM_LATENCIES below)
+            v = getattr(self, f.name)
+            need(f.name in (*self.TEXT_FIELDS, "vxm_latency") or (isinstance(v, int) and not isinstance(v, bool)),
+                 f"{f.name} must be an integer, got {v!r}")
         need(self.lanes >= 4, f"lanes must be at least 4, got {self.lanes}")
         need(self.lanes % 4 == 0,
              f"lanes must be a multiple of 4 (a vector is a whole number of 32-bit host words), got {self.lanes}")

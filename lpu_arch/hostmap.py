@@ -266,14 +266,14 @@ def field_value(name: str, word: int):
 
 def _field_text(name: str, word: int) -> str:
     choices = TileConfig.TEXT_FIELDS.get(name)
-    if choices:
-        return repr(choices[word]) if 0 <= word < len(choices) else f"{word} (no such {name})"
-    return str(word)
+    if choices and not 0 <= word < len(choices):
+        return f"{word} (no such {name})"
+    return repr(field_value(name, word))
 
 
 def config_words(cfg: TileConfig) -> list[int]:
     """Field ``k`` of ``cfg`` is word ``k`` (read at ``Csr.CONFIG_BASE + k``), one 32-bit word
-    each (a text field: the index of its value, ``_field_word``)."""
+    each (a text field: the index of its value, :func:`field_word`)."""
     names = config_field_names()
     if len(names) > CONFIG_MAX_FIELDS:
         raise ConfigError(f"TileConfig has {len(names)} fields; the host map reserves {CONFIG_MAX_FIELDS} "

@@ -208,12 +208,10 @@ def field_mask(name: str) -> int:
 
 
 def _used_fields() -> dict:
-    mem = {"dir": field_mask("dir"), "stream": field_mask("stream"), "addr": field_mask("addr"),
-           "delay": (1 << BASE_BITS) - 1}
+    mem = {"addr": ("addr", 0, ADDR_BITS), "base": ("delay", 0, BASE_BITS)}   # READ's and WRITE's operands
     used = {Op.HALT: {}, Op.NOP: {"count": field_mask("count")},
-            Op.REPEAT: {"addr": field_mask("addr"), "count": field_mask("count"), "delay": field_mask("delay")},
-            Op.READ: mem, Op.WRITE: dict(mem)}
-    for op, spec in OPERANDS.items():
+            Op.REPEAT: {"addr": field_mask("addr"), "count": field_mask("count"), "delay": field_mask("delay")}}
+    for op, spec in {Op.READ: mem, Op.WRITE: mem, **OPERANDS}.items():
         masks = {} if op in NO_STREAM_OPS else {"dir": field_mask("dir"), "stream": field_mask("stream")}
         for field, lsb, width in spec.values():
             masks[field] = masks.get(field, 0) | ((1 << width) - 1) << lsb
@@ -221,8 +219,7 @@ def _used_fields() -> dict:
             masks["aux"] = int(sum(FLAGS[op]))
         used[op] = masks
     assert set(used) == set(Op), "every opcode needs an entry in USED_FIELDS"
-    order = [name for name, *_ in FIELDS]
-    return {op: dict(sorted(m.items(), key=lambda kv: order.index(kv[0]))) for op, m in used.items()}
+    return {op: {f: m[f] for f in FIELD if f in m} for op, m in used.items()}   # fields in FIELDS order
 
 
 # The bits each opcode uses, per field: op -> {field: mask within the field}.  A field an
