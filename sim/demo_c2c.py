@@ -264,14 +264,13 @@ def parse_inject(text: str, cfg: TileConfig | None = None) -> dict:
     except ValueError:
         raise ConfigError(f"--inject {text!r}: expected {INJECT_FORMAT}, five integers like 1:0:0x38:500:1") from None
     fb = c2c.flit_bits(cfg)
-    if not 0 <= tile < 2:
-        raise ConfigError(f"--inject {text!r}: tile {tile} does not exist (tiles 0 and 1)")
-    if not 0 <= link < cfg.links:
-        raise ConfigError(f"--inject {text!r}: link {link} does not exist (links 0..{cfg.links - 1})")
-    if not 0 < mask < 1 << fb:
-        raise ConfigError(f"--inject {text!r}: the mask must set some of the flit's {fb} bits (1..{(1 << fb) - 1:#x})")
-    if after < 0 or count < 1:
-        raise ConfigError(f"--inject {text!r}: AFTER must be 0 or more cycles and COUNT at least 1 flit")
+    for bad, why in ((not 0 <= tile < 2, f"tile {tile} does not exist (tiles 0 and 1)"),
+                     (not 0 <= link < cfg.links, f"link {link} does not exist (links 0..{cfg.links - 1})"),
+                     (not 0 < mask < 1 << fb,
+                      f"the mask must set some of the flit's {fb} bits (1..{(1 << fb) - 1:#x})"),
+                     (after < 0 or count < 1, "AFTER must be 0 or more cycles and COUNT at least 1 flit")):
+        if bad:
+            raise ConfigError(f"--inject {text!r}: {why}")
     return {"tile": tile, "link": link, "mask": mask, "after_cycles": after, "count": count}
 
 
