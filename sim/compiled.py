@@ -108,11 +108,10 @@ class CompiledFfn:
             if m.get("format") != FORMAT:
                 raise ArtifactError(f"{mf} is not an lpu manifest of this version (format {m.get('format')!r}, "
                                     f"expected {FORMAT!r}): recompile it with `lpu compile`")
-            made_for = m["config"]
-            if made_for != prog.config.to_dict():
-                diff = [f"{k}: program {prog.config.to_dict().get(k)!r}, manifest {made_for.get(k)!r}"
-                        for k in sorted(set(made_for) | set(prog.config.to_dict()))
-                        if made_for.get(k) != prog.config.to_dict().get(k)]
+            made_for, have = m["config"], prog.config.to_dict()
+            if made_for != have:
+                diff = [f"{k}: program {have.get(k)!r}, manifest {made_for.get(k)!r}"
+                        for k in sorted(set(made_for) | set(have)) if made_for.get(k) != have.get(k)]
                 raise ArtifactError(f"{d}: {PROGRAM_FILE} and {MANIFEST_FILE} are for different tiles ({'; '.join(diff)})")
             man = Manifest(
                 kind=m["kind"], H=m["H"], I=m["I"], batch=m["batch"], padded=(m["padded_H"], m["padded_I"]),

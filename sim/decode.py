@@ -12,6 +12,7 @@ and programs loaded once.
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass
 
@@ -21,12 +22,17 @@ from firmware_gen import archmodel
 from firmware_gen.decoder import Decoder, IntFfn, calibrate, generate, synthetic
 from firmware_gen.compile_ffn import CompileError
 from firmware_gen.moe import MoeSpec, MoeStages, moe_int
+from firmware_gen.moe_tray import compile_moe
 from firmware_gen.numerics import FfnSpec, ffn_int
 from firmware_gen.resident import ResidentModel, compile_resident, run_layer
 from firmware_gen.system import wall_cycles
-from firmware_gen.tray import compile_resident_tray, compile_tray_layer, tray_config, tray_output
+import firmware_gen.tray
+from firmware_gen.tray import compile_resident_tray, compile_tray_layer, tray_config
 from lpu_arch import TileConfig, c2c
 from lpu_arch.topology import Topology
+
+from .runner import SYSTEM_TIMESCALE, TIMESCALE, SystemSim, TileSim, _run
+from .scoreboard import check_run, check_wall
 
 SYNTHETIC = dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0)   # the tiny test model
 
@@ -89,7 +95,6 @@ def run_golden(setup: DecodeSetup) -> dict:
 
 def run_rtl(setup: DecodeSetup, sim: str = "verilator", progress=None) -> dict:
     """The loop on the RTL tile (one simulator invocation; the testbench runs the host)."""
-    from .runner import TIMESCALE, TileSim, _run
     tile = TileSim(setup.cfg, sim)
     t0 = time.perf_counter()
     out, _ = _run(tile, "sim.tb_decode", {"config": setup.cfg.to_dict(), "decode": setup.args}, "decode", TIMESCALE)
@@ -107,7 +112,6 @@ def check(setup: DecodeSetup, run: dict, golden: dict | None = None) -> list[str
         problems.append(f"tokens {run['tokens']}, golden model {golden['tokens']}")
     if len(run["runs"]) != len(golden["runs"]):
         problems.append(f"{len(run['runs'])} FFN runs, golden model {len(golden['runs'])}")
-    per_layer = {}
     for n, (r, g) in enumerate(zip(run["runs"], golden["runs"])):
         l = g["layer"]
         ly = rm.layers[l]
@@ -122,17 +126,13 @@ def check(setup: DecodeSetup, run: dict, golden: dict | None = None) -> list[str
         events = [(int(c), s_, int(a), tuple(int(v) for v in d)) for c, s_, a, d in r["events"]]
         if events != ly.predict(r["x"]):
             problems.append(f"{where}: the MEM writes are not the compiler's prediction")
-        per_layer.setdefault(l, set()).add(r["cycles"])
         if r.get("status", 0) & ~0b11:
             problems.append(f"{where}: STATUS {r['status']:#x} has fault flags")
-    for l, cs in per_layer.items():
-        if len(cs) != 1:
-            problems.append(f"layer {l}: cycle counts differ between tokens: {sorted(cs)}")
+    problems += _varying((g["layer"], r["cycles"]) for r, g in zip(run["runs"], golden["runs"]))
     if "loaded" in run:
-        once = run["loaded"][0]
-        later = run["loaded"][1:]
-        x_bytes = max((sum(len(v) for rows in rm.layers[l].x_image(np.zeros(model.H)).values() for v in rows.values())
-                       for l in range(len(rm.layers))), default=0)
+        once, *later = run["loaded"]
+        x_bytes = max((sum(len(v) for rows in ly.x_image(np.zeros(model.H)).values() for v in rows.values())
+                       for ly in rm.layers), default=0)
         worst = max(later, default=0)
         if worst > x_bytes + 8:          # x's rows and, on a change of layer, the entry word
             problems.append(f"a later run loaded {worst} bytes: more than the layer's input ({x_bytes} bytes) "
@@ -142,6 +142,15 @@ def check(setup: DecodeSetup, run: dict, golden: dict | None = None) -> list[str
     return problems
 
 
+def _varying(per_run, where: str = "") -> list[str]:
+    """``(layer, cycles)`` of a loop's runs: every layer whose cycles differ between tokens."""
+    per_layer = {}
+    for l, cycles in per_run:
+        per_layer.setdefault(l, set()).add(cycles)
+    return [f"layer {l}: cycle counts differ between tokens{where}: {sorted(cs)}" for l, cs in per_layer.items()
+            if len(cs) != 1]
+
+
 # ---- dense layers larger than one tile, on a tray (golden model) ------------------------------
 def _loop_problems(model: Decoder, prompt, tokens: int, new: list, runs: list, golden: str) -> list[str]:
     """A tray loop's tokens against the same loop with the integer golden model
@@ -149,11 +158,7 @@ def _loop_problems(model: Decoder, prompt, tokens: int, new: list, runs: list, g
     the same for every token."""
     ref = generate(model, prompt, tokens, IntFfn(model), {})
     problems = [] if new == ref else [f"tokens {new}, with {golden} {ref}"]
-    per_layer = {}
-    for r in runs:
-        per_layer.setdefault(r["layer"], set()).add((r["cycles"], r["wall_cycles"]))
-    return problems + [f"layer {l}: cycle counts differ between tokens: {sorted(cs)}" for l, cs in per_layer.items()
-                       if len(cs) != 1]
+    return problems + _varying((r["layer"], (r["cycles"], r["wall_cycles"])) for r in runs)
 
 
 def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8,
@@ -200,7 +205,8 @@ def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None =
                 problems.append(f"{where}, tile {t}: the MEM writes are not at the compiler's cycles and rows")
             if r.cycles != m.cycles:
                 problems.append(f"{where}, tile {t}: {r.cycles} cycles, the compiler predicted {m.cycles}")
-        y = tray_output(man, [r.memory for r in res], progs[0].config.lanes, spec.H)[0]
+        # Through the module, so that a test can replace tray_output (tests/test_decode.py).
+        y = firmware_gen.tray.tray_output(man, [r.memory for r in res], progs[0].config.lanes, spec.H)[0]
         if not np.array_equal(y, ffn_int(spec, np.asarray(xq, np.int64)[None])[0]):
             problems.append(f"{where}: y is not the integer FFN's")
         runs.append({"layer": l, "cycles": max(r.cycles for r in res),
@@ -238,11 +244,6 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
     (``scoreboard.check_wall``), and a layer's program and wall cycles the same for every
     token.  Returns the golden loop's report with ``problems`` extended and, per run, the
     RTL's cycles and wall cycles."""
-    import random
-
-    from .runner import SYSTEM_TIMESCALE, SystemSim, _run
-    from .scoreboard import check_run, check_wall
-
     model = calibrate(synthetic(**model_args))
     moe = isinstance(model.specs[0], MoeSpec)
     golden = (run_moe_tray(model, prompt, tokens, cfg, tiles) if moe else
@@ -275,7 +276,7 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
             problems.append(f"{where}: {wall} wall cycles, predicted {predicted}")
         return max(o["cycles"] for o in res["tiles"]), wall, predicted
 
-    per_layer = {}
+    per_run = []
     for n, (r, g) in enumerate(zip(rtl["runs"], golden["runs"])):
         l = r["layer"]
         where = f"run {n} (position {n // len(model.specs)}, layer {l})"
@@ -301,11 +302,10 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
             if r["y"] != [int(v) for v in ffn_int(model.specs[l], np.asarray(r["x"], np.int64)[None])[0]]:
                 problems.append(f"{where}: y is not the integer FFN's")
         g.update({"rtl_cycles": cycles, "rtl_wall_cycles": wall})
-        per_layer.setdefault(l, set()).add((cycles, predicted))
+        per_run.append((l, (cycles, predicted)))
     if len(rtl["runs"]) != len(golden["runs"]):
         problems.append(f"{len(rtl['runs'])} FFN runs on the RTL, golden loop {len(golden['runs'])}")
-    problems += [f"layer {l}: cycle counts differ between tokens on the RTL: {sorted(cs)}"
-                 for l, cs in per_layer.items() if len(cs) != 1]
+    problems += _varying(per_run, " on the RTL")
     return {**golden, "problems": problems, "engine": "RTL", "sim": sim, "rtl_tokens": rtl["tokens"]}
 
 
@@ -321,7 +321,6 @@ def per_position(runs: list[dict], layers: int, key: str = "cycles") -> list[int
 def compile_moe_run(spec, xq, indices, cfg: TileConfig, tiles: int, mapping: str = "ep"):
     """One token's run of a MoE layer in the loop: ``(MoeTray, indices (1, k), x (1, H))``,
     at capacity ``min(top_k, experts per tile)`` so that every routing takes one round."""
-    from firmware_gen.moe_tray import compile_moe
     idx, xq = np.atleast_2d(indices), np.atleast_2d(xq)
     return compile_moe(spec, xq, cfg, tiles, capacity=min(spec.top_k, spec.E // tiles), mapping=mapping), idx, xq
 

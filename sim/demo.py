@@ -98,7 +98,7 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
     y_hw = output_matrix(man, mem, cfg.lanes, man.H)
     exact = None if c.y_int8 is None else bool(np.array_equal(y_hw, np.asarray(c.y_int8).reshape(y_hw.shape)))
     err = c.error_vs_float(y_hw)
-    writes_ok = observed_events(res) == [(w.cycle, w.slice, w.addr, w.data) for w in man.writes]
+    writes_ok = observed_events(res) == [w.as_tuple() for w in man.writes]
     cyc = res["cycles"]
     verdict = bool(exact is not False and writes_ok and not problems)
     report = {

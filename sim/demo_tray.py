@@ -172,17 +172,16 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
     say(f"\n{'tile':>4} {'ppm':>9} {'cycles':>7} {'predicted':>9} {'writes':>6}  {'link faults':<12} "
         "writes and cycles as predicted")
     rows = []
-    for t, obs in enumerate(res["tiles"]):
-        problems = check_run(obs, gold[t], man.tile[t].writes, man.tile[t].cycles,
-                             predicted_busy=man.tile[t].busy)
+    for t, (obs, m) in enumerate(zip(res["tiles"], man.tile)):
+        problems = check_run(obs, gold[t], m.writes, m.cycles, predicted_busy=m.busy)
         faults = link_fault_names(obs["status"])
-        writes_ok = observed_events(obs) == [(w.cycle, w.slice, w.addr, w.data) for w in man.tile[t].writes]
+        writes_ok = observed_events(obs) == [w.as_tuple() for w in m.writes]
         rows.append({"tile": t, "ppm": round(ppm[t], 3), "cycles": obs["cycles"],
-                     "predicted_cycles": man.tile[t].cycles, "golden_model_cycles": gold[t].cycles,
-                     "writes": len(obs["events"]), "predicted_writes": len(man.tile[t].writes),
+                     "predicted_cycles": m.cycles, "golden_model_cycles": gold[t].cycles,
+                     "writes": len(obs["events"]), "predicted_writes": len(m.writes),
                      "writes_as_predicted": writes_ok, "link_faults": faults, "problems": problems,
                      "passed": writes_ok and not problems and not faults})
-        say(f"{t:>4} {ppm[t]:>+9.1f} {obs['cycles']:>7} {man.tile[t].cycles:>9} {len(obs['events']):>6}  "
+        say(f"{t:>4} {ppm[t]:>+9.1f} {obs['cycles']:>7} {m.cycles:>9} {len(obs['events']):>6}  "
             f"{', '.join(faults) or 'none':<12} "
             f"{'yes' if rows[-1]['passed'] else 'NO: ' + (problems or ['link faults'])[0]}")
     y = tray_output(man, [traced_memory(cfg, o) for o in res["tiles"]], cfg.lanes, ct.H)

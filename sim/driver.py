@@ -317,22 +317,18 @@ class TileDriver:
     async def load_memory(self, memory: dict):
         """``memory[name] = {row: vector}`` (only the given rows are written)."""
         await self._ensure_config()
+        cfg = self.cfg
+        vectors = [(cfg.mem_names.index(name), int(row), _lane_bytes(vec))
+                   for name, rows in memory.items() for row, vec in rows.items()]
         if self.load_port:
             rows = {}
-            for name, image in memory.items():
-                i = self.cfg.mem_names.index(name)
-                for row, vec in image.items():
-                    rows.setdefault(int(row), {})[i] = int.from_bytes(_lane_bytes(vec), "little")
-            await self.write_rows(Region.DMEM, sorted(rows.items()), self.cfg.lanes)
+            for i, row, data in vectors:
+                rows.setdefault(row, {})[i] = int.from_bytes(data, "little")
+            await self.write_rows(Region.DMEM, sorted(rows.items()), cfg.lanes)
             return
-        wpv = self.cfg.words_per_vector
-        items = []
-        for name, rows in memory.items():
-            i = self.cfg.mem_names.index(name)
-            for row, vec in rows.items():
-                data = _lane_bytes(vec)
-                items += [(hostmap.addr(Region.DMEM, i, int(row) * wpv + w),
-                           int.from_bytes(data[4 * w:4 * w + 4], "little")) for w in range(wpv)]
+        wpv = cfg.words_per_vector
+        items = [(hostmap.addr(Region.DMEM, i, row * wpv + w), int.from_bytes(data[4 * w:4 * w + 4], "little"))
+                 for i, row, data in vectors for w in range(wpv)]
         await self.write_words(items)
         self.loaded_bytes += 4 * len(items)
 
@@ -355,7 +351,7 @@ class TileDriver:
                     at = (e * lanes + lane) * pw
                     new = words[at:at + pw]
                     if force or held[at:at + pw] != new:
-                        entry[lane] = sum(w << (32 * k) for k, w in enumerate(new))
+                        entry[lane] = _join_words(new)
                         held[at:at + pw] = new
                 if entry:
                     rows.append((e, entry))
@@ -454,11 +450,9 @@ class TileDriver:
         regs += [Csr.ADDR_FAULT_BASE + k for k in range(nadf)]
         regs += [Csr.BUSY_BASE + q for q in range(cfg.queues)]
         vals = await self.read_words([hostmap.csr(r) for r in regs])
-        illegal = sum(v << (32 * k) for k, v in enumerate(vals[2:2 + nill]))
-        addr_fault = sum(v << (32 * k) for k, v in enumerate(vals[2 + nill:2 + nill + nadf]))
-        busy = dict(zip(cfg.queue_names, vals[2 + nill + nadf:]))
-        return {"status": vals[0], "cycles": vals[1], "illegal": illegal,
-                "addr_fault": addr_fault, "busy": busy}
+        return {"status": vals[0], "cycles": vals[1], "illegal": _join_words(vals[2:2 + nill]),
+                "addr_fault": _join_words(vals[2 + nill:2 + nill + nadf]),
+                "busy": dict(zip(cfg.queue_names, vals[2 + nill + nadf:]))}
 
 
 def _lane_bytes(vec) -> bytes:
@@ -469,6 +463,11 @@ def _lane_bytes(vec) -> bytes:
         except ValueError:
             pass
     return bytes(int(b) & 0xFF for b in vec)
+
+
+def _join_words(words) -> int:
+    """32-bit words as one integer, word 0 least significant."""
+    return sum(w << (32 * k) for k, w in enumerate(words))
 
 
 def _words_to_bytes(words):
