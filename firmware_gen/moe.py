@@ -397,7 +397,7 @@ def moe_int(spec: MoeSpec, x_int8, indices) -> MoeStages:
                        f"got {idx.dtype} {idx.shape}")
     if idx.size and (idx.min() < 0 or idx.max() >= spec.E):
         raise MoeError(f"indices must name experts 0..{spec.E - 1}; found {int(idx.min() if idx.min() < 0 else idx.max())}")
-    dup = np.any(np.sort(idx, axis=-1)[:, 1:] == np.sort(idx, axis=-1)[:, :-1], axis=-1)
+    dup = np.any(np.diff(np.sort(idx, axis=-1)) == 0, axis=-1)      # indices are 0..E-1: no overflow
     if dup.any():
         t = int(np.argmax(dup))
         raise MoeError(f"token {t} selects an expert twice ({idx[t].tolist()}); a token's experts are distinct")

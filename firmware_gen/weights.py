@@ -131,7 +131,7 @@ class SafetensorsFile:
         if not isinstance(header, dict):
             raise WeightsError(f"{self.path.name}: the .safetensors header is not a JSON object")
         self.data_start, data_size = 8 + n, size - 8 - n
-        header.pop("__metadata__", None)          # the format's free-form strings, not a tensor
+        header.pop("__metadata__", None)          # free-form strings, not a tensor
         self.tensors = {}
         for name, t in header.items():
             try:
