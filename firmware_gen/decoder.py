@@ -360,11 +360,14 @@ def with_packaged_ffns(model: Decoder, path, layers=None) -> Decoder:
         w = load_ffn(path, n)
         if w.H != model.H:
             raise ValueError(f"layer {n} of {path} has H = {w.H}; the decoder has H = {model.H}")
-        new.append(replace(ly, W1=w.W1.astype(np.float32), W2=w.W2.astype(np.float32),
-                           W3=None if w.W3 is None else w.W3.astype(np.float32), kind=w.kind,
-                           b1=None if w.b1 is None else w.b1.astype(np.float32),
-                           b2=None if w.b2 is None else w.b2.astype(np.float32), activation=w.activation))
+        new.append(replace(ly, **_ffn_fields(w)))
     return replace(model, layers=new, specs=[], smooth=[])
+
+
+def _ffn_fields(w) -> dict:
+    """The :class:`Layer` fields of a loaded FFN (``weights.load_ffn``), its arrays float32."""
+    return {k: None if getattr(w, k) is None else getattr(w, k).astype(np.float32)
+            for k in ("W1", "W2", "W3", "b1", "b2")} | {"kind": w.kind, "activation": w.activation}
 
 
 # Fixed texts for a model with a vocabulary (from_bert): what teacher forcing reads, and
@@ -424,9 +427,7 @@ def from_bert(path, heads: int | None = None) -> tuple[Decoder, list]:
                             wv=t(a + "self.value.weight"), bv=t(a + "self.value.bias"),
                             wo=t(a + "output.dense.weight"), bo=t(a + "output.dense.bias"),
                             ln2=t(f"encoder.layer.{l}.output.LayerNorm.weight"),
-                            ln2_b=t(f"encoder.layer.{l}.output.LayerNorm.bias"),
-                            W1=w.W1.astype(np.float32), W3=None, W2=w.W2.astype(np.float32), kind=w.kind,
-                            b1=w.b1.astype(np.float32), b2=w.b2.astype(np.float32), activation=w.activation))
+                            ln2_b=t(f"encoder.layer.{l}.output.LayerNorm.bias"), **_ffn_fields(w)))
     words = t("embeddings.word_embeddings.weight")
     # token type 0 for every position: folded into the position embeddings
     positions = t("embeddings.position_embeddings.weight") + t("embeddings.token_type_embeddings.weight")[0]

@@ -18,7 +18,8 @@ from collections import Counter
 from lpu_arch import isa
 from lpu_arch.config import TileConfig
 
-from .compile_ffn import FfnPlan
+from .compile_ffn import FfnPlan, compile_ffn
+from .tray import compile_ffn_tray, plan_tray, tray_config
 
 FIELDS = ("mem_depth", "iq_depth", "trace_depth", "mxm_acc_depth", "mxm_xbuf_depth", "vxm_param_depth")
 
@@ -41,8 +42,7 @@ def needs(plans: list[FfnPlan], programs: list) -> dict:
     for plan, prog in zip(plans, programs):
         got = {**plan.capacity_needs(), "iq_depth": max(len(q) + 1 for q in prog.queues.values())}
         if plan.cfg.trace_depth:
-            per_slice = Counter(m for m, _, _ in plan.outputs.values())
-            per_slice.update(m for m, _, _ in plan.h_stored.values())
+            per_slice = Counter(m for m, _, _ in [*plan.outputs.values(), *plan.h_stored.values()])
             got["trace_depth"] = max(per_slice.values(), default=1)
         for k, v in got.items():
             out[k] = max(out[k], v)
@@ -59,8 +59,6 @@ def fit_ffn(spec, x, cfg: TileConfig, tiles: int = 1) -> tuple[TileConfig, dict]
     for one tile or a tray of ``tiles``, and what it needs of each field.  Raises
     :class:`CompileError` when it does not fit even at the largest depths (then it needs
     more tiles, lanes or MEM slices)."""
-    from .compile_ffn import compile_ffn
-    from .tray import compile_ffn_tray, plan_tray, tray_config
     roomy = _roomy(cfg if tiles == 1 else tray_config(cfg, tiles))
     if tiles == 1:
         plans = [FfnPlan(roomy, spec, x).compile()]

@@ -49,7 +49,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .numerics import FfnSpec, NumericsError, activation_quantiser, dequantise, error_report, ffn_float, ffn_int
+from .numerics import (FfnShape, FfnSpec, NumericsError, activation_quantiser, dequantise, error_report,
+                       ffn_float, ffn_int)
 from .weights import Expert, MoeWeights
 
 GATINGS = ("sigmoid-grouped", "softmax")
@@ -168,11 +169,16 @@ class Router:
         return s, s if self.bias is None else s + self.bias
 
 
-def _tokens(x, H, name):
-    x = np.asarray(x, dtype=np.float64)
+def _rows(x, H, name, dtype=None):
+    """``x`` (T, H) or (H,) as a (T, H) array, its width checked against the layer's ``H``."""
+    x = np.asarray(x, dtype=dtype)
     if x.ndim not in (1, 2) or x.shape[-1] != H:
         raise MoeError(f"{name} has shape {x.shape} but the layer has H = {H}: it must be ({H},) or (T, {H})")
-    return np.atleast_2d(_matrix(x, name))
+    return np.atleast_2d(x)
+
+
+def _tokens(x, H, name):
+    return _matrix(_rows(x, H, name, np.float64), name)
 
 
 def route(router, x_float):
@@ -188,8 +194,7 @@ def route(router, x_float):
     T, E = s.shape
     if r.n_group > 1:
         groups = c.reshape(T, r.n_group, E // r.n_group)
-        best = -np.sort(-groups, axis=-1)[..., :GROUP_TOP]
-        group_score = best[..., 0] + (best[..., 1] if best.shape[-1] > 1 else 0.0)
+        group_score = np.sum(-np.sort(-groups, axis=-1)[..., :GROUP_TOP], axis=-1)
         keep = np.zeros((T, r.n_group), dtype=bool)
         np.put_along_axis(keep, _top(group_score, r.topk_group), True, axis=-1)
         c = np.where(np.repeat(keep, E // r.n_group, axis=-1), c, -np.inf)
@@ -257,7 +262,7 @@ def moe_float(layer: MoeLayer, x_float):
 
 # ---- the quantised layer --------------------------------------------------------------------
 @dataclass
-class MoeSpec:
+class MoeSpec(FfnShape):
     """A quantised MoE layer: the routed experts (one :class:`FfnSpec` each, indexed like the
     router's rows), the shared experts, the float :class:`Router` (host side) and the one
     input scale ``x_scale`` of every expert (default: the experts').
@@ -286,7 +291,7 @@ class MoeSpec:
                                f"{getattr(s, 'kind', type(s).__name__)!r}")
         if len(self.experts) != self.router.E:
             raise MoeError(f"the router has {self.router.E} rows but the layer has {len(self.experts)} routed experts")
-        H, I = self.experts[0].H, self.experts[0].I
+        H, I = self.H, self.I
         if self.router.H != H:
             raise MoeError(f"the router is {self.router.E}x{self.router.H} but the experts have H = {H}")
         for what, i, s in every:
@@ -316,12 +321,9 @@ class MoeSpec:
         return self.experts[0].dtype
 
     @property
-    def H(self):
-        return self.experts[0].H
-
-    @property
-    def I(self):
-        return self.experts[0].I
+    def W1(self):
+        """Routed expert 0's ``W1``, whose ``I x H`` every routed expert has (``H``, ``I``)."""
+        return self.experts[0].W1
 
     @property
     def top_k(self):
@@ -387,11 +389,7 @@ def moe_int(spec: MoeSpec, x_int8, indices) -> MoeStages:
     ``x_int8`` is (T, H) or (H,); ``indices`` (T, top_k) or (top_k,) distinct experts per
     token in 0..E-1 (the first output of :func:`route`); no gate enters here.
     """
-    x = np.asarray(x_int8)
-    if x.ndim not in (1, 2) or x.shape[-1] != spec.H:
-        raise MoeError(f"x_int8 has shape {x.shape} but the layer has H = {spec.H}: it must be ({spec.H},) or "
-                       f"(T, {spec.H})")
-    x = np.atleast_2d(x)
+    x = _rows(x_int8, spec.H, "x_int8")
     idx = np.atleast_2d(np.asarray(indices))
     T = x.shape[0]
     if idx.dtype.kind not in "iu" or idx.shape != (T, spec.top_k):
@@ -399,7 +397,7 @@ def moe_int(spec: MoeSpec, x_int8, indices) -> MoeStages:
                        f"got {idx.dtype} {idx.shape}")
     if idx.size and (idx.min() < 0 or idx.max() >= spec.E):
         raise MoeError(f"indices must name experts 0..{spec.E - 1}; found {int(idx.min() if idx.min() < 0 else idx.max())}")
-    dup = np.any(np.sort(idx, axis=-1)[:, 1:] == np.sort(idx, axis=-1)[:, :-1], axis=-1)
+    dup = np.any(np.diff(np.sort(idx, axis=-1)) == 0, axis=-1)      # indices are 0..E-1: no overflow
     if dup.any():
         t = int(np.argmax(dup))
         raise MoeError(f"token {t} selects an expert twice ({idx[t].tolist()}); a token's experts are distinct")

@@ -23,7 +23,8 @@ from lpu_arch.config import TileConfig
 from lpu_arch.isa import Instr
 from lpu_arch.vxm import VXM_FIELDS, identity_tables
 
-from .compile_ffn import CompileError, FfnPlan, Manifest, _pad, vector_bytes, x_image
+from . import archmodel
+from .compile_ffn import CompileError, FfnPlan, Manifest, _pad, output_matrix, vector_bytes, x_image
 from .numerics import FfnSpec, NumericsError, ffn_int
 from .program import Program
 
@@ -54,7 +55,6 @@ class ResidentLayer:
 
     def y_from(self, memory: dict) -> np.ndarray:
         """y (B, H) int8 from the tile's MEM contents after the run."""
-        from .compile_ffn import output_matrix
         return output_matrix(self.manifest, memory, self.lanes, self.spec.H)
 
     def predict(self, x_int8) -> list:
@@ -187,7 +187,6 @@ def run_layer(model: ResidentModel, layer: int, x_int8, memory: dict | None = No
     """Layer ``layer`` on the golden model from MEM contents ``memory`` (default: the
     model's images) with its x written: ``(RunResult, y int8 (B, H))``.  The RunResult's
     ``memory`` is the tile's after the run (the next layer starts from it)."""
-    from . import archmodel
     ly = model.layers[layer]
     mem = {m: (memory or model.memory)[m].copy() for m in model.config.mem_names}
     for m, rows in ly.x_image(x_int8).items():

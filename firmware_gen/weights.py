@@ -131,7 +131,7 @@ class SafetensorsFile:
         if not isinstance(header, dict):
             raise WeightsError(f"{self.path.name}: the .safetensors header is not a JSON object")
         self.data_start, data_size = 8 + n, size - 8 - n
-        self.metadata = header.pop("__metadata__", None) or {}
+        header.pop("__metadata__", None)          # free-form strings, not a tensor
         self.tensors = {}
         for name, t in header.items():
             try:
@@ -222,7 +222,7 @@ class NpzFile:
                 self.arrays = {k: np.asarray(z[k]) for k in z.files}
         except Exception as e:   # truncated zip, pickled objects, ...
             raise WeightsError(f"cannot read {self.path.name} as a .npz of arrays ({type(e).__name__}: {e})") from None
-        self.metadata, self.scaled = {}, {}
+        self.scaled = {}
 
     @property
     def names(self):
