@@ -198,14 +198,11 @@ def _streams_check(iss: _Issued, problems) -> None:
         if eff is None:
             eff = cache[key] = effects(ins, name, lanes, cfg.acc_planes, cfg.vxm_latency)
         p = cfg.position(name)
-        for a in eff.drives:
-            if (a.dir == EAST and p + 1 >= P) or (a.dir != EAST and p == 0):
-                continue                                   # leaves the fabric at once: seen nowhere
-            t = t0 + a.offset
-            drives[(a.dir, a.stream, diagonal(a.dir, p, t))].append((p if a.dir == EAST else -p, p, t, i))
-        for a in eff.reads:
-            t = t0 + a.offset
-            reads[(a.dir, a.stream, diagonal(a.dir, p, t))].append((p if a.dir == EAST else -p, p, t, i))
+        seen = [a for a in eff.drives if p != (P - 1 if a.dir == EAST else 0)]    # others are seen nowhere
+        for table, accesses in ((drives, seen), (reads, eff.reads)):
+            for a in accesses:
+                t = t0 + a.offset
+                table[(a.dir, a.stream, diagonal(a.dir, p, t))].append((p if a.dir == EAST else -p, p, t, i))
 
     # Aggregate per instruction instance so that an LW's rows or an int32's planes give one problem.
     agg: dict[tuple, dict] = {}

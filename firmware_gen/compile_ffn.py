@@ -47,6 +47,7 @@ class CompileError(ValueError):
 
 
 SIDES = ("MXM_W", "MXM_E")
+TOWARDS = {"MXM_W": WEST, "MXM_E": EAST}      # the direction to each MXM from between them (VXM, SXMs)
 
 
 @dataclass
@@ -438,15 +439,6 @@ class FfnPlan:
             feed = self._feeds[(side, n)] = [(m, lead(m)) for m in mems]
         return feed
 
-    def _window(self, side, t_s, n, rows):
-        """The READs that feed ``side``'s LW of a block starting on ``t_s`` with ``n`` rows
-        per cycle of its first ``rows`` rows:
-        (chunk, stream j, MEM slice, READ cycle); row ``c*n + j`` comes from stream j's
-        slice (:meth:`_feed`), stream by stream."""
-        for j, m, cycles in self._window_runs(side, t_s, n, rows):
-            for c, r in enumerate(cycles):
-                yield c, j, m, r
-
     def _ramp_n(self, side, t_s, rows):
         """Rows per cycle for a block starting on ``t_s``: :attr:`n`, or early in the program,
         while the farther slices' READs would fall before cycle 0, the slices near enough
@@ -470,9 +462,10 @@ class FfnPlan:
                    for j, m, cycles in self._window_runs(side, t_s, n, rows))
 
     def _window_runs(self, side, t_s, n, rows):
-        """The READs of :meth:`_window` by stream: (stream j, its MEM slice, the cycles of
-        its READs, chunk c on the c-th); the last chunk is partial when n does not divide
-        the rows."""
+        """The READs that feed ``side``'s LW of a block starting on ``t_s`` with ``n`` rows
+        per cycle of its first ``rows`` rows, by stream: (stream j, its MEM slice
+        (:meth:`_feed`), the cycles of its READs); the c-th READ is chunk c, row ``c*n + j``
+        (the last chunk is partial when n does not divide the rows)."""
         return [(j, m, [t_s + c - lead for c in range(len(range(j, rows, n)))])
                 for j, (m, lead) in enumerate(self._feed(side, n)) if j < rows]
 
@@ -558,9 +551,8 @@ class FfnPlan:
         """VOP result (h) driven both ways on the x stream into both MXMs' slot ``slot``."""
         v, s = self.cfg.vxm_position, self.lx_stream
         arrive = {side: t_vop + self.cfg.vxm_latency + abs(v - self.pos(side)) for side in SIDES}
-        dirs = {"MXM_W": WEST, "MXM_E": EAST}
         vop = Instr.vop(0, EAST, 0, s, VopFlag.OUT_E | VopFlag.OUT_W)
-        to = {d: self.pos(side) for side, d in dirs.items()}
+        to = {d: self.pos(side) for side, d in TOWARDS.items()}
         ok = (all(self.res.slot_free(self.ldr(side), arrive[side]) for side in SIDES)
               and self.res.drives_free("VXM", t_vop, vop, to))
         if dry or not ok:
@@ -568,7 +560,7 @@ class FfnPlan:
         self.res.take_drives("VXM", t_vop, vop, to, who)
         for side in SIDES:
             self.res.take_slot(self.ldr(side), arrive[side], who + f" LX {side}")
-            self.emit(self.ldr(side), arrive[side], Instr.lx(s, dirs[side], slot))
+            self.emit(self.ldr(side), arrive[side], Instr.lx(s, TOWARDS[side], slot))
             self.slot_ready[side][slot] = arrive[side] + 1
         return True
 
@@ -611,7 +603,8 @@ class FfnPlan:
                 return flag, m, t_w, d
         return None
 
-    def place_vop(self, t_vop, dir_a, param, flags, who):
+    def place_vop(self, t_vop, side, param, flags, who):
+        dir_a = EAST if side == "MXM_W" else WEST
         self.res.take_slot("VXM", t_vop, who)
         self.emit("VXM", t_vop, Instr.vop(0, dir_a, param=param, out=self.lx_stream, flags=flags, base=self.v_reg))
 
@@ -672,25 +665,22 @@ class FfnPlan:
                                     m_a=rows(m2, j), s_a=rows(s2, j)) for j in js}
         odd = js[-1] if len(js) % 2 else None
         zero = np.zeros((self.cfg.lanes, self.cfg.lanes), np.int64)
-        pairs = [(i_order[n], i_order[n + 1] if n + 1 < len(i_order) else None)
-                 for n in range(0, len(i_order), 2)]
         for n, i in enumerate(i_order):
+            last = n == len(i_order) - 1
             for jl in range(half):
                 for side, j in (("MXM_W", js[jl]), ("MXM_E", js[half + jl])):
                     self._phase2_block((side,), (blk(p.W2, j, i),), (i, i), j, jl, params[j],
-                                       first=n == 0, last=n == len(i_order) - 1)
-            if odd is not None and (n % 2 == 1 or n == len(i_order) - 1):
-                q = n // 2
-                ia, ib = pairs[q]
-                wb = blk(p.W2, odd, ib) if ib is not None else zero
-                self._phase2_block(("MXM_W", "MXM_E"), (blk(p.W2, odd, ia), wb), (ia, ia if ib is None else ib),
-                                   odd, half, params[odd], first=q == 0, last=q == len(pairs) - 1)
+                                       first=n == 0, last=last)
+            if odd is not None and (n % 2 == 1 or last):
+                ia = i_order[n - n % 2]      # the pair i_order[n-1], i; or the last one alone (east: zeros)
+                wb = blk(p.W2, odd, i) if i != ia else zero
+                self._phase2_block(SIDES, (blk(p.W2, odd, ia), wb), (ia, i), odd, half, params[odd],
+                                   first=n < 2, last=last)
 
     def _phase1_block(self, sides, blocks, i, k, e, vflags):
         B, KH = self.B, self.KH
         flags = MMFlag.XBUF | (MMFlag.ACC if k else 0) | (MMFlag.EMIT if k == KH - 1 else 0)
         mms = [(self.x_slot(k, b), b, flags) for b in range(B)]
-        dir_a = EAST if sides[0] == "MXM_W" else WEST
 
         def on_emit(t_v, b, dry):
             who = f"h block {i} col {b}"
@@ -699,7 +689,7 @@ class FfnPlan:
             if not dry:
                 self.h_route.take(self, t_v, i, b)
                 self.h_to_mxms(t_v, self.h_slot(i, b), False, who)
-                self.place_vop(t_v, dir_a, e, vflags | VopFlag.OUT_E | VopFlag.OUT_W, who)
+                self.place_vop(t_v, sides[0], e, vflags | VopFlag.OUT_E | VopFlag.OUT_W, who)
             return True
 
         self.place_blocks(sides, blocks, mms, on_emit, f"W1/W3 block ({i},{k})", self.block_rows(i))
@@ -711,7 +701,6 @@ class FfnPlan:
         flags = MMFlag.XBUF | (0 if first else MMFlag.ACC) | (MMFlag.EMIT if last else 0)
         slots = {s: i for s, i in zip(sides, iis)}
         mms = [({s: self.h_slot(i, b) for s, i in slots.items()}, B + jl * B + b, flags) for b in range(B)]
-        dir_a = EAST if sides[0] == "MXM_W" else WEST
         vflag = VopFlag.ADD if len(sides) == 2 else 0
 
         def on_emit(t_v, b, dry):
@@ -721,7 +710,7 @@ class FfnPlan:
                 return False
             if not dry:
                 flag, m, t_w, d = got
-                self.place_vop(t_v, dir_a, e, flag | vflag, who)
+                self.place_vop(t_v, sides[0], e, flag | vflag, who)
                 addr = self.alloc(m, 1)
                 self.emit(m, t_w, Instr.write(self.lx_stream, d, addr))
                 self.outputs[(b, j)] = (m, addr, t_w)

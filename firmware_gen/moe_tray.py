@@ -117,11 +117,12 @@ class ExpertSlot(FfnPlan):
 
     def _take_window(self, side, t_s, block, who, n, rows):
         d, ident = self.in_dir(side), self._ids.pop(0)
-        for c, j, m, r in self._window(side, t_s, n, rows):
-            read = Instr.read(j, d, self.template.row((ident, c * self.n + j, m), m), base=self.w_reg)
-            self.res.take_slot(m, r, who)
-            self.res.take_drives(m, r, read, self.pos(side), who)
-            self.emit(m, r, read)
+        for j, m, cycles in self._window_runs(side, t_s, n, rows):
+            for c, r in enumerate(cycles):
+                read = Instr.read(j, d, self.template.row((ident, c * self.n + j, m), m), base=self.w_reg)
+                self.res.take_slot(m, r, who)
+                self.res.take_drives(m, r, read, self.pos(side), who)
+                self.emit(m, r, read)
 
 
 class _ParamsOnly(FfnPlan):
@@ -285,7 +286,7 @@ class MoeTray:
         from .tray import plan_tray, tray_links
         spec, cfg, N = self.spec, self.cfg, self.tiles
         shared = spec.shared[0] if spec.shared else None
-        probe = FfnPlan(cfg, spec.experts[0], self.x[:1], i_blocks=[], j_blocks=[])
+        self.probe = probe = FfnPlan(cfg, spec.experts[0], self.x[:1], i_blocks=[], j_blocks=[])
         self.KH, self.KI = probe.KH, probe.KI
         if shared is not None and N > 1:
             # The slots go on every tile once the shared expert's h is all received, before
@@ -326,9 +327,9 @@ class MoeTray:
         # gets W2 work when an expert has fewer output blocks than the tray has tiles.
         slots = [(b, j) for b in range(T) for j in range(c)]
         if self.mapping == "tp":
-            probe = FfnPlan(cfg, spec.experts[0], self.x[:1], [], [])
             first = 1 if spec.shared else 0
-            self.slot_parts = {bj: tray_parts(probe, N, ((s + first) * self.KH) % N) for s, bj in enumerate(slots)}
+            self.slot_parts = {bj: tray_parts(self.probe, N, ((s + first) * self.KH) % N)
+                               for s, bj in enumerate(slots)}
         else:
             full = (list(range(self.KI)), list(range(self.KH)))
             self.slot_parts = {bj: ([full[0]] * N, [full[1]] * N) for bj in slots}
@@ -381,8 +382,8 @@ class MoeTray:
         for b in range(T):
             for j in range(c):
                 if self.mapping == "tp":
-                    rot = ((b * c + j + (1 if spec.shared else 0)) * self.KH) % N
-                    st = _Tray(cfg, spec.experts[0], self.x[:1], N, defer=tray.defer, share=tray, rotate=rot,
+                    st = _Tray(cfg, spec.experts[0], self.x[:1], N, defer=tray.defer, share=tray,
+                               parts=self.slot_parts[(b, j)],
                                make_plan=lambda t, ib, jb, route, b=b, j=j: slot(t, b, j, ib, jb, route))
                     st.phase1(place_x=False)
                     self.slot_trays.append(st)

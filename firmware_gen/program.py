@@ -291,8 +291,8 @@ class Program:
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             got = d.get("format") if isinstance(d, dict) else None
             raise ProgramError(f"not a program of format {FORMAT!r} (format {got!r}); recompile it")
-        unknown = set(d) - {"format", "config", "images", "memory", "vxm_params", "table"}
-        missing = {"config", "images", "memory", "vxm_params", "table"} - set(d)
+        keys = {"format", "config", "images", "memory", "vxm_params", "table"}
+        unknown, missing = set(d) - keys, keys - set(d)          # (the format is there: checked above)
         if unknown or missing:
             raise ProgramError(f"program JSON has {'unknown' if unknown else 'no'} key(s) "
                                f"{', '.join(sorted(unknown or missing))}")

@@ -125,19 +125,14 @@ class Scheduler:
 
     def _slot_conflict(self, name, t, count):
         used = self.res.slots[name]
-        for c in range(t, t + count):
-            if c in used:
-                return f"{name} already issues an instruction on cycle {c} (transfer #{used[c]})"
-        return None
+        return next((f"{name} already issues an instruction on cycle {c} (transfer #{used[c]})"
+                     for c in range(t, t + count) if c in used), None)
 
     def _earliest(self, src, a, dst, b, count, lead) -> int:
-        t = 0
-        for k in range(count):
-            t = max(t, self._last_write.get((src, a + k), -1) + 1 - k)            # RAW on the source
-            w_off = k + lead
-            t = max(t, self._last_read.get((dst, b + k), -1) - w_off)             # WAR on the destination
-            t = max(t, self._last_write.get((dst, b + k), -1) + 1 - w_off)        # WAW on the destination
-        return t
+        return max(0, *(max(self._last_write.get((src, a + k), -1) + 1 - k,          # RAW on the source
+                            self._last_read.get((dst, b + k), -1) - (k + lead),      # WAR on the destination
+                            self._last_write.get((dst, b + k), -1) + 1 - (k + lead)) # WAW on the destination
+                        for k in range(count)))
 
     def copy(self, src: str, src_addr: int, dst: str, dst_addr: int, count: int = 1, *,
              stream: int | None = None, cycle: int | None = None) -> Copy:

@@ -32,7 +32,7 @@ from lpu_arch.config import TileConfig
 from lpu_arch.isa import C2C_LATENCY, EAST, SXM_LATENCY, WEST, Instr, Op, SxmFlag
 from lpu_arch.topology import Topology
 
-from .compile_ffn import SIDES, CompileError, FfnPlan, HRoute, output_matrix, x_image
+from .compile_ffn import SIDES, TOWARDS, CompileError, FfnPlan, HRoute, output_matrix, x_image
 from .numerics import FfnSpec, NumericsError
 from .program import Program
 from .reserve import DESKEW_SLICE, last_work, strip_deskews, take_deskew
@@ -126,14 +126,15 @@ class _Overflow(Exception):
 class _Tray:
     """The placement of one FFN on a tray.  ``share``: another tray whose tiles this one's
     plans continue (its links' bookings, streams and deskews; ``make_plan(t, i_blocks,
-    j_blocks, h_route)`` builds tile t's plan on them, e.g. an MoE slot, ``moe_tray.py``)."""
+    j_blocks, h_route)`` builds tile t's plan on them, e.g. an MoE slot, ``moe_tray.py``),
+    each tile's blocks given by ``parts`` (:func:`tray_parts`)."""
 
     def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int, defer: bool = True, share=None,
-                 make_plan=None, rotate: int = 0):
+                 make_plan=None, parts=None):
         self.defer, self.deferred, self.transfers = defer, [], 0
         if share is not None:
             self.topo, self.cfg, self.D, self.book, self.spare = share.topo, share.cfg, share.D, share.book, share.spare
-            self.part_i, self.part_j = tray_parts(FfnPlan(self.cfg, spec, x, i_blocks=[], j_blocks=[]), tiles, rotate)
+            self.part_i, self.part_j = parts
             self.f = [make_plan(t, self.part_i[t], self.part_j[t], MulticastH(self, t)) for t in range(tiles)]
             return
         self.cfg = cfg = tray_config(cfg, tiles)
@@ -145,8 +146,7 @@ class _Tray:
             raise CompileError(f"the FFN is too large for a tray of {tiles} tiles: its weights need {need} bytes "
                                f"({mats} matrices of {Hp}x{Ip} after padding); the tray's SRAM holds "
                                f"{have} bytes ({tiles} x {cfg.mem_bytes})")
-        probe = FfnPlan(cfg, spec, x, i_blocks=[], j_blocks=[])
-        self.part_i, self.part_j = _split(probe.KI, tiles), _split(probe.KH, tiles)
+        self.part_i, self.part_j = tray_parts(FfnPlan(cfg, spec, x, i_blocks=[], j_blocks=[]), tiles)
         self.f = []
         for t in range(tiles):
             try:
@@ -168,7 +168,7 @@ class _Tray:
     def phase1(self, place_x: bool = True):
         """x into every tile (``place_x``), then every tile's h blocks, multicast as they are made."""
         if place_x:
-            for t, f in enumerate(self.f):
+            for f in self.f:
                 f.place_x()
         for f in self.f:
             f.phase1()              # h leaves every tile through its MulticastH route
@@ -284,7 +284,7 @@ class _Tray:
             st_out = st_rx
         else:                              # through the SXM, which drives it both ways (to both MXMs)
             t_sx = v + C2C_LATENCY + 1
-            ways = {"MXM_W": WEST, "MXM_E": EAST}
+            ways = TOWARDS
             shift = Instr.compute(Op.SHIFT, st_rx, d_rx, k=0, out=st_out, flags=SxmFlag.OUT_W | SxmFlag.OUT_E)
             fu.res.take_drives(cr, v, recv, pos(sx), who)
             fu.res.take_slot(sx, t_sx, who)
@@ -324,7 +324,7 @@ class _Tray:
             return None
         for st in self.spare:
             if all(fu.res.stream_free(d, st, pos(sx), pos(side), t_sx + SXM_LATENCY)
-                   for side, d in (("MXM_W", WEST), ("MXM_E", EAST))):
+                   for side, d in TOWARDS.items()):
                 return sx, d_rx, st_rx, st, arrive
         return None
 
