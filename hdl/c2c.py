@@ -467,16 +467,12 @@ class LinkRx(wiring.Component):
         wiring.connect(m, el.o_stream, dec.i_stream)
         wiring.connect(m, dec.o_stream, asm.i_stream)
         wiring.connect(m, asm.o_stream, buf.i_stream)
-        m.d.comb += [
-            el.flit.eq(self.flit), self.elastic_level.eq(el.level),
-            self.sync_valid.eq(dec.sync_valid), self.probe_valid.eq(dec.probe_valid),
-            self.echo_valid.eq(dec.echo_valid), self.ctrl_value.eq(dec.ctrl_value),
-            self.corrected.eq(dec.corrected), self.uncorrected.eq(dec.uncorrected),
-            self.uncorrectable.eq(dec.uncorrectable),
-            buf.recv.eq(self.recv), self.recv_data.eq(buf.recv_data),
-            self.level.eq(buf.level), self.max_level.eq(buf.max_level),
-            self.overflow.eq(el.overflow | buf.overflow), self.underflow.eq(buf.underflow),
-        ]
+        m.d.comb += [el.flit.eq(self.flit), self.elastic_level.eq(el.level), buf.recv.eq(self.recv),
+                     self.overflow.eq(el.overflow | buf.overflow)]
+        for stage, names in ((dec, ("sync_valid", "probe_valid", "echo_valid", "ctrl_value", "corrected",
+                                    "uncorrected", "uncorrectable")),
+                             (buf, ("recv_data", "level", "max_level", "underflow"))):
+            m.d.comb += [getattr(self, n).eq(getattr(stage, n)) for n in names]
         for stage in (el, dec, asm, buf):
             m.d.comb += stage.clear.eq(self.clear)
         return m
