@@ -349,15 +349,13 @@ class VectorFifo(Elaboratable, FIFOInterface):
         with m.If(do_write):
             m.d.sync += produce.eq(incr(produce))
         with m.If(advance):
-            m.d.sync += consume.eq(incr(consume))
+            m.d.sync += [consume.eq(incr(consume)), self.r_rdy.eq(1)]
+        with m.Elif(self.r_en):
+            m.d.sync += self.r_rdy.eq(0)
         with m.If(do_write & ~advance):
             m.d.sync += inner_level.eq(inner_level + 1)
         with m.If(advance & ~do_write):
             m.d.sync += inner_level.eq(inner_level - 1)
-        with m.If(advance):
-            m.d.sync += self.r_rdy.eq(1)
-        with m.Elif(self.r_en):
-            m.d.sync += self.r_rdy.eq(0)
         return m
 
 

@@ -344,12 +344,8 @@ def _top(cfg, built, col_names) -> str:
              "  input clk;", "  input rst;"]
     lines += [f"  {'input' if i else 'output'} {_range(w)}{n};" for n, (w, i) in tile_ports.items()]
     lines += [f"  wire {_range(w)}{n};" for n, (w, i) in ctrl.ports.items() if n.startswith(cols)]
-    for p in range(P):
-        for s in range(S):
-            if p + 1 < P:
-                lines.append(f"  wire [{VB - 1}:0] east_{p}_{s};")
-            if p > 0:
-                lines.append(f"  wire [{VB - 1}:0] west_{p}_{s};")
+    lines += [f"  wire [{VB - 1}:0] {d}_{p}_{s};" for p in range(P) for s in range(S)
+              for d, loaded in (("east", p + 1 < P), ("west", p > 0)) if loaded]
     conns = [f".{n}({n})" for n in ctrl.ports] + [".clk(clk)", ".rst(rst)"]
     lines.append(f"  {TOP}_control control ({', '.join(conns)});")
     zero = f"{VB}'d0"

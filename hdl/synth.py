@@ -324,14 +324,14 @@ def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200, log=_
         _run([TOOLS["ECPPACK"], "--compress", "--input", f"{name}.config", "--bit", f"{name}.bit"],
              out, out / "ecppack.log", "ecppack")
         rep = json.loads((out / f"{name}.report.json").read_text())
+        bit = out / f"{name}.bit"
         util = {RESOURCES[k]: v for k, v in rep["utilization"].items() if k in RESOURCES}
         fmax = {k: round(v["achieved"], 2) for k, v in rep.get("fmax", {}).items()}
         crit = rep.get("critical_paths", [])
         report.update(utilization=util, placed=True, fits=_fits(util), fmax_mhz=fmax,
                       meets_board_clock=bool(fmax) and min(fmax.values()) >= report["board_clock_mhz"],
                       critical_path=_critical_path(crit[0]) if crit else None,
-                      bitstream=str((out / f"{name}.bit").relative_to(ROOT))
-                      if out.is_relative_to(ROOT) else str(out / f"{name}.bit"))
+                      bitstream=str(bit.relative_to(ROOT) if bit.is_relative_to(ROOT) else bit))
     log("yosys: logic per unit ...")
     report["units"] = _breakdown(out, name)
     report["flow_seconds"] = round(time.perf_counter() - t0, 1)
