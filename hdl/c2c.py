@@ -349,13 +349,15 @@ class VectorFifo(Elaboratable, FIFOInterface):
         with m.If(do_write):
             m.d.sync += produce.eq(incr(produce))
         with m.If(advance):
-            m.d.sync += [consume.eq(incr(consume)), self.r_rdy.eq(1)]
-        with m.Elif(self.r_en):
-            m.d.sync += self.r_rdy.eq(0)
+            m.d.sync += consume.eq(incr(consume))
         with m.If(do_write & ~advance):
             m.d.sync += inner_level.eq(inner_level + 1)
         with m.If(advance & ~do_write):
             m.d.sync += inner_level.eq(inner_level - 1)
+        with m.If(advance):
+            m.d.sync += self.r_rdy.eq(1)
+        with m.Elif(self.r_en):
+            m.d.sync += self.r_rdy.eq(0)
         return m
 
 
@@ -465,12 +467,16 @@ class LinkRx(wiring.Component):
         wiring.connect(m, el.o_stream, dec.i_stream)
         wiring.connect(m, dec.o_stream, asm.i_stream)
         wiring.connect(m, asm.o_stream, buf.i_stream)
-        m.d.comb += [el.flit.eq(self.flit), self.elastic_level.eq(el.level), buf.recv.eq(self.recv),
-                     self.overflow.eq(el.overflow | buf.overflow)]
-        for stage, names in ((dec, ("sync_valid", "probe_valid", "echo_valid", "ctrl_value", "corrected",
-                                    "uncorrected", "uncorrectable")),
-                             (buf, ("recv_data", "level", "max_level", "underflow"))):
-            m.d.comb += [getattr(self, n).eq(getattr(stage, n)) for n in names]
+        m.d.comb += [
+            el.flit.eq(self.flit), self.elastic_level.eq(el.level),
+            self.sync_valid.eq(dec.sync_valid), self.probe_valid.eq(dec.probe_valid),
+            self.echo_valid.eq(dec.echo_valid), self.ctrl_value.eq(dec.ctrl_value),
+            self.corrected.eq(dec.corrected), self.uncorrected.eq(dec.uncorrected),
+            self.uncorrectable.eq(dec.uncorrectable),
+            buf.recv.eq(self.recv), self.recv_data.eq(buf.recv_data),
+            self.level.eq(buf.level), self.max_level.eq(buf.max_level),
+            self.overflow.eq(el.overflow | buf.overflow), self.underflow.eq(buf.underflow),
+        ]
         for stage in (el, dec, asm, buf):
             m.d.comb += stage.clear.eq(self.clear)
         return m
