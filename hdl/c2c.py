@@ -534,17 +534,16 @@ class HacUnit(wiring.Component):
                                 if cfg.sync_interval & (cfg.sync_interval - 1) == 0
                                 else (self.hac % cfg.sync_interval) == 0)
         for link in range(cfg.links):
-            echo_pending, echo_value = Signal(name=f"echo_pending_{link}"), Signal(cfg.link_width, name=f"echo_{link}")
-            sync_pending = Signal(name=f"sync_pending_{link}")
-            probe_pending = Signal(name=f"probe_pending_{link}")
+            # Pending flags; one request at a time, ECHO first (its timing is part of the latency probe).
+            requests = {kind: Signal(name=f"{kind.name.lower()}_pending_{link}")
+                        for kind in (Kind.ECHO, Kind.PROBE, Kind.SYNC)}
+            echo_value = Signal(cfg.link_width, name=f"echo_{link}")
             with m.If(self.rx_probe[link]):
-                m.d.sync += [echo_pending.eq(1), echo_value.eq(self.rx_value[link])]
+                m.d.sync += [requests[Kind.ECHO].eq(1), echo_value.eq(self.rx_value[link])]
             if link in self.children:
                 with m.If(sync_due):
-                    m.d.sync += sync_pending.eq(1)
-            # One request at a time, ECHO first (its timing is part of the latency probe).
-            requests = [(echo_pending, Kind.ECHO), (probe_pending, Kind.PROBE), (sync_pending, Kind.SYNC)]
-            for i, (pending, kind) in enumerate(requests):
+                    m.d.sync += requests[Kind.SYNC].eq(1)
+            for i, (kind, pending) in enumerate(requests.items()):
                 with (m.Elif if i else m.If)(pending):
                     m.d.comb += [self.tx_req[link].eq(1), self.tx_kind[link].eq(kind)]
                     if kind == Kind.ECHO:
@@ -556,7 +555,7 @@ class HacUnit(wiring.Component):
                 measured = Signal(name="latency_measured")
                 # Probe every 64 cycles until the echo comes back.
                 with m.If(~measured & (self.hac[:6] == 0)):
-                    m.d.sync += probe_pending.eq(1)
+                    m.d.sync += requests[Kind.PROBE].eq(1)
                 with m.If(self.rx_echo[link] & ~measured):
                     rtt = Signal(cfg.HAC_BITS, name="rtt")
                     m.d.comb += rtt.eq(self.hac - self.rx_value[link])

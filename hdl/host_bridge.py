@@ -122,8 +122,7 @@ class UartTile(wiring.Component):
                 m.next = "READ"
             with m.State("WRITE"):
                 m.d.comb += [tile.host.addr.eq(addr), tile.host.wdata.eq(data), tile.host.we.eq(1)]
-                m.d.sync += data.eq(ACK)
-                m.d.sync += count.eq(1)
+                m.d.sync += [data.eq(ACK), count.eq(1)]
                 m.next = "SEND"
             with m.State("READ"):
                 m.d.comb += [tile.host.addr.eq(addr), tile.host.re.eq(1)]

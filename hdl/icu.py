@@ -127,9 +127,7 @@ class InstructionQueue(wiring.Component):
 
         # Host access: only meaningful while the tile is stopped.
         word = self.host.addr[0]
-        m.d.comb += [
-            rd.addr.eq(Mux(active | self.start, pc_next, self.host.addr[1:])),
-        ]
+        m.d.comb += rd.addr.eq(Mux(active | self.start, pc_next, self.host.addr[1:]))
         load_ok = (self.load_row >> cfg.iq_addr_bits) == 0
         with m.If(self.load_we):
             m.d.comb += [

@@ -92,13 +92,12 @@ def _operand(value) -> str:
     nets = list(value)
     if all(n.is_const for n in nets):
         return "const"
-    if nets[-1].is_const and nets[-1].const == 0:
-        while len(nets) > 1 and nets[-1].is_const and nets[-1].const == 0:
-            nets.pop()
-        return f"u{len(nets)}"
-    while len(nets) > 1 and nets[-2] == nets[-1]:
+    zero = lambda n: n.is_const and n.const == 0        # noqa: E731
+    kind = "u" if zero(nets[-1]) else "s"
+    # Drop the extension: zeros above an unsigned operand, copies of a signed one's sign bit.
+    while len(nets) > 1 and (zero(nets[-1]) if kind == "u" else nets[-2] == nets[-1]):
         nets.pop()
-    return f"s{len(nets)}"
+    return f"{kind}{len(nets)}"
 
 
 def _unit_counts() -> dict:
@@ -345,12 +344,8 @@ def _top(cfg, built, col_names) -> str:
              "  input clk;", "  input rst;"]
     lines += [f"  {'input' if i else 'output'} {_range(w)}{n};" for n, (w, i) in tile_ports.items()]
     lines += [f"  wire {_range(w)}{n};" for n, (w, i) in ctrl.ports.items() if n.startswith(cols)]
-    for p in range(P):
-        for s in range(S):
-            if p + 1 < P:
-                lines.append(f"  wire [{VB - 1}:0] east_{p}_{s};")
-            if p > 0:
-                lines.append(f"  wire [{VB - 1}:0] west_{p}_{s};")
+    lines += [f"  wire [{VB - 1}:0] {d}_{p}_{s};" for p in range(P) for s in range(S)
+              for d, loaded in (("east", p + 1 < P), ("west", p > 0)) if loaded]
     conns = [f".{n}({n})" for n in ctrl.ports] + [".clk(clk)", ".rst(rst)"]
     lines.append(f"  {TOP}_control control ({', '.join(conns)});")
     zero = f"{VB}'d0"
@@ -396,16 +391,13 @@ def markdown(r: dict) -> str:
                  f"| **{t['multipliers']:,}** |")
     lines += ["", "Memories (depth x width; memories named alike but for a number are one line):", ""]
     for unit, u in r["units"].items():
-        groups = {}
+        groups = defaultdict(list)
         for m in u["memories"]:
-            key = (re.sub(r"\d+$", "", m["name"]), m["width"], m["depth"])
-            g = groups.setdefault(key, {"count": 0, "bits": 0, "names": []})
-            g["count"] += m["count"]
-            g["bits"] += m["bits"]
-            g["names"].append(m["name"])
-        for (stem, width, depth), g in groups.items():
-            name = g["names"][0] if len(g["names"]) == 1 else f"{stem}*"
-            lines.append(f"- {unit}: `{name}` {depth} x {width} bits, {g['count']} of them ({_fmt_bits(g['bits'])})")
+            groups[(re.sub(r"\d+$", "", m["name"]), m["width"], m["depth"])].append(m)
+        for (stem, width, depth), ms in groups.items():
+            name = ms[0]["name"] if len(ms) == 1 else f"{stem}*"
+            lines.append(f"- {unit}: `{name}` {depth} x {width} bits, {sum(m['count'] for m in ms)} of them "
+                         f"({_fmt_bits(sum(m['bits'] for m in ms))})")
     lines += ["", "Multipliers (operand widths; `s8` a signed 8-bit operand, `const` a constant):", ""]
     lines += [f"- {unit}: {k['count']:,} x ({k['a']} * {k['b']} -> {k['product_bits']} bits)"
               for unit, u in r["units"].items() for k in u["multiplier_kinds"]]

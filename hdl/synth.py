@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from amaranth import Elaboratable, Module
@@ -230,20 +231,18 @@ def _breakdown(build_dir: Path, name: str) -> dict:
               "proc; opt -fast; memory -nomap; opt -fast; techmap t:$mul %n; opt -fast; "
               "tee -q -o breakdown.json stat -json")
     subprocess.run([TOOLS["YOSYS"], "-q", "-p", script], cwd=build_dir, check=True, capture_output=True)
-    units = {}
+    units = defaultdict(Counter)
     for mod, info in _stat(build_dir / "breakdown.json").get("modules", {}).items():
         cells = _cell_counts(info)
         ffs = sum(v for k, v in cells.items() if "DFF" in k)
         mems = sum(v for k, v in cells.items() if k.startswith("$mem"))
         muls = cells.get("$mul", 0)
-        gates = info.get("num_cells", 0) - ffs - mems - muls
-        if gates or ffs or mems or muls:
+        counts = {"gates": info.get("num_cells", 0) - ffs - mems - muls, "FF": ffs, "memories": mems,
+                  "multipliers": muls}
+        if any(counts.values()):
             # A unit's submodules (an MXM's output lanes, say) count towards the unit.
-            unit = ".".join(mod.strip("\\").removeprefix(f"{name}.").split(".")[:3])
-            u = units.setdefault(unit, {"gates": 0, "FF": 0, "memories": 0, "multipliers": 0})
-            for k, v in (("gates", gates), ("FF", ffs), ("memories", mems), ("multipliers", muls)):
-                u[k] += v
-    return units
+            units[".".join(mod.strip("\\").removeprefix(f"{name}.").split(".")[:3])].update(counts)
+    return dict(units)
 
 
 def _fits(util: dict) -> bool:
@@ -325,14 +324,14 @@ def synthesise(cfg: TileConfig, board: str, out: Path, baud: int = 115200, log=_
         _run([TOOLS["ECPPACK"], "--compress", "--input", f"{name}.config", "--bit", f"{name}.bit"],
              out, out / "ecppack.log", "ecppack")
         rep = json.loads((out / f"{name}.report.json").read_text())
+        bit = out / f"{name}.bit"
         util = {RESOURCES[k]: v for k, v in rep["utilization"].items() if k in RESOURCES}
         fmax = {k: round(v["achieved"], 2) for k, v in rep.get("fmax", {}).items()}
         crit = rep.get("critical_paths", [])
         report.update(utilization=util, placed=True, fits=_fits(util), fmax_mhz=fmax,
                       meets_board_clock=bool(fmax) and min(fmax.values()) >= report["board_clock_mhz"],
                       critical_path=_critical_path(crit[0]) if crit else None,
-                      bitstream=str((out / f"{name}.bit").relative_to(ROOT))
-                      if out.is_relative_to(ROOT) else str(out / f"{name}.bit"))
+                      bitstream=str(bit.relative_to(ROOT) if bit.is_relative_to(ROOT) else bit))
     log("yosys: logic per unit ...")
     report["units"] = _breakdown(out, name)
     report["flow_seconds"] = round(time.perf_counter() - t0, 1)
