@@ -182,9 +182,9 @@ class TileConfig:
             v = getattr(self, name)
             need(_is_pow2(v) and lo <= v <= hi, f"{name} must be a power of two in {lo}..{hi}{what}, got {v}")
 
-        for f in dataclasses.fields(self):   # (vxm_latency: checked against VXM_LATENCIES below)
+        for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            need(f.name in (*self.TEXT_FIELDS, "vxm_latency") or (isinstance(v, int) and not isinstance(v, bool)),
+            need(f.name in self.TEXT_FIELDS or (isinstance(v, int) and not isinstance(v, bool)),
                  f"{f.name} must be an integer, got {v!r}")
         need(self.lanes >= 4, f"lanes must be at least 4, got {self.lanes}")
         need(self.lanes % 4 == 0,

@@ -61,6 +61,7 @@ def _write(path, text):
     (lambda d: TileConfig.load("tiny", ["mem_depth"]), r"--set takes FIELD=VALUE"),
     (lambda d: TileConfig.load("tiny", ["mem_depth=big"]), r"--set mem_depth=big: the value must be an integer"),
     (lambda d: TileConfig.load("tiny", ["lanes=6"]), r"lanes must be a multiple of 4"),
+    (lambda d: TileConfig.load(_write(d / "x.json", '{"vxm_latency": 3.0}')), r"vxm_latency must be an integer, got 3\.0"),
     (lambda d: TileConfig.load("tiny", ["mxm_layout=middle"]), r"mxm_layout must be one of edge, center, got 'middle'"),
     (lambda d: TileConfig.load("tiny", ["mxm_layout=center", "links=2"]),
      r"mxm_layout 'center' is for single tiles \(links = 0; .*got links = 2"),
