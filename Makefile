@@ -50,13 +50,13 @@ check-icarus:
 	  exit 1; }
 
 sim: $(STAMP)
-	$(PY) -m sim.demo --sim $(SIM) --config $(CONFIG) $(if $(WAVES),--waves)
+	$(PY) -m sim.cli sim --sim $(SIM) --config $(CONFIG) $(if $(WAVES),--waves)
 
 sim-c2c: $(STAMP)
-	$(PY) -m sim.demo_c2c --sim $(SIM)
+	$(PY) -m sim.cli c2c --sim $(SIM)
 
 sim-tray: $(STAMP)
-	$(PY) -m sim.demo_tray --sim $(SIM) --tiles $(TILES)
+	$(PY) -m sim.cli tray --sim $(SIM) --tiles $(TILES)
 
 test: $(STAMP) $(MODELS) check-icarus
 	$(PY) -m pytest -n $(JOBS) -q -m "not synth and not long"
@@ -78,7 +78,7 @@ bench-synth: synth
 	$(PY) -m sim.history draw --config $(CONFIG)
 
 synth: $(STAMP)
-	$(PY) -m hdl.synth --board $(BOARD) --config $(SYNTH_CONFIG)
+	$(PY) -m sim.cli synth --board $(BOARD) --config $(SYNTH_CONFIG)
 
 clean:
 	rm -rf build bench/results .pytest_cache

@@ -271,9 +271,7 @@ def tray_transfers(programs: list[Program], peer=None) -> list[LinkArrow]:
     sends, recvs = defaultdict(list), defaultdict(list)
     for t, prog in enumerate(programs):
         cfg = prog.config
-        for name in ("C2C_W", "C2C_E"):
-            if name not in cfg.slice_names:
-                continue
+        for name in ("C2C_W", "C2C_E"):     # (no such queues without links)
             for c, ins in expand(prog.queues.get(name, []))[0]:
                 if ins.op in (Op.SEND, Op.SENDM):
                     for link in ins.links():     # a SENDM's links: those its slice serves

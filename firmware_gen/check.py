@@ -204,11 +204,11 @@ def _streams_check(iss: _Issued, problems) -> None:
                 t = t0 + a.offset
                 table[(a.dir, a.stream, diagonal(a.dir, p, t))].append((p if a.dir == EAST else -p, p, t, i))
 
-    # Aggregate per instruction instance so that an LW's rows or an int32's planes give one problem.
+    # Aggregate per (rule, instruction instances) so that an LW's rows or an int32's planes give one problem.
     agg: dict[tuple, dict] = {}
 
-    def note(rule, key, slices, stream, p, t, src=None):
-        g = agg.setdefault(key, {"rule": rule, "slices": slices, "at": [], "key": key, "src": []})
+    def note(key, slices, stream, p, t, src=None):
+        g = agg.setdefault(key, {"slices": slices, "at": [], "src": []})
         g["at"].append((t, p, stream))
         if src is not None:
             g["src"].append(src)
@@ -223,22 +223,22 @@ def _streams_check(iss: _Issued, problems) -> None:
         for u, p, t, i in reads.get(key, ()):
             g = bisect.bisect_left(us, u) - 1          # nearest driver strictly upstream
             if g < 0:
-                note(UNDRIVEN, (UNDRIVEN, i), (names[p],), sn, p, t)
+                note((UNDRIVEN, i), (names[p],), sn, p, t)
             else:
                 read_by[g] = True
         for g, grp in enumerate(groups):
             p, t, first = grp[0]
             for _, _, other in grp[1:]:
-                note(DOUBLE, (DOUBLE, first, other), (names[p],), sn, p, t)
+                note((DOUBLE, first, other), (names[p],), sn, p, t)
             if g + 1 < len(groups) and not read_by[g]:
                 q, tq, rep = groups[g + 1][0]
-                note(REPLACED, (REPLACED, first, rep), (names[p], names[q]), sn, q, tq, (t, p))
+                note((REPLACED, first, rep), (names[p], names[q]), sn, q, tq, (t, p))
 
-    for g in agg.values():
+    for key, g in agg.items():
         at = sorted(g["at"])
         t, p, stream = at[0]
         ss, cs = [a[2] for a in at], [a[0] for a in at]
-        rule, key = g["rule"], g["key"]
+        rule = key[0]
         where = f"{names[p]} (position {p})"
         if rule == REPLACED:
             a, b = key[1], key[2]

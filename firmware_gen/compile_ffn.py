@@ -38,7 +38,7 @@ from lpu_arch.isa import DELAY_MAX, EAST, MXM_LATENCY, READ_LATENCY, WEST, Instr
 from . import gc_paused
 from .numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
 from .program import Program
-from .reserve import Reservations, lower
+from .reserve import DESKEW_SLICE, Reservations, last_work, lower, strip_deskews
 from .schedule import PredictedWrite
 
 
@@ -287,6 +287,7 @@ class FfnPlan:
         self.p = padded_spec(spec, L)
         self.Hp, self.Ip = self.p.H, self.p.I
         self.KH, self.KI = self.Hp // L, self.Ip // L
+        self.mats = 3 if spec.kind == "swiglu" else 2      # weight matrices: W1, W2 and (SwiGLU) W3
         self.x = _pad(x, (B, self.Hp))
         self.i_blocks = list(range(self.KI)) if i_blocks is None else list(i_blocks)
         self.j_blocks = list(range(self.KH)) if j_blocks is None else list(j_blocks)
@@ -364,11 +365,10 @@ class FfnPlan:
         need = self.capacity_needs()
         rows_needed = need["mem_depth"]
         if rows_needed > cfg.mem_depth:
-            mats = 3 if self.spec.kind == "swiglu" else 2
             raise CompileError(
-                f"the FFN does not fit the tile's SRAM: its {mats} weight matrices ({self.Hp}x{self.Ip} after "
-                f"padding to {L}-lane blocks), x and y need {rows_needed} rows in each of the {self.n} weight "
-                f"slices per hemisphere ({2 * self.n * rows_needed * L} bytes in all); a MEM slice holds "
+                f"the FFN does not fit the tile's SRAM: its {self.mats} weight matrices ({self.Hp}x{self.Ip} "
+                f"after padding to {L}-lane blocks), x and y need {rows_needed} rows in each of the {self.n} "
+                f"weight slices per hemisphere ({2 * self.n * rows_needed * L} bytes in all); a MEM slice holds "
                 f"{cfg.mem_depth} rows ({2 * self.n * cfg.mem_depth * L} bytes in those slices)")
         if need["mxm_xbuf_depth"] > cfg.mxm_xbuf_depth:
             raise CompileError(f"x and h need {need['mxm_xbuf_depth']} x slots per MXM (batch {B} x "
@@ -721,7 +721,12 @@ class FfnPlan:
 
     # ---- lowering ------------------------------------------------------------------------
     def program(self, table=None) -> Program:
-        """Lower the placement; ``table``: the VXM's tables (default: this FFN's one table)."""
+        """Lower the placement (on a tray's tile, without the RUNTIME_DESKEWs past its last work);
+        ``table``: the VXM's tables (default: this FFN's one table)."""
+        if self.cfg.links:
+            last = last_work(self.timed)
+            self.timed = strip_deskews(self.timed, last)
+            self.res.release_after(DESKEW_SLICE, last)
         queues = {name: lower(entries) for name, entries in self.timed.items()}
         prog = Program(self.cfg, queues, self.memory, vxm_params=self.params,
                        table=self.p.table if table is None else table)
@@ -731,22 +736,24 @@ class FfnPlan:
                                    f"it holds {self.cfg.iq_depth} (use a larger iq_depth or a smaller FFN)")
         return prog.validate()
 
+    def y_writes(self, y) -> list:
+        """The PredictedWrite of each output block of y (batch, Hp) this plan writes."""
+        return [PredictedWrite(t_w, m, a, vector_bytes(y[b], j, self.cfg.lanes), j)
+                for (b, j), (m, a, t_w) in self.outputs.items()]
+
     def manifest(self, prog: Program, tiles: int = 1) -> Manifest:
         """What this plan promises: every MEM write it makes (y, and h when stored) with
         its cycle and value from the integer FFN, the totals, and the bounds of this tile's
         share (``1/tiles`` of the weights and MACs)."""
         cfg, L = self.cfg, self.cfg.lanes
-        y = ffn_int(self.p, self.x)
-        writes = [PredictedWrite(t_w, m, a, vector_bytes(y[b], j, L), j)
-                  for (b, j), (m, a, t_w) in self.outputs.items()]
+        writes = self.y_writes(ffn_int(self.p, self.x))
         if self.h_stored:
             h = ffn_hidden(self.p, self.x)
             writes += [PredictedWrite(t_w, m, a, vector_bytes(h[b], i, L), -1 - i)
                        for (i, b), (m, a, t_w) in self.h_stored.items()]
         writes.sort(key=lambda w: (w.cycle, cfg.position(w.slice)))
-        mats = 3 if self.spec.kind == "swiglu" else 2
-        wv = mats * self.Hp * self.Ip // L
-        bounds = ffn_bounds(cfg, self.n, mats, self.spec.H, self.spec.I, self.KH, self.KI, self.B, tiles,
+        wv = self.mats * self.Hp * self.Ip // L
+        bounds = ffn_bounds(cfg, self.n, self.mats, self.spec.H, self.spec.I, self.KH, self.KI, self.B, tiles,
                             partial=self.partial_rows and self.i_blocks == list(range(self.KI)))
         return Manifest(kind=self.spec.kind, H=self.spec.H, I=self.spec.I, batch=self.B, padded=(self.Hp, self.Ip),
                         cycles=self.res.done_cycles(), writes=writes,
@@ -781,10 +788,15 @@ def output_matrix(manifest: Manifest, memory: dict, lanes: int, H: int, dtype: s
     """Gather y (batch, H) from final MEM contents using the manifest's locations: int8,
     or E4M3 codes (uint8) on an FP8 tile (``dtype``, default the manifest's)."""
     dtype = dtype or manifest.dtype
-    out = np.zeros((manifest.batch, manifest.padded[0]), np.uint8)
-    for (b, j), (m, addr) in manifest.outputs.items():
-        out[b, j * lanes:(j + 1) * lanes] = np.asarray(memory[m][addr], np.uint8)
+    out = gather_blocks(np.zeros((manifest.batch, manifest.padded[0]), np.uint8), manifest.outputs, memory, lanes)
     return out[:, :H] if dtype == "fp8" else out[:, :H].astype(np.int8)
+
+
+def gather_blocks(out: np.ndarray, outputs: dict, memory: dict, lanes: int) -> np.ndarray:
+    """``out`` (uint8) with each block ``outputs[(b, j)] = (slice, addr, ...)`` of ``memory`` in row b."""
+    for (b, j), (m, addr, *_) in outputs.items():
+        out[b, j * lanes:(j + 1) * lanes] = np.asarray(memory[m][addr], np.uint8)
+    return out
 
 
 @dataclass

@@ -37,12 +37,12 @@ from lpu_arch.hostmap import base_word
 from lpu_arch.isa import BASE_OFFSET_BITS, Instr
 from lpu_arch.vxm import VXM_FIELDS, identity_tables
 
-from .compile_ffn import SIDES, CompileError, FfnPlan, _pad, padded_spec, vector_bytes
+from .compile_ffn import SIDES, CompileError, FfnPlan, _pad, _read_probe, gather_blocks, padded_spec
 from .moe import MoeSpec
 from .numerics import NumericsError, ffn_int
 from .program import Program
-from .reserve import DESKEW_SLICE, last_work, strip_deskews
 from .schedule import PredictedWrite
+from .tray import _Tray, plan_tray, tray_config, tray_links, tray_parts
 
 
 class Template:
@@ -118,11 +118,10 @@ class ExpertSlot(FfnPlan):
     def _take_window(self, side, t_s, block, who, n, rows):
         d, ident = self.in_dir(side), self._ids.pop(0)
         for j, m, cycles in self._window_runs(side, t_s, n, rows):
+            self.res.take_run(m, cycles, _read_probe(j, d), self.pos(side), who)   # (drives: any base)
             for c, r in enumerate(cycles):
-                read = Instr.read(j, d, self.template.row((ident, c * self.n + j, m), m), base=self.w_reg)
-                self.res.take_slot(m, r, who)
-                self.res.take_drives(m, r, read, self.pos(side), who)
-                self.emit(m, r, read)
+                row = self.template.row((ident, c * self.n + j, m), m)
+                self.emit(m, r, Instr.read(j, d, row, base=self.w_reg))
 
 
 class _ParamsOnly(FfnPlan):
@@ -236,7 +235,6 @@ class MoeTray:
 
     def __init__(self, spec: MoeSpec, x, cfg: TileConfig | None = None, tiles: int = 8, capacity: int | None = None,
                  mapping: str = "ep"):
-        from .tray import tray_config
         cfg = cfg or TileConfig.default()
         if not isinstance(spec, MoeSpec):
             raise MoeError(f"spec must be a moe.MoeSpec, got {type(spec).__name__}")
@@ -283,7 +281,6 @@ class MoeTray:
 
     # ---- placement -------------------------------------------------------------------------
     def _plan(self):
-        from .tray import plan_tray, tray_links
         spec, cfg, N = self.spec, self.cfg, self.tiles
         shared = spec.shared[0] if spec.shared else None
         self.probe = probe = FfnPlan(cfg, spec.experts[0], self.x[:1], i_blocks=[], j_blocks=[])
@@ -313,7 +310,6 @@ class MoeTray:
         """Lay out every tile's experts and place the slots on the tiles of ``tray`` (or
         on ``hosts`` for one tile).  ``tp``: each slot is a tray of its own continuing
         ``tray``'s tiles; their phase 1 and receives go here, their phase 2 in :meth:`_finish`."""
-        from .tray import _Tray, tray_parts
         spec, cfg, T, c, N = self.spec, self.cfg, self.T, self.capacity, self.tiles
         hosts = hosts if hosts is not None else tray.f
         self.hosts, self.slot_plans, self.layouts = hosts, {}, []
@@ -418,10 +414,6 @@ class MoeTray:
                 tab[0] = spec.shared[0].table
             for le, e in enumerate(self.layouts[t].experts):
                 tab[1 + le] = spec.experts[e].table
-            if self.tiles > 1:
-                last = last_work(f.timed)
-                f.timed = strip_deskews(f.timed, last)
-                f.res.release_after(DESKEW_SLICE, last)
             progs.append(f.program(table=tab))
         return progs
 
@@ -485,15 +477,11 @@ class MoeTray:
 
         for (t, b, j), sp in self.slot_plans.items():
             e = assignment.get((t, b, j))
-            for (_, blk), (m, a, cyc) in sp.outputs.items():
-                vec = (0,) * L if e is None else vector_bytes(y_of(e, b), blk, L)
-                out[t].append(PredictedWrite(cyc, m, a, vec, blk))
+            out[t] += sp.y_writes([np.zeros(sp.Hp, np.int64) if e is None else y_of(e, b)])
         if self.spec.shared:
-            f0 = self.hosts[0]
-            y = ffn_int(f0.p, f0.x)
+            y = ffn_int(self.hosts[0].p, self.hosts[0].x)
             for t, f in enumerate(self.hosts):
-                for (b, blk), (m, a, cyc) in f.outputs.items():
-                    out[t].append(PredictedWrite(cyc, m, a, vector_bytes(y[b], blk, L), blk))
+                out[t] += f.y_writes(y)
         for w in out:
             w.sort(key=lambda p: (p.cycle, cfg.position(p.slice)))
         return out
@@ -534,17 +522,14 @@ class MoeTray:
         byte = np.uint8 if self.spec.dtype == "fp8" else np.int8
         routed = {}
         for (t, b, j), e in assignment.items():
-            sp = self.slot_plans[(t, b, j)]
-            y = routed.setdefault((b, e), np.zeros(sp.Hp, np.int64))
-            for (_, blk), (m, a, _c) in sp.outputs.items():
-                y[blk * L:(blk + 1) * L] = np.asarray(memories[t][m][a], np.uint8).astype(byte)
-        routed = {key: y[:H].astype(byte) for key, y in routed.items()}
+            sp = self.slot_plans[(t, b, j)]          # (its blocks in row 0, its only token)
+            gather_blocks(routed.setdefault((b, e), np.zeros((1, sp.Hp), np.uint8)), sp.outputs, memories[t], L)
+        routed = {key: y[0, :H].astype(byte) for key, y in routed.items()}
         shared = None
         if self.spec.shared:
-            out = np.zeros((self.T, self.hosts[0].Hp), np.int64)
+            out = np.zeros((self.T, self.hosts[0].Hp), np.uint8)
             for t, f in enumerate(self.hosts):
-                for (b, blk), (m, a, _) in f.outputs.items():
-                    out[b, blk * L:(blk + 1) * L] = np.asarray(memories[t][m][a], np.uint8).astype(byte)
+                gather_blocks(out, f.outputs, memories[t], L)
             shared = out[:, :H].astype(byte)
         return routed, shared
 

@@ -726,28 +726,15 @@ def _fit_classic(cls, x, W1, W2, b1, b2, activation, x_scale, out_scale_per_row,
     return spec
 
 
-def _check_input(spec, x):
-    name = "x" if spec.dtype == "fp8" else "x_int8"
-    x = _codes(x, name) if spec.dtype == "fp8" else _int8(x, name)
-    if x.ndim not in (1, 2) or x.shape[-1] != spec.H:
-        raise NumericsError(f"{name} has shape {x.shape} but the FFN has H = {spec.H}: "
-                            f"it must be ({spec.H},) or (B, {spec.H})")
-    return x
-
-
-def _fp8_biased(acc, bias, name):
-    v = acc + (0 if bias is None else fp8_bias(bias))
-    if v.size and np.abs(v).max() >= FP8_ACC_LIMIT:
-        raise NumericsError(f"{name} leaves the VXM's {fp8.ADDER_BITS}-bit adder: {int(np.abs(v).max())} >= "
-                            f"2^{fp8.ADDER_BITS - 1}")
-    return v
-
-
 def _stage(spec, W, v, bias, rq, name, fp8_name=None):
     """``requantise(W v (+ bias), *rq)`` in the spec's number format (``name``, or ``fp8_name``
     on an FP8 spec, names the sum in errors)."""
     if spec.dtype == "fp8":
-        return requantise_fp8(_fp8_biased(matmul_fp8(W, v), bias, fp8_name or name), *rq)
+        acc = matmul_fp8(W, v) + (0 if bias is None else fp8_bias(bias))
+        if acc.size and np.abs(acc).max() >= FP8_ACC_LIMIT:
+            raise NumericsError(f"{fp8_name or name} leaves the VXM's {fp8.ADDER_BITS}-bit adder: "
+                                f"{int(np.abs(acc).max())} >= 2^{fp8.ADDER_BITS - 1}")
+        return requantise_fp8(acc, *rq)
     acc = matmul_int32(W, v, name)
     return requantise(acc if bias is None else add_int32(acc, bias), *rq)
 
@@ -760,8 +747,12 @@ def ffn_hidden(spec: FfnSpec, x_int8):
     requantise(add_int32(W1 x, b1), *rq1))``.  Matmuls are :func:`matmul_int32`.
     For an FP8 spec the same steps in E4M3 (:func:`matmul_fp8`, :func:`requantise_fp8`,
     :func:`gate_fp8`); ``x`` and ``h`` are codes."""
-    x = _check_input(spec, x_int8)
     fp = spec.dtype == "fp8"
+    name = "x" if fp else "x_int8"
+    x = _codes(x_int8, name) if fp else _int8(x_int8, name)
+    if x.ndim not in (1, 2) or x.shape[-1] != spec.H:
+        raise NumericsError(f"{name} has shape {x.shape} but the FFN has H = {spec.H}: "
+                            f"it must be ({spec.H},) or (B, {spec.H})")
     table = apply_table_fp8 if fp else apply_table
     if spec.kind == "swiglu":
         g = table(spec.table, _stage(spec, spec.W1, x, None, spec.rq1, "W1 x"))

@@ -50,9 +50,13 @@ from pathlib import Path
 
 import numpy as np
 
+from lpu_arch import c2c
 from lpu_arch.config import PRESET_CLOCK_MHZ, ConfigError, TileConfig
 
+from . import archmodel
 from . import models as _models
+from .chart import _target, pyplot, save_figure
+from .compile_ffn import CompileError, compile_ffn, output_matrix, weight_streams
 from .numerics import FfnSpec, NumericsError, activation_table, ffn_int, quantise_scale
 
 # ---- figures --------------------------------------------------------------------------------
@@ -408,25 +412,19 @@ class Timer:
         self.cfg, self.golden, self.progress = cfg, golden, progress
         self.cache: dict = {}
 
-    def weight_bytes(self) -> int:
-        """The most weight bytes one compiled FFN can hold: the MEM slices an MXM loads from
-        (``weight_streams`` of the compiler, each hemisphere) times depth and lanes.  Only
-        the first guess: the compiler decides."""
-        cfg = self.cfg
-        from .compile_ffn import weight_streams
-        return 2 * weight_streams(cfg) * cfg.mem_depth * cfg.lanes
-
     def time(self, H: int, I: int) -> Timed:
         if (H, I) not in self.cache:
             self.cache[H, I] = self._compile(H, I)
         return self.cache[H, I]
 
     def _compile(self, H: int, I: int) -> Timed:
-        from .compile_ffn import CompileError
-        L = self.cfg.lanes
+        cfg = self.cfg
+        L = cfg.lanes
         Hp = -(-H // L) * L
-        # the fewest pieces that compile, from a lower bound: the weight slices full of weights
-        pieces = max(1, math.ceil(3 * Hp * I / self.weight_bytes()))
+        # the fewest pieces that compile, from a lower bound: the weight slices full of weights (the
+        # MEM slices an MXM loads from, weight_streams per hemisphere, times depth and lanes; only the
+        # first guess: the compiler decides)
+        pieces = max(1, math.ceil(3 * Hp * I / (2 * weight_streams(cfg) * cfg.mem_depth * L)))
         while True:
             piece_I = -(-I // pieces)
             t0 = time.time()
@@ -445,8 +443,6 @@ class Timer:
                          sram)
 
     def _compile_piece(self, H: int, I: int):
-        from . import archmodel
-        from .compile_ffn import compile_ffn, output_matrix
         if self.progress:
             self.progress(f"compiling a SwiGLU H={H}, I={I} on the tile")
         spec, x = synthetic_swiglu(H, I)
@@ -467,7 +463,6 @@ class Timer:
 
 def hop_seconds(cfg, H: int, clock_mhz: float, hop_ns: float | None = None) -> tuple[float, dict]:
     """One hop (:data:`HOP_RULE`): the fixed latency and the serialisation of ``H`` bytes."""
-    from lpu_arch import c2c
     fixed_cycles = c2c.min_distance(cfg) - cfg.flits_per_vector
     fixed = hop_ns * 1e-9 if hop_ns is not None else fixed_cycles / (clock_mhz * 1e6)
     ser = H / LINK_BW
@@ -626,11 +621,7 @@ def table(plans: list) -> str:
 def chart(plans: list, path) -> Path:
     """A bar chart across models: the chips that hold the FFN weights, and the per-token FFN
     time (compiled on the preset, and the bound at LP30's SRAM bandwidth)."""
-    from .chart import pyplot, save_figure
-    path = Path(path)
-    if path.suffix.lower() not in (".svg", ".png"):
-        raise PlanError(f"cannot write a chart as {path.suffix or 'a file without extension'!r} ({path.name}); "
-                        "use a name ending in .svg or .png")
+    path = _target(path)
     plt = pyplot()
     names = [p["title"] for p in plans]
     x = np.arange(len(plans))
@@ -725,7 +716,6 @@ def _progress(msg: str) -> None:
 
 def run(args) -> int:
     """Run ``lpu plan`` with parsed ``args``: 0 on success, 2 on bad input (one line on stderr)."""
-    from .compile_ffn import CompileError
     try:
         if args.dtype not in DTYPES:
             raise PlanError(f"unknown dtype {args.dtype!r}; choose one of {', '.join(DTYPES)}")

@@ -99,19 +99,36 @@ class ResidentModel:
         return {"instructions": 8 * words, "weights": rows * self.config.lanes}
 
 
-def check_room(cfg: TileConfig, l: int, need: dict, next_free: dict, n_params: int, where: str = "",
-               advice: str = "use a larger mem_depth or fewer layers (a model that does not fit runs on the golden "
-                             "model only)") -> None:
-    """Raise a CompileError naming the limit when layer ``l``'s plan (its ``capacity_needs``)
-    does not fit after the earlier layers' rows (``next_free``) and parameter entries
-    (``n_params``); ``where``: e.g. " on tile 3"."""
-    rows = max(next_free.values()) + need["mem_depth"]
-    if rows > cfg.mem_depth:
-        raise CompileError(f"layers 0..{l} need {rows} rows per weight slice{where} (layer {l}: {need['mem_depth']}); "
-                           f"a MEM slice holds mem_depth = {cfg.mem_depth}: {advice}")
-    if n_params + need["vxm_param_depth"] > cfg.vxm_param_depth:
-        raise CompileError(f"layers 0..{l} need {n_params + need['vxm_param_depth']} VXM parameter entries{where}; "
-                           f"the VXM has vxm_param_depth = {cfg.vxm_param_depth}")
+class LayerStack:
+    """One tile's resident layers so far: the MEM rows and VXM parameter entries they take
+    and the weights they leave; each new layer's plan starts where they end."""
+
+    def __init__(self, cfg: TileConfig):
+        self.cfg, self.n_params, self.params = cfg, 0, Program(cfg).vxm_params.copy()
+        self.next_free = {m: 0 for m in cfg.mem_names}
+        self.memory = {m: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for m in cfg.mem_names}
+
+    def start(self, plan: FfnPlan, l: int, where: str = "",
+              advice: str = "use a larger mem_depth or fewer layers (a model that does not fit runs on the golden "
+                            "model only)") -> None:
+        """Start layer ``l``'s plan at the free rows and parameter entries, or raise a CompileError
+        naming the limit its ``capacity_needs`` exceed there (``where``: e.g. " on tile 3")."""
+        cfg, need = self.cfg, plan.capacity_needs()
+        rows = max(self.next_free.values()) + need["mem_depth"]
+        if rows > cfg.mem_depth:
+            raise CompileError(f"layers 0..{l} need {rows} rows per weight slice{where} (layer {l}: "
+                               f"{need['mem_depth']}); a MEM slice holds mem_depth = {cfg.mem_depth}: {advice}")
+        if self.n_params + need["vxm_param_depth"] > cfg.vxm_param_depth:
+            raise CompileError(f"layers 0..{l} need {self.n_params + need['vxm_param_depth']} VXM parameter "
+                               f"entries{where}; the VXM has vxm_param_depth = {cfg.vxm_param_depth}")
+        plan.next_free, plan.n_params, plan.params = dict(self.next_free), self.n_params, self.params.copy()
+
+    def add(self, plan: FfnPlan, l: int) -> None:
+        """Take layer ``l``'s placed plan, its parameter entries naming activation table l."""
+        plan.params[self.n_params:plan.n_params, :, VXM_FIELDS.index("table")] = l
+        self.next_free, self.n_params, self.params = dict(plan.next_free), plan.n_params, plan.params
+        for m in self.memory:
+            self.memory[m] |= plan.memory[m]
 
 
 def check_layers(specs: list, cfg: TileConfig) -> None:
@@ -148,12 +165,7 @@ def compile_resident(specs: list, cfg: TileConfig | None = None, batch: int = 1)
     a model that does not fit is a CompileError naming what it needs and the limit."""
     cfg = cfg or TileConfig.default()
     check_layers(specs, cfg)
-    next_free = {m: 0 for m in cfg.mem_names}
-    params = Program(cfg).vxm_params.copy()
-    n_params = 0
-    memory = {m: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for m in cfg.mem_names}
-    tables = identity_tables(cfg)
-    plans = []
+    stack, tables, plans = LayerStack(cfg), identity_tables(cfg), []
     for l, spec in enumerate(specs):
         if not isinstance(spec, FfnSpec):
             what = ("a MoE layer: MoE layers are not placed resident beside others (sim.decode.run_moe_tray runs "
@@ -164,23 +176,18 @@ def compile_resident(specs: list, cfg: TileConfig | None = None, batch: int = 1)
             plan = FfnPlan(cfg, spec, np.zeros((batch, spec.H), np.int64))
         except (NumericsError, CompileError) as e:
             raise CompileError(f"layer {l}: {e}") from None
-        check_room(cfg, l, plan.capacity_needs(), next_free, n_params)
-        plan.next_free, plan.n_params, plan.params = dict(next_free), n_params, params
-        plan.compile()
-        params[n_params:plan.n_params, :, VXM_FIELDS.index("table")] = l
-        n_params, next_free = plan.n_params, dict(plan.next_free)
-        for m in cfg.mem_names:
-            memory[m] |= plan.memory[m]
+        stack.start(plan, l)
+        stack.add(plan.compile(), l)
         tables[l] = spec.table
         plans.append(plan)
     progs = [plan.program(table=tables) for plan in plans]
     images, entries = stack_images(cfg, [[prog.images()] for prog in progs])
     layers = []
     for l, (plan, prog) in enumerate(zip(plans, progs)):
-        prog.memory, prog.vxm_params = memory, params
+        prog.memory, prog.vxm_params = stack.memory, stack.params
         layers.append(ResidentLayer(l, specs[l], prog, plan.manifest(prog), entries[l], list(plan.x_rows),
                                     cfg.lanes, {k: v[2] for k, v in plan.outputs.items()}))
-    return ResidentModel(cfg, layers, images[0], memory, params, tables)
+    return ResidentModel(cfg, layers, images[0], stack.memory, stack.params, tables)
 
 
 def run_layer(model: ResidentModel, layer: int, x_int8, memory: dict | None = None):

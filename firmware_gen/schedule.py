@@ -172,10 +172,10 @@ class Scheduler:
             while (s := next((s for s in streams if problem(t, s) is None), None)) is None:
                 t += 1
         xfer = Copy(len(self.transfers), src, src_addr, dst, dst_addr, count, s, dir, t, dist)
-        self._commit(xfer, p_src)
+        self._commit(xfer)
         return xfer
 
-    def _commit(self, x: Copy, p_src: int) -> None:
+    def _commit(self, x: Copy) -> None:
         self.transfers.append(x)
         p_dst = self.cfg.position(x.dst)
         for k in range(x.count):

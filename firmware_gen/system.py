@@ -60,7 +60,7 @@ class LinkBook:
         return max(1, self.last_send[tile][link] + self.F)
 
     def send_free(self, tile, link, s) -> bool:
-        return (s > self.last_send[tile][link] + self.F - 1 and s >= 1
+        return (s >= self.first_send(tile, link)
                 and not any(c in self.busy[tile][link] for c in range(s, s + self.F)))
 
     def first_recv(self, tile, link, s, distance) -> int:
@@ -110,14 +110,13 @@ class SystemScheduler:
         self.book = LinkBook(cfg, tiles)
         self.transfers: list[LinkTransfer] = []
         self.predicted: list[list[PredictedWrite]] = [[] for _ in range(tiles)]
-        self.horizon = 0
-        for t in range(tiles):
-            take_deskew(cfg, self.res[t], self.timed[t], 0)
+        self.horizon = -self.interval
+        self._extend_deskews(0)
 
     # ---- deskews -------------------------------------------------------------------------
     def _extend_deskews(self, upto: int):
-        """RUNTIME_DESKEW every interval up to ``upto`` (reserved before anything else uses
-        the slot)."""
+        """RUNTIME_DESKEW every interval from 0 up to ``upto`` (reserved before anything else
+        uses the slot)."""
         while self.horizon <= upto:
             self.horizon += self.interval
             for t in range(self.topo.tiles):

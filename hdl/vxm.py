@@ -64,13 +64,15 @@ from .layouts import (base_file_layout, base_index, drive_signature, flag_bit, h
                       issue_signature, operand, tap_bundle, tap_signature, vxm_lane_layout)
 
 # ---- arithmetic helpers -----------------------------------------------------------------
-def requantise(m, v, mult, shift, name):
-    """``sat8((v * mult + (shift ? 1 << (shift-1) : 0)) >> shift)``, arithmetic shift.
+def requantise(m, v, mult, shift, name, fp=False):
+    """``sat8((v * mult + (shift ? 1 << (shift-1) : 0)) >> shift)``, arithmetic shift; with
+    ``fp``, the E4M3 code nearest to ``v * mult / 2^shift`` (:func:`hdl.fp8.round_to_code`).
 
-    ``v`` signed (up to 32 bits), ``mult`` unsigned(15), ``shift`` unsigned(6)."""
+    ``v`` signed (up to 32 bits, or an exact E4M3 product with ``fp``), ``mult`` unsigned(15),
+    ``shift`` unsigned(6)."""
     prod = Signal(signed(len(v) + len(mult) + 1), name=f"{name}_prod")   # 48 bits for an int32 v
     m.d.comb += prod.eq(v * mult)
-    return round_shift(m, prod, shift, name)
+    return (round_to_code if fp else round_shift)(m, prod, shift, name)
 
 
 def round_shift(m, prod, shift, name):
@@ -327,22 +329,14 @@ class VXM(wiring.Component):
         # ---- stage 2 (t+2; t+1 with vxm_latency 3): round A and B, table address ----------
         r_vop, r_flags, r_out, r_zero = follow(p_vop, p_flags, p_out, p_zero)
 
-        def rounded(prod, shift, name):
-            """int8 (sat8 of the rounded shift) or E4M3 (one rounding to the nearest code)."""
-            return round_to_code(m, prod, shift, name) if fp else round_shift(m, prod, shift, name)
-
-        def rq(v, mult, shift, name):
-            """A whole requantisation (product and rounding) in one stage: the gate's
-            (:func:`requantise` on an int8 tile)."""
-            prod = Signal(signed(len(v) + len(mult) + 1), name=f"{name}_prod")
-            m.d.comb += prod.eq(v * mult)
-            return rounded(prod, shift, name)
+        # int8 (sat8 of the rounded shift) or E4M3 (one rounding to the nearest code).
+        rounded = round_to_code if fp else round_shift
 
         byte = unsigned(8) if fp else signed(8)
         r_a, r_b, r_mc, r_sc = [], [], [], []
         for l, (pa, pb, sa, sb, mc, sc, tsel) in enumerate(lane_p):
-            ra = rounded(pa, sa, f"ra_{l}")
-            rb = rounded(pb, sb, f"rb_{l}")
+            ra = rounded(m, pa, sa, f"ra_{l}")
+            rb = rounded(m, pb, sb, f"rb_{l}")
             taddr = Cat(ra.as_unsigned(), tsel)              # {table, byte}
             if l == 0:
                 m.d.comb += [tr[l].addr.eq(Mux(self.run, taddr, ht.addr[:8 + tbits])),
@@ -372,7 +366,7 @@ class VXM(wiring.Component):
         # ---- stage 4 (t+4; t+3 with vxm_latency 3): the gate's requantisation, drive -----------------------------
         res = []
         for l in range(L):
-            g = rq(g_ab[l], g_mc[l], g_sc[l], f"rc_{l}")
+            g = requantise(m, g_ab[l], g_mc[l], g_sc[l], f"rc_{l}", fp)
             res.append(Mux(g_flags[flag_bit(VopFlag.GATE)], g, g_a[l]))
         result = Mux(g_zero, 0, Cat(*res))
         out_e = g_vop & g_flags[flag_bit(VopFlag.OUT_E)]

@@ -67,6 +67,21 @@ def ffn_suite(cfg: TileConfig) -> list[tuple]:
             ("swiglu", 8 * L, 16 * L, L)]
 
 
+def compile_suite(cfg: TileConfig, verbose: bool = True) -> list[tuple]:
+    """``((kind, H, I, batch), example, program, manifest)`` of every FFN of the suite that
+    compiles for ``cfg`` (seeded examples in its number format); with ``verbose`` the others
+    are said to be skipped."""
+    out = []
+    for kind, H, I, B in ffn_suite(cfg):
+        try:
+            ex = example_ffn(kind, H, I, B, seed=1, dtype=cfg.mxm_dtype)
+            out.append(((kind, H, I, B), ex, *compile_ffn(ex.spec, ex.x_int8, cfg)))
+        except CompileError as e:
+            if verbose:
+                print(f"skipped {kind} {H}x{I} b{B}: {e}")
+    return out
+
+
 LOAD_NAMES = {"port": "vector load port", "bus": "host bus (32-bit word per cycle)"}
 
 
@@ -82,15 +97,7 @@ def run_ffns(cfg, sims, bus_load: bool = True) -> tuple[list, list, list, dict]:
     """Run the suite on each simulator (loaded through the load port; with ``bus_load``
     once more over the host bus, both checked); returns (FFN rows, speed rows, loading rows,
     build figures per simulator)."""
-    compiled = []
-    for kind, H, I, B in ffn_suite(cfg):
-        ex = example_ffn(kind, H, I, B, seed=1, dtype=cfg.mxm_dtype)
-        try:
-            prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
-        except CompileError as e:
-            print(f"skipped {kind} {H}x{I} b{B}: {e}")
-            continue
-        compiled.append((prog, man, archmodel.run(prog), ffn_int(ex.spec, ex.x_int8)))
+    compiled = [(p, m, archmodel.run(p), ffn_int(ex.spec, ex.x_int8)) for _, ex, p, m in compile_suite(cfg)]
     jobs = [job(p, name=f"{m.kind} {m.H}x{m.I} b{m.batch}", read_back=output_rows(m)) for p, m, _, _ in compiled]
     expected = [m.cycles for _, m, _, _ in compiled]
     shapes, speed, loading, builds = [], [], [], {}
@@ -282,11 +289,9 @@ def moe_rows(cfg: TileConfig, tiles: int = 8) -> list[dict]:
             cycles, read, exact = 0, 0, True
             for asg in rs:
                 res = archmodel.run_system(cm.programs, peer, bases=mt.bases(asg))
-                pred, busy = mt.predict(asg), mt.predicted_busy(asg)
-                for t, r in enumerate(res):
-                    exact &= ([e.as_tuple() for e in r.events] == [(w.cycle, w.slice, w.addr, w.data) for w in pred[t]]
-                              and r.cycles == man.cycles[t] and all(r.busy[n] == busy[t].get(n, 0) for n in r.busy))
-                    read += (sum(r.busy[m] for m in mt.cfg.mem_names) - x_reads - len(pred[t])) * L
+                exact &= not mt.round_problems(asg, res)
+                for r, pred in zip(res, mt.predict(asg)):
+                    read += (sum(r.busy[m] for m in mt.cfg.mem_names) - x_reads - len(pred)) * L
                 routed, _ = mt.outputs(asg, [r.memory for r in res])
                 exact &= all(np.array_equal(y, stages.routed[b, list(cm.routings[name][b]).index(e)])
                              for (b, e), y in routed.items())
@@ -350,20 +355,17 @@ def run(args) -> int:
     if fp8:
         args.no_speed_reference = True          # the reference commit's build is an int8 tile
     sims = [x for x in args.sims.split(",") if x]
-    bad = [x for x in sims if x not in SIMULATORS]
-    if bad:
-        print(f"error: unknown simulator(s) {', '.join(bad)}; choose from {', '.join(SIMULATORS)}", file=sys.stderr)
-        return 2
+    presets = [x for x in args.build_configs.split(",") if x]
+    for what, given, known in (("simulator", sims, SIMULATORS), ("preset", presets, TileConfig.PRESETS)):
+        bad = [x for x in given if x not in known]
+        if bad or (not given and what == "simulator"):
+            print(f"error: unknown {what}(s) {', '.join(bad) or '(none given)'}; choose from {', '.join(known)}",
+                  file=sys.stderr)
+            return 2
     try:
         shapes, speed, loading, builds = run_ffns(cfg, sims, bus_load=not args.no_bus_load)
         if args.sweep:
             speed += run_sweep(cfg, sims, args.passes)
-        presets = [x for x in args.build_configs.split(",") if x]
-        bad = [x for x in presets if x not in TileConfig.PRESETS]
-        if bad:
-            print(f"error: unknown preset(s) {', '.join(bad)}; choose from {', '.join(TileConfig.PRESETS)}",
-                  file=sys.stderr)
-            return 2
         build = build_times(presets)
         model, model_notes = ([], []) if args.no_model or "verilator" not in sims else model_rows(TileConfig.default())
         speed_ref = ([] if args.no_speed_reference or args.config != "default"   # (a default-tile workload)

@@ -21,6 +21,7 @@ import numpy as np
 
 from firmware_gen.decoder import (CALIBRATION_TEXT, EVAL_TEXT, calibrate, from_bert, synthetic, teacher_forced,
                                   with_packaged_ffns, wordpiece)
+from firmware_gen.plan import CLOCK_MHZ      # TSP v1's clock (design brief): an assumption for the tile's time
 from firmware_gen.weights import find_packaged_model
 from lpu_arch import TileConfig
 from lpu_arch.hostmap import START_CYCLES
@@ -28,7 +29,6 @@ from lpu_arch.hostmap import START_CYCLES
 from .cli import DECODE_TILE
 from .decode import MOE_SYNTHETIC, check, decode_setup, per_position, run_dense_tray_any, run_golden, run_moe_tray
 
-CLOCK_MHZ = 900.0          # TSP v1's clock (design brief, section 2): an assumption for the tile's time
 DECODE_MODELS = (          # (name, tile, --set, synthetic's arguments, tokens)
     ("synthetic tiny", "tiny", DECODE_TILE, dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0), 16),
     ("synthetic H=64 I=256", "default", ("vxm_param_depth=128",),
@@ -147,14 +147,13 @@ def moe_row(tokens: int = 8) -> dict:
 
 
 def accuracy_rows(positions: int = 64, trained: bool = True) -> list[dict]:
-    """Teacher-forced accuracy of the synthetic decoders and, with ``trained`` and the
-    package installed, of the models with all-MiniLM-L6-v2's trained weights."""
+    """Teacher-forced accuracy of the decode loop's synthetic decoders and, with ``trained``
+    and the package installed, of the models with all-MiniLM-L6-v2's trained weights."""
     def forced(m):                   # over a seeded random text
         return teacher_forced(m, np.random.default_rng(7).integers(0, m.vocab, positions))
 
     out = [{"model": name, "weights": "random", **forced(calibrate(synthetic(**kw)))}
-           for name, _, _, kw, _ in DECODE_MODELS]          # the decode loop's models
-    out.append({"model": moe_name(), "weights": "random", **forced(calibrate(synthetic(**MOE_SYNTHETIC)))})
+           for name, kw in [(m[0], m[3]) for m in DECODE_MODELS] + [(moe_name(), MOE_SYNTHETIC)]]
     path = find_packaged_model() if trained else None
     if path is not None:
         for per_row, scales in ((False, "one output scale per FFN"), (True, "one output scale per channel")):

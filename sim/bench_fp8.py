@@ -143,22 +143,14 @@ def rtl_rows(cfg, sim: str = "verilator") -> list[dict]:
     prediction on ``cfg``, which ``make bench``'s int8 rows measure), bit-exact against the
     FP8 golden model and at the predicted cycles (``scoreboard.check_run``)."""
     from firmware_gen import archmodel
-    from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
-    from lpu_arch import TileConfig
 
-    from .bench import ffn_suite
+    from .bench import compile_suite
     from .runner import TileSim, job
     from .scoreboard import check_run, output_rows
-    fp = TileConfig.from_dict({**cfg.to_dict(), "mxm_dtype": "fp8"})
-    compiled = []
-    for kind, H, I, B in ffn_suite(cfg):
-        try:
-            ex8, exf = example_ffn(kind, H, I, B, seed=1), example_ffn(kind, H, I, B, seed=1, dtype="fp8")
-            int8_cycles = compile_ffn(ex8.spec, ex8.x_int8, cfg)[1].cycles
-            prog, man = compile_ffn(exf.spec, exf.x_int8, fp)
-        except CompileError:
-            continue
-        compiled.append((prog, man, int8_cycles, ffn_int(exf.spec, exf.x_int8)))
+    fp = cfg.with_overrides(["mxm_dtype=fp8"])
+    int8 = {shape: m.cycles for shape, _, _, m in compile_suite(cfg, verbose=False)}
+    compiled = [(p, m, int8[shape], ffn_int(ex.spec, ex.x_int8))
+                for shape, ex, p, m in compile_suite(fp, verbose=False) if shape in int8]
     print(f"running {len(compiled)} FP8 FFNs on {sim} ...", flush=True)
     results = TileSim(fp, sim, waves=False).run(
         [job(p, name=f"{m.kind} {m.H}x{m.I} b{m.batch}", read_back=output_rows(m)) for p, m, _, _ in compiled],

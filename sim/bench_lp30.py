@@ -35,12 +35,12 @@ WORKLOADS = (("routed expert (DeepSeek-V3)", 7168, 2048, ("sram_padded", "latenc
              ("dense layer (DeepSeek-V3), fills the chip", 7168, 18432, ("sram_padded",)))
 
 
-def lp30_rows(progress=print) -> list[dict]:
+def lp30_rows() -> list[dict]:
     cfg = TileConfig.preset("lp30")
     mhz = PRESET_CLOCK_MHZ["lp30"]
     rows = []
     for name, H, I, against in WORKLOADS:
-        progress(f"lp30: compiling the {name}, SwiGLU H={H}, I={I} ...")
+        print(f"lp30: compiling the {name}, SwiGLU H={H}, I={I} ...")
         spec, x = synthetic_swiglu(H, I)
         t0 = time.time()
         prog, man = compile_ffn(spec, x, cfg)
@@ -80,11 +80,11 @@ def markdown_lp30(rows: list[dict]) -> list[str]:
     return lines
 
 
-def plan_rows(progress=print) -> list[dict]:
+def plan_rows() -> list[dict]:
     """Wall seconds of ``lpu plan --model M --dtype fp8 --json`` for every built-in model."""
     rows = []
     for name in MODELS:
-        progress(f"lp30: lpu plan --model {name} --dtype fp8 --json ...")
+        print(f"lp30: lpu plan --model {name} --dtype fp8 --json ...")
         t0 = time.time()
         run = subprocess.run([sys.executable, "-m", "sim.cli", "plan", "--model", name, "--dtype", "fp8", "--json"],
                              capture_output=True, text=True)

@@ -19,9 +19,9 @@ import numpy as np
 from lpu_arch import TileConfig
 
 from firmware_gen import archmodel
-from firmware_gen.compile_ffn import compile_ffn
+from firmware_gen.compile_ffn import compile_ffn, example_ffn
 from firmware_gen.fit import fit_ffn
-from firmware_gen.numerics import FfnSpec, error_report, ffn_float, ffn_int, quantise_activations
+from firmware_gen.numerics import error_report, ffn_int
 from firmware_gen.weights import find_packaged_model
 
 from .compiled import example_from_weights
@@ -32,21 +32,9 @@ from .scoreboard import check_run, output_rows
 SHAPE = ("classic", 384, 1536)
 
 
-def _random_example():
-    """Random float weights of the BERT-small shape, scaled like a trained layer's."""
-    from firmware_gen.compile_ffn import Example
-    kind, H, I = SHAPE
-    rng = np.random.default_rng(1)
-    W1, W2 = rng.normal(size=(I, H)) / np.sqrt(H), rng.normal(size=(H, I)) / np.sqrt(I)
-    b1, b2 = 0.1 * rng.normal(size=I), 0.1 * rng.normal(size=H)
-    x = rng.normal(size=(1, H))
-    spec = FfnSpec.from_float(kind, W1, W2, None, b1, b2, x_calibration=x, activation="gelu")
-    xq, _ = quantise_activations(x, spec.x_scale)
-    return Example(spec, xq, ffn_float(kind, W1, W2, None, b1, b2, xq * spec.x_scale, "gelu"), "gelu")
-
-
 def model_examples() -> list[tuple[str, object]]:
-    out = [("random 384x1536 (seed 1)", _random_example())]
+    # random float weights of the BERT-small shape, scaled like a trained layer's (std 1/sqrt(fan-in))
+    out = [("random 384x1536 (seed 1)", example_ffn(*SHAPE, seed=1))]
     path = find_packaged_model()
     if path is not None:
         out.append(("all-MiniLM-L6-v2 layer 0", example_from_weights(path, layer=0)[0]))
@@ -70,11 +58,12 @@ def model_rows(base: TileConfig, sims=("verilator",)) -> tuple[list[dict], list[
         build_s = tile.build_info["seconds"]      # of the build when it was made (it may be cached)
         print(f"running the real-model FFNs on {sim} (tile fitted: mem_depth {cfg.mem_depth}, "
               f"iq_depth {cfg.iq_depth}) ...", flush=True)
-        results = tile.run([job(p, name=n, read_back=output_rows(m)) for n, _, p, m, _, _ in compiled],
-                           name="bench-model", progress=ProgressPrinter(sim, expected=[c[3].cycles for c in compiled]))
-        name0, _, prog0, man0, gold0, y0 = compiled[0]        # the same job over the host bus, for the loading figure
+        jobs = [job(p, name=n, read_back=output_rows(m)) for n, _, p, m, _, _ in compiled]
+        results = tile.run(jobs, name="bench-model",
+                           progress=ProgressPrinter(sim, expected=[c[3].cycles for c in compiled]))
+        name0, _, _, man0, gold0, y0 = compiled[0]        # the same job over the host bus, for the loading figure
         print(f"the {name0} FFN on {sim}, loaded over the host bus ...", flush=True)
-        bus = tile.run([job(prog0, name=name0, read_back=output_rows(man0))], name="bench-model-bus", load="bus",
+        bus = tile.run(jobs[:1], name="bench-model-bus", load="bus",
                        progress=ProgressPrinter(sim, expected=[man0.cycles]))[0]
         bus_row = {"load_bus_seconds": round(bus["wall_load_s"], 3), "loaded_bytes_bus": bus["loaded_bytes"],
                    "bus_exact": not check_run(bus, gold0, manifest=man0, y=y0)}
@@ -114,8 +103,7 @@ def markdown(rows: list[dict], notes: list[str]) -> list[str]:
                          f"({port / bus:.1f}x; over the bus too bit- and cycle-exact: "
                          f"{'yes' if r['bus_exact'] else 'NO'})")
     if rows:
-        lines.append("")
-        lines.append("Fitted tile (`lpu compile --fit`, the largest of the FFNs' needs): "
-                     + ", ".join(f"{k}={v}" for k, v in rows[0]["config"].items()))
+        lines += ["", "Fitted tile (`lpu compile --fit`, the largest of the FFNs' needs): "
+                  + ", ".join(f"{k}={v}" for k, v in rows[0]["config"].items())]
     lines += [f"\n{n}" for n in notes]
     return lines

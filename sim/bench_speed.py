@@ -25,9 +25,9 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from .history import BASELINE as REFERENCE          # the build the speed targets are stated against
 from .runner import BUILD, ROOT
 
-REFERENCE = "f83d8c0"          # the build the speed targets are stated against
 TARGETS = {"verilator": 3.0, "icarus": 2.0}
 WORKLOAD = ("swiglu", 128, 512, 1)
 WORKLOAD_NAME = "{} {}x{} b{}".format(*WORKLOAD)
@@ -118,9 +118,6 @@ class _Worker:
         err = self.err.read()
         raise SpeedError(f"the speed run on {self.sim} in {self.tree} failed:\n{err[-2000:]}")
 
-    def ready(self):
-        self._line("READY")
-
     def measure(self) -> dict:
         self.proc.stdin.write("GO\n")
         self.proc.stdin.flush()
@@ -133,19 +130,19 @@ class _Worker:
         self.err.close()
 
 
-def measure_in_turns(trees, sim: str, progress=print) -> list[dict]:
+def measure_in_turns(trees, sim: str) -> list[dict]:
     """Per ``(tree, build_dir)`` of ``trees``, the best of ``REPEATS`` measurements on ``sim``.
     The workers build and calibrate side by side, then measure in turns (round 1: each
     tree once, round 2: each again, ...), so a slow spell of the machine falls on both."""
     workers = [_Worker(tree, sim, build_dir) for tree, build_dir in trees]
     try:
         for w in workers:
-            w.ready()
+            w._line("READY")                # built and calibrated
         best = [None] * len(workers)
         for k in range(REPEATS):
             for i, w in enumerate(workers):
-                progress(f"speed: {sim} on {'this checkout' if w.tree == ROOT else w.tree.name} "
-                         f"({WORKLOAD_NAME}, runs of at least {MIN_SECONDS:.0f} s, round {k + 1} of {REPEATS}) ...")
+                print(f"speed: {sim} on {'this checkout' if w.tree == ROOT else w.tree.name} "
+                      f"({WORKLOAD_NAME}, runs of at least {MIN_SECONDS:.0f} s, round {k + 1} of {REPEATS}) ...")
                 row = w.measure()
                 if best[i] is None or row["cycles_per_second"] > best[i]["cycles_per_second"]:
                     best[i] = row
@@ -155,7 +152,7 @@ def measure_in_turns(trees, sim: str, progress=print) -> list[dict]:
             w.close()
 
 
-def speed_rows(sims, reference: str = REFERENCE, progress=print) -> list[dict]:
+def speed_rows(sims, reference: str = REFERENCE) -> list[dict]:
     """Per simulator: this checkout's tile-cycles/s, the reference's, their ratio and the target."""
     try:
         ref_tree, ref_error = reference_tree(reference), None
@@ -164,7 +161,7 @@ def speed_rows(sims, reference: str = REFERENCE, progress=print) -> list[dict]:
     rows = []
     for sim in sims:
         trees = [(ROOT, None)] + ([] if ref_tree is None else [(ref_tree, BUILD / f"ref-{reference}-build")])
-        ours, *ref = measure_in_turns(trees, sim, progress)
+        ours, *ref = measure_in_turns(trees, sim)
         row = {"simulator": sim, "workload": WORKLOAD_NAME, "ours": ours,
                "reference": reference, "target": TARGETS.get(sim)}
         if ref_tree is None:

@@ -2,15 +2,15 @@
 benchmark the simulators, synthesise the tile.
 
     lpu compile [FFN options] [--out DIR] [--json]
-    lpu sim     [DIR | FFN options] [--sim verilator|icarus] [--waves] [--json]
+    lpu sim     [DIR | FFN options] [--sim verilator|icarus] [--waves] [--json] | --copy
     lpu show    [DIR | FFN options] [--chart FILE.svg|.png] [--window A:B] [--asm] [--json]
     lpu tray    [--tiles 2|4|8] [FFN options] [--chart FILE] [--no-run | --sim SIM] [--json]
     lpu moe     [--experts E --top-k K --shared S --capacity C] [--tiles N] [--routing R] [--no-run] [--json]
     lpu decode  [--model synthetic] [--tokens N] [--prompt 1,2,3] [--layers L] [--experts E] [--sim SIM | --no-run] [--json]
-    lpu c2c     [--sim SIM] [--ppm A B] [--latency L] [--plot FILE] [--inject T:L:MASK:AFTER:N] [--json]
+    lpu c2c     [--sim SIM] [--ppm A B] [--latency L] [--plot FILE] [--inject T:L:MASK:AFTER:N] [--json] | --figures DIR
     lpu bench   [--config default|tiny] [--dtype int8|fp8] [--sims verilator,icarus] [--sweep] [--quick]
                 [--out DIR] [--json]
-    lpu synth   [--board ulx3s-85f] [--config default|tiny] [--out DIR] [--json]
+    lpu synth   [--board ulx3s-85f] [--config default|tiny] [--out DIR] [--seed N] [--json]
 
 ``lpu SUBCOMMAND --help`` documents each.  A bad argument or an impossible request (an
 FFN that does not fit, a missing file) is one line on stderr naming the problem and exit
@@ -28,7 +28,7 @@ import os
 import sys
 from pathlib import Path
 
-from lpu_arch.config import DTYPES
+from lpu_arch.config import DTYPES, TileConfig
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 PRESETS = ("default", "tiny")
@@ -161,12 +161,12 @@ def _config_options(g, default, shown):
                         "quantised to E4M3): the same as --set mxm_dtype=... (default: the tile's, int8)")
 
 
-def _rtl_run_options(p: argparse.ArgumentParser, json_help: str):
-    """--sim, --quiet and --json of every subcommand that runs the RTL."""
+def _rtl_run_options(p: argparse.ArgumentParser, json_more: str = ""):
+    """--sim, --quiet and --json (its help ending in ``json_more``) of every subcommand that runs the RTL."""
     from .runner import SIMULATORS
     p.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default: verilator)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument("--json", action="store_true", help=f"print the result as JSON on stdout{json_more}")
 
 
 def _ffn_options(p: argparse.ArgumentParser):
@@ -188,14 +188,15 @@ def _ffn_options(p: argparse.ArgumentParser):
                    help="where to write program.json and manifest.json (default: build/lpu/<name>)")
 
 
-def _example_from_args(args):
-    """The FFN the options describe (quantised, not compiled): --weights or a random one."""
+def _example_from_args(args, default=None, dtype: str = "int8"):
+    """The FFN the options describe (quantised as ``dtype``, not compiled): --weights or a
+    random one (:func:`_shape`, ``default`` its H and I when not given)."""
     from firmware_gen.compile_ffn import example_ffn
     if _weights_given(args):
         from .compiled import example_from_weights
         return example_from_weights(args.weights, kind=args.kind, activation=args.activation, layer=args.layer,
-                                    mapping=args.map)[0]
-    return example_ffn(**_shape(args), activation=args.activation)
+                                    mapping=args.map, dtype=dtype)[0]
+    return example_ffn(**_shape(args, default), activation=args.activation, dtype=dtype)
 
 
 def _shape(args, default=None) -> dict:
@@ -221,12 +222,20 @@ def _weights_given(args) -> bool:
 
 def _compile_from_args(args):
     from .compiled import from_example, from_weights
-    cfg = tile_config(args.config or "default", args.set)
+    cfg = TileConfig.load(args.config or "default", args.set)
     preset = config_name(args.config, args.set)       # names the output directory
     if _weights_given(args):
         return from_weights(args.weights, cfg, kind=args.kind, activation=args.activation, preset=preset,
                             layer=args.layer, mapping=args.map)
     return from_example(cfg, **_shape(args), activation=args.activation, preset=preset)
+
+
+FFN_OPTIONS = ("kind", "H", "I", "batch", "activation", "seed", "weights", "layer", "map", "out")   # of _ffn_options
+
+
+def _given(args, names) -> list[str]:
+    """The options among ``names`` (argparse dests whose default is None) the command line gave."""
+    return [f"--{k}" for k in names if getattr(args, k) is not None]
 
 
 def _load_or_compile(args):
@@ -238,10 +247,9 @@ def _load_or_compile(args):
         c = _compile_from_args(args)
         out = args.out or Path("build") / "lpu" / c.name
         c.save(out)
-        print(f"compiled {c.name} -> {out}/", file=sys.stderr if args.json else sys.stdout)
+        print(f"compiled {c.name} -> {out}/", file=args.human)
         return c, c.program, out
-    given = [f"--{k}" for k in ("kind", "H", "I", "batch", "activation", "seed", "weights", "layer", "map", "out")
-             if getattr(args, k) is not None]
+    given = _given(args, FFN_OPTIONS)
     if given:
         raise CliError(f"give either a compiled program directory ({args.program}) or FFN options "
                        f"({', '.join(given)}), not both")
@@ -254,7 +262,7 @@ def _load_or_compile(args):
         c = None if bare else CompiledFfn.load(d)
         prog = load_program(d / PROGRAM_FILE) if bare else c.program
     if args.config is not None or args.set:
-        if tile_config(args.config or "default", args.set) != prog.config:
+        if TileConfig.load(args.config or "default", args.set) != prog.config:
             given = " ".join([f"--config {args.config or 'default'}"] + [f"--set {x}" for x in args.set])
             raise CliError(f"{given} does not match the tile {path} was compiled for")
     return c, prog, d
@@ -266,7 +274,8 @@ def cmd_compile(args) -> int:
     if args.fit:
         if args.out is not None:
             raise CliError("--fit prints a configuration and compiles nothing: leave out --out")
-        return _print_fit(args, _example_from_args(args), tile_config(args.config or "default", args.set), 1)
+        base = TileConfig.load(args.config or "default", args.set)
+        return _print_fit(args, _example_from_args(args, dtype=base.mxm_dtype), base, 1)
     c = _compile_from_args(args)
     out = args.out or Path("build") / "lpu" / c.name
     files = c.save(out)
@@ -283,20 +292,20 @@ def cmd_compile(args) -> int:
     return EXIT_OK
 
 
-def _testbench_failed(e: RuntimeError, args, human, setup_errors: tuple = (), **fields) -> int:
+def _testbench_failed(e: RuntimeError, args, setup_errors: tuple = (), **fields) -> int:
     """A run whose testbench itself failed (timeout, crash): FAIL with its message (and
     JSON with ``fields``); a setup problem (``SimSetupError`` or ``setup_errors``) is
     re-raised for the caller's one-line error."""
     from .runner import SimSetupError
     if isinstance(e, (SimSetupError, *setup_errors)):
         raise e
-    print(f"FAIL: {e}", file=human)
+    print(f"FAIL: {e}", file=args.human)
     if args.json:
         _print_json({**fields, "passed": False, "simulator": args.sim, "error": str(e)}, indent=None)
     return EXIT_FAIL
 
 
-def _run_on_rtl(args, human, run, expected: list, setup_errors: tuple = (), to_json=None, **fields) -> int:
+def _run_on_rtl(args, run, expected: list | None = None, setup_errors: tuple = (), to_json=None, **fields) -> int:
     """``run(progress)``, a testbench run with progress lines on stderr unless ``--quiet``
     (``expected``: each job's predicted cycles), and its exit status: the report's verdict,
     the report (``to_json`` of it) printed as JSON with ``--json``; a testbench that failed
@@ -306,22 +315,22 @@ def _run_on_rtl(args, human, run, expected: list, setup_errors: tuple = (), to_j
     try:
         report = run(progress)
     except RuntimeError as e:
-        return _testbench_failed(e, args, human, setup_errors, **fields)
+        return _testbench_failed(e, args, setup_errors, **fields)
     if args.json:
         _print_json(report if to_json is None else to_json(report))
     return EXIT_OK if report["passed"] else EXIT_FAIL
 
 
-def _checked(prog, unchecked: bool, human) -> None:
+def _checked(prog, args) -> None:
     """The static program checker (``firmware_gen.check``) before the host loads ``prog``:
     a problem is one error naming it (and how many more), unless ``--unchecked``."""
     from firmware_gen.check import check_program
     problems = check_program(prog)
-    if problems and not unchecked:
+    if problems and not args.unchecked:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise CliError(f"the program fails the static check: {problems[0]}{more}; --unchecked runs it anyway")
     for p in problems:
-        print(f"warning: {p}", file=human)
+        print(f"warning: {p}", file=args.human)
 
 
 def cmd_sim(args) -> int:
@@ -329,16 +338,23 @@ def cmd_sim(args) -> int:
 
     from .demo import run_ffn_on_rtl, run_program_on_rtl
     from .waves import WavesError
-    human = sys.stderr if args.json else sys.stdout
+    if args.copy:
+        ignored = (["DIR"] * (args.program is not None) + _given(args, [k for k in FFN_OPTIONS if k != "seed"])
+                   + ["--unchecked"] * args.unchecked + ["--json"] * args.json)
+        if ignored:
+            raise CliError(f"--copy runs its own program and prints a table: leave out {', '.join(ignored)}")
+        from .demo import run_copy
+        return run_copy(TileConfig.load(args.config or "default", args.set), args.sim, _shape(args)["seed"],
+                        args.waves)
     c, prog, d = _load_or_compile(args)
-    _checked(prog, args.unchecked, human)
+    _checked(prog, args)
 
     def run(progress):
         rtl, what = (run_program_on_rtl, prog) if c is None else (run_ffn_on_rtl, c)
         return rtl(what, args.sim, args.waves, waves_dir=d / "waves" if args.waves else None, progress=progress,
-                   out=human, checked=not args.unchecked)
+                   out=args.human, checked=not args.unchecked)
 
-    return _run_on_rtl(args, human, run, [c.manifest.cycles if c else archmodel.run(prog).cycles], (WavesError,),
+    return _run_on_rtl(args, run, [c.manifest.cycles if c else archmodel.run(prog).cycles], (WavesError,),
                        lambda report: {**report, "program_dir": str(d)}, program_dir=str(d))
 
 
@@ -347,18 +363,17 @@ def cmd_asm(args) -> int:
     src = Path(args.file)
     if not src.is_file():
         raise CliError(f"{src} is not a file of assembly text")
-    prog = Program.assemble(tile_config(args.config, args.set), src.read_text())
+    prog = Program.assemble(TileConfig.load(args.config, args.set), src.read_text())
     out = Path(args.out or Path("build") / "lpu" / src.stem)
     out.mkdir(parents=True, exist_ok=True)
     (out / "program.json").write_text(prog.to_json())
     from firmware_gen.check import check_program
     problems = check_program(prog)
-    human = sys.stderr if args.json else sys.stdout
     print(f"assembled {src} -> {out}/program.json ({sum(len(q) for q in prog.queues.values())} instructions, "
           f"{args.config} tile); static check: {'clean' if not problems else f'{len(problems)} problem(s)'}",
-          file=human)
+          file=args.human)
     for p in problems:
-        print(f"  {p}", file=human)
+        print(f"  {p}", file=args.human)
     if args.json:
         _print_json({"program": str(out / "program.json"), "problems": [str(p) for p in problems]})
     return EXIT_OK
@@ -368,7 +383,6 @@ def cmd_show(args) -> int:
     import time
 
     from firmware_gen.chart import FORMATS, schedule_chart
-    human = sys.stderr if args.json else sys.stdout
     if args.chart is not None and args.chart.suffix.lower() not in FORMATS:    # before any work
         raise CliError(f"cannot write a chart as {args.chart.suffix or 'a file without extension'!r} "
                        f"({args.chart.name}); use a name ending in {' or '.join(FORMATS)}")
@@ -385,7 +399,7 @@ def cmd_show(args) -> int:
     path = schedule_chart(prog, chart, title=title, window=args.window)
     secs = time.perf_counter() - t0
     if args.asm:
-        print(prog.disassemble(), end="", file=human)
+        print(prog.disassemble(), end="", file=args.human)
     if args.json:
         _print_json({"chart": str(path), "bytes": path.stat().st_size, "program_dir": str(d),
                      "seconds": round(secs, 2)})
@@ -399,28 +413,21 @@ def cmd_tray(args) -> int:
     from collections import Counter
 
     from firmware_gen.chart import tray_chart, tray_transfers
-    from firmware_gen.compile_ffn import example_ffn
 
     from .demo_tray import TRAY_H, TRAY_I, compile_tray, run_tray_on_rtl, tray_tile_config
-    human = sys.stderr if args.json else sys.stdout
     if args.window is not None and args.chart is None:
         raise CliError("--window limits the picture: give --chart FILE with it")
-    base = tray_tile_config(args.config) if args.config in PRESETS else tile_config(args.config)
+    base = tray_tile_config(args.config) if args.config in PRESETS else TileConfig.load(args.config)
     base = base.with_overrides(args.set)
-    example = None
-    if _weights_given(args):
-        from .compiled import example_from_weights
-        example, _ = example_from_weights(args.weights, kind=args.kind, activation=args.activation,
-                                          layer=args.layer, mapping=args.map, dtype=base.mxm_dtype)
     shape = _shape(args, (TRAY_H, TRAY_I))
-    if example is None and (args.fit or args.activation):
-        example = example_ffn(**shape, activation=args.activation, dtype=base.mxm_dtype)
+    example = (_example_from_args(args, (TRAY_H, TRAY_I), base.mxm_dtype)      # else compile_tray draws it
+               if _weights_given(args) or args.fit or args.activation else None)
     if args.fit:
         return _print_fit(args, example, base, args.tiles)
     ct = compile_tray(tiles=args.tiles, preset=config_name(args.config, args.set), clock_seed=args.clock_seed,
                       base=base, example=example, **shape)
     man = ct.manifest
-    chart = None
+    chart = {}
     if args.chart is not None:
         title = (f"{ct.kind} FFN H={ct.H} I={ct.I}{'' if ct.batch == 1 else f' batch {ct.batch}'} on {ct.tiles} "
                  f"{ct.preset} tiles: {man.cycles:,} SAC cycles predicted"
@@ -429,27 +436,27 @@ def cmd_tray(args) -> int:
         t0 = time.perf_counter()
         path = tray_chart(ct.programs, args.chart, man, title=title, window=args.window)
         chart = {"chart": str(path), "bytes": path.stat().st_size, "seconds": round(time.perf_counter() - t0, 2)}
-        print(f"chart: {chart['chart']} ({chart['bytes']:,} bytes, {chart['seconds']:.1f} s)", file=human)
+        print(f"chart: {chart['chart']} ({chart['bytes']:,} bytes, {chart['seconds']:.1f} s)", file=args.human)
     if args.no_run:
         for line in ct.describe():
-            print(line, file=human)
+            print(line, file=args.human)
         moves = tray_transfers(ct.programs, ct.topo.peer)
         sent, got = Counter(x.src for x in moves), Counter(x.dst for x in moves)
         print(f"\n{'tile':>4} {'predicted cycles':>16} {'output writes':>13} {'vectors sent':>12} {'received':>8}",
-              file=human)
+              file=args.human)
         for t, m in enumerate(man.tile):
-            print(f"{t:>4} {m.cycles:>16} {len(m.writes):>13} {sent[t]:>12} {got[t]:>8}", file=human)
+            print(f"{t:>4} {m.cycles:>16} {len(m.writes):>13} {sent[t]:>12} {got[t]:>8}", file=args.human)
         print(f"\ncycles (SAC, last tile): {man.cycles}"
               + (f"; one tile: {ct.single} ({ct.single / man.cycles:.2f}x)" if ct.single else "")
-              + f"; link capacity used: {man.c2c_share:.1%}", file=human)
+              + f"; link capacity used: {man.c2c_share:.1%}", file=args.human)
         if args.json:
             _print_json({"ran": False, **ct.summary(), "per_tile": [
                 {"tile": t, "predicted_cycles": m.cycles, "output_writes": len(m.writes), "vectors_sent": sent[t],
-                 "vectors_received": got[t]} for t, m in enumerate(man.tile)], **(chart or {})})
+                 "vectors_received": got[t]} for t, m in enumerate(man.tile)], **chart})
         return EXIT_OK
-    return _run_on_rtl(args, human, lambda progress: run_tray_on_rtl(ct, args.sim, progress=progress, out=human,
-                                                                     repeat=args.repeat),
-                       [man.cycles] * args.repeat, to_json=lambda report: {"ran": True, **report, **(chart or {})},
+    return _run_on_rtl(args, lambda progress: run_tray_on_rtl(ct, args.sim, progress=progress, out=args.human,
+                                                              repeat=args.repeat),
+                       [man.cycles] * args.repeat, to_json=lambda report: {"ran": True, **report, **chart},
                        ran=True, **ct.summary())
 
 
@@ -476,8 +483,7 @@ def cmd_moe(args) -> int:
 
     from .demo_moe import compile_moe_example, run_moe_on_rtl
     from .demo_tray import tray_tile_config
-    human = sys.stderr if args.json else sys.stdout
-    base = tray_tile_config(args.config) if args.config in PRESETS else tile_config(args.config)
+    base = tray_tile_config(args.config) if args.config in PRESETS else TileConfig.load(args.config)
     base = base.with_overrides(args.set)
     example = None
     if args.weights is not None:
@@ -494,12 +500,12 @@ def cmd_moe(args) -> int:
     cm = compile_moe_example(E=args.experts, top_k=args.top_k or 2, shared=args.shared, H=args.H, I=args.I,
                              tokens=args.batch, tiles=args.tiles, capacity=args.capacity,
                              seed=args.seed, cfg=base, routings=routings,
-                             forced=None if args.routing is None or isinstance(args.routing, str) else args.routing,
+                             forced=args.routing if isinstance(args.routing, list) else None,
                              clock_seed=args.clock_seed, example=example, mapping=args.mapping)
     mt, man = cm.mt, cm.mt.manifest()
     for line in cm.describe():
-        print(line, file=human)
-    chart = None
+        print(line, file=args.human)
+    chart = {}
     if args.chart is not None:
         name = next(iter(cm.routings))
         asg = cm.rounds(name)[0]
@@ -511,24 +517,24 @@ def cmd_moe(args) -> int:
                  "for every routing within capacity")
         path = tray_chart(cm.programs, args.chart, done, title=title, window=args.window, spans=spans)
         chart = {"chart": str(path), "bytes": path.stat().st_size}
-        print(f"chart: {path} ({chart['bytes']:,} bytes)", file=human)
+        print(f"chart: {path} ({chart['bytes']:,} bytes)", file=args.human)
     routing_rows = {name: cm.rounds(name) for name in cm.routings}
     if args.no_run:
-        print(f"\n{'routing':<10} {'rounds':>6}  experts per token", file=human)
+        print(f"\n{'routing':<10} {'rounds':>6}  experts per token", file=args.human)
         for name, rs in routing_rows.items():
             print(f"{name:<10} {len(rs):>6}  " + "; ".join(",".join(map(str, row)) for row in cm.routings[name]),
-                  file=human)
+                  file=args.human)
         if args.json:
             _print_json({"ran": False, **man.summary(),
                          "routings": {n: np.asarray(v).tolist() for n, v in cm.routings.items()},
-                         "rounds": {n: len(r) for n, r in routing_rows.items()}, **(chart or {})})
+                         "rounds": {n: len(r) for n, r in routing_rows.items()}, **chart})
         return EXIT_OK
 
     def to_json(report):            # without the raw observations
         runs = [{k: v for k, v in r.items() if k != "observed"} for r in report["runs"]]
-        return {"ran": True, **report, "runs": runs, **(chart or {})}
+        return {"ran": True, **report, "runs": runs, **chart}
 
-    return _run_on_rtl(args, human, lambda progress: run_moe_on_rtl(cm, args.sim, progress=progress, out=human),
+    return _run_on_rtl(args, lambda progress: run_moe_on_rtl(cm, args.sim, progress=progress, out=args.human),
                        [man.cycles_max] * sum(len(r) for r in routing_rows.values()), to_json=to_json, ran=True,
                        **man.summary())
 
@@ -540,55 +546,57 @@ def cmd_decode(args) -> int:
     import numpy as np
 
     from .decode import check, decode_setup, run_golden, run_rtl
-    human = sys.stderr if args.json else sys.stdout
+    from .progress import ProgressPrinter
     if args.model != "synthetic":
         raise CliError(f"--model {args.model}: only 'synthetic' is built in (no registry package ships a small "
                        "trained decoder; all-MiniLM-L6-v2 run as a decoder, too large for one tile, is measured on "
                        "the golden model by make bench: docs/afd.md)")
-    base = tile_config(args.config, (*(DECODE_TILE if args.config == "tiny" else ()), *args.set))
+    base = TileConfig.load(args.config, (*(DECODE_TILE if args.config == "tiny" else ()), *args.set))
     model = {"vocab": args.vocab, "H": args.H, "I": args.I, "layers": args.layers, "heads": args.heads,
              "seed": args.seed}
     if args.experts or (args.tiles or 1) > 1:     # one layer on the tray at a time: the preset's depths do
         args.tiles = args.tiles or 4
-        return _decode_tray(args, tile_config(args.config, args.set), model, human)
+        return _decode_tray(args, TileConfig.load(args.config, args.set), model)
     setup = decode_setup(base.to_dict(), model, args.prompt, args.tokens, args.out_scale_per_channel)
     rm = setup.resident
     print(f"model: synthetic decoder, {args.layers} layers, H={args.H}, I={args.I}, {args.heads} heads, vocab "
           f"{args.vocab} (seed {args.seed}); FFN scales calibrated once on the fixed calibration text"
-          + (", one output scale per channel" if args.out_scale_per_channel else ""), file=human)
+          + (", one output scale per channel" if args.out_scale_per_channel else ""), file=args.human)
     print(f"tile: every layer resident ({rm.loaded_bytes()['weights']:,} bytes of weights, "
           f"{rm.loaded_bytes()['instructions']:,} of instructions, loaded once); per layer "
-          + ", ".join(f"{ly.manifest.cycles} cycles" for ly in rm.layers) + " (compiler)", file=human)
+          + ", ".join(f"{ly.manifest.cycles} cycles" for ly in rm.layers) + " (compiler)", file=args.human)
     golden = run_golden(setup)
     runs, engine = golden, "golden model"
     if not args.no_run:
         try:
-            runs = run_rtl(setup, args.sim)
+            expected = [r["cycles"] for r in golden["runs"]]
+            runs = run_rtl(setup, args.sim, None if args.quiet else ProgressPrinter(args.sim, expected=expected),
+                           len(expected))
         except RuntimeError as e:
-            return _testbench_failed(e, args, human, ran=True)
+            return _testbench_failed(e, args, ran=True)
         engine = f"RTL ({args.sim})"
     problems = check(setup, runs, golden)
     L, P = len(rm.layers), len(setup.prompt)
     rows = []
-    x_bytes = [sum(len(v) for r in ly.x_image(np.zeros(args.H)).values() for v in r.values()) for ly in rm.layers]
-    y_bytes = [len(ly.manifest.outputs) * base.lanes for ly in rm.layers]
+    x_bytes = sum(len(v) for ly in rm.layers for r in ly.x_image(np.zeros(args.H)).values() for v in r.values())
+    y_bytes = sum(len(ly.manifest.outputs) * base.lanes for ly in rm.layers)
     kv = [2 * 4 * args.H * L * (pos + 1) for pos in range(P + args.tokens)]  # read per token: float32 K, V, all layers
     per_pos = [runs["runs"][i * L:(i + 1) * L] for i in range(P + args.tokens)]
     tokens = list(setup.prompt) + list(runs["tokens"])
     print(f"\n{'pos':>4} {'token':>6} {'tray cycles':>11} {'tray us':>8} {'x/y bytes':>10} {'KV bytes':>9} "
           f"{'GPU est. ns':>11}   ({engine}; tray time at {args.clock_mhz:g} MHz, GPU: KV bytes at "
-          f"{args.hbm_gbs:g} GB/s)", file=human)
+          f"{args.hbm_gbs:g} GB/s)", file=args.human)
     for pos, rs in enumerate(per_pos):
         cyc = sum(r["cycles"] for r in rs)
         nxt = tokens[pos + 1] if pos + 1 < len(tokens) else None
         row = {"position": pos, "input_token": tokens[pos], "next_token": nxt, "tray_cycles": cyc,
-               "tray_us": cyc / args.clock_mhz, "bytes_to_tray": sum(x_bytes), "bytes_from_tray": sum(y_bytes),
+               "tray_us": cyc / args.clock_mhz, "bytes_to_tray": x_bytes, "bytes_from_tray": y_bytes,
                "kv_bytes": kv[pos], "gpu_est_ns": kv[pos] / args.hbm_gbs}
         rows.append(row)
-        print(f"{pos:>4} {tokens[pos]:>6} {cyc:>11} {row['tray_us']:>8.3f} {sum(x_bytes):>4}/{sum(y_bytes):<5} "
-              f"{kv[pos]:>9} {row['gpu_est_ns']:>11.3f}", file=human)
+        print(f"{pos:>4} {tokens[pos]:>6} {cyc:>11} {row['tray_us']:>8.3f} {x_bytes:>4}/{y_bytes:<5} "
+              f"{kv[pos]:>9} {row['gpu_est_ns']:>11.3f}", file=args.human)
     same = len({r["tray_cycles"] for r in rows}) == 1
-    chart = None
+    chart = {}
     if args.chart is not None:
         from firmware_gen.chart import loop_chart
         tray_us = [ly.manifest.cycles / args.clock_mhz for ly in rm.layers]
@@ -606,22 +614,22 @@ def cmd_decode(args) -> int:
         chart = {"chart": str(path), "tokens_per_s_batch1": round(rates[1]), "tokens_per_s_two_microbatches":
                  round(rates[2])}
         print(f"chart: {path} (batch 1: {rates[1]:,.0f} tokens/s; two micro-batches: {rates[2]:,.0f} tokens/s)",
-              file=human)
-    print(f"\ngenerated: {runs['tokens']}", file=human)
+              file=args.human)
+    print(f"\ngenerated: {runs['tokens']}", file=args.human)
     print(f"tray cycles identical for every token: {'yes' if same else 'NO'}; host time "
-          f"{golden['host_s'] * 1e3:.1f} ms in all (golden-model run, numpy)", file=human)
+          f"{golden['host_s'] * 1e3:.1f} ms in all (golden-model run, numpy)", file=args.human)
     for p in problems[:10]:
-        print(f"  {p}", file=human)
+        print(f"  {p}", file=args.human)
     ok = not problems and same
-    print("PASS" if ok else "FAIL", file=human)
+    print("PASS" if ok else "FAIL", file=args.human)
     if args.json:
         _print_json({"ran": not args.no_run, "engine": engine, "tokens": runs["tokens"], "positions": rows,
                      "layer_cycles": [ly.manifest.cycles for ly in rm.layers], "loaded_once": rm.loaded_bytes(),
-                     "loaded_per_run": runs.get("loaded"), "problems": problems, "passed": ok, **(chart or {})})
+                     "loaded_per_run": runs.get("loaded"), "problems": problems, "passed": ok, **chart})
     return EXIT_OK if ok else EXIT_FAIL
 
 
-def _decode_tray(args, base, model, human) -> int:
+def _decode_tray(args, base, model) -> int:
     """``lpu decode --experts E`` (every FFN a MoE layer) or ``--tiles N`` (a dense model):
     each FFN run on a tray of ``--tiles`` tiles by the system golden model
     (``decode.run_moe_tray``, ``decode.run_dense_tray``)."""
@@ -629,6 +637,7 @@ def _decode_tray(args, base, model, human) -> int:
     from firmware_gen.decoder import calibrate, synthetic
 
     from .decode import run_dense_tray_any, run_moe_tray, run_tray_rtl
+    from .progress import ProgressPrinter
     engine = "golden model" if args.no_run else f"RTL on {args.sim}, every tile on its own clock"
     if args.experts:
         if args.experts % args.tiles:
@@ -641,39 +650,42 @@ def _decode_tray(args, base, model, human) -> int:
         model = dict(model, experts=args.experts, top_k=args.top_k, shared=args.shared)
         print(f"model: synthetic MoE decoder, {args.layers} layers, H={args.H}, {args.experts} experts of I={args.I}, "
               f"top-{args.top_k}, {args.shared} shared, {args.heads} heads, vocab {args.vocab} (seed {args.seed}); "
-              f"every MoE layer on {args.tiles} {args.config} tiles ({engine}; each run loads its layer)", file=human)
+              f"every MoE layer on {args.tiles} {args.config} tiles ({engine}; each run loads its layer)",
+              file=args.human)
         golden, what = run_moe_tray, "the MoE layer does not fit"
     else:
         if args.out_scale_per_channel:
             raise CliError("--out-scale-per-channel: not with --tiles (a tray's layers use one output scale per FFN)")
         print(f"model: synthetic decoder, {args.layers} layers, H={args.H}, I={args.I}, {args.heads} heads, vocab "
-              f"{args.vocab} (seed {args.seed}); every FFN on {args.tiles} {args.config} tiles ({engine})", file=human)
+              f"{args.vocab} (seed {args.seed}); every FFN on {args.tiles} {args.config} tiles ({engine})",
+              file=args.human)
         golden, what = run_dense_tray_any, "an FFN does not fit"
     try:
         g = (golden(calibrate(synthetic(**model)), args.prompt, args.tokens, base, args.tiles) if args.no_run
-             else run_tray_rtl(model, args.prompt, args.tokens, base, args.tiles, args.sim))
+             else run_tray_rtl(model, args.prompt, args.tokens, base, args.tiles, args.sim,
+                               progress=None if args.quiet else ProgressPrinter(args.sim)))
     except CompileError as e:
         raise CliError(f"{what} the tray: {e}") from None
     except RuntimeError as e:
-        return _testbench_failed(e, args, human, ran=True)
+        return _testbench_failed(e, args, ran=True)
     if not args.experts and g["resident"]:
         print(f"tray: every layer resident ({g['loaded_once_bytes']:,} bytes of MEM images loaded once); per "
-              "run only x crosses", file=human)
+              "run only x crosses", file=args.human)
     elif not args.experts:
         print("tray: each run loads its layer ("
               + (f"the layers are not resident: {g['not_resident']}" if g.get("not_resident")
-                 else "the RTL testbench reloads every run") + ")", file=human)
-    return _decode_tray_report(args, g, human)
+                 else "the RTL testbench reloads every run") + ")", file=args.human)
+    return _decode_tray_report(args, g)
 
 
-def _decode_tray_report(args, g: dict, human) -> int:
+def _decode_tray_report(args, g: dict) -> int:
     """Per position the tray's program and wall cycles (and each MoE layer's experts)."""
     from .decode import per_position
     L = args.layers
     rows = []
     print(f"\n{'pos':>4} {'token':>6} {'tray cycles':>11} {'wall':>6} {'wall us':>8}  "
-          f"{'experts per layer   ' if args.experts else ''}"
-          f"(SAC cycles; wall: HAC cycles from each run's HAC read to done, at {args.clock_mhz:g} MHz)", file=human)
+          f"{'experts per layer   ' if args.experts else ''}(SAC cycles; wall: HAC cycles from each run's "
+          f"HAC read to done, at {args.clock_mhz:g} MHz)", file=args.human)
     tokens = list(args.prompt) + list(g["tokens"])
     rtl = g["engine"] == "RTL"          # the RTL's measured cycles, else the golden model's
     cycles = per_position(g["runs"], L, "rtl_cycles" if rtl else "cycles")
@@ -686,14 +698,14 @@ def _decode_tray_report(args, g: dict, human) -> int:
                      "bytes_to_tray": sum(r["bytes_in"] for r in rs),
                      "bytes_from_tray": sum(r["bytes_out"] for r in rs)})
         print(f"{pos:>4} {tokens[pos]:>6} {cyc:>11} {wall:>6} {wall / args.clock_mhz:>8.3f}  "
-              + "  ".join(",".join(map(str, r.get("experts", []))) for r in rs), file=human)
+              + "  ".join(",".join(map(str, r.get("experts", []))) for r in rs), file=args.human)
     same = len({(r["tray_cycles"], r["wall_cycles"]) for r in rows}) == 1
-    print(f"\ngenerated: {g['tokens']}", file=human)
-    print(f"tray cycles identical for every token: {'yes' if same else 'NO'}", file=human)
+    print(f"\ngenerated: {g['tokens']}", file=args.human)
+    print(f"tray cycles identical for every token: {'yes' if same else 'NO'}", file=args.human)
     for p in g["problems"][:10]:
-        print(f"  {p}", file=human)
+        print(f"  {p}", file=args.human)
     ok = not g["problems"] and same
-    print("PASS" if ok else "FAIL", file=human)
+    print("PASS" if ok else "FAIL", file=args.human)
     if args.json:
         _print_json({"ran": g["engine"] == "RTL", "engine": f"{g['engine']} (tray)", "tiles": args.tiles,
                      "tokens": g["tokens"],
@@ -702,26 +714,21 @@ def _decode_tray_report(args, g: dict, human) -> int:
 
 
 def cmd_c2c(args) -> int:
-    from .demo_c2c import parse_inject, run_c2c
-    from .progress import ProgressPrinter
+    from .demo_c2c import figures, parse_inject, run_c2c
+    if args.figures:
+        if args.json:
+            raise CliError("--figures writes pictures and no report: leave out --json")
+        figures(args.figures, args.sim)
+        print(f"wrote {args.figures / 'c2c-timing.png'} and {args.figures / 'c2c-drift.png'}", file=args.human)
+        return EXIT_OK
     inject = [parse_inject(x) for x in args.inject]       # a malformed spec: ConfigError, one line
-    human = sys.stderr if args.json else sys.stdout
-    progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr)
-    report = run_c2c(args.sim, tuple(args.ppm), args.latency, args.vectors, args.spread, args.seed,
-                     args.plot, args.beyond_spec, out=human, progress=progress, inject=inject)
-    if args.json:
-        _print_json(report)
-    return EXIT_OK if report["passed"] else EXIT_FAIL
+    return _run_on_rtl(args, lambda progress: run_c2c(args.sim, tuple(args.ppm), args.latency, args.vectors,
+                                                      args.spread, args.seed, args.plot, args.beyond_spec,
+                                                      out=args.human, progress=progress, inject=inject))
 
 
 def cmd_bench(args) -> int:
     from . import bench
-    from .runner import SIMULATORS
-    sims = [s for s in args.sims.split(",") if s]
-    bad = [s for s in sims if s not in SIMULATORS]
-    if bad or not sims:
-        raise CliError(f"unknown simulator(s) {', '.join(bad) or '(none given)'} in --sims; "
-                       f"choose from {', '.join(SIMULATORS)}")
     if not args.json:
         return bench.run(args)
     with contextlib.redirect_stdout(sys.stderr):
@@ -735,9 +742,9 @@ def cmd_synth(args) -> int:
     from hdl import synth
     name = config_name(args.config, args.set)
     out = args.out or synth.ROOT / "build" / f"synth-{args.board}-{name}"
-    human = sys.stderr if args.json else sys.stdout
-    print(f"synthesising the {name} tile for {args.board} in {out} ...", file=human, flush=True)
-    report = synth.synthesise(tile_config(args.config, args.set), args.board, Path(out), args.baud)
+    print(f"synthesising the {name} tile for {args.board} in {out} ...", file=args.human, flush=True)
+    report = synth.synthesise(TileConfig.load(args.config, args.set), args.board, Path(out), args.baud,
+                              seed=args.seed)
     if args.json:
         _print_json(report)
     else:
@@ -753,17 +760,10 @@ def cmd_synth(args) -> int:
 def _config_arg(value: str) -> str:
     """--config: a preset name, or a TOML or JSON file of TileConfig fields (checked when parsed)."""
     try:
-        tile_config(value)
-    except (CliError, ValueError) as e:
+        TileConfig.load(value)
+    except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return value
-
-
-def tile_config(value: str, sets=()):
-    """The TileConfig of a preset name or of a TOML/JSON file of fields (those it leaves
-    out are the default tile's), with ``--set FIELD=VALUE`` overrides."""
-    from lpu_arch.config import TileConfig
-    return TileConfig.load(value, sets)
 
 
 def config_name(value: str | None, sets=()) -> str:
@@ -798,7 +798,7 @@ def _subcommand(sub, name: str, func, **kw) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hdl.synth import BOARDS
+    from hdl.synth import BOARDS, NEXTPNR_SEED, NEXTPNR_SEEDS
 
     from .demo_c2c import c2c_config
     from firmware_gen.numerics import ACTIVATIONS
@@ -845,7 +845,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--waves", action="store_true", help="record waveforms and write a GTKWave view")
     p.add_argument("--unchecked", action="store_true",
                    help="run a program that fails the static check anyway (its problems are printed)")
-    _rtl_run_options(p, "print the result as JSON on stdout (the table goes to stderr)")
+    p.add_argument("--copy", action="store_true",
+                   help="instead of an FFN: the MEM-to-MEM data-movement demo (sweeps across the tile)")
+    _rtl_run_options(p, " (the table goes to stderr)")
 
     p = _subcommand(sub, "asm", cmd_asm, help="assemble a hand-written program",
                     description="Assemble text (``[SLICE]`` headers, one instruction per line, # comments;\n"
@@ -926,7 +928,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=_window, default=None, metavar="FIRST:LAST",
                    help="with --chart: only these SAC cycles (default: the whole program)")
     p.add_argument("--no-run", action="store_true", help="compile (and draw) only; print each tile's prediction")
-    _rtl_run_options(p, "print the result as JSON on stdout (per tile: ppm, cycles observed, predicted and\n"
+    _rtl_run_options(p, " (per tile: ppm, cycles observed, predicted and\n"
                         "by the golden model, writes as predicted, link faults; bit_exact, y; the tables go\n"
                         "to stderr)")
 
@@ -949,7 +951,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("layer and tray")
     g.add_argument("--experts", type=_positive, default=8, metavar="E", help="routed experts (default: 8)")
     g.add_argument("--top-k", type=_positive, default=None, metavar="K", help="experts per token (default: 2)")
-    g.add_argument("--shared", type=_int_at_least(0, "--shared"), default=1, metavar="S",
+    g.add_argument("--shared", type=_nonneg, default=1, metavar="S",
                    help="shared experts, 0 or 1 (default: 1)")
     g.add_argument("--mapping", choices=("ep", "tp"), default="ep",
                    help="ep: each tile holds E/N whole experts and reserves --capacity slots per token;\n"
@@ -978,7 +980,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="draw the tray's timeline, each slot framed with the expert it runs, to FILE")
     p.add_argument("--window", type=_window, default=None, metavar="FIRST:LAST", help="with --chart: these cycles only")
     p.add_argument("--no-run", action="store_true", help="compile (and draw) only")
-    _rtl_run_options(p, "print the result as JSON on stdout")
+    _rtl_run_options(p)
 
     from firmware_gen import plan as fw_plan
     p = _subcommand(sub, "plan", fw_plan.run, help="what real models' FFNs need on LP30-scale hardware",
@@ -1035,7 +1037,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the host's times in the chart: this run's numpy times (measured) or the KV cache's\n"
                         "bytes at --hbm-gbs (gpu, an estimate) (default: measured)")
     p.add_argument("--no-run", action="store_true", help="the golden model only (no simulator)")
-    _rtl_run_options(p, "print the result as JSON on stdout")
+    _rtl_run_options(p)
 
     p = _subcommand(sub, "c2c", cmd_c2c, help="two tiles on drifting clocks over a C2C link (RTL)",
                     description="Two tiny tiles on their own clocks exchange vectors both ways over a C2C link\n"
@@ -1073,7 +1075,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "valid flits that TILE (0 or 1) sends on LINK, from AFTER of its cycles after the\n"
                         "start.  The report shows per injection the flits requested and the flits hit\n"
                         "(fewer when the link sends fewer)")
-    _rtl_run_options(p, "print the result as JSON on stdout (the table goes to stderr)")
+    p.add_argument("--figures", type=Path, default=None, metavar="DIR",
+                   help="instead: write the pictures of docs/c2c.md into DIR, from two fixed runs")
+    _rtl_run_options(p, " (the table goes to stderr)")
 
     p = _subcommand(sub, "bench", cmd_bench, help="FFN suite: cycles vs bounds, simulator speed",
                     description="Run the FFN benchmark suite (sim.bench) on each simulator: per FFN the\n"
@@ -1099,6 +1103,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baud", type=_positive, default=115200, help="UART baud rate (default: 115200)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="build directory (default: build/synth-<board>-<config>)")
+    p.add_argument("--seed", type=_nonneg, default=None,
+                   help=f"nextpnr's placement seed (default: {NEXTPNR_SEED}"
+                        + "".join(f"; {k}: {n}" for k, n in NEXTPNR_SEEDS.items()) + ")")
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     return ap
 
@@ -1117,6 +1124,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if getattr(args, "mxm_dtype", None):      # --dtype (of a tile's options) is --set mxm_dtype=...
         args.set = [*args.set, f"mxm_dtype={args.mxm_dtype}"]
+    args.human = sys.stderr if args.json else sys.stdout     # the readable report; stdout is JSON's with --json
     from firmware_gen.chart import ChartError
     from firmware_gen.compile_ffn import CompileError
     from lpu_arch.config import ConfigError

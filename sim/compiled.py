@@ -227,6 +227,7 @@ def summary_rows(c: CompiledFfn) -> list[tuple[str, str]]:
     """The compile summary as (label, text) rows."""
     m, cfg = c.manifest, c.config
     b = m.bounds
+    padded = m.sram_padded and m.sram_padded != m.sram_bound
     return [
         ("FFN", f"{m.kind} ({c.source.get('activation', '?')}), H={m.H}, I={m.I}, batch={m.batch}, "
                 f"padded to {m.padded[0]}x{m.padded[1]}, {m.weight_vectors * cfg.lanes:,} weight bytes"),
@@ -235,7 +236,7 @@ def summary_rows(c: CompiledFfn) -> list[tuple[str, str]]:
         ("predicted cycles", f"{m.cycles:,}"),
         ("SRAM-read bound", f"{m.sram_bound:,}  (every weight vector the program reads, read once, {2 * cfg.mem_slices} MEM "
                             f"slices every cycle; " + (f"{m.sram_padded:,} reading every padded block; "
-                                                       if m.sram_padded and m.sram_padded != m.sram_bound else "")
+                                                       if padded else "")
                             + f"{b.get('sram_real', m.sram_bound):,} for the unpadded bytes)"),
         ("MAC bound", f"{m.mac_bound:,}  ({m.mm_count:,} MMs on 2 MXMs)"),
         *[(label, f"{b[k]:,}  ({BOUNDS[k]})") for k, label in
@@ -243,7 +244,7 @@ def summary_rows(c: CompiledFfn) -> list[tuple[str, str]]:
            ("latency", "latency floor"), ("sram_path", "SRAM + path bound")) if k in b],
         ("efficiency", f"{m.efficiency:.3f}  (tightest bound / cycles: {m.tightest}; {m.cycles / m.sram_bound:.3f}x "
                        "the SRAM-read bound" + (f", {m.cycles / m.sram_padded:.3f}x reading every padded block"
-                                                if m.sram_padded and m.sram_padded != m.sram_bound else "") + ")"),
+                                                if padded else "") + ")"),
         ("MXM utilisation", f"{m.mxm_utilisation:.3f}"),
         ("output writes", f"{len(m.writes)}"),
         ("instructions", ", ".join(f"{n} {k}" for n, k in m.instructions.items())),

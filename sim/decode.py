@@ -93,11 +93,13 @@ def run_golden(setup: DecodeSetup) -> dict:
             "host_segments_s": timing.get("segments", []), "engine": "golden model"}
 
 
-def run_rtl(setup: DecodeSetup, sim: str = "verilator", progress=None) -> dict:
-    """The loop on the RTL tile (one simulator invocation; the testbench runs the host)."""
+def run_rtl(setup: DecodeSetup, sim: str = "verilator", progress=None, runs: int = 0) -> dict:
+    """The loop on the RTL tile (one simulator invocation; the testbench runs the host).
+    ``progress``: as for ``TileSim.run``, an FFN run being a job, ``runs`` of them."""
     tile = TileSim(setup.cfg, sim)
     t0 = time.perf_counter()
-    out, _ = _run(tile, "sim.tb_decode", {"config": setup.cfg.to_dict(), "decode": setup.args}, "decode", TIMESCALE)
+    out, _ = _run(tile, "sim.tb_decode", {"config": setup.cfg.to_dict(), "decode": setup.args}, "decode", TIMESCALE,
+                  progress, runs)
     res = out[0]
     res["engine"], res["sim"], res["wall_s"] = "RTL", sim, time.perf_counter() - t0
     return res
@@ -152,13 +154,17 @@ def _varying(per_run, where: str = "") -> list[str]:
 
 
 # ---- dense layers larger than one tile, on a tray (golden model) ------------------------------
-def _loop_problems(model: Decoder, prompt, tokens: int, new: list, runs: list, golden: str) -> list[str]:
-    """A tray loop's tokens against the same loop with the integer golden model
-    (``IntFfn``'s defaults, named ``golden``), and every layer's program and wall cycles
-    the same for every token."""
+def _tray_loop(model: Decoder, prompt, tokens: int, ffn, runs: list, problems: list, golden: str, **report) -> dict:
+    """A tray loop's report (and ``report``): its tokens generated with ``ffn``, whose tray fills ``runs`` and
+    ``problems``, checked against the same loop with the integer golden model (``IntFfn``'s defaults, named
+    ``golden``), and every layer's program and wall cycles the same for every token."""
+    timing = {}
+    new = generate(model, prompt, tokens, ffn, timing)
     ref = generate(model, prompt, tokens, IntFfn(model), {})
-    problems = [] if new == ref else [f"tokens {new}, with {golden} {ref}"]
-    return problems + _varying((r["layer"], (r["cycles"], r["wall_cycles"])) for r in runs)
+    problems += [] if new == ref else [f"tokens {new}, with {golden} {ref}"]
+    problems += _varying((r["layer"], (r["cycles"], r["wall_cycles"])) for r in runs)
+    return {"tokens": new, "runs": runs, "problems": problems, "host_s": timing.get("host_s", 0.0),
+            "engine": "golden model", **report}
 
 
 def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8,
@@ -190,7 +196,7 @@ def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None =
             except CompileError as e:
                 raise CompileError(f"layer {l}: {e}") from None
     peer = Topology(tiles).peer
-    runs, problems, timing = [], [], {}
+    runs, problems = [], []
 
     def tray(l, xq):
         nonlocal memories
@@ -214,10 +220,8 @@ def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None =
                      "bytes_out": sum(len(m.outputs) for m in man.tile) * progs[0].config.lanes})
         return y
 
-    new = generate(model, prompt, tokens, IntFfn(model, run=tray), timing)
-    problems += _loop_problems(model, prompt, tokens, new, runs, "ffn_int")
-    return {"tokens": new, "runs": runs, "problems": problems, "host_s": timing.get("host_s", 0.0),
-            "engine": "golden model", "tiles": tiles, "resident": resident, "loaded_once_bytes": loaded}
+    return _tray_loop(model, prompt, tokens, IntFfn(model, run=tray), runs, problems, "ffn_int", tiles=tiles,
+                      resident=resident, loaded_once_bytes=loaded)
 
 
 def run_dense_tray_any(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8) -> dict:
@@ -230,7 +234,7 @@ def run_dense_tray_any(model: Decoder, prompt, tokens: int, cfg: TileConfig | No
 
 
 def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: int = 2,
-                 sim: str = "verilator", clock_seed: int = 1) -> dict:
+                 sim: str = "verilator", clock_seed: int = 1, progress=None) -> dict:
     """The loop of the synthetic decoder ``synthetic(**model_args)`` (dense, or MoE with
     ``experts``) with every FFN on a tray of ``tiles`` RTL tiles (``hdl/system.py``, every
     tile on its own clock: random ppm within the specification and wire latencies from
@@ -243,7 +247,8 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
     (``moe.moe_int``), the wall cycles as ``c2c.wall_cycles`` predicts
     (``scoreboard.check_wall``), and a layer's program and wall cycles the same for every
     token.  Returns the golden loop's report with ``problems`` extended and, per run, the
-    RTL's cycles and wall cycles."""
+    RTL's cycles and wall cycles.  ``progress``: as for ``SystemSim.run``, a run (a MoE
+    run's round) being a job."""
     model = calibrate(synthetic(**model_args))
     moe = isinstance(model.specs[0], MoeSpec)
     golden = (run_moe_tray(model, prompt, tokens, cfg, tiles) if moe else
@@ -257,7 +262,8 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
     spec = {"config": tcfg.to_dict(), "tiles": tiles,
             "decode": {"config": cfg.to_dict(), "tiles": tiles, "model": model_args, "prompt": [int(t) for t in prompt],
                        "tokens": int(tokens), "ppm": ppm, "seed": clock_seed * 1000}}
-    out, _ = _run(system, "sim.tb_decode_tray", spec, "decode-tray", SYSTEM_TIMESCALE)
+    out, _ = _run(system, "sim.tb_decode_tray", spec, "decode-tray", SYSTEM_TIMESCALE, progress,
+                  sum(r.get("rounds", 1) for r in golden["runs"]))
     rtl = out[0]
     problems = list(golden["problems"])
     if rtl["tokens"] != golden["tokens"]:
@@ -357,7 +363,7 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
     ``wall_cycles``: its armed runs' HAC cycles from the host's HAC read to done
     (``system.wall_cycles``: the arming lead, the SAC cycles and the deskews' slack)."""
     cfg = cfg or TileConfig.default()
-    runs, problems, timing = [], [], {}
+    runs, problems = [], []
 
     def tray(l, xq, indices):
         spec = model.specs[l]
@@ -382,7 +388,5 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
                      "bytes_out": int(spec.H * (spec.top_k + len(spec.shared)))})
         return stages
 
-    new = generate(model, prompt, tokens, IntFfn(model, run_moe=tray), timing)
-    problems += _loop_problems(model, prompt, tokens, new, runs, "moe_int")
-    return {"tokens": new, "runs": runs, "problems": problems, "host_s": timing.get("host_s", 0.0),
-            "engine": "golden model", "tiles": tiles, "mapping": mapping}
+    return _tray_loop(model, prompt, tokens, IntFfn(model, run_moe=tray), runs, problems, "moe_int", tiles=tiles,
+                      mapping=mapping)

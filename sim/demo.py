@@ -1,33 +1,25 @@
-"""`make sim`: compile an FFN, run it on the RTL tile, show predicted vs observed.
-
-    python -m sim.demo [--kind swiglu|classic] [--H 128] [--I 512] [--batch 1]
-                       [--sim verilator|icarus] [--config default|tiny] [--waves] [--seed N] [--copy]
-
-``--copy`` runs the data-movement demo (MEM-to-MEM sweeps) instead of an FFN.
+"""Run a compiled FFN or any program on the RTL tile and show predicted vs observed: the runs
+behind ``lpu sim`` (``make sim``).  ``lpu sim --copy`` runs the data-movement demo
+(MEM-to-MEM sweeps, :func:`run_copy`) instead of an FFN.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import sys
 import time
 
 import numpy as np
 
-from lpu_arch import ConfigError, TileConfig
+from lpu_arch import TileConfig
 
 from firmware_gen import archmodel
-from firmware_gen.compile_ffn import CompileError, output_matrix
-from firmware_gen.numerics import NumericsError
+from firmware_gen.compile_ffn import output_matrix
 from firmware_gen.schedule import Scheduler
 
-from .runner import BUILD, SIMULATORS, SimSetupError, TileSim, job, observed_events
-from .cli import DEFAULT_SHAPE
-from .compiled import ArtifactError, from_example
-from .progress import ProgressPrinter
+from .runner import BUILD, SimSetupError, TileSim, job, observed_events
 from .scoreboard import check_run, output_rows, read_back
-from .waves import WavesError, build_failure_hint, save_waves
+from .waves import build_failure_hint, save_waves
 
 
 def demo_schedule(cfg: TileConfig, seed: int) -> Scheduler:
@@ -53,7 +45,7 @@ def build_tile(cfg, sim: str, waves: bool = False, out=None) -> TileSim:
     print(f"building the tile for {sim} ...", file=out, flush=True)
     try:
         tile = TileSim(cfg, sim, waves=waves)
-    except (SimSetupError, KeyboardInterrupt):
+    except SimSetupError:
         raise
     except Exception as e:    # the simulator's build failed: say why if the log tells
         d = BUILD / f"{sim}-tile-{cfg.key()}{'-waves' if waves else ''}"
@@ -100,15 +92,15 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
     err = c.error_vs_float(y_hw)
     writes_ok = observed_events(res) == [w.as_tuple() for w in man.writes]
     cyc = res["cycles"]
+    eff, util = man.bound / cyc, man.mm_count / (2 * cyc)
+    busy = [n for n in cfg.queue_names if man.busy.get(n)]        # the slices the program keeps busy
     verdict = bool(exact is not False and writes_ok and not problems)
     report = {
         "passed": verdict, "simulator": sim, "name": c.name, "kind": man.kind, "H": man.H, "I": man.I,
         "batch": man.batch, "cycles": cyc, "predicted_cycles": man.cycles, "golden_model_cycles": gold.cycles,
-        "sram_bound": man.sram_bound, "mac_bound": man.mac_bound, "efficiency": round(man.bound / cyc, 4),
-        "ratio_to_sram_bound": round(cyc / man.sram_bound, 4),
-        "mxm_utilisation": round(man.mm_count / (2 * cyc), 4),
-        "busy": {n: {"hardware": res["busy"].get(n), "predicted": man.busy[n]}
-                 for n in cfg.queue_names if man.busy.get(n)},
+        "sram_bound": man.sram_bound, "mac_bound": man.mac_bound, "efficiency": round(eff, 4),
+        "ratio_to_sram_bound": round(cyc / man.sram_bound, 4), "mxm_utilisation": round(util, 4),
+        "busy": {n: {"hardware": res["busy"].get(n), "predicted": man.busy[n]} for n in busy},
         "output_writes": len(res["events"]), "writes_as_predicted": writes_ok, "bit_exact": exact,
         "error_vs_float": err, "problems": problems, "run_seconds": round(res["wall_run_s"], 3),
         "cycles_per_second": round(cyc / res["wall_run_s"], 1) if res["wall_run_s"] > 0 else None,
@@ -119,9 +111,8 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
         ("SRAM-read bound", f"{man.sram_bound:>8}",
          f"every weight vector read once, all {2 * cfg.mem_slices} MEM slices every cycle"),
         ("MAC bound", f"{man.mac_bound:>8}", f"{man.mm_count} MMs on 2 MXMs"),
-        ("efficiency", f"{man.bound / cyc:>8.3f}",
-         f"bound / cycles; {cyc / man.sram_bound:.3f}x the SRAM-read bound"),
-        ("MXM utilisation", f"{man.mm_count / (2 * cyc):>8.3f}", ""),
+        ("efficiency", f"{eff:>8.3f}", f"bound / cycles; {cyc / man.sram_bound:.3f}x the SRAM-read bound"),
+        ("MXM utilisation", f"{util:>8.3f}", ""),
         ("output writes", f"{len(res['events']):>8}", f"predicted == observed: {'yes' if writes_ok else 'NO'}"),
         (f"bit-exact vs {'FP8' if cfg.mxm_dtype == 'fp8' else 'int'} FFN",
          f"{ {True: 'PASS', False: 'FAIL', None: '-'}[exact]:>8}",
@@ -137,8 +128,7 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
     say("")
     for label, value, note in rows:
         say(f"{label:<22}{value}   {note}".rstrip())
-    say("busy cycles (hardware / predicted): "
-        + ", ".join(f"{n} {res['busy'][n]}/{man.busy[n]}" for n in cfg.queue_names if man.busy.get(n)))
+    say("busy cycles (hardware / predicted): " + ", ".join(f"{n} {res['busy'][n]}/{man.busy[n]}" for n in busy))
     for p in problems:
         say("  " + p)
     say(f"\n{'PASS' if verdict else 'FAIL'}: FFN on {sim}, {cyc} cycles, every output "
@@ -146,12 +136,6 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
     if waves:
         report["waves"] = _save_waves(tile, cfg, waves_dir, say)
     return report
-
-
-def run_ffn(cfg, args) -> int:
-    c = from_example(cfg, args.kind, args.H, args.I, args.batch, seed=args.seed, preset=args.config)
-    progress = ProgressPrinter(args.sim, expected=[c.manifest.cycles])
-    return 0 if run_ffn_on_rtl(c, args.sim, args.waves, progress=progress)["passed"] else 1
 
 
 def run_program_on_rtl(prog, sim: str = "verilator", waves: bool = False, waves_dir=None, progress=None,
@@ -184,11 +168,12 @@ def run_program_on_rtl(prog, sim: str = "verilator", waves: bool = False, waves_
     return report
 
 
-def run_copy(cfg, args) -> int:
-    s = demo_schedule(cfg, args.seed)
+def run_copy(cfg, sim: str = "verilator", seed: int = 1, waves: bool = False) -> int:
+    """``lpu sim --copy``: :func:`demo_schedule` on the RTL, every write against the prediction."""
+    s = demo_schedule(cfg, seed)
     prog = s.program()
     gold = archmodel.run(prog)
-    tile = build_tile(cfg, args.sim, args.waves)
+    tile = build_tile(cfg, sim, waves)
     res = tile.run([job(prog)], name="demo")[0]
     obs = {(sl, a): (c, d) for c, sl, a, d in observed_events(res)}
     span = lambda cs: f"{min(cs)}..{max(cs)}" if cs else "-"  # noqa: E731
@@ -210,40 +195,9 @@ def run_copy(cfg, args) -> int:
     for p in problems:
         print("  " + p)
     verdict = ok_all and not problems
-    print(f"\n{'PASS' if verdict else 'FAIL'}: {len(res['events'])} MEM writes on {args.sim}, every value "
+    print(f"\n{'PASS' if verdict else 'FAIL'}: {len(res['events'])} MEM writes on {sim}, every value "
           f"and cycle {'as predicted' if verdict else 'checked (see above)'}")
-    if args.waves:
+    if waves:
         _save_waves(tile, cfg, None, print)
     return 0 if verdict else 1
 
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.demo", description=__doc__.splitlines()[0])
-    ap.add_argument("--kind", choices=("swiglu", "classic"), default="swiglu", help="FFN kind (default: swiglu)")
-    ap.add_argument("--H", type=int, default=None, help="model width H (default: 128; tiny 8, board 32)")
-    ap.add_argument("--I", type=int, default=None, help="intermediate width I (default: 512; tiny 16, board 64)")
-    ap.add_argument("--batch", type=int, default=1, help="batch size, 1 = decode (default: 1)")
-    ap.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default: verilator)")
-    ap.add_argument("--config", choices=tuple(DEFAULT_SHAPE), default="default",
-                    help="tile configuration preset (default: default)")
-    ap.add_argument("--waves", action="store_true",
-                    help="dump waveforms (FST) and write a GTKWave view next to them")
-    ap.add_argument("--seed", type=int, default=1, help="seed for weights and inputs (default: 1)")
-    ap.add_argument("--copy", action="store_true", help="run the MEM-to-MEM data-movement demo instead")
-    args = ap.parse_args(argv)
-    H0, I0 = DEFAULT_SHAPE[args.config]
-    args.H, args.I = args.H or H0, args.I or I0
-    try:
-        cfg = TileConfig.preset(args.config)
-        print(f"tile: {cfg.lanes} lanes, {cfg.streams} streams per direction, "
-              f"{cfg.mem_slices}+{cfg.mem_slices} MEM slices x {cfg.mem_depth} vectors, "
-              f"2 MXMs of {cfg.lanes}x{cfg.lanes}")
-        print("slices (west -> east): " + " | ".join(cfg.slice_names))
-        return run_copy(cfg, args) if args.copy else run_ffn(cfg, args)
-    except (ConfigError, SimSetupError, CompileError, NumericsError, ArtifactError, WavesError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,19 +1,15 @@
-"""`make sim-tray`: one FFN split across a tray of tiles, each on its own clock, on the RTL.
-
-    python -m sim.demo_tray [--tiles 2|4|8] [--kind swiglu|classic] [--H 16] [--I 32]
-                            [--sim verilator|icarus] [--config tiny|default] [--seed N]
+"""One FFN split across a tray of tiles, each on its own clock, on the RTL: the run behind
+``lpu tray`` (``make sim-tray``).
 
 Compiles the FFN for the tray (``firmware_gen/tray.py``), gives every tile a random clock
 offset within the specification (``max_ppm``), a random phase and every link a random wire
 latency within the declared range, runs all tiles, and checks every tile's MEM writes
 (its share of y, bit-exact) and cycle count against the compiler's prediction and the
-multi-tile golden model.  :func:`compile_tray` and :func:`run_tray_on_rtl` are shared
-with ``lpu tray`` (``sim/cli.py``).
+multi-tile golden model.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import hashlib
@@ -30,11 +26,11 @@ from lpu_arch import ConfigError, TileConfig, c2c
 from firmware_gen import archmodel
 from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
 from lpu_arch.hostmap import link_fault_names
-from firmware_gen.numerics import NumericsError, ffn_int
-from lpu_arch.topology import TILE_COUNTS, Topology
+from firmware_gen.numerics import ffn_int
+from lpu_arch.topology import Topology
 from firmware_gen.tray import TrayManifest, compile_ffn_tray, tray_config, tray_output
 
-from .runner import SIMULATORS, SimSetupError, SystemSim, observed_events, system_run
+from .runner import SystemSim, observed_events, system_run
 from .scoreboard import check_run, check_wall, traced_memory
 
 PRESETS = ("tiny", "default")
@@ -231,26 +227,3 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
             "run_seconds": round(res["wall_run_s"], 3),
             "build_dir": str(tray.build_dir)}
 
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.demo_tray", description=__doc__.splitlines()[0])
-    ap.add_argument("--tiles", type=int, choices=TILE_COUNTS, default=8, help="tiles in the tray (default: 8)")
-    ap.add_argument("--kind", choices=("swiglu", "classic"), default="swiglu", help="FFN kind (default: swiglu)")
-    ap.add_argument("--H", type=int, default=TRAY_H, help=f"model width H (default: {TRAY_H})")
-    ap.add_argument("--I", type=int, default=TRAY_I, help=f"intermediate width I (default: {TRAY_I})")
-    ap.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default: verilator)")
-    ap.add_argument("--config", choices=PRESETS, default="tiny",
-                    help="tile preset (default: tiny, so that eight tiles build in minutes)")
-    ap.add_argument("--seed", type=int, default=1, help="seed for weights, clocks and latencies (default: 1)")
-    args = ap.parse_args(argv)
-    try:
-        ct = compile_tray(args.kind, args.H, args.I, args.tiles, args.config, args.seed)
-        report = run_tray_on_rtl(ct, args.sim)
-    except (ConfigError, CompileError, NumericsError, SimSetupError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0 if report["passed"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -59,8 +59,8 @@ class ConfigMismatch(RuntimeError):
 class TileDriver:
     """Drives one ``lpu_tile`` through its host bus.
 
-    ``period``/``unit`` set the clock (default ``period_ns`` in ns); ``phase`` delays its
-    first rising edge (same unit), so that tiles of a system get unrelated clock phases.
+    ``period``/``unit`` set the clock (default 10 ns); ``phase`` delays its first rising
+    edge (same unit), so that tiles of a system get unrelated clock phases.
 
     Before the first load of every job (the first ``load_memory``, ``load_vxm`` or
     ``load_program`` after a reset or a run) the driver checks the tile's configuration
@@ -74,11 +74,9 @@ class TileDriver:
     a MEM vector, an instruction's 8 or a VXM lane entry's 20 per port lane), whichever
     path carried them."""
 
-    def __init__(self, dut, cfg, period_ns: float = 10.0, *, period=None, unit: str = "ns", phase=0,
-                 load_port: bool = False):
+    def __init__(self, dut, cfg, *, period=10.0, unit: str = "ns", phase=0, load_port: bool = False):
         self.dut, self.cfg = dut, cfg
-        self.period_ns = period_ns
-        self.period, self.unit, self.phase = (period_ns if period is None else period), unit, phase
+        self.period, self.unit, self.phase = period, unit, phase
         self.clock = None
         self.clock_t0 = None      # simulation time (in ``unit``) of the clock's first rising edge
         # What the VXM's parameter and table memories hold (they power up as a fresh
@@ -113,7 +111,7 @@ class TileDriver:
     async def reset(self, cycles: int = 3):
         dut = self.dut
         if self.unit == "ns" and not self.phase:
-            Clock(dut.clk, self.period_ns, unit="ns").start()
+            Clock(dut.clk, self.period, unit="ns").start()
         elif self.clock is None:
             await self.start_clock()
         dut.rst.value = 1
@@ -401,7 +399,8 @@ class TileDriver:
         return [_words_to_bytes(words[k * wpv:(k + 1) * wpv]) for k in range(len(rows))]
 
     async def read_trace(self):
-        """Every MEM write the hardware recorded: ``[(cycle, slice, addr, bytes), ...]``."""
+        """Every MEM write the hardware recorded: ``[(cycle, slice, addr, bytes), ...]``; the
+        rows written count as ``dirty`` for the next ``load_job``."""
         cfg, tw, f = self.cfg, hostmap.trace_words(self.cfg), hostmap.trace_fields(self.cfg)
         events = []
         counts = await self.read_words([hostmap.csr(Csr.TRACE_COUNT_BASE + i)
@@ -412,6 +411,7 @@ class TileDriver:
             for e in range(n):
                 w = words[e * tw:(e + 1) * tw]
                 events.append((w[f["cycle"][0]], name, w[f["addr"][0]], _words_to_bytes(w[f["data"][0]:])))
+                self.dirty[name].add(w[f["addr"][0]])
         events.sort(key=lambda ev: (ev[0], cfg.position(ev[1])))
         return events
 
@@ -430,9 +430,8 @@ class TileDriver:
         vals = await self.read_words([hostmap.csr(r) for r in regs + link_regs])
         hs, ds = vals[1], vals[6]
         out = {"hac": vals[0], "locked": bool(hs & HacStatus.LOCKED), "lock_lost": bool(hs & HacStatus.LOCK_LOST),
-               "latency": vals[2], "hac_error": vals[3] - (1 << 32) if vals[3] >> 31 else vals[3],
-               "deskew_offset": vals[4], "stalled_cycles": vals[5], "late": bool(ds & DeskewStatus.LATE),
-               "links": []}
+               "latency": vals[2], "hac_error": signed32(vals[3]), "deskew_offset": vals[4],
+               "stalled_cycles": vals[5], "late": bool(ds & DeskewStatus.LATE), "links": []}
         n = len(LinkReg)
         for lk in range(cfg.links):
             v = dict(zip((r.name.lower() for r in LinkReg), vals[len(regs) + n * lk: len(regs) + n * (lk + 1)]))
@@ -470,6 +469,12 @@ def _join_words(words) -> int:
     return sum(w << (32 * k) for k, w in enumerate(words))
 
 
+def signed32(v: int) -> int:
+    """The low 32 bits of ``v`` as a two's-complement integer."""
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >> 31 else v
+
+
 def _words_to_bytes(words):
     return [(w >> (8 * b)) & 0xFF for w in words for b in range(4)]
 
@@ -478,10 +483,10 @@ class UartTileDriver(TileDriver):
     """The same driver over the UART host bridge (``hdl/host_bridge.py``): only the
     transport differs; everything above ``write_words``/``read_words`` is shared."""
 
-    def __init__(self, dut, cfg, divisor: int, period_ns: float = 10.0):
+    def __init__(self, dut, cfg, divisor: int):
         from .uart_model import UartSink, UartSource
-        super().__init__(dut, cfg, period_ns)
-        bit_ns = divisor * period_ns
+        super().__init__(dut, cfg)
+        bit_ns = divisor * self.period
         self.source = UartSource(dut.rx, bit_ns)
         self.sink = UartSink(dut.tx, bit_ns)
 

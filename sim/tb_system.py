@@ -50,14 +50,9 @@ from lpu_arch.c2c import armed_start_hac
 from lpu_arch.config import TileConfig
 from lpu_arch.hostmap import Csr, DeskewStatus, HacStatus, Status, link_fault_names
 
-from .driver import Ports, TileDriver, read_spec, write_results
+from .driver import Ports, TileDriver, read_spec, signed32, write_results
 
 FS_PRECISION = -15
-
-
-def _s32(v: int) -> int:
-    v &= 0xFFFFFFFF
-    return v - (1 << 32) if v >> 31 else v
 
 
 async def _all(coros):
@@ -66,9 +61,9 @@ async def _all(coros):
     return [await t for t in tasks]
 
 
-def _level(packed: int, link: int, cfg) -> int:
-    """Link ``link``'s buffer level from a ``t<i>_rx_level``/``elastic_level`` port."""
-    return packed >> (cfg.level_bits * link) & ((1 << cfg.level_bits) - 1)
+def _levels(packed: int, cfg) -> list[int]:
+    """Every link's buffer level from a ``t<i>_rx_level``/``elastic_level`` port's value."""
+    return [packed >> (cfg.level_bits * link) & ((1 << cfg.level_bits) - 1) for link in range(cfg.links)]
 
 
 class Sampler:
@@ -110,15 +105,14 @@ class Sampler:
         hac, stall, sac, running = ([int(s.value) for s in self._ports[name]]
                                     for name in ("hac", "stall", "sac", "running"))
         frac = [((t - d.clock_t0) % d.period) / d.period for d in self.drivers]
-        e_int = [_s32(hac[i] - hac[0]) for i in range(1, self.n)]
+        e_int = [signed32(hac[i] - hac[0]) for i in range(1, self.n)]
         errs = [e + frac[i] - frac[0] for i, e in enumerate(e_int, 1)]
         self.err_int += e_int
         self.err += errs
-        links = range(self.cfg.links)
-        rx, el = ([[_level(int(s.value), k, self.cfg) for k in links] for s in self._ports[name]]
+        rx, el = ([_levels(int(s.value), self.cfg) for s in self._ports[name]]
                   for name in ("rx_level", "elastic_level"))
         for i in range(self.n):
-            for k in links:
+            for k in range(self.cfg.links):
                 self._minmax(self.rx[i][k], rx[i][k])
                 self._minmax(self.elastic[i][k], el[i][k])
         skews = []
@@ -174,12 +168,12 @@ class Recorder:
                     self.off = True
             if not self.on:
                 continue
-            rv, ev = int(p["rx_level"].value), int(p["elastic_level"].value)
             self.records[i].append({
                 "t_fs": int(get_sim_time("fs")), "sac": int(p["sac"].value), "hac": int(p["hac"].value),
                 "stall": int(p["stall"].value), "running": int(p["running"].value),
                 "tx": [int(k.value) if int(v.value) else -1 for v, k in tx],
-                "rx": [_level(rv, k, self.cfg) for k in links], "elastic": [_level(ev, k, self.cfg) for k in links]})
+                "rx": _levels(int(p["rx_level"].value), self.cfg),
+                "elastic": _levels(int(p["elastic_level"].value), self.cfg)})
 
 
 async def inject(dut, drv: TileDriver, tile: int, link: int, mask: int, after_cycles: int, count: int, log,
@@ -221,8 +215,6 @@ async def observe(cfg, drv: TileDriver, job: dict, done: bool) -> dict:
     status = await drv.read_status()
     trace_read = done and not status["status"] & Status.DESKEW_TIMEOUT
     events = await drv.read_trace() if cfg.trace_depth and trace_read else []
-    for _, name, addr, _ in events:
-        drv.dirty[name].add(addr)
     if not trace_read:
         for name in cfg.mem_names:
             drv.dirty[name] = set(range(cfg.mem_depth))
@@ -238,6 +230,10 @@ async def one_run(dut, cfg, drivers, run) -> dict:
         d.stop_clock()
         d.period, d.phase = run["period_fs"][i], run["phase_fs"][i]
     await _all(d.start_clock() for d in drivers)
+    # How every result begins (the clocks as started), and the flits each injection asks for.
+    head = {**{k: run[k] for k in ("name", "ppm", "period_fs", "phase_fs")},
+            "clock_t0_fs": [d.clock_t0 for d in drivers]}
+    requested = [x.get("count", 1) for x in run["inject"]]
     for i in range(n):            # a cancelled injection may have left its mask on
         for k in range(cfg.links):
             getattr(dut, f"t{i}_l{k}_inject").value = 0
@@ -257,14 +253,12 @@ async def one_run(dut, cfg, drivers, run) -> dict:
 
     locked = await _all(wait_lock(i) for i in range(n))
     if not all(locked):            # reported like a timeout: the batch goes on
-        log.warning("run %s: HAC not locked on tile(s) %s", run["name"], [i for i, ok in enumerate(locked) if not ok])
+        not_locked = [i for i, ok in enumerate(locked) if not ok]
+        log.warning("run %s: HAC not locked on tile(s) %s", run["name"], not_locked)
         tiles = [await observe(cfg, drv, run["jobs"][i], False) for i, drv in enumerate(drivers)]
-        return {"name": run["name"], "ppm": run["ppm"], "period_fs": run["period_fs"], "phase_fs": run["phase_fs"],
-                "clock_t0_fs": [d.clock_t0 for d in drivers], "tiles": tiles, "timed_out": True,
-                "hac_not_locked": [i for i, ok in enumerate(locked) if not ok],
-                "injected": [0] * len(run["inject"]), "inject_requested": [x.get("count", 1) for x in run["inject"]],
-                "wall_run_s": 0.0, "window": None,
-                **Sampler(dut, cfg, drivers, run["sample_every"], 0, 0).summary()}
+        return {**head, "tiles": tiles, "timed_out": True, "hac_not_locked": not_locked,
+                "injected": [0] * len(run["inject"]), "inject_requested": requested, "wall_run_s": 0.0,
+                "window": None, **Sampler(dut, cfg, drivers, run["sample_every"], 0, 0).summary()}
     t_lock = int(get_sim_time("fs"))
 
     sampler = Sampler(dut, cfg, drivers, run["sample_every"], run["record"], run["seed"] + 1)
@@ -318,11 +312,9 @@ async def one_run(dut, cfg, drivers, run) -> dict:
              sum(len(t["events"]) for t in tiles))       # progress: the last tile's cycles, every tile's writes
     log.info("run %s: ppm %s, cycles %s, HAC error %.3f..%.3f, %.1f s", run["name"], run["ppm"],
              [t["cycles"] for t in tiles], summ["hac_error"][0], summ["hac_error"][1], wall)
-    return {"name": run["name"], "ppm": run["ppm"], "period_fs": run["period_fs"], "phase_fs": run["phase_fs"],
-            "clock_t0_fs": [d.clock_t0 for d in drivers], "start_hac": start_hac, "hac_read": hac0, "hac_armed": armed_by,
-            "t_lock_fs": t_lock, "t_start_fs": t_start, "t_done_fs": t_done, "wall_run_s": wall,
-            "tiles": tiles, "timed_out": timed_out, "injected": [len(h) for h in hits],
-            "inject_requested": [x.get("count", 1) for x in run["inject"]],
+    return {**head, "start_hac": start_hac, "hac_read": hac0, "hac_armed": armed_by, "t_lock_fs": t_lock,
+            "t_start_fs": t_start, "t_done_fs": t_done, "wall_run_s": wall, "tiles": tiles,
+            "timed_out": timed_out, "injected": [len(h) for h in hits], "inject_requested": requested,
             "window": recorder.records if recorder is not None else None, **summ}
 
 

@@ -44,8 +44,6 @@ async def run_jobs(dut):
         cycles, wall = await drv.run(job.get("timeout_cycles", 1_000_000))
         status = await drv.read_status()
         events = await drv.read_trace() if cfg.trace_depth else []
-        for _, name, addr, _ in events:
-            drv.dirty[name].add(addr)
         readback, rows_read = {}, {}
         for name, rows in job.get("read_back", {}).items():
             rows_read[name] = [int(r) for r in rows]

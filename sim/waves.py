@@ -68,12 +68,10 @@ def _ref(sim, scope, name, rng):
     return f"{scope}.{shown}" + (f"[{rng[0]}:{rng[1]}]" if rng is not None else "")
 
 
-def write_gtkw(cfg: TileConfig, sim: str, dump: Path, verilog: Path, out: Path | None = None,
-               top: str = "lpu_tile") -> Path:
-    """Write ``<dump stem>.gtkw`` (or ``out``) and the opcode names file next to it."""
+def write_gtkw(cfg: TileConfig, sim: str, dump: Path, verilog: Path, top: str) -> Path:
+    """Write ``<dump stem>.gtkw`` and the opcode names file next to the dump (of toplevel ``top``)."""
     dump = Path(dump).resolve()
-    out = Path(out) if out else dump.with_suffix(".gtkw")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = dump.with_suffix(".gtkw")
     try:
         sigs = declared_signals(Path(verilog).read_text(), top)
     except OSError as e:
@@ -124,5 +122,5 @@ def save_waves(tile, cfg: TileConfig, dest: Path | None = None) -> tuple[Path, P
     if dest is not None:
         Path(dest).mkdir(parents=True, exist_ok=True)
         dump = Path(shutil.move(str(dump), Path(dest) / f"{tile.sim}.fst"))
-    view = write_gtkw(cfg, tile.sim, dump, Path(tile.build_dir) / f"{tile.toplevel}.v", top=tile.toplevel)
+    view = write_gtkw(cfg, tile.sim, dump, Path(tile.build_dir) / f"{tile.toplevel}.v", tile.toplevel)
     return dump, view

@@ -80,6 +80,9 @@ def test_every_subcommand_has_a_complete_help(capsys, sub, words):
     (["show", *TINY, "--window", "9:3"], "--window: expected FIRST:LAST"),
     (["sim", "--sim", "modelsim"], "invalid choice: 'modelsim'"),
     (["bench", "--sims", "verilator,xsim"], "unknown simulator(s) xsim"),
+    (["bench", "--build-configs", "tiny,huge"], "unknown preset(s) huge"),     # before any run
+    (["sim", "--copy", "--json"], "--copy runs its own program and prints a table: leave out --json"),
+    (["sim", "--copy", "--H", "8", "--weights", "w.npz"], "leave out --H, --weights"),
     (["bench", "--config", "tiny", "--dtype", "fp8"], "--dtype fp8 on the tiny tile: streams per direction must be"),
     (["synth", "--board", "ulx3s-99f"], "invalid choice: 'ulx3s-99f'"),
     (["synth", "--baud", "fast"], "--baud: must be a positive integer"),
@@ -91,6 +94,7 @@ def test_every_subcommand_has_a_complete_help(capsys, sub, words):
     (["c2c", "--ppm", "2000", "0"], "+2000 ppm is beyond the configuration's tolerance"),
     (["c2c", "--latency", "99"], "link latency 99 is outside the declared range"),
     (["c2c", "--plot", "run.jpg"], "cannot write a picture as '.jpg'"),
+    (["c2c", "--figures", "img", "--json"], "--figures writes pictures and no report: leave out --json"),
     (["moe", "--no-run", "--experts", "6"], "6 routed experts do not divide evenly over 4 tiles"),
     (["moe", "--no-run", "--routing", "0,x"], "a routing is one of router, spread"),
     (["moe", "--no-run", "--tiles", "8", "--experts", "16", "--top-k", "4", "--capacity", "3"],
@@ -244,6 +248,44 @@ def test_sim_passes_on_a_compiled_directory(capsys, compiled):
     assert f"[{sim}] job 1/1 loaded in" in err              # progress from the testbench's log
     assert f"[{sim}] job 1/1 done" in err
     assert "PASS: FFN on" in err                            # the table goes to stderr with --json
+
+
+@pytest.mark.sim
+def test_sim_copy_runs_the_data_movement_demo(capsys):
+    """``lpu sim --copy``: the MEM-to-MEM scheduler's sweeps on the RTL, the cycle count as the
+    scheduler predicts and the golden model runs it."""
+    from sim.demo import demo_schedule
+    s = demo_schedule(TileConfig.tiny(), 1)
+    code, text, _ = run(capsys, "sim", "--copy", "--config", "tiny", "--sim", SIMS[0], "-q")
+    assert code == 0 and "MISMATCH" not in text and "\nPASS: " in text, text
+    cycles = s.predicted_cycles()
+    assert f"cycles: predicted {cycles}, golden model {archmodel.run(s.program()).cycles}, hardware {cycles}" in text
+    assert text.count(" match") == len(s.transfers)
+
+
+def test_sim_copy_defaults_to_the_default_tile(capsys, monkeypatch):
+    import sim.demo
+    seen = []
+    monkeypatch.setattr(sim.demo, "run_copy", lambda cfg, sim_, seed, waves: seen.append((cfg, sim_, seed, waves)) or 0)
+    assert run(capsys, "sim", "--copy", "--sim", "icarus")[0] == 0
+    assert run(capsys, "sim", "--copy", "--config", "tiny", "--seed", "5", "--waves")[0] == 0
+    assert seen == [(TileConfig.default(), "icarus", 1, False), (TileConfig.tiny(), "verilator", 5, True)]
+
+
+def test_c2c_testbench_failure_is_a_fail_not_a_traceback(capsys, monkeypatch):
+    import sim.demo_c2c
+
+    def broken(*args, **kw):
+        raise RuntimeError("the testbench timed out")
+    monkeypatch.setattr(sim.demo_c2c, "run_c2c", broken)
+    code, text, err = run(capsys, "c2c", "--json", "-q")
+    assert code == 1 and "FAIL: the testbench timed out" in err and "Traceback" not in err
+    assert json.loads(text) == {"passed": False, "simulator": "verilator", "error": "the testbench timed out"}
+
+
+def test_compile_fit_quantises_for_the_tiles_number_format(capsys):
+    code, text, err = run(capsys, "compile", "--fit", "--dtype", "fp8", "--H", "64", "--I", "1024")
+    assert code == 0 and 'mxm_dtype = "fp8"' in text, err
 
 
 @pytest.mark.sim

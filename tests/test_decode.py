@@ -2,6 +2,7 @@
 small decoder on the host, its FFNs in int8 on the golden model and on the RTL."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -188,6 +189,8 @@ def test_lpu_decode_on_a_tray_of_rtl_tiles(capsys, simulator, layers):
     r = json.loads(out)
     assert r["ran"] and r["passed"] and not r["problems"], r["problems"]
     assert len(r["positions"]) == 2 and len({(p["tray_cycles"], p["wall_cycles"]) for p in r["positions"]}) == 1
+    done = re.findall(rf"^\[{simulator}\] job (\d+)/(\d+) done: run", err, re.M)     # progress: a line per run
+    assert done and [int(i) for i, _ in done] == list(range(1, len(done) + 1)) and {n for _, n in done} == {str(len(done))}
     if "--experts" not in layers:
         assert r["tokens"] == run_dense_tray(calibrate(synthetic(**SYNTHETIC)), [1], 1, TileConfig.tiny(), 2)["tokens"]
 
@@ -215,14 +218,19 @@ def test_lpu_decode_on_the_rtl(capsys, simulator, tile):
     code in the testbench, generates the golden model's tokens with every layer's output
     bit-exact, every layer's cycles as predicted and identical for every token, the weights
     loaded once (then only x and the entry per run).  Also on an FP8 tile (E4M3 FFNs; FP8
-    FFNs on both simulators are tests/test_ffn_sim.py's)."""
-    code = cli.main(["decode", "--model", "synthetic", "--tokens", "8", "--sim", simulator, "--json", "-q", *tile])
+    FFNs on both simulators are tests/test_ffn_sim.py's).  Progress: a line per FFN run
+    done (none with -q)."""
+    quiet = ["-q"] if tile else []
+    code = cli.main(["decode", "--model", "synthetic", "--tokens", "8", "--sim", simulator, "--json", *quiet, *tile])
     out, err = capsys.readouterr()
     assert code == 0, err
     d = json.loads(out)
     assert d["passed"] and d["engine"] == f"RTL ({simulator})" and not d["problems"]
     first, *later = d["loaded_per_run"]
     assert first >= d["loaded_once"]["weights"] and max(later) <= 64
+    n = len(d["loaded_per_run"])
+    done = [line for line in err.splitlines() if line.startswith(f"[{simulator}] job ") and " done: layer " in line]
+    assert len(done) == (0 if quiet else n) and (quiet or done[-1].startswith(f"[{simulator}] job {n}/{n} done")), err
 
 
 def test_two_micro_batches_hide_the_faster_engine():
