@@ -687,7 +687,7 @@ Examples:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of ``lpu plan`` (``python -m firmware_gen.plan``)."""
+    """The options of ``lpu plan``."""
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--model", metavar="NAME", help=f"a built-in model: {', '.join(_models.MODELS)}, or all "
                                                      "(default: all)")
@@ -758,25 +758,3 @@ def run(args) -> int:
         if args.chart:
             print(f"chart: {args.chart}")
     return 0
-
-
-class _Parser(argparse.ArgumentParser):
-    """One-line errors (no usage dump), exit status 2."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def main(argv=None) -> int:
-    ap = _Parser(prog="lpu plan", description=DESCRIPTION, epilog=EPILOG,
-                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(ap)
-    try:
-        args = ap.parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
-    return run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

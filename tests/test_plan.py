@@ -9,6 +9,7 @@ import pytest
 
 from firmware_gen import models, plan
 from lpu_arch.config import TileConfig
+from sim import cli
 
 # A small MoE model in DeepSeek-V3's config.json form: MLA attention, 1 dense layer first,
 # 3 MoE layers of 4 routed + 1 shared experts, a routing bias, 1 MTP layer.
@@ -140,6 +141,14 @@ def test_dtypes_scale_bytes_and_say_analytic():
 
 
 # ---- the command line ------------------------------------------------------------------------
+def _lpu_plan(argv) -> int:
+    """``lpu plan ARGV``'s exit status (argparse's own exits included)."""
+    try:
+        return cli.main(["plan", *argv])
+    except SystemExit as e:
+        return int(e.code or 0)
+
+
 def _err(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
@@ -156,7 +165,7 @@ def _err(capsys):
     (["--hf-config", "/nonexistent/config.json"], "no such file"),
 ])
 def test_cli_errors(argv, needle, capsys):
-    assert plan.main(argv) == 2
+    assert _lpu_plan(argv) == 2
     assert needle in _err(capsys)
 
 
@@ -165,14 +174,14 @@ def test_cli_config_missing_field(tmp_path, capsys):
     del cfg["hidden_size"]
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    assert plan.main(["--hf-config", str(path)]) == 2
+    assert _lpu_plan(["--hf-config", str(path)]) == 2
     assert "no 'hidden_size'" in _err(capsys)
     cfg = dict(SMALL_MOE, num_experts_per_tok=9)
     path.write_text(json.dumps(cfg))
-    assert plan.main(["--hf-config", str(path)]) == 2
+    assert _lpu_plan(["--hf-config", str(path)]) == 2
     assert "num_experts_per_tok" in _err(capsys)
     path.write_text("{not json")
-    assert plan.main(["--hf-config", str(path)]) == 2
+    assert _lpu_plan(["--hf-config", str(path)]) == 2
     assert "is not JSON" in _err(capsys)
 
 
@@ -192,7 +201,7 @@ def test_cli_hf_config_compiles_and_checks(tmp_path, capsys):
     path = tmp_path / "tiny-moe.json"
     path.write_text(json.dumps(cfg))
     chart = tmp_path / "plan.svg"
-    assert plan.main(["--hf-config", str(path), "--config", "default", "--json", "--chart", str(chart)]) == 0
+    assert _lpu_plan(["--hf-config", str(path), "--config", "default", "--json", "--chart", str(chart)]) == 0
     p = json.loads(capsys.readouterr().out)
     assert p["model"] == "tiny-moe" and p["config"] == "default"
     assert p["time"]["source"] == "compiled and golden-model-checked; C2C hops analytic"
@@ -205,13 +214,13 @@ def test_cli_hf_config_compiles_and_checks(tmp_path, capsys):
 def test_cli_table_and_no_golden(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(dict(SMALL_DENSE, hidden_size=32, intermediate_size=48)))
-    assert plan.main(["--hf-config", str(path), "--config", "default", "--no-golden", "--dtype", "bf16"]) == 0
+    assert _lpu_plan(["--hf-config", str(path), "--config", "default", "--no-golden", "--dtype", "bf16"]) == 0
     out = capsys.readouterr().out
     assert "compiled (cycles predicted by the compiler)" in out and "analytic" in out and "tile preset default" in out
 
 
 def test_help_explains(capsys):
-    assert plan.main(["--help"]) == 0
+    assert _lpu_plan(["--help"]) == 0
     out = capsys.readouterr().out
     for word in ("Placement rule", "Hops", "500 MB", "golden model", "analytic", plan.DEFAULT_CONFIG):
         assert word in out
@@ -219,6 +228,6 @@ def test_help_explains(capsys):
 
 @pytest.mark.long          # (compiles DeepSeek's dense layer and expert on lp30: tens of seconds)
 def test_deepseek_r1_real_run(capsys):
-    assert plan.main(["--model", "deepseek-r1", "--dtype", "fp8", "--json"]) == 0
+    assert _lpu_plan(["--model", "deepseek-r1", "--dtype", "fp8", "--json"]) == 0
     p = json.loads(capsys.readouterr().out)
     assert p["time"]["source"].startswith("compiled and golden-model-checked")
