@@ -431,7 +431,8 @@ class TileDriver:
         hs, ds = vals[1], vals[6]
         out = {"hac": vals[0], "locked": bool(hs & HacStatus.LOCKED), "lock_lost": bool(hs & HacStatus.LOCK_LOST),
                "latency": vals[2], "hac_error": signed32(vals[3]), "deskew_offset": vals[4],
-               "stalled_cycles": vals[5], "late": bool(ds & DeskewStatus.LATE), "links": []}
+               "stalled_cycles": vals[5], "deskew_status": ds, "late": bool(ds & DeskewStatus.LATE),
+               "stall_timeout": bool(ds & DeskewStatus.STALL_TIMEOUT), "links": []}
         n = len(LinkReg)
         for lk in range(cfg.links):
             v = dict(zip((r.name.lower() for r in LinkReg), vals[len(regs) + n * lk: len(regs) + n * (lk + 1)]))

@@ -48,7 +48,7 @@ from cocotb.simtime import get_sim_time
 
 from lpu_arch.c2c import armed_start_hac
 from lpu_arch.config import TileConfig
-from lpu_arch.hostmap import Csr, DeskewStatus, HacStatus, Status, link_fault_names
+from lpu_arch.hostmap import Csr, HacStatus, Status, link_fault_names
 
 from .driver import Ports, TileDriver, read_spec, signed32, write_results
 
@@ -198,14 +198,6 @@ async def inject(dut, drv: TileDriver, tile: int, link: int, mask: int, after_cy
     log.info("injected %#x into %d flit(s) of tile %d link %d", mask, len(hit), tile, link)
 
 
-async def read_c2c(drv: TileDriver) -> dict:
-    """``TileDriver.read_c2c`` plus the raw DESKEW_STATUS and its stall-timeout bit."""
-    c2c = await drv.read_c2c()
-    ds = await drv.read_csr(Csr.DESKEW_STATUS)
-    c2c.update({"deskew_status": ds, "stall_timeout": bool(ds & DeskewStatus.STALL_TIMEOUT)})
-    return c2c
-
-
 async def observe(cfg, drv: TileDriver, job: dict, done: bool) -> dict:
     """A tile's observation after a run: STATUS, cycles, busy counters, the trace and the
     C2C registers.  A tile not done (still running, or never started: its HAC did not
@@ -219,7 +211,7 @@ async def observe(cfg, drv: TileDriver, job: dict, done: bool) -> dict:
         for name in cfg.mem_names:
             drv.dirty[name] = set(range(cfg.mem_depth))
     return {"name": job.get("name", ""), "cycles": status["cycles"], **status, "events": events, "read_back": {},
-            "c2c": await read_c2c(drv), "done": done, "trace_read": trace_read,
+            "c2c": await drv.read_c2c(), "done": done, "trace_read": trace_read,
             "fault_names": link_fault_names(status["status"])}
 
 
