@@ -221,6 +221,12 @@ class LinkVector:
     link: int = 0
 
 
+def send_to_recv(cfg) -> int:
+    """The SEND-to-RECV distance a RECV is checked against unless a caller gives one:
+    ``c2c.min_distance`` on a tile with links."""
+    return c2c.min_distance(cfg) if cfg.links else 0
+
+
 class TileModel:
     """One tile, advanced a cycle at a time (:meth:`step`), so that several tiles can run
     in lockstep SAC time (:func:`run_system`).  ``run`` is the single-tile case.
@@ -248,9 +254,7 @@ class TileModel:
         self.table = program.table.astype(np.int64)
         self.rx = {link: [] for link in range(cfg.links)}
         self.sent: list[LinkVector] = []
-        if min_distance is None:
-            min_distance = c2c.min_distance(cfg) if cfg.links else 0
-        self.min_distance = min_distance
+        self.min_distance = send_to_recv(cfg) if min_distance is None else min_distance
         self.issues: dict[int, list[tuple[int, Instr, str]]] = {}   # cycle -> [(position, instr, queue)]
         self.halt_at, self.busy = [], {}
         # The READs (most of a weight-streaming program's instructions) run as one array

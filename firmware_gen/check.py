@@ -79,13 +79,12 @@ import itertools
 from collections import defaultdict
 from dataclasses import dataclass
 
-from lpu_arch import c2c
 from lpu_arch.config import ConfigError
 from lpu_arch.effects import effects, effects_key
 from lpu_arch.isa import DIR_NAMES, EAST, IsaError, MMFlag, Op
 from lpu_arch.timing import diagonal, lw_cycles
 
-from .archmodel import ModelError, expand
+from .archmodel import ModelError, expand, send_to_recv
 from .program import Program, ProgramError
 
 REPLACED = "replaced-before-read"
@@ -346,13 +345,12 @@ def check_system(programs: list[Program], peer, min_distance: int | None = None)
     transfers.  ``peer(tile, link) -> (tile', link')`` says where a vector tile sends on
     ``link`` is received (``Topology(n).peer``; the same callable ``archmodel.run_system``
     takes).  ``min_distance``: fewest cycles from a SEND to its RECV (default
-    ``c2c.min_distance`` of tile 0's configuration)."""
+    ``archmodel.send_to_recv`` of tile 0's configuration)."""
     tiles = [_tile_problems(prog, k) for k, prog in enumerate(programs)]
     problems = [p for pr, *_ in tiles for p in pr]
     per = [(iss, sends, recvs) for _, iss, sends, recvs in tiles]
     if programs and min_distance is None:
-        cfg0 = programs[0].config
-        min_distance = c2c.min_distance(cfg0) if cfg0.links else 0
+        min_distance = send_to_recv(programs[0].config)
     matched = set()          # (receiving tile, link) pairs some sender feeds
     for k, (iss, sends, _) in enumerate(per):
         for link, sl in sorted(sends.items()):
