@@ -501,9 +501,9 @@ class HacUnit(wiring.Component):
         Root: always.  Child: the link latency is measured and a SYNC has been applied.
     lock_lost : Out(1)
         Sticky: a SYNC found the HAC off by more than ``HAC_ERROR_MAX`` after lock.
-    latency : Out(16)
+    latency : Out(LINK_COUNT_BITS)
         Measured one-way latency of the parent link (child), in this tile's cycles.
-    error : Out(signed(16))
+    error : Out(signed(LINK_COUNT_BITS))
         The HAC error the last SYNC corrected (own HAC minus parent's, before correcting).
     tx_req/tx_kind/tx_payload (Out) and tx_ack (In), per link: control flit requests.
     rx_sync/rx_probe/rx_echo (In), rx_value (In), per link: received control flits.

@@ -38,7 +38,7 @@ class MemSlice(wiring.Component):
         The tile's base registers (register 0 all zero).
     skip : Out(1)
         The instruction issued this cycle is a READ or WRITE that skips (not a busy cycle).
-    write_event : Out(1), write_addr : Out(20), write_data : Out(vector_bits)
+    write_event : Out(1), write_addr : Out(ADDR_BITS), write_data : Out(vector_bits)
         A WRITE that does not skip is executing this cycle (for the event trace), at the
         relocated address.
     addr_fault : Out(1)

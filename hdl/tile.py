@@ -336,13 +336,13 @@ class Tile(wiring.Component):
         # on which the HAC equals START_HAC: the start pulse comes the cycle before, the
         # queues' prestart two cycles before.  A HAC that a SYNC moves past the value still
         # starts (signed comparison).
-        start_hac, armed = Signal(32), Signal()
+        start_hac, armed = Signal(cfg.HAC_BITS), Signal()
         csr_write = self.host.we & (region == Region.CSR)
         with m.If(csr_write & (word == Csr.START_HAC)):
             m.d.sync += start_hac.eq(self.host.wdata)
-        due, armed_go = Signal(32), Signal()
+        due, armed_go = Signal(cfg.HAC_BITS), Signal()
         m.d.comb += due.eq(hac.hac + 2 - start_hac)
-        m.d.comb += [armed_go.eq(armed & ~self.running & ~start & ~due[31]),
+        m.d.comb += [armed_go.eq(armed & ~self.running & ~start & ~due[-1]),
                      prestart.eq(host_start | armed_go)]
         with m.If(ctrl_write & (self.host.wdata & Ctrl.START_AT_HAC).any()):
             m.d.sync += armed.eq(1)

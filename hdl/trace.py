@@ -21,7 +21,7 @@ class EventTrace(wiring.Component):
     Members
     -------
     start : In(1)        clears the count and the overflow flag.
-    event : In(1), cycle : In(32), addr : In(20), data : In(vector_bits)
+    event : In(1), cycle : In(CYCLE_BITS), addr : In(ADDR_BITS), data : In(vector_bits)
         One event to record this cycle.
     count : Out(16+1)    events recorded since start.
     overflow : Out(1)    sticky until start: an event arrived with the buffer full.

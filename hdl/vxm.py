@@ -282,7 +282,7 @@ class VXM(wiring.Component):
         def follow(vop, flags, out, zero):
             """A stage's VOP strobe (every cycle), flags, output stream and zero flag (the VOP
             skips or faulted: its result is a zero vector), loaded only after a VOP."""
-            n_vop, n_flags, n_out, n_zero = Signal(), Signal(8), Signal.like(ins.stream), Signal()
+            n_vop, n_flags, n_out, n_zero = Signal(), Signal(len(flags)), Signal.like(ins.stream), Signal()
             m.d.sync += n_vop.eq(vop)
             with m.If(vop):
                 m.d.sync += [n_flags.eq(flags), n_out.eq(out), n_zero.eq(zero)]
