@@ -129,6 +129,10 @@ class Scheduler:
                      for c in range(t, t + count) if c in used), None)
 
     def _earliest(self, src, a, dst, b, count, lead) -> int:
+        """The first READ cycle at which vector k (0..count-1), read from ``src[a+k]`` at the
+        READ cycle + k and written to ``dst[b+k]`` at the READ cycle + k + ``lead``, comes
+        after the last write of its source row and after the last read and write of its
+        destination row by earlier transfers (RAW, WAR, WAW)."""
         return max(0, *(max(self._last_write.get((src, a + k), -1) + 1 - k,          # RAW on the source
                             self._last_read.get((dst, b + k), -1) - (k + lead),      # WAR on the destination
                             self._last_write.get((dst, b + k), -1) + 1 - (k + lead)) # WAW on the destination
