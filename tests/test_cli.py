@@ -248,6 +248,9 @@ def test_sim_passes_on_a_compiled_directory(capsys, compiled):
     assert f"[{sim}] job 1/1 loaded in" in err              # progress from the testbench's log
     assert f"[{sim}] job 1/1 done" in err
     assert "PASS: FFN on" in err                            # the table goes to stderr with --json
+    tight = max(r["bounds"], key=r["bounds"].get)            # efficiency names the bound it divides
+    assert r["efficiency"] == round(r["bounds"][tight] / r["cycles"], 4)
+    assert f"tightest bound ({tight} {r['bounds'][tight]}) / cycles" in err, err
 
 
 @pytest.mark.sim
