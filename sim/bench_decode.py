@@ -183,15 +183,16 @@ def bert_rows(path, positions: int = 64, formats=(("int8", False), ("int8", True
 
 
 def markdown(rows: list[dict], acc: list[dict]) -> list[str]:
-    lines = ["", "Decode loop (golden model; the synthetic dense models' layers resident on one tile, the MoE "
-             "model's layers and all-MiniLM-L6-v2's FFNs each on a tray of tiles. Cycles per layer and per token: program cycles (SAC); wall: from each run's "
+    trays = "the MoE model's layers" + (" and all-MiniLM-L6-v2's FFNs" if any("MiniLM" in r["model"] for r in rows) else "")
+    lines = ["", "Decode loop (golden model; the synthetic dense models' layers resident on one tile, "
+             f"{trays} each on a tray of tiles. Cycles per layer and per token: program cycles (SAC); wall: from each run's "
              "start (the CTRL write on one tile, 2 cycles before cycle 0; the host's HAC read on a tray, whose "
              "armed runs add the 32-cycle arming lead and the deskews' slack, c2c.wall_cycles) to done; tokens/s: "
              f"the wall cycles at {CLOCK_MHZ:g} MHz, arithmetic, the tile side alone):", "",
              "| model | tile | layers | cycles per layer | cycles per token | wall per token | same every token | "
              "bytes in / out per token | tokens/s | checks |", "|---|---|---:|---|---:|---:|---|---:|---:|---|"]
     bat = [(r, r["batched"]) for r in rows if r.get("batched", {}).get("fits")]
-    lines += [f"| {r['model']} | {r['config']} {' '.join(r['config_sets'])} | {r['layers']} | "
+    lines += [f"| {r['model']} | {' '.join([r['config'], *r['config_sets']])} | {r['layers']} | "
               f"{', '.join(map(str, r['layer_cycles']))} | {r['cycles_per_token']} | {r['wall_cycles_per_token']} | "
               f"{'yes' if r['identical_every_token'] else 'NO'} | {r['bytes_to_tile_per_token']} / "
               f"{r['bytes_from_tile_per_token']} | {r['tokens_per_second_at_clock']:,} | "
