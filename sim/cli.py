@@ -554,8 +554,13 @@ def cmd_decode(args) -> int:
     base = TileConfig.load(args.config, (*(DECODE_TILE if args.config == "tiny" else ()), *args.set))
     model = {"vocab": args.vocab, "H": args.H, "I": args.I, "layers": args.layers, "heads": args.heads,
              "seed": args.seed}
-    if args.experts or (args.tiles or 1) > 1:     # one layer on the tray at a time: the preset's depths do
+    tray = args.experts or (args.tiles or 1) > 1
+    if args.clock_seed is not None and (args.no_run or not tray):
+        raise CliError("--clock-seed draws the clocks of a tray on the RTL: give --tiles 2|4|8 (or --experts) "
+                       "and leave out --no-run")
+    if tray:                     # one layer on the tray at a time: the preset's depths do
         args.tiles = args.tiles or 4
+        args.clock_seed = 1 if args.clock_seed is None else args.clock_seed
         return _decode_tray(args, TileConfig.load(args.config, args.set), model)
     setup = decode_setup(base.to_dict(), model, args.prompt, args.tokens, args.out_scale_per_channel)
     rm = setup.resident
@@ -662,12 +667,16 @@ def _decode_tray(args, base, model) -> int:
         golden, what = run_dense_tray_any, "an FFN does not fit"
     try:
         g = (golden(calibrate(synthetic(**model)), args.prompt, args.tokens, base, args.tiles) if args.no_run
-             else run_tray_rtl(model, args.prompt, args.tokens, base, args.tiles, args.sim,
+             else run_tray_rtl(model, args.prompt, args.tokens, base, args.tiles, args.sim, args.clock_seed,
                                progress=None if args.quiet else ProgressPrinter(args.sim)))
     except CompileError as e:
         raise CliError(f"{what} the tray: {e}") from None
     except RuntimeError as e:
         return _testbench_failed(e, args, ran=True)
+    if g["engine"] == "RTL":
+        print(f"clocks (--clock-seed {args.clock_seed}): tile ppm " + ", ".join(f"{p:+.1f}" for p in g["ppm"])
+              + "; wire latencies " + ", ".join(f"{a}-{b} {n}" for a, b, n in g["wire_latencies"]) + " cycles",
+              file=args.human)
     if not args.experts and g["resident"]:
         print(f"tray: every layer resident ({g['loaded_once_bytes']:,} bytes of MEM images loaded once); per "
               "run only x crosses", file=args.human)
@@ -708,7 +717,7 @@ def _decode_tray_report(args, g: dict) -> int:
     print("PASS" if ok else "FAIL", file=args.human)
     if args.json:
         _print_json({"ran": g["engine"] == "RTL", "engine": f"{g['engine']} (tray)", "tiles": args.tiles,
-                     "tokens": g["tokens"],
+                     "tokens": g["tokens"], **{k: g[k] for k in ("clock_seed", "ppm", "wire_latencies") if k in g},
                      "positions": rows, "problems": g["problems"], "passed": ok})
     return EXIT_OK if ok else EXIT_FAIL
 
@@ -1027,6 +1036,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give each FFN output channel its own int8 scale (folded into its row's\n"
                         "requantisation; the host dequantises with a vector) instead of one per FFN")
     g.add_argument("--clock-mhz", type=float, default=900.0, help="tile clock for the tray time (default: 900)")
+    g.add_argument("--clock-seed", type=_nonneg, default=None,
+                   help="with --tiles N on the RTL: seed of every tile's clock (ppm within the specification,\n"
+                        "phase) and of the wire latencies, as lpu tray's (default: 1)")
     g.add_argument("--hbm-gbs", type=float, default=8000.0,
                    help="assumed GPU HBM bandwidth for the attention estimate (default: 8000 GB/s)")
     _config_options(g, "tiny", "tiny, with " + ", ".join(DECODE_TILE))

@@ -12,7 +12,6 @@ and programs loaded once.
 
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import dataclass
 
@@ -31,6 +30,7 @@ from firmware_gen.tray import compile_resident_tray, compile_tray_layer, tray_co
 from lpu_arch import TileConfig, c2c
 from lpu_arch.topology import Topology
 
+from .demo_tray import clock_draw, wire_latencies
 from .runner import SYSTEM_TIMESCALE, TIMESCALE, SystemSim, TileSim, _run
 from .scoreboard import check_run, check_wall
 
@@ -255,9 +255,7 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
               run_dense_tray(model, prompt, tokens, cfg, tiles, resident=False))     # the RTL's programs
     layers = [None if moe else compile_tray_layer(s, cfg, tiles) for s in model.specs]
     tcfg = tray_config(cfg, tiles)
-    rng = random.Random(clock_seed)
-    lat = {p: rng.randint(tcfg.link_latency_min, tcfg.link_latency_max) for p in Topology(tiles).pairs}
-    ppm = [rng.uniform(-tcfg.max_ppm, tcfg.max_ppm) for _ in range(tiles)]
+    lat, ppm = wire_latencies(tcfg, tiles, clock_seed), clock_draw(tcfg, tiles, clock_seed)
     system = SystemSim(tcfg, tiles, lat, sim)
     spec = {"config": tcfg.to_dict(), "tiles": tiles,
             "decode": {"config": cfg.to_dict(), "tiles": tiles, "model": model_args, "prompt": [int(t) for t in prompt],
@@ -312,7 +310,8 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
     if len(rtl["runs"]) != len(golden["runs"]):
         problems.append(f"{len(rtl['runs'])} FFN runs on the RTL, golden loop {len(golden['runs'])}")
     problems += _varying(per_run, " on the RTL")
-    return {**golden, "problems": problems, "engine": "RTL", "sim": sim, "rtl_tokens": rtl["tokens"]}
+    return {**golden, "problems": problems, "engine": "RTL", "sim": sim, "rtl_tokens": rtl["tokens"],
+            "clock_seed": clock_seed, "ppm": ppm, "wire_latencies": [[*p, lat[p]] for p in sorted(lat)]}
 
 
 # ---- MoE layers on a tray (golden model) ------------------------------------------------------

@@ -36,22 +36,29 @@ from .scoreboard import check_run, check_wall, traced_memory
 PRESETS = ("tiny", "default")
 
 
+def wire_latencies(cfg: TileConfig, tiles: int, clock_seed: int) -> dict:
+    """Wire latency per link pair of a tray of ``tiles``, random in ``cfg``'s declared range
+    from ``clock_seed`` (a build parameter: one per simulator build)."""
+    rng = random.Random(clock_seed)
+    return {p: rng.randint(cfg.link_latency_min, cfg.link_latency_max) for p in Topology(tiles).pairs}
+
+
+def clock_draw(cfg: TileConfig, tiles: int, clock_seed: int, draw: int = 0) -> list:
+    """Clock draw ``draw``: every tile's ppm, random within ``cfg``'s specification, from
+    ``clock_seed`` (the phases come from the same seed, ``system_run``)."""
+    rng = random.Random(f"{clock_seed}/{draw}")
+    return [rng.uniform(-cfg.max_ppm, cfg.max_ppm) for _ in range(tiles)]
+
+
 class TrayClocks:
     """The wire latencies and clock draws of a run on the RTL, all from ``clock_seed`` (of
     a tray compiled for ``tiles`` tiles of ``cfg``)."""
 
     def latencies(self) -> dict:
-        """Wire latency per link pair, random in the declared range from ``clock_seed``
-        (a build parameter: one per simulator build)."""
-        rng = random.Random(self.clock_seed)
-        return {p: rng.randint(self.cfg.link_latency_min, self.cfg.link_latency_max)
-                for p in Topology(self.tiles).pairs}
+        return wire_latencies(self.cfg, self.tiles, self.clock_seed)
 
     def clocks(self, draw: int = 0) -> list:
-        """Clock draw ``draw``: every tile's ppm, random within the specification, from
-        ``clock_seed`` (the phases come from the same draw, ``system_run``)."""
-        rng = random.Random(f"{self.clock_seed}/{draw}")
-        return [rng.uniform(-self.cfg.max_ppm, self.cfg.max_ppm) for _ in range(self.tiles)]
+        return clock_draw(self.cfg, self.tiles, self.clock_seed, draw)
 
 
 @dataclass

@@ -94,6 +94,7 @@ def test_every_subcommand_has_a_complete_help(capsys, sub, words):
     (["c2c", "--ppm", "2000", "0"], "+2000 ppm is beyond the configuration's tolerance"),
     (["c2c", "--latency", "99"], "link latency 99 is outside the declared range"),
     (["c2c", "--plot", "run.jpg"], "cannot write a picture as '.jpg'"),
+    (["decode", "--no-run", "--tiles", "2", "--clock-seed", "3"], "--clock-seed draws the clocks of a tray on the RTL"),
     (["c2c", "--figures", "img", "--json"], "--figures writes pictures and no report: leave out --json"),
     (["moe", "--no-run", "--experts", "6"], "6 routed experts do not divide evenly over 4 tiles"),
     (["moe", "--no-run", "--routing", "0,x"], "a routing is one of router, spread"),

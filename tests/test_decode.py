@@ -10,8 +10,10 @@ import pytest
 from firmware_gen.compile_ffn import CompileError
 from firmware_gen.decoder import IntFfn, KvCache, calibrate, generate, step, synthetic, teacher_forced
 from firmware_gen.resident import compile_resident
+from firmware_gen.tray import tray_config
 from lpu_arch import TileConfig, c2c
 from sim import cli
+from sim.demo_tray import clock_draw, wire_latencies
 from sim.decode import SYNTHETIC, check, decode_setup, run_dense_tray, run_golden, run_moe_tray
 
 from .helpers import ONE_SIM, SIMS
@@ -182,8 +184,10 @@ def test_lpu_decode_on_a_tray_of_rtl_tiles(capsys, simulator, layers):
     round) every tile's writes, cycles and busy counters against the system golden model,
     y or every expert's output against ffn_int / moe_int, the wall cycles as
     c2c.wall_cycles predicts (run_tray_rtl checks them); the tokens and the routing those
-    of the golden loop, the same cycles every token."""
-    code = cli.main(["decode", *layers, "--prompt", "1", "--tokens", "1", "--sim", simulator, "--json"])
+    of the golden loop, the same cycles every token.  The clocks and wire latencies are
+    --clock-seed's draw, as lpu tray's."""
+    code = cli.main(["decode", *layers, "--prompt", "1", "--tokens", "1", "--sim", simulator, "--json",
+                     "--clock-seed", "3"])
     out, err = capsys.readouterr()
     assert code == 0, err
     r = json.loads(out)
@@ -191,6 +195,10 @@ def test_lpu_decode_on_a_tray_of_rtl_tiles(capsys, simulator, layers):
     assert len(r["positions"]) == 2 and len({(p["tray_cycles"], p["wall_cycles"]) for p in r["positions"]}) == 1
     done = re.findall(rf"^\[{simulator}\] job (\d+)/(\d+) done: run", err, re.M)     # progress: a line per run
     assert done and [int(i) for i, _ in done] == list(range(1, len(done) + 1)) and {n for _, n in done} == {str(len(done))}
+    tiles, tcfg = int(layers[-1]), tray_config(TileConfig.tiny(), int(layers[-1]))
+    assert r["clock_seed"] == 3 and r["ppm"] == clock_draw(tcfg, tiles, 3)
+    assert r["wire_latencies"] == [[*p, n] for p, n in sorted(wire_latencies(tcfg, tiles, 3).items())]
+    assert "clocks (--clock-seed 3): tile ppm " + ", ".join(f"{p:+.1f}" for p in r["ppm"]) in err
     if "--experts" not in layers:
         assert r["tokens"] == run_dense_tray(calibrate(synthetic(**SYNTHETIC)), [1], 1, TileConfig.tiny(), 2)["tokens"]
 
