@@ -812,6 +812,9 @@ class Example:
         return error_report(y_int8, self.spec.out_scale, self.y_float, self.spec.dtype)
 
 
+EXAMPLE_MAX_VALUES = 1 << 27     # values in one array of a random example (1 GiB of float64)
+
+
 def example_ffn(kind: str = "swiglu", H: int = 64, I: int = 128, batch: int = 1, seed: int = 0,
                 activation: str | None = None, dtype: str = "int8") -> Example:
     """Gaussian weights (std 1/sqrt(fan-in)) and inputs, quantised by ``FfnSpec.from_float``
@@ -823,6 +826,11 @@ def example_ffn(kind: str = "swiglu", H: int = 64, I: int = 128, batch: int = 1,
     for name, v in (("H", H), ("I", I), ("batch", batch)):
         if not isinstance(v, (int, np.integer)) or v < 1:
             raise CompileError(f"{name} must be a positive integer, got {v!r}")
+    largest = max(H * I, batch * H, batch * I)
+    if largest > EXAMPLE_MAX_VALUES:
+        raise CompileError(f"a random example of H={H}, I={I}, batch {batch} needs arrays of {largest:,} float "
+                           f"values; the limit is {EXAMPLE_MAX_VALUES:,} per array (1 GiB of float64): give a "
+                           "smaller shape, or your own weights (--weights FILE)")
     activation = activation or ("silu" if kind == "swiglu" else "gelu")
     rng = np.random.default_rng(seed)
     W1 = rng.normal(size=(I, H)) / math.sqrt(H)

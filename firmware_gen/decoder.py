@@ -208,6 +208,8 @@ def step_gen(model: Decoder, token: int, cache: KvCache, timing: dict | None = N
     host's wall seconds (everything but the FFNs), ``timing["segments"]`` gets this
     position's host seconds before each FFN and after the last."""
     t0, segments = time.perf_counter(), []
+    if not 0 <= token < len(model.embed):      # (a negative id would index from the end)
+        raise ValueError(f"token id {token} is outside the vocabulary (0..{len(model.embed) - 1})")
     x = model.embed[token].copy()
     if model.positions is not None:
         pos = len(cache.k[0])

@@ -84,6 +84,17 @@ _positive = _int_at_least(1, "positive")
 _nonneg = _int_at_least(0, "non-negative")
 
 
+def _token_ids(text: str) -> list[int]:
+    """An argparse type: comma-separated non-negative token ids (at least one)."""
+    try:
+        ids = [int(t) for t in text.split(",")]
+    except ValueError:
+        ids = []
+    if not ids or min(ids) < 0:
+        raise argparse.ArgumentTypeError(f"expected comma-separated token ids (integers >= 0), got {text!r}")
+    return ids
+
+
 def _tiles(text: str) -> int:
     from lpu_arch.topology import TILE_COUNTS
     try:
@@ -551,6 +562,9 @@ def cmd_decode(args) -> int:
         raise CliError(f"--model {args.model}: only 'synthetic' is built in (no registry package ships a small "
                        "trained decoder; all-MiniLM-L6-v2 run as a decoder, too large for one tile, is measured on "
                        "the golden model by make bench: docs/afd.md)")
+    if max(args.prompt) >= args.vocab:
+        raise CliError(f"--prompt: token id {max(args.prompt)} is outside the vocabulary (0..{args.vocab - 1}, "
+                       f"--vocab {args.vocab})")
     base = TileConfig.load(args.config, (*(DECODE_TILE if args.config == "tiny" else ()), *args.set))
     model = {"vocab": args.vocab, "H": args.H, "I": args.I, "layers": args.layers, "heads": args.heads,
              "seed": args.seed}
@@ -1015,7 +1029,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("model and tile")
     g.add_argument("--model", default="synthetic", help="the model: synthetic (default; seeded random weights)")
     g.add_argument("--tokens", type=_positive, default=8, metavar="N", help="tokens to generate (default: 8)")
-    g.add_argument("--prompt", type=lambda v: [int(t) for t in v.split(",")], default=[1, 2, 3], metavar="IDS",
+    g.add_argument("--prompt", type=_token_ids, default=[1, 2, 3], metavar="IDS",
                    help="prompt token ids, comma-separated (default: 1,2,3)")
     g.add_argument("--layers", type=_positive, default=2, help="layers (default: 2)")
     g.add_argument("--H", type=_positive, default=8, metavar="N", help="model width (default: 8)")

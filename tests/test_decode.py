@@ -321,7 +321,7 @@ def test_fitted_int8_tables_change_only_classic_ffns():
 
 def test_wordpiece_and_bert_decoder_errors(tmp_path):
     """The tokenizer's greedy longest match and [UNK]; a position beyond the model's
-    position embeddings is a clear error."""
+    position embeddings, and a token id outside the vocabulary, are clear errors."""
     from firmware_gen.decoder import KvCache, float_ffn, step, wordpiece
     vocab = ["[UNK]", "the", "fox", "##es", "run", "##s", ",", "f", "##ox"]
     assert wordpiece("The foxes, runs qz", vocab) == [1, 2, 3, 6, 4, 5, 0]
@@ -332,3 +332,6 @@ def test_wordpiece_and_bert_decoder_errors(tmp_path):
         step(m, t, cache, float_ffn(m))
     with pytest.raises(ValueError, match="position 2 is beyond the model's 2 position embeddings"):
         step(m, 3, cache, float_ffn(m))
+    for bad in (16, -1):                  # a token id outside the vocabulary, not an index from the end
+        with pytest.raises(ValueError, match=rf"token id {bad} is outside the vocabulary \(0\.\.15\)"):
+            step(m, bad, KvCache(1), float_ffn(m))
