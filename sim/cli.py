@@ -562,6 +562,9 @@ def cmd_decode(args) -> int:
         raise CliError(f"--model {args.model}: only 'synthetic' is built in (no registry package ships a small "
                        "trained decoder; all-MiniLM-L6-v2 run as a decoder, too large for one tile, is measured on "
                        "the golden model by make bench: docs/afd.md)")
+    if args.H % args.heads:
+        raise CliError(f"--H {args.H} must be a multiple of --heads {args.heads} (each head takes H / heads of the "
+                       "model's width)")
     if max(args.prompt) >= args.vocab:
         raise CliError(f"--prompt: token id {max(args.prompt)} is outside the vocabulary (0..{args.vocab - 1}, "
                        f"--vocab {args.vocab})")

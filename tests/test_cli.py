@@ -94,6 +94,7 @@ def test_every_subcommand_has_a_complete_help(capsys, sub, words):
     (["c2c", "--ppm", "2000", "0"], "+2000 ppm is beyond the configuration's tolerance"),
     (["c2c", "--latency", "99"], "link latency 99 is outside the declared range"),
     (["c2c", "--plot", "run.jpg"], "cannot write a picture as '.jpg'"),
+    (["decode", "--no-run", "--heads", "3"], "--H 8 must be a multiple of --heads 3"),
     (["decode", "--no-run", "--prompt", "1,x"], "--prompt: expected comma-separated token ids (integers >= 0), got '1,x'"),
     (["decode", "--no-run", "--prompt", "-1"], "got '-1'"),
     (["decode", "--no-run", "--prompt", "3,64"], "--prompt: token id 64 is outside the vocabulary (0..63, --vocab 64)"),
