@@ -199,6 +199,25 @@ class MoeError(CompileError):
     """The MoE layer does not fit, or a routing cannot run; the message names the limit."""
 
 
+def check_routing(indices, E: int, top_k: int, tokens: int | None = None) -> np.ndarray:
+    """``indices`` as a ``(tokens, top_k)`` routing of experts ``0..E-1`` (``tokens``: as
+    many rows as given), each token's experts distinct; a :class:`MoeError` otherwise."""
+    idx = np.asarray(indices, np.int64)
+    tokens = len(np.atleast_2d(idx)) if tokens is None else tokens
+    if idx.size != tokens * top_k:
+        raise MoeError(f"a routing names top-{top_k} experts for each of {tokens} token(s), {tokens * top_k} "
+                       f"indices; got {idx.size}")
+    idx = idx.reshape(tokens, top_k)
+    bad = idx[(idx < 0) | (idx >= E)]
+    if bad.size:
+        raise MoeError(f"expert {int(bad[0])} does not exist: the layer has experts 0..{E - 1}")
+    for b, row in enumerate(idx.tolist()):
+        if len(set(row)) < top_k:
+            raise MoeError(f"token {b}'s experts {','.join(map(str, row))} repeat one: a token's top-{top_k} "
+                           "experts are distinct")
+    return idx
+
+
 def rounds(indices, E: int, tiles: int, capacity: int, mapping: str = "ep") -> list[dict]:
     """Split a routing ``(T, top_k)`` into rounds: each round is ``{(tile, token, j):
     expert}``.  ``ep``: at most ``capacity`` of a token's experts per tile, to slots in
@@ -431,7 +450,8 @@ class MoeTray:
 
     def rounds(self, indices) -> list[dict]:
         """:func:`rounds` of ``indices`` under this layer's mapping and capacity."""
-        return rounds(indices, self.spec.E, self.tiles, self.capacity, self.mapping)
+        return rounds(check_routing(indices, self.spec.E, self.spec.top_k), self.spec.E, self.tiles, self.capacity,
+                      self.mapping)
 
     def slot_span(self, t: int, b: int, j: int) -> tuple[int, int] | None:
         """(first, last) cycle of slot ``j`` of token ``b`` on tile ``t``: its first weight

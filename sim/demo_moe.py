@@ -15,7 +15,7 @@ import numpy as np
 
 from firmware_gen import archmodel
 from firmware_gen.moe import MoeExample, example_moe, moe_int, route
-from firmware_gen.moe_tray import MoeTray, compile_moe, forced_routing
+from firmware_gen.moe_tray import MoeTray, check_routing, compile_moe, forced_routing
 from lpu_arch import TileConfig
 from lpu_arch.hostmap import link_fault_names
 from lpu_arch.topology import Topology
@@ -72,7 +72,7 @@ def compile_moe_example(E=8, top_k=2, shared=1, H=8, I=8, tokens=1, tiles=4, cap
     out = {name: route(spec.router, ex.x)[0] if name == "router"
            else forced_routing(name, spec.E, spec.top_k, T, tiles, mt.capacity, seed=seed) for name in routings}
     if forced is not None:
-        out["forced"] = np.asarray(forced, np.int64).reshape(T, spec.top_k)
+        out["forced"] = check_routing(forced, spec.E, spec.top_k, T)
     return CompiledMoe(ex, mt, out, clock_seed, mt.programs())
 
 
