@@ -247,7 +247,13 @@ def open_weights(path):
         return NpzFile(path)
     if path.suffix == ".npz":
         raise WeightsError(f"{path} is not a .npz file (numpy.savez writes one)")
-    return SafetensorsFile(path)
+    try:
+        return SafetensorsFile(path)
+    except WeightsError as e:
+        if path.suffix == ".safetensors":
+            raise
+        raise WeightsError(f"{path.name} is neither a .npz (zip) nor a .safetensors file; read as .safetensors: "
+                           f"{e}") from None
 
 
 # ---- finding one layer's FFN --------------------------------------------------------------

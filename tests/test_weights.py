@@ -272,6 +272,13 @@ def test_bad_files_are_named(tmp_path, make, layer, mapping, words):
     assert str(e2.value) == msg
 
 
+def test_a_file_of_another_format_is_named_as_such(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"hidden_size": 8}')
+    with pytest.raises(WeightsError, match=r"config\.json is neither a \.npz \(zip\) nor a \.safetensors file"):
+        load_ffn(path)
+
+
 def test_cli_exit_2_on_a_truncated_file(tmp_path, capsys, llama):
     path, _ = llama
     _cut(path, path.stat().st_size // 2)
