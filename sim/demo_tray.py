@@ -45,7 +45,8 @@ def wire_latencies(cfg: TileConfig, tiles: int, clock_seed: int) -> dict:
 
 def clock_draw(cfg: TileConfig, tiles: int, clock_seed: int, draw: int = 0) -> list:
     """Clock draw ``draw``: every tile's ppm, random within ``cfg``'s specification, from
-    ``clock_seed`` (the phases come from the same seed, ``system_run``)."""
+    ``clock_seed`` (the phases: ``system_run``'s, from a seed its caller derives from
+    ``clock_seed``)."""
     rng = random.Random(f"{clock_seed}/{draw}")
     return [rng.uniform(-cfg.max_ppm, cfg.max_ppm) for _ in range(tiles)]
 
