@@ -71,11 +71,11 @@ bench: $(STAMP) $(MODELS) check-icarus
 	$(PY) -m sim.bench --config $(CONFIG)
 
 bench-history: $(STAMP)
-	$(PY) -m sim.history draw --config $(CONFIG)
+	$(PY) -m sim.bench.history draw --config $(CONFIG)
 
 bench-synth: synth
-	$(PY) -m sim.history add-synth build/synth-$(BOARD)-$(SYNTH_CONFIG)/report.json
-	$(PY) -m sim.history draw --config $(CONFIG)
+	$(PY) -m sim.bench.history add-synth build/synth-$(BOARD)-$(SYNTH_CONFIG)/report.json
+	$(PY) -m sim.bench.history draw --config $(CONFIG)
 
 synth: $(STAMP)
 	$(PY) -m sim.cli synth --board $(BOARD) --config $(SYNTH_CONFIG)

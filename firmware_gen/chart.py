@@ -34,9 +34,10 @@ import numpy as np
 from lpu_arch.effects import effects
 from lpu_arch.isa import EAST, WEST, Op
 from lpu_arch.timing import diagonal
+from lpu_arch.errors import LpuError
 
-from .archmodel import expand
-from .program import Program
+from firmware_gen.golden.archmodel import expand
+from firmware_gen.program import Program
 
 # One colour per opcode, fixed so that pictures of different programs compare.
 OP_COLOURS = {
@@ -50,7 +51,7 @@ OP_COLOURS = {
 FORMATS = (".svg", ".png")
 
 
-class ChartError(ValueError):
+class ChartError(LpuError, ValueError):
     """The picture cannot be made (bad file type, empty window); the message says why."""
 
 

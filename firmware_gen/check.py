@@ -17,7 +17,7 @@ program is checked by the same rules as a compiled one.  Both return a list of
 :class:`Problem` (empty: clean); :func:`require_clean` raises :class:`CheckError` with all
 of them, for a loader.
 
-The stream model (``hdl/fabric.py``, ``hdl/tile.py``)
+The stream model (``hdl/units/fabric.py``, ``hdl/top/tile.py``)
 -----------------------------------------------------
 Each position ``p`` has, per direction and stream, a register loaded every cycle with
 the slice's drive if it drives that stream, else with the value passing ``p``; the edges
@@ -68,7 +68,7 @@ k-th RECV on its peer link; a SEND without a RECV or a RECV without a SEND),
 ``link-early`` (a RECV fewer than ``c2c.min_distance`` cycles after its SEND: the vector
 may not have arrived, an underflow) and ``link-overflow`` (more than ``rx_depth``
 vectors between their SEND and their RECV on one link, counted from the SEND on, as
-``firmware_gen/system.py`` states the buffer rule).
+``firmware_gen/compiler/system.py`` states the buffer rule).
 """
 
 from __future__ import annotations
@@ -83,9 +83,10 @@ from lpu_arch.config import ConfigError
 from lpu_arch.effects import effects, effects_key
 from lpu_arch.isa import DIR_NAMES, EAST, IsaError, MMFlag, Op
 from lpu_arch.timing import diagonal, lw_cycles
+from lpu_arch.errors import LpuError
 
-from .archmodel import ModelError, expand, send_to_recv
-from .program import Program, ProgramError
+from firmware_gen.golden.archmodel import ModelError, expand, send_to_recv
+from firmware_gen.program import Program, ProgramError
 
 REPLACED = "replaced-before-read"
 UNDRIVEN = "undriven-read"
@@ -122,7 +123,7 @@ class Problem:
         return f"[{self.rule}] {self.message}"
 
 
-class CheckError(ValueError):
+class CheckError(LpuError, ValueError):
     """A program failed :func:`check_program` / :func:`check_system`; ``problems`` lists why."""
 
     def __init__(self, problems: list[Problem]):

@@ -14,9 +14,10 @@ import numpy as np
 from lpu_arch.config import TileConfig
 from lpu_arch.isa import BASE_OPS, DATA_OPS, SLICE_OPS, Instr, IsaError, MMFlag, Op
 from lpu_arch.vxm import IDENTITY, PARAM_FIELDS, TABLE_SIZE, VXM_FIELDS, identity_tables
+from lpu_arch.errors import LpuError
 
 
-class ProgramError(ValueError):
+class ProgramError(LpuError, ValueError):
     """A program does not fit the tile or is not legal on it; the message names the limit."""
 
 

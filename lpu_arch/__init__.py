@@ -4,6 +4,6 @@ effects and the timing rules), host map, chip-to-chip flit format and tray topol
 ``hdl/``, ``firmware_gen/`` and ``sim/`` all import it; it imports none of them.
 """
 
-from .config import ConfigError, TileConfig
+from lpu_arch.config import ConfigError, TileConfig
 
 __all__ = ["TileConfig", "ConfigError"]

@@ -32,7 +32,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import fp8, isa
+from lpu_arch import fp8, isa
+from lpu_arch.errors import LpuError
 
 DTYPES = ("int8", "fp8")      # the MXM's number formats (TileConfig.mxm_dtype)
 LAYOUTS = ("edge", "center")  # where the MXMs sit (TileConfig.mxm_layout)
@@ -44,7 +45,7 @@ LAYOUTS = ("edge", "center")  # where the MXMs sit (TileConfig.mxm_layout)
 PRESET_CLOCK_MHZ = {"default": 900, "tiny": 900, "board": 25, "full_scale": 900, "lp30": 2190}
 
 
-class ConfigError(ValueError):
+class ConfigError(LpuError, ValueError):
     """A configuration value is out of range; the message names the field and the limit."""
 
 
@@ -244,6 +245,15 @@ class TileConfig:
         weight loads only (``mxm_partial_lw`` 0)."""
         return cls(lanes=4, streams=4, mem_slices=2, mem_depth=64, iq_depth=64, trace_depth=64,
                    mxm_acc_depth=16, mxm_xbuf_depth=64, vxm_param_depth=16, vxm_latency=4, mxm_partial_lw=0)
+
+    TRAY_IQ_DEPTH = 512    # the tiny tile's queues as a tray's tile: deep enough for the tray's programs
+
+    @classmethod
+    def tiny_tray(cls) -> "TileConfig":
+        """The tiny tile as the tile of a tray, the C2C demo and the decode loop: its
+        instruction queues ``TRAY_IQ_DEPTH`` deep, enough for their programs (not a preset
+        of its own: ``--config tiny`` names it where a tray runs)."""
+        return dataclasses.replace(cls.tiny(), iq_depth=cls.TRAY_IQ_DEPTH)
 
     @classmethod
     def board(cls) -> "TileConfig":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .isa import (C2C_LATENCY, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY, VXM_LATENCY,
+from lpu_arch.isa import (C2C_LATENCY, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY, VXM_LATENCY,
                   WEST, Instr, MMFlag, Op, SxmFlag, VopFlag)
 
 SXM_OUT_OPS = frozenset({Op.SHIFT, Op.PERM, Op.DIST, Op.TRO})

@@ -15,9 +15,9 @@ of ``n`` such products is exact in ``acc_bits(n) = PRODUCT_BITS + ceil(log2 n)``
 it is independent of the order of the additions.
 
 What the hardware does with the special codes: -0 is 0 (a fixed-point sum has one zero);
-a NaN operand contributes 0 to its product (``hdl/fp8.py``) and raises a sticky flag: an
+a NaN operand contributes 0 to its product (``hdl/units/fp8.py``) and raises a sticky flag: an
 MM that multiplied one sets ``hostmap.Status.NAN_OPERAND`` until the next start
-(``hdl/mxm.py``, ``hdl/tile.py``; predicted by ``firmware_gen/archmodel.py``).
+(``hdl/units/mxm.py``, ``hdl/top/tile.py``; predicted by ``firmware_gen/golden/archmodel.py``).
 """
 
 from __future__ import annotations

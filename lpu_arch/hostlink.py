@@ -1,4 +1,4 @@
-"""Byte protocol of the UART host bridge (``hdl/host_bridge.py``).
+"""Byte protocol of the UART host bridge (``hdl/top/host_bridge.py``).
 
 It carries the host bus of ``hostmap.py`` over a serial line, 8N1, so the same
 loads, start, status and read-backs that the simulation performs can be done from a PC:
@@ -35,7 +35,7 @@ Exactly what the bridge does with each byte:
   unexecuted, a timeout counted, and the bridge waits for a command byte again.  An idle
   gap between two bytes of a command shorter than ``TIMEOUT_BYTES - 1`` byte times is
   therefore harmless; a host that sends a command's bytes back to back (as
-  ``sim/driver.py`` and a single ``write()`` to a USB serial adapter do) never trips it.
+  ``sim/tb/driver.py`` and a single ``write()`` to a USB serial adapter do) never trips it.
 * A byte with a bad stop bit is dropped, as a UART must, and counted as a framing
   error.  If the bridge was waiting for a command byte or inside a command, it then
   discards the partial command (unexecuted, not counted as a timeout) and every byte

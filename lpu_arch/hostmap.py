@@ -22,9 +22,9 @@ import enum
 import struct
 import zlib
 
-from . import isa
-from .config import ConfigError, TileConfig
-from .vxm import PARAM_WORDS as VXM_PARAM_WORDS
+from lpu_arch import isa
+from lpu_arch.config import ConfigError, TileConfig
+from lpu_arch.vxm import PARAM_WORDS as VXM_PARAM_WORDS
 
 HOST_READ_LATENCY = 2   # host bus: read data this many cycles after re
 HOST_ADDR_BITS = 32     # host bus address width (data: TileConfig.HOST_WORD)

@@ -31,7 +31,7 @@ and drives the same streams, so the data choose addresses and never the timing.
 ``USED_FIELDS`` says which bits of which field each opcode uses; every other bit of the
 word must be 0.  ``Instr.checked`` (hence the assembler, ``Instr.decode``, the
 disassembler and the image loader) rejects a word with such a bit set, and the hardware
-(``hdl/icu.py``) raises ILLEGAL_OP and halts that queue, as for an opcode the slice does
+(``hdl/units/icu.py``) raises ILLEGAL_OP and halts that queue, as for an opcode the slice does
 not execute.
 
 Timing (all in cycles of the tile clock; "issue" is the cycle the instruction queue
@@ -63,7 +63,7 @@ hands the instruction to its slice):
   and, with GATE, int32 B from the same streams in the other direction, and drives the
   int8 result on stream ``out`` on cycle ``t + vxm_latency`` (the tile's
   ``TileConfig.vxm_latency``: ``VXM_LATENCY``, or 4 with the VXM's fifth stage; see
-  firmware_gen/numerics.py).
+  firmware_gen/golden/numerics.py).
 * The SXM instructions sample their input stream(s) on the issue cycle t and drive the
   result on stream ``out`` on cycle ``t + SXM_LATENCY`` (``sxm_apply`` in archmodel.py
   gives each one's lane mapping); ``TRI`` only stores a row.
@@ -75,8 +75,10 @@ import enum
 import re
 from dataclasses import dataclass
 
+from lpu_arch.errors import LpuError
 
-class IsaError(ValueError):
+
+class IsaError(LpuError, ValueError):
     """An instruction or binary image is malformed; the message names the problem."""
 
 
@@ -126,7 +128,7 @@ READ_LATENCY = 1   # READ issue -> value driven onto the stream at the MEM slice
 WRITE_LATENCY = 0  # WRITE issue -> stream sampled (the MEM write event's cycle)
 MXM_LATENCY = 3    # MM issue -> EMIT's accumulator value driven at the MXM
 VXM_LATENCY = 3    # VOP issue -> result driven at the VXM (TileConfig.vxm_latency: 3, or 4 with a 5th stage)
-VXM_LATENCIES = (3, 4)   # the values TileConfig.vxm_latency may take (hdl/vxm.py builds both)
+VXM_LATENCIES = (3, 4)   # the values TileConfig.vxm_latency may take (hdl/units/vxm.py builds both)
 SXM_LATENCY = 1    # SHIFT/PERM/DIST/TRO issue -> result driven at the SXM
 C2C_LATENCY = 1    # RECV issue -> received vector driven at the C2C slice
 INT32_PLANES = 4   # an int32 vector travels as 4 byte-plane streams, plane b on stream s+b

@@ -7,7 +7,7 @@ add are in ``isa.py``.
 
 from __future__ import annotations
 
-from .isa import EAST, READ_LATENCY
+from lpu_arch.isa import EAST, READ_LATENCY
 
 
 def diagonal(dir: int, pos: int, cycle: int) -> int:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from .config import ConfigError
+from lpu_arch.config import ConfigError
 
-TILE_COUNTS = (2, 4, 8)
+TILE_COUNTS = (2, 4, 8)      # a tray's sizes (all-to-all)
+RUN_TILE_COUNTS = (1, *TILE_COUNTS)    # one tile or a tray: where an FFN or MoE layer can run
 
 
 class Topology:

@@ -39,11 +39,11 @@ from amaranth.hdl import Assert, Assume, DomainRenamer, EnableInserter, Fragment
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-import hdl.c2c
-from hdl.c2c import ElasticBuffer, LinkRx, ReceiveBuffer, flit_body_layout
-from hdl.ecc import EccDecoder, EccEncoder
-from hdl.icu import InstructionQueue, legal_word_mask
-from hdl.uart import UartRx, UartTx
+import hdl.link.c2c
+from hdl.link.c2c import ElasticBuffer, LinkRx, ReceiveBuffer, flit_body_layout
+from hdl.link.ecc import EccDecoder, EccEncoder
+from hdl.units.icu import InstructionQueue, legal_word_mask
+from hdl.top.uart import UartRx, UartTx
 from lpu_arch import isa
 from lpu_arch.c2c import KIND_BITS, EccStatus, Kind, ecc_bits, flit_data_bits
 from lpu_arch.config import TileConfig
@@ -351,7 +351,7 @@ class LinkRxHarness(wiring.Component):
     its elastic buffer replaced by :class:`ElasticStub`, on the receiver's clock.  Fed
     well-formed flits (``EccEncoder``) of any kind and payload on any cycle, each with up
     to ``max_flips`` bits of the codeword flipped at free positions, any sticky elastic
-    ``overflow``, RECV on any cycle, ``clear`` low.  ``replace`` names ``hdl.c2c`` classes
+    ``overflow``, RECV on any cycle, ``clear`` low.  ``replace`` names ``hdl.link.c2c`` classes
     to substitute while :class:`LinkRx` elaborates (a broken stage, for the broken
     variants); ``checks`` selects the groups of assertions below (all by default).
 
@@ -404,7 +404,7 @@ class LinkRxHarness(wiring.Component):
 
         rx = self.rx_cls(cfg, "tx")
         stub = lambda cfg, w_domain: ElasticStub(cfg, w_domain, self)
-        with mock.patch.multiple(hdl.c2c, **{"ElasticBuffer": stub, **self.replace}):
+        with mock.patch.multiple(hdl.link.c2c, **{"ElasticBuffer": stub, **self.replace}):
             m.submodules.rx = Fragment.get(rx, platform)      # elaborated now, with the stub
         m.submodules.enc = enc = EccEncoder(k)
         word = Signal(n)

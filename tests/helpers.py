@@ -14,8 +14,8 @@ from lpu_arch import TileConfig
 from lpu_arch.isa import EAST, SXM_LATENCY, WEST, Instr, Op, SxmFlag
 
 from firmware_gen.program import Program
-from firmware_gen.reserve import lower
-from firmware_gen.schedule import Scheduler
+from firmware_gen.compiler.reserve import lower
+from firmware_gen.compiler.schedule import Scheduler
 
 SIMS = [s for s in os.environ.get("LPU_SIMS", "verilator,icarus").split(",") if s]
 
@@ -47,7 +47,7 @@ RAMP_TILE = ("tiny", ["lanes=8", "streams=7", "mem_slices=6", "mem_depth=128", "
 
 def get_sim(cfg: TileConfig, sim: str):
     """One build per (configuration, simulator) per test process."""
-    from sim.runner import TileSim
+    from sim.harness.runner import TileSim
     key = (cfg, sim)
     if key not in _built:
         _built[key] = TileSim(cfg, sim)

@@ -10,8 +10,8 @@ import pytest
 
 from lpu_arch import ConfigError, TileConfig
 from firmware_gen.program import FORMAT, Program, ProgramError
-from sim import cli
-from sim.compiled import ArtifactError, CompiledFfn
+from sim.cli import main as cli
+from sim.harness.compiled import ArtifactError, CompiledFfn
 
 TINY = ["--config", "tiny", "--H", "8", "--I", "16"]
 
@@ -132,8 +132,8 @@ def test_bad_weights_are_named(tmp_path, capsys, make, words):
 def test_huge_weights_give_finite_numbers_and_strict_json(tmp_path, capsys):
     """Weights x 1e300 still fit float64: the compile works and every number it reports,
     the error against float included, is finite (strict JSON, no NaN)."""
-    from firmware_gen import archmodel
-    from firmware_gen.compile_ffn import output_matrix
+    from firmware_gen.golden import archmodel
+    from firmware_gen.compiler.ffn import output_matrix
     code = cli.main(["compile", "--config", "tiny", "--weights", str(weights(tmp_path, 1e300)), "--json",
                      "--out", str(tmp_path / "o")])
     out = capsys.readouterr().out
@@ -154,7 +154,7 @@ def test_timeout_follows_the_program_length():
     """A legal program longer than a million cycles gets a testbench timeout from its own
     length (the fixed 1,000,000 cut it off), and a short one a short timeout."""
     from lpu_arch.isa import Instr
-    from sim.runner import job, run_length, system_run
+    from sim.harness.runner import job, run_length, system_run
     cfg = dataclasses.replace(TileConfig.tiny(), iq_depth=128)
     long = Program(cfg, {"MEM_W1": [Instr.nop(15_000)] * 120 + [Instr.read(0, 0, 0)]})
     assert run_length(long) == 1_800_002
@@ -184,8 +184,8 @@ def test_a_send_without_its_recv_is_refused_before_loading():
     import dataclasses
     from firmware_gen.check import CheckError
     from lpu_arch.isa import Op
-    from sim.demo_c2c import c2c_config, exchange
-    from sim.runner import system_run
+    from sim.flows.c2c import c2c_config, exchange
+    from sim.harness.runner import system_run
     programs = exchange(dataclasses.replace(c2c_config(), links=1), 2, 2, 0, seed=1).programs()
     system_run(programs, [0, 0])                         # clean: accepted
     q = programs[1].queues["C2C_W"]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sim import cli
+from sim.cli import main as cli
 
 from .helpers import LOST_VALUE_ASM, SIMS
 

@@ -4,7 +4,7 @@ registers"; ``lpu_arch/vxm.py``).
 What is tested
 --------------
 * Fast (no HDL simulator): the host side's checks of a job's base register words
-  (``sim.runner.base_words``, ``job``, ``system_run``); the driver writing only the base
+  (``sim.harness.runner.base_words``, ``job``, ``system_run``); the driver writing only the base
   registers and table words that changed (a fake bus); the instruction queue's legal-word
   masks (a base operand ``>= base_regs`` is illegal, every other bit as ``isa``'s table
   says); and, in Amaranth's simulator, the tile's base register CSRs (power-up 0, register
@@ -31,15 +31,15 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from firmware_gen import archmodel
+from firmware_gen.golden import archmodel
 from firmware_gen.program import Program
-from firmware_gen.reserve import lower
+from firmware_gen.compiler.reserve import lower
 from lpu_arch import TileConfig, hostmap, isa
 from lpu_arch.hostmap import Csr, Region, Status, base_word
 from lpu_arch.isa import EAST, MXM_LATENCY, READ_LATENCY, WEST, Instr, MMFlag, Op, VopFlag
 from lpu_arch.vxm import VXM_FIELDS
-from sim.runner import base_words, job, observed_events, system_run
-from sim.scoreboard import check_run
+from sim.harness.runner import base_words, job, observed_events, system_run
+from sim.harness.scoreboard import check_run
 
 from .helpers import SIMS, get_sim
 
@@ -87,7 +87,7 @@ def test_driver_writes_only_changed_registers_and_table_words():
     ``(vxm_tables, 256)`` table at ``t * 256 + i``."""
     import asyncio
     from lpu_arch.vxm import identity_tables
-    from sim.driver import TileDriver
+    from sim.tb.driver import TileDriver
     drv = TileDriver(None, CFG)
     drv.config_checked = True
     writes = []
@@ -114,7 +114,7 @@ def test_driver_writes_only_changed_registers_and_table_words():
 
 def test_queue_mask_refuses_missing_base_registers():
     """Only the base operand's bits naming a register ``>= base_regs`` leave the mask."""
-    from hdl.icu import legal_word_mask
+    from hdl.units.icu import legal_word_mask
     delay = isa.FIELD["delay"][0]
     for base_regs in (2, 16, 256):
         cfg = dataclasses.replace(CFG, base_regs=base_regs)
@@ -170,7 +170,7 @@ def test_tile_base_csrs_and_param_fault():
     the tile runs is ignored; a start keeps them.  A VOP relocated beyond
     ``vxm_param_depth`` sets ``Status.PARAM_FAULT`` and ``fault`` (counted as a busy
     cycle), a start clears it; a skipped VOP is no busy cycle."""
-    from hdl.tile import Tile
+    from hdl.top.tile import Tile
     dut = Tile(CFG)
     vxm = CFG.position("VXM")
     P = CFG.vxm_param_depth

@@ -11,11 +11,11 @@ import pytest
 
 from lpu_arch import c2c
 
-from firmware_gen import archmodel
+from firmware_gen.golden import archmodel
 from lpu_arch.hostmap import LINK_FAULTS, Status
-from sim.demo_c2c import c2c_config, check_tiles, exchange, without_runtime_deskews
-from sim.runner import observed_events, system_run
-from sim.scoreboard import check_wall, diff_runs
+from sim.flows.c2c import c2c_config, check_tiles, exchange, without_runtime_deskews
+from sim.harness.runner import observed_events, system_run
+from sim.harness.scoreboard import check_wall, diff_runs
 
 from .helpers import FAST_SIM, ONE_SIM, SIMS
 
@@ -32,7 +32,7 @@ def latency(simulator: str) -> int:
 
 
 def system(simulator: str):
-    from sim.runner import SystemSim
+    from sim.harness.runner import SystemSim
     if simulator not in _systems:
         _systems[simulator] = SystemSim(CFG, 2, latency(simulator), simulator)
     return _systems[simulator]
@@ -207,15 +207,15 @@ def test_wire_bit_flips(simulator):
 
 @pytest.mark.parametrize("kind, H, I, batch", [("swiglu", 8, 16, 1), ("classic", 12, 20, 2), ("classic", 12, 40, 2)])
 def test_tray_ffn_on_two_tiles(simulator, kind, H, I, batch):
-    """The tray compiler's FFN (``firmware_gen/tray.py``: SENDM multicast of h, RECV into
+    """The tray compiler's FFN (``firmware_gen/compiler/tray.py``: SENDM multicast of h, RECV into
     the SXM, W2 over all h blocks) on two tiles at +-max_ppm: every MEM write (y bit-exact)
     and cycle count as the compiler predicted and the golden model computes.  In the
     12x40 case the sender's h is paced so that no receive buffer holds more than
     ``rx_depth`` vectors."""
-    from firmware_gen.compile_ffn import example_ffn
+    from firmware_gen.compiler.ffn import example_ffn
     from lpu_arch.topology import Topology
-    from firmware_gen.tray import compile_ffn_tray
-    from sim.scoreboard import check_run
+    from firmware_gen.compiler.tray import compile_ffn_tray
+    from sim.harness.scoreboard import check_run
 
     ex = example_ffn(kind, H, I, batch, seed=2)
     programs, man = compile_ffn_tray(ex.spec, ex.x_int8, CFG, 2)
@@ -243,11 +243,11 @@ def test_all_to_all_tiles(tiles):
     takes over three minutes; the 2-tile tests run the same HDL on both)."""
     import dataclasses
 
-    from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
+    from firmware_gen.compiler.ffn import CompileError, compile_ffn, example_ffn
     from lpu_arch.topology import Topology
-    from firmware_gen.tray import compile_ffn_tray
-    from sim.runner import SystemSim
-    from sim.scoreboard import check_run
+    from firmware_gen.compiler.tray import compile_ffn_tray
+    from sim.harness.runner import SystemSim
+    from sim.harness.scoreboard import check_run
 
     cfg = dataclasses.replace(CFG, links=tiles - 1)
     topo = Topology(tiles)

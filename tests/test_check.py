@@ -11,18 +11,21 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from lpu_arch.topology import TILE_COUNTS
 from lpu_arch import TileConfig, c2c
 from lpu_arch.effects import Access, Effects, effects
 from lpu_arch.isa import C2C_LATENCY, EAST, READ_LATENCY, WEST, Instr, MMFlag, Op, SxmFlag, VopFlag
 from lpu_arch.topology import Topology
 
-from firmware_gen import archmodel, check
+from firmware_gen import check
+
+from firmware_gen.golden import archmodel
 from firmware_gen.check import (DOUBLE, LINK_EARLY, LINK_OVERFLOW, LINK_OVERRUN, LINK_UNMATCHED, MXM_STATE,
                                 PROGRAM, REPLACED, UNDRIVEN, CheckError, Problem, check_program, check_system,
                                 require_clean)
-from firmware_gen.compile_ffn import StoreH, compile_ffn, example_ffn
+from firmware_gen.compiler.ffn import StoreH, compile_ffn, example_ffn
 from firmware_gen.program import Program
-from firmware_gen.tray import compile_ffn_tray
+from firmware_gen.compiler.tray import compile_ffn_tray
 
 from .helpers import LOST_VALUE_ASM, random_schedule, sxm_cases, sxm_program
 
@@ -283,7 +286,7 @@ def test_link_timing_overrun_and_overflow():
 
 # ---- the checker's walk against a cycle-by-cycle model ---------------------------------------
 def reference(program):
-    """Stream registers simulated cycle by cycle, a value id per drive (hdl/fabric.py: each
+    """Stream registers simulated cycle by cycle, a value id per drive (hdl/units/fabric.py: each
     position's register takes the drive or the passing value, the edges feed nothing).
     Returns the replaced-before-read / undriven-read / double-drive findings, grouped per
     instruction instance as the checker reports them, and what each read saw."""
@@ -446,7 +449,7 @@ def test_the_default_tile_ffn_is_clean_and_checks_fast():
 
 
 def test_scheduler_programs_are_clean():
-    from sim.bench import sweep_schedule
+    from sim.bench.suite import sweep_schedule
     for preset in ("tiny", "default"):
         cfg = TileConfig.preset(preset)
         for passes in (1, 2):
@@ -457,7 +460,7 @@ def test_scheduler_programs_are_clean():
         assert check_program(prog) == []
 
 
-@pytest.mark.parametrize("tiles", [2, 4, 8])
+@pytest.mark.parametrize("tiles", TILE_COUNTS)
 def test_tray_programs_are_clean_and_a_dropped_recv_is_found(tiles):
     peer = Topology(tiles).peer
     for kind, H, I, B in [("swiglu", 8, 16, 1), ("classic", 12, 20, 2)]:
@@ -476,7 +479,7 @@ def test_tray_programs_are_clean_and_a_dropped_recv_is_found(tiles):
 
 @pytest.mark.parametrize("tiles, spread", [(2, 0), (2, 7), (4, 0)])
 def test_system_scheduler_programs_are_clean(tiles, spread):
-    from sim.demo_c2c import c2c_config, exchange
+    from sim.flows.c2c import c2c_config, exchange
     cfg = dataclasses.replace(c2c_config(), links=tiles - 1)
     progs = exchange(cfg, tiles, per_link=4, spread=spread).programs()
     assert sum(i.op == Op.SEND for p in progs for q in p.queues.values() for i in q) > 0

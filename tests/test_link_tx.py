@@ -1,7 +1,7 @@
 """The link's transmitter and receiver on their own, in Amaranth's simulator.  Transmitter: a vector leaves as
 ``flits_per_vector`` DATA flits, low bits first, each with its SECDED check; a control
 flit waits for the data; a SEND while a vector is still leaving sets the sticky TX
-overrun flag (a scheduled program never does it: ``firmware_gen/system.py`` keeps SENDs
+overrun flag (a scheduled program never does it: ``firmware_gen/compiler/system.py`` keeps SENDs
 on a link ``flits_per_vector`` cycles apart), which only the tile's start clears.
 Receiver: flits faster than its clock overflow the elastic buffer, flagged sticky."""
 
@@ -12,7 +12,7 @@ from amaranth.sim import Simulator
 
 from lpu_arch import TileConfig
 from lpu_arch.c2c import KIND_BITS, Kind, ecc_encode, flit_data_bits
-from hdl.c2c import LinkTx
+from hdl.link.c2c import LinkTx
 from lpu_arch.c2c import flit_fields
 
 CFG = dataclasses.replace(TileConfig.tiny(), links=1, link_width=8)   # 4 flits per vector
@@ -96,7 +96,7 @@ def _elastic_run(tx_period: float, flits: int) -> dict:
     sends a SYNC flit on each of its first ``flits`` cycles; the receiver's view after."""
     from amaranth import ClockDomain, Module
 
-    from hdl.c2c import LinkRx
+    from hdl.link.c2c import LinkRx
     top = Module()
     top.domains.tx = ClockDomain("tx")
     top.submodules.rx = rx = LinkRx(CFG, "tx")

@@ -4,9 +4,9 @@ golden model (cycles and every write as predicted, y bit-exact)."""
 
 import numpy as np
 
-from firmware_gen import archmodel
-from firmware_gen.compile_ffn import compile_ffn, example_ffn, ffn_bounds, output_matrix, weight_streams
-from firmware_gen.numerics import ffn_int
+from firmware_gen.golden import archmodel
+from firmware_gen.compiler.ffn import compile_ffn, example_ffn, ffn_bounds, output_matrix, weight_streams
+from firmware_gen.golden.numerics import ffn_int
 from lpu_arch.config import PRESET_CLOCK_MHZ, TileConfig
 
 LP30_SRAM_BYTES, LP30_SRAM_BYTES_PER_S = 500e6, 150e12     # per chip, public

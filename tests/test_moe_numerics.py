@@ -1,4 +1,4 @@
-"""firmware_gen.moe: routing, the integer golden model of the experts, the combine, the loader
+"""firmware_gen.golden.moe: routing, the integer golden model of the experts, the combine, the loader
 (numpy only, no RTL).
 
 Routing cases are built so the expected selection and gates are worked out by hand: the
@@ -10,12 +10,12 @@ import json
 import numpy as np
 import pytest
 
-from firmware_gen import numerics as nm
-from firmware_gen.moe import (
+from firmware_gen.golden import numerics as nm
+from firmware_gen.golden.moe import (
     Expert, MoeError, MoeLayer, MoeSpec, Router, combine, example_moe, moe_error_report, moe_float, moe_int,
     moe_run, quantise_input, route,
 )
-from firmware_gen.weights import WeightsError, load_moe
+from firmware_gen.host.weights import WeightsError, load_moe
 
 from .test_weights import write_safetensors
 

@@ -16,8 +16,8 @@ import random
 
 import pytest
 
-from sim.demo_c2c import c2c_config
-from sim.scoreboard import diff_runs
+from sim.flows.c2c import c2c_config
+from sim.harness.scoreboard import diff_runs
 
 from .helpers import ONE_SIM, SIMS
 
@@ -37,7 +37,7 @@ CASES = [pytest.param(*key, ONE_SIM, id=f"{key[0]}-{key[1]}-{'+'.join(ONE_SIM)}"
 @pytest.mark.parametrize("mapping, tiles, sims", CASES)
 def test_moe_routings_on_the_rtl(mapping, tiles, sims):
     from lpu_arch.topology import Topology
-    from sim.demo_moe import compile_moe_example, run_moe_on_rtl
+    from sim.flows.moe import compile_moe_example, run_moe_on_rtl
 
     cfg = dataclasses.replace(c2c_config(), links=tiles - 1)
     rng = random.Random(f"all-to-all-{tiles}")          # the wire latencies of test_all_to_all_tiles' build

@@ -8,15 +8,15 @@ import dataclasses
 import numpy as np
 import pytest
 
-from firmware_gen import archmodel
-from firmware_gen.compile_ffn import CompileError
+from firmware_gen.golden import archmodel
+from firmware_gen.compiler.ffn import CompileError
 from firmware_gen.check import check_program, check_system
-from firmware_gen.moe import example_moe, moe_int, route
-from firmware_gen.moe_tray import ROUTINGS, MoeError, compile_moe, forced_routing, rounds
+from firmware_gen.golden.moe import example_moe, moe_int, route
+from firmware_gen.compiler.moe_tray import ROUTINGS, MoeError, compile_moe, forced_routing, rounds
 from lpu_arch import TileConfig
 from lpu_arch.topology import Topology
 
-TINY = dataclasses.replace(TileConfig.tiny(), iq_depth=512)
+TINY = TileConfig.tiny_tray()
 
 
 def run_round(mt, progs, asg):
@@ -71,7 +71,7 @@ def test_every_routing_runs_in_the_scheduled_cycles(mapping, tiles, E, k, S, T):
 def test_fp8_moe_layer(mapping, tiles, E, I):
     """An FP8 MoE layer (E4M3 experts on FP8 tiles): every routing's outputs are the FP8
     golden model's codes, at the predicted cycles."""
-    cfg = dataclasses.replace(TileConfig.default(), mxm_dtype="fp8", iq_depth=512, mem_depth=256)
+    cfg = dataclasses.replace(TileConfig.default(), mxm_dtype="fp8", iq_depth=TileConfig.TRAY_IQ_DEPTH, mem_depth=256)
     ex = example_moe(E=E, top_k=2, shared=1, H=16, I=I, batch=2, seed=5, dtype="fp8")
     assert ex.spec.dtype == "fp8" and ex.x_int8.dtype == np.uint8
     mt = compile_moe(ex.spec, ex.x_int8, cfg, tiles=tiles, mapping=mapping)
@@ -82,7 +82,7 @@ def test_fp8_moe_layer(mapping, tiles, E, I):
 def test_unplaceable_mm_is_an_error_not_a_hang():
     """A tensor-parallel layer whose W2 pairs an h block with itself on one MXM (I = one
     block per tile) cannot be placed by this schedule: the compiler says so."""
-    cfg = dataclasses.replace(TileConfig.default(), iq_depth=512, mem_depth=256)
+    cfg = dataclasses.replace(TileConfig.default(), iq_depth=TileConfig.TRAY_IQ_DEPTH, mem_depth=256)
     ex = example_moe(E=4, top_k=2, shared=1, H=16, I=16, batch=2, seed=5)
     with pytest.raises(CompileError, match="MM 0 finds no cycle up to .* this schedule cannot place it"):
         compile_moe(ex.spec, ex.x_int8, cfg, tiles=2, mapping="tp")

@@ -11,7 +11,7 @@ import zlib
 import numpy as np
 import pytest
 
-from firmware_gen.numerics import (
+from firmware_gen.golden.numerics import (
     FfnSpec, NumericsError, activation_table, add_int32, apply_table, check_table,
     elementwise_multiply, error_report, ffn_float, ffn_int, matmul_int32, quantise_activations,
     quantise_scale, quantise_weights, requantise)

@@ -1,4 +1,4 @@
-"""lpu plan (firmware_gen/plan.py): parameter arithmetic against hand counts, the built-in
+"""lpu plan (firmware_gen/host/plan.py): parameter arithmetic against hand counts, the built-in
 models against their published totals, the placement rule, the CLI's errors and the
 --hf-config round trip.  No simulator; the compiler runs only on small shapes, the big
 experts are timed by a stand-in (the real runs are in docs/plan.md)."""
@@ -7,9 +7,11 @@ import json
 
 import pytest
 
-from firmware_gen import models, plan
+from firmware_gen.host import models
+
+from firmware_gen.host import plan
 from lpu_arch.config import TileConfig
-from sim import cli
+from sim.cli import main as cli
 
 # A small MoE model in DeepSeek-V3's config.json form: MLA attention, 1 dense layer first,
 # 3 MoE layers of 4 routed + 1 shared experts, a routing bias, 1 MTP layer.

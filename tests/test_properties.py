@@ -17,11 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from firmware_gen import archmodel, numerics
+from firmware_gen.golden import archmodel
+
+from firmware_gen.golden import numerics
 from firmware_gen.check import check_program, check_system
-from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn, output_matrix
-from firmware_gen.numerics import NumericsError, ffn_int
-from firmware_gen.tray import compile_ffn_tray, tray_output
+from firmware_gen.compiler.ffn import CompileError, compile_ffn, example_ffn, output_matrix
+from firmware_gen.golden.numerics import NumericsError, ffn_int
+from firmware_gen.compiler.tray import compile_ffn_tray, tray_output
 from lpu_arch import ConfigError, TileConfig
 from lpu_arch.topology import Topology
 from lpu_arch.vxm import MULT_MAX, SHIFT_MAX

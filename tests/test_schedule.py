@@ -6,8 +6,8 @@ import pytest
 from lpu_arch import TileConfig
 from lpu_arch.isa import EAST, WEST, Instr
 
-from firmware_gen import archmodel
-from firmware_gen.schedule import Scheduler, ScheduleError
+from firmware_gen.golden import archmodel
+from firmware_gen.compiler.schedule import Scheduler, ScheduleError
 
 from .helpers import random_schedule
 
@@ -83,7 +83,7 @@ def test_pinned_stream_out_of_range():
 def test_runs_reserve_exactly_as_single_reads():
     """``take_run``/``run_free`` (a weight window's READs in one pass) decide and record
     exactly what ``take_slot``/``take_drives``/``drives_free`` do one READ at a time."""
-    from firmware_gen.reserve import Reservations, ReservationError
+    from firmware_gen.compiler.reserve import Reservations, ReservationError
     cfg = TileConfig.default()
     rng = np.random.default_rng(1)
     one, run = Reservations(cfg), Reservations(cfg)

@@ -1,5 +1,5 @@
-"""hdl/simtop.py (the testbenches' top: every input port registered) and the reference
-checkout of sim/bench_speed.py, in Amaranth's simulator and without RTL builds."""
+"""hdl/top/simtop.py (the testbenches' top: every input port registered) and the reference
+checkout of sim/bench/speed.py, in Amaranth's simulator and without RTL builds."""
 
 import pytest
 from amaranth import Module
@@ -7,7 +7,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from hdl.simtop import INPUT_LATENCY, InputRegisters
+from hdl.top.simtop import INPUT_LATENCY, InputRegisters
 
 
 class _Adder(wiring.Component):
@@ -48,7 +48,7 @@ def test_inputs_arrive_input_latency_cycles_later_and_outputs_pass_through():
 
 
 def test_a_missing_reference_commit_is_named(monkeypatch, tmp_path):
-    from sim import bench_speed
+    from sim.bench import speed as bench_speed
     monkeypatch.setattr(bench_speed, "BUILD", tmp_path)
     with pytest.raises(bench_speed.SpeedError, match="0000000 is not in this repository's history"):
         bench_speed.reference_tree("0000000")

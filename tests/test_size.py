@@ -1,4 +1,4 @@
-"""`python -m hdl.size`: the tile as separate modules, its size figures against the
+"""`python -m hdl.flows.size`: the tile as separate modules, its size figures against the
 configuration, its command line, and its Verilog against the simulated tile's, cycle by
 cycle on Icarus, running programs that use every kind of slice."""
 
@@ -14,10 +14,10 @@ import pytest
 
 from lpu_arch import TileConfig, hostmap
 
-from firmware_gen import archmodel
-from firmware_gen.compile_ffn import compile_ffn, example_ffn
+from firmware_gen.golden import archmodel
+from firmware_gen.compiler.ffn import compile_ffn, example_ffn
 from lpu_arch.hostmap import Csr, Region
-from hdl.size import elaborate, main
+from hdl.flows.size import elaborate, main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,14 +58,14 @@ def test_figures_follow_the_configuration(tiny):
 
 def test_command_line(tmp_path):
     out = tmp_path / "tile.v"
-    cmd = [sys.executable, "-m", "hdl.size", "--config", "tiny", "--json", "--quiet", "--verilog", str(out)]
+    cmd = [sys.executable, "-m", "hdl.flows.size", "--config", "tiny", "--json", "--quiet", "--verilog", str(out)]
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)
     assert r["config"]["lanes"] == TileConfig.tiny().lanes and r["config"]["trace_depth"] == 0
     assert r["verilog_bytes"] == out.stat().st_size
     assert "module lpu_tile(" in out.read_text()
-    p = subprocess.run([sys.executable, "-m", "hdl.size", "--help"], cwd=ROOT, capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "hdl.flows.size", "--help"], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0 and "--config" in p.stdout and "--verilog" in p.stdout and "--json" in p.stdout
 
 
@@ -201,7 +201,7 @@ endmodule
 def test_separate_modules_behave_as_the_tile(tiny, tmp_path):
     from amaranth.back import verilog
 
-    from hdl.tile import Tile
+    from hdl.top.tile import Tile
     from .helpers import sxm_cases, sxm_program
     cfg, r = tiny
     ex = example_ffn("swiglu", 8, 8, 4, seed=1)

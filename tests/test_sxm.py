@@ -10,7 +10,7 @@ import pytest
 
 from lpu_arch import TileConfig
 
-from firmware_gen import archmodel
+from firmware_gen.golden import archmodel
 from lpu_arch.isa import IsaError
 from firmware_gen.program import Program, ProgramError
 
@@ -40,8 +40,8 @@ def test_bad_sxm_instructions(text, words):
 
 @pytest.mark.sim
 def test_sxm_on_rtl(simulator):
-    from sim.runner import job, observed_events
-    from sim.scoreboard import check_run
+    from sim.harness.runner import job, observed_events
+    from sim.harness.scoreboard import check_run
 
     cfg = TileConfig.tiny()
     prog, expected = sxm_program(cfg, sxm_cases(cfg, seed=3))

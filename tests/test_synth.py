@@ -5,7 +5,7 @@ bad boards and missing tools give clear errors."""
 import pytest
 
 from lpu_arch import TileConfig
-from hdl import synth
+from hdl.flows import synth
 
 
 def test_unknown_board_is_named():
@@ -71,7 +71,7 @@ def test_mxm_row_patterns_select_each_rows_products(tmp_path):
     would otherwise leave every product in logic without a word."""
     import re
     from amaranth.back import rtlil
-    from hdl.tile import Tile
+    from hdl.top.tile import Tile
     cfg = TileConfig.tiny()
     (tmp_path / "t.il").write_text(rtlil.convert(Tile(cfg), name="t", emit_src=False))
     rows = synth._mxm_rows(cfg)

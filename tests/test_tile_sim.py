@@ -7,15 +7,15 @@ import pytest
 
 from lpu_arch import TileConfig
 
-from firmware_gen import archmodel
-from firmware_gen.compile_ffn import compile_ffn, example_ffn
-from firmware_gen.numerics import ffn_int
+from firmware_gen.golden import archmodel
+from firmware_gen.compiler.ffn import compile_ffn, example_ffn
+from firmware_gen.golden.numerics import ffn_int
 from lpu_arch.hostmap import Status
 from lpu_arch.isa import Instr, Op
 from firmware_gen.program import Program
-from firmware_gen.schedule import Scheduler
-from sim.runner import job, observed_events
-from sim.scoreboard import check_run, diff_runs, output_rows
+from firmware_gen.compiler.schedule import Scheduler
+from sim.harness.runner import job, observed_events
+from sim.harness.scoreboard import check_run, diff_runs, output_rows
 
 from .helpers import SIMS, get_sim, random_schedule
 

@@ -5,14 +5,15 @@ compiler predicted, and the limits named."""
 import numpy as np
 import pytest
 
+from lpu_arch.topology import TILE_COUNTS
 from lpu_arch import ConfigError, TileConfig
 
-from firmware_gen import archmodel
-from firmware_gen.compile_ffn import CompileError, compile_ffn, example_ffn
-from firmware_gen.numerics import ffn_int
+from firmware_gen.golden import archmodel
+from firmware_gen.compiler.ffn import CompileError, compile_ffn, example_ffn
+from firmware_gen.golden.numerics import ffn_int
 from lpu_arch.topology import Topology
-from firmware_gen.tray import compile_ffn_tray, tray_output
-from sim.bench import TRAY_TARGET
+from firmware_gen.compiler.tray import compile_ffn_tray, tray_output
+from sim.bench.suite import TRAY_TARGET
 
 
 def check_tray(cfg, ex, tiles):
@@ -26,7 +27,7 @@ def check_tray(cfg, ex, tiles):
     return progs, man
 
 
-@pytest.mark.parametrize("tiles", [2, 4, 8])
+@pytest.mark.parametrize("tiles", TILE_COUNTS)
 @pytest.mark.parametrize("kind, H, I, batch", [("swiglu", 8, 16, 1), ("classic", 12, 20, 2), ("swiglu", 12, 24, 1)])
 def test_tray_ffn_on_the_golden_model(tiles, kind, H, I, batch):
     check_tray(TileConfig.tiny(), example_ffn(kind, H, I, batch, seed=tiles), tiles)
@@ -96,9 +97,9 @@ def test_every_layer_resident_on_a_tray():
     images; each layer's golden-model run over the shared memories gives ffn_int's y at
     the compiler's cycles, the layers one after the other on the same SRAM; too many layers
     for the SRAM name mem_depth and the layer."""
-    from firmware_gen.decoder import calibrate, synthetic
+    from firmware_gen.host.decoder import calibrate, synthetic
     from firmware_gen.program import Program
-    from firmware_gen.tray import compile_resident_tray
+    from firmware_gen.compiler.tray import compile_resident_tray
 
     m = calibrate(synthetic(vocab=64, H=8, I=16, layers=3, heads=2, seed=0))
     cfg = TileConfig.tiny().with_overrides(["mem_depth=128"])

@@ -3,7 +3,7 @@ simulator (fast: no cocotb, no Verilog build).
 
 What is tested
 --------------
-``hdl.host_bridge.UartTile`` of ``TileConfig.tiny()`` at 4 clock cycles per bit.  The
+``hdl.top.host_bridge.UartTile`` of ``TileConfig.tiny()`` at 4 clock cycles per bit.  The
 testbench bit-banges 8N1 frames onto ``rx`` (a chosen byte may get a stop bit driven
 low) and a background testbench decodes ``tx`` in the middle of each bit, checking every
 start and stop bit.  The expected bytes are those of the protocol as written in
@@ -30,7 +30,7 @@ from amaranth.sim import Simulator
 from lpu_arch import TileConfig, hostlink
 from lpu_arch.hostmap import Region, addr
 
-from hdl.host_bridge import UartTile
+from hdl.top.host_bridge import UartTile
 
 DIV = 4                              # clock cycles per bit
 BYTE = 10 * DIV                      # one 8N1 frame

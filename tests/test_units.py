@@ -2,7 +2,7 @@
 
 What is tested
 --------------
-* :class:`hdl.icu.InstructionQueue`: a program is loaded through the queue's host port
+* :class:`hdl.units.icu.InstructionQueue`: a program is loaded through the queue's host port
   (two 32-bit words per instruction, ``Instr.encode()``), started, and the cycle, opcode,
   stream, direction and address of every issue are recorded.  They must equal the issue
   schedule computed by :func:`isa_schedule`, a small function that applies the timing
@@ -31,15 +31,15 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from hdl.icu import InstructionQueue
-from hdl.layouts import drive_value
-from hdl.mem_slice import MemSlice
-from hdl.mxm import MXM
-from hdl.vxm import VXM
+from hdl.units.icu import InstructionQueue
+from hdl.units.layouts import drive_value
+from hdl.units.mem_slice import MemSlice
+from hdl.units.mxm import MXM
+from hdl.units.vxm import VXM
 from lpu_arch import TileConfig, isa
 from lpu_arch.isa import ADDR_BITS, EAST, INT32_PLANES, STRIDE_MAX, STRIDE_MIN, WEST, Instr, MMFlag, Op, SxmFlag, VopFlag
 
-# hdl.sxm is imported inside the SXM test: it asserts SXM_LATENCY == 1 at import, and a
+# hdl.units.sxm is imported inside the SXM test: it asserts SXM_LATENCY == 1 at import, and a
 # module-level import would turn a wrong table entry into a collection error of every
 # test here instead of a failure of the SXM test.
 
@@ -425,7 +425,7 @@ SXM_MAP = [3, 0, L + 1, 1]
 def test_sxm_latency(case):
     """SHIFT/PERM/DIST sample their input on the issue cycle and drive the result on
     issue + SXM_LATENCY."""
-    from hdl.sxm import SXM       # (see the note on imports at the top)
+    from hdl.units.sxm import SXM       # (see the note on imports at the top)
 
     instr, want = sxm_cases()[case]
     assert instr.stream != 1, "stream 1 carries PERM's map"
@@ -451,7 +451,7 @@ def test_sxm_latency(case):
 
 def test_sxm_tro_latency():
     """TRO drives a column of the rows TRI stored, on issue + SXM_LATENCY."""
-    from hdl.sxm import SXM
+    from hdl.units.sxm import SXM
 
     sxm = SXM(CFG)
     rows = [tag(r, salt=r) for r in range(L)]
@@ -511,16 +511,16 @@ def test_vxm_latency(in_dir, flags, latency):
 
 @pytest.mark.parametrize("v_bits", [32, 16], ids=["int32", "gate-int16"])
 def test_vxm_requantise_matches_the_golden_model(v_bits):
-    """The VXM's requantiser (``hdl.vxm.requantise``: shift first, round after, an 8-bit
-    add) against ``firmware_gen.numerics.requantise`` on the edges (the extreme values,
+    """The VXM's requantiser (``hdl.units.vxm.requantise``: shift first, round after, an 8-bit
+    add) against ``firmware_gen.golden.numerics.requantise`` on the edges (the extreme values,
     multipliers 1 and 32767, every shift 0..46, products that round onto +-127/-128)
     and on random operands: every output equal."""
     from amaranth import Module, signed
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In, Out
 
-    from firmware_gen.numerics import requantise as golden
-    from hdl.vxm import requantise as hdl_requantise
+    from firmware_gen.golden.numerics import requantise as golden
+    from hdl.units.vxm import requantise as hdl_requantise
     from lpu_arch.vxm import MULT_MAX, SHIFT_BITS, SHIFT_MAX
 
     class Unit(wiring.Component):
@@ -635,7 +635,7 @@ def test_mxm_nan_flag(dtype):
     of the active weight block, low on every other cycle (a NaN in the shadow block does
     not count); on an int8 tile the same instructions (0x7F is 127 there) never raise it.
     The expected cycles come from the golden model's ``has_nan`` of the same operands."""
-    from firmware_gen.archmodel import has_nan
+    from firmware_gen.golden.archmodel import has_nan
     cfg = CFG.with_overrides(["streams=6", f"mxm_dtype={dtype}"])
     mxm = MXM(cfg, "W")
     d = WEST                                           # MXM_W reads the west-flowing streams
@@ -684,7 +684,7 @@ def test_mxm_partial_lw_keeps_the_other_rows():
     """``LW rows=R`` loads rows 0..R-1 of the shadow block (n per cycle) and swaps it in
     after ceil(R/n) cycles; rows R.. keep what that buffer held.  The MMs' products are
     checked against the golden model's MXM (``archmodel._Mxm``) fed the same streams."""
-    from firmware_gen.archmodel import _Mxm
+    from firmware_gen.golden.archmodel import _Mxm
     cfg = CFG.with_overrides(["streams=6", "mxm_partial_lw=1"])    # (tiny loads whole blocks only)
     mxm, d = MXM(cfg, "W"), WEST
     blocks = {k: [tag(10 * n + r, salt=7) for r in range(L)] for n, k in enumerate("ACBD")}
@@ -737,7 +737,7 @@ def test_c2c_recv_latency(direction):
     on issue + C2C_LATENCY.  ``C2cSlice`` stands alone: its ``recv_data`` is an input, so
     the testbench plays the link's receiver as ``LinkRx`` documents it (the popped vector
     from the cycle after ``recv``, held until the next one)."""
-    from hdl.c2c import C2cSlice
+    from hdl.link.c2c import C2cSlice
 
     cfg = dataclasses.replace(CFG, links=1)
     c2c = C2cSlice(cfg, links=[0])
@@ -769,7 +769,7 @@ def test_c2c_recv_latency(direction):
 # ---- base registers (docs/isa.md, "Base registers") -------------------------------------
 def base_file(regs) -> int:
     """The slices' ``bases`` input: ``{register: (offset, on)}``, the others offset 0, on."""
-    width = isa.BASE_OFFSET_BITS + 1          # hdl.layouts.base_reg_layout: offset, then off
+    width = isa.BASE_OFFSET_BITS + 1          # hdl.units.layouts.base_reg_layout: offset, then off
     return sum((off | (0 if on else 1) << isa.BASE_OFFSET_BITS) << (width * r) for r, (off, on) in regs.items())
 
 
@@ -922,12 +922,12 @@ def test_vxm_base_relocates_skips_faults_and_selects_tables():
 
 @pytest.mark.parametrize("d", [1, 4, 5, 20, 40, 80, 160, 1600])
 def test_divmod_const_is_exact(d):
-    """hdl.vxm.divmod_const (the host's VXM parameter address split): x // d and x % d for
+    """hdl.units.vxm.divmod_const (the host's VXM parameter address split): x // d and x % d for
     every 12-bit x, in Amaranth's simulator."""
     from amaranth import Module, Signal
     from amaranth.sim import Simulator
 
-    from hdl.vxm import divmod_const
+    from hdl.units.vxm import divmod_const
     m = Module()
     x = Signal(12)
     q, r = divmod_const(m, x, d, "t")
@@ -954,7 +954,7 @@ def test_fp8_vxm_matches_the_golden_model(flags):
     equal ``requantise_fp8`` / ``apply_table_fp8`` / ``gate_fp8`` of the same inputs."""
     import numpy as np
 
-    from firmware_gen.numerics import add_wrap, fp8_bias, gate_fp8, requantise_fp8
+    from firmware_gen.golden.numerics import add_wrap, fp8_bias, gate_fp8, requantise_fp8
     from lpu_arch.vxm import IDENTITY, MULT_MAX, PARAM_FIELDS, PARAM_WORDS, lane_words
     cfg = TileConfig.tiny().with_overrides(["streams=6", "mxm_dtype=fp8"])
     P, AB = cfg.acc_planes, cfg.acc_bits

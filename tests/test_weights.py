@@ -1,4 +1,4 @@
-"""firmware_gen.weights: FFN weights from .safetensors and .npz files (no RTL).
+"""firmware_gen.host.weights: FFN weights from .safetensors and .npz files (no RTL).
 
 The files are written here by a writer of the format's own few lines (8-byte header length,
 JSON header, raw little-endian data), independent of the reader under test."""
@@ -10,11 +10,11 @@ import struct
 import numpy as np
 import pytest
 
-from firmware_gen import numerics as nm
-from firmware_gen.weights import DEFAULT_BATCH, WeightsError, find_packaged_model, load_ffn, parse_mapping
+from firmware_gen.golden import numerics as nm
+from firmware_gen.host.weights import DEFAULT_BATCH, WeightsError, find_packaged_model, load_ffn, parse_mapping
 from lpu_arch import TileConfig
-from sim import cli
-from sim.compiled import ArtifactError, CompiledFfn, from_weights
+from sim.cli import main as cli
+from sim.harness.compiled import ArtifactError, CompiledFfn, from_weights
 
 H, I = 8, 12          # a SwiGLU of this size with the default batch of 4 fits the tiny tile
 DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I32": "<i4", "F8_E4M3": "u1", "F8_E8M0": "u1"}
@@ -267,7 +267,7 @@ def test_bad_files_are_named(tmp_path, make, layer, mapping, words):
         load_ffn(path, layer=layer, mapping=mapping)
     msg = str(e.value)
     assert "\n" not in msg and all(w in msg for w in words), msg
-    with pytest.raises(ArtifactError) as e2:                 # the same line from sim.compiled
+    with pytest.raises(ArtifactError) as e2:                 # the same line from sim.harness.compiled
         from_weights(path, TileConfig.tiny(), layer=layer, mapping=mapping)
     assert str(e2.value) == msg
 
@@ -363,8 +363,8 @@ def test_fp8_checkpoint_compiles_for_an_fp8_tile(tmp_path):
     w = load_ffn(write_safetensors(tmp_path / "fp8.safetensors", t))
     spec = nm.FfnSpec.from_float(w.kind, w.W1, w.W2, w.W3, x_calibration=w.x, activation=w.activation, dtype="fp8")
     assert spec.dtype == "fp8" and np.array_equal(spec.W1, codes)     # one block: one scale per row, exact
-    from firmware_gen import archmodel
-    from firmware_gen.compile_ffn import compile_ffn, output_matrix
+    from firmware_gen.golden import archmodel
+    from firmware_gen.compiler.ffn import compile_ffn, output_matrix
     xq, _ = nm.quantise_activations_fp8(w.x, spec.x_scale)
     prog, man = compile_ffn(spec, xq, TileConfig.from_dict({**TileConfig.default().to_dict(), "mxm_dtype": "fp8"}))
     gold = archmodel.run(prog)

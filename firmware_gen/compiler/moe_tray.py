@@ -1,0 +1,603 @@
+"""A mixture-of-experts layer on one tile or a tray: experts resident in SRAM, routing in
+base registers, one schedule for every routing (``docs/moe.md``).
+
+Mapping (expert parallelism):
+
+* Tile ``t`` of ``N`` holds routed experts ``t*E/N .. (t+1)*E/N - 1`` (its *local*
+  experts), loaded once: local expert ``e`` at rows ``W0 + e*stride`` of every weight
+  slice, its VXM parameter entries at ``P0 + e*P`` and its activation table at
+  ``1 + e`` (table 0 is the shared expert's).
+* The shared expert (at most one; DeepSeek fuses its shared experts into one FFN) runs
+  tensor-parallel over the tray exactly as a dense FFN does (``tray.py``: its h
+  all-gathered over the links), or on the one tile.
+* Each tile reserves ``capacity`` expert *slots* per token.  Slot ``j`` of token ``b`` is
+  one SwiGLU FFN placed like any other (``compile_ffn.FfnPlan``), but its weight READs name
+  base register ``w_reg(b, j)`` and its VOPs ``v_reg(b, j)``, and its addresses are those
+  of local expert 0.  Before a run the host loads the registers from the routing: the
+  offsets of the expert the slot runs, or *off* for an unused slot, whose READs and VOPs
+  then skip (zero vectors, no SRAM read) in the same cycles.  The slot writes its y (zeros
+  when unused) to rows the manifest names.
+
+So the program, its cycle count and the cycle of every write are the same for every
+routing within capacity; only the values differ, and :meth:`MoeTray.predict` gives them
+from ``moe.moe_int``.  A token that sends more than ``capacity`` experts to one tile runs
+in several *rounds* (:func:`rounds`): the same program again with the remaining experts'
+registers, each round exactly the scheduled cycles.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from lpu_arch.config import TileConfig
+from lpu_arch.hostmap import base_word
+from lpu_arch.isa import BASE_OFFSET_BITS, Instr
+from lpu_arch.vxm import VXM_FIELDS, identity_tables
+from lpu_arch.topology import RUN_TILE_COUNTS
+
+from firmware_gen.compiler.ffn import SIDES, CompileError, FfnPlan, _pad, _read_probe, gather_blocks, padded_spec
+from firmware_gen.golden.moe import MoeSpec
+from firmware_gen.golden.numerics import NumericsError, ffn_int
+from firmware_gen.program import Program
+from firmware_gen.compiler.schedule import PredictedWrite
+from firmware_gen.compiler.tray import _Tray, plan_tray, tray_config, tray_links, tray_parts
+
+
+class Template:
+    """Where one tile's slots read their weights: every weight row a slot plan loads, by key
+    ``(block, row, slice)`` with ``block`` ``("W1", i, k)``, ``("W3", i, k)``, ``("W2", j,
+    i)`` or ``("Z", j, i)`` (a zero block), gets a row of ``slice`` relative to ``wbase``,
+    the same for every slot and every expert (an expert's rows are ``stride`` further per
+    local index).  ``bound[m]`` rows per slice are reserved before any slot is placed."""
+
+    def __init__(self, wbase: dict, bound: dict):
+        self.wbase, self.bound = dict(wbase), dict(bound)
+        self.rel, self.used = {}, {m: 0 for m in bound}
+
+    @property
+    def stride(self) -> int:
+        return max(self.bound.values())
+
+    def row(self, key, m) -> int:
+        if key not in self.rel:
+            assert self.used[m] < self.bound[m], "the template's bound was computed from the same blocks"
+            self.rel[key] = self.used[m]
+            self.used[m] += 1
+        return self.wbase[m] + self.rel[key]
+
+
+def template_bound(plan: FfnPlan) -> dict:
+    """Rows per weight slice a slot of ``plan``'s shape may need: each block it loads is
+    ``chunks`` rows in every weight slice of the MXM's hemisphere; W1 goes west and W3
+    east, the output blocks' halves west and east, and an odd output block over any h block
+    on either side (plus a zero block)."""
+    js, KH, KI = plan.j_blocks, plan.KH, plan.KI
+    half, odd = len(js) // 2, len(js) % 2
+    per_side = len(plan.i_blocks) * KH + half * KI + odd * (KI + 1)
+    return {plan.mem(side, q): per_side * plan.chunks for side in SIDES for q in range(plan.n)}
+
+
+class ExpertSlot(FfnPlan):
+    """One expert slot: a batch-1 SwiGLU FFN (or, with ``i_blocks``/``j_blocks``, one
+    tile's share of it) placed on the ``host`` plan's tile (its reservations, queues,
+    memory and parameters), reading x from the host's x slots of ``token`` and its weights
+    at ``template`` rows and parameter entries from ``pbase``, relocated by base registers
+    ``w_reg`` (READ) and ``v_reg`` (VOP)."""
+
+    def __init__(self, cfg, spec, host, *, token, tokens, h0, template, pbase, w_reg, v_reg,
+                 i_blocks=None, j_blocks=None, h_route=None):
+        super().__init__(cfg, spec, np.zeros(spec.H, np.int64), i_blocks, j_blocks, h_route)
+        for name in ("res", "timed", "memory", "next_free", "slot_ready", "loader_free", "load_end", "last_mm", "params"):
+            setattr(self, name, getattr(host, name))
+        self.token, self.tokens, self.h0, self.w_reg, self.v_reg = token, tokens, h0, w_reg, v_reg
+        self.template, self.p_next, self._ids = template, pbase, []
+        self.ramp = False        # every expert's weights sit at the same rows: no ramp blocks
+        self.partial_rows = False   # (every slot reads whole template blocks)
+
+    def x_slot(self, k, b):
+        return k * self.tokens + self.token
+
+    def h_slot(self, i, b):
+        return self.h0 + i
+
+    def new_param(self, **fields):
+        self.p_next += 1             # the values are each expert's (expert_params)
+        return self.p_next - 1
+
+    def _phase1_block(self, sides, blocks, i, k, e, vflags):
+        self._ids = [("W1", i, k), ("W3", i, k)][:len(sides)]
+        super()._phase1_block(sides, blocks, i, k, e, vflags)
+
+    def _phase2_block(self, sides, blocks, iis, j, jl, e, first, last):
+        self._ids = [("W2", j, iis[0])] if len(sides) == 1 else \
+            [("W2", j, iis[0]), ("W2", j, iis[1]) if iis[1] != iis[0] else ("Z", j, iis[0])]
+        super()._phase2_block(sides, blocks, iis, j, jl, e, first, last)
+
+    def _take_window(self, side, t_s, block, who, n, rows):
+        d, ident = self.in_dir(side), self._ids.pop(0)
+        for j, m, cycles in self._window_runs(side, t_s, n, rows):
+            self.res.take_run(m, cycles, _read_probe(j, d), self.pos(side), who)   # (drives: any base)
+            for c, r in enumerate(cycles):
+                row = self.template.row((ident, c * self.n + j, m), m)
+                self.emit(m, r, Instr.read(j, d, row, base=self.w_reg))
+
+
+class _ParamsOnly(FfnPlan):
+    """An FFN plan that places nothing: its parameter entries, in the order a slot of the
+    same blocks allocates them (``expert_params``)."""
+
+    def place_blocks(self, *args, **kw):
+        pass
+
+
+def expert_params(cfg, spec, i_blocks, j_blocks) -> np.ndarray:
+    """The VXM parameter entries of one expert's share (``i_blocks``, ``j_blocks``) in the
+    order its slot names them."""
+    p = _ParamsOnly(cfg, spec, np.zeros(spec.H, np.int64), i_blocks, j_blocks).compile(place_x=False)
+    return p.params[:p.n_params].copy()
+
+
+def block_row(p, ident, row: int, lanes: int) -> np.ndarray:
+    """Row ``row`` of weight block ``ident`` (``Template``) of the padded spec ``p``, as bytes."""
+    kind, a, b = ident
+    if kind == "Z":
+        return np.zeros(lanes, np.uint8)
+    w = {"W1": p.W1, "W3": p.W3, "W2": p.W2}[kind]
+    return np.asarray(w[a * lanes + row, b * lanes:(b + 1) * lanes], np.int64).astype(np.uint8)
+
+
+@dataclass
+class Layout:
+    """Where one tile keeps its experts (``experts``, global indices in local order):
+    weight rows from ``wbase[m]`` in steps of ``stride``, parameter entries from ``pbase``
+    in steps of ``P``, tables from 1 (table 0 is the shared expert's)."""
+    experts: list
+    wbase: dict
+    stride: int
+    pbase: int
+    P: int
+
+
+MAPPINGS = ("ep", "tp")
+
+
+@dataclass
+class MoeManifest:
+    """What the MoE compiler promises for every routing within capacity."""
+    mapping: str
+    tiles: int
+    capacity: int
+    tokens: int
+    H: int
+    I: int
+    layouts: list                  # Layout per tile
+    slots: dict                    # (tile, token, j) -> {(0, block): (slice, addr, cycle)}
+    registers: dict                # (token, j) -> (w_reg, v_reg), the same on every tile
+    cycles: list                   # predicted cycle count per tile (SAC)
+    weight_vectors: dict           # "routed" (one expert), "shared" (the shared expert): padded vectors
+    needed_bound: int = 0          # SRAM-read cycles per token of the weights it needs (its top_k experts and
+                                   # the shared one), every MEM slice of the tray busy
+    batch_bound: int = 0           # the same for the batch's weights (each token's experts, the shared expert
+                                   # once), per token
+
+    @property
+    def cycles_max(self) -> int:
+        return max(self.cycles)
+
+    def summary(self) -> dict:
+        return {"mapping": self.mapping, "tiles": self.tiles, "capacity": self.capacity, "tokens": self.tokens,
+                "H": self.H, "I": self.I, "cycles": self.cycles_max, "per_tile_cycles": self.cycles,
+                "cycles_per_token": round(self.cycles_max / self.tokens, 2),
+                "needed_bound_per_token": self.needed_bound, "batch_bound_per_token": self.batch_bound,
+                "ratio_to_needed_bound": round(self.cycles_max / self.tokens / max(self.needed_bound, 1), 4),
+                "experts_per_tile": [len(l.experts) for l in self.layouts]}
+
+
+class MoeError(CompileError):
+    """The MoE layer does not fit, or a routing cannot run; the message names the limit."""
+
+
+def check_routing(indices, E: int, top_k: int, tokens: int | None = None) -> np.ndarray:
+    """``indices`` as a ``(tokens, top_k)`` routing of experts ``0..E-1`` (``tokens``: as
+    many rows as given), each token's experts distinct; a :class:`MoeError` otherwise."""
+    idx = np.asarray(indices, np.int64)
+    tokens = len(np.atleast_2d(idx)) if tokens is None else tokens
+    if idx.size != tokens * top_k:
+        raise MoeError(f"a routing names top-{top_k} experts for each of {tokens} token(s), {tokens * top_k} "
+                       f"indices; got {idx.size}")
+    idx = idx.reshape(tokens, top_k)
+    bad = idx[(idx < 0) | (idx >= E)]
+    if bad.size:
+        raise MoeError(f"expert {int(bad[0])} does not exist: the layer has experts 0..{E - 1}")
+    for b, row in enumerate(idx.tolist()):
+        if len(set(row)) < top_k:
+            raise MoeError(f"token {b}'s experts {','.join(map(str, row))} repeat one: a token's top-{top_k} "
+                           "experts are distinct")
+    return idx
+
+
+def rounds(indices, E: int, tiles: int, capacity: int, mapping: str = "ep") -> list[dict]:
+    """Split a routing ``(T, top_k)`` into rounds: each round is ``{(tile, token, j):
+    expert}``.  ``ep``: at most ``capacity`` of a token's experts per tile, to slots in
+    selection order (one round when the routing is within capacity).  ``tp``: every tile
+    runs its share of each of the token's experts in slot j = its selection position (one
+    round always)."""
+    idx = np.asarray(indices)
+    if mapping == "tp":
+        return [{(t, b, j): int(e) for b, row in enumerate(idx) for j, e in enumerate(row)
+                 for t in range(tiles)}]
+    out = []
+    for b, row in enumerate(idx):
+        per_tile = {}
+        for e in row:
+            per_tile.setdefault(int(e) // (E // tiles), []).append(int(e))     # tile t holds experts t*E/N ..
+        for t, es in per_tile.items():
+            for n, e in enumerate(es):
+                r, j = divmod(n, capacity)
+                while len(out) <= r:
+                    out.append({})
+                out[r][(t, b, j)] = e
+    return out or [{}]
+
+
+class MoeTray:
+    """Compile an MoE layer (``moe.MoeSpec``) applied to int8 tokens ``x`` (T, H) for
+    ``tiles`` tiles (1: a single tile).
+
+    ``mapping="ep"`` (expert parallelism): tile t holds experts t*E/N ..; ``capacity``
+    slots per tile and token.  ``mapping="tp"`` (tensor parallelism): every tile holds
+    1/N of every expert; a token's ``top_k`` experts each run over the whole tray like a
+    dense tray FFN (h all-gathered over the links), so the capacity is ``top_k`` and no
+    routing exceeds it."""
+
+    def __init__(self, spec: MoeSpec, x, cfg: TileConfig | None = None, tiles: int = 8, capacity: int | None = None,
+                 mapping: str = "ep"):
+        cfg = cfg or TileConfig.default()
+        if not isinstance(spec, MoeSpec):
+            raise MoeError(f"spec must be a moe.MoeSpec, got {type(spec).__name__}")
+        x = np.atleast_2d(np.asarray(x, np.int64))
+        if x.ndim != 2 or x.shape[1] != spec.H:
+            raise MoeError(f"x has shape {np.shape(x)}; the layer has H = {spec.H}, so x must be (tokens, {spec.H})")
+        if tiles not in RUN_TILE_COUNTS:
+            raise MoeError(f"tiles must be {', '.join(map(str, RUN_TILE_COUNTS[:-1]))} or {RUN_TILE_COUNTS[-1]}, got {tiles}")
+        if mapping not in MAPPINGS:
+            raise MoeError(f"unknown mapping {mapping!r}; choose ep (experts per tile) or tp (every expert over the tray)")
+        if mapping == "ep" and spec.E % tiles:
+            raise MoeError(f"{spec.E} routed experts do not divide evenly over {tiles} tiles")
+        if len(spec.shared) > 1:
+            raise MoeError(f"{len(spec.shared)} shared experts: fuse them into one FFN of their summed "
+                           "intermediate size (as DeepSeek does); the tray runs at most one")
+        k = spec.top_k
+        if mapping == "tp":
+            if capacity not in (None, k):
+                raise MoeError(f"the tp mapping runs every selected expert on every tile: its capacity is top_k = {k}, "
+                               f"got {capacity}")
+            c = k
+        else:
+            c = capacity if capacity is not None else -(-k // tiles) + (1 if tiles > 1 else 0)
+            if not 1 <= c <= min(k, spec.E // tiles):
+                raise MoeError(f"capacity must be in 1..{min(k, spec.E // tiles)} (top_k {k}, "
+                               f"{spec.E // tiles} experts per tile), got {c}")
+        self.mapping, self.capacity = mapping, c
+        self.spec, self.x, self.tiles = spec, x, tiles
+        self.T = T = x.shape[0]
+        self.cfg = cfg = tray_config(cfg, tiles) if tiles > 1 else cfg
+        self.n_local = n_local = spec.E if mapping == "tp" else spec.E // tiles
+        regs = 1 + 2 * c * T
+        if regs > cfg.base_regs:
+            raise MoeError(f"{T} token(s) x {c} slot(s) need {regs} base registers (two per slot and the "
+                           f"constant); the tile has base_regs = {cfg.base_regs}")
+        if n_local + 1 > cfg.vxm_tables:
+            raise MoeError(f"{n_local} experts per tile and the shared expert need {n_local + 1} activation tables "
+                           f"per tile; the VXM has vxm_tables = {cfg.vxm_tables}")
+        self.registers = {(b, j): (1 + 2 * (b * c + j), 2 + 2 * (b * c + j)) for b in range(T) for j in range(c)}
+        try:
+            self._plan()
+        except NumericsError as e:
+            raise MoeError(str(e)) from None
+
+    # ---- placement -------------------------------------------------------------------------
+    def _plan(self):
+        spec, cfg, N = self.spec, self.cfg, self.tiles
+        shared = spec.shared[0] if spec.shared else None
+        self.probe = probe = FfnPlan(cfg, spec.experts[0], self.x[:1], i_blocks=[], j_blocks=[])
+        self.KH, self.KI = probe.KH, probe.KI
+        if shared is not None and N > 1:
+            # The slots go on every tile once the shared expert's h is all received, before
+            # its W2 (which waits for the other tiles' h; the slots fill that wait).
+            self.KI_s = FfnPlan(cfg, shared, self.x[:1], i_blocks=[], j_blocks=[]).KI
+            plan_tray(cfg, shared, self.x, N, before_phase2=self._slots_on)
+            self._finish()
+            return
+        self.KI_s, base = 0, None
+        if shared is not None:
+            hosts = [FfnPlan(cfg, shared, self.x).compile()]
+            self.KI_s = hosts[0].KI
+        else:
+            hosts = [FfnPlan(cfg, spec.experts[0], self.x, i_blocks=[], j_blocks=[]) for _ in range(N)]
+            if N > 1:
+                from types import SimpleNamespace
+                base = SimpleNamespace(f=hosts, cfg=cfg, defer=False, **tray_links(cfg, hosts))
+            for f in hosts:
+                f.place_x()
+        self._slots_on(base, hosts)
+        self._finish()
+
+    def _slots_on(self, tray, hosts=None):
+        """Lay out every tile's experts and place the slots on the tiles of ``tray`` (or
+        on ``hosts`` for one tile).  ``tp``: each slot is a tray of its own continuing
+        ``tray``'s tiles; their phase 1 and receives go here, their phase 2 in :meth:`_finish`."""
+        spec, cfg, T, c, N = self.spec, self.cfg, self.T, self.capacity, self.tiles
+        hosts = hosts if hosts is not None else tray.f
+        self.hosts, self.slot_plans, self.layouts = hosts, {}, []
+        h0 = T * self.KH + T * self.KI_s
+        need_x = h0 + c * T * self.KI
+        if need_x > cfg.mxm_xbuf_depth:
+            raise MoeError(f"x, the shared expert's h and {c * T} slot(s) of h need {need_x} x slots per MXM; "
+                           f"an MXM has mxm_xbuf_depth = {cfg.mxm_xbuf_depth}")
+        # Each slot's blocks per tile: ep, the whole expert; tp, a share, the output blocks
+        # rotated from slot to slot (and away from the shared expert's) so that every tile
+        # gets W2 work when an expert has fewer output blocks than the tray has tiles.
+        slots = [(b, j) for b in range(T) for j in range(c)]
+        if self.mapping == "tp":
+            first = 1 if spec.shared else 0
+            self.slot_parts = {bj: tray_parts(self.probe, N, ((s + first) * self.KH) % N)
+                               for s, bj in enumerate(slots)}
+        else:
+            full = (list(range(self.KI)), list(range(self.KH)))
+            self.slot_parts = {bj: ([full[0]] * N, [full[1]] * N) for bj in slots}
+        self.templates, self.var_off = [], []
+        for t, f in enumerate(hosts):
+            ib = self.slot_parts[slots[0]][0][t]
+            variants = list(dict.fromkeys(tuple(self.slot_parts[bj][1][t]) for bj in slots))
+            shapes = [FfnPlan(cfg, spec.experts[0], self.x[:1], ib, list(jb)) for jb in variants]
+            bounds = [template_bound(sh) for sh in shapes]
+            tpl = Template(f.next_free, {m: sum(bd[m] for bd in bounds) - (len(bounds) - 1) * len(ib) * self.KH *
+                                         shapes[0].chunks for m in bounds[0]})
+            offs, P = {}, 0
+            for jb in variants:
+                offs[jb], P = P, P + len(ib) + len(jb)
+            n_local, stride = self.n_local, tpl.stride
+            experts = list(range(spec.E)) if self.mapping == "tp" else list(range(t * n_local, (t + 1) * n_local))
+            y_rows = T * sum(len(self.slot_parts[bj][1][t]) for bj in slots[:c])
+            worst = max(tpl.wbase[m] + n_local * stride for m in tpl.bound)
+            if worst + y_rows > cfg.mem_depth or (n_local * stride) >> BASE_OFFSET_BITS:
+                raise MoeError(f"tile {t}: {n_local} experts of up to {stride} rows per weight slice from row "
+                               f"{min(tpl.wbase[m] for m in tpl.bound)}, and {y_rows} rows of slot outputs, need "
+                               f"{worst + y_rows} rows; a MEM slice holds mem_depth = {cfg.mem_depth}")
+            pbase = f.n_params
+            later = len(f.j_blocks) if spec.shared and N > 1 else 0   # the shared W2's, placed after
+            if pbase + n_local * P + later > cfg.vxm_param_depth:
+                raise MoeError(f"tile {t}: {n_local} experts of {P} VXM parameter entries from entry {pbase} "
+                               f"and {later} more of the shared expert need {pbase + n_local * P + later}; the VXM "
+                               f"has vxm_param_depth = {cfg.vxm_param_depth}")
+            for le, e in enumerate(experts):
+                for jb in variants:
+                    block = expert_params(cfg, spec.experts[e], ib, list(jb))
+                    block[:, :, VXM_FIELDS.index("table")] = 1 + le
+                    at = pbase + le * P + offs[jb]
+                    f.params[at: at + len(block)] = block
+            f.n_params = pbase + n_local * P
+            for m in tpl.bound:
+                f.next_free[m] = tpl.wbase[m] + n_local * stride
+            self.layouts.append(Layout(experts, tpl.wbase, stride, pbase, P))
+            self.templates.append(tpl)
+            self.var_off.append(offs)
+
+        def slot(t, b, j, i_blocks=None, j_blocks=None, h_route=None):
+            w_reg, v_reg = self.registers[(b, j)]
+            jb = tuple(self.slot_parts[(b, j)][1][t])
+            return ExpertSlot(cfg, spec.experts[0], hosts[t], token=b, tokens=T, h0=h0 + (b * c + j) * self.KI,
+                              template=self.templates[t], pbase=self.layouts[t].pbase + self.var_off[t][jb],
+                              w_reg=w_reg, v_reg=v_reg, i_blocks=i_blocks, j_blocks=j_blocks, h_route=h_route)
+
+        self.slot_trays = []
+        for b in range(T):
+            for j in range(c):
+                if self.mapping == "tp":
+                    st = _Tray(cfg, spec.experts[0], self.x[:1], N, defer=tray.defer, share=tray,
+                               parts=self.slot_parts[(b, j)],
+                               make_plan=lambda t, ib, jb, route, b=b, j=j: slot(t, b, j, ib, jb, route))
+                    st.phase1(place_x=False)
+                    self.slot_trays.append(st)
+                    for t, sp in enumerate(st.f):
+                        self.slot_plans[(t, b, j)] = sp
+                else:
+                    for t in range(N):
+                        self.slot_plans[(t, b, j)] = slot(t, b, j).compile(place_x=False)
+        for (t, b, j), sp in self.slot_plans.items():      # the tray split as this layout assumed
+            assert (sp.i_blocks, sp.j_blocks) == (self.slot_parts[(b, j)][0][t], self.slot_parts[(b, j)][1][t])
+        for st in self.slot_trays:
+            st.receive()
+
+    def _finish(self):
+        """The tp slots' W2 phase; then every expert's weights at its template rows."""
+        for st in self.slot_trays:
+            st.phase2()
+        spec, L = self.spec, self.cfg.lanes
+        for f, lay, tpl in zip(self.hosts, self.layouts, self.templates):
+            for le, e in enumerate(lay.experts):
+                p = padded_spec(spec.experts[e], L)
+                for (ident, row, m), rel in tpl.rel.items():
+                    f.memory[m][tpl.wbase[m] + le * lay.stride + rel] = block_row(p, ident, row, L)
+
+    # ---- lowering ----------------------------------------------------------------------------
+    def programs(self) -> list[Program]:
+        spec, cfg = self.spec, self.cfg
+        progs = []
+        for t, f in enumerate(self.hosts):
+            tab = identity_tables(cfg)
+            if spec.shared:
+                tab[0] = spec.shared[0].table
+            for le, e in enumerate(self.layouts[t].experts):
+                tab[1 + le] = spec.experts[e].table
+            progs.append(f.program(table=tab))
+        return progs
+
+    def manifest(self) -> MoeManifest:
+        spec, cfg, L = self.spec, self.cfg, self.cfg.lanes
+        routed_v = 3 * self.KH * self.KI * L
+        shared_v = 3 * self.KH * self.KI_s * L if spec.shared else 0
+        slices = 2 * cfg.mem_slices * self.tiles
+        bound = -(-(spec.top_k * routed_v + shared_v) // slices)
+        batch = -(-(self.T * spec.top_k * routed_v + shared_v) // (slices * self.T))
+        slots = {key: dict(sp.outputs) for key, sp in self.slot_plans.items()}
+        return MoeManifest(self.mapping, self.tiles, self.capacity, self.T, spec.H, spec.I, self.layouts, slots,
+                           dict(self.registers), [f.res.done_cycles() for f in self.hosts],
+                           {"routed": routed_v, "shared": shared_v}, bound, batch)
+
+    def rounds(self, indices) -> list[dict]:
+        """:func:`rounds` of ``indices`` under this layer's mapping and capacity."""
+        return rounds(check_routing(indices, self.spec.E, self.spec.top_k), self.spec.E, self.tiles, self.capacity,
+                      self.mapping)
+
+    def slot_span(self, t: int, b: int, j: int) -> tuple[int, int] | None:
+        """(first, last) cycle of slot ``j`` of token ``b`` on tile ``t``: its first weight
+        READ to its last y WRITE (or its last VOP, for a tp share without output blocks);
+        None when the slot has no work on that tile (a tp share of no blocks)."""
+        sp = self.slot_plans[(t, b, j)]
+        mine = [c for name in [*self.cfg.mem_names, "VXM"] for c, ins in sp.timed[name]
+                if getattr(ins, "base", 0) in (sp.w_reg, sp.v_reg)]
+        return (min(mine), max(mine + [c for _, _, c in sp.outputs.values()])) if mine else None
+
+    # ---- a routing's run -------------------------------------------------------------------------
+    def bases(self, assignment: dict) -> list[list[int]]:
+        """Per tile, the base register words of one round ``{(tile, token, j): expert}``
+        (:meth:`rounds`): the offsets of each slot's expert, off for an unused slot."""
+        out = []
+        for t, lay in enumerate(self.layouts):
+            words = [0] * self.cfg.base_regs
+            for (b, j), (w_reg, v_reg) in self.registers.items():
+                e = assignment.get((t, b, j))
+                if e is None:
+                    words[w_reg] = words[v_reg] = base_word(0, on=False)
+                    continue
+                if e not in lay.experts:
+                    raise MoeError(f"expert {e} does not live on tile {t} (it holds {lay.experts[0]}.."
+                                   f"{lay.experts[-1]})")
+                le = lay.experts.index(e)
+                words[w_reg] = base_word(le * lay.stride)
+                words[v_reg] = base_word(le * lay.P)
+            out.append(words)
+        return out
+
+    def predict(self, assignment: dict) -> list[list[PredictedWrite]]:
+        """Every MEM write of one round, per tile, with its cycle and value: each slot's y
+        (``ffn_int`` of its expert, as ``moe.moe_int`` computes it; zeros when unused) and the
+        shared expert's share of y."""
+        cfg, L = self.cfg, self.cfg.lanes
+        out = [[] for _ in range(self.tiles)]
+
+        @functools.cache
+        def y_of(e, b):
+            p = padded_spec(self.spec.experts[e], L)
+            return ffn_int(p, _pad(self.x[b:b + 1], (1, p.H)))[0]
+
+        for (t, b, j), sp in self.slot_plans.items():
+            e = assignment.get((t, b, j))
+            out[t] += sp.y_writes([np.zeros(sp.Hp, np.int64) if e is None else y_of(e, b)])
+        if self.spec.shared:
+            y = ffn_int(self.hosts[0].p, self.hosts[0].x)
+            for t, f in enumerate(self.hosts):
+                out[t] += f.y_writes(y)
+        for w in out:
+            w.sort(key=lambda p: (p.cycle, cfg.position(p.slice)))
+        return out
+
+    def round_problems(self, assignment: dict, results: list) -> list[str]:
+        """What one round's golden-model or hardware results (per tile: ``events`` as
+        ``(cycle, slice, addr, data)`` tuples or trace events, ``cycles``, ``busy``) do not
+        keep of the compiler's promises: every MEM write (:meth:`predict`), every tile's
+        cycle count and busy counters (:meth:`predicted_busy`).  Empty: all kept."""
+        pred, busy, cycles = self.predict(assignment), self.predicted_busy(assignment), self.manifest().cycles
+        problems = []
+        for t, r in enumerate(results):
+            if [e.as_tuple() for e in r.events] != [(w.cycle, w.slice, w.addr, w.data) for w in pred[t]]:
+                problems.append(f"tile {t}: the MEM writes are not the compiler's prediction")
+            if r.cycles != cycles[t]:
+                problems.append(f"tile {t}: {r.cycles} cycles, the compiler predicted {cycles[t]}")
+            if {n: v for n, v in r.busy.items() if v} != {n: v for n, v in busy[t].items() if v}:
+                problems.append(f"tile {t}: busy counters {r.busy}, the compiler predicted {busy[t]}")
+        return problems
+
+    def predicted_busy(self, assignment: dict) -> list[dict]:
+        """Per tile, the busy counters one round reads: every slice's issues, minus those of
+        the slots left off (a skipped READ or VOP is not counted)."""
+        out = [dict(f.res.busy()) for f in self.hosts]
+        for (t, tok, j), sp in self.slot_plans.items():
+            if (t, tok, j) not in assignment:
+                for name in [*self.cfg.mem_names, "VXM"]:
+                    if out[t].get(name):      # the slot's issues that name its base registers skip
+                        reg = sp.v_reg if name == "VXM" else sp.w_reg
+                        out[t][name] -= sum(1 for _, ins in sp.timed[name] if getattr(ins, "base", 0) == reg)
+        return out
+
+    def outputs(self, assignment: dict, memories: list) -> tuple[dict, np.ndarray]:
+        """Read one round's results from the tiles' final MEM contents: ``{(token, expert):
+        int8 (H,)}`` and the shared expert's int8 (T, H) (None without one); E4M3 codes
+        (uint8) for an FP8 layer."""
+        L, H = self.cfg.lanes, self.spec.H
+        byte = np.uint8 if self.spec.dtype == "fp8" else np.int8
+        routed = {}
+        for (t, b, j), e in assignment.items():
+            sp = self.slot_plans[(t, b, j)]          # (its blocks in row 0, its only token)
+            gather_blocks(routed.setdefault((b, e), np.zeros((1, sp.Hp), np.uint8)), sp.outputs, memories[t], L)
+        routed = {key: y[0, :H].astype(byte) for key, y in routed.items()}
+        shared = None
+        if self.spec.shared:
+            out = np.zeros((self.T, self.hosts[0].Hp), np.uint8)
+            for t, f in enumerate(self.hosts):
+                gather_blocks(out, f.outputs, memories[t], L)
+            shared = out[:, :H].astype(byte)
+        return routed, shared
+
+
+def compile_moe(spec: MoeSpec, x, cfg: TileConfig | None = None, tiles: int = 8, capacity: int | None = None,
+                mapping: str = "ep"):
+    """Compile an MoE layer for ``tiles`` tiles; returns the :class:`MoeTray` (its
+    ``programs()``, ``manifest()``, ``rounds(routing)``, ``bases(round)``, ``predict(round)``)."""
+    mt = MoeTray(spec, x, cfg, tiles, capacity, mapping)
+    mt.programs()
+    return mt
+
+
+ROUTINGS = ("spread", "packed", "random", "over")
+
+
+def forced_routing(name: str, E: int, top_k: int, tokens: int, tiles: int, capacity: int, seed: int = 0):
+    """A routing ``(tokens, top_k)`` of a named shape, for tests, benches and ``--routing``:
+
+    * ``spread``: each token's experts on as many different tiles as possible (the
+      first local expert of tiles ``b, b+1, ...``, then the second ones);
+    * ``packed``: each tile it uses gets ``capacity`` of the token's experts (tiles
+      ``b, b+1, ...`` filled in turn);
+    * ``random``: ``top_k`` distinct experts drawn at random, retried until within capacity;
+    * ``over``: every expert of the token on one tile, as many as the tile holds
+      (beyond capacity when ``top_k > capacity``)."""
+    per = E // tiles
+    rng = np.random.default_rng(seed)
+    rows = []
+    for b in range(tokens):
+        if name == "spread":
+            row = [((b + n) % tiles) * per + (n // tiles) % per for n in range(top_k)]
+        elif name == "packed":
+            row = [((b + n // capacity) % tiles) * per + n % capacity for n in range(top_k)]
+        elif name == "random":
+            for _ in range(1000):
+                row = list(rng.choice(E, top_k, replace=False))
+                # fewer experts than tiles (tp): every tile holds a share of each, no capacity
+                if per == 0 or max(np.bincount([e // per for e in row], minlength=tiles)) <= capacity:
+                    break
+        elif name == "over":
+            t = b % tiles
+            row = [t * per + n for n in range(min(top_k, per))]
+            row += [e for e in range(E) if e not in row][: top_k - len(row)]
+        else:
+            raise MoeError(f"unknown routing {name!r}; choose one of {', '.join(ROUTINGS)} or give expert indices")
+        if len(set(row)) != top_k:
+            raise MoeError(f"routing {name!r} cannot place {top_k} distinct experts of {E} on {tiles} tiles")
+        rows.append(row)
+    return np.array(rows, np.int64)

@@ -1,0 +1,761 @@
+"""``lpu plan``: what a model's FFN side needs on LP30-scale hardware (``docs/plan.md``).
+
+For a model (a built-in description, :mod:`firmware_gen.host.models`, or a Hugging Face
+``config.json``) and a weight format, this module counts the FFN and MoE parameters, their
+bytes, the chips, trays and racks that hold them in SRAM, and the per-token decode time of
+the FFN side: one compiled expert (or dense layer share) per layer, plus the C2C hops the
+placement needs.  Every number says where it comes from:
+
+* **counted**: parameter arithmetic on the configuration (:func:`count_params`);
+* **compiled and golden-model-checked**: :func:`~firmware_gen.compiler.ffn.compile_ffn` on a
+  tile preset, the program run on the architectural model (:func:`archmodel.run`), its
+  cycles equal to the compiler's and its output bit-exact to ``numerics.ffn_int``;
+* **compiled (cycles predicted by the compiler)**: the same without the golden-model run
+  (``--no-golden``);
+* **analytic**: arithmetic on stated figures (the bf16, int4 and mxfp4 times, the C2C hops,
+  the bound at LP30's public SRAM bandwidth).
+
+Parameter arithmetic (all counts are unique parameters; a shared embedding or head counts once):
+
+* embedding ``V*H``; output head ``V*H`` unless tied; final norm ``H``;
+* per layer: two norms ``2H``; attention (below); the FFN: a dense SwiGLU ``3*H*I`` or a
+  MoE layer: ``E`` routed and ``S`` shared SwiGLU experts ``3*H*I_e`` each (plus ``2*I_e + H``
+  bias entries per expert where the model has expert biases), a router ``E*H`` (plus ``E``
+  for a routing bias or router bias);
+* attention, MLA (DeepSeek-V3, Kimi K2): ``H*q_lora + q_lora + q_lora*n*(d_nope + d_rope)``
+  (or ``H*n*(d_nope + d_rope)`` without a q rank) ``+ H*(kv_lora + d_rope) + kv_lora
+  + kv_lora*n*(d_nope + d_v) + n*d_v*H``; GQA: ``H*n*d + 2*H*k*d + n*d*H`` (``n`` heads,
+  ``k`` KV heads, ``d`` head size), plus q/k/v biases ``(n + 2k)*d`` and an output bias ``H``
+  where the model has them, QK norms (``2d`` per head-wise pair, ``(n + k)*d`` per-layer)
+  and attention sinks (``n``);
+* a multi-token-prediction layer (``num_nextn_predict_layers``, DeepSeek style): one more
+  decoder layer of the MoE kind, ``enorm``, ``hnorm`` and the head's norm (``3H``) and
+  ``eh_proj`` (``2H*H``); embedding and head shared.
+
+The FFN parameters are the dense FFNs, routed and shared experts, routers and the MTP
+layers' experts and routers; the FFN share divides them by all parameters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import textwrap
+import time
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from lpu_arch import c2c
+from lpu_arch.config import PRESET_CLOCK_MHZ, ConfigError, TileConfig
+from lpu_arch.errors import LpuError
+
+from firmware_gen.golden import archmodel
+from firmware_gen.host import models as _models
+from firmware_gen.chart import _target, pyplot, save_figure
+from firmware_gen.compiler.ffn import CompileError, compile_ffn, output_matrix, weight_streams
+from firmware_gen.golden.numerics import FfnSpec, NumericsError, activation_table, ffn_int, quantise_scale
+
+# ---- figures --------------------------------------------------------------------------------
+DEFAULT_CONFIG = "lp30"         # the TileConfig preset experts are compiled on (``--config``)
+CLOCK_MHZ = 900.0               # TSP v1's clock (design brief): times of a tile that is not a preset
+
+# LP30 / LPX public figures (design brief, section 5).
+LP30_SRAM_BYTES = 500_000_000           # SRAM per chip
+LP30_SRAM_BW = 150e12                   # SRAM bandwidth per chip, bytes/s
+LP30_FP8_FLOPS = 1.2e15                 # FP8 per chip
+CHIPS_PER_TRAY = 8
+TRAYS_PER_RACK = 32
+CHIPS_PER_RACK = CHIPS_PER_TRAY * TRAYS_PER_RACK      # 256 chips, 128 GB SRAM per rack
+RACK_SCALE_UP_BW = 640e12                             # bytes/s per rack
+LINK_BW = RACK_SCALE_UP_BW / CHIPS_PER_RACK           # a chip's share: 2.5 TB/s
+
+# Bytes per weight in each format and whether its time is compiled or analytic.
+DTYPES = {
+    "fp8": (1.0, "1 byte per weight (E4M3; block scales not counted); timed on the int8 datapath, 1 byte per weight"),
+    "int8": (1.0, "1 byte per weight (scales not counted); the compiled int8 datapath"),
+    "bf16": (2.0, "2 bytes per weight; time analytic: twice the int8 schedule's cycles (every weight vector "
+                  "twice the bytes through the same SRAM reads, streams and MXM loads)"),
+    "int4": (0.5, "0.5 byte per weight (group scales not counted); time analytic: the int8 schedule's cycles "
+                  "times 0.5, as if a 4-bit datapath moved the same bytes per cycle (the tile has none)"),
+    "mxfp4": (4.25 / 8, "4.25 bits per weight (OCP MX: 32 FP4 E2M1 values share one 8-bit scale); time analytic: "
+                        "the int8 schedule's cycles times 4.25/8, as if an MXFP4 datapath moved the same bytes per "
+                        "cycle (the tile has none)"),
+}
+COMPILED_DTYPES = ("fp8", "int8")
+
+PLACEMENT_RULE = (
+    "whole experts: each routed or shared expert sits in one chip's SRAM, never split; unit n (layers in "
+    "order, in a layer its routed then shared experts) goes to expert chip n mod C, C = max(E + S, "
+    "ceil(units / experts per chip)), so the E + S experts of a layer are on E + S different chips and the "
+    "experts a token activates in a layer run in parallel: a layer takes one expert's time.  A dense FFN "
+    "layer larger than a chip is split over ceil(bytes / chip SRAM) chips by its intermediate dimension "
+    "(each chip an H x I/m SwiGLU share, run in parallel); smaller ones are packed whole, on their own "
+    "chips.  Routers run on the attention side (docs/moe.md) and are not placed.")
+
+HOP_RULE = (
+    "per layer, x travels from the layer's first chip to the farthest chip holding the layer's FFN and the "
+    "outputs travel back: 2 x (1 hop within a tray (all-to-all, lpu_arch/topology.py), 2 within a rack, "
+    "3 between racks; 0 when the layer is on one chip); the rack's and the racks' topology is not public: "
+    "the 2 and 3 are assumptions.  A hop takes the link budget of lpu_arch/c2c.py without the vector's "
+    "serialisation (send start, the declared maximum wire latency, the receive pipeline, skew) at the clock, "
+    "plus H bytes at a chip's share of the rack's public scale-up bandwidth (640 TB/s / 256 chips = 2.5 TB/s). "
+    "The GPU-LPX transfer and the attention are not part of the FFN time.")
+
+
+class PlanError(LpuError, ValueError):
+    """Bad input: the message names the problem (one line)."""
+
+
+# ---- the configuration --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Attention:
+    kind: str                 # 'mla' or 'gqa'
+    heads: int
+    kv_heads: int = 0
+    head_dim: int = 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    qkv_bias: bool = False
+    o_bias: bool = False
+    qk_norm: str = "none"     # 'none', 'per_head' (head_dim each for q and k) or 'per_layer'
+    sinks: bool = False
+
+
+@dataclass(frozen=True)
+class Arch:
+    """What the plan needs of a model, read from its config.json (:func:`parse_config`)."""
+    name: str
+    hidden: int
+    layers: int
+    vocab: int
+    tie_embeddings: bool
+    dense_layers: int                 # layers with a dense FFN
+    moe_layers: int                   # layers with a MoE FFN
+    dense_intermediate: int           # I of the dense FFN (0: none)
+    experts: int                      # routed experts per MoE layer
+    top_k: int
+    expert_intermediate: int
+    shared_experts: int               # shared experts per MoE layer
+    shared_intermediate: int
+    router_bias: bool
+    expert_bias: bool
+    mtp_layers: int                   # DeepSeek-style MTP layers counted
+    attention: Attention
+    notes: tuple = ()
+
+    @property
+    def moe(self) -> bool:
+        return self.moe_layers > 0
+
+
+def _get(cfg: dict, name: str, *keys, default=None):
+    """The first of the integer fields ``keys`` that ``cfg`` holds, else ``default`` (None:
+    the field is required)."""
+    for k in keys:
+        if k in cfg and cfg[k] is not None:
+            v = cfg[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise PlanError(f"{name}: config field {k!r} must be a number, got {v!r}")
+            if v != int(v) or v < 0:
+                raise PlanError(f"{name}: config field {k!r} must be a non-negative integer, got {v!r}")
+            return int(v)
+    if default is None:
+        raise PlanError(f"{name}: config.json has no {' or '.join(repr(k) for k in keys)}")
+    return default
+
+
+def parse_config(cfg: dict, name: str = "config") -> Arch:
+    """An :class:`Arch` from the fields of a Hugging Face ``config.json`` (a multimodal
+    config's ``text_config`` is read).  Reads DeepSeek-V3/Kimi-K2 (MLA, ``n_routed_experts``,
+    ``first_k_dense_replace``), Qwen2/3-MoE (``num_experts``, ``decoder_sparse_step``,
+    ``mlp_only_layers``), GPT-OSS, MiniMax-M2 and Mixtral (``num_local_experts``, the
+    expert's size in ``intermediate_size``), GLM-4.5 and dense Llama/Qwen-style models; a
+    missing required field is a :class:`PlanError` naming it."""
+    if not isinstance(cfg, dict):
+        raise PlanError(f"{name}: a config.json must be a JSON object, got {type(cfg).__name__}")
+    if isinstance(cfg.get("text_config"), dict):
+        cfg = {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
+    mt = str(cfg.get("model_type") or "")
+    get = partial(_get, cfg, name)
+    notes = []
+    H = get("hidden_size", "dim")
+    L = get("num_hidden_layers", "n_layers")
+    V = get("vocab_size")
+    if min(H, L, V) < 1:
+        raise PlanError(f"{name}: hidden_size, num_hidden_layers and vocab_size must be positive")
+    tie = bool(cfg.get("tie_word_embeddings", False))
+    if "tie_word_embeddings" not in cfg:
+        notes.append("tie_word_embeddings absent: embeddings taken as untied")
+    E = get("n_routed_experts", "num_experts", "num_local_experts", default=0)
+    heads = get("num_attention_heads", "n_heads")
+    if heads < 1:
+        raise PlanError(f"{name}: num_attention_heads must be positive")
+    # FFN sizes
+    top_k = Ie = S = Is = 0
+    if E:
+        top_k = get("num_experts_per_tok", "experts_per_token", "num_experts_per_token")
+        if not 1 <= top_k <= E:
+            raise PlanError(f"{name}: num_experts_per_tok must be in 1..{E} (the routed experts), got {top_k}")
+        if "moe_intermediate_size" in cfg:
+            Ie = get("moe_intermediate_size")
+            Id = get("intermediate_size", default=0)
+        else:
+            Ie = get("intermediate_size")  # Mixtral, GPT-OSS, MiniMax: the expert's size
+            Id = 0
+        if "n_shared_experts" in cfg or "num_shared_experts" in cfg:
+            S = get("n_shared_experts", "num_shared_experts", default=0)
+            Is = Ie
+        elif cfg.get("shared_expert_intermediate_size"):
+            S, Is = 1, get("shared_expert_intermediate_size")
+        elif cfg.get("shared_intermediate_size"):
+            S, Is = 1, get("shared_intermediate_size")
+    else:
+        Id = get("intermediate_size")
+    # which layers are MoE
+    first_k = get("first_k_dense_replace", default=0)
+    freq = max(1, get("moe_layer_freq", default=1))
+    step = max(1, get("decoder_sparse_step", default=1))
+    mlp_only = set(cfg.get("mlp_only_layers") or [])
+    moe_ids = [i for i in range(L) if E and i >= first_k and i % freq == 0 and (i + 1) % step == 0
+               and i not in mlp_only]
+    n_moe, n_dense = len(moe_ids), L - len(moe_ids)
+    if n_dense and not Id:
+        raise PlanError(f"{name}: {n_dense} layers have a dense FFN but config.json has no 'intermediate_size' "
+                        "for it")
+    if E and Ie < 1:
+        raise PlanError(f"{name}: the expert's intermediate size must be positive")
+    if not n_dense:
+        Id = 0
+    mtp = get("num_nextn_predict_layers", default=0)
+    if cfg.get("num_mtp_modules"):
+        notes.append(f"config has {cfg['num_mtp_modules']} MTP modules (num_mtp_modules) whose structure it "
+                     "does not state: not counted")
+    # attention
+    if cfg.get("kv_lora_rank"):
+        att = Attention("mla", heads, q_lora_rank=get("q_lora_rank", default=0),
+                        kv_lora_rank=get("kv_lora_rank"),
+                        qk_nope_head_dim=get("qk_nope_head_dim"),
+                        qk_rope_head_dim=get("qk_rope_head_dim"),
+                        v_head_dim=get("v_head_dim"))
+    else:
+        kv = get("num_key_value_heads", default=heads)
+        hd = get("head_dim", default=0) or H // heads
+        qkv_bias = bool(cfg.get("attention_bias")) or mt in ("qwen2", "qwen2_moe")
+        o_bias = bool(cfg.get("attention_bias")) and mt in ("gpt_oss",)
+        if mt in ("qwen3", "qwen3_moe"):
+            qk = "per_head"
+        elif cfg.get("use_qk_norm"):
+            qk = "per_layer" if cfg.get("qk_norm_type") == "per_layer" else "per_head"
+        else:
+            qk = "none"
+        att = Attention("gqa", heads, kv_heads=kv, head_dim=hd, qkv_bias=qkv_bias, o_bias=o_bias, qk_norm=qk,
+                        sinks=mt == "gpt_oss")
+    router_bias = bool(E) and (cfg.get("topk_method") == "noaux_tc" or bool(cfg.get("use_routing_bias"))
+                               or mt == "gpt_oss")
+    return Arch(name=name, hidden=H, layers=L, vocab=V, tie_embeddings=tie, dense_layers=n_dense,
+                moe_layers=n_moe, dense_intermediate=Id, experts=E, top_k=top_k, expert_intermediate=Ie,
+                shared_experts=S, shared_intermediate=Is, router_bias=router_bias, expert_bias=mt == "gpt_oss",
+                mtp_layers=mtp, attention=att, notes=tuple(notes))
+
+
+# ---- parameter counts ---------------------------------------------------------------------------
+def attention_params(a: Attention, H: int) -> int:
+    if a.kind == "mla":
+        n, qk = a.heads, a.qk_nope_head_dim + a.qk_rope_head_dim
+        q = H * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * n * qk if a.q_lora_rank else H * n * qk
+        kv = H * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank \
+            + a.kv_lora_rank * n * (a.qk_nope_head_dim + a.v_head_dim)
+        return q + kv + n * a.v_head_dim * H
+    n, k, d = a.heads, a.kv_heads, a.head_dim
+    p = H * n * d + 2 * H * k * d + n * d * H
+    p += (n + 2 * k) * d if a.qkv_bias else 0
+    p += H if a.o_bias else 0
+    p += {"none": 0, "per_head": 2 * d, "per_layer": (n + k) * d}[a.qk_norm]
+    return p + (n if a.sinks else 0)
+
+
+def expert_params(arch: Arch, I: int) -> int:
+    """One SwiGLU expert of intermediate size ``I`` (with its biases where the model has them)."""
+    return 3 * arch.hidden * I + ((2 * I + arch.hidden) if arch.expert_bias else 0)
+
+
+def moe_layer_ffn(arch: Arch) -> dict:
+    return {"routed_experts": arch.experts * expert_params(arch, arch.expert_intermediate),
+            "shared_experts": arch.shared_experts * expert_params(arch, arch.shared_intermediate),
+            "routers": arch.experts * (arch.hidden + arch.router_bias)}     # E x H, and E with a routing bias
+
+
+def count_params(arch: Arch) -> dict:
+    """Every parameter by kind (see the module docstring); ``total``, ``main`` (without the
+    MTP layers), ``ffn`` and ``ffn_share``."""
+    H = arch.hidden
+    att = attention_params(arch.attention, H)
+    per_moe = moe_layer_ffn(arch)
+    dense = 3 * H * arch.dense_intermediate
+    out = {
+        "embedding": arch.vocab * H,
+        "lm_head": 0 if arch.tie_embeddings else arch.vocab * H,
+        "attention": arch.layers * att,
+        "norms": arch.layers * 2 * H + H,
+        "dense_ffn": arch.dense_layers * dense,
+        **{k: arch.moe_layers * n for k, n in per_moe.items()},     # routed_experts, shared_experts, routers
+    }
+    # MTP layers: a decoder layer of the MoE kind (dense if the model has no MoE layer)
+    mtp_ffn = sum(per_moe.values()) if arch.moe else dense
+    out["mtp_ffn"] = arch.mtp_layers * mtp_ffn
+    out["mtp_other"] = arch.mtp_layers * (att + 2 * H + 3 * H + 2 * H * H)
+    total = sum(out.values())
+    ffn = out["dense_ffn"] + out["routed_experts"] + out["shared_experts"] + out["routers"] + out["mtp_ffn"]
+    return {**out, "total": total, "main": total - out["mtp_ffn"] - out["mtp_other"], "ffn": ffn,
+            "ffn_share": ffn / total}
+
+
+# ---- placement ----------------------------------------------------------------------------------
+def _span(chips) -> int:
+    """Hops from the first of ``chips`` to the farthest: 0 (one chip), 1 (one tray), 2 (one
+    rack), 3 (several racks)."""
+    chips = list(chips)
+    if len(set(chips)) == 1:
+        return 0
+    if len({c // CHIPS_PER_TRAY for c in chips}) == 1:
+        return 1
+    return 2 if len({c // CHIPS_PER_RACK for c in chips}) == 1 else 3
+
+
+def place(arch: Arch, bytes_per_weight: float, chip_bytes: int = LP30_SRAM_BYTES) -> dict:
+    """Chips, trays and racks holding the FFN weights (:data:`PLACEMENT_RULE`), the dense
+    layers' split and every layer's hop class (:data:`HOP_RULE`)."""
+    moe_layers = arch.moe_layers + (arch.mtp_layers if arch.moe else 0)
+    dense_layers = arch.dense_layers + (0 if arch.moe else arch.mtp_layers)
+    # dense layers first, on chips 0..
+    dense_chips, split, per_chip_dense = 0, 1, 0
+    if dense_layers:
+        d = 3 * arch.hidden * arch.dense_intermediate * bytes_per_weight
+        if d > chip_bytes:
+            split = math.ceil(d / chip_bytes)
+            dense_chips = dense_layers * split
+        else:
+            per_chip_dense = int(chip_bytes // d)
+            dense_chips = math.ceil(dense_layers / per_chip_dense)
+    hops_dense = [_span(range(i * split, (i + 1) * split)) for i in range(dense_layers)]
+    # experts after them
+    expert_chips, per_chip, hops_moe = 0, 0, []
+    if arch.moe:
+        U = arch.experts + arch.shared_experts
+        e = max(expert_params(arch, arch.expert_intermediate),
+                expert_params(arch, arch.shared_intermediate) if arch.shared_experts else 0) * bytes_per_weight
+        if e > chip_bytes:
+            raise PlanError(f"{arch.name}: one expert needs {e / 1e6:.0f} MB, more than a chip's "
+                            f"{chip_bytes / 1e6:.0f} MB of SRAM; this placement keeps experts whole")
+        per_chip = int(chip_bytes // e)
+        expert_chips = max(U, math.ceil(moe_layers * U / per_chip))
+        for layer in range(moe_layers):
+            hops_moe.append(_span(dense_chips + (layer * U + j) % expert_chips for j in range(U)))
+    chips = dense_chips + expert_chips
+    per_moe = moe_layer_ffn(arch)
+    placed = (moe_layers * (per_moe["routed_experts"] + per_moe["shared_experts"])
+              + dense_layers * 3 * arch.hidden * arch.dense_intermediate) * bytes_per_weight
+    return {"rule": PLACEMENT_RULE, "chip_sram_bytes": chip_bytes,
+            "chips": chips, "trays": math.ceil(chips / CHIPS_PER_TRAY), "racks": math.ceil(chips / CHIPS_PER_RACK),
+            "dense_chips": dense_chips, "expert_chips": expert_chips, "experts_per_chip": per_chip,
+            "dense_split": split, "dense_layers_per_chip": per_chip_dense,
+            "capacity_bound_chips": math.ceil(placed / chip_bytes), "placed_bytes": placed,
+            "hops_dense": hops_dense, "hops_moe": hops_moe}
+
+
+# ---- timing -------------------------------------------------------------------------------------
+@dataclass
+class Timed:
+    """The compiled time of one H x I SwiGLU on one chip of the preset."""
+    H: int
+    I: int
+    pieces: int                    # compiled as this many H x I/pieces pieces back to back
+    piece_I: int
+    piece_cycles: int
+    cycles: int                    # pieces * piece_cycles
+    tightest_bound: str
+    source: str                    # 'compiled and golden-model-checked' | 'compiled (cycles predicted by the compiler)'
+    golden: str = "not run"        # 'cycles and output match' | 'not run'
+    seconds: float = 0.0
+    sram_bound: int = 0            # one piece's `sram` bound (compile_ffn.BOUNDS)
+
+
+def synthetic_swiglu(H: int, I: int, seed: int = 0):
+    """A SwiGLU ``FfnSpec`` of random int8 weights (uniform in -32..32) and an int8 input,
+    with requantisation scales that keep every stage's int8 values spread out rather than
+    saturated: the schedule does not depend on the values, the golden-model check compares
+    them bit for bit.  (``example_ffn`` quantises float weights: seconds longer at these sizes.)"""
+    rng = np.random.default_rng(seed)
+    w = lambda *shape: rng.integers(-32, 33, size=shape, dtype=np.int8)
+    W1, W3, W2 = w(I, H), w(I, H), w(H, I)
+    x = rng.integers(-48, 49, size=H, dtype=np.int8)
+    sd_w, sd_x, target = 19.0, 28.0, 24.0                  # uniform -32..32 and -48..48; aim for int8 sd 24
+    rq1 = rq3 = quantise_scale(target / (math.sqrt(H) * sd_w * sd_x))
+    table = activation_table("silu", 4.0 / 128, 1.0 / 32)  # int8 in (-4, 4) to silu in units of 1/32
+    rq_mul = quantise_scale(1.0 / 16)
+    rq2 = quantise_scale(target / (math.sqrt(I) * sd_w * 12.0))
+    spec = FfnSpec("swiglu", W1, W2, table, rq1, rq2, W3=W3, rq3=rq3, rq_mul=rq_mul)
+    return spec, x
+
+
+class Timer:
+    """Compiles SwiGLU shapes on ``cfg`` once each (a cache per (H, I) within a run)."""
+
+    def __init__(self, cfg, golden: bool = True, progress=None):
+        self.cfg, self.golden, self.progress = cfg, golden, progress
+        self.cache: dict = {}
+
+    def time(self, H: int, I: int) -> Timed:
+        if (H, I) not in self.cache:
+            self.cache[H, I] = self._compile(H, I)
+        return self.cache[H, I]
+
+    def _compile(self, H: int, I: int) -> Timed:
+        cfg = self.cfg
+        L = cfg.lanes
+        Hp = -(-H // L) * L
+        # the fewest pieces that compile, from a lower bound: the weight slices full of weights (the
+        # MEM slices an MXM loads from, weight_streams per hemisphere, times depth and lanes; only the
+        # first guess: the compiler decides)
+        pieces = max(1, math.ceil(3 * Hp * I / (2 * weight_streams(cfg) * cfg.mem_depth * L)))
+        while True:
+            piece_I = -(-I // pieces)
+            t0 = time.time()
+            try:
+                cycles, tight, golden, sram = self._compile_piece(H, piece_I)
+            except CompileError as e:
+                if "does not fit the tile's SRAM" not in str(e) or piece_I <= L:
+                    raise PlanError(f"H={H}, I={piece_I} does not compile on this tile: {e}") from None
+                pieces += 1
+                continue
+            src = "compiled and golden-model-checked" if golden == "cycles and output match" \
+                else "compiled (cycles predicted by the compiler)"
+            if pieces > 1:
+                src += f"; {pieces} pieces of H x {piece_I} back to back (sum: analytic)"
+            return Timed(H, I, pieces, piece_I, cycles, pieces * cycles, tight, src, golden, round(time.time() - t0, 2),
+                         sram)
+
+    def _compile_piece(self, H: int, I: int):
+        if self.progress:
+            self.progress(f"compiling a SwiGLU H={H}, I={I} on the tile")
+        spec, x = synthetic_swiglu(H, I)
+        prog, man = compile_ffn(spec, x, self.cfg)
+        golden = "not run"
+        if self.golden:
+            if self.progress:
+                self.progress(f"running H={H}, I={I} on the golden model ({man.cycles} cycles)")
+            gold = archmodel.run(prog)
+            y = output_matrix(man, gold.memory, self.cfg.lanes, H)
+            same = np.array_equal(y, ffn_int(spec, x.reshape(1, -1)))
+            if gold.cycles != man.cycles or not same:
+                raise PlanError(f"golden-model check failed for H={H}, I={I}: {gold.cycles} cycles, compiler "
+                                f"{man.cycles}, output {'equal' if same else 'different'} to numerics.ffn_int")
+            golden = "cycles and output match"
+        return man.cycles, man.tightest, golden, man.bounds["sram"]
+
+
+def hop_seconds(cfg, H: int, clock_mhz: float, hop_ns: float | None = None) -> tuple[float, dict]:
+    """One hop (:data:`HOP_RULE`): the fixed latency and the serialisation of ``H`` bytes."""
+    fixed_cycles = c2c.min_distance(cfg) - cfg.flits_per_vector
+    fixed = hop_ns * 1e-9 if hop_ns is not None else fixed_cycles / (clock_mhz * 1e6)
+    ser = H / LINK_BW
+    return fixed + ser, {"fixed_ns": round(fixed * 1e9, 3), "fixed_cycles": None if hop_ns is not None else fixed_cycles,
+                         "serialisation_ns": round(ser * 1e9, 3), "link_bytes_per_s": LINK_BW,
+                         "source": "analytic: " + ("--hop-ns" if hop_ns is not None else
+                                                   "lpu_arch/c2c.py link budget at the clock")
+                         + " + H bytes at 640 TB/s / 256 chips"}
+
+
+# ---- the plan -----------------------------------------------------------------------------------
+def _units_time(arch: Arch, timer: Timer, split: int, dtype: str):
+    """(dense layer time, MoE layer time) in cycles of the int8 datapath, scaled for the
+    dtype, and the Timed records."""
+    factor = 1.0 if dtype in COMPILED_DTYPES else DTYPES[dtype][0]
+    rec, dense_c, moe_c = [], 0, 0
+    if arch.dense_layers or (arch.mtp_layers and not arch.moe):
+        t = timer.time(arch.hidden, -(-arch.dense_intermediate // split))
+        rec.append(("dense" if split == 1 else f"dense, 1/{split} share", t))
+        dense_c = t.cycles * factor
+    if arch.moe:
+        t = timer.time(arch.hidden, arch.expert_intermediate)
+        rec.append(("routed expert", t))
+        moe_c = t.cycles * factor
+        if arch.shared_experts and arch.shared_intermediate != arch.expert_intermediate:
+            ts = timer.time(arch.hidden, arch.shared_intermediate)
+            rec.append(("shared expert", ts))
+            moe_c = max(moe_c, ts.cycles * factor)
+    return dense_c, moe_c, rec
+
+
+def plan(arch: Arch, dtype: str = "fp8", cfg=None, config_name: str = DEFAULT_CONFIG, timer: Timer | None = None,
+         clock_mhz: float = CLOCK_MHZ, hop_ns: float | None = None, title: str | None = None,
+         sources=(), published=None) -> dict:
+    """The whole plan of one model as a JSON-able dict (``--json``)."""
+    if dtype not in DTYPES:
+        raise PlanError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    cfg = cfg or TileConfig.preset(config_name)
+    timer = timer or Timer(cfg)
+    bpw, dtype_note = DTYPES[dtype]
+    params = count_params(arch)
+    pl = place(arch, bpw)
+    dense_c, moe_c, rec = _units_time(arch, timer, pl["dense_split"], dtype)
+    hop_s, hop_info = hop_seconds(cfg, arch.hidden, clock_mhz, hop_ns)
+    f = clock_mhz * 1e6
+    main_dense = arch.dense_layers
+    compute_s = (main_dense * dense_c + arch.moe_layers * moe_c) / f
+    hops_main = sum(pl["hops_dense"][:main_dense]) + sum(pl["hops_moe"][:arch.moe_layers])
+    hops_s = 2 * hops_main * hop_s
+    # the MTP layers: the placement's layers after the main ones (0 of them: 0.0)
+    mtp_hops = sum(pl["hops_moe"][arch.moe_layers:]) if arch.moe else sum(pl["hops_dense"][main_dense:])
+    mtp_s = arch.mtp_layers * (moe_c if arch.moe else dense_c) / f + 2 * mtp_hops * hop_s
+    # the bound at LP30's public SRAM bandwidth: each layer's busiest chip reads its weights once
+    e_w = expert_params(arch, max(arch.expert_intermediate, arch.shared_intermediate)) if arch.moe else 0
+    e_bytes = e_w * bpw if arch.moe else 0
+    d_bytes = 3 * arch.hidden * arch.dense_intermediate * bpw / pl["dense_split"]
+    bw_s = (main_dense * d_bytes + arch.moe_layers * e_bytes) / LP30_SRAM_BW
+    # and at its public FP8 rate: 2 operations per weight of each layer's busiest chip
+    flop_s = 2 * (main_dense * 3 * arch.hidden * arch.dense_intermediate / pl["dense_split"]
+                  + arch.moe_layers * e_w) / LP30_FP8_FLOPS
+    srcs = " and ".join(sorted({t.source.split(";")[0] for _, t in rec}))
+    pieces = "".join(f"; {what}: {t.pieces} pieces summed (analytic)" for what, t in rec if t.pieces > 1)
+    analytic = f"analytic ({dtype}: no such datapath; the int8 schedule scaled, {srcs}{pieces})"
+    time_source = (srcs + pieces if dtype in COMPILED_DTYPES else analytic) + "; C2C hops analytic"
+    units = [{"unit": what, "H": t.H, "I": t.I, "pieces": t.pieces, "piece_I": t.piece_I,
+              "piece_cycles": t.piece_cycles, "cycles_int8": t.cycles, "tightest_bound": t.tightest_bound,
+              "piece_sram_bound": t.sram_bound, "source": t.source, "golden_model": t.golden, "compile_and_check_s": t.seconds} for what, t in rec]
+    return {
+        "model": arch.name, "title": title or arch.name, "dtype": dtype, "dtype_note": dtype_note,
+        "config": config_name, "clock_mhz": clock_mhz, "sources": list(sources),
+        "architecture": {k: v for k, v in asdict(arch).items() if k not in ("name", "notes")},
+        "params": {**params, "source": "counted (firmware_gen/host/plan.py count_params)"},
+        "published_total_b": published,
+        "ffn": {"dense_layers": arch.dense_layers, "moe_layers": arch.moe_layers, "mtp_layers": arch.mtp_layers,
+                "routed_experts_per_layer": arch.experts, "shared_experts_per_layer": arch.shared_experts,
+                "experts_per_token": arch.top_k, "expert_params": expert_params(arch, arch.expert_intermediate)
+                if arch.moe else 0, "dense_layer_params": 3 * arch.hidden * arch.dense_intermediate,
+                "routers_placed": False},
+        "bytes": {"per_weight": bpw, "ffn": params["ffn"] * bpw, "placed": pl["placed_bytes"],
+                  "expert": e_bytes, "source": "counted: parameters x bytes per weight"},
+        "placement": {k: v for k, v in pl.items() if k not in ("hops_dense", "hops_moe")},
+        "time": {
+            "per_token_us": (compute_s + hops_s) * 1e6, "compute_us": compute_s * 1e6, "hops_us": hops_s * 1e6,
+            "source": time_source, "clock_mhz": clock_mhz,
+            "layer_cycles": {"dense": dense_c, "moe": moe_c}, "units": units,
+            "hops": {"rule": HOP_RULE, "per_token": 2 * hops_main, "per_hop_ns": hop_s * 1e9, **hop_info},
+            "mtp_extra_us": mtp_s * 1e6,
+            "lp30_sram_bw_bound_us": bw_s * 1e6,
+            "lp30_sram_bw_bound_source": "analytic: each layer's weights on its busiest chip read once at LP30's "
+                                         "public 150 TB/s per chip, hops not counted",
+            "lp30_fp8_compute_bound_us": flop_s * 1e6,
+            "lp30_fp8_compute_bound_source": "analytic: 2 operations per weight of each layer's busiest chip at "
+                                             "LP30's public 1.2 PFLOPS FP8, batch 1",
+        },
+        "notes": list(arch.notes) + ([] if not arch.expert_bias else
+                                     ["expert biases are counted; the compiled expert has none (2I + H adds)"]),
+    }
+
+
+# ---- front end ------------------------------------------------------------------------------------
+def builtin(name: str):
+    """(Arch, title, sources, published) of a built-in model."""
+    key = name.lower()
+    if key not in _models.MODELS:
+        raise PlanError(f"unknown model {name!r}; choose one of {', '.join(_models.MODELS)} or all "
+                        "(or give --hf-config FILE)")
+    title, cfg = _models.MODELS[key]
+    return parse_config(cfg, key), title, _models.SOURCES[key], _models.PUBLISHED[key][0]
+
+
+def load_hf_config(path) -> tuple[Arch, str]:
+    p = Path(path)
+    if not p.is_file():
+        raise PlanError(f"{path}: no such file")
+    try:
+        cfg = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise PlanError(f"{path} is not JSON: {e}") from None
+    name = p.stem if p.name != "config.json" else (p.resolve().parent.name or "config")
+    return parse_config(cfg, name), name
+
+
+def _fmt_b(n):
+    return f"{n / 1e9:,.1f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"
+
+
+def table(plans: list) -> str:
+    """The human-readable table."""
+    head = (f"{'model':<16} {'FFN params':>11} {'total':>10} {'FFN %':>6} {'FFN GB':>8} {'chips':>6} "
+            f"{'trays':>6} {'racks':>5} {'FFN us/token':>12} {'at 150 TB/s':>11}")
+    lines = [head, "-" * len(head)]
+    for p in plans:
+        t = p["time"]
+        lines.append(f"{p['title']:<16} {_fmt_b(p['params']['ffn']):>11} {_fmt_b(p['params']['total']):>10} "
+                     f"{100 * p['params']['ffn_share']:>5.1f}% {p['bytes']['ffn'] / 1e9:>8.1f} "
+                     f"{p['placement']['chips']:>6} {p['placement']['trays']:>6} {p['placement']['racks']:>5} "
+                     f"{t['per_token_us']:>12.1f} {t['lp30_sram_bw_bound_us']:>11.2f}")
+    p0 = plans[0]
+    lines += ["", f"dtype {p0['dtype']}: {p0['dtype_note']}",
+              f"tile preset {p0['config']} at {p0['clock_mhz']:g} MHz; chips of {LP30_SRAM_BYTES / 1e6:g} MB SRAM, "
+              f"{CHIPS_PER_TRAY} per tray, {CHIPS_PER_RACK} per rack (LP30 public figures)"]
+    for p in plans:
+        t = p["time"]
+        units = "; ".join(f"{u['unit']} H={u['H']} I={u['I']}: {u['cycles_int8']} cycles ({u['source']})"
+                          for u in t["units"])
+        lines.append(f"{p['title']}: per-token FFN time {t['per_token_us']:.1f} us = {t['compute_us']:.1f} compute "
+                     f"+ {t['hops_us']:.2f} for {t['hops']['per_token']} hops of {t['hops']['per_hop_ns']:.1f} ns; "
+                     f"{t['source']}. {units}"
+                     + (f"; MTP adds {t['mtp_extra_us']:.1f} us per draft token" if t["mtp_extra_us"] else ""))
+        lines += [f"  note: {n}" for n in p["notes"]]
+    lines.append("counts: parameter arithmetic on the config; chips, trays, racks: the placement rule (--help); "
+                 "'at 150 TB/s': analytic bound at LP30's public SRAM bandwidth")
+    return "\n".join(lines)
+
+
+def chart(plans: list, path) -> Path:
+    """A bar chart across models: the chips that hold the FFN weights, and the per-token FFN
+    time (compiled on the preset, and the bound at LP30's SRAM bandwidth)."""
+    path = _target(path)
+    plt = pyplot()
+    names = [p["title"] for p in plans]
+    x = np.arange(len(plans))
+    p0 = plans[0]
+    with plt.rc_context({"svg.fonttype": "none", "font.size": 9, "path.simplify": True}):
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+        chips = [p["placement"]["chips"] for p in plans]
+        a1.bar(x, chips, color="#4c72b0")
+        for i, p in enumerate(plans):
+            a1.text(i, chips[i], f"{chips[i]}\n{p['placement']['racks']} rack{'s' * (p['placement']['racks'] > 1)}",
+                    ha="center", va="bottom", fontsize=7)
+        for r in range(1, max(p["placement"]["racks"] for p in plans)):
+            a1.axhline(r * CHIPS_PER_RACK, color="#999", lw=0.6, ls=":")
+        a1.set_ylabel(f"LP30 chips ({LP30_SRAM_BYTES / 1e6:g} MB SRAM each)")
+        a1.set_title(f"chips holding the FFN weights ({p0['dtype']})", loc="left")
+        a1.set_ylim(0, max(chips) * 1.2)
+        w = 0.38
+        comp = [p["time"]["per_token_us"] for p in plans]
+        bound = [p["time"]["lp30_sram_bw_bound_us"] for p in plans]
+        lab = "compiled" if p0["dtype"] in COMPILED_DTYPES else "analytic"
+        a2.bar(x - w / 2, comp, w, color="#dd8452",
+               label=f"{lab} on {p0['config']} at {p0['clock_mhz']:g} MHz + C2C hops")
+        a2.bar(x + w / 2, bound, w, color="#55a868", label="analytic: LP30 150 TB/s SRAM bound")
+        for i in range(len(plans)):
+            a2.text(i - w / 2, comp[i], f"{comp[i]:.0f}", ha="center", va="bottom", fontsize=6.5)
+            a2.text(i + w / 2, bound[i], f"{bound[i]:.0f}", ha="center", va="bottom", fontsize=6.5)
+        a2.set_yscale("log")
+        a2.set_ylim(min(bound) / 2, max(comp) * 4)
+        a2.set_ylabel("FFN time per decoded token (us, log scale)")
+        a2.set_title("per-token decode time of the FFN side", loc="left")
+        a2.legend(fontsize=7, loc="upper left")
+        for a in (a1, a2):
+            a.set_xticks(x, names, rotation=30, ha="right")
+            a.spines[["top", "right"]].set_visible(False)
+        fig.tight_layout()
+        return save_figure(plt, fig, path)
+
+
+DESCRIPTION = """\
+What a model's FFN side needs on LP30-scale hardware: the FFN and MoE parameters (dense
+layers, routed and shared experts, routers, MTP layers), their bytes in a weight format,
+the share of all parameters that is FFN, the LP30 chips, trays and racks that hold the FFN
+weights in SRAM, and the per-token decode time of the FFN side.
+
+Every number says where it comes from: parameter counts are arithmetic on the model's
+config.json; the FFN time is one expert (or dense layer share) compiled on a tile preset
+and run on the golden model (cycles equal to the compiler's, output bit-exact), times the
+layers, plus the C2C hops of the placement (analytic); bf16, int4 and mxfp4 times are
+analytic (the tile has an int8 datapath only)."""
+
+EPILOG = f"""\
+{textwrap.fill("Placement rule: " + PLACEMENT_RULE, 92)}
+
+{textwrap.fill("Hops: " + HOP_RULE, 92)}
+
+LP30 public figures used: {LP30_SRAM_BYTES / 1e6:g} MB SRAM and 150 TB/s SRAM bandwidth per chip,
+{CHIPS_PER_TRAY} chips per tray, {TRAYS_PER_RACK} trays per rack, 640 TB/s scale-up bandwidth per rack.
+
+Examples:
+  lpu plan --model deepseek-r1 --dtype fp8
+  lpu plan --model all --json > plan.json
+  lpu plan --hf-config path/to/config.json --dtype bf16 --no-golden"""
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``lpu plan``."""
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--model", metavar="NAME", help=f"a built-in model: {', '.join(_models.MODELS)}, or all "
+                                                     "(default: all)")
+    src.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json instead of a built-in model")
+    ap.add_argument("--dtype", default="fp8", metavar="|".join(DTYPES),
+                    help="weight format: bytes per weight and how the time is obtained (default: fp8)")
+    ap.add_argument("--config", default=DEFAULT_CONFIG, metavar="PRESET|FILE",
+                    help=f"tile the experts are compiled on: a TileConfig preset or a .toml/.json file "
+                         f"(default: {DEFAULT_CONFIG})")
+    ap.add_argument("--clock-mhz", type=float, default=None,
+                    help=f"tile clock for times (default: the preset's, lpu_arch.config.PRESET_CLOCK_MHZ: lp30 "
+                         f"{PRESET_CLOCK_MHZ['lp30']:g}, where its SRAM reads 150 TB/s; {CLOCK_MHZ:g}, TSP v1's, "
+                         "for the other presets and for a file)")
+    ap.add_argument("--hop-ns", type=float, default=None,
+                    help="latency of one C2C hop in ns (default: the link budget of lpu_arch/c2c.py at the clock)")
+    ap.add_argument("--no-golden", action="store_true",
+                    help="do not run the compiled experts on the golden model (times then 'compiled (cycles "
+                         "predicted by the compiler)')")
+    ap.add_argument("--json", action="store_true", help="print the plan as JSON on stdout (a list for --model all)")
+    ap.add_argument("--chart", metavar="PATH", help="draw a bar chart across the models (.svg or .png)")
+
+
+def _progress(msg: str) -> None:
+    print(f"lpu plan: {msg}", file=sys.stderr, flush=True)
+
+
+def run(args) -> int:
+    """Run ``lpu plan`` with parsed ``args``: 0 on success, 2 on bad input (one line on stderr)."""
+    try:
+        if args.dtype not in DTYPES:
+            raise PlanError(f"unknown dtype {args.dtype!r}; choose one of {', '.join(DTYPES)}")
+        if args.clock_mhz is None:
+            args.clock_mhz = float(PRESET_CLOCK_MHZ.get(args.config, CLOCK_MHZ))
+        if not args.clock_mhz > 0:
+            raise PlanError(f"--clock-mhz must be positive, got {args.clock_mhz:g}")
+        if args.hop_ns is not None and not args.hop_ns >= 0:
+            raise PlanError(f"--hop-ns must be zero or positive, got {args.hop_ns:g}")
+        if args.chart and Path(args.chart).suffix.lower() not in (".svg", ".png"):
+            raise PlanError(f"cannot write a chart as {Path(args.chart).suffix or 'a file without extension'!r}; "
+                            "use a name ending in .svg or .png")
+        if args.hf_config:
+            arch, name = load_hf_config(args.hf_config)
+            todo = [(arch, name, [f"{args.hf_config} (a user's config.json)"], None)]
+        else:
+            names = list(_models.MODELS) if (args.model or "all").lower() == "all" else [args.model]
+            todo = [builtin(n) for n in names]
+        cfg = TileConfig.load(args.config)
+        timer = Timer(cfg, golden=not args.no_golden, progress=None if args.json else _progress)
+        t0 = time.time()
+        plans = [plan(a, args.dtype, cfg, args.config, timer, args.clock_mhz, args.hop_ns, title, src, pub)
+                 for a, title, src, pub in todo]
+        elapsed = time.time() - t0
+        for p in plans:
+            p["run_seconds"] = round(elapsed, 2)
+        if args.chart:
+            chart(plans, args.chart)
+    except (PlanError, ConfigError, CompileError, NumericsError) as e:
+        msg = " ".join(str(e).split("\n")[0].split())
+        print(f"lpu plan: error: {msg}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"lpu plan: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(plans[0] if len(plans) == 1 else plans, indent=1, allow_nan=False))
+    else:
+        print(table(plans))
+        if args.chart:
+            print(f"chart: {args.chart}")
+    return 0

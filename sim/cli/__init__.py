@@ -1,0 +1,1 @@
+"""The ``lpu`` command line."""

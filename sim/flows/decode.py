@@ -1,0 +1,391 @@
+"""The decode loop (``lpu decode``, ``docs/afd.md``): a small decoder generates tokens
+greedily, attention and everything else on the host (``firmware_gen/host/decoder.py``), every
+layer's FFN in int8 on one tile that holds every layer (``firmware_gen/compiler/resident.py``).
+
+``run_golden`` drives the loop with the golden model as the tile; ``run_rtl`` drives it
+with the RTL (``sim/tb/decode.py``: the host code runs inside the testbench and awaits
+the tile for each FFN).  ``check`` compares a run with the golden one and with the
+compiler: the same tokens, every layer's y bit-exact against ``numerics.ffn_int``, every
+layer's cycle count and writes as predicted, identical for every token, and the weights
+and programs loaded once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from firmware_gen.golden import archmodel
+from firmware_gen.host.decoder import Decoder, IntFfn, calibrate, generate, synthetic
+from firmware_gen.compiler.ffn import CompileError
+from firmware_gen.golden.moe import MoeSpec, MoeStages, moe_int
+from firmware_gen.compiler.moe_tray import compile_moe
+from firmware_gen.golden.numerics import FfnSpec, ffn_int
+from firmware_gen.compiler.resident import ResidentModel, compile_resident, run_layer
+from firmware_gen.compiler.system import wall_cycles
+import firmware_gen.compiler.tray
+from firmware_gen.compiler.tray import compile_resident_tray, compile_tray_layer, tray_config
+from lpu_arch import TileConfig, c2c
+from lpu_arch.topology import Topology
+
+from sim.harness.clocks import clock_draw, wire_latencies
+from sim.harness.runner import SYSTEM_TIMESCALE, TIMESCALE, SystemSim, TileSim, _run
+from sim.harness.scoreboard import check_run, check_wall
+
+SYNTHETIC = dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0)   # the tiny test model
+
+
+@dataclass
+class DecodeSetup:
+    """A calibrated model, its layers placed on one tile, and the generation to run."""
+    args: dict                 # what rebuilds it (decode_setup's arguments)
+    model: Decoder
+    resident: ResidentModel
+    prompt: list
+    tokens: int
+
+    @property
+    def cfg(self) -> TileConfig:
+        return self.resident.config
+
+
+def decode_setup(config: dict, model: dict | None = None, prompt=(1, 2, 3), tokens: int = 8,
+                 out_scale_per_row: bool = False) -> DecodeSetup:
+    """``config``: the tile (``TileConfig.to_dict()``); ``model``: ``synthetic``'s
+    arguments (default: :data:`SYNTHETIC`); ``out_scale_per_row``: ``calibrate``'s.
+    The FFNs are quantised for the tile's number format (``mxm_dtype``).
+    Deterministic: the testbench rebuilds the same setup from the same arguments."""
+    margs = dict(SYNTHETIC, **(model or {}))
+    cfg = TileConfig.from_dict(config)
+    m = calibrate(synthetic(**margs), out_scale_per_row=out_scale_per_row, dtype=cfg.mxm_dtype)
+    rm = compile_resident(m.specs, cfg)
+    args = {"config": cfg.to_dict(), "model": margs, "prompt": [int(t) for t in prompt], "tokens": int(tokens),
+            "out_scale_per_row": bool(out_scale_per_row)}
+    return DecodeSetup(args, m, rm, list(args["prompt"]), args["tokens"])
+
+
+def first_memory(rm: ResidentModel, rows: dict) -> dict:
+    """The first run's MEM rows: every weight row, then the layer's x."""
+    out = rm.first_job_memory()
+    for m, r in rows.items():
+        out.setdefault(m, {}).update(r)
+    return out
+
+
+def run_golden(setup: DecodeSetup) -> dict:
+    """The loop with the golden model as the tile: per FFN run, its token position, layer,
+    int8 x and y, cycles and MEM writes; the new tokens; the host's wall seconds."""
+    rm, model = setup.resident, setup.model
+    timing, runs, mem = {}, [], None
+
+    def tile(l, xq):                # one FFN on the golden model, its SRAM kept from run to run
+        nonlocal mem
+        res, y = run_layer(rm, l, xq, mem)
+        mem = res.memory
+        runs.append({"layer": l, "x": xq.tolist(), "y": y[0].tolist(), "cycles": res.cycles,
+                     "events": [e.as_tuple() for e in res.events], "busy": res.busy})
+        return y[0]
+
+    tokens = generate(model, setup.prompt, setup.tokens, IntFfn(model, tile), timing)
+    return {"tokens": tokens, "runs": runs, "host_s": timing.get("host_s", 0.0),
+            "host_segments_s": timing.get("segments", []), "engine": "golden model"}
+
+
+def run_rtl(setup: DecodeSetup, sim: str = "verilator", progress=None, runs: int = 0) -> dict:
+    """The loop on the RTL tile (one simulator invocation; the testbench runs the host).
+    ``progress``: as for ``TileSim.run``, an FFN run being a job, ``runs`` of them."""
+    tile = TileSim(setup.cfg, sim)
+    t0 = time.perf_counter()
+    out, _ = _run(tile, "sim.tb.decode", {"config": setup.cfg.to_dict(), "decode": setup.args}, "decode", TIMESCALE,
+                  progress, runs)
+    res = out[0]
+    res["engine"], res["sim"], res["wall_s"] = "RTL", sim, time.perf_counter() - t0
+    return res
+
+
+def check(setup: DecodeSetup, run: dict, golden: dict | None = None) -> list[str]:
+    """Every mismatch of a loop's run against the golden loop and the compiler (empty = PASS)."""
+    problems = []
+    golden = golden or run_golden(setup)
+    rm, model = setup.resident, setup.model
+    if run["tokens"] != golden["tokens"]:
+        problems.append(f"tokens {run['tokens']}, golden model {golden['tokens']}")
+    if len(run["runs"]) != len(golden["runs"]):
+        problems.append(f"{len(run['runs'])} FFN runs, golden model {len(golden['runs'])}")
+    for n, (r, g) in enumerate(zip(run["runs"], golden["runs"])):
+        l = g["layer"]
+        ly = rm.layers[l]
+        where = f"run {n} (position {n // len(rm.layers)}, layer {l})"
+        y_ref = ffn_int(ly.spec, np.asarray(r["x"], np.int64)[None])[0]
+        if r["x"] != g["x"]:
+            problems.append(f"{where}: x differs from the golden loop's")
+        if list(r["y"]) != [int(v) for v in y_ref]:
+            problems.append(f"{where}: y is not the integer FFN's")
+        if r["cycles"] != ly.manifest.cycles:
+            problems.append(f"{where}: {r['cycles']} cycles, the compiler predicted {ly.manifest.cycles}")
+        events = [(int(c), s_, int(a), tuple(int(v) for v in d)) for c, s_, a, d in r["events"]]
+        if events != ly.predict(r["x"]):
+            problems.append(f"{where}: the MEM writes are not the compiler's prediction")
+        if r.get("status", 0) & ~0b11:
+            problems.append(f"{where}: STATUS {r['status']:#x} has fault flags")
+    problems += _varying((g["layer"], r["cycles"]) for r, g in zip(run["runs"], golden["runs"]))
+    if "loaded" in run:
+        once, *later = run["loaded"]
+        x_bytes = max((sum(len(v) for rows in ly.x_image(np.zeros(model.H)).values() for v in rows.values())
+                       for ly in rm.layers), default=0)
+        worst = max(later, default=0)
+        if worst > x_bytes + 8:          # x's rows and, on a change of layer, the entry word
+            problems.append(f"a later run loaded {worst} bytes: more than the layer's input ({x_bytes} bytes) "
+                            "and the entry (the weights must load once)")
+        if once < rm.loaded_bytes()["weights"]:
+            problems.append(f"the first run loaded {once} bytes, less than the weights' {rm.loaded_bytes()['weights']}")
+    return problems
+
+
+def _varying(per_run, where: str = "") -> list[str]:
+    """``(layer, cycles)`` of a loop's runs: every layer whose cycles differ between tokens."""
+    per_layer = {}
+    for l, cycles in per_run:
+        per_layer.setdefault(l, set()).add(cycles)
+    return [f"layer {l}: cycle counts differ between tokens{where}: {sorted(cs)}" for l, cs in per_layer.items()
+            if len(cs) != 1]
+
+
+# ---- dense layers larger than one tile, on a tray (golden model) ------------------------------
+def _tray_loop(model: Decoder, prompt, tokens: int, ffn, runs: list, problems: list, golden: str, **report) -> dict:
+    """A tray loop's report (and ``report``): its tokens generated with ``ffn``, whose tray fills ``runs`` and
+    ``problems``, checked against the same loop with the integer golden model (``IntFfn``'s defaults, named
+    ``golden``), and every layer's program and wall cycles the same for every token."""
+    timing = {}
+    new = generate(model, prompt, tokens, ffn, timing)
+    ref = generate(model, prompt, tokens, IntFfn(model), {})
+    problems += [] if new == ref else [f"tokens {new}, with {golden} {ref}"]
+    problems += _varying((r["layer"], (r["cycles"], r["wall_cycles"])) for r in runs)
+    return {"tokens": new, "runs": runs, "problems": problems, "host_s": timing.get("host_s", 0.0),
+            "engine": "golden model", **report}
+
+
+def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8,
+                   resident: bool = True) -> dict:
+    """The loop of a calibrated dense decoder with every FFN on a tray of ``tiles`` tiles,
+    all-to-all, by the system golden model (``archmodel.run_system``).  ``resident``: every
+    layer placed on the tray at once (``tray.compile_resident_tray``: weights loaded once,
+    the tray's SRAM kept from run to run, each run writes only the token's x into every
+    tile's x rows); a model that does not fit is a ``CompileError`` naming the limit.
+    Else each layer is compiled once on its own (``tray.compile_tray_layer``) and each run
+    loads its layer.  Each run is checked: every tile's cycle count and MEM write (cycle,
+    slice, address) as the tray compiler predicts, y bit-exact against
+    ``numerics.ffn_int``, and a layer's cycles the same for every token; ``problems`` lists
+    what differs.  Each run's ``wall_cycles``: ``system.wall_cycles`` of its armed run."""
+    cfg = cfg or TileConfig.default()
+    for l, spec in enumerate(model.specs):
+        if not isinstance(spec, FfnSpec):
+            raise ValueError(f"layer {l} is not a dense FFN: run_dense_tray runs dense decoders only")
+    memories, loaded = None, None
+    if resident:
+        rt = compile_resident_tray(model.specs, cfg, tiles)
+        layers, loaded = rt.layers, rt.weight_bytes()
+        memories = [{m: a.copy() for m, a in mem.items()} for mem in rt.memory]
+    else:
+        layers = []
+        for l, spec in enumerate(model.specs):
+            try:
+                layers.append(compile_tray_layer(spec, cfg, tiles))
+            except CompileError as e:
+                raise CompileError(f"layer {l}: {e}") from None
+    peer = Topology(tiles).peer
+    runs, problems = [], []
+
+    def tray(l, xq):
+        nonlocal memories
+        tl, spec = layers[l], model.specs[l]
+        progs, man = tl.programs_for(xq, memories), tl.manifest
+        res = archmodel.run_system(progs, peer, man.min_distance)
+        if resident:
+            memories = [r.memory for r in res]
+        where = f"position {len(runs) // len(layers)}, layer {l}"
+        for t, (r, m) in enumerate(zip(res, man.tile)):
+            if [(e.cycle, e.slice, e.addr) for e in r.events] != [(w.cycle, w.slice, w.addr) for w in m.writes]:
+                problems.append(f"{where}, tile {t}: the MEM writes are not at the compiler's cycles and rows")
+            if r.cycles != m.cycles:
+                problems.append(f"{where}, tile {t}: {r.cycles} cycles, the compiler predicted {m.cycles}")
+        # Through the module, so that a test can replace tray_output (tests/test_decode.py).
+        y = firmware_gen.compiler.tray.tray_output(man, [r.memory for r in res], progs[0].config.lanes, spec.H)[0]
+        if not np.array_equal(y, ffn_int(spec, np.asarray(xq, np.int64)[None])[0]):
+            problems.append(f"{where}: y is not the integer FFN's")
+        runs.append({"layer": l, "cycles": max(r.cycles for r in res),
+                     "wall_cycles": wall_cycles(progs, [r.cycles for r in res]), "bytes_in": tl.x_bytes(),
+                     "bytes_out": sum(len(m.outputs) for m in man.tile) * progs[0].config.lanes})
+        return y
+
+    return _tray_loop(model, prompt, tokens, IntFfn(model, run=tray), runs, problems, "ffn_int", tiles=tiles,
+                      resident=resident, loaded_once_bytes=loaded)
+
+
+def run_dense_tray_any(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8) -> dict:
+    """:func:`run_dense_tray` with every layer resident when the model fits the tray, else
+    with each run loading its layer; ``not_resident`` says why (the CompileError's limit)."""
+    try:
+        return {**run_dense_tray(model, prompt, tokens, cfg, tiles, resident=True), "not_resident": None}
+    except CompileError as e:
+        return {**run_dense_tray(model, prompt, tokens, cfg, tiles, resident=False), "not_resident": str(e)}
+
+
+def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: int = 2,
+                 sim: str = "verilator", clock_seed: int = 1, progress=None) -> dict:
+    """The loop of the synthetic decoder ``synthetic(**model_args)`` (dense, or MoE with
+    ``experts``) with every FFN on a tray of ``tiles`` RTL tiles (``hdl/top/system.py``, every
+    tile on its own clock: random ppm within the specification and wire latencies from
+    ``clock_seed``), the host in the testbench (``sim/tb/decode_tray.py``), one simulator
+    invocation.  Each run (each round of a MoE run) is checked against the golden loop
+    (``run_dense_tray`` or ``run_moe_tray``: the same tokens, x and routing) and the
+    system golden model of the same programs: every tile's MEM writes (cycle, slice,
+    address, value), cycle count and busy counters (``scoreboard.check_run``), no link
+    fault, y (every expert's output) bit-exact against ``numerics.ffn_int``
+    (``moe.moe_int``), the wall cycles as ``c2c.wall_cycles`` predicts
+    (``scoreboard.check_wall``), and a layer's program and wall cycles the same for every
+    token.  Returns the golden loop's report with ``problems`` extended and, per run, the
+    RTL's cycles and wall cycles.  ``progress``: as for ``SystemSim.run``, a run (a MoE
+    run's round) being a job."""
+    model = calibrate(synthetic(**model_args))
+    moe = isinstance(model.specs[0], MoeSpec)
+    golden = (run_moe_tray(model, prompt, tokens, cfg, tiles) if moe else
+              run_dense_tray(model, prompt, tokens, cfg, tiles, resident=False))     # the RTL's programs
+    layers = [None if moe else compile_tray_layer(s, cfg, tiles) for s in model.specs]
+    tcfg = tray_config(cfg, tiles)
+    lat, ppm = wire_latencies(tcfg, tiles, clock_seed), clock_draw(tcfg, tiles, clock_seed)
+    system = SystemSim(tcfg, tiles, lat, sim)
+    spec = {"config": tcfg.to_dict(), "tiles": tiles,
+            "decode": {"config": cfg.to_dict(), "tiles": tiles, "model": model_args, "prompt": [int(t) for t in prompt],
+                       "tokens": int(tokens), "ppm": ppm, "clock_seed": clock_seed}}
+    out, _ = _run(system, "sim.tb.decode_tray", spec, "decode-tray", SYSTEM_TIMESCALE, progress,
+                  sum(r.get("rounds", 1) for r in golden["runs"]))
+    rtl = out[0]
+    problems = list(golden["problems"])
+    if rtl["tokens"] != golden["tokens"]:
+        problems.append(f"tokens {rtl['tokens']} on the RTL, golden loop {golden['tokens']}")
+    peer = Topology(tiles).peer
+
+    def check_round(where, progs, res, gold, writes, cycles, busy):
+        for t, obs in enumerate(res["tiles"]):
+            problems.extend(f"{where}, tile {t}: {p}" for p in check_run(obs, gold[t], writes and writes[t], cycles[t],
+                                                                        predicted_busy=busy[t]))
+            if obs["fault_names"]:
+                problems.append(f"{where}, tile {t}: link faults {obs['fault_names']}")
+        wall, predicted, wall_problems = check_wall(progs, res)
+        problems.extend(f"{where}: {p}" for p in wall_problems)
+        if abs(wall - predicted) > c2c.HAC_ERROR_MAX:
+            problems.append(f"{where}: {wall} wall cycles, predicted {predicted}")
+        return max(o["cycles"] for o in res["tiles"]), wall, predicted
+
+    per_run = []
+    for n, (r, g) in enumerate(zip(rtl["runs"], golden["runs"])):
+        l = r["layer"]
+        where = f"run {n} (position {n // len(model.specs)}, layer {l})"
+        if moe:
+            lspec = model.specs[l]
+            if r["indices"] != g["experts"]:
+                problems.append(f"{where}: experts {r['indices']} on the RTL, golden loop {g['experts']}")
+            mt, idx, xq = compile_moe_run(lspec, r["x"], r["indices"], cfg, tiles)
+            progs, cyc = mt.programs(), mt.manifest().cycles
+            sums = [check_round(f"{where}, round {k}", progs, res,
+                                archmodel.run_system(progs, peer, bases=mt.bases(asg)), mt.predict(asg), cyc,
+                                mt.predicted_busy(asg))
+                    for k, (asg, res) in enumerate(zip(mt.rounds(idx), r["results"]))]
+            ref = moe_int(lspec, xq, idx)
+            if r["routed"] != ref.routed[0].tolist() or r["shared"] != ref.shared[0].tolist():
+                problems.append(f"{where}: the experts' outputs are not moe_int's")
+            cycles, wall, predicted = (sum(v[i] for v in sums) for i in range(3))
+        else:
+            progs, man = layers[l].programs_for(r["x"]), layers[l].manifest
+            cycles, wall, predicted = check_round(where, progs, r["result"],
+                                                  archmodel.run_system(progs, peer, man.min_distance), None,
+                                                  [m.cycles for m in man.tile], [m.busy for m in man.tile])
+            if r["y"] != [int(v) for v in ffn_int(model.specs[l], np.asarray(r["x"], np.int64)[None])[0]]:
+                problems.append(f"{where}: y is not the integer FFN's")
+        g.update({"rtl_cycles": cycles, "rtl_wall_cycles": wall})
+        per_run.append((l, (cycles, predicted)))
+    if len(rtl["runs"]) != len(golden["runs"]):
+        problems.append(f"{len(rtl['runs'])} FFN runs on the RTL, golden loop {len(golden['runs'])}")
+    problems += _varying(per_run, " on the RTL")
+    return {**golden, "problems": problems, "engine": "RTL", "sim": sim, "rtl_tokens": rtl["tokens"],
+            "clock_seed": clock_seed, "ppm": ppm, "wire_latencies": [[*p, lat[p]] for p in sorted(lat)]}
+
+
+# ---- MoE layers on a tray (golden model) ------------------------------------------------------
+MOE_SYNTHETIC = dict(vocab=256, H=64, I=64, layers=2, heads=4, seed=0, experts=8, top_k=2, shared=1)
+
+
+def per_position(runs: list[dict], layers: int, key: str = "cycles") -> list[int]:
+    """``key`` of a loop's runs (one per position and layer, in order) summed per position."""
+    return [sum(r[key] for r in runs[p * layers:(p + 1) * layers]) for p in range(len(runs) // layers)]
+
+
+def compile_moe_run(spec, xq, indices, cfg: TileConfig, tiles: int, mapping: str = "ep"):
+    """One token's run of a MoE layer in the loop: ``(MoeTray, indices (1, k), x (1, H))``,
+    at capacity ``min(top_k, experts per tile)`` so that every routing takes one round."""
+    idx, xq = np.atleast_2d(indices), np.atleast_2d(xq)
+    return compile_moe(spec, xq, cfg, tiles, capacity=min(spec.top_k, spec.E // tiles), mapping=mapping), idx, xq
+
+
+def moe_stages(mt, spec, xq, idx, rounds):
+    """The experts' int8 outputs of a run read from each round's tiles' final MEM contents
+    (``rounds``: ``[(assignment, memories per tile)]``), as a ``moe.MoeStages`` for the
+    host's ``combine``."""
+    ref = moe_int(spec, xq, idx)
+    routed = np.zeros(ref.routed.shape, np.int64)
+    shared = np.zeros(ref.shared.shape, np.int64)
+    for asg, memories in rounds:
+        out, sh = mt.outputs(asg, memories)
+        for (b, e), y in out.items():
+            routed[b, list(idx[b]).index(e)] = y
+        if sh is not None:
+            shared[:, 0] = sh
+    return MoeStages(ref.x, ref.indices, routed.astype(ref.routed.dtype), shared.astype(ref.shared.dtype))
+
+
+def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8,
+                 mapping: str = "ep") -> dict:
+    """The loop of a calibrated decoder whose FFNs are MoE layers (``synthetic(...,
+    experts=E)``), every MoE layer run on a tray of ``tiles`` tiles, all-to-all, by the
+    system golden model (``archmodel.run_system``): per token and layer the host routes
+    (``moe.route``), the MoE compiler (``moe_tray.compile_moe``) places the token and every
+    expert, the base registers select the token's experts (``MoeTray.bases``), and the
+    host combines the experts' int8 outputs with the gates.  The capacity is ``min(top_k,
+    experts per tile)``, so every routing runs in one round and a layer's cycles are the
+    same for every token.  Each run is checked: every MEM write and every tile's cycle
+    count as the compiler predicts, every expert's output bit-exact against
+    ``moe.moe_int``; ``problems`` lists what differs.  The layers are not resident: each
+    run loads its layer's experts (the tray holds one MoE layer at a time).  Each run's
+    ``wall_cycles``: its armed runs' HAC cycles from the host's HAC read to done
+    (``system.wall_cycles``: the arming lead, the SAC cycles and the deskews' slack)."""
+    cfg = cfg or TileConfig.default()
+    runs, problems = [], []
+
+    def tray(l, xq, indices):
+        spec = model.specs[l]
+        if not isinstance(spec, MoeSpec):
+            raise ValueError(f"layer {l} is not a MoE layer: run_moe_tray runs MoE decoders only")
+        mt, idx, xq = compile_moe_run(spec, xq, indices, cfg, tiles, mapping)
+        progs, man = mt.programs(), mt.manifest()
+        where, cycles, wall, rounds = f"position {len(runs) // len(model.layers)}, layer {l}", [], 0, []
+        for asg in mt.rounds(idx):
+            res = archmodel.run_system(progs, Topology(tiles).peer, bases=mt.bases(asg))
+            problems.extend(f"{where}, {p}" for p in mt.round_problems(asg, res))
+            rounds.append((asg, [r.memory for r in res]))
+            cycles.append(max(r.cycles for r in res))
+            wall += wall_cycles(progs, [r.cycles for r in res])
+        stages = moe_stages(mt, spec, xq, idx, rounds)
+        ref = moe_int(spec, xq, idx)
+        if not (np.array_equal(stages.routed, ref.routed) and np.array_equal(stages.shared, ref.shared)):
+            problems.append(f"{where}: the experts' outputs are not moe_int's")
+        runs.append({"layer": l, "experts": [int(e) for e in idx[0]], "rounds": len(cycles), "cycles": sum(cycles),
+                     "wall_cycles": wall,
+                     "per_tile_cycles": list(man.cycles), "bytes_in": int(spec.H * tiles),     # x to every tile
+                     "bytes_out": int(spec.H * (spec.top_k + len(spec.shared)))})
+        return stages
+
+    return _tray_loop(model, prompt, tokens, IntFfn(model, run_moe=tray), runs, problems, "moe_int", tiles=tiles,
+                      mapping=mapping)

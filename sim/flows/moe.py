@@ -1,0 +1,138 @@
+"""An MoE layer on a tray (or one tile), run on the RTL under several routings
+(``lpu moe``, ``tests/test_moe_sim.py``): one program, the base registers loaded from each
+routing, every tile's writes, cycle count and busy counters against the compiler's
+prediction and the golden model, every expert's output bit-exact against ``moe.moe_int``.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from firmware_gen.golden import archmodel
+from firmware_gen.golden.moe import MoeExample, example_moe, moe_int, route
+from firmware_gen.compiler.moe_tray import MoeTray, check_routing, compile_moe, forced_routing
+from lpu_arch import TileConfig
+from lpu_arch.hostmap import link_fault_names
+from lpu_arch.topology import Topology
+
+from sim.harness.clocks import TrayClocks
+from sim.harness.runner import SystemSim, TileSim, job, system_run
+from sim.harness.scoreboard import check_run, traced_memory
+
+
+@dataclass
+class CompiledMoe(TrayClocks):
+    """An MoE layer compiled for ``tiles`` tiles with the routings to run it under."""
+    example: MoeExample
+    mt: MoeTray
+    routings: dict                # name -> (T, top_k) expert indices
+    clock_seed: int = 1
+    programs: list = field(default_factory=list)
+
+    @property
+    def cfg(self) -> TileConfig:
+        return self.mt.cfg
+
+    @property
+    def tiles(self) -> int:
+        return self.mt.tiles
+
+    def rounds(self, name: str) -> list[dict]:
+        return self.mt.rounds(self.routings[name])
+
+    def describe(self) -> list[str]:
+        spec, man = self.example.spec, self.mt.manifest()
+        held = (f"{spec.E // self.tiles} experts resident per tile" if self.mt.mapping == "ep" else
+                f"1/{self.tiles} of every expert on every tile (tp)")
+        return [f"MoE: {spec.E} routed SwiGLU experts of H={spec.H}, I={spec.I}, top-{spec.top_k}, "
+                f"{len(spec.shared)} shared; {len(self.example.x_int8)} token(s)",
+                f"tray: {self.tiles} tile(s), {held}, capacity "
+                f"{self.mt.capacity} slot(s) per tile and token; {man.cycles_max:,} cycles predicted for every "
+                f"routing within capacity ({man.cycles_max / man.tokens:.1f} per token; SRAM-read bound of the "
+                f"weights a token needs: {man.needed_bound})"]
+
+
+def compile_moe_example(E=8, top_k=2, shared=1, H=8, I=8, tokens=1, tiles=4, capacity=None, seed=0,
+                        cfg: TileConfig | None = None, routings=("router", "spread", "packed", "random"),
+                        forced=None, clock_seed=1, example: MoeExample | None = None,
+                        mapping: str = "ep") -> CompiledMoe:
+    """Compile a seeded random MoE layer (``moe.example_moe``) or ``example``; the routings
+    are the router's own choice for the tokens (``router``) and the named shapes of
+    ``moe_tray.forced_routing``; ``forced``: an explicit ``(tokens, top_k)`` routing."""
+    ex = example or example_moe(E=E, top_k=top_k, shared=shared, H=H, I=I, batch=tokens, seed=seed,
+                                dtype=(cfg or TileConfig.tiny()).mxm_dtype)
+    spec = ex.spec
+    mt = compile_moe(spec, ex.x_int8, cfg, tiles=tiles, capacity=capacity, mapping=mapping)
+    T = len(ex.x_int8)
+    out = {name: route(spec.router, ex.x)[0] if name == "router"
+           else forced_routing(name, spec.E, spec.top_k, T, tiles, mt.capacity, seed=seed) for name in routings}
+    if forced is not None:
+        out["forced"] = check_routing(forced, spec.E, spec.top_k, T)
+    return CompiledMoe(ex, mt, out, clock_seed, mt.programs())
+
+
+def run_moe_on_rtl(cm: CompiledMoe, sim: str = "verilator", progress=None, out=None, latency=None, ppm=None) -> dict:
+    """Run every round of every routing of ``cm`` on the RTL in one simulator invocation
+    and check it; prints a table on ``out`` and returns the report (``passed``, per
+    routing and round: per-tile cycles, writes, busy and outputs as predicted, and the
+    observations for comparing simulators).  ``latency``/``ppm``: the wires' latencies and
+    the tiles' clocks (default: from ``clock_seed``)."""
+    say = functools.partial(print, file=out or sys.stdout, flush=True)
+    mt, spec, tiles = cm.mt, cm.example.spec, cm.tiles
+    for line in cm.describe():
+        say(line)
+    man = mt.manifest()
+    work = [(name, r, asg) for name in cm.routings for r, asg in enumerate(cm.rounds(name))]
+    t0 = time.perf_counter()
+    if tiles > 1:
+        say(f"building {tiles} tiles for {sim} ...")
+        system = SystemSim(cm.cfg, tiles, latency if latency is not None else cm.latencies(), sim)
+        ppm = ppm if ppm is not None else cm.clocks()
+        runs = system.run([system_run(cm.programs, ppm, name=f"{name}/round{r}", seed=cm.phase_seed(k),
+                                      bases=mt.bases(asg)) for k, (name, r, asg) in enumerate(work)],
+                          name="moe", progress=progress)
+        observed = [run["tiles"] for run in runs]
+    else:
+        say(f"building the tile for {sim} ...")
+        tile = TileSim(cm.cfg, sim)
+        res = tile.run([job(cm.programs[0], name=f"{name}/round{r}", bases=mt.bases(asg)[0])
+                        for name, r, asg in work], name="moe", progress=progress)
+        observed = [[o] for o in res]
+    say(f"  ran in {time.perf_counter() - t0:.1f} s")
+    say(f"\n{'routing':<10} {'round':>5} {'slots on':>8} {'cycles per tile':<40} writes, cycles, busy as predicted; "
+        "outputs bit-exact")
+    report, passed = [], True
+    stages = {name: moe_int(spec, cm.example.x_int8, idx) for name, idx in cm.routings.items()}
+    for (name, r, asg), obs_tiles in zip(work, observed):
+        bases = mt.bases(asg)
+        gold = (archmodel.run_system(cm.programs, Topology(tiles).peer, bases=bases) if tiles > 1
+                else [archmodel.run(cm.programs[0], bases=bases[0])])
+        pred, busy = mt.predict(asg), mt.predicted_busy(asg)
+        problems = []
+        for t, obs in enumerate(obs_tiles):
+            problems += [f"tile {t}: {p}" for p in check_run(obs, gold[t], pred[t], man.cycles[t],
+                                                              predicted_busy=busy[t])]
+            problems += [f"tile {t}: fault {f}" for f in link_fault_names(obs["status"])]   # PARAM_FAULT: check_run
+        routed, shared = mt.outputs(asg, [traced_memory(cm.cfg, o) for o in obs_tiles])
+        st, idx = stages[name], cm.routings[name]
+        exact = all(np.array_equal(y, st.routed[b, list(idx[b]).index(e)]) for (b, e), y in routed.items())
+        if spec.shared:
+            exact = exact and np.array_equal(shared, st.shared[:, 0])
+        ok = not problems and exact
+        passed &= ok
+        cycles = [o["cycles"] for o in obs_tiles]
+        say(f"{name:<10} {r:>5} {len(asg):>8} {' '.join(map(str, cycles)):<40} "
+            f"{'yes' if ok else 'NO: ' + (problems or ['outputs differ from moe_int'])[0]}")
+        report.append({"routing": name, "round": r, "slots_on": len(asg),
+                       "experts": {f"{t}/{b}/{j}": e for (t, b, j), e in sorted(asg.items())},
+                       "cycles": cycles, "predicted_cycles": man.cycles, "bit_exact": bool(exact),
+                       "problems": problems, "passed": ok, "observed": obs_tiles})
+    same = len({tuple(r["cycles"]) for r in report}) == 1
+    say(f"\nevery routing and round in the same cycles: {'yes' if same else 'NO'}; "
+        f"{'PASS' if passed and same else 'FAIL'}")
+    return {"passed": bool(passed and same), "sim": sim, "runs": report, "manifest": man.summary()}

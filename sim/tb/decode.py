@@ -1,0 +1,58 @@
+"""cocotb testbench of the decode loop (``sim/flows/decode.py``): the host's side of the model
+runs here, in the testbench's process, and awaits the tile for every layer's FFN.
+
+The spec (``LPU_JOBS``) names the tile and the model (``decode_setup``'s arguments); the
+testbench rebuilds the same calibrated model and resident layers, then generates: per FFN
+it writes the layer's x rows and (when the layer changes) ``Csr.ENTRY``, starts the tile,
+waits for done, reads STATUS, the cycle counter, the trace and y's rows.  The first run
+also loads every layer's weights, parameters, tables and programs, which then stay.  The
+observations and the generated tokens go to ``LPU_RESULTS``.
+"""
+
+from __future__ import annotations
+
+import cocotb
+import numpy as np
+
+from firmware_gen.host.decoder import dequantise_out, generate_gen, quantise_in
+
+from sim.flows.decode import decode_setup, first_memory
+from sim.tb.driver import TileDriver, read_spec, write_results
+
+
+@cocotb.test()
+async def decode(dut):
+    spec = read_spec()
+    a = spec["decode"]
+    setup = decode_setup(a["config"], a["model"], a["prompt"], a["tokens"], a.get("out_scale_per_row", False))
+    rm, model, cfg = setup.resident, setup.model, setup.cfg
+    drv = TileDriver(dut, cfg)
+    await drv.reset()
+    runs, loaded = [], []
+    gen = generate_gen(model, setup.prompt, setup.tokens)
+    try:
+        req = next(gen)
+        while True:
+            l, x = req
+            xq = quantise_in(model, l, x)
+            job = rm.job(l, xq)
+            if not runs:
+                job["memory_rows"] = first_memory(rm, job["memory_rows"])
+            before = drv.loaded_bytes
+            await drv.load_job(job)
+            loaded.append(drv.loaded_bytes - before)
+            cycles, _ = await drv.run(job["timeout_cycles"])
+            status = await drv.read_status()
+            events = await drv.read_trace()
+            mem = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
+            for name, rows in job["read_back"].items():
+                for r, v in zip(rows, await drv.read_vectors(name, rows)):
+                    mem[name][r] = v
+            y = rm.layers[l].y_from(mem)[0]
+            runs.append({"layer": l, "x": xq.tolist(), "y": y.tolist(), "cycles": cycles, "status": status["status"],
+                         "busy": status["busy"], "events": [[c, s, a_, list(d)] for c, s, a_, d in events]})
+            dut._log.info("job layer %d: %d cycles, %d events", l, cycles, len(events))   # progress: a run done
+            req = gen.send(dequantise_out(model, l, y))
+    except StopIteration as e:
+        tokens = e.value
+    write_results([{"tokens": tokens, "runs": runs, "loaded": loaded}])

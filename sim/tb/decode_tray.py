@@ -1,0 +1,82 @@
+"""cocotb testbench of the decode loop with every FFN on a tray of tiles (``hdl/top/system.py``,
+each tile on its own clock): the host's side of the model runs here and awaits the tray
+for every layer's FFN (``sim.flows.decode.run_tray_rtl``).
+
+The spec (``LPU_JOBS``) names the tile, the tiles, the model (``synthetic``'s arguments),
+the prompt, the tokens and the tiles' clocks.  The testbench rebuilds the same calibrated
+model.  A dense layer is compiled for the tray once (``tray.compile_tray_layer``); per FFN
+its programs run with the token's x written into every tile's x rows as one armed system
+run (``tb_system.one_run``: load, HAC lock, arm, run, observe) and y, gathered from the
+tiles' traced writes, goes back to the model.  A MoE layer (``synthetic(experts=...)``)
+is routed here as ``IntFfn`` does it, placed per token (``decode.compile_moe_run``) and
+run round by round with each round's base registers; its experts' outputs, gathered
+from the traced writes, are combined with the gates.  Each run reloads the tray: the
+layers are not resident beside each other.  The observations and the generated tokens go
+to ``LPU_RESULTS``.
+"""
+
+from __future__ import annotations
+
+import cocotb
+import numpy as np
+
+from firmware_gen.host.decoder import calibrate, dequantise_out, generate_gen, quantise_in, synthetic
+from firmware_gen.golden.moe import MoeSpec, combine, quantise_input, route
+from firmware_gen.compiler.tray import compile_tray_layer, tray_config, tray_output
+from lpu_arch import TileConfig
+
+from sim.flows.decode import compile_moe_run, moe_stages
+from sim.tb.driver import Ports, TileDriver, read_spec, write_results
+from sim.harness.clocks import phase_seed
+from sim.harness.runner import system_run
+from sim.harness.scoreboard import traced_memory
+from sim.tb.system import one_run
+
+
+@cocotb.test()
+async def decode_tray(dut):
+    spec = read_spec()
+    a = spec["decode"]
+    base, tiles = TileConfig.from_dict(a["config"]), a["tiles"]
+    model = calibrate(synthetic(**a["model"]))
+    layers = [None if isinstance(s, MoeSpec) else compile_tray_layer(s, base, tiles) for s in model.specs]
+    cfg = tray_config(base, tiles)
+    drivers = [TileDriver(Ports(dut, f"t{i}_"), cfg, period=10_000_000, unit="fs") for i in range(tiles)]
+    for i in range(tiles):
+        for k in range(cfg.links):
+            getattr(dut, f"t{i}_l{k}_inject").value = 0
+    runs = []
+    gen = generate_gen(model, a["prompt"], a["tokens"])
+    try:
+        req = next(gen)
+        while True:
+            l, x = req
+            spec, n = model.specs[l], len(runs)
+            if isinstance(spec, MoeSpec):
+                indices, gates = route(spec, np.asarray(x, np.float64)[None])
+                xq = quantise_input(spec, x)
+                mt, idx, xq2 = compile_moe_run(spec, xq, indices, base, tiles)
+                progs, rounds, results = mt.programs(), [], []
+                for k, asg in enumerate(mt.rounds(idx)):
+                    run = system_run(progs, a["ppm"], name=f"run{n}-layer{l}-round{k}", seed=phase_seed(a["clock_seed"], n),
+                                     bases=mt.bases(asg))
+                    res = await one_run(dut, cfg, drivers, run)
+                    res.pop("window", None)
+                    rounds.append((asg, [traced_memory(cfg, o) for o in res["tiles"]]))
+                    results.append(res)
+                stages = moe_stages(mt, spec, xq2, idx, rounds)
+                runs.append({"layer": l, "x": xq2[0].tolist(), "indices": idx[0].tolist(), "results": results,
+                             "routed": stages.routed[0].tolist(), "shared": stages.shared[0].tolist()})
+                req = gen.send(combine(spec, stages, gates)[0])
+                continue
+            xq = quantise_in(model, l, x)
+            run = system_run(layers[l].programs_for(xq), a["ppm"], name=f"run{n}-layer{l}", seed=phase_seed(a["clock_seed"], n))
+            res = await one_run(dut, cfg, drivers, run)
+            memories = [traced_memory(cfg, o) for o in res["tiles"]]
+            y = tray_output(layers[l].manifest, memories, cfg.lanes, spec.H)[0]
+            res.pop("window", None)
+            runs.append({"layer": l, "x": xq.tolist(), "y": y.tolist(), "result": res})
+            req = gen.send(dequantise_out(model, l, y))
+    except StopIteration as e:
+        tokens = e.value
+    write_results([{"tokens": tokens, "runs": runs}])

@@ -1,0 +1,328 @@
+"""cocotb testbench: several tiles in their own clock domains (``hdl/top/system.py``).
+
+The runs come from the JSON file named by ``LPU_JOBS`` (``sim.harness.runner.system_run``); for
+each run it
+
+1. (re)starts every tile's clock at its own period (ppm) and phase, in femtoseconds,
+   and resets every tile;
+2. loads every tile's job (program, images, VXM state, base registers) over that
+   tile's own host bus or (``"load": "port"`` in the spec) its vector load port (a
+   ``TileDriver`` per tile, in the tile's clock), concurrently;
+3. waits until every child's HAC is locked (polling ``HAC_STATUS``), reads tile 0's HAC
+   and arms every tile to start at ``lpu_arch.c2c.armed_start_hac`` of it (``START_HAC``: at
+   ``start_lead`` cycles later; the start sets every tile's deskew offset to it, so the
+   program's first ``RUNTIME_DESKEW`` releases every tile on one HAC cycle
+   ``c2c.START_SLACK`` cycles later); a lead too short to arm every tile in time is an
+   error;
+4. while the tiles run, samples every few cycles (at one simulation instant) each
+   child's HAC error against the root, its SAC skew (how far its program is ahead of the
+   root's, while neither is stalled) and every receive and elastic buffer level, and
+   optionally XORs fault masks into chosen flits on the wires;
+5. waits for every tile's done and reads each tile's trace, cycles, busy counters and
+   status (the observation of ``sim/tb/tile.py``, so ``sim.harness.scoreboard.check_run`` applies
+   per tile) plus its C2C registers.
+
+A run whose tiles are not all done within its timeout does not end the batch: its result
+has ``timed_out`` set and, per tile, what the host bus still reads (STATUS, SAC, busy
+counters, the C2C registers, ``fault_names``), no trace; the next run goes on.  A tile
+halted by a deskew stall beyond its bound (``Status.DESKEW_TIMEOUT``) is done, but its
+core is frozen where it stalled, so its trace is not read either (``trace_read`` False).
+``injected[k]`` is the number of flits injection ``k`` actually hit (``inject_requested``
+what it asked for): an injection asking for more flits than are sent is not an error.
+
+**HAC error**: tile ``i``'s HAC register changes on its rising edges; at a sampling
+instant ``T`` its continuous HAC is ``hac_i + f_i``, ``f_i`` the fraction of its current
+period already elapsed (``(T - first_edge_i) mod period_i / period_i``: the edges are
+known exactly).  The error of a child is ``(hac_c + f_c) - (hac_0 + f_0)``; the integer
+difference of the registers is reported too.  Results go to ``LPU_RESULTS``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import cocotb
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge, Timer
+from cocotb.simtime import get_sim_time
+
+from lpu_arch.c2c import armed_start_hac
+from lpu_arch.config import TileConfig
+from lpu_arch.hostmap import Csr, HacStatus, Status, link_fault_names
+
+from sim.tb.driver import Ports, TileDriver, read_spec, signed32, write_results
+
+FS_PRECISION = -15
+
+
+async def _all(coros):
+    """Run coroutines concurrently; return their results in order."""
+    tasks = [cocotb.start_soon(c) for c in coros]
+    return [await t for t in tasks]
+
+
+def _levels(packed: int, cfg) -> list[int]:
+    """Every link's buffer level from a ``t<i>_rx_level``/``elastic_level`` port's value."""
+    return [packed >> (cfg.level_bits * link) & ((1 << cfg.level_bits) - 1) for link in range(cfg.links)]
+
+
+class Sampler:
+    """Samples HAC errors and buffer levels at one simulation instant every ``every`` root
+    cycles (plus a random fraction, so that the instants do not lock to an edge)."""
+
+    def __init__(self, dut, cfg, drivers, every: int, record: int, seed: int):
+        self.dut, self.cfg, self.drivers = dut, cfg, drivers
+        self.n = len(drivers)
+        self.every, self.record = every, record
+        self.rng = random.Random(seed)
+        self.stop = False
+        self.err = []            # fractional HAC errors of every child
+        self.err_int = []
+        self.rx = [[[None, None] for _ in range(cfg.links)] for _ in range(self.n)]
+        self.elastic = [[[None, None] for _ in range(cfg.links)] for _ in range(self.n)]
+        self.series = []
+        self.samples = 0
+        self.skew = []           # SAC(child) - SAC(root) while both run unstalled
+        self._ports = {name: [getattr(dut, f"t{i}_{name}") for i in range(self.n)]
+                       for name in ("hac", "rx_level", "elastic_level", "stall", "sac", "running")}
+
+    @staticmethod
+    def _minmax(mm, v):
+        mm[0] = v if mm[0] is None else min(mm[0], v)
+        mm[1] = v if mm[1] is None else max(mm[1], v)
+
+    async def loop(self):
+        p0 = self.drivers[0].period
+        while not self.stop:
+            await Timer(self.every * p0 + self.rng.randrange(p0), unit="fs")
+            await ReadOnly()
+            if self.stop:
+                break
+            self.sample()
+
+    def sample(self):
+        t = int(get_sim_time("fs"))
+        hac, stall, sac, running = ([int(s.value) for s in self._ports[name]]
+                                    for name in ("hac", "stall", "sac", "running"))
+        frac = [((t - d.clock_t0) % d.period) / d.period for d in self.drivers]
+        e_int = [signed32(hac[i] - hac[0]) for i in range(1, self.n)]
+        errs = [e + frac[i] - frac[0] for i, e in enumerate(e_int, 1)]
+        self.err_int += e_int
+        self.err += errs
+        rx, el = ([_levels(int(s.value), self.cfg) for s in self._ports[name]]
+                  for name in ("rx_level", "elastic_level"))
+        for i in range(self.n):
+            for k in range(self.cfg.links):
+                self._minmax(self.rx[i][k], rx[i][k])
+                self._minmax(self.elastic[i][k], el[i][k])
+        skews = []
+        if all(running) and not any(stall):
+            skews = [sac[i] + frac[i] - sac[0] - frac[0] for i in range(1, self.n)]
+            self.skew += skews
+        self.samples += 1
+        if len(self.series) < self.record:
+            self.series.append({"t_fs": t, "hac": hac, "sac": sac, "err": errs, "skew": skews, "rx": rx,
+                                "elastic": el, "stall": stall, "running": running})
+
+    def summary(self) -> dict:
+        return {"samples": self.samples,
+                "hac_error": [min(self.err, default=0.0), max(self.err, default=0.0)],
+                "hac_error_int": [min(self.err_int, default=0), max(self.err_int, default=0)],
+                "sac_skew": [min(self.skew, default=0.0), max(self.skew, default=0.0)],
+                "rx_level": self.rx, "elastic_level": self.elastic, "series": self.series}
+
+
+class Recorder:
+    """Every tile's state on each of its own rising edges (read after the edge, so each
+    record is the state during the cycle that edge starts) while tile ``tile``'s SAC is
+    in ``sac_from..sac_to``: for timing diagrams and latency measurements."""
+
+    def __init__(self, dut, cfg, drivers, tile: int, sac_from: int, sac_to: int):
+        self.dut, self.cfg, self.drivers = dut, cfg, drivers
+        self.tile, self.sac_from, self.sac_to = tile, sac_from, sac_to
+        self.records = [[] for _ in drivers]
+        self.on = self.off = False
+
+    async def loop(self):
+        d = self.drivers[self.tile]
+        sac, running = getattr(self.dut, f"t{self.tile}_sac"), d.dut.running
+        # Coarse wait (no Python per cycle) until shortly before the window.
+        while not (int(running.value) and int(sac.value) >= self.sac_from - 40):
+            await Timer(16 * d.period, unit="fs")
+        await _all(self._tile(i) for i in range(len(self.drivers)))
+
+    async def _tile(self, i):
+        dut, links = self.dut, range(self.cfg.links)
+        clk = self.drivers[i].dut.clk
+        p = {name: getattr(dut, f"t{i}_{name}") for name in ("sac", "hac", "stall", "running", "rx_level",
+                                                            "elastic_level")}
+        tx = [(getattr(dut, f"t{i}_l{k}_tx_valid"), getattr(dut, f"t{i}_l{k}_tx_kind")) for k in links]
+        ref = getattr(dut, f"t{self.tile}_sac")
+        while not self.off:
+            await RisingEdge(clk)
+            await ReadOnly()
+            r = int(ref.value)
+            if i == self.tile:
+                self.on = self.on or r >= self.sac_from
+                if r > self.sac_to or not int(p["running"].value):
+                    self.off = True
+            if not self.on:
+                continue
+            self.records[i].append({
+                "t_fs": int(get_sim_time("fs")), "sac": int(p["sac"].value), "hac": int(p["hac"].value),
+                "stall": int(p["stall"].value), "running": int(p["running"].value),
+                "tx": [int(k.value) if int(v.value) else -1 for v, k in tx],
+                "rx": _levels(int(p["rx_level"].value), self.cfg),
+                "elastic": _levels(int(p["elastic_level"].value), self.cfg)})
+
+
+async def inject(dut, drv: TileDriver, tile: int, link: int, mask: int, after_cycles: int, count: int, log,
+                 hit: list):
+    """XOR ``mask`` into ``count`` valid flits leaving ``tile`` on ``link`` (each one
+    exactly: set on the falling edge before the rising edge that takes the flit into the
+    wire, cleared on the next falling edge).  ``hit`` gets the time of every flit hit, as
+    it is hit: the run may end (and cancel this) before ``count`` flits were sent."""
+    port = getattr(dut, f"t{tile}_l{link}_inject")
+    valid = getattr(dut, f"t{tile}_l{link}_tx_valid")
+    clk = drv.dut.clk
+    if not int(drv.dut.running.value):
+        await RisingEdge(drv.dut.running)
+    await ClockCycles(clk, after_cycles)
+    while len(hit) < count:       # cancelled at the run's end: one_run clears the ports of the next
+        await FallingEdge(clk)
+        if int(valid.value):
+            port.value = mask
+            hit.append(int(get_sim_time("fs")))
+            await FallingEdge(clk)
+            port.value = 0
+    log.info("injected %#x into %d flit(s) of tile %d link %d", mask, len(hit), tile, link)
+
+
+async def observe(cfg, drv: TileDriver, job: dict, done: bool) -> dict:
+    """A tile's observation after a run: STATUS, cycles, busy counters, the trace and the
+    C2C registers.  A tile not done (still running, or never started: its HAC did not
+    lock), or halted by a deskew stall beyond its bound, has its core (and its memories'
+    read ports) frozen: its trace is not read, and every row of its MEM slices counts as
+    written for the next run's load."""
+    status = await drv.read_status()
+    trace_read = done and not status["status"] & Status.DESKEW_TIMEOUT
+    events = await drv.read_trace() if cfg.trace_depth and trace_read else []
+    if not trace_read:
+        for name in cfg.mem_names:
+            drv.dirty[name] = set(range(cfg.mem_depth))
+    return {"name": job.get("name", ""), "cycles": status["cycles"], **status, "events": events, "read_back": {},
+            "c2c": await drv.read_c2c(), "done": done, "trace_read": trace_read,
+            "fault_names": link_fault_names(status["status"])}
+
+
+async def one_run(dut, cfg, drivers, run) -> dict:
+    n = len(drivers)
+    log = dut._log
+    for i, d in enumerate(drivers):
+        d.stop_clock()
+        d.period, d.phase = run["period_fs"][i], run["phase_fs"][i]
+    await _all(d.start_clock() for d in drivers)
+    # How every result begins (the clocks as started), and the flits each injection asks for.
+    head = {**{k: run[k] for k in ("name", "ppm", "period_fs", "phase_fs")},
+            "clock_t0_fs": [d.clock_t0 for d in drivers]}
+    requested = [x.get("count", 1) for x in run["inject"]]
+    for i in range(n):            # a cancelled injection may have left its mask on
+        for k in range(cfg.links):
+            getattr(dut, f"t{i}_l{k}_inject").value = 0
+    await _all(d.reset(4) for d in drivers)
+
+    # ---- load every tile over its own bus or load port -------------------------------
+    await _all(d.load_job(job) for d, job in zip(drivers, run["jobs"]))
+
+    # ---- HAC lock --------------------------------------------------------------------
+    async def wait_lock(i, limit=50_000):
+        drv = drivers[i]
+        for _ in range(limit // 50):
+            if await drv.read_csr(Csr.HAC_STATUS) & HacStatus.LOCKED:
+                return True
+            await ClockCycles(drv.dut.clk, 50)
+        return False
+
+    locked = await _all(wait_lock(i) for i in range(n))
+    if not all(locked):            # reported like a timeout: the batch goes on
+        not_locked = [i for i, ok in enumerate(locked) if not ok]
+        log.warning("run %s: HAC not locked on tile(s) %s", run["name"], not_locked)
+        tiles = [await observe(cfg, drv, run["jobs"][i], False) for i, drv in enumerate(drivers)]
+        return {**head, "tiles": tiles, "timed_out": True, "hac_not_locked": not_locked,
+                "injected": [0] * len(run["inject"]), "inject_requested": requested, "wall_run_s": 0.0,
+                "window": None, **Sampler(dut, cfg, drivers, run["sample_every"], 0, 0).summary()}
+    t_lock = int(get_sim_time("fs"))
+
+    sampler = Sampler(dut, cfg, drivers, run["sample_every"], run["record"], run["seed"] + 1)
+    sampling = cocotb.start_soon(sampler.loop())
+    recorder = None
+    if run.get("window"):
+        w = run["window"]
+        recorder = Recorder(dut, cfg, drivers, w["tile"], w["sac_from"], w["sac_to"])
+        recording = cocotb.start_soon(recorder.loop())
+    hits = [[] for _ in run["inject"]]
+    injections = [cocotb.start_soon(inject(dut, drivers[x["tile"]], x["tile"], x["link"], x["mask"],
+                                           x.get("after_cycles", 0), x.get("count", 1), log, h))
+                  for x, h in zip(run["inject"], hits)]
+
+    # ---- start all tiles on one HAC cycle ---------------------------------------------
+    log.info("job %s: loaded, running", run["name"])     # progress (sim/harness/progress.py): loaded and locked
+    hac0 = await drivers[0].read_csr(Csr.HAC)
+    start_hac = armed_start_hac(cfg, hac0, run["start_lead"])
+    await _all(d.arm_start_at(start_hac) for d in drivers)
+    armed_by = await drivers[0].read_csr(Csr.HAC)
+    left = (start_hac - armed_by) % (1 << 32)
+    if not 4 <= left <= (start_hac - hac0) % (1 << 32):     # (a tile starts 2 cycles after its arm lands)
+        raise RuntimeError(f"arming every tile took until HAC {armed_by}, past START_HAC {start_hac}: the start lead "
+                           f"of {run['start_lead']} cycles is too short")
+    t0 = time.perf_counter()
+    t_start = int(get_sim_time("fs"))
+    await _all(d.wait_done(run["timeout_cycles"] + run["start_lead"] + 2 * cfg.epoch) for d in drivers)
+    wall = time.perf_counter() - t0
+    sampler.stop = True
+    await sampling
+    if recorder is not None:
+        recorder.off = True
+        if not recording.done():
+            recording.cancel()
+    done = [bool(int(d.dut.done.value)) for d in drivers]
+    timed_out = not all(done)
+    t_done = int(get_sim_time("fs"))
+    for inj in injections:
+        if not inj.done():
+            inj.cancel()
+
+    # ---- observe ---------------------------------------------------------------------
+    tiles = [await observe(cfg, drv, run["jobs"][i], done[i]) for i, drv in enumerate(drivers)]
+    if timed_out:
+        log.warning("run %s: timed out, not every tile is done: %s", run["name"],
+                    "; ".join(f"tile {i} STATUS {t['status']:#x} SAC {t['cycles']}"
+                              f"{' (' + ', '.join(t['fault_names']) + ')' if t['fault_names'] else ''}"
+                              for i, t in enumerate(tiles)))
+    summ = sampler.summary()
+    log.info("job %s: %d cycles, %d events", run["name"], max(t["cycles"] for t in tiles),
+             sum(len(t["events"]) for t in tiles))       # progress: the last tile's cycles, every tile's writes
+    log.info("run %s: ppm %s, cycles %s, HAC error %.3f..%.3f, %.1f s", run["name"], run["ppm"],
+             [t["cycles"] for t in tiles], summ["hac_error"][0], summ["hac_error"][1], wall)
+    return {**head, "start_hac": start_hac, "hac_read": hac0, "hac_armed": armed_by, "t_lock_fs": t_lock,
+            "t_start_fs": t_start, "t_done_fs": t_done, "wall_run_s": wall, "tiles": tiles,
+            "timed_out": timed_out, "injected": [len(h) for h in hits], "inject_requested": requested,
+            "window": recorder.records if recorder is not None else None, **summ}
+
+
+@cocotb.test()
+async def run_system(dut):
+    spec = read_spec()
+    precision = cocotb.simulator.get_precision()
+    if precision != FS_PRECISION:
+        raise RuntimeError(f"the simulator's time precision is 1e{precision} s, not femtoseconds: the "
+                           "timescale did not take effect and ppm-level clock periods would be rounded")
+    cfg = TileConfig.from_dict(spec["config"])
+    n = spec["tiles"]
+    drivers = [TileDriver(Ports(dut, f"t{i}_"), cfg, period=10_000_000, unit="fs", load_port=spec.get("load") == "port")
+               for i in range(n)]
+    for i in range(n):
+        for k in range(cfg.links):
+            getattr(dut, f"t{i}_l{k}_inject").value = 0
+    results = [await one_run(dut, cfg, drivers, run) for run in spec["runs"]]
+    write_results(results, precision=precision)
