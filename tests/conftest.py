@@ -1,7 +1,7 @@
 import pytest
 
 # The shared helpers live in tests/helpers.py; test modules import them from there.
-from .helpers import SIMS
+from tests.helpers import SIMS
 
 
 @pytest.fixture(params=SIMS)

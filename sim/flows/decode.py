@@ -211,7 +211,7 @@ def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None =
                 problems.append(f"{where}, tile {t}: the MEM writes are not at the compiler's cycles and rows")
             if r.cycles != m.cycles:
                 problems.append(f"{where}, tile {t}: {r.cycles} cycles, the compiler predicted {m.cycles}")
-        # Through the module, so that a test can replace tray_output (tests/test_decode.py).
+        # Through the module, so that a test can replace tray_output (tests/sim/test_decode.py).
         y = firmware_gen.compiler.tray.tray_output(man, [r.memory for r in res], progs[0].config.lanes, spec.H)[0]
         if not np.array_equal(y, ffn_int(spec, np.asarray(xq, np.int64)[None])[0]):
             problems.append(f"{where}: y is not the integer FFN's")

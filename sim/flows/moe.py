@@ -1,5 +1,5 @@
 """An MoE layer on a tray (or one tile), run on the RTL under several routings
-(``lpu moe``, ``tests/test_moe_sim.py``): one program, the base registers loaded from each
+(``lpu moe``, ``tests/sim/test_moe_sim.py``): one program, the base registers loaded from each
 routing, every tile's writes, cycle count and busy counters against the compiler's
 prediction and the golden model, every expert's output bit-exact against ``moe.moe_int``.
 """

@@ -12,7 +12,7 @@ from firmware_gen.compiler.fit import FIELDS, fit_ffn
 from firmware_gen.compiler.tray import compile_ffn_tray
 from sim.cli import main as cli
 
-from .helpers import SIMS
+from tests.helpers import SIMS
 
 
 def run(capsys, *argv):

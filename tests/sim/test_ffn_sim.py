@@ -18,7 +18,7 @@ from sim.cli.main import DECODE_TILE
 from sim.harness.runner import job
 from sim.harness.scoreboard import check_run, diff_runs, output_rows
 
-from .helpers import ONE_SIM, RAMP_TILE, SIMS, each_sim, get_sim
+from tests.helpers import ONE_SIM, RAMP_TILE, SIMS, each_sim, get_sim
 
 CASES = {
     "tiny": [("swiglu", 4, 4, 1), ("swiglu", 5, 7, 1), ("classic", 6, 10, 3), ("classic", 8, 12, 4),

@@ -9,7 +9,7 @@ from lpu_arch.isa import EAST, WEST, Instr
 from firmware_gen.golden import archmodel
 from firmware_gen.compiler.schedule import Scheduler, ScheduleError
 
-from .helpers import random_schedule
+from tests.helpers import random_schedule
 
 
 @pytest.mark.parametrize("preset, n", [("tiny", 12), ("default", 250)])

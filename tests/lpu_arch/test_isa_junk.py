@@ -14,7 +14,7 @@ What is tested
   text form, and every program the compilers emit uses no junk bit.
 * Amaranth simulator: a word with a junk bit loaded through a queue's host port (raw
   64-bit words: ``Instr.encode`` would refuse them) raises ``illegal`` and halts the
-  queue exactly as an opcode the slice does not execute does (``tests/test_units.py``,
+  queue exactly as an opcode the slice does not execute does (``tests/hdl/test_units.py``,
   ``test_queue_illegal_opcode_halts``): in ``[K, NOP 2, bad, K, HALT]`` the bad word is
   reached on cycle 3, nothing but K issues, and ``illegal`` and ``halted`` are 1 from
   cycle 4 on.  The same program with the legal word (every used bit set) issues on the
@@ -160,7 +160,7 @@ def _compiled_programs():
     from firmware_gen.compiler.tray import compile_ffn_tray
     from sim.flows.c2c import c2c_config
 
-    from .helpers import random_schedule, sxm_cases, sxm_program
+    from tests.helpers import random_schedule, sxm_cases, sxm_program
     for kind, H, I, batch in (("swiglu", 6, 10, 2), ("classic", 5, 7, 1)):
         ex = example_ffn(kind, H, I, batch, seed=3)
         yield f"ffn-{kind}", compile_ffn(ex.spec, ex.x_int8, CFG)[0]

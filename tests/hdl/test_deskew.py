@@ -201,7 +201,7 @@ def test_stall_beyond_bound_halts_and_harness_survives_timeouts():
     from sim.flows.c2c import check_tiles, exchange
     from sim.harness.runner import SystemSim, system_run
 
-    from .helpers import SIMS
+    from tests.helpers import SIMS
     if "icarus" not in SIMS:
         pytest.skip("needs Icarus")
     cfg = dataclasses.replace(TileConfig.tiny_tray(), links=1)

@@ -17,7 +17,7 @@ from firmware_gen.compiler.schedule import Scheduler
 from sim.harness.runner import job, observed_events
 from sim.harness.scoreboard import check_run, diff_runs, output_rows
 
-from .helpers import SIMS, get_sim, random_schedule
+from tests.helpers import SIMS, get_sim, random_schedule
 
 pytestmark = pytest.mark.sim
 

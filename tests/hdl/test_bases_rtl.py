@@ -41,7 +41,7 @@ from lpu_arch.vxm import VXM_FIELDS
 from sim.harness.runner import base_words, job, observed_events, system_run
 from sim.harness.scoreboard import check_run
 
-from .helpers import SIMS, get_sim
+from tests.helpers import SIMS, get_sim
 
 CFG = TileConfig.tiny()
 F = {f: i for i, f in enumerate(VXM_FIELDS)}

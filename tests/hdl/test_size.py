@@ -19,7 +19,7 @@ from firmware_gen.compiler.ffn import compile_ffn, example_ffn
 from lpu_arch.hostmap import Csr, Region
 from hdl.flows.size import elaborate, main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +202,7 @@ def test_separate_modules_behave_as_the_tile(tiny, tmp_path):
     from amaranth.back import verilog
 
     from hdl.top.tile import Tile
-    from .helpers import sxm_cases, sxm_program
+    from tests.helpers import sxm_cases, sxm_program
     cfg, r = tiny
     ex = example_ffn("swiglu", 8, 8, 4, seed=1)
     ffn, _ = compile_ffn(ex.spec, ex.x_int8, cfg)

@@ -27,7 +27,7 @@ from firmware_gen.compiler.ffn import StoreH, compile_ffn, example_ffn
 from firmware_gen.program import Program
 from firmware_gen.compiler.tray import compile_ffn_tray
 
-from .helpers import LOST_VALUE_ASM, random_schedule, sxm_cases, sxm_program
+from tests.helpers import LOST_VALUE_ASM, random_schedule, sxm_cases, sxm_program
 
 TINY = TileConfig.tiny()
 

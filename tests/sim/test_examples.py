@@ -15,7 +15,7 @@ import pytest
 
 from sim.cli import main as cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUN = {"compile", "show"}                 # cheap: run as written
 SIM_ONLY = {"--sim", "--waves", "--json", "--quiet"}
 

@@ -16,7 +16,7 @@ from sim.cli import main as cli
 from sim.harness.clocks import clock_draw, wire_latencies
 from sim.flows.decode import SYNTHETIC, check, decode_setup, run_dense_tray, run_golden, run_moe_tray
 
-from .helpers import ONE_SIM, SIMS
+from tests.helpers import ONE_SIM, SIMS
 
 CFG = TileConfig.tiny().with_overrides(list(cli.DECODE_TILE))
 
@@ -226,7 +226,7 @@ def test_lpu_decode_on_the_rtl(capsys, simulator, tile):
     code in the testbench, generates the golden model's tokens with every layer's output
     bit-exact, every layer's cycles as predicted and identical for every token, the weights
     loaded once (then only x and the entry per run).  Also on an FP8 tile (E4M3 FFNs; FP8
-    FFNs on both simulators are tests/test_ffn_sim.py's).  Progress: a line per FFN run
+    FFNs on both simulators are tests/sim/test_ffn_sim.py's).  Progress: a line per FFN run
     done (none with -q)."""
     quiet = ["-q"] if tile else []
     code = cli.main(["decode", "--model", "synthetic", "--tokens", "8", "--sim", simulator, "--json", *quiet, *tile])

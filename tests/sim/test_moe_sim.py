@@ -19,7 +19,7 @@ import pytest
 from sim.flows.c2c import c2c_config
 from sim.harness.scoreboard import diff_runs
 
-from .helpers import ONE_SIM, SIMS
+from tests.helpers import ONE_SIM, SIMS
 
 pytestmark = pytest.mark.sim
 

@@ -15,7 +15,7 @@ from firmware_gen.compiler.ffn import CompileError, StoreH, compile_ffn, example
 from firmware_gen.golden.numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
 from firmware_gen.compiler.reserve import lower
 
-from .helpers import RAMP_TILE
+from tests.helpers import RAMP_TILE
 
 
 def check_compiled(cfg, ex, h_route=None):

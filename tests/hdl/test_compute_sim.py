@@ -20,7 +20,7 @@ from lpu_arch.vxm import param_words, reset_words, table_words
 from sim.harness.runner import job, observed_events
 from sim.harness.scoreboard import check_run
 
-from .helpers import ONE_SIM, get_sim
+from tests.helpers import ONE_SIM, get_sim
 
 pytestmark = pytest.mark.sim
 

@@ -8,7 +8,7 @@ import pytest
 
 from sim.cli import main as cli
 
-from .helpers import LOST_VALUE_ASM, SIMS
+from tests.helpers import LOST_VALUE_ASM, SIMS
 
 LOST = LOST_VALUE_ASM      # the robustness issue's example
 # The same copy without the second READ: clean.

@@ -28,7 +28,7 @@ from firmware_gen.compiler.tray import compile_ffn_tray, tray_config
 from sim.flows.tray import TRAY_H, TRAY_I, tray_tile_config
 from sim.harness.progress import LogWatcher, ProgressPrinter
 
-from .helpers import SIMS
+from tests.helpers import SIMS
 
 TINY = ["--config", "tiny", "--H", "8", "--I", "16"]
 LPU = Path(sys.executable).parent / "lpu"

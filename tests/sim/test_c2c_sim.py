@@ -17,7 +17,7 @@ from sim.flows.c2c import c2c_config, check_tiles, exchange, without_runtime_des
 from sim.harness.runner import observed_events, system_run
 from sim.harness.scoreboard import check_wall, diff_runs
 
-from .helpers import FAST_SIM, ONE_SIM, SIMS
+from tests.helpers import FAST_SIM, ONE_SIM, SIMS
 
 pytestmark = pytest.mark.sim
 

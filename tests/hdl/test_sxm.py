@@ -14,7 +14,7 @@ from firmware_gen.golden import archmodel
 from lpu_arch.isa import IsaError
 from firmware_gen.program import Program, ProgramError
 
-from .helpers import get_sim, sxm_cases, sxm_program
+from tests.helpers import get_sim, sxm_cases, sxm_program
 
 
 @pytest.mark.parametrize("preset", ["tiny", "default"])

@@ -28,7 +28,7 @@ from firmware_gen.golden.numerics import ffn_int
 from sim.harness.runner import job
 from sim.harness.scoreboard import check_run, diff_runs, output_rows
 
-from .helpers import get_sim, random_schedule
+from tests.helpers import get_sim, random_schedule
 
 CFG = TileConfig.tiny()
 

@@ -11,7 +11,7 @@ from firmware_gen.compiler.schedule import Scheduler
 from sim.harness.runner import TileSim, job
 from sim.harness.scoreboard import check_run
 
-from .helpers import ONE_SIM
+from tests.helpers import ONE_SIM
 
 pytestmark = pytest.mark.sim
 

