@@ -17,7 +17,7 @@ from firmware_gen.golden.moe import (
 )
 from firmware_gen.host.weights import WeightsError, load_moe
 
-from .test_weights import write_safetensors
+from tests.safetensors_files import write_safetensors
 
 S = np.array([0.60, 0.55, 0.10, 0.20, 0.50, 0.52, 0.95, 0.01])
 """Scores of one token over 8 experts in 4 groups of 2: group sums 1.15, 0.30, 1.02, 0.96."""
