@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from firmware_gen.golden import archmodel
-from firmware_gen.compiler.ffn import CompileError
+from firmware_gen.compiler import CompileError
 from firmware_gen.check import check_program, check_system
 from firmware_gen.golden.moe import example_moe, moe_int, route
 from firmware_gen.compiler.moe_tray import ROUTINGS, MoeError, compile_moe, forced_routing, rounds
