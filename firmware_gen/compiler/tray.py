@@ -56,7 +56,7 @@ class TrayManifest:
 
     @property
     def bounds(self) -> dict:
-        """Every tile's bounds at their most (compile_ffn.BOUNDS) and the link bound."""
+        """Every tile's bounds at their most (ffn_manifest.BOUNDS) and the link bound."""
         out = {k: max(m.bounds[k] for m in self.tile) for k in self.tile[0].bounds}
         return {**out, "link": self.link_bound}
 
