@@ -154,6 +154,9 @@ class MoeTray:
             raise MoeError(f"tiles must be {', '.join(map(str, RUN_TILE_COUNTS[:-1]))} or {RUN_TILE_COUNTS[-1]}, got {tiles}")
         if mapping not in MAPPINGS:
             raise MoeError(f"unknown mapping {mapping!r}; choose ep (experts per tile) or tp (every expert over the tray)")
+        if mapping == "tp" and tiles == 1:
+            raise MoeError("the tp mapping splits every expert over a tray's links: it needs 2, 4 or 8 tiles "
+                           "(one tile holds whole experts: ep)")
         if mapping == "ep" and spec.E % tiles:
             raise MoeError(f"{spec.E} routed experts do not divide evenly over {tiles} tiles")
         if len(spec.shared) > 1:
