@@ -274,9 +274,12 @@ class FfnPlan(TilePlan):
         return None
 
     def place_vop(self, t_vop, side, param, flags, who):
+        """The VOP on ``t_vop`` that takes ``side``'s accumulator planes, with parameter entry
+        ``param`` (relocated by :attr:`v_reg`) and ``flags``."""
         dir_a = EAST if side == "MXM_W" else WEST
         self.state.res.take_slot("VXM", t_vop, who)
-        self.state.emit("VXM", t_vop, Instr.vop(0, dir_a, param=param, out=self.lx_stream, flags=flags, base=self.v_reg))
+        vop = Instr.vop(0, dir_a, param=param, out=self.lx_stream, flags=flags, base=self.v_reg)
+        self.state.emit("VXM", t_vop, vop)
 
     # ---- the FFN ------------------------------------------------------------------------
     def compile(self, place_x=True):
