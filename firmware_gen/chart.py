@@ -140,8 +140,9 @@ def _runs(issues: list, lo: int, hi: int) -> list:
     return [r for r in runs if r[1] + r[2] - 1 >= lo and r[1] <= hi]
 
 
-def _target(path) -> Path:
-    """``path`` as a Path, if its suffix is one of ``FORMATS``."""
+def chart_path(path) -> Path:
+    """``path`` as a Path, if its suffix is one of ``FORMATS`` (a :class:`ChartError`
+    naming them otherwise): where a chart is written."""
     path = Path(path)
     if path.suffix.lower() not in FORMATS:
         raise ChartError(f"cannot write a chart as {path.suffix or 'a file without extension'!r} "
@@ -182,7 +183,7 @@ def schedule_chart(program: Program, path, *, title: str | None = None, window: 
 
     ``window = (first, last)`` limits the cycle axis (inclusive; None = whole program).
     Returns the path written."""
-    path = _target(path)
+    path = chart_path(path)
     plt = pyplot()
     from matplotlib.colors import BoundaryNorm, ListedColormap
 
@@ -312,7 +313,7 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
     ``window = (first, last)`` limits the cycle axis.  ``spans``: ``(tile, first, last,
     label)`` drawn as a labelled frame over that tile's band (an MoE slot and the expert it
     ran).  Returns the path written."""
-    path = _target(path)
+    path = chart_path(path)
     if not programs:
         raise ChartError("no programs to draw")
     plt = pyplot()
@@ -459,7 +460,7 @@ def loop_chart(host_us: list, tray_us: list, path, *, tokens: int = 2, title: st
     """Two timelines of the decode loop (:func:`loop_schedule`): batch 1, and two
     micro-batches in flight (the tray works on one while the host works on the other);
     returns the path and each one's tokens per second."""
-    path = _target(path)
+    path = chart_path(path)
     plt = pyplot()
     rates = {}
     with plt.rc_context({"svg.fonttype": "none", "font.size": 9}):

@@ -66,10 +66,10 @@ def fit_ffn(spec, x, cfg: TileConfig, tiles: int = 1) -> tuple[TileConfig, dict]
     else:
         tray = plan_tray(roomy, spec, x, tiles)
         programs = tray.programs()            # the deskews past each tile's work come off
-        plans = tray.f
+        plans = tray.plans
     need = needs(plans, programs)
     out = fitted(roomy, need)
-    cycles = max(p.res.done_cycles() for p in plans)
+    cycles = max(p.state.res.done_cycles() for p in plans)
     got = compile_ffn(spec, x, out)[1].cycles if tiles == 1 else compile_ffn_tray(spec, x, out, tiles)[1].cycles
     if got != cycles:
         raise RuntimeError(f"internal error: the fitted tile compiles to {got} cycles, the roomy one to {cycles}")

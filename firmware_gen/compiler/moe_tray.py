@@ -11,7 +11,8 @@ Mapping (expert parallelism):
   tensor-parallel over the tray exactly as a dense FFN does (``tray.py``: its h
   all-gathered over the links), or on the one tile.
 * Each tile reserves ``capacity`` expert *slots* per token.  Slot ``j`` of token ``b`` is
-  one SwiGLU FFN placed like any other (``compile_ffn.FfnPlan``), but its weight READs name
+  one SwiGLU FFN placed like any other (``moe_slots.ExpertSlot``, an ``ffn.FfnPlan`` on the
+  tile's ``TileState``, shared with the shared expert and the other slots), but its weight READs name
   base register ``w_reg(b, j)`` and its VOPs ``v_reg(b, j)``, and its addresses are those
   of local expert 0.  Before a run the host loads the registers from the routing: the
   offsets of the expert the slot runs, or *off* for an unused slot, whose READs and VOPs
@@ -34,131 +35,18 @@ import numpy as np
 
 from lpu_arch.config import TileConfig
 from lpu_arch.hostmap import base_word
-from lpu_arch.isa import BASE_OFFSET_BITS, Instr
-from lpu_arch.vxm import VXM_FIELDS, identity_tables
 from lpu_arch.topology import RUN_TILE_COUNTS
 
-from firmware_gen.compiler.ffn import SIDES, CompileError, FfnPlan, _pad, _read_probe, gather_blocks, padded_spec
+from firmware_gen.compiler.blocks import gather_blocks, pad, padded_spec
+from firmware_gen.compiler.ffn import FfnPlan
+from firmware_gen.compiler.moe_layout import MoeError, lay_out_experts, load_expert_weights
+from firmware_gen.compiler.moe_slots import ExpertSlot
 from firmware_gen.golden.moe import MoeSpec
 from firmware_gen.golden.numerics import NumericsError, ffn_int
 from firmware_gen.program import Program
 from firmware_gen.compiler.schedule import PredictedWrite
-from firmware_gen.compiler.tray import _Tray, plan_tray, tray_config, tray_links, tray_parts
-
-
-class Template:
-    """Where one tile's slots read their weights: every weight row a slot plan loads, by key
-    ``(block, row, slice)`` with ``block`` ``("W1", i, k)``, ``("W3", i, k)``, ``("W2", j,
-    i)`` or ``("Z", j, i)`` (a zero block), gets a row of ``slice`` relative to ``wbase``,
-    the same for every slot and every expert (an expert's rows are ``stride`` further per
-    local index).  ``bound[m]`` rows per slice are reserved before any slot is placed."""
-
-    def __init__(self, wbase: dict, bound: dict):
-        self.wbase, self.bound = dict(wbase), dict(bound)
-        self.rel, self.used = {}, {m: 0 for m in bound}
-
-    @property
-    def stride(self) -> int:
-        return max(self.bound.values())
-
-    def row(self, key, m) -> int:
-        if key not in self.rel:
-            assert self.used[m] < self.bound[m], "the template's bound was computed from the same blocks"
-            self.rel[key] = self.used[m]
-            self.used[m] += 1
-        return self.wbase[m] + self.rel[key]
-
-
-def template_bound(plan: FfnPlan) -> dict:
-    """Rows per weight slice a slot of ``plan``'s shape may need: each block it loads is
-    ``chunks`` rows in every weight slice of the MXM's hemisphere; W1 goes west and W3
-    east, the output blocks' halves west and east, and an odd output block over any h block
-    on either side (plus a zero block)."""
-    js, KH, KI = plan.j_blocks, plan.KH, plan.KI
-    half, odd = len(js) // 2, len(js) % 2
-    per_side = len(plan.i_blocks) * KH + half * KI + odd * (KI + 1)
-    return {plan.mem(side, q): per_side * plan.chunks for side in SIDES for q in range(plan.n)}
-
-
-class ExpertSlot(FfnPlan):
-    """One expert slot: a batch-1 SwiGLU FFN (or, with ``i_blocks``/``j_blocks``, one
-    tile's share of it) placed on the ``host`` plan's tile (its reservations, queues,
-    memory and parameters), reading x from the host's x slots of ``token`` and its weights
-    at ``template`` rows and parameter entries from ``pbase``, relocated by base registers
-    ``w_reg`` (READ) and ``v_reg`` (VOP)."""
-
-    def __init__(self, cfg, spec, host, *, token, tokens, h0, template, pbase, w_reg, v_reg,
-                 i_blocks=None, j_blocks=None, h_route=None):
-        super().__init__(cfg, spec, np.zeros(spec.H, np.int64), i_blocks, j_blocks, h_route)
-        for name in ("res", "timed", "memory", "next_free", "slot_ready", "loader_free", "load_end", "last_mm", "params"):
-            setattr(self, name, getattr(host, name))
-        self.token, self.tokens, self.h0, self.w_reg, self.v_reg = token, tokens, h0, w_reg, v_reg
-        self.template, self.p_next, self._ids = template, pbase, []
-        self.ramp = False        # every expert's weights sit at the same rows: no ramp blocks
-        self.partial_rows = False   # (every slot reads whole template blocks)
-
-    def x_slot(self, k, b):
-        return k * self.tokens + self.token
-
-    def h_slot(self, i, b):
-        return self.h0 + i
-
-    def new_param(self, **fields):
-        self.p_next += 1             # the values are each expert's (expert_params)
-        return self.p_next - 1
-
-    def _phase1_block(self, sides, blocks, i, k, e, vflags):
-        self._ids = [("W1", i, k), ("W3", i, k)][:len(sides)]
-        super()._phase1_block(sides, blocks, i, k, e, vflags)
-
-    def _phase2_block(self, sides, blocks, iis, j, jl, e, first, last):
-        self._ids = [("W2", j, iis[0])] if len(sides) == 1 else \
-            [("W2", j, iis[0]), ("W2", j, iis[1]) if iis[1] != iis[0] else ("Z", j, iis[0])]
-        super()._phase2_block(sides, blocks, iis, j, jl, e, first, last)
-
-    def _take_window(self, side, t_s, block, who, n, rows):
-        d, ident = self.in_dir(side), self._ids.pop(0)
-        for j, m, cycles in self._window_runs(side, t_s, n, rows):
-            self.res.take_run(m, cycles, _read_probe(j, d), self.pos(side), who)   # (drives: any base)
-            for c, r in enumerate(cycles):
-                row = self.template.row((ident, c * self.n + j, m), m)
-                self.emit(m, r, Instr.read(j, d, row, base=self.w_reg))
-
-
-class _ParamsOnly(FfnPlan):
-    """An FFN plan that places nothing: its parameter entries, in the order a slot of the
-    same blocks allocates them (``expert_params``)."""
-
-    def place_blocks(self, *args, **kw):
-        pass
-
-
-def expert_params(cfg, spec, i_blocks, j_blocks) -> np.ndarray:
-    """The VXM parameter entries of one expert's share (``i_blocks``, ``j_blocks``) in the
-    order its slot names them."""
-    p = _ParamsOnly(cfg, spec, np.zeros(spec.H, np.int64), i_blocks, j_blocks).compile(place_x=False)
-    return p.params[:p.n_params].copy()
-
-
-def block_row(p, ident, row: int, lanes: int) -> np.ndarray:
-    """Row ``row`` of weight block ``ident`` (``Template``) of the padded spec ``p``, as bytes."""
-    kind, a, b = ident
-    if kind == "Z":
-        return np.zeros(lanes, np.uint8)
-    w = {"W1": p.W1, "W3": p.W3, "W2": p.W2}[kind]
-    return np.asarray(w[a * lanes + row, b * lanes:(b + 1) * lanes], np.int64).astype(np.uint8)
-
-
-@dataclass
-class Layout:
-    """Where one tile keeps its experts (``experts``, global indices in local order):
-    weight rows from ``wbase[m]`` in steps of ``stride``, parameter entries from ``pbase``
-    in steps of ``P``, tables from 1 (table 0 is the shared expert's)."""
-    experts: list
-    wbase: dict
-    stride: int
-    pbase: int
-    P: int
+from firmware_gen.compiler.tile_state import TileState
+from firmware_gen.compiler.tray import TrayPlan, plan_tray, tray_config, tray_links, tray_parts
 
 
 MAPPINGS = ("ep", "tp")
@@ -194,10 +82,6 @@ class MoeManifest:
                 "needed_bound_per_token": self.needed_bound, "batch_bound_per_token": self.batch_bound,
                 "ratio_to_needed_bound": round(self.cycles_max / self.tokens / max(self.needed_bound, 1), 4),
                 "experts_per_tile": [len(l.experts) for l in self.layouts]}
-
-
-class MoeError(CompileError):
-    """The MoE layer does not fit, or a routing cannot run; the message names the limit."""
 
 
 def check_routing(indices, E: int, top_k: int, tokens: int | None = None) -> np.ndarray:
@@ -251,7 +135,12 @@ class MoeTray:
     slots per tile and token.  ``mapping="tp"`` (tensor parallelism): every tile holds
     1/N of every expert; a token's ``top_k`` experts each run over the whole tray like a
     dense tray FFN (h all-gathered over the links), so the capacity is ``top_k`` and no
-    routing exceeds it."""
+    routing exceeds it.
+
+    ``hosts[t]`` is the plan that owns tile t's
+    :class:`~firmware_gen.compiler.tile_state.TileState` (the shared expert's share, or x
+    alone); the tile's experts are laid out on it (``layouts[t]``, ``templates[t]``) and
+    every slot on the tile (``slot_plans[(t, token, j)]``, an ``ExpertSlot``) places onto it."""
 
     def __init__(self, spec: MoeSpec, x, cfg: TileConfig | None = None, tiles: int = 8, capacity: int | None = None,
                  mapping: str = "ep"):
@@ -265,6 +154,9 @@ class MoeTray:
             raise MoeError(f"tiles must be {', '.join(map(str, RUN_TILE_COUNTS[:-1]))} or {RUN_TILE_COUNTS[-1]}, got {tiles}")
         if mapping not in MAPPINGS:
             raise MoeError(f"unknown mapping {mapping!r}; choose ep (experts per tile) or tp (every expert over the tray)")
+        if mapping == "tp" and tiles == 1:
+            raise MoeError("the tp mapping splits every expert over a tray's links: it needs 2, 4 or 8 tiles "
+                           "(one tile holds whole experts: ep)")
         if mapping == "ep" and spec.E % tiles:
             raise MoeError(f"{spec.E} routed experts do not divide evenly over {tiles} tiles")
         if len(spec.shared) > 1:
@@ -309,105 +201,95 @@ class MoeTray:
             # The slots go on every tile once the shared expert's h is all received, before
             # its W2 (which waits for the other tiles' h; the slots fill that wait).
             self.KI_s = FfnPlan(cfg, shared, self.x[:1], i_blocks=[], j_blocks=[]).KI
-            plan_tray(cfg, shared, self.x, N, before_phase2=self._slots_on)
+            plan_tray(cfg, shared, self.x, N, before_phase2=lambda tr: self._slots_on(tr.plans, tr.links, tr.defer))
             self._finish()
             return
-        self.KI_s, base = 0, None
+        self.KI_s, links = 0, None
         if shared is not None:
             hosts = [FfnPlan(cfg, shared, self.x).compile()]
             self.KI_s = hosts[0].KI
-        else:
-            hosts = [FfnPlan(cfg, spec.experts[0], self.x, i_blocks=[], j_blocks=[]) for _ in range(N)]
+        else:                   # hosts of x alone (table 0 stays the identity: no shared expert)
+            hosts = [FfnPlan(cfg, spec.experts[0], self.x, i_blocks=[], j_blocks=[], state=TileState(cfg))
+                     for _ in range(N)]
             if N > 1:
-                from types import SimpleNamespace
-                base = SimpleNamespace(f=hosts, cfg=cfg, defer=False, **tray_links(cfg, hosts))
+                links = tray_links(cfg, [f.state for f in hosts])
             for f in hosts:
                 f.place_x()
-        self._slots_on(base, hosts)
+        self._slots_on(hosts, links)
         self._finish()
 
-    def _slots_on(self, tray, hosts=None):
-        """Lay out every tile's experts and place the slots on the tiles of ``tray`` (or
-        on ``hosts`` for one tile).  ``tp``: each slot is a tray of its own continuing
-        ``tray``'s tiles; their phase 1 and receives go here, their phase 2 in :meth:`_finish`."""
-        spec, cfg, T, c, N = self.spec, self.cfg, self.T, self.capacity, self.tiles
-        hosts = hosts if hosts is not None else tray.f
-        self.hosts, self.slot_plans, self.layouts = hosts, {}, []
+    def _slots_on(self, hosts, links=None, defer=False):
+        """Lay out every tile's experts and place the slots on the tiles of ``hosts`` (their
+        states), sharing the tray's ``links`` (None: one tile).  ``tp``: each slot is a tray
+        of its own continuing those tiles and links (receiving at once unless ``defer``);
+        their phase 1 and receives go here, their phase 2 in :meth:`_finish`."""
+        cfg, T, c = self.cfg, self.T, self.capacity
+        self.hosts, self.slot_plans, self.layouts, self.templates, self.var_off = hosts, {}, [], [], []
         h0 = T * self.KH + T * self.KI_s
         need_x = h0 + c * T * self.KI
         if need_x > cfg.mxm_xbuf_depth:
             raise MoeError(f"x, the shared expert's h and {c * T} slot(s) of h need {need_x} x slots per MXM; "
                            f"an MXM has mxm_xbuf_depth = {cfg.mxm_xbuf_depth}")
-        # Each slot's blocks per tile: ep, the whole expert; tp, a share, the output blocks
-        # rotated from slot to slot (and away from the shared expert's) so that every tile
-        # gets W2 work when an expert has fewer output blocks than the tray has tiles.
-        slots = [(b, j) for b in range(T) for j in range(c)]
-        if self.mapping == "tp":
-            first = 1 if spec.shared else 0
-            self.slot_parts = {bj: tray_parts(self.probe, N, ((s + first) * self.KH) % N)
-                               for s, bj in enumerate(slots)}
-        else:
-            full = (list(range(self.KI)), list(range(self.KH)))
-            self.slot_parts = {bj: ([full[0]] * N, [full[1]] * N) for bj in slots}
-        self.templates, self.var_off = [], []
+        self.slot_parts = self._slot_parts()
         for t, f in enumerate(hosts):
-            ib = self.slot_parts[slots[0]][0][t]
-            variants = list(dict.fromkeys(tuple(self.slot_parts[bj][1][t]) for bj in slots))
-            shapes = [FfnPlan(cfg, spec.experts[0], self.x[:1], ib, list(jb)) for jb in variants]
-            bounds = [template_bound(sh) for sh in shapes]
-            tpl = Template(f.next_free, {m: sum(bd[m] for bd in bounds) - (len(bounds) - 1) * len(ib) * self.KH *
-                                         shapes[0].chunks for m in bounds[0]})
-            offs, P = {}, 0
-            for jb in variants:
-                offs[jb], P = P, P + len(ib) + len(jb)
-            n_local, stride = self.n_local, tpl.stride
-            experts = list(range(spec.E)) if self.mapping == "tp" else list(range(t * n_local, (t + 1) * n_local))
-            y_rows = T * sum(len(self.slot_parts[bj][1][t]) for bj in slots[:c])
-            worst = max(tpl.wbase[m] + n_local * stride for m in tpl.bound)
-            if worst + y_rows > cfg.mem_depth or (n_local * stride) >> BASE_OFFSET_BITS:
-                raise MoeError(f"tile {t}: {n_local} experts of up to {stride} rows per weight slice from row "
-                               f"{min(tpl.wbase[m] for m in tpl.bound)}, and {y_rows} rows of slot outputs, need "
-                               f"{worst + y_rows} rows; a MEM slice holds mem_depth = {cfg.mem_depth}")
-            pbase = f.n_params
-            later = len(f.j_blocks) if spec.shared and N > 1 else 0   # the shared W2's, placed after
-            if pbase + n_local * P + later > cfg.vxm_param_depth:
-                raise MoeError(f"tile {t}: {n_local} experts of {P} VXM parameter entries from entry {pbase} "
-                               f"and {later} more of the shared expert need {pbase + n_local * P + later}; the VXM "
-                               f"has vxm_param_depth = {cfg.vxm_param_depth}")
-            for le, e in enumerate(experts):
-                for jb in variants:
-                    block = expert_params(cfg, spec.experts[e], ib, list(jb))
-                    block[:, :, VXM_FIELDS.index("table")] = 1 + le
-                    at = pbase + le * P + offs[jb]
-                    f.params[at: at + len(block)] = block
-            f.n_params = pbase + n_local * P
-            for m in tpl.bound:
-                f.next_free[m] = tpl.wbase[m] + n_local * stride
-            self.layouts.append(Layout(experts, tpl.wbase, stride, pbase, P))
-            self.templates.append(tpl)
-            self.var_off.append(offs)
+            self._lay_out(t, f)
+        self._place_slots(links, defer)
 
-        def slot(t, b, j, i_blocks=None, j_blocks=None, h_route=None):
-            w_reg, v_reg = self.registers[(b, j)]
-            jb = tuple(self.slot_parts[(b, j)][1][t])
-            return ExpertSlot(cfg, spec.experts[0], hosts[t], token=b, tokens=T, h0=h0 + (b * c + j) * self.KI,
-                              template=self.templates[t], pbase=self.layouts[t].pbase + self.var_off[t][jb],
-                              w_reg=w_reg, v_reg=v_reg, i_blocks=i_blocks, j_blocks=j_blocks, h_route=h_route)
+    def _slot_parts(self) -> dict:
+        """Each slot's blocks per tile, ``{(token, j): (i_blocks per tile, j_blocks per tile)}``:
+        ep, the whole expert; tp, a share, the output blocks rotated from slot to slot (and
+        away from the shared expert's) so that every tile gets W2 work when an expert has
+        fewer output blocks than the tray has tiles."""
+        slots = [(b, j) for b in range(self.T) for j in range(self.capacity)]
+        if self.mapping == "tp":
+            first = 1 if self.spec.shared else 0
+            return {bj: tray_parts(self.probe, self.tiles, ((s + first) * self.KH) % self.tiles)
+                    for s, bj in enumerate(slots)}
+        full = (list(range(self.KI)), list(range(self.KH)))
+        return {bj: ([full[0]] * self.tiles, [full[1]] * self.tiles) for bj in slots}
 
+    def _lay_out(self, t: int, host: FfnPlan) -> None:
+        """Tile t's experts after what its host holds (``moe_layout.lay_out_experts``)."""
+        spec, T, N, n_local = self.spec, self.T, self.tiles, self.n_local
+        slots = list(self.slot_parts)
+        ib = self.slot_parts[slots[0]][0][t]
+        variants = list(dict.fromkeys(tuple(self.slot_parts[bj][1][t]) for bj in slots))
+        experts = list(range(spec.E)) if self.mapping == "tp" else list(range(t * n_local, (t + 1) * n_local))
+        y_rows = T * sum(len(self.slot_parts[bj][1][t]) for bj in slots[:self.capacity])
+        later = len(host.j_blocks) if spec.shared and N > 1 else 0   # the shared W2's, placed after
+        layout, tpl, offs = lay_out_experts(self.cfg, spec, host.state, f"tile {t}", experts, self.x[:1], ib, variants,
+                                            y_rows, later)
+        self.layouts.append(layout)
+        self.templates.append(tpl)
+        self.var_off.append(offs)
+
+    def _slot(self, t, b, j, i_blocks=None, j_blocks=None, h_route=None) -> ExpertSlot:
+        """Slot ``j`` of token ``b`` on tile ``t`` (a tp slot: its share ``i_blocks``,
+        ``j_blocks`` and the slot tray's route for h)."""
+        w_reg, v_reg = self.registers[(b, j)]
+        jb = tuple(self.slot_parts[(b, j)][1][t])
+        h0 = self.T * self.KH + self.T * self.KI_s + (b * self.capacity + j) * self.KI
+        return ExpertSlot(self.cfg, self.spec.experts[0], self.hosts[t].state, token=b, tokens=self.T, h0=h0,
+                          template=self.templates[t], pbase=self.layouts[t].pbase + self.var_off[t][jb],
+                          w_reg=w_reg, v_reg=v_reg, i_blocks=i_blocks, j_blocks=j_blocks, h_route=h_route)
+
+    def _place_slots(self, links, defer: bool) -> None:
+        """Every slot on every tile: ep, each tile's alone; tp, a tray of the tiles' shares
+        (its phase 1 and receives)."""
         self.slot_trays = []
-        for b in range(T):
-            for j in range(c):
+        for b in range(self.T):
+            for j in range(self.capacity):
                 if self.mapping == "tp":
-                    st = _Tray(cfg, spec.experts[0], self.x[:1], N, defer=tray.defer, share=tray,
-                               parts=self.slot_parts[(b, j)],
-                               make_plan=lambda t, ib, jb, route, b=b, j=j: slot(t, b, j, ib, jb, route))
+                    st = TrayPlan(self.cfg, self.spec.experts[0], self.x[:1], self.tiles, defer=defer, links=links,
+                                  parts=self.slot_parts[(b, j)],
+                                  make_plan=lambda t, ib, jb, route, b=b, j=j: self._slot(t, b, j, ib, jb, route))
                     st.phase1(place_x=False)
                     self.slot_trays.append(st)
-                    for t, sp in enumerate(st.f):
+                    for t, sp in enumerate(st.plans):
                         self.slot_plans[(t, b, j)] = sp
                 else:
-                    for t in range(N):
-                        self.slot_plans[(t, b, j)] = slot(t, b, j).compile(place_x=False)
+                    for t in range(self.tiles):
+                        self.slot_plans[(t, b, j)] = self._slot(t, b, j).compile(place_x=False)
         for (t, b, j), sp in self.slot_plans.items():      # the tray split as this layout assumed
             assert (sp.i_blocks, sp.j_blocks) == (self.slot_parts[(b, j)][0][t], self.slot_parts[(b, j)][1][t])
         for st in self.slot_trays:
@@ -417,25 +299,13 @@ class MoeTray:
         """The tp slots' W2 phase; then every expert's weights at its template rows."""
         for st in self.slot_trays:
             st.phase2()
-        spec, L = self.spec, self.cfg.lanes
         for f, lay, tpl in zip(self.hosts, self.layouts, self.templates):
-            for le, e in enumerate(lay.experts):
-                p = padded_spec(spec.experts[e], L)
-                for (ident, row, m), rel in tpl.rel.items():
-                    f.memory[m][tpl.wbase[m] + le * lay.stride + rel] = block_row(p, ident, row, L)
+            load_expert_weights(f.state, self.spec, lay, tpl, self.cfg.lanes)
 
     # ---- lowering ----------------------------------------------------------------------------
     def programs(self) -> list[Program]:
-        spec, cfg = self.spec, self.cfg
-        progs = []
-        for t, f in enumerate(self.hosts):
-            tab = identity_tables(cfg)
-            if spec.shared:
-                tab[0] = spec.shared[0].table
-            for le, e in enumerate(self.layouts[t].experts):
-                tab[1 + le] = spec.experts[e].table
-            progs.append(f.program(table=tab))
-        return progs
+        """Every tile's program (the host plan's: every plan on the tile placed onto its state)."""
+        return [f.program() for f in self.hosts]
 
     def manifest(self) -> MoeManifest:
         spec, cfg, L = self.spec, self.cfg, self.cfg.lanes
@@ -446,7 +316,7 @@ class MoeTray:
         batch = -(-(self.T * spec.top_k * routed_v + shared_v) // (slices * self.T))
         slots = {key: dict(sp.outputs) for key, sp in self.slot_plans.items()}
         return MoeManifest(self.mapping, self.tiles, self.capacity, self.T, spec.H, spec.I, self.layouts, slots,
-                           dict(self.registers), [f.res.done_cycles() for f in self.hosts],
+                           dict(self.registers), [f.state.res.done_cycles() for f in self.hosts],
                            {"routed": routed_v, "shared": shared_v}, bound, batch)
 
     def rounds(self, indices) -> list[dict]:
@@ -459,7 +329,7 @@ class MoeTray:
         READ to its last y WRITE (or its last VOP, for a tp share without output blocks);
         None when the slot has no work on that tile (a tp share of no blocks)."""
         sp = self.slot_plans[(t, b, j)]
-        mine = [c for name in [*self.cfg.mem_names, "VXM"] for c, ins in sp.timed[name]
+        mine = [c for name in [*self.cfg.mem_names, "VXM"] for c, ins in sp.state.timed[name]
                 if getattr(ins, "base", 0) in (sp.w_reg, sp.v_reg)]
         return (min(mine), max(mine + [c for _, _, c in sp.outputs.values()])) if mine else None
 
@@ -494,7 +364,7 @@ class MoeTray:
         @functools.cache
         def y_of(e, b):
             p = padded_spec(self.spec.experts[e], L)
-            return ffn_int(p, _pad(self.x[b:b + 1], (1, p.H)))[0]
+            return ffn_int(p, pad(self.x[b:b + 1], (1, p.H)))[0]
 
         for (t, b, j), sp in self.slot_plans.items():
             e = assignment.get((t, b, j))
@@ -526,13 +396,13 @@ class MoeTray:
     def predicted_busy(self, assignment: dict) -> list[dict]:
         """Per tile, the busy counters one round reads: every slice's issues, minus those of
         the slots left off (a skipped READ or VOP is not counted)."""
-        out = [dict(f.res.busy()) for f in self.hosts]
+        out = [dict(f.state.res.busy()) for f in self.hosts]
         for (t, tok, j), sp in self.slot_plans.items():
             if (t, tok, j) not in assignment:
                 for name in [*self.cfg.mem_names, "VXM"]:
                     if out[t].get(name):      # the slot's issues that name its base registers skip
                         reg = sp.v_reg if name == "VXM" else sp.w_reg
-                        out[t][name] -= sum(1 for _, ins in sp.timed[name] if getattr(ins, "base", 0) == reg)
+                        out[t][name] -= sum(1 for _, ins in sp.state.timed[name] if getattr(ins, "base", 0) == reg)
         return out
 
     def outputs(self, assignment: dict, memories: list) -> tuple[dict, np.ndarray]:

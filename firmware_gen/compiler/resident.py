@@ -24,7 +24,11 @@ from lpu_arch.isa import Instr
 from lpu_arch.vxm import VXM_FIELDS, identity_tables
 
 from firmware_gen.golden import archmodel
-from firmware_gen.compiler.ffn import CompileError, FfnPlan, Manifest, _pad, output_matrix, vector_bytes, x_image
+from firmware_gen.compiler import CompileError
+from firmware_gen.compiler.blocks import pad, vector_bytes, x_image
+from firmware_gen.compiler.ffn import FfnPlan
+from firmware_gen.compiler.ffn_manifest import Manifest, output_matrix
+from firmware_gen.compiler.tile_state import TileState
 from firmware_gen.golden.numerics import FfnSpec, NumericsError, ffn_int
 from firmware_gen.program import Program
 
@@ -62,7 +66,7 @@ class ResidentLayer:
         integer FFN at the compiler's cycles."""
         L = self.lanes
         y = ffn_int(self.spec, np.atleast_2d(np.asarray(x_int8, np.int64)))
-        yp = _pad(y, (y.shape[0], self.manifest.padded[0]))
+        yp = pad(y, (y.shape[0], self.manifest.padded[0]))
         return sorted(((self.write_cycles[(b, j)], m, a, vector_bytes(yp[b], j, L))
                        for (b, j), (m, a) in self.manifest.outputs.items()),
                       key=lambda w: (w[0], self.program.config.position(w[1])))
@@ -100,19 +104,28 @@ class ResidentModel:
 
 
 class LayerStack:
-    """One tile's resident layers so far: the MEM rows and VXM parameter entries they take
-    and the weights they leave; each new layer's plan starts where they end."""
+    """One tile's resident layers so far: the MEM rows and VXM parameter entries they take,
+    the weights they leave and the activation tables (layer l's at l); each new layer's
+    plan places onto a tile state that continues where they end (:meth:`state`)."""
 
     def __init__(self, cfg: TileConfig):
         self.cfg, self.n_params, self.params = cfg, 0, Program(cfg).vxm_params.copy()
         self.next_free = {m: 0 for m in cfg.mem_names}
         self.memory = {m: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for m in cfg.mem_names}
+        self.tables = identity_tables(cfg)
 
-    def start(self, plan: FfnPlan, l: int, where: str = "",
+    def state(self) -> TileState:
+        """The tile state the next layer places onto: its own reservation table, queues and
+        memory image, the rows and parameter entries from where the layers so far end (a
+        copy: a layer that does not place leaves the stack as it was), the stack's tables."""
+        return TileState(self.cfg, tables=self.tables, next_free=dict(self.next_free), n_params=self.n_params,
+                         params=self.params.copy())
+
+    def check(self, plan: FfnPlan, l: int, where: str = "",
               advice: str = "use a larger mem_depth or fewer layers (a model that does not fit runs on the golden "
                             "model only)") -> None:
-        """Start layer ``l``'s plan at the free rows and parameter entries, or raise a CompileError
-        naming the limit its ``capacity_needs`` exceed there (``where``: e.g. " on tile 3")."""
+        """A CompileError unless layer ``l``'s plan (on :meth:`state`) fits after the layers so
+        far, naming the limit its ``capacity_needs`` exceed there (``where``: e.g. " on tile 3")."""
         cfg, need = self.cfg, plan.capacity_needs()
         rows = max(self.next_free.values()) + need["mem_depth"]
         if rows > cfg.mem_depth:
@@ -121,14 +134,15 @@ class LayerStack:
         if self.n_params + need["vxm_param_depth"] > cfg.vxm_param_depth:
             raise CompileError(f"layers 0..{l} need {self.n_params + need['vxm_param_depth']} VXM parameter "
                                f"entries{where}; the VXM has vxm_param_depth = {cfg.vxm_param_depth}")
-        plan.next_free, plan.n_params, plan.params = dict(self.next_free), self.n_params, self.params.copy()
 
-    def add(self, plan: FfnPlan, l: int) -> None:
-        """Take layer ``l``'s placed plan, its parameter entries naming activation table l."""
-        plan.params[self.n_params:plan.n_params, :, VXM_FIELDS.index("table")] = l
-        self.next_free, self.n_params, self.params = dict(plan.next_free), plan.n_params, plan.params
+    def add(self, state: TileState, l: int, table) -> None:
+        """Take layer ``l``'s placement (the :meth:`state` its plan placed onto), its parameter
+        entries naming activation table l, which is ``table``."""
+        state.params[self.n_params:state.n_params, :, VXM_FIELDS.index("table")] = l
+        self.next_free, self.n_params, self.params = dict(state.next_free), state.n_params, state.params
         for m in self.memory:
-            self.memory[m] |= plan.memory[m]
+            self.memory[m] |= state.memory[m]
+        self.tables[l] = table
 
 
 def check_layers(specs: list, cfg: TileConfig) -> None:
@@ -165,7 +179,7 @@ def compile_resident(specs: list, cfg: TileConfig | None = None, batch: int = 1)
     a model that does not fit is a CompileError naming what it needs and the limit."""
     cfg = cfg or TileConfig.default()
     check_layers(specs, cfg)
-    stack, tables, plans = LayerStack(cfg), identity_tables(cfg), []
+    stack, plans = LayerStack(cfg), []
     for l, spec in enumerate(specs):
         if not isinstance(spec, FfnSpec):
             what = ("a MoE layer: MoE layers are not placed resident beside others (sim.flows.decode.run_moe_tray runs "
@@ -173,21 +187,20 @@ def compile_resident(specs: list, cfg: TileConfig | None = None, batch: int = 1)
                 else f"expected a numerics.FfnSpec, got {type(spec).__name__}"
             raise CompileError(f"layer {l}: {what}")
         try:
-            plan = FfnPlan(cfg, spec, np.zeros((batch, spec.H), np.int64))
+            plan = FfnPlan(cfg, spec, np.zeros((batch, spec.H), np.int64), state=stack.state())
         except (NumericsError, CompileError) as e:
             raise CompileError(f"layer {l}: {e}") from None
-        stack.start(plan, l)
-        stack.add(plan.compile(), l)
-        tables[l] = spec.table
+        stack.check(plan, l)
+        stack.add(plan.compile().state, l, spec.table)
         plans.append(plan)
-    progs = [plan.program(table=tables) for plan in plans]
+    progs = [plan.program() for plan in plans]        # (every layer's table in the stack's, shared)
     images, entries = stack_images(cfg, [[prog.images()] for prog in progs])
     layers = []
     for l, (plan, prog) in enumerate(zip(plans, progs)):
         prog.memory, prog.vxm_params = stack.memory, stack.params
         layers.append(ResidentLayer(l, specs[l], prog, plan.manifest(prog), entries[l], list(plan.x_rows),
                                     cfg.lanes, {k: v[2] for k, v in plan.outputs.items()}))
-    return ResidentModel(cfg, layers, images[0], stack.memory, stack.params, tables)
+    return ResidentModel(cfg, layers, images[0], stack.memory, stack.params, stack.tables)
 
 
 def run_layer(model: ResidentModel, layer: int, x_int8, memory: dict | None = None):

@@ -31,14 +31,18 @@ from lpu_arch import c2c
 from lpu_arch.config import TileConfig
 from lpu_arch.isa import C2C_LATENCY, EAST, SXM_LATENCY, WEST, Instr, Op, SxmFlag
 from lpu_arch.topology import Topology
-from lpu_arch.vxm import identity_tables
 
-from firmware_gen.compiler.ffn import SIDES, TOWARDS, CompileError, FfnPlan, HRoute, output_matrix, x_image
+from firmware_gen.compiler import CompileError
+from firmware_gen.compiler.blocks import x_image
+from firmware_gen.compiler.ffn import FfnPlan, HRoute
+from firmware_gen.compiler.ffn_manifest import output_matrix
 from firmware_gen.golden.numerics import FfnSpec, NumericsError
 from firmware_gen.program import Program
 from firmware_gen.compiler.reserve import take_deskew
 from firmware_gen.compiler.resident import LayerStack, check_layers, stack_images
 from firmware_gen.compiler.system import LinkBook
+from firmware_gen.compiler.tile_plan import weight_streams
+from firmware_gen.compiler.tile_state import SIDES, TOWARDS, TileState
 
 
 @dataclass
@@ -52,7 +56,7 @@ class TrayManifest:
 
     @property
     def bounds(self) -> dict:
-        """Every tile's bounds at their most (compile_ffn.BOUNDS) and the link bound."""
+        """Every tile's bounds at their most (ffn_manifest.BOUNDS) and the link bound."""
         out = {k: max(m.bounds[k] for m in self.tile) for k in self.tile[0].bounds}
         return {**out, "link": self.link_bound}
 
@@ -93,17 +97,26 @@ def tray_parts(probe: FfnPlan, tiles: int, rotate: int = 0) -> tuple[list, list]
     return _split(probe.KI, tiles), [part_j[(t - rotate) % tiles] for t in range(tiles)]
 
 
-def tray_links(cfg: TileConfig, plans: list) -> dict:
-    """The link state of a tray whose tile t runs ``plans[t]``: its topology, SEND-to-RECV
-    distance ``D``, link bookings and the streams for h traffic (those the weights, 0..n-1,
-    and x/h, n, do not use first).  Every tile's deskews are reserved here, before anything
+@dataclass
+class TrayLinks:
+    """The links of a tray, shared by every placement on its tiles (:func:`tray_links`)."""
+    topo: Topology
+    D: int                     # SEND-to-RECV distance (c2c.min_distance)
+    book: LinkBook             # every link's sends and receives so far
+    spare: list                # the streams for h traffic, in order of preference
+
+
+def tray_links(cfg: TileConfig, states: list[TileState]) -> TrayLinks:
+    """The links of a tray whose tile t places onto ``states[t]``: its topology, SEND-to-RECV
+    distance, link bookings and the streams for h traffic (those the weights, 0..n-1, and
+    x/h, n, do not use first).  Every tile's deskews are reserved here, before anything
     else; those past the tile's work go at the end (:meth:`FfnPlan.program`)."""
-    n = plans[0].n
-    for f in plans:
+    n = weight_streams(cfg)
+    for state in states:
         for c in range(0, 1 << 16, c2c.deskew_interval(cfg)):
-            take_deskew(cfg, f.res, f.timed, c)
-    return dict(topo=Topology(len(plans)), D=c2c.min_distance(cfg), book=LinkBook(cfg, len(plans)),
-                spare=list(range(n + 1, cfg.streams)) + [n] + list(range(n)))
+            take_deskew(cfg, state.res, state.timed, c)
+    return TrayLinks(Topology(len(states)), c2c.min_distance(cfg), LinkBook(cfg, len(states)),
+                     list(range(n + 1, cfg.streams)) + [n] + list(range(n)))
 
 
 class MulticastH(HRoute):
@@ -111,7 +124,7 @@ class MulticastH(HRoute):
     both C2C slices, and each multicasts it (``SENDM``) on its links to the other tiles,
     whose plans receive it into their MXMs' x slots."""
 
-    def __init__(self, tray: "_Tray", tile: int):
+    def __init__(self, tray: "TrayPlan", tile: int):
         self.tray, self.tile = tray, tile
 
     def fits(self, plan, t_vop, i, b):
@@ -125,19 +138,45 @@ class _Overflow(Exception):
     """A deferred RECV would overflow its receive buffer: compile again, receiving at once."""
 
 
-class _Tray:
-    """The placement of one FFN on a tray.  ``share``: another tray whose tiles this one's
-    plans continue (its links' bookings, streams and deskews; ``make_plan(t, i_blocks,
-    j_blocks, h_route)`` builds tile t's plan on them, e.g. an MoE slot, ``moe_tray.py``),
-    each tile's blocks given by ``parts`` (:func:`tray_parts`)."""
+class TrayPlan:
+    """The placement of one FFN on a tray: each tile's share of it (:func:`tray_parts`), an
+    :class:`FfnPlan` whose h leaves through :class:`MulticastH`, and the links they share.
 
-    def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int, defer: bool = True, share=None,
-                 make_plan=None, parts=None):
+    Parameters
+    ----------
+    cfg, spec, x
+        The tile, the quantised FFN and its int8 input.
+    tiles : int
+        The tray's tiles, 2, 4 or 8.
+    defer : bool
+        Receive the h vectors after every tile's phase 1 (:meth:`receive`), or each as soon
+        as it is sent (when deferring would overflow a receive buffer, :func:`plan_tray`).
+    states : list of TileState, optional
+        Per tile, the state its plan places onto (a resident model's layer, after the
+        earlier ones); default: fresh tiles.
+    links : TrayLinks, optional
+        The links of another placement whose tiles this one continues (an MoE slot beside
+        the shared expert, ``moe_tray.py``); then ``make_plan(t, i_blocks, j_blocks,
+        h_route)`` builds tile t's plan on that tile's state, with the blocks ``parts``
+        (:func:`tray_parts`) give it.
+
+    Members
+    -------
+    plans : list of FfnPlan
+        Each tile's plan.
+    links : TrayLinks
+        The tray's links, their bookings and the streams for h.
+    transfers : int
+        The h vectors sent over links so far.
+    """
+
+    def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int, defer: bool = True,
+                 states: list | None = None, links: TrayLinks | None = None, make_plan=None, parts=None):
         self.defer, self.deferred, self.transfers = defer, [], 0
-        if share is not None:
-            self.topo, self.cfg, self.D, self.book, self.spare = share.topo, share.cfg, share.D, share.book, share.spare
+        if links is not None:
+            self.cfg, self.links = cfg, links
             self.part_i, self.part_j = parts
-            self.f = [make_plan(t, self.part_i[t], self.part_j[t], MulticastH(self, t)) for t in range(tiles)]
+            self.plans = [make_plan(t, self.part_i[t], self.part_j[t], MulticastH(self, t)) for t in range(tiles)]
             return
         self.cfg = cfg = tray_config(cfg, tiles)
         L = cfg.lanes
@@ -149,13 +188,14 @@ class _Tray:
                                f"({mats} matrices of {Hp}x{Ip} after padding); the tray's SRAM holds "
                                f"{have} bytes ({tiles} x {cfg.mem_bytes})")
         self.part_i, self.part_j = tray_parts(FfnPlan(cfg, spec, x, i_blocks=[], j_blocks=[]), tiles)
-        self.f = []
+        self.plans = []
         for t in range(tiles):
             try:
-                self.f.append(FfnPlan(cfg, spec, x, self.part_i[t], self.part_j[t], h_route=MulticastH(self, t)))
+                self.plans.append(FfnPlan(cfg, spec, x, self.part_i[t], self.part_j[t], h_route=MulticastH(self, t),
+                                          state=None if states is None else states[t]))
             except CompileError as e:
                 raise CompileError(f"tile {t} of {tiles}: {e}") from None
-        vars(self).update(tray_links(cfg, self.f))
+        self.links = tray_links(cfg, [f.state for f in self.plans])
 
     def compile(self, before_phase2=None):
         """Place the FFN; ``before_phase2(self)``, if given, places more work on the tiles once
@@ -170,9 +210,9 @@ class _Tray:
     def phase1(self, place_x: bool = True):
         """x into every tile (``place_x``), then every tile's h blocks, multicast as they are made."""
         if place_x:
-            for f in self.f:
+            for f in self.plans:
                 f.place_x()
-        for f in self.f:
+        for f in self.plans:
             f.phase1()              # h leaves every tile through its MulticastH route
 
     def receive(self):
@@ -181,13 +221,13 @@ class _Tray:
         # A tile whose only output block runs on both MXMs, each over half of h, takes each
         # received h vector into one MXM only: the one next to the C2C slice it arrives at,
         # the earliest arrivals moved to the other where the halves would be unequal.
-        single = [len(f.j_blocks) == 1 and f.B == 1 for f in self.f]
+        single = [len(f.j_blocks) == 1 and f.B == 1 for f in self.plans]
         deferred = sorted(self.deferred, key=lambda d: d[3])
-        side_of = [{} for _ in self.f]
+        side_of = [{} for _ in self.plans]
         for t, u, link, s, i, slot, who in deferred:
             if single[u]:
-                side_of[u][i] = "MXM_W" if self.cfg.link_slice(self.topo.peer(t, link)[1]) == "C2C_W" else "MXM_E"
-        for u, f in enumerate(self.f):
+                side_of[u][i] = "MXM_W" if self.cfg.link_slice(self.links.topo.peer(t, link)[1]) == "C2C_W" else "MXM_E"
+        for u, f in enumerate(self.plans):
             if not single[u]:
                 continue
             sides = side_of[u]
@@ -213,10 +253,10 @@ class _Tray:
     def phase2(self):
         """Every tile's output blocks over all of h, in arrival order."""
         single, side_of = self.single, self.side_of
-        for t, f in enumerate(self.f):
+        for t, f in enumerate(self.plans):
             if not f.j_blocks:
                 continue
-            ready = {side: {i: max(f.slot_ready[side].get(f.h_slot(i, b), 1 << 62) for b in range(f.B))
+            ready = {side: {i: max(f.state.slot_ready[side].get(f.h_slot(i, b), 1 << 62) for b in range(f.B))
                             for i in range(f.KI)} for side in SIDES}
             if not single[t]:
                 f.phase2(sorted(range(f.KI), key=lambda i: (max(ready[s][i] for s in SIDES), i)))
@@ -228,17 +268,17 @@ class _Tray:
 
     def _multicast_h(self, t, t_v, i, b, dry) -> bool:
         """SENDM of h (driven by the VXM on ``t_v``) from tile t's C2C slices to every other tile."""
-        cfg, pos, ft = self.cfg, self.cfg.position, self.f[t]
-        v = cfg.vxm_position
+        cfg, pos, links, ft = self.cfg, self.cfg.position, self.links, self.plans[t]
+        v, state = cfg.vxm_position, ft.state
         by_slice = {}
-        for u in range(self.topo.tiles):
+        for u in range(links.topo.tiles):
             if u != t:
-                link = self.topo.link_to(t, u)
+                link = links.topo.link_to(t, u)
                 by_slice.setdefault(cfg.link_slice(link), []).append((u, link))
         sends = {}
         for cs, peers in by_slice.items():
             s = t_v + cfg.vxm_latency + abs(v - pos(cs))
-            if not (ft.res.slot_free(cs, s) and all(self.book.send_free(t, link, s) for _, link in peers)):
+            if not (state.res.slot_free(cs, s) and all(links.book.send_free(t, link, s) for _, link in peers)):
                 return False
             recvs = [None if self.defer else self._recv_plan(t, u, link, s) for u, link in peers]
             if not self.defer and None in recvs:       # a receive buffer would overflow: the producer waits
@@ -248,12 +288,12 @@ class _Tray:
             return True
         for cs, (s, peers, recvs) in sends.items():
             d = WEST if pos(cs) < v else EAST
-            ft.res.take_slot(cs, s, f"h block {i} col {b} SENDM")
-            ft.emit(cs, s, Instr.compute(Op.SENDM, ft.lx_stream, d, links=sum(1 << link for _, link in peers)))
+            state.res.take_slot(cs, s, f"h block {i} col {b} SENDM")
+            state.emit(cs, s, Instr.compute(Op.SENDM, ft.lx_stream, d, links=sum(1 << link for _, link in peers)))
             for (u, link), plan in zip(peers, recvs):
-                args = (self.f[u].h_slot(i, b), f"h block {i} col {b} tile {t} -> {u}")
+                args = (self.plans[u].h_slot(i, b), f"h block {i} col {b} tile {t} -> {u}")
                 if self.defer:
-                    self.book.take_send(t, link, s)
+                    links.book.take_send(t, link, s)
                     self.deferred.append((t, u, link, s, i) + args)
                 else:
                     self._receive(t, u, link, s, plan, *args)
@@ -264,41 +304,43 @@ class _Tray:
         its C2C slice, SXM, streams and both MXMs are free; None when the vector would wait
         there while the receive buffer already holds ``rx_depth`` others (the buffer's
         capacity is a constraint on the send, never a reason to reject an FFN)."""
-        _, rlink = self.topo.peer(t, link)
+        links = self.links
+        _, rlink = links.topo.peer(t, link)
         cr = self.cfg.link_slice(rlink)
-        v = self.book.first_recv(u, rlink, s, self.D)
-        while (got := self._recv_path(self.f[u], cr, v, sides)) is None:
+        v = links.book.first_recv(u, rlink, s, links.D)
+        while (got := self._recv_path(self.plans[u], cr, v, sides)) is None:
             v += 1
-        return (rlink, cr, v) + got if self.book.depth_ok(u, rlink, s, v) else None
+        return (rlink, cr, v) + got if links.book.depth_ok(u, rlink, s, v) else None
 
     def _receive(self, t, u, link, s, plan, slot, who):
         """RECV on tile u (on ``plan`` from :meth:`_recv_plan`) of the vector tile t sent on
         ``link`` on ``s``, into the x ``slot`` of the MXMs the plan names."""
-        pos, fu = self.cfg.position, self.f[u]
+        pos, fu = self.cfg.position, self.plans[u]
+        state = fu.state
         rlink, cr, v, sx, d_rx, st_rx, st_out, arrive = plan
         recv = Instr.compute(Op.RECV, st_rx, d_rx, link=rlink)
-        fu.res.take_slot(cr, v, who)
-        fu.emit(cr, v, recv)
+        state.res.take_slot(cr, v, who)
+        state.emit(cr, v, recv)
         if sx is None:                     # straight from the C2C slice to the one MXM
             (side,) = arrive
-            fu.res.take_drives(cr, v, recv, pos(side), who)
+            state.res.take_drives(cr, v, recv, pos(side), who)
             ways = {side: d_rx}
             st_out = st_rx
         else:                              # through the SXM, which drives it both ways (to both MXMs)
             t_sx = v + C2C_LATENCY + 1
             ways = TOWARDS
             shift = Instr.compute(Op.SHIFT, st_rx, d_rx, k=0, out=st_out, flags=SxmFlag.OUT_W | SxmFlag.OUT_E)
-            fu.res.take_drives(cr, v, recv, pos(sx), who)
-            fu.res.take_slot(sx, t_sx, who)
-            fu.res.take_drives(sx, t_sx, shift, {d: pos(side) for side, d in ways.items()}, who)
-            fu.emit(sx, t_sx, shift)
+            state.res.take_drives(cr, v, recv, pos(sx), who)
+            state.res.take_slot(sx, t_sx, who)
+            state.res.take_drives(sx, t_sx, shift, {d: pos(side) for side, d in ways.items()}, who)
+            state.emit(sx, t_sx, shift)
         for side, d in ways.items():
-            fu.res.take_slot(fu.ldr(side), arrive[side], who + f" LX {side}")
-            fu.emit(fu.ldr(side), arrive[side], Instr.lx(st_out, d, slot))
-            fu.slot_ready[side][slot] = arrive[side] + 1
+            state.res.take_slot(fu.ldr(side), arrive[side], who + f" LX {side}")
+            state.emit(fu.ldr(side), arrive[side], Instr.lx(st_out, d, slot))
+            state.slot_ready[side][slot] = arrive[side] + 1
         if not self.defer:
-            self.book.take_send(t, link, s)
-        self.book.take_recv(u, rlink, s, v)
+            self.links.book.take_send(t, link, s)
+        self.links.book.take_recv(u, rlink, s, v)
         self.transfers += 1
 
     def _recv_path(self, fu, cr, v, sides=SIDES):
@@ -306,42 +348,45 @@ class _Tray:
         or None when no stream or slot is free.  One MXM: the C2C slice drives the vector
         straight to it (``sx`` None, ``st_out`` None).  Both: it goes to the SXM next to the
         C2C slice (``sx``), whose ``SHIFT k=0`` drives it both ways on ``st_out``."""
-        pos = self.cfg.position
+        pos, res, spare = self.cfg.position, fu.state.res, self.links.spare
         t_drive = v + C2C_LATENCY
         if len(sides) == 1:
             (side,) = sides
             d = WEST if pos(side) < pos(cr) else EAST
             arrive = {side: t_drive + abs(pos(cr) - pos(side))}
             slots = [(cr, v), (fu.ldr(side), arrive[side])]         # the RECV's and the LX's
-            st = fu.res.free_stream(d, pos(cr), pos(side), t_drive, self.spare, slots)
+            st = res.free_stream(d, pos(cr), pos(side), t_drive, spare, slots)
             return None if st is None else (None, d, st, None, arrive)
         sx = "SXM_W" if cr == "C2C_W" else "SXM_E"
         d_rx = WEST if sx == "SXM_W" else EAST
         t_sx = t_drive + 1
-        st_rx = fu.res.free_stream(d_rx, pos(cr), pos(sx), t_drive, self.spare, [(cr, v), (sx, t_sx)])
+        st_rx = res.free_stream(d_rx, pos(cr), pos(sx), t_drive, spare, [(cr, v), (sx, t_sx)])
         if st_rx is None:
             return None
         arrive = {side: t_sx + SXM_LATENCY + abs(pos(sx) - pos(side)) for side in sides}
-        if not all(fu.res.slot_free(fu.ldr(side), arrive[side]) for side in sides):
+        if not all(res.slot_free(fu.ldr(side), arrive[side]) for side in sides):
             return None
-        for st in self.spare:
-            if all(fu.res.stream_free(d, st, pos(sx), pos(side), t_sx + SXM_LATENCY)
+        for st in spare:
+            if all(res.stream_free(d, st, pos(sx), pos(side), t_sx + SXM_LATENCY)
                    for side, d in TOWARDS.items()):
                 return sx, d_rx, st_rx, st, arrive
         return None
 
     def programs(self) -> list[Program]:
-        return [f.program() for f in self.f]
+        """Every tile's program (:meth:`FfnPlan.program`)."""
+        return [f.program() for f in self.plans]
 
 
-def plan_tray(cfg: TileConfig, spec: FfnSpec, x, tiles: int, before_phase2=None, prepare=None) -> "_Tray":
+def plan_tray(cfg: TileConfig, spec: FfnSpec, x, tiles: int, before_phase2=None, states=None,
+              prepare=None) -> TrayPlan:
     """The tray's placed plans: receives deferred past every tile's phase 1, or, when a
     receive buffer would overflow that way, each vector received as soon as it can be.
-    ``before_phase2(tray)``: see :meth:`_Tray.compile`; ``prepare(tray)``: called on each
-    attempt before anything is placed (e.g. to start every tile's plan at the rows and
-    parameter entries earlier layers left free, :func:`compile_resident_tray`)."""
+    ``before_phase2(tray)``: see :meth:`TrayPlan.compile`; ``states()``: each attempt's tile
+    states (e.g. continuing where earlier layers end, :func:`compile_resident_tray`);
+    ``prepare(tray)``: called on each attempt before anything is placed (e.g. to check that
+    each tile's plan fits there)."""
     def attempt(defer):
-        tr = _Tray(cfg, spec, x, tiles, defer=defer)
+        tr = TrayPlan(cfg, spec, x, tiles, defer=defer, states=None if states is None else states())
         if prepare is not None:
             prepare(tr)
         return tr.compile(before_phase2)
@@ -360,19 +405,20 @@ def compile_ffn_tray(spec: FfnSpec, x, cfg: TileConfig | None = None, tiles: int
     return ly.programs, ly.manifest
 
 
-def _compile_tray(spec: FfnSpec, x, cfg: TileConfig | None, tiles: int, prepare=None):
-    """The :class:`TrayLayer` of ``x`` and the placed :class:`_Tray`."""
+def _compile_tray(spec: FfnSpec, x, cfg: TileConfig | None, tiles: int, states=None, prepare=None):
+    """The :class:`TrayLayer` of ``x`` and the placed :class:`TrayPlan` (``states``,
+    ``prepare``: :func:`plan_tray`)."""
     cfg = cfg or TileConfig.default()
     try:
-        tr = plan_tray(cfg, spec, x, tiles, prepare=prepare)
+        tr = plan_tray(cfg, spec, x, tiles, states=states, prepare=prepare)
     except NumericsError as e:
         raise CompileError(str(e)) from None
     progs = tr.programs()
-    mans = [f.manifest(p, tiles) for f, p in zip(tr.f, progs)]
-    busy = sum(len(b) for per_tile in tr.book.busy for b in per_tile)
-    per_link = max(len(p.i_blocks) for p in tr.f) * tr.f[0].B  # each tile's h, to each other tile on its own link
-    man = TrayManifest(tiles, mans, tr.transfers, busy, tr.D, per_link * tr.cfg.flits_per_vector)
-    return TrayLayer(spec, progs, man, [list(f.x_rows) for f in tr.f]), tr
+    mans = [f.manifest(p, tiles) for f, p in zip(tr.plans, progs)]
+    busy = sum(len(b) for per_tile in tr.links.book.busy for b in per_tile)
+    per_link = max(len(p.i_blocks) for p in tr.plans) * tr.plans[0].B  # each tile's h, to each other tile on its link
+    man = TrayManifest(tiles, mans, tr.transfers, busy, tr.links.D, per_link * tr.cfg.flits_per_vector)
+    return TrayLayer(spec, progs, man, [list(f.x_rows) for f in tr.plans]), tr
 
 
 @dataclass
@@ -437,25 +483,24 @@ def compile_resident_tray(specs: list, cfg: TileConfig | None = None, tiles: int
     check_layers(specs, cfg)
     tcfg = tray_config(cfg, tiles)
     stacks = [LayerStack(tcfg) for _ in range(tiles)]
-    tables = identity_tables(cfg)
     compiled = []
     for l, spec in enumerate(specs):
         if not isinstance(spec, FfnSpec):
             raise CompileError(f"layer {l}: expected a dense numerics.FfnSpec, got {type(spec).__name__}")
 
-        def prepare(tr, l=l):
-            for t, f in enumerate(tr.f):
-                stacks[t].start(f, l, f" on tile {t}", "use more tiles, a larger mem_depth or fewer layers")
+        def check(tr, l=l):
+            for t, f in enumerate(tr.plans):
+                stacks[t].check(f, l, f" on tile {t}", "use more tiles, a larger mem_depth or fewer layers")
         try:
-            layer, tr = _compile_tray(spec, np.zeros((1, spec.H), np.int64), cfg, tiles, prepare)
+            layer, tr = _compile_tray(spec, np.zeros((1, spec.H), np.int64), cfg, tiles,
+                                      states=lambda: [stack.state() for stack in stacks], prepare=check)
         except CompileError as e:
             raise CompileError(f"layer {l}: {e}") from None
-        for stack, f in zip(stacks, tr.f):
-            stack.add(f, l)
-        tables[l] = spec.table
+        for stack, f in zip(stacks, tr.plans):
+            stack.add(f.state, l, spec.table)
         compiled.append(layer)
     images, entries = stack_images(tcfg, [[p.images() for p in ly.programs] for ly in compiled])
-    layers = [dataclasses.replace(ly, programs=[Program(tcfg, p.queues, st.memory, st.params, tables)
+    layers = [dataclasses.replace(ly, programs=[Program(tcfg, p.queues, st.memory, st.params, st.tables)
                                                 for p, st in zip(ly.programs, stacks)]) for ly in compiled]
     return ResidentTray(layers, entries, images, [st.memory for st in stacks],
                         [dict(st.next_free) for st in stacks])

@@ -56,8 +56,11 @@ from lpu_arch.errors import LpuError
 
 from firmware_gen.golden import archmodel
 from firmware_gen.host import models as _models
-from firmware_gen.chart import _target, pyplot, save_figure
-from firmware_gen.compiler.ffn import CompileError, compile_ffn, output_matrix, weight_streams
+from firmware_gen.chart import chart_path as _target, pyplot, save_figure
+from firmware_gen.compiler import CompileError
+from firmware_gen.compiler.ffn import compile_ffn
+from firmware_gen.compiler.ffn_manifest import output_matrix
+from firmware_gen.compiler.tile_plan import weight_streams
 from firmware_gen.golden.numerics import FfnSpec, NumericsError, activation_table, ffn_int, quantise_scale
 
 # ---- figures --------------------------------------------------------------------------------

@@ -109,7 +109,7 @@ def batched(specs: list, cfg: TileConfig, batch: int = BATCH, seed: int = 5) -> 
     the golden model with random int8 inputs: its cycles as the compiler predicts and y
     bit-exact against ``numerics.ffn_int``; tokens/s at ``CLOCK_MHZ`` from the wall cycles
     (cycles + ``START_CYCLES`` per layer), all ``batch`` sequences together."""
-    from firmware_gen.compiler.ffn import CompileError
+    from firmware_gen.compiler import CompileError
     from firmware_gen.golden.numerics import ffn_int
     from firmware_gen.compiler.resident import compile_resident, run_layer
     try:

@@ -23,7 +23,8 @@ import time
 import numpy as np
 
 from firmware_gen.golden import archmodel
-from firmware_gen.compiler.ffn import compile_ffn, output_matrix
+from firmware_gen.compiler.ffn import compile_ffn
+from firmware_gen.compiler.ffn_manifest import output_matrix
 from firmware_gen.golden.numerics import ffn_int
 from firmware_gen.host.models import MODELS
 from firmware_gen.host.plan import synthetic_swiglu

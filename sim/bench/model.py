@@ -19,7 +19,8 @@ import numpy as np
 from lpu_arch import TileConfig
 
 from firmware_gen.golden import archmodel
-from firmware_gen.compiler.ffn import compile_ffn, example_ffn
+from firmware_gen.compiler.ffn import compile_ffn
+from firmware_gen.compiler.ffn_example import example_ffn
 from firmware_gen.compiler.fit import fit_ffn
 from firmware_gen.golden.numerics import error_report, ffn_int
 from firmware_gen.host.weights import find_packaged_model

@@ -46,7 +46,8 @@ try:
 except ImportError:
     from firmware_gen import TileConfig
 try:
-    from firmware_gen.compiler.ffn import compile_ffn, example_ffn
+    from firmware_gen.compiler.ffn import compile_ffn
+    from firmware_gen.compiler.ffn_example import example_ffn
     from sim.harness import runner
     TB = "sim.tb.speed"
 except ImportError:        # a reference checkout from before the packages by role

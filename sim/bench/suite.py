@@ -37,7 +37,9 @@ import numpy as np
 from lpu_arch import TileConfig
 
 from firmware_gen.golden import archmodel
-from firmware_gen.compiler.ffn import CompileError, compile_ffn, example_ffn
+from firmware_gen.compiler import CompileError
+from firmware_gen.compiler.ffn import compile_ffn
+from firmware_gen.compiler.ffn_example import example_ffn
 from firmware_gen.golden.numerics import ffn_int
 from firmware_gen.compiler.schedule import Scheduler
 

@@ -204,7 +204,7 @@ def _ffn_options(p: argparse.ArgumentParser):
 def _example_from_args(args, default=None, dtype: str = "int8"):
     """The FFN the options describe (quantised as ``dtype``, not compiled): --weights or a
     random one (:func:`_shape`, ``default`` its H and I when not given)."""
-    from firmware_gen.compiler.ffn import example_ffn
+    from firmware_gen.compiler.ffn_example import example_ffn
     if _weights_given(args):
         from sim.harness.compiled import example_from_weights
         return example_from_weights(args.weights, kind=args.kind, activation=args.activation, layer=args.layer,
@@ -657,7 +657,7 @@ def _decode_tray(args, base, model) -> int:
     """``lpu decode --experts E`` (every FFN a MoE layer) or ``--tiles N`` (a dense model):
     each FFN run on a tray of ``--tiles`` tiles by the system golden model
     (``decode.run_moe_tray``, ``decode.run_dense_tray``)."""
-    from firmware_gen.compiler.ffn import CompileError
+    from firmware_gen.compiler import CompileError
     from firmware_gen.host.decoder import calibrate, synthetic
 
     from sim.flows.decode import run_dense_tray_any, run_moe_tray, run_tray_rtl

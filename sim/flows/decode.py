@@ -19,7 +19,7 @@ import numpy as np
 
 from firmware_gen.golden import archmodel
 from firmware_gen.host.decoder import Decoder, IntFfn, calibrate, generate, synthetic
-from firmware_gen.compiler.ffn import CompileError
+from firmware_gen.compiler import CompileError
 from firmware_gen.golden.moe import MoeSpec, MoeStages, moe_int
 from firmware_gen.compiler.moe_tray import compile_moe
 from firmware_gen.golden.numerics import FfnSpec, ffn_int

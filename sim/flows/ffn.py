@@ -14,7 +14,7 @@ import numpy as np
 from lpu_arch import TileConfig
 
 from firmware_gen.golden import archmodel
-from firmware_gen.compiler.ffn import output_matrix
+from firmware_gen.compiler.ffn_manifest import output_matrix
 from firmware_gen.compiler.schedule import Scheduler
 
 from sim.harness.runner import BUILD, SimSetupError, TileSim, job, observed_events

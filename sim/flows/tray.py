@@ -22,7 +22,9 @@ import numpy as np
 from lpu_arch import ConfigError, TileConfig, c2c
 
 from firmware_gen.golden import archmodel
-from firmware_gen.compiler.ffn import CompileError, compile_ffn, example_ffn
+from firmware_gen.compiler import CompileError
+from firmware_gen.compiler.ffn import compile_ffn
+from firmware_gen.compiler.ffn_example import example_ffn
 from lpu_arch.hostmap import link_fault_names
 from firmware_gen.golden.numerics import ffn_int
 from lpu_arch.topology import Topology

@@ -28,7 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from firmware_gen.compiler.ffn import BOUNDS, Example, Manifest, compile_ffn, example_ffn
+from firmware_gen.compiler.ffn import compile_ffn
+from firmware_gen.compiler.ffn_example import Example, example_ffn
+from firmware_gen.compiler.ffn_manifest import BOUNDS, Manifest
 from lpu_arch.config import TileConfig
 from lpu_arch.errors import LpuError
 from firmware_gen.golden.numerics import (ACTIVATIONS, FfnSpec, NumericsError, activation_quantiser, dequantise,

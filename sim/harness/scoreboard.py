@@ -178,7 +178,7 @@ def check_run(observed: dict, golden: RunResult, predicted_writes=None, predicte
     if manifest is not None:
         lanes = next(iter(golden.memory.values())).shape[1]
         if y is None:
-            from firmware_gen.compiler.ffn import output_matrix
+            from firmware_gen.compiler.ffn_manifest import output_matrix
             y, what = output_matrix(manifest, golden.memory, lanes, manifest.H), "golden model"
         else:
             what = "integer FFN"

@@ -23,7 +23,8 @@ from firmware_gen.golden import archmodel
 from firmware_gen.check import (DOUBLE, LINK_EARLY, LINK_OVERFLOW, LINK_OVERRUN, LINK_UNMATCHED, MXM_STATE,
                                 PROGRAM, REPLACED, UNDRIVEN, CheckError, Problem, check_program, check_system,
                                 require_clean)
-from firmware_gen.compiler.ffn import StoreH, compile_ffn, example_ffn
+from firmware_gen.compiler.ffn import StoreH, compile_ffn
+from firmware_gen.compiler.ffn_example import example_ffn
 from firmware_gen.program import Program
 from firmware_gen.compiler.tray import compile_ffn_tray
 

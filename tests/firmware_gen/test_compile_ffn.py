@@ -11,7 +11,10 @@ from lpu_arch import TileConfig
 from lpu_arch.isa import Instr, Op
 
 from firmware_gen.golden import archmodel
-from firmware_gen.compiler.ffn import CompileError, StoreH, compile_ffn, example_ffn, output_matrix
+from firmware_gen.compiler import CompileError
+from firmware_gen.compiler.ffn import StoreH, compile_ffn
+from firmware_gen.compiler.ffn_example import example_ffn
+from firmware_gen.compiler.ffn_manifest import output_matrix
 from firmware_gen.golden.numerics import FfnSpec, NumericsError, ffn_hidden, ffn_int
 from firmware_gen.compiler.reserve import lower
 
@@ -156,7 +159,7 @@ def test_program_round_trips_through_json():
 def test_no_schedule_beats_a_bound(preset, kind, H, I, batch):
     """Every bound the manifest reports is a lower bound on the compiled cycles (on one
     tile and on a tray of 2 and 4), and the tightest one is named."""
-    from firmware_gen.compiler.ffn import BOUNDS
+    from firmware_gen.compiler.ffn_manifest import BOUNDS
     from firmware_gen.compiler.tray import compile_ffn_tray
     cfg = TileConfig.load(*RAMP_TILE) if preset == "ramp" else TileConfig.preset(preset)
     ex = example_ffn(kind, H, I, batch, seed=5)
@@ -193,7 +196,8 @@ def test_ramp_blocks_start_the_mxms_early(layout, kind, H, I, batch):
     nearer slices alone could be loaded, the first blocks load from fewer slices (LW n below
     the weight streams): bit- and cycle-exact on the golden model, and never slower than
     without ramp blocks."""
-    from firmware_gen.compiler.ffn import FfnPlan, weight_streams
+    from firmware_gen.compiler.ffn import FfnPlan
+    from firmware_gen.compiler.tile_plan import weight_streams
     cfg = TileConfig.load(*RAMP_TILE).with_overrides([f"mxm_layout={layout}"])
     ex = example_ffn(kind, H, I, batch, seed=9)
     prog, man, _ = check_compiled(cfg, ex)
@@ -201,7 +205,7 @@ def test_ramp_blocks_start_the_mxms_early(layout, kind, H, I, batch):
     assert lw_n[0] < weight_streams(cfg) and lw_n[-1] == weight_streams(cfg)
     flat = FfnPlan(cfg, ex.spec, ex.x_int8)
     flat.ramp = False
-    assert man.cycles <= flat.compile().res.done_cycles()
+    assert man.cycles <= flat.compile().state.res.done_cycles()
 
 
 def test_center_layout_shortens_the_drain():

@@ -5,7 +5,10 @@ golden model (cycles and every write as predicted, y bit-exact)."""
 import numpy as np
 
 from firmware_gen.golden import archmodel
-from firmware_gen.compiler.ffn import compile_ffn, example_ffn, ffn_bounds, output_matrix, weight_streams
+from firmware_gen.compiler.ffn import compile_ffn
+from firmware_gen.compiler.ffn_example import example_ffn
+from firmware_gen.compiler.ffn_manifest import ffn_bounds, output_matrix
+from firmware_gen.compiler.tile_plan import weight_streams
 from firmware_gen.golden.numerics import ffn_int
 from lpu_arch.config import PRESET_CLOCK_MHZ, TileConfig
 

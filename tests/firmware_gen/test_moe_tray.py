@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from firmware_gen.golden import archmodel
-from firmware_gen.compiler.ffn import CompileError
+from firmware_gen.compiler import CompileError
 from firmware_gen.check import check_program, check_system
 from firmware_gen.golden.moe import example_moe, moe_int, route
 from firmware_gen.compiler.moe_tray import ROUTINGS, MoeError, compile_moe, forced_routing, rounds
@@ -131,6 +131,8 @@ def test_the_limits_are_named():
     ex = example_moe(E=16, top_k=4, shared=1, H=8, I=8, batch=1, seed=1)
     with pytest.raises(MoeError, match="activation tables"):
         compile_moe(ex.spec, ex.x_int8, TINY, tiles=1)
+    with pytest.raises(MoeError, match="tp mapping .* needs 2, 4 or 8 tiles"):
+        compile_moe(ex.spec, ex.x_int8, TINY, tiles=1, mapping="tp")
     with pytest.raises(MoeError, match="do not divide evenly"):
         compile_moe(example_moe(E=6, top_k=2, H=8, I=8, batch=1).spec, np.zeros((1, 8)), TINY, tiles=4)
     with pytest.raises(MoeError, match="capacity must be in 1..2"):

@@ -21,7 +21,10 @@ from firmware_gen.golden import archmodel
 
 from firmware_gen.golden import numerics
 from firmware_gen.check import check_program, check_system
-from firmware_gen.compiler.ffn import CompileError, compile_ffn, example_ffn, output_matrix
+from firmware_gen.compiler import CompileError
+from firmware_gen.compiler.ffn import compile_ffn
+from firmware_gen.compiler.ffn_example import example_ffn
+from firmware_gen.compiler.ffn_manifest import output_matrix
 from firmware_gen.golden.numerics import NumericsError, ffn_int
 from firmware_gen.compiler.tray import compile_ffn_tray, tray_output
 from lpu_arch import ConfigError, TileConfig

@@ -9,7 +9,9 @@ from lpu_arch.topology import TILE_COUNTS
 from lpu_arch import ConfigError, TileConfig
 
 from firmware_gen.golden import archmodel
-from firmware_gen.compiler.ffn import CompileError, compile_ffn, example_ffn
+from firmware_gen.compiler import CompileError
+from firmware_gen.compiler.ffn import compile_ffn
+from firmware_gen.compiler.ffn_example import example_ffn
 from firmware_gen.golden.numerics import ffn_int
 from lpu_arch.topology import Topology
 from firmware_gen.compiler.tray import compile_ffn_tray, tray_output

@@ -306,7 +306,8 @@ def test_fp8_checkpoint_compiles_for_an_fp8_tile(tmp_path):
     spec = nm.FfnSpec.from_float(w.kind, w.W1, w.W2, w.W3, x_calibration=w.x, activation=w.activation, dtype="fp8")
     assert spec.dtype == "fp8" and np.array_equal(spec.W1, codes)     # one block: one scale per row, exact
     from firmware_gen.golden import archmodel
-    from firmware_gen.compiler.ffn import compile_ffn, output_matrix
+    from firmware_gen.compiler.ffn import compile_ffn
+    from firmware_gen.compiler.ffn_manifest import output_matrix
     xq, _ = nm.quantise_activations_fp8(w.x, spec.x_scale)
     prog, man = compile_ffn(spec, xq, TileConfig.from_dict({**TileConfig.default().to_dict(), "mxm_dtype": "fp8"}))
     gold = archmodel.run(prog)

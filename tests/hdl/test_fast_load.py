@@ -23,7 +23,8 @@ from lpu_arch import TileConfig
 from lpu_arch.vxm import param_words, table_words
 
 from firmware_gen.golden import archmodel
-from firmware_gen.compiler.ffn import compile_ffn, example_ffn
+from firmware_gen.compiler.ffn import compile_ffn
+from firmware_gen.compiler.ffn_example import example_ffn
 from firmware_gen.golden.numerics import ffn_int
 from sim.harness.runner import job
 from sim.harness.scoreboard import check_run, diff_runs, output_rows

@@ -208,7 +208,9 @@ def test_fp8_ffn_matches_exact_rational_arithmetic(kind):
 
 
 def test_fp8_compile_errors():
-    from firmware_gen.compiler.ffn import CompileError, compile_ffn, example_ffn
+    from firmware_gen.compiler import CompileError
+    from firmware_gen.compiler.ffn import compile_ffn
+    from firmware_gen.compiler.ffn_example import example_ffn
     from lpu_arch.config import ConfigError, TileConfig
     fp8_tile = TileConfig.default().with_overrides(["mxm_dtype=fp8"])
     ex = example_ffn("swiglu", 16, 32, 1)

@@ -15,7 +15,8 @@ import pytest
 from lpu_arch import TileConfig, hostmap
 
 from firmware_gen.golden import archmodel
-from firmware_gen.compiler.ffn import compile_ffn, example_ffn
+from firmware_gen.compiler.ffn import compile_ffn
+from firmware_gen.compiler.ffn_example import example_ffn
 from lpu_arch.hostmap import Csr, Region
 from hdl.flows.size import elaborate, main
 

@@ -8,7 +8,8 @@ import pytest
 from lpu_arch import TileConfig
 
 from firmware_gen.golden import archmodel
-from firmware_gen.compiler.ffn import compile_ffn, example_ffn
+from firmware_gen.compiler.ffn import compile_ffn
+from firmware_gen.compiler.ffn_example import example_ffn
 from firmware_gen.golden.numerics import ffn_int
 from lpu_arch.hostmap import Status
 from lpu_arch.isa import Instr, Op

@@ -27,7 +27,8 @@ import re
 import pytest
 from amaranth.sim import Simulator
 
-from firmware_gen.compiler.ffn import compile_ffn, example_ffn
+from firmware_gen.compiler.ffn import compile_ffn
+from firmware_gen.compiler.ffn_example import example_ffn
 from firmware_gen.program import Program
 from hdl.units.icu import InstructionQueue
 from lpu_arch import TileConfig

@@ -133,7 +133,7 @@ def test_huge_weights_give_finite_numbers_and_strict_json(tmp_path, capsys):
     """Weights x 1e300 still fit float64: the compile works and every number it reports,
     the error against float included, is finite (strict JSON, no NaN)."""
     from firmware_gen.golden import archmodel
-    from firmware_gen.compiler.ffn import output_matrix
+    from firmware_gen.compiler.ffn_manifest import output_matrix
     code = cli.main(["compile", "--config", "tiny", "--weights", str(weights(tmp_path, 1e300)), "--json",
                      "--out", str(tmp_path / "o")])
     out = capsys.readouterr().out

@@ -212,7 +212,7 @@ def test_tray_ffn_on_two_tiles(simulator, kind, H, I, batch):
     and cycle count as the compiler predicted and the golden model computes.  In the
     12x40 case the sender's h is paced so that no receive buffer holds more than
     ``rx_depth`` vectors."""
-    from firmware_gen.compiler.ffn import example_ffn
+    from firmware_gen.compiler.ffn_example import example_ffn
     from lpu_arch.topology import Topology
     from firmware_gen.compiler.tray import compile_ffn_tray
     from sim.harness.scoreboard import check_run
@@ -243,7 +243,9 @@ def test_all_to_all_tiles(tiles):
     takes over three minutes; the 2-tile tests run the same HDL on both)."""
     import dataclasses
 
-    from firmware_gen.compiler.ffn import CompileError, compile_ffn, example_ffn
+    from firmware_gen.compiler import CompileError
+    from firmware_gen.compiler.ffn import compile_ffn
+    from firmware_gen.compiler.ffn_example import example_ffn
     from lpu_arch.topology import Topology
     from firmware_gen.compiler.tray import compile_ffn_tray
     from sim.harness.runner import SystemSim

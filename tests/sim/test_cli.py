@@ -17,7 +17,7 @@ import pytest
 from lpu_arch import TileConfig
 from firmware_gen.golden import archmodel
 from firmware_gen.chart import schedule_chart, stream_occupancy, tray_chart, tray_transfers
-from firmware_gen.compiler.ffn import example_ffn
+from firmware_gen.compiler.ffn_example import example_ffn
 from lpu_arch.isa import Op
 from firmware_gen.program import Program
 from sim.cli import main as cli

@@ -7,7 +7,9 @@ import json
 import pytest
 
 from lpu_arch import ConfigError, TileConfig
-from firmware_gen.compiler.ffn import CompileError, compile_ffn, example_ffn
+from firmware_gen.compiler import CompileError
+from firmware_gen.compiler.ffn import compile_ffn
+from firmware_gen.compiler.ffn_example import example_ffn
 from firmware_gen.compiler.fit import FIELDS, fit_ffn
 from firmware_gen.compiler.tray import compile_ffn_tray
 from sim.cli import main as cli

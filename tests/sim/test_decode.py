@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from firmware_gen.compiler.ffn import CompileError
+from firmware_gen.compiler import CompileError
 from firmware_gen.host.decoder import IntFfn, KvCache, calibrate, generate, step, synthetic, teacher_forced
 from firmware_gen.compiler.resident import compile_resident
 from firmware_gen.compiler.tray import tray_config

@@ -12,7 +12,8 @@ from lpu_arch import TileConfig, fp8
 from lpu_arch.hostmap import Status
 
 from firmware_gen.golden import archmodel
-from firmware_gen.compiler.ffn import compile_ffn, example_ffn
+from firmware_gen.compiler.ffn import compile_ffn
+from firmware_gen.compiler.ffn_example import example_ffn
 from firmware_gen.golden.numerics import ffn_int
 from sim.cli.main import DECODE_TILE
 from sim.harness.runner import job

@@ -1,0 +1,113 @@
+"""What every placement on one tile shares: its reservation table, its instructions, the
+rows and VXM parameter entries it has taken, its activation tables and the MXMs' timing.
+
+Several plans place onto one tile: a tray's FFN share and the MoE expert slots placed
+beside it (``moe_tray.py``), or a resident model's layers one after the other
+(``resident.py``).  They share this one object, which each plan receives
+(``FfnPlan(..., state=...)``); a plan given none owns a fresh tile.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lpu_arch.config import TileConfig
+from lpu_arch.isa import EAST, WEST, Instr
+from lpu_arch.vxm import VXM_FIELDS, identity_tables
+
+from firmware_gen.program import Program
+from firmware_gen.compiler import CompileError
+from firmware_gen.compiler.reserve import Reservations
+
+
+SIDES = ("MXM_W", "MXM_E")
+TOWARDS = {"MXM_W": WEST, "MXM_E": EAST}      # the direction to each MXM from between them (VXM, SXMs)
+
+
+class TileState:
+    """The state of one tile that every plan placing onto it reads and extends.
+
+    Parameters
+    ----------
+    cfg : TileConfig
+        The tile.
+    tables : numpy.ndarray, optional
+        The activation tables to share (a resident model's, one per layer, ``LayerStack``);
+        default: this tile's own, every table the identity.
+    next_free, n_params, params : optional
+        Where earlier placements left the MEM rows and VXM parameter entries (a resident
+        model's earlier layers); default: nothing taken, every entry the identity.
+
+    Members
+    -------
+    cfg : TileConfig
+        The tile.
+    res : Reservations
+        The reservation table: every issue slot and stream position taken so far.
+    timed : dict
+        Queue name -> ``[(cycle, Instr)]``: every instruction placed so far, lowered by
+        ``FfnPlan.program``.
+    memory : dict
+        MEM slice -> ``(mem_depth, lanes)`` uint8: the rows the placements load (weights, x).
+    next_free : dict
+        MEM slice -> its first row no placement has taken.
+    params : numpy.ndarray
+        The VXM parameter entries (``Program.vxm_params``); entries ``0 .. n_params - 1``
+        are taken.
+    n_params : int
+        The first free parameter entry.
+    tables : numpy.ndarray
+        ``(vxm_tables, 256)`` int8: the VXM's activation tables the program loads (table
+        ``k`` is the one parameter entries naming ``k`` apply).
+    slot_ready : dict
+        MXM -> ``{x slot: first cycle an MM may read it}``.
+    loader_free : dict
+        MXM -> the first cycle a new ``LW`` may issue (the last load started).
+    load_end : dict
+        MXM -> the first cycle a new load may start (the last one swapped).
+    last_mm : dict
+        MXM -> the cycle of its last ``MM`` (-1: none yet).
+    """
+
+    def __init__(self, cfg: TileConfig, tables: np.ndarray | None = None, next_free: dict | None = None,
+                 n_params: int = 0, params: np.ndarray | None = None):
+        self.cfg = cfg
+        self.res = Reservations(cfg)
+        self.timed: dict[str, list[tuple[int, Instr]]] = {n: [] for n in cfg.queue_names}
+        self.memory = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
+        self.next_free = {n: 0 for n in cfg.mem_names} if next_free is None else next_free
+        self.params = Program(cfg).vxm_params.copy() if params is None else params
+        self.n_params = n_params
+        self.tables = identity_tables(cfg) if tables is None else tables
+        self.slot_ready = {s: {} for s in SIDES}
+        self.loader_free = {s: 0 for s in SIDES}
+        self.load_end = {s: 0 for s in SIDES}
+        self.last_mm = {s: -1 for s in SIDES}
+
+    def emit(self, name: str, cycle: int, instr: Instr) -> None:
+        """Place ``instr`` in queue ``name`` on ``cycle`` (its slot already reserved in :attr:`res`)."""
+        self.timed[name].append((cycle, instr))
+
+    def alloc(self, name: str, rows: int) -> int:
+        """The first of ``rows`` rows of MEM slice ``name`` taken now (from :attr:`next_free`)."""
+        a = self.next_free[name]
+        self.next_free[name] += rows
+        if self.next_free[name] > self.cfg.mem_depth:
+            # A single FFN's capacity is checked up front (FfnPlan._check_capacity); a layout
+            # that shares the slices (MoE slots beside a tray's shared expert) ends here.
+            raise CompileError(f"{name} needs {self.next_free[name]} rows for what is placed on it; a MEM slice "
+                               f"holds mem_depth = {self.cfg.mem_depth} rows")
+        return a
+
+    def new_param(self, **fields) -> int:
+        """The next free VXM parameter entry, its ``fields`` (``lpu_arch.vxm.VXM_FIELDS``) set."""
+        e = self.n_params
+        self.n_params += 1
+        for f, v in fields.items():
+            self.params[e, :, VXM_FIELDS.index(f)] = v
+        return e
+
+    def set_table(self, k: int, table) -> None:
+        """Activation table ``k``: ``table``'s 256 entries (int8 values or E4M3 codes) as the
+        program loads them (``Program.set_table``)."""
+        self.tables[k] = (np.asarray(table).astype(np.int64) & 0xFF).astype(np.uint8).astype(np.int8)
