@@ -129,7 +129,7 @@ def test_real_model_files_end_to_end(capsys, tmp_path, family):
     tray splits the same FFN across 2 tiles; the compiled outputs are the integer FFN's."""
     import numpy as np
     from sim.harness.compiled import CompiledFfn
-    from .test_weights import bert_tensors, llama_tensors, write_safetensors
+    from tests.firmware_gen.test_weights import bert_tensors, llama_tensors, write_safetensors
     make = llama_tensors if family == "llama" else bert_tensors
     path = write_safetensors(tmp_path / f"{family}.safetensors", make(np.random.default_rng(3)))
     weights = ["--weights", path, "--layer", 0]
@@ -155,7 +155,7 @@ def test_a_safetensors_ffn_runs_on_the_rtl(capsys, tmp_path, sim):
     """A Llama-style bfloat16 layer from a safetensors file, compiled for the tiny tile and
     run by lpu sim: bit-exact against the integer FFN, every write at its predicted cycle."""
     import numpy as np
-    from .test_weights import llama_tensors, write_safetensors
+    from tests.firmware_gen.test_weights import llama_tensors, write_safetensors
     path = write_safetensors(tmp_path / "llama.safetensors", llama_tensors(np.random.default_rng(5)))
     code, out, err = run(capsys, "sim", "--weights", path, "--layer", 1, "--config", "tiny",
                          "--out", tmp_path / "c", "--sim", sim, "--json", "-q")

@@ -71,7 +71,7 @@ def test_example(example, tmp_path, monkeypatch, capsys):
         np.savez(tmp_path / "ffn.npz", W1=rng.normal(size=(64, 32)), W2=rng.normal(size=(32, 64)),
                  W3=rng.normal(size=(64, 32)), x=rng.normal(size=32))
     if "model.safetensors" in example:             # a checkpoint with Hugging Face names (Llama-style, bf16)
-        from .test_weights import llama_tensors, write_safetensors
+        from tests.firmware_gen.test_weights import llama_tensors, write_safetensors
         write_safetensors(tmp_path / "model.safetensors", llama_tensors(np.random.default_rng(0), layers=1))
     if "tile.toml" in example and "--fit" not in example:      # what the --fit example wrote
         assert cli.main(["compile", "--weights", "model.safetensors", "--layer", "0", "--fit"]) == 0
