@@ -14,7 +14,7 @@ from lpu_arch.hostmap import Status
 from firmware_gen.golden import archmodel
 from firmware_gen.compiler.ffn import compile_ffn, example_ffn
 from firmware_gen.golden.numerics import ffn_int
-from sim.cli.main import DECODE_TILE
+from sim.flows.decode import DECODE_TILE
 from sim.harness.runner import job
 from sim.harness.scoreboard import check_run, diff_runs, output_rows
 
