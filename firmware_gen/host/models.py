@@ -1,6 +1,6 @@
 """Built-in architecture descriptions of public models, as the fields of their config.json.
 
-Each entry holds only the fields :func:`firmware_gen.host.plan.parse_config` reads, transcribed
+Each entry holds only the fields :func:`firmware_gen.host.model_arch.parse_config` reads, transcribed
 from the model's public configuration, and for every group of values the source it was
 read from (``SOURCES``).  The same parser reads a user's Hugging Face ``config.json``
 (``lpu plan --hf-config``), so a built-in entry written out as JSON and read back gives the

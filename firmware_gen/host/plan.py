@@ -1,10 +1,12 @@
 """``lpu plan``: what a model's FFN side needs on LP30-scale hardware (``docs/plan.md``).
 
 For a model (a built-in description, :mod:`firmware_gen.host.models`, or a Hugging Face
-``config.json``) and a weight format, this module counts the FFN and MoE parameters, their
-bytes, the chips, trays and racks that hold them in SRAM, and the per-token decode time of
-the FFN side: one compiled expert (or dense layer share) per layer, plus the C2C hops the
-placement needs.  Every number says where it comes from:
+``config.json``, each read by :mod:`firmware_gen.host.model_arch`) and a weight format, this
+module counts the FFN and MoE parameters, their bytes, the chips, trays and racks that hold
+them in SRAM, and the per-token decode time of the FFN side: one compiled expert (or dense
+layer share) per layer, plus the C2C hops the placement needs.  ``lpu plan``
+(``sim/cli/plan.py``) prints the plans as a table, a chart or JSON.  Every number says where
+it comes from:
 
 * **counted**: parameter arithmetic on the configuration (:func:`count_params`);
 * **compiled and golden-model-checked**: :func:`~firmware_gen.compiler.ffn.compile_ffn` on a
@@ -38,30 +40,23 @@ layers' experts and routers; the FFN share divides them by all parameters.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
-import textwrap
 import time
 from dataclasses import asdict, dataclass
-from functools import partial
-from pathlib import Path
 
 import numpy as np
 
 from lpu_arch import c2c
-from lpu_arch.config import PRESET_CLOCK_MHZ, ConfigError, TileConfig
+from lpu_arch.config import PRESET_CLOCK_MHZ, TileConfig
 from lpu_arch.errors import LpuError
 
 from firmware_gen.golden import archmodel
-from firmware_gen.host import models as _models
-from firmware_gen.chart import chart_path as _target, pyplot, save_figure
+from firmware_gen.host.model_arch import Arch, Attention
 from firmware_gen.compiler import CompileError
 from firmware_gen.compiler.ffn import compile_ffn
 from firmware_gen.compiler.ffn_manifest import output_matrix
 from firmware_gen.compiler.tile_plan import weight_streams
-from firmware_gen.golden.numerics import FfnSpec, NumericsError, activation_table, ffn_int, quantise_scale
+from firmware_gen.golden.numerics import FfnSpec, activation_table, ffn_int, quantise_scale
 
 # ---- figures --------------------------------------------------------------------------------
 DEFAULT_CONFIG = "lp30"         # the TileConfig preset experts are compiled on (``--config``)
@@ -112,161 +107,6 @@ HOP_RULE = (
 
 class PlanError(LpuError, ValueError):
     """Bad input: the message names the problem (one line)."""
-
-
-# ---- the configuration --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Attention:
-    kind: str                 # 'mla' or 'gqa'
-    heads: int
-    kv_heads: int = 0
-    head_dim: int = 0
-    q_lora_rank: int = 0
-    kv_lora_rank: int = 0
-    qk_nope_head_dim: int = 0
-    qk_rope_head_dim: int = 0
-    v_head_dim: int = 0
-    qkv_bias: bool = False
-    o_bias: bool = False
-    qk_norm: str = "none"     # 'none', 'per_head' (head_dim each for q and k) or 'per_layer'
-    sinks: bool = False
-
-
-@dataclass(frozen=True)
-class Arch:
-    """What the plan needs of a model, read from its config.json (:func:`parse_config`)."""
-    name: str
-    hidden: int
-    layers: int
-    vocab: int
-    tie_embeddings: bool
-    dense_layers: int                 # layers with a dense FFN
-    moe_layers: int                   # layers with a MoE FFN
-    dense_intermediate: int           # I of the dense FFN (0: none)
-    experts: int                      # routed experts per MoE layer
-    top_k: int
-    expert_intermediate: int
-    shared_experts: int               # shared experts per MoE layer
-    shared_intermediate: int
-    router_bias: bool
-    expert_bias: bool
-    mtp_layers: int                   # DeepSeek-style MTP layers counted
-    attention: Attention
-    notes: tuple = ()
-
-    @property
-    def moe(self) -> bool:
-        return self.moe_layers > 0
-
-
-def _get(cfg: dict, name: str, *keys, default=None):
-    """The first of the integer fields ``keys`` that ``cfg`` holds, else ``default`` (None:
-    the field is required)."""
-    for k in keys:
-        if k in cfg and cfg[k] is not None:
-            v = cfg[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise PlanError(f"{name}: config field {k!r} must be a number, got {v!r}")
-            if v != int(v) or v < 0:
-                raise PlanError(f"{name}: config field {k!r} must be a non-negative integer, got {v!r}")
-            return int(v)
-    if default is None:
-        raise PlanError(f"{name}: config.json has no {' or '.join(repr(k) for k in keys)}")
-    return default
-
-
-def parse_config(cfg: dict, name: str = "config") -> Arch:
-    """An :class:`Arch` from the fields of a Hugging Face ``config.json`` (a multimodal
-    config's ``text_config`` is read).  Reads DeepSeek-V3/Kimi-K2 (MLA, ``n_routed_experts``,
-    ``first_k_dense_replace``), Qwen2/3-MoE (``num_experts``, ``decoder_sparse_step``,
-    ``mlp_only_layers``), GPT-OSS, MiniMax-M2 and Mixtral (``num_local_experts``, the
-    expert's size in ``intermediate_size``), GLM-4.5 and dense Llama/Qwen-style models; a
-    missing required field is a :class:`PlanError` naming it."""
-    if not isinstance(cfg, dict):
-        raise PlanError(f"{name}: a config.json must be a JSON object, got {type(cfg).__name__}")
-    if isinstance(cfg.get("text_config"), dict):
-        cfg = {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
-    mt = str(cfg.get("model_type") or "")
-    get = partial(_get, cfg, name)
-    notes = []
-    H = get("hidden_size", "dim")
-    L = get("num_hidden_layers", "n_layers")
-    V = get("vocab_size")
-    if min(H, L, V) < 1:
-        raise PlanError(f"{name}: hidden_size, num_hidden_layers and vocab_size must be positive")
-    tie = bool(cfg.get("tie_word_embeddings", False))
-    if "tie_word_embeddings" not in cfg:
-        notes.append("tie_word_embeddings absent: embeddings taken as untied")
-    E = get("n_routed_experts", "num_experts", "num_local_experts", default=0)
-    heads = get("num_attention_heads", "n_heads")
-    if heads < 1:
-        raise PlanError(f"{name}: num_attention_heads must be positive")
-    # FFN sizes
-    top_k = Ie = S = Is = 0
-    if E:
-        top_k = get("num_experts_per_tok", "experts_per_token", "num_experts_per_token")
-        if not 1 <= top_k <= E:
-            raise PlanError(f"{name}: num_experts_per_tok must be in 1..{E} (the routed experts), got {top_k}")
-        if "moe_intermediate_size" in cfg:
-            Ie = get("moe_intermediate_size")
-            Id = get("intermediate_size", default=0)
-        else:
-            Ie = get("intermediate_size")  # Mixtral, GPT-OSS, MiniMax: the expert's size
-            Id = 0
-        if "n_shared_experts" in cfg or "num_shared_experts" in cfg:
-            S = get("n_shared_experts", "num_shared_experts", default=0)
-            Is = Ie
-        elif cfg.get("shared_expert_intermediate_size"):
-            S, Is = 1, get("shared_expert_intermediate_size")
-        elif cfg.get("shared_intermediate_size"):
-            S, Is = 1, get("shared_intermediate_size")
-    else:
-        Id = get("intermediate_size")
-    # which layers are MoE
-    first_k = get("first_k_dense_replace", default=0)
-    freq = max(1, get("moe_layer_freq", default=1))
-    step = max(1, get("decoder_sparse_step", default=1))
-    mlp_only = set(cfg.get("mlp_only_layers") or [])
-    moe_ids = [i for i in range(L) if E and i >= first_k and i % freq == 0 and (i + 1) % step == 0
-               and i not in mlp_only]
-    n_moe, n_dense = len(moe_ids), L - len(moe_ids)
-    if n_dense and not Id:
-        raise PlanError(f"{name}: {n_dense} layers have a dense FFN but config.json has no 'intermediate_size' "
-                        "for it")
-    if E and Ie < 1:
-        raise PlanError(f"{name}: the expert's intermediate size must be positive")
-    if not n_dense:
-        Id = 0
-    mtp = get("num_nextn_predict_layers", default=0)
-    if cfg.get("num_mtp_modules"):
-        notes.append(f"config has {cfg['num_mtp_modules']} MTP modules (num_mtp_modules) whose structure it "
-                     "does not state: not counted")
-    # attention
-    if cfg.get("kv_lora_rank"):
-        att = Attention("mla", heads, q_lora_rank=get("q_lora_rank", default=0),
-                        kv_lora_rank=get("kv_lora_rank"),
-                        qk_nope_head_dim=get("qk_nope_head_dim"),
-                        qk_rope_head_dim=get("qk_rope_head_dim"),
-                        v_head_dim=get("v_head_dim"))
-    else:
-        kv = get("num_key_value_heads", default=heads)
-        hd = get("head_dim", default=0) or H // heads
-        qkv_bias = bool(cfg.get("attention_bias")) or mt in ("qwen2", "qwen2_moe")
-        o_bias = bool(cfg.get("attention_bias")) and mt in ("gpt_oss",)
-        if mt in ("qwen3", "qwen3_moe"):
-            qk = "per_head"
-        elif cfg.get("use_qk_norm"):
-            qk = "per_layer" if cfg.get("qk_norm_type") == "per_layer" else "per_head"
-        else:
-            qk = "none"
-        att = Attention("gqa", heads, kv_heads=kv, head_dim=hd, qkv_bias=qkv_bias, o_bias=o_bias, qk_norm=qk,
-                        sinks=mt == "gpt_oss")
-    router_bias = bool(E) and (cfg.get("topk_method") == "noaux_tc" or bool(cfg.get("use_routing_bias"))
-                               or mt == "gpt_oss")
-    return Arch(name=name, hidden=H, layers=L, vocab=V, tie_embeddings=tie, dense_layers=n_dense,
-                moe_layers=n_moe, dense_intermediate=Id, experts=E, top_k=top_k, expert_intermediate=Ie,
-                shared_experts=S, shared_intermediate=Is, router_bias=router_bias, expert_bias=mt == "gpt_oss",
-                mtp_layers=mtp, attention=att, notes=tuple(notes))
 
 
 # ---- parameter counts ---------------------------------------------------------------------------
@@ -478,6 +318,13 @@ def hop_seconds(cfg, H: int, clock_mhz: float, hop_ns: float | None = None) -> t
 
 
 # ---- the plan -----------------------------------------------------------------------------------
+def dtype_figures(dtype: str) -> tuple[float, str]:
+    """Bytes per weight of the weight format ``dtype`` and what its time is (:data:`DTYPES`)."""
+    if dtype not in DTYPES:
+        raise PlanError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
 def _units_time(arch: Arch, timer: Timer, split: int, dtype: str):
     """(dense layer time, MoE layer time) in cycles of the int8 datapath, scaled for the
     dtype, and the Timed records."""
@@ -502,11 +349,9 @@ def plan(arch: Arch, dtype: str = "fp8", cfg=None, config_name: str = DEFAULT_CO
          clock_mhz: float = CLOCK_MHZ, hop_ns: float | None = None, title: str | None = None,
          sources=(), published=None) -> dict:
     """The whole plan of one model as a JSON-able dict (``--json``)."""
-    if dtype not in DTYPES:
-        raise PlanError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    bpw, dtype_note = dtype_figures(dtype)
     cfg = cfg or TileConfig.preset(config_name)
     timer = timer or Timer(cfg)
-    bpw, dtype_note = DTYPES[dtype]
     params = count_params(arch)
     pl = place(arch, bpw)
     dense_c, moe_c, rec = _units_time(arch, timer, pl["dense_split"], dtype)
@@ -567,198 +412,31 @@ def plan(arch: Arch, dtype: str = "fp8", cfg=None, config_name: str = DEFAULT_CO
 
 
 # ---- front end ------------------------------------------------------------------------------------
-def builtin(name: str):
-    """(Arch, title, sources, published) of a built-in model."""
-    key = name.lower()
-    if key not in _models.MODELS:
-        raise PlanError(f"unknown model {name!r}; choose one of {', '.join(_models.MODELS)} or all "
-                        "(or give --hf-config FILE)")
-    title, cfg = _models.MODELS[key]
-    return parse_config(cfg, key), title, _models.SOURCES[key], _models.PUBLISHED[key][0]
+def check_request(dtype: str, config: str, clock_mhz: float | None, hop_ns: float | None) -> float:
+    """The tile clock of a plan (``clock_mhz``, else the preset's, :data:`CLOCK_MHZ` for
+    any other tile), after checking the weight format, the clock and the hop latency
+    (a :class:`PlanError` naming the first that is wrong)."""
+    dtype_figures(dtype)
+    if clock_mhz is None:
+        clock_mhz = float(PRESET_CLOCK_MHZ.get(config, CLOCK_MHZ))
+    if not clock_mhz > 0:
+        raise PlanError(f"--clock-mhz must be positive, got {clock_mhz:g}")
+    if hop_ns is not None and not hop_ns >= 0:
+        raise PlanError(f"--hop-ns must be zero or positive, got {hop_ns:g}")
+    return clock_mhz
 
 
-def load_hf_config(path) -> tuple[Arch, str]:
-    p = Path(path)
-    if not p.is_file():
-        raise PlanError(f"{path}: no such file")
-    try:
-        cfg = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise PlanError(f"{path} is not JSON: {e}") from None
-    name = p.stem if p.name != "config.json" else (p.resolve().parent.name or "config")
-    return parse_config(cfg, name), name
-
-
-def _fmt_b(n):
-    return f"{n / 1e9:,.1f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"
-
-
-def table(plans: list) -> str:
-    """The human-readable table."""
-    head = (f"{'model':<16} {'FFN params':>11} {'total':>10} {'FFN %':>6} {'FFN GB':>8} {'chips':>6} "
-            f"{'trays':>6} {'racks':>5} {'FFN us/token':>12} {'at 150 TB/s':>11}")
-    lines = [head, "-" * len(head)]
+def plan_models(todo: list[tuple], dtype: str, config: str, clock_mhz: float, hop_ns: float | None = None,
+                golden: bool = True, progress=None) -> list[dict]:
+    """:func:`plan` of each model of ``todo`` (``model_arch.requested``) on the tile ``config``
+    (a preset or a file), its experts compiled once per shape (and run on the golden model
+    with ``golden``; ``progress(message)`` told of each); every plan's ``run_seconds``,
+    the time of them all."""
+    cfg = TileConfig.load(config)
+    timer = Timer(cfg, golden=golden, progress=progress)
+    t0 = time.time()
+    plans = [plan(a, dtype, cfg, config, timer, clock_mhz, hop_ns, title, src, pub) for a, title, src, pub in todo]
+    elapsed = time.time() - t0
     for p in plans:
-        t = p["time"]
-        lines.append(f"{p['title']:<16} {_fmt_b(p['params']['ffn']):>11} {_fmt_b(p['params']['total']):>10} "
-                     f"{100 * p['params']['ffn_share']:>5.1f}% {p['bytes']['ffn'] / 1e9:>8.1f} "
-                     f"{p['placement']['chips']:>6} {p['placement']['trays']:>6} {p['placement']['racks']:>5} "
-                     f"{t['per_token_us']:>12.1f} {t['lp30_sram_bw_bound_us']:>11.2f}")
-    p0 = plans[0]
-    lines += ["", f"dtype {p0['dtype']}: {p0['dtype_note']}",
-              f"tile preset {p0['config']} at {p0['clock_mhz']:g} MHz; chips of {LP30_SRAM_BYTES / 1e6:g} MB SRAM, "
-              f"{CHIPS_PER_TRAY} per tray, {CHIPS_PER_RACK} per rack (LP30 public figures)"]
-    for p in plans:
-        t = p["time"]
-        units = "; ".join(f"{u['unit']} H={u['H']} I={u['I']}: {u['cycles_int8']} cycles ({u['source']})"
-                          for u in t["units"])
-        lines.append(f"{p['title']}: per-token FFN time {t['per_token_us']:.1f} us = {t['compute_us']:.1f} compute "
-                     f"+ {t['hops_us']:.2f} for {t['hops']['per_token']} hops of {t['hops']['per_hop_ns']:.1f} ns; "
-                     f"{t['source']}. {units}"
-                     + (f"; MTP adds {t['mtp_extra_us']:.1f} us per draft token" if t["mtp_extra_us"] else ""))
-        lines += [f"  note: {n}" for n in p["notes"]]
-    lines.append("counts: parameter arithmetic on the config; chips, trays, racks: the placement rule (--help); "
-                 "'at 150 TB/s': analytic bound at LP30's public SRAM bandwidth")
-    return "\n".join(lines)
-
-
-def chart(plans: list, path) -> Path:
-    """A bar chart across models: the chips that hold the FFN weights, and the per-token FFN
-    time (compiled on the preset, and the bound at LP30's SRAM bandwidth)."""
-    path = _target(path)
-    plt = pyplot()
-    names = [p["title"] for p in plans]
-    x = np.arange(len(plans))
-    p0 = plans[0]
-    with plt.rc_context({"svg.fonttype": "none", "font.size": 9, "path.simplify": True}):
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
-        chips = [p["placement"]["chips"] for p in plans]
-        a1.bar(x, chips, color="#4c72b0")
-        for i, p in enumerate(plans):
-            a1.text(i, chips[i], f"{chips[i]}\n{p['placement']['racks']} rack{'s' * (p['placement']['racks'] > 1)}",
-                    ha="center", va="bottom", fontsize=7)
-        for r in range(1, max(p["placement"]["racks"] for p in plans)):
-            a1.axhline(r * CHIPS_PER_RACK, color="#999", lw=0.6, ls=":")
-        a1.set_ylabel(f"LP30 chips ({LP30_SRAM_BYTES / 1e6:g} MB SRAM each)")
-        a1.set_title(f"chips holding the FFN weights ({p0['dtype']})", loc="left")
-        a1.set_ylim(0, max(chips) * 1.2)
-        w = 0.38
-        comp = [p["time"]["per_token_us"] for p in plans]
-        bound = [p["time"]["lp30_sram_bw_bound_us"] for p in plans]
-        lab = "compiled" if p0["dtype"] in COMPILED_DTYPES else "analytic"
-        a2.bar(x - w / 2, comp, w, color="#dd8452",
-               label=f"{lab} on {p0['config']} at {p0['clock_mhz']:g} MHz + C2C hops")
-        a2.bar(x + w / 2, bound, w, color="#55a868", label="analytic: LP30 150 TB/s SRAM bound")
-        for i in range(len(plans)):
-            a2.text(i - w / 2, comp[i], f"{comp[i]:.0f}", ha="center", va="bottom", fontsize=6.5)
-            a2.text(i + w / 2, bound[i], f"{bound[i]:.0f}", ha="center", va="bottom", fontsize=6.5)
-        a2.set_yscale("log")
-        a2.set_ylim(min(bound) / 2, max(comp) * 4)
-        a2.set_ylabel("FFN time per decoded token (us, log scale)")
-        a2.set_title("per-token decode time of the FFN side", loc="left")
-        a2.legend(fontsize=7, loc="upper left")
-        for a in (a1, a2):
-            a.set_xticks(x, names, rotation=30, ha="right")
-            a.spines[["top", "right"]].set_visible(False)
-        fig.tight_layout()
-        return save_figure(plt, fig, path)
-
-
-DESCRIPTION = """\
-What a model's FFN side needs on LP30-scale hardware: the FFN and MoE parameters (dense
-layers, routed and shared experts, routers, MTP layers), their bytes in a weight format,
-the share of all parameters that is FFN, the LP30 chips, trays and racks that hold the FFN
-weights in SRAM, and the per-token decode time of the FFN side.
-
-Every number says where it comes from: parameter counts are arithmetic on the model's
-config.json; the FFN time is one expert (or dense layer share) compiled on a tile preset
-and run on the golden model (cycles equal to the compiler's, output bit-exact), times the
-layers, plus the C2C hops of the placement (analytic); bf16, int4 and mxfp4 times are
-analytic (the tile has an int8 datapath only)."""
-
-EPILOG = f"""\
-{textwrap.fill("Placement rule: " + PLACEMENT_RULE, 92)}
-
-{textwrap.fill("Hops: " + HOP_RULE, 92)}
-
-LP30 public figures used: {LP30_SRAM_BYTES / 1e6:g} MB SRAM and 150 TB/s SRAM bandwidth per chip,
-{CHIPS_PER_TRAY} chips per tray, {TRAYS_PER_RACK} trays per rack, 640 TB/s scale-up bandwidth per rack.
-
-Examples:
-  lpu plan --model deepseek-r1 --dtype fp8
-  lpu plan --model all --json > plan.json
-  lpu plan --hf-config path/to/config.json --dtype bf16 --no-golden"""
-
-
-def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of ``lpu plan``."""
-    src = ap.add_mutually_exclusive_group()
-    src.add_argument("--model", metavar="NAME", help=f"a built-in model: {', '.join(_models.MODELS)}, or all "
-                                                     "(default: all)")
-    src.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json instead of a built-in model")
-    ap.add_argument("--dtype", default="fp8", metavar="|".join(DTYPES),
-                    help="weight format: bytes per weight and how the time is obtained (default: fp8)")
-    ap.add_argument("--config", default=DEFAULT_CONFIG, metavar="PRESET|FILE",
-                    help=f"tile the experts are compiled on: a TileConfig preset or a .toml/.json file "
-                         f"(default: {DEFAULT_CONFIG})")
-    ap.add_argument("--clock-mhz", type=float, default=None,
-                    help=f"tile clock for times (default: the preset's, lpu_arch.config.PRESET_CLOCK_MHZ: lp30 "
-                         f"{PRESET_CLOCK_MHZ['lp30']:g}, where its SRAM reads 150 TB/s; {CLOCK_MHZ:g}, TSP v1's, "
-                         "for the other presets and for a file)")
-    ap.add_argument("--hop-ns", type=float, default=None,
-                    help="latency of one C2C hop in ns (default: the link budget of lpu_arch/c2c.py at the clock)")
-    ap.add_argument("--no-golden", action="store_true",
-                    help="do not run the compiled experts on the golden model (times then 'compiled (cycles "
-                         "predicted by the compiler)')")
-    ap.add_argument("--json", action="store_true", help="print the plan as JSON on stdout (a list for --model all)")
-    ap.add_argument("--chart", metavar="PATH", help="draw a bar chart across the models (.svg or .png)")
-
-
-def _progress(msg: str) -> None:
-    print(f"lpu plan: {msg}", file=sys.stderr, flush=True)
-
-
-def run(args) -> int:
-    """Run ``lpu plan`` with parsed ``args``: 0 on success, 2 on bad input (one line on stderr)."""
-    try:
-        if args.dtype not in DTYPES:
-            raise PlanError(f"unknown dtype {args.dtype!r}; choose one of {', '.join(DTYPES)}")
-        if args.clock_mhz is None:
-            args.clock_mhz = float(PRESET_CLOCK_MHZ.get(args.config, CLOCK_MHZ))
-        if not args.clock_mhz > 0:
-            raise PlanError(f"--clock-mhz must be positive, got {args.clock_mhz:g}")
-        if args.hop_ns is not None and not args.hop_ns >= 0:
-            raise PlanError(f"--hop-ns must be zero or positive, got {args.hop_ns:g}")
-        if args.chart and Path(args.chart).suffix.lower() not in (".svg", ".png"):
-            raise PlanError(f"cannot write a chart as {Path(args.chart).suffix or 'a file without extension'!r}; "
-                            "use a name ending in .svg or .png")
-        if args.hf_config:
-            arch, name = load_hf_config(args.hf_config)
-            todo = [(arch, name, [f"{args.hf_config} (a user's config.json)"], None)]
-        else:
-            names = list(_models.MODELS) if (args.model or "all").lower() == "all" else [args.model]
-            todo = [builtin(n) for n in names]
-        cfg = TileConfig.load(args.config)
-        timer = Timer(cfg, golden=not args.no_golden, progress=None if args.json else _progress)
-        t0 = time.time()
-        plans = [plan(a, args.dtype, cfg, args.config, timer, args.clock_mhz, args.hop_ns, title, src, pub)
-                 for a, title, src, pub in todo]
-        elapsed = time.time() - t0
-        for p in plans:
-            p["run_seconds"] = round(elapsed, 2)
-        if args.chart:
-            chart(plans, args.chart)
-    except (PlanError, ConfigError, CompileError, NumericsError) as e:
-        msg = " ".join(str(e).split("\n")[0].split())
-        print(f"lpu plan: error: {msg}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"lpu plan: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(plans[0] if len(plans) == 1 else plans, indent=1, allow_nan=False))
-    else:
-        print(table(plans))
-        if args.chart:
-            print(f"chart: {args.chart}")
-    return 0
+        p["run_seconds"] = round(elapsed, 2)
+    return plans

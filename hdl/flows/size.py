@@ -41,7 +41,7 @@ from amaranth.hdl import Fragment, IOBufferInstance, IOPort, _ast, _ir, _nir
 from amaranth.lib import wiring
 
 from lpu_arch.config import ConfigError, TileConfig
-from lpu_arch.errors import LpuError
+from lpu_arch.errors import LpuError, error_line
 
 from hdl.units.column import Column, column_signature, served_links
 from hdl.top.dedup import separate_modules
@@ -434,14 +434,14 @@ def main(argv=None) -> int:
         report = elaborate(TileConfig.preset(args.config).with_overrides(args.set), want_verilog=True,
                            progress=progress)
     except (SizeError, ConfigError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e, whole=True), file=sys.stderr)       # whole: Yosys's log follows its failure
         return 2
     text = report.pop("verilog")
     if args.verilog is not None:
         try:
             args.verilog.write_text(text)
         except OSError as e:
-            print(f"error: cannot write {args.verilog}: {e.strerror}", file=sys.stderr)
+            print(error_line(f"cannot write {args.verilog}: {e.strerror}"), file=sys.stderr)
             return 2
         report["verilog_file"] = str(args.verilog)
     report["verilog_bytes"] = len(text)

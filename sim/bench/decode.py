@@ -26,7 +26,7 @@ from firmware_gen.host.weights import find_packaged_model
 from lpu_arch import TileConfig
 from lpu_arch.hostmap import START_CYCLES
 
-from sim.cli.main import DECODE_TILE
+from sim.flows.decode import DECODE_TILE
 from sim.flows.decode import MOE_SYNTHETIC, check, decode_setup, per_position, run_dense_tray_any, run_golden, run_moe_tray
 
 DECODE_MODELS = (          # (name, tile, --set, synthetic's arguments, tokens)

@@ -34,7 +34,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lpu_arch.errors import LpuError
+from lpu_arch.errors import LpuError, error_line
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = ROOT / "bench" / "history.jsonl"
@@ -471,7 +471,7 @@ def main(argv=None) -> int:
         else:
             print(table(read(args.file)) or "(empty)")
     except HistoryError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 2
     return 0
 

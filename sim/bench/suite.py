@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from lpu_arch import TileConfig
+from lpu_arch.errors import error_line
 
 from firmware_gen.golden import archmodel
 from firmware_gen.compiler import CompileError
@@ -326,7 +327,7 @@ def record_history(result: dict, git: dict, config: str, cfg: TileConfig, path: 
         entries = history.read(path)
         history.draw(entries, picture, config)
     except history.HistoryError as e:
-        print(f"error: the history: {e}", file=sys.stderr)
+        print(error_line(f"the history: {e}"), file=sys.stderr)
         return
     runs = sum(e["kind"] == "bench" and e.get("config") == config for e in entries)
     print(f"history: appended to {path} ({git['short']}{', dirty tree' if git['dirty'] else ''}; "
@@ -345,7 +346,7 @@ def main(argv=None) -> int:
 def run(args) -> int:
     """The bench with the options of :func:`sim.bench.args.add_arguments` (``lpu bench``'s too)."""
     if args.passes < 1:
-        print(f"error: --passes must be at least 1, got {args.passes}", file=sys.stderr)
+        print(error_line(f"--passes must be at least 1, got {args.passes}"), file=sys.stderr)
         return 2
     if args.quick:
         args.no_bus_load, args.build_configs, args.no_model, args.no_speed_reference = True, "", True, True
@@ -353,7 +354,7 @@ def run(args) -> int:
     try:
         cfg = TileConfig.preset(args.config).with_overrides([f"mxm_dtype={args.dtype}"])
     except ValueError as e:
-        print(f"error: --dtype {args.dtype} on the {args.config} tile: {e}", file=sys.stderr)
+        print(error_line(f"--dtype {args.dtype} on the {args.config} tile: {e}"), file=sys.stderr)
         return 2
     fp8 = args.dtype == "fp8"
     if fp8:
@@ -363,7 +364,7 @@ def run(args) -> int:
     for what, given, known in (("simulator", sims, SIMULATORS), ("preset", presets, TileConfig.PRESETS)):
         bad = [x for x in given if x not in known]
         if bad or (not given and what == "simulator"):
-            print(f"error: unknown {what}(s) {', '.join(bad) or '(none given)'}; choose from {', '.join(known)}",
+            print(error_line(f"unknown {what}(s) {', '.join(bad) or '(none given)'}; choose from {', '.join(known)}"),
                   file=sys.stderr)
             return 2
     try:
@@ -375,7 +376,7 @@ def run(args) -> int:
         speed_ref = ([] if args.no_speed_reference or args.config != "default"   # (a default-tile workload)
                      else bench_speed.speed_rows(sims))
     except (SimSetupError, bench_speed.SpeedError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e, whole=True), file=sys.stderr)      # whole: a failed run's log follows its first line
         return 2
     print("compiling the tray FFN for 1, 2, 4 and 8 tiles (golden-model checked) ...", flush=True)
     tray = tray_rows(cfg)

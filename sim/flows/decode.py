@@ -35,6 +35,8 @@ from sim.harness.runner import SYSTEM_TIMESCALE, TIMESCALE, SystemSim, TileSim, 
 from sim.harness.scoreboard import check_run, check_wall
 
 SYNTHETIC = dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0)   # the tiny test model
+# The tiny tile, deep enough for every layer of a 2-layer model resident (lpu decode's tile).
+DECODE_TILE = ("mem_depth=256", f"iq_depth={TileConfig.TRAY_IQ_DEPTH}", "vxm_param_depth=32")
 
 
 @dataclass
@@ -389,3 +391,63 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
 
     return _tray_loop(model, prompt, tokens, IntFfn(model, run_moe=tray), runs, problems, "moe_int", tiles=tiles,
                       mapping=mapping)
+
+
+# ---- what lpu decode reports per token position ---------------------------------------------
+def kv_cache_bytes(H: int, layers: int, position: int) -> int:
+    """The KV cache the host reads for the token at ``position``: K and V, float32, of that
+    position and every one before it, in each of ``layers`` layers of width ``H``."""
+    return 2 * 4 * H * layers * (position + 1)
+
+
+def position_rows(setup: DecodeSetup, run: dict, clock_mhz: float, hbm_gbs: float) -> list[dict]:
+    """Per token position of a loop's ``run`` (:func:`run_golden`'s or :func:`run_rtl`'s):
+    its input and next token, the tray's cycles (every layer's FFN) and their time at
+    ``clock_mhz`` MHz, the bytes to and from the tile, the KV cache's bytes
+    (:func:`kv_cache_bytes`) and the GPU estimate: the time to read them at ``hbm_gbs``
+    GB/s, an assumed bandwidth, not a measurement."""
+    rm = setup.resident
+    L, H = len(rm.layers), setup.model.H
+    x_bytes = sum(len(v) for ly in rm.layers for r in ly.x_image(np.zeros(H)).values() for v in r.values())
+    y_bytes = sum(len(ly.manifest.outputs) * setup.cfg.lanes for ly in rm.layers)
+    tokens = list(setup.prompt) + list(run["tokens"])
+    rows = []
+    for pos in range(len(setup.prompt) + setup.tokens):
+        cycles = sum(r["cycles"] for r in run["runs"][pos * L:(pos + 1) * L])
+        kv = kv_cache_bytes(H, L, pos)
+        rows.append({"position": pos, "input_token": tokens[pos],
+                     "next_token": tokens[pos + 1] if pos + 1 < len(tokens) else None, "tray_cycles": cycles,
+                     "tray_us": cycles / clock_mhz, "bytes_to_tray": x_bytes, "bytes_from_tray": y_bytes,
+                     "kv_bytes": kv, "gpu_est_ns": kv / hbm_gbs})
+    return rows
+
+
+def host_times_us(setup: DecodeSetup, golden: dict, source: str, hbm_gbs: float) -> list[float]:
+    """The host's time per step of the loop in us, one per layer and then the LM head's:
+    ``source`` 'measured', the golden run's numpy time per step (the median over
+    positions); 'gpu', one layer's KV cache at the last position read at ``hbm_gbs`` GB/s
+    (an estimate; the head taken as free)."""
+    if source == "measured":
+        return list(np.median(np.array(golden["host_segments_s"]), axis=0) * 1e6)
+    L = len(setup.resident.layers)
+    last = kv_cache_bytes(setup.model.H, L, len(setup.prompt) + setup.tokens - 1)
+    return [last / L / (hbm_gbs * 1e3)] * L + [0.0]
+
+
+def tray_position_rows(report: dict, prompt, layers: int, clock_mhz: float, moe: bool) -> list[dict]:
+    """Per token position of a tray loop's ``report`` (:func:`run_dense_tray_any`'s,
+    :func:`run_moe_tray`'s or :func:`run_tray_rtl`'s, then the RTL's cycles): the tray's
+    program and wall cycles summed over the layers, the wall time at ``clock_mhz`` MHz,
+    each MoE layer's experts (``moe``) and the bytes to and from the tray."""
+    tokens = list(prompt) + list(report["tokens"])
+    rtl = report["engine"] == "RTL"
+    cycles = per_position(report["runs"], layers, "rtl_cycles" if rtl else "cycles")
+    walls = per_position(report["runs"], layers, "rtl_wall_cycles" if rtl else "wall_cycles")
+    rows = []
+    for pos, (cyc, wall) in enumerate(zip(cycles, walls)):
+        rs = report["runs"][pos * layers:(pos + 1) * layers]
+        rows.append({"position": pos, "input_token": tokens[pos], "tray_cycles": cyc, "wall_cycles": wall,
+                     "tray_us": wall / clock_mhz, **({"experts": [r["experts"] for r in rs]} if moe else {}),
+                     "bytes_to_tray": sum(r["bytes_in"] for r in rs),
+                     "bytes_from_tray": sum(r["bytes_out"] for r in rs)})
+    return rows

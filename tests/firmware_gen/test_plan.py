@@ -1,15 +1,13 @@
-"""lpu plan (firmware_gen/host/plan.py): parameter arithmetic against hand counts, the built-in
-models against their published totals, the placement rule, the CLI's errors and the
---hf-config round trip.  No simulator; the compiler runs only on small shapes, the big
+"""lpu plan (firmware_gen/host/plan.py and model_arch.py; sim/cli/plan.py): parameter
+arithmetic against hand counts, the built-in models against their published totals, the
+placement rule, the CLI's errors and the --hf-config round trip.  No simulator; the compiler runs only on small shapes, the big
 experts are timed by a stand-in (the real runs are in docs/plan.md)."""
 
 import json
 
 import pytest
 
-from firmware_gen.host import models
-
-from firmware_gen.host import plan
+from firmware_gen.host import model_arch, models, plan
 from lpu_arch.config import TileConfig
 from sim.cli import main as cli
 
@@ -32,7 +30,7 @@ SMALL_DENSE = {
 
 
 def test_small_moe_counted_by_hand():
-    arch = plan.parse_config(SMALL_MOE, "small")
+    arch = model_arch.parse_config(SMALL_MOE, "small")
     assert (arch.dense_layers, arch.moe_layers, arch.mtp_layers) == (1, 3, 1)
     c = plan.count_params(arch)
     # attention per layer: q 16*6 + 6 (norm) + 6*2*(2+2) = 150; kv 16*(4+2) + 4 (norm) + 4*2*(2+3) = 140;
@@ -56,7 +54,7 @@ def test_small_moe_counted_by_hand():
 
 
 def test_small_dense_counted_by_hand():
-    arch = plan.parse_config(SMALL_DENSE, "dense")
+    arch = model_arch.parse_config(SMALL_DENSE, "dense")
     assert (arch.dense_layers, arch.moe_layers, arch.experts) == (2, 0, 0)
     c = plan.count_params(arch)
     # head_dim 32/4 = 8: q 32*32, k and v 32*2*8 each, o 32*32, q/k/v biases (4 + 2*2)*8
@@ -68,7 +66,7 @@ def test_small_dense_counted_by_hand():
 
 
 def test_placement_rule_by_hand():
-    arch = plan.parse_config(SMALL_MOE, "small")
+    arch = model_arch.parse_config(SMALL_MOE, "small")
     # chips of 1000 bytes, 1 byte per weight: an expert (3*16*8 = 384 bytes) twice per chip;
     # 4 MoE layers (3 + MTP) x 5 experts = 20 units -> max(5, 20/2) = 10 chips; the dense layer
     # (2304 bytes) split over 3 chips
@@ -99,7 +97,7 @@ FIELDS = ("model", "title", "dtype", "config", "clock_mhz", "sources", "params",
 
 @pytest.mark.parametrize("name", list(models.MODELS))
 def test_builtin_models_plausible(name):
-    arch, title, sources, published = plan.builtin(name)
+    arch, title, sources, published = model_arch.builtin(name)
     cfg = TileConfig.preset(plan.DEFAULT_CONFIG)
     p = plan.plan(arch, "fp8", cfg, plan.DEFAULT_CONFIG, FakeTimer(cfg), title=title, sources=sources,
                   published=published)
@@ -120,7 +118,7 @@ def test_builtin_models_plausible(name):
 
 
 def test_deepseek_v3_values():
-    arch, *_ = plan.builtin("deepseek-v3")
+    arch, *_ = model_arch.builtin("deepseek-v3")
     c = plan.count_params(arch)
     assert (arch.dense_layers, arch.moe_layers, arch.experts, arch.shared_experts, arch.top_k) == (3, 58, 256, 1, 8)
     # README_WEIGHTS.md: 671B main model, MTP module 11.5B unique parameters
@@ -130,7 +128,7 @@ def test_deepseek_v3_values():
 
 
 def test_dtypes_scale_bytes_and_say_analytic():
-    arch, *_ = plan.builtin("gpt-oss-120b")
+    arch, *_ = model_arch.builtin("gpt-oss-120b")
     cfg = TileConfig.preset(plan.DEFAULT_CONFIG)
     t = FakeTimer(cfg)
     p8, p16, p4 = (plan.plan(arch, d, cfg, plan.DEFAULT_CONFIG, t) for d in ("fp8", "bf16", "mxfp4"))
@@ -191,8 +189,8 @@ def test_cli_config_missing_field(tmp_path, capsys):
 def test_hf_config_round_trip(name, tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(models.MODELS[name][1]))
-    arch, _ = plan.load_hf_config(path)
-    ref, *_ = plan.builtin(name)
+    arch, _ = model_arch.load_hf_config(path)
+    ref, *_ = model_arch.builtin(name)
     assert plan.count_params(arch) == plan.count_params(ref)
     assert {k: v for k, v in vars(arch).items() if k != "name"} == {k: v for k, v in vars(ref).items() if k != "name"}
 
@@ -209,7 +207,7 @@ def test_cli_hf_config_compiles_and_checks(tmp_path, capsys):
     assert p["time"]["source"] == "compiled and golden-model-checked; C2C hops analytic"
     assert {u["unit"] for u in p["time"]["units"]} == {"dense", "routed expert"}
     assert all(u["golden_model"] == "cycles and output match" for u in p["time"]["units"])
-    assert p["params"]["total"] == plan.count_params(plan.parse_config(cfg))["total"]
+    assert p["params"]["total"] == plan.count_params(model_arch.parse_config(cfg))["total"]
     assert chart.read_text().lstrip().startswith("<?xml") and "<svg" in chart.read_text()
 
 

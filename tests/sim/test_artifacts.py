@@ -11,6 +11,7 @@ import pytest
 from lpu_arch import ConfigError, TileConfig
 from firmware_gen.program import FORMAT, Program, ProgramError
 from sim.cli import main as cli
+from sim.cli.common import finite_json
 from sim.harness.compiled import ArtifactError, CompiledFfn
 
 TINY = ["--config", "tiny", "--H", "8", "--I", "16"]
@@ -146,7 +147,7 @@ def test_huge_weights_give_finite_numbers_and_strict_json(tmp_path, capsys):
 
 
 def test_json_output_never_holds_nan():
-    assert cli._finite_json({"a": float("nan"), "b": [1.0, float("inf")], "c": (2, "x")}) == \
+    assert finite_json({"a": float("nan"), "b": [1.0, float("inf")], "c": (2, "x")}) == \
         {"a": None, "b": [1.0, None], "c": [2, "x"]}
 
 

@@ -539,7 +539,7 @@ def test_moe_tp_chart_frames_only_slots_with_work(capsys, tmp_path):
 
 
 def test_plan_is_a_subcommand(capsys, tmp_path):
-    """lpu plan: the options of docs/plan.md, as a subcommand (firmware_gen.host.plan.add_arguments and run)."""
+    """lpu plan: the options of docs/plan.md, as a subcommand (sim/cli/plan.py; firmware_gen.host.plan plans)."""
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
                                 "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,

@@ -14,11 +14,11 @@ from firmware_gen.compiler.tray import tray_config
 from lpu_arch import TileConfig, c2c
 from sim.cli import main as cli
 from sim.harness.clocks import clock_draw, wire_latencies
-from sim.flows.decode import SYNTHETIC, check, decode_setup, run_dense_tray, run_golden, run_moe_tray
+from sim.flows.decode import DECODE_TILE, SYNTHETIC, check, decode_setup, run_dense_tray, run_golden, run_moe_tray
 
 from tests.helpers import ONE_SIM, SIMS
 
-CFG = TileConfig.tiny().with_overrides(list(cli.DECODE_TILE))
+CFG = TileConfig.tiny().with_overrides(list(DECODE_TILE))
 
 
 def test_the_tile_loop_is_the_integer_model_token_for_token():

@@ -15,7 +15,7 @@ from firmware_gen.golden import archmodel
 from firmware_gen.compiler.ffn import compile_ffn
 from firmware_gen.compiler.ffn_example import example_ffn
 from firmware_gen.golden.numerics import ffn_int
-from sim.cli.main import DECODE_TILE
+from sim.flows.decode import DECODE_TILE
 from sim.harness.runner import job
 from sim.harness.scoreboard import check_run, diff_runs, output_rows
 

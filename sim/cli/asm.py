@@ -1,0 +1,51 @@
+"""``lpu asm``: a hand-written program assembled into a program directory and run through
+the static checker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lpu_arch.config import TileConfig
+
+from sim.cli.common import EXIT_OK, CliError, print_json
+from sim.cli.options import add_subcommand, config_options
+
+DESCRIPTION = """\
+Assemble text (``[SLICE]`` headers, one instruction per line, # comments;
+docs/isa.md) into DIR/program.json for lpu sim and lpu show, and run the
+static checker on it (firmware_gen/check.py: values lost on a stream,
+reads of undriven streams, addresses, queue sizes)."""
+
+EPILOG = """\
+A program directory without manifest.json runs against the golden model alone:
+  lpu asm copy.s --config tiny --out /tmp/copy && lpu sim /tmp/copy --sim icarus"""
+
+
+def add_parser(sub) -> None:
+    p = add_subcommand(sub, "asm", run, help="assemble a hand-written program", description=DESCRIPTION,
+                       epilog=EPILOG)
+    p.add_argument("file", type=Path, metavar="FILE", help="assembly text")
+    config_options(p, "tiny", "tiny")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR", help="directory (default: build/lpu/<FILE stem>)")
+    p.add_argument("--json", action="store_true", help="print the program path and problems as JSON")
+
+
+def run(args) -> int:
+    from firmware_gen.check import check_program
+    from firmware_gen.program import Program
+    src = Path(args.file)
+    if not src.is_file():
+        raise CliError(f"{src} is not a file of assembly text")
+    prog = Program.assemble(TileConfig.load(args.config, args.set), src.read_text())
+    out = Path(args.out or Path("build") / "lpu" / src.stem)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "program.json").write_text(prog.to_json())
+    problems = check_program(prog)
+    print(f"assembled {src} -> {out}/program.json ({sum(len(q) for q in prog.queues.values())} instructions, "
+          f"{args.config} tile); static check: {'clean' if not problems else f'{len(problems)} problem(s)'}",
+          file=args.human)
+    for p in problems:
+        print(f"  {p}", file=args.human)
+    if args.json:
+        print_json({"program": str(out / "program.json"), "problems": [str(p) for p in problems]})
+    return EXIT_OK

@@ -1,0 +1,266 @@
+"""``lpu decode``: a small decoder generating tokens greedily, every layer's FFN on one tile
+(or on a tray), on the RTL or the golden model; the figures per token position come from
+the decode flow (``sim/flows/decode.py``), this module prints them."""
+
+from __future__ import annotations
+
+from lpu_arch.config import TileConfig
+from lpu_arch.topology import RUN_TILE_COUNTS
+
+from sim.cli.common import EXIT_FAIL, EXIT_OK, CliError, print_json, testbench_failed
+from sim.cli.options import add_subcommand, config_options, nonneg, picture, positive, rtl_run_options, token_ids
+from sim.flows.decode import DECODE_TILE
+
+DESCRIPTION = """\
+Generate tokens greedily with a small decoder (sim/flows/decode.py, docs/afd.md): the host
+(numpy) does embeddings, norms, attention with a KV cache, residuals and the LM head;
+every layer's FFN runs in int8 on one tile that holds all layers (weights, parameters,
+tables and programs loaded once; per layer only x goes in, y comes out, and the host
+selects the layer with Csr.ENTRY).  Unless --no-run, the tile is the RTL (--sim),
+driven by the host code inside the testbench; the golden model runs the same loop.
+Checks: the same tokens, every layer's y bit-exact against the integer FFN, every
+layer's cycles and writes as the compiler predicted, identical for every token,
+the weights loaded once.
+Exit status 0 = PASS, 1 = FAIL, 2 = bad arguments or a model that does not fit."""
+
+EPILOG = """\
+The tray time is the tile's cycles at --clock-mhz (900 MHz: TSP v1's clock); the GPU
+estimate is the KV cache's bytes read per token at --hbm-gbs, an assumption, not a
+measurement.
+
+examples:
+  lpu decode --tokens 8 --sim verilator
+  lpu decode --no-run --layers 2 --tokens 32 --json
+  lpu decode --no-run --experts 4 --tiles 4 --tokens 8"""
+
+
+def add_parser(sub) -> None:
+    p = add_subcommand(sub, "decode", run, help="a small decoder generating token by token, FFNs on the tile",
+                       description=DESCRIPTION, epilog=EPILOG)
+    g = p.add_argument_group("model and tile")
+    g.add_argument("--model", default="synthetic", help="the model: synthetic (default; seeded random weights)")
+    g.add_argument("--tokens", type=positive, default=8, metavar="N", help="tokens to generate (default: 8)")
+    g.add_argument("--prompt", type=token_ids, default=[1, 2, 3], metavar="IDS",
+                   help="prompt token ids, comma-separated (default: 1,2,3)")
+    g.add_argument("--layers", type=positive, default=2, help="layers (default: 2)")
+    g.add_argument("--H", type=positive, default=8, metavar="N", help="model width (default: 8)")
+    g.add_argument("--I", type=positive, default=16, metavar="N", help="FFN width (default: 16)")
+    g.add_argument("--heads", type=positive, default=2, help="attention heads (default: 2)")
+    g.add_argument("--vocab", type=positive, default=64, help="vocabulary (default: 64)")
+    g.add_argument("--seed", type=nonneg, default=0, help="seed of the synthetic model (default: 0)")
+    g.add_argument("--experts", type=nonneg, default=0, metavar="E",
+                   help="make every FFN a MoE layer of E routed experts (softmax router), each layer run on a\n"
+                        "tray of --tiles tiles (the RTL, or the golden model with --no-run; default: 0, dense)")
+    g.add_argument("--top-k", type=positive, default=2, metavar="K",
+                   help="experts per token with --experts (default: 2)")
+    g.add_argument("--shared", type=nonneg, default=1, metavar="S", help="shared experts, 0 or 1 (default: 1)")
+    g.add_argument("--tiles", type=int, choices=RUN_TILE_COUNTS, default=None,
+                   help="tiles: with --experts, of the MoE tray (default: 4); a dense model on 2, 4 or 8\n"
+                        "runs every FFN on a tray, of the RTL or with --no-run the golden model (default:\n"
+                        "1, every layer resident on one tile)")
+    g.add_argument("--out-scale-per-channel", action="store_true",
+                   help="give each FFN output channel its own int8 scale (folded into its row's\n"
+                        "requantisation; the host dequantises with a vector) instead of one per FFN")
+    g.add_argument("--clock-mhz", type=float, default=900.0, help="tile clock for the tray time (default: 900)")
+    g.add_argument("--clock-seed", type=nonneg, default=None,
+                   help="with --tiles N on the RTL: seed of every tile's clock (ppm within the specification,\n"
+                        "phase) and of the wire latencies, as lpu tray's (default: 1)")
+    g.add_argument("--hbm-gbs", type=float, default=8000.0,
+                   help="assumed GPU HBM bandwidth for the attention estimate (default: 8000 GB/s)")
+    config_options(g, "tiny", "tiny, with " + ", ".join(DECODE_TILE))
+    p.add_argument("--chart", type=picture, default=None, metavar="FILE",
+                   help="draw the loop's timeline on the host and the tray, batch 1 and two micro-batches\n"
+                        "in flight, with the tokens/s of each, to FILE (.svg or .png)")
+    p.add_argument("--chart-host", choices=("measured", "gpu"), default="measured",
+                   help="the host's times in the chart: this run's numpy times (measured) or the KV cache's\n"
+                        "bytes at --hbm-gbs (gpu, an estimate) (default: measured)")
+    p.add_argument("--no-run", action="store_true", help="the golden model only (no simulator)")
+    rtl_run_options(p)
+
+
+def run(args) -> int:
+    if args.model != "synthetic":
+        raise CliError(f"--model {args.model}: only 'synthetic' is built in (no registry package ships a small "
+                       "trained decoder; all-MiniLM-L6-v2 run as a decoder, too large for one tile, is measured on "
+                       "the golden model by make bench: docs/afd.md)")
+    if args.H % args.heads:
+        raise CliError(f"--H {args.H} must be a multiple of --heads {args.heads} (each head takes H / heads of the "
+                       "model's width)")
+    if max(args.prompt) >= args.vocab:
+        raise CliError(f"--prompt: token id {max(args.prompt)} is outside the vocabulary (0..{args.vocab - 1}, "
+                       f"--vocab {args.vocab})")
+    base = TileConfig.load(args.config, (*(DECODE_TILE if args.config == "tiny" else ()), *args.set))
+    model = {"vocab": args.vocab, "H": args.H, "I": args.I, "layers": args.layers, "heads": args.heads,
+             "seed": args.seed}
+    tray = args.experts or (args.tiles or 1) > 1
+    if args.clock_seed is not None and (args.no_run or not tray):
+        raise CliError("--clock-seed draws the clocks of a tray on the RTL: give --tiles 2|4|8 (or --experts) "
+                       "and leave out --no-run")
+    if tray:                     # one layer on the tray at a time: the preset's depths do
+        args.tiles = args.tiles or 4
+        args.clock_seed = 1 if args.clock_seed is None else args.clock_seed
+        return run_tray(args, TileConfig.load(args.config, args.set), model)
+    return run_resident(args, base, model)
+
+
+def run_resident(args, base: TileConfig, model: dict) -> int:
+    """Every layer resident on one tile: the loop on the golden model, then (unless
+    --no-run) on the RTL, checked; per position its cycles, bytes and the GPU estimate."""
+    from sim.flows.decode import check, decode_setup, position_rows, run_golden, run_rtl
+    from sim.harness.progress import ProgressPrinter
+    setup = decode_setup(base.to_dict(), model, args.prompt, args.tokens, args.out_scale_per_channel)
+    rm = setup.resident
+    print(f"model: synthetic decoder, {args.layers} layers, H={args.H}, I={args.I}, {args.heads} heads, vocab "
+          f"{args.vocab} (seed {args.seed}); FFN scales calibrated once on the fixed calibration text"
+          + (", one output scale per channel" if args.out_scale_per_channel else ""), file=args.human)
+    print(f"tile: every layer resident ({rm.loaded_bytes()['weights']:,} bytes of weights, "
+          f"{rm.loaded_bytes()['instructions']:,} of instructions, loaded once); per layer "
+          + ", ".join(f"{ly.manifest.cycles} cycles" for ly in rm.layers) + " (compiler)", file=args.human)
+    golden = run_golden(setup)
+    runs, engine = golden, "golden model"
+    if not args.no_run:
+        try:
+            expected = [r["cycles"] for r in golden["runs"]]
+            runs = run_rtl(setup, args.sim, None if args.quiet else ProgressPrinter(args.sim, expected=expected),
+                           len(expected))
+        except RuntimeError as e:
+            return testbench_failed(e, args, ran=True)
+        engine = f"RTL ({args.sim})"
+    problems = check(setup, runs, golden)
+    rows = position_rows(setup, runs, args.clock_mhz, args.hbm_gbs)
+    print(f"\n{'pos':>4} {'token':>6} {'tray cycles':>11} {'tray us':>8} {'x/y bytes':>10} {'KV bytes':>9} "
+          f"{'GPU est. ns':>11}   ({engine}; tray time at {args.clock_mhz:g} MHz, GPU: KV bytes at "
+          f"{args.hbm_gbs:g} GB/s)", file=args.human)
+    for row in rows:
+        print(f"{row['position']:>4} {row['input_token']:>6} {row['tray_cycles']:>11} {row['tray_us']:>8.3f} "
+              f"{row['bytes_to_tray']:>4}/{row['bytes_from_tray']:<5} {row['kv_bytes']:>9} "
+              f"{row['gpu_est_ns']:>11.3f}", file=args.human)
+    same = len({r["tray_cycles"] for r in rows}) == 1
+    chart = {} if args.chart is None else draw(args, setup, golden)
+    print(f"\ngenerated: {runs['tokens']}", file=args.human)
+    print(f"tray cycles identical for every token: {'yes' if same else 'NO'}; host time "
+          f"{golden['host_s'] * 1e3:.1f} ms in all (golden-model run, numpy)", file=args.human)
+    ok = verdict(args, problems, same)
+    if args.json:
+        print_json({"ran": not args.no_run, "engine": engine, "tokens": runs["tokens"], "positions": rows,
+                    "layer_cycles": [ly.manifest.cycles for ly in rm.layers], "loaded_once": rm.loaded_bytes(),
+                    "loaded_per_run": runs.get("loaded"), "problems": problems, "passed": ok, **chart})
+    return EXIT_OK if ok else EXIT_FAIL
+
+
+def draw(args, setup, golden: dict) -> dict:
+    """--chart: the loop's timeline, batch 1 and two micro-batches; what was written and
+    the tokens/s of each (for --json)."""
+    from firmware_gen.chart import loop_chart
+
+    from sim.flows.decode import host_times_us
+    L = len(setup.resident.layers)
+    tray_us = [ly.manifest.cycles / args.clock_mhz for ly in setup.resident.layers]
+    host_us = host_times_us(setup, golden, args.chart_host, args.hbm_gbs)
+    if args.chart_host == "measured":
+        what = "host: this run's numpy time per step (median over positions)"
+    else:
+        what = (f"host: the KV cache of one layer at position {len(setup.prompt) + setup.tokens - 1} read at "
+                f"{args.hbm_gbs:g} GB/s (an estimate)")
+    path, rates = loop_chart(host_us, tray_us, args.chart, tokens=2,
+                             title=f"decode loop, {L} layers: tray {sum(tray_us):.3f} us per token at "
+                                   f"{args.clock_mhz:g} MHz; {what}")
+    print(f"chart: {path} (batch 1: {rates[1]:,.0f} tokens/s; two micro-batches: {rates[2]:,.0f} tokens/s)",
+          file=args.human)
+    return {"chart": str(path), "tokens_per_s_batch1": round(rates[1]), "tokens_per_s_two_microbatches":
+            round(rates[2])}
+
+
+def verdict(args, problems: list, same: bool) -> bool:
+    """The first problems and PASS or FAIL: passed when there is no problem and the tray's
+    cycles are the same for every token."""
+    for p in problems[:10]:
+        print(f"  {p}", file=args.human)
+    ok = not problems and same
+    print("PASS" if ok else "FAIL", file=args.human)
+    return ok
+
+
+def run_tray(args, base: TileConfig, model: dict) -> int:
+    """``lpu decode --experts E`` (every FFN a MoE layer) or ``--tiles N`` (a dense model):
+    each FFN run on a tray of ``--tiles`` tiles by the system golden model
+    (``decode.run_moe_tray``, ``decode.run_dense_tray``) or on the RTL."""
+    from firmware_gen.compiler import CompileError
+    from firmware_gen.host.decoder import calibrate, synthetic
+
+    from sim.flows.decode import run_dense_tray_any, run_moe_tray, run_tray_rtl
+    from sim.harness.progress import ProgressPrinter
+    engine = "golden model" if args.no_run else f"RTL on {args.sim}, every tile on its own clock"
+    if args.experts:
+        model = moe_model(args, model, engine)
+        golden, what = run_moe_tray, "the MoE layer does not fit"
+    else:
+        if args.out_scale_per_channel:
+            raise CliError("--out-scale-per-channel: not with --tiles (a tray's layers use one output scale per FFN)")
+        print(f"model: synthetic decoder, {args.layers} layers, H={args.H}, I={args.I}, {args.heads} heads, vocab "
+              f"{args.vocab} (seed {args.seed}); every FFN on {args.tiles} {args.config} tiles ({engine})",
+              file=args.human)
+        golden, what = run_dense_tray_any, "an FFN does not fit"
+    try:
+        g = (golden(calibrate(synthetic(**model)), args.prompt, args.tokens, base, args.tiles) if args.no_run
+             else run_tray_rtl(model, args.prompt, args.tokens, base, args.tiles, args.sim, args.clock_seed,
+                               progress=None if args.quiet else ProgressPrinter(args.sim)))
+    except CompileError as e:
+        raise CliError(f"{what} the tray: {e}") from None
+    except RuntimeError as e:
+        return testbench_failed(e, args, ran=True)
+    print_tray_setup(args, g)
+    return tray_report(args, g)
+
+
+def moe_model(args, model: dict, engine: str) -> dict:
+    """``model`` with --experts, --top-k and --shared, checked against the tray, and said."""
+    if args.experts % args.tiles:
+        raise CliError(f"--experts {args.experts} must be a multiple of --tiles {args.tiles} (each tile holds the "
+                       "same number of experts)")
+    if not 1 <= args.top_k <= args.experts:
+        raise CliError(f"--top-k {args.top_k} must be in 1..--experts ({args.experts})")
+    if args.shared > 1:
+        raise CliError(f"--shared {args.shared}: a tray runs at most one shared expert (fuse them into one FFN)")
+    print(f"model: synthetic MoE decoder, {args.layers} layers, H={args.H}, {args.experts} experts of I={args.I}, "
+          f"top-{args.top_k}, {args.shared} shared, {args.heads} heads, vocab {args.vocab} (seed {args.seed}); "
+          f"every MoE layer on {args.tiles} {args.config} tiles ({engine}; each run loads its layer)",
+          file=args.human)
+    return dict(model, experts=args.experts, top_k=args.top_k, shared=args.shared)
+
+
+def print_tray_setup(args, g: dict) -> None:
+    """The tray's clocks (on the RTL) and whether its layers stay resident."""
+    if g["engine"] == "RTL":
+        print(f"clocks (--clock-seed {args.clock_seed}): tile ppm " + ", ".join(f"{p:+.1f}" for p in g["ppm"])
+              + "; wire latencies " + ", ".join(f"{a}-{b} {n}" for a, b, n in g["wire_latencies"]) + " cycles",
+              file=args.human)
+    if not args.experts and g["resident"]:
+        print(f"tray: every layer resident ({g['loaded_once_bytes']:,} bytes of MEM images loaded once); per "
+              "run only x crosses", file=args.human)
+    elif not args.experts:
+        print("tray: each run loads its layer ("
+              + (f"the layers are not resident: {g['not_resident']}" if g.get("not_resident")
+                 else "the RTL testbench reloads every run") + ")", file=args.human)
+
+
+def tray_report(args, g: dict) -> int:
+    """Per position the tray's program and wall cycles (and each MoE layer's experts)."""
+    from sim.flows.decode import tray_position_rows
+    print(f"\n{'pos':>4} {'token':>6} {'tray cycles':>11} {'wall':>6} {'wall us':>8}  "
+          f"{'experts per layer   ' if args.experts else ''}(SAC cycles; wall: HAC cycles from each run's "
+          f"HAC read to done, at {args.clock_mhz:g} MHz)", file=args.human)
+    rows = tray_position_rows(g, args.prompt, args.layers, args.clock_mhz, bool(args.experts))
+    for row in rows:
+        experts = row.get("experts", [()] * args.layers)        # a dense layer: an empty column each
+        print(f"{row['position']:>4} {row['input_token']:>6} {row['tray_cycles']:>11} {row['wall_cycles']:>6} "
+              f"{row['tray_us']:>8.3f}  " + "  ".join(",".join(map(str, e)) for e in experts), file=args.human)
+    same = len({(r["tray_cycles"], r["wall_cycles"]) for r in rows}) == 1
+    print(f"\ngenerated: {g['tokens']}", file=args.human)
+    print(f"tray cycles identical for every token: {'yes' if same else 'NO'}", file=args.human)
+    ok = verdict(args, g["problems"], same)
+    if args.json:
+        print_json({"ran": g["engine"] == "RTL", "engine": f"{g['engine']} (tray)", "tiles": args.tiles,
+                    "tokens": g["tokens"], **{k: g[k] for k in ("clock_seed", "ppm", "wire_latencies") if k in g},
+                    "positions": rows, "problems": g["problems"], "passed": ok})
+    return EXIT_OK if ok else EXIT_FAIL
