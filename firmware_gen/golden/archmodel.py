@@ -465,12 +465,6 @@ class TileModel:
                          nan_operand=self.nan_operand)
 
 
-def as_predicted(result: RunResult, cycles: int, writes) -> bool:
-    """Did a run end on ``cycles`` with exactly the predicted ``writes`` (each with
-    ``as_tuple()``: cycle, slice, address and value), in order?"""
-    return result.cycles == cycles and [e.as_tuple() for e in result.events] == [w.as_tuple() for w in writes]
-
-
 def base_registers(cfg, bases=None) -> list[tuple[int, bool]]:
     """``(offset, on)`` of every base register from their host words (register 0 is the
     constant: offset 0, on)."""
