@@ -25,8 +25,8 @@ from firmware_gen.compiler.moe_tray import compile_moe
 from firmware_gen.golden.numerics import FfnSpec, ffn_int
 from firmware_gen.compiler.resident import ResidentModel, compile_resident, run_layer
 from firmware_gen.compiler.system import wall_cycles
-from firmware_gen.scoreboard import (Observed, Reference, compare, golden_reference, golden_observed, manifest_promise, moe_reference,
-                                     promise, stage_outputs)
+from firmware_gen.scoreboard import (Observed, compare, ffn_reference, golden_observed, golden_reference,
+                                     manifest_promise, moe_reference, promise, row_vectors, stage_outputs)
 import firmware_gen.compiler.tray
 from firmware_gen.compiler.tray import compile_resident_tray, compile_tray_layer, tray_config
 from lpu_arch import TileConfig
@@ -37,6 +37,7 @@ from sim.harness.runner import SYSTEM_TIMESCALE, TIMESCALE, SystemSim, TileSim, 
 from sim.harness.scoreboard import check_wall, tile_observed
 
 SYNTHETIC = dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0)   # the tiny test model
+NOT_FFN_INT = "y is not the integer FFN's"      # a loop's problem when an FFN's y differs from ffn_int's
 
 
 @dataclass
@@ -126,11 +127,9 @@ def check(setup: DecodeSetup, run: dict, golden: dict | None = None) -> list[str
         # The testbench reads y back from the layer's rows (not every row: no read-back part)
         # and STATUS but not the fault masks.
         seen = Observed(source, writes=r["events"], cycles=r["cycles"], status=r.get("status"),
-                        outputs={"y": r["y"]})
-        promised = promise(ly.predict(r["x"]), ly.manifest.cycles)
-        reference = Reference("integer FFN", outputs={"y": ffn_int(ly.spec, np.asarray(r["x"], np.int64)[None])[0]},
-                              differ="y is not the integer FFN's")
-        problems += [p.at(where) for p in compare(seen, promised, reference)]
+                        outputs=row_vectors("y", r["y"]))
+        reference = ffn_reference(ffn_int(ly.spec, np.asarray(r["x"], np.int64)[None]), NOT_FFN_INT)
+        problems += [p.at(where) for p in compare(seen, promise(ly.predict(r["x"]), ly.manifest.cycles), reference)]
     problems += _varying((g["layer"], r["cycles"]) for r, g in zip(run["runs"], golden["runs"]))
     if "loaded" in run:
         once, *later = run["loaded"]
@@ -215,9 +214,8 @@ def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None =
         # Through the module, so that a test can replace tray_output (tests/sim/test_decode.py).
         y = firmware_gen.compiler.tray.tray_output(man, [r.memory for r in res], progs[0].config.lanes, spec.H)[0]
         problems.extend(p.at(where) for p in compare(
-            Observed("golden model", outputs={"y": y}),
-            Reference("integer FFN", outputs={"y": ffn_int(spec, np.asarray(xq, np.int64)[None])[0]},
-                      differ="y is not the integer FFN's")))
+            Observed("golden model", outputs=row_vectors("y", y)),
+            ffn_reference(ffn_int(spec, np.asarray(xq, np.int64)[None]), NOT_FFN_INT)))
         runs.append({"layer": l, "cycles": max(r.cycles for r in res),
                      "wall_cycles": wall_cycles(progs, [r.cycles for r in res]), "bytes_in": tl.x_bytes(),
                      "bytes_out": sum(len(m.outputs) for m in man.tile) * progs[0].config.lanes})
@@ -302,9 +300,8 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
                                                   archmodel.run_system(progs, peer, man.min_distance),
                                                   [promise(cycles=m.cycles, busy=m.busy) for m in man.tile])
             problems.extend(p.at(where) for p in compare(
-                Observed(outputs={"y": r["y"]}),
-                Reference("integer FFN", outputs={"y": ffn_int(model.specs[l], np.asarray(r["x"], np.int64)[None])[0]},
-                          differ="y is not the integer FFN's")))
+                Observed(outputs=row_vectors("y", r["y"])),
+                ffn_reference(ffn_int(model.specs[l], np.asarray(r["x"], np.int64)[None]), NOT_FFN_INT)))
         g.update({"rtl_cycles": cycles, "rtl_wall_cycles": wall})
         per_run.append((l, (cycles, predicted)))
     if len(rtl["runs"]) != len(golden["runs"]):
@@ -373,7 +370,7 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
         where, cycles, wall, rounds = f"position {len(runs) // len(model.layers)}, layer {l}", [], 0, []
         for asg in mt.rounds(idx):
             res = archmodel.run_system(progs, Topology(tiles).peer, bases=mt.bases(asg))
-            problems.extend(f"{where}, {p}" for p in mt.round_problems(asg, res))
+            problems.extend(p.at(where) for p in mt.round_problems(asg, res))
             rounds.append((asg, [r.memory for r in res]))
             cycles.append(max(r.cycles for r in res))
             wall += wall_cycles(progs, [r.cycles for r in res])
