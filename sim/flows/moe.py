@@ -129,8 +129,7 @@ def check_round(cm: CompiledMoe, name: str, r: int, asg: dict, obs_tiles: list) 
                 for p in compare(tile_observed(obs), golden_reference(g), promised)]
     routed, shared = mt.outputs(asg, [traced_memory(cm.cfg, o) for o in obs_tiles])
     stages = moe_int(cm.example.spec, cm.example.x_int8, cm.routings[name])
-    problems += compare(Observed(outputs=expert_outputs(routed, shared), outputs_as="the experts' outputs",
-                                 held="trace holds"),
+    problems += compare(Observed(outputs=expert_outputs(routed, shared), held="trace holds"),
                         moe_reference(stages, {(b, e) for (_, b, _), e in asg.items()}))
     return {"routing": name, "round": r, "slots_on": len(asg),
             "experts": {f"{t}/{b}/{j}": e for (t, b, j), e in sorted(asg.items())},
