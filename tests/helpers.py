@@ -1,6 +1,7 @@
 """What several test modules share: the simulators to run on and one build per
-(configuration, simulator) per test process, and the programs more than one module runs
-(random MEM-to-MEM schedules, the SXM lane-movement cases).  Test modules import from
+(configuration, simulator) per test process, the programs more than one module runs
+(random MEM-to-MEM schedules, the SXM lane-movement cases), and compiled FFNs run on the
+golden model and checked by the scoreboard.  Test modules import from
 here, never from one another (nor from ``conftest.py``)."""
 
 from __future__ import annotations
@@ -13,9 +14,15 @@ import pytest
 from lpu_arch import TileConfig
 from lpu_arch.isa import EAST, SXM_LATENCY, WEST, Instr, Op, SxmFlag
 
+from firmware_gen.golden import archmodel
+from firmware_gen.golden.numerics import ffn_int
 from firmware_gen.program import Program
+from firmware_gen.compiler.ffn_manifest import output_matrix
 from firmware_gen.compiler.reserve import lower
 from firmware_gen.compiler.schedule import Scheduler
+from firmware_gen.compiler.tray import tray_output
+from firmware_gen.scoreboard import Observed, compare, ffn_reference, golden_observed, manifest_promise, row_vectors
+from lpu_arch.topology import Topology
 
 SIMS = [s for s in os.environ.get("LPU_SIMS", "verilator,icarus").split(",") if s]
 
@@ -52,6 +59,32 @@ def get_sim(cfg: TileConfig, sim: str):
     if key not in _built:
         _built[key] = TileSim(cfg, sim)
     return _built[key]
+
+
+# ---- compiled FFNs on the golden model ------------------------------------------------------
+def ffn_on_golden_model(prog, man, ex):
+    """Run a compiled FFN (``compile_ffn``'s program and manifest of the example ``ex``) on
+    the golden model: ``(run, y, problems)``, the problems every way the run differs from
+    the manifest's promise (every write, the cycles, the busy counters) and y from the
+    integer FFN (``scoreboard.compare``)."""
+    gold = archmodel.run(prog)
+    y = output_matrix(man, gold.memory, prog.config.lanes, ex.spec.H)
+    problems = compare(golden_observed(gold, outputs=row_vectors("y", y)), manifest_promise(man),
+                       ffn_reference(ffn_int(ex.spec, ex.x_int8)))
+    return gold, y, problems
+
+
+def tray_on_golden_model(progs, man, ex):
+    """Run a tray FFN (``compile_ffn_tray``'s programs and manifest of the example ``ex``) on
+    the multi-tile golden model: ``(runs, y, problems)``, the problems every tile's run
+    differs from its share of the manifest (writes, cycles, busy counters) and y, gathered
+    from every tile, from the integer FFN (``scoreboard.compare``)."""
+    res = archmodel.run_system(progs, Topology(len(progs)).peer, man.min_distance)
+    y = tray_output(man, [r.memory for r in res], progs[0].config.lanes, ex.spec.H)
+    problems = [p.at(f"tile {t}") for t, (r, m) in enumerate(zip(res, man.tile))
+                for p in compare(golden_observed(r), manifest_promise(m))]
+    problems += compare(Observed("golden model", outputs=row_vectors("y", y)), ffn_reference(ffn_int(ex.spec, ex.x_int8)))
+    return res, y, problems
 
 
 # ---- MEM-to-MEM ----------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from firmware_gen.compiler.moe_slots import ExpertSlot
 from firmware_gen.golden.moe import MoeSpec
 from firmware_gen.golden.numerics import NumericsError, ffn_int
 from firmware_gen.program import Program
+from firmware_gen.scoreboard import Problem, Reference, compare, golden_observed, promise
 from firmware_gen.compiler.schedule import PredictedWrite
 from firmware_gen.compiler.tile_state import TileState
 from firmware_gen.compiler.tray import TrayPlan, plan_tray, tray_config, tray_links, tray_parts
@@ -377,21 +378,17 @@ class MoeTray:
             w.sort(key=lambda p: (p.cycle, cfg.position(p.slice)))
         return out
 
-    def round_problems(self, assignment: dict, results: list) -> list[str]:
-        """What one round's golden-model or hardware results (per tile: ``events`` as
-        ``(cycle, slice, addr, data)`` tuples or trace events, ``cycles``, ``busy``) do not
-        keep of the compiler's promises: every MEM write (:meth:`predict`), every tile's
-        cycle count and busy counters (:meth:`predicted_busy`).  Empty: all kept."""
-        pred, busy, cycles = self.predict(assignment), self.predicted_busy(assignment), self.manifest().cycles
-        problems = []
-        for t, r in enumerate(results):
-            if [e.as_tuple() for e in r.events] != [(w.cycle, w.slice, w.addr, w.data) for w in pred[t]]:
-                problems.append(f"tile {t}: the MEM writes are not the compiler's prediction")
-            if r.cycles != cycles[t]:
-                problems.append(f"tile {t}: {r.cycles} cycles, the compiler predicted {cycles[t]}")
-            if {n: v for n, v in r.busy.items() if v} != {n: v for n, v in busy[t].items() if v}:
-                problems.append(f"tile {t}: busy counters {r.busy}, the compiler predicted {busy[t]}")
-        return problems
+    def promised(self, assignment: dict) -> list[Reference]:
+        """Per tile, what the compiler promises of one round: every MEM write (:meth:`predict`),
+        the cycle count and the busy counters (:meth:`predicted_busy`)."""
+        return [promise(w, c, b) for w, c, b in
+                zip(self.predict(assignment), self.manifest().cycles, self.predicted_busy(assignment))]
+
+    def round_problems(self, assignment: dict, results: list) -> list[Problem]:
+        """What one round's golden-model results (``archmodel.RunResult`` per tile) do not keep
+        of :meth:`promised`, each located at its tile (``scoreboard.compare``).  Empty: all kept."""
+        return [p.at(f"tile {t}") for t, (r, ref) in enumerate(zip(results, self.promised(assignment)))
+                for p in compare(golden_observed(r), ref)]
 
     def predicted_busy(self, assignment: dict) -> list[dict]:
         """Per tile, the busy counters one round reads: every slice's issues, minus those of

@@ -27,6 +27,7 @@ from lpu_arch.vxm import VXM_FIELDS
 from firmware_gen import gc_paused
 from firmware_gen.golden.numerics import add_int32, add_wrap, fp8_bias, gate_fp8, requantise, requantise_fp8
 from firmware_gen.program import Program
+from firmware_gen.scoreboard import compare, golden_observed, promise
 
 
 class ModelError(RuntimeError):
@@ -467,8 +468,9 @@ class TileModel:
 
 def as_predicted(result: RunResult, cycles: int, writes) -> bool:
     """Did a run end on ``cycles`` with exactly the predicted ``writes`` (each with
-    ``as_tuple()``: cycle, slice, address and value), in order?"""
-    return result.cycles == cycles and [e.as_tuple() for e in result.events] == [w.as_tuple() for w in writes]
+    ``as_tuple()``: cycle, slice, address and value), in order?  The scoreboard's check
+    (``scoreboard.compare``) of those two parts."""
+    return not compare(golden_observed(result), promise(writes, cycles))
 
 
 def base_registers(cfg, bases=None) -> list[tuple[int, bool]]:

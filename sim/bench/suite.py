@@ -43,6 +43,8 @@ from firmware_gen.compiler.ffn import compile_ffn
 from firmware_gen.compiler.ffn_example import example_ffn
 from firmware_gen.golden.numerics import ffn_int
 from firmware_gen.compiler.schedule import Scheduler
+from firmware_gen.scoreboard import (Observed, compare, expert_outputs, ffn_reference, golden_observed, manifest_promise,
+                                     moe_reference, row_vectors)
 
 from sim.bench import speed as bench_speed
 
@@ -201,9 +203,8 @@ def _tray_checked(ex, cfg: TileConfig, tiles: int):
     progs, man = compile_ffn_tray(ex.spec, ex.x_int8, cfg, tiles)
     res = archmodel.run_system(progs, Topology(tiles).peer, man.min_distance)
     y = tray_output(man, [r.memory for r in res], cfg.lanes, ex.spec.H)
-    exact = bool(np.array_equal(y, ffn_int(ex.spec, ex.x_int8))) and all(
-        archmodel.as_predicted(r, m.cycles, m.writes) for r, m in zip(res, man.tile))
-    return man, exact
+    exact = not compare(Observed("golden model", outputs=row_vectors("y", y)), ffn_reference(ffn_int(ex.spec, ex.x_int8)))
+    return man, exact and not any(compare(golden_observed(r), manifest_promise(m)) for r, m in zip(res, man.tile))
 
 
 def tray_rows(cfg: TileConfig) -> list[dict]:
@@ -246,7 +247,7 @@ def tray_big_row(cfg: TileConfig, tiles: int = 8) -> dict:
     fitted, _ = fit_ffn(ex.spec, ex.x_int8, cfg)
     prog, one = compile_ffn(ex.spec, ex.x_int8, fitted)
     man, tray_exact = _tray_checked(ex, cfg, tiles)
-    exact = archmodel.as_predicted(archmodel.run(prog), one.cycles, one.writes) and tray_exact
+    exact = not compare(golden_observed(archmodel.run(prog)), manifest_promise(one)) and tray_exact
     return {"ffn": f"{kind} {H}x{I} b1", "tiles": tiles, "cycles": man.cycles, "one_tile_cycles": one.cycles,
             "one_tile_config": {k: getattr(fitted, k) for k in ("mem_depth", "iq_depth", "mxm_xbuf_depth",
                                                                 "vxm_param_depth") if getattr(fitted, k) != getattr(cfg, k)},
@@ -297,9 +298,9 @@ def moe_rows(cfg: TileConfig, tiles: int = 8) -> list[dict]:
                 exact &= not mt.round_problems(asg, res)
                 for r, pred in zip(res, mt.predict(asg)):
                     read += (sum(r.busy[m] for m in mt.cfg.mem_names) - x_reads - len(pred)) * L
-                routed, _ = mt.outputs(asg, [r.memory for r in res])
-                exact &= all(np.array_equal(y, stages.routed[b, list(cm.routings[name][b]).index(e)])
-                             for (b, e), y in routed.items())
+                routed, shared = mt.outputs(asg, [r.memory for r in res])
+                exact &= not compare(Observed("golden model", outputs=expert_outputs(routed, shared)),
+                                     moe_reference(stages, {(b, e) for (_, b, _), e in asg.items()}))
                 cycles += man.cycles_max
             rows.append({"mapping": mapping, "routing": name, "tiles": tiles, "tokens": tokens,
                          "capacity": mt.capacity, "config_sets": list(sets),

@@ -31,8 +31,11 @@ from firmware_gen.program import Program
 from firmware_gen.compiler.schedule import ScheduleError
 from firmware_gen.compiler.system import SystemScheduler
 
+from firmware_gen.scoreboard import Problem, compare, golden_reference, promise
+
 from sim.harness.clocks import phase_seed
 from sim.harness.runner import SystemSim, period_fs, system_run
+from sim.harness.scoreboard import tile_observed
 
 
 BEYOND_SPEC_PPM = 100_000   # the largest clock offset a run takes (TileConfig.max_ppm's own limit)
@@ -86,17 +89,11 @@ def without_runtime_deskews(programs: list[Program]) -> list[Program]:
             for p in programs]
 
 
-def check_tiles(result: dict, sched: SystemScheduler, gold) -> list[list[str]]:
+def check_tiles(result: dict, sched: SystemScheduler, gold) -> list[list[Problem]]:
     """Per tile, every mismatch against the golden model and the scheduler's prediction,
-    plus any C2C fault flag."""
-    from sim.harness.scoreboard import check_run
-    out = []
-    for t, obs in enumerate(result["tiles"]):
-        probs = check_run(obs, gold[t], sched.predicted_writes(t), sched.predicted_cycles(t))
-        if obs["status"] & LINK_FAULTS:      # the cause first: the mismatches follow from it
-            probs.insert(0, f"C2C fault flags in STATUS: {fault_names(obs['status'])}")
-        out.append(probs)
-    return out
+    any C2C fault flag first (``scoreboard.compare``)."""
+    return [compare(tile_observed(obs), golden_reference(gold[t]), promise(sched.predicted_writes(t), sched.predicted_cycles(t)))
+            for t, obs in enumerate(result["tiles"])]
 
 
 def fault_names(status: int) -> str:
@@ -289,20 +286,7 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
     cfg = c2c_config()
     if latency is None:
         latency = cfg.link_latency_max
-    odd = [p for p in ppm if not math.isfinite(p) or abs(p) > BEYOND_SPEC_PPM]
-    if odd:
-        raise ConfigError(f"a clock offset of {odd[0]} ppm cannot be simulated: offsets must be finite and "
-                          f"within +-{BEYOND_SPEC_PPM} ppm, even with --beyond-spec")
-    bad = [p for p in ppm if abs(p) > cfg.max_ppm]
-    if bad and not beyond_spec:
-        raise ConfigError(f"a clock offset of {bad[0]:+g} ppm is beyond the configuration's tolerance of "
-                          f"+-{cfg.max_ppm} ppm (--beyond-spec runs it anyway and shows the faults it raises)")
-    if not cfg.link_latency_min <= latency <= cfg.link_latency_max:
-        raise ConfigError(f"link latency {latency} is outside the declared range "
-                          f"{cfg.link_latency_min}..{cfg.link_latency_max}")
-    if vectors < 1 or spread < 0:
-        raise ConfigError(f"need at least one vector each way and a spread of 0 or more cycles "
-                          f"(got {vectors} vectors, spread {spread})")
+    check_c2c_run(cfg, ppm, latency, vectors, spread, beyond_spec)
     sched = exchange(cfg, 2, vectors, spread, seed)
     programs = sched.programs()
     gold = archmodel.run_system(programs, sched.topo.peer)
@@ -318,22 +302,7 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
     res = system.run([run], progress=progress)[0]
     problems = check_tiles(res, sched, gold)
     say = functools.partial(print, file=out or sys.stdout, flush=True)
-    say()
-    say(f"{'tile':>4} {'ppm':>7} {'period fs':>10} {'cycles':>7} {'writes':>6}  "
-        f"{'HAC error':>15} {'rx buffer':>9} {'elastic':>7} {'stalled':>7}  predicted == observed")
-    tiles = []
-    for i, obs in enumerate(res["tiles"]):
-        err = "(root)" if i == 0 else f"{res['hac_error'][0]:+.2f}..{res['hac_error'][1]:+.2f}"
-        rx, el = res["rx_level"][i][0], res["elastic_level"][i][0]
-        say(f"{i:>4} {res['ppm'][i]:>+7g} {period_fs(res['ppm'][i]):>10} {obs['cycles']:>7} "
-            f"{len(obs['events']):>6}  {err:>15} {f'{rx[0]}..{rx[1]}':>9} {f'{el[0]}..{el[1]}':>7} "
-            f"{obs['c2c']['stalled_cycles']:>7}  {'yes' if not problems[i] else 'NO'}")
-        for p in problems[i][:8]:
-            say(f"      {p}")
-        tiles.append({"tile": i, "ppm": res["ppm"][i], "period_fs": period_fs(res["ppm"][i]), "cycles": obs["cycles"],
-                      "predicted_cycles": sched.predicted_cycles(i), "writes": len(obs["events"]),
-                      "rx_level": list(rx), "elastic_level": list(el), "stalled_cycles": obs["c2c"]["stalled_cycles"],
-                      "as_predicted": not problems[i], "problems": problems[i]})
+    tiles = tile_table(res, sched, problems, say)
     skew_budget = c2c.HAC_ERROR_MAX + c2c.drift(cfg, c2c.deskew_interval(cfg)) + 1
     say(f"\nHAC error (child - root, at one simulation instant, {res['samples']} samples): "
         f"{res['hac_error'][0]:+.3f}..{res['hac_error'][1]:+.3f} cycles "
@@ -352,23 +321,17 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
         plot_run(res, plot, f"Tiles at {ppm[0]:+g} and {ppm[1]:+g} ppm, link latency {latency}, "
                             f"{len(sched.transfers)} vectors")
         say(f"picture of the run: {plot}")
-    within = max(abs(v) for v in res["hac_error"]) <= c2c.HAC_ERROR_MAX
     skew_ok = max(abs(v) for v in res["sac_skew"]) <= skew_budget
     if not skew_ok:
         say(f"warning: the program skew {res['sac_skew'][0]:+.2f}..{res['sac_skew'][1]:+.2f} exceeds its budget "
             f"of {skew_budget} cycles: a vector can arrive after the RECV scheduled for it")
-    reasons = ["timed out (not every tile is done)"] if res.get("timed_out") else []
-    reasons += [f"tile {i}: {fault_names(o['status'])}" for i, o in enumerate(res["tiles"]) if o["status"] & LINK_FAULTS]
-    reasons += [] if within else [f"HAC error beyond +-{c2c.HAC_ERROR_MAX}"]
-    reasons += [] if skew_ok else [f"program skew beyond {skew_budget}"]
-    reasons += [f"tile {i}: {p[0]}" for i, p in enumerate(problems) if p and not res["tiles"][i]["status"] & LINK_FAULTS]
-    passed = not reasons
-    if passed:
+    reasons = fail_reasons(res, problems, skew_ok, skew_budget)
+    if not reasons:
         say(f"\nPASS: both tiles on {sim} wrote every vector at its predicted SAC cycle, "
             "identical to the golden model, no link fault")
     else:
         say(f"\nFAIL: {'; '.join(reasons)}")
-    return {"passed": passed, "simulator": sim, "ppm": list(ppm), "latency": latency,
+    return {"passed": not reasons, "simulator": sim, "ppm": list(ppm), "latency": latency,
             "measured_latency": res["tiles"][1]["c2c"]["latency"], "vectors": len(sched.transfers),
             "min_distance": c2c.min_distance(cfg), "deskew_interval": c2c.deskew_interval(cfg),
             "hac_error": [round(v, 3) for v in res["hac_error"]], "hac_error_max": c2c.HAC_ERROR_MAX,
@@ -379,3 +342,57 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
             "status": [o["status"] for o in res["tiles"]],
             "build_dir": str(system.build_dir)}
 
+
+def check_c2c_run(cfg: TileConfig, ppm, latency: int, vectors: int, spread: int, beyond_spec: bool) -> None:
+    """A ``ConfigError`` naming the limit when :func:`run_c2c`'s clocks, latency or vectors
+    cannot be run: a clock offset beyond ``max_ppm`` (without ``beyond_spec``) or beyond
+    what can be simulated, a latency outside the declared range, no vector."""
+    odd = [p for p in ppm if not math.isfinite(p) or abs(p) > BEYOND_SPEC_PPM]
+    if odd:
+        raise ConfigError(f"a clock offset of {odd[0]} ppm cannot be simulated: offsets must be finite and "
+                          f"within +-{BEYOND_SPEC_PPM} ppm, even with --beyond-spec")
+    bad = [p for p in ppm if abs(p) > cfg.max_ppm]
+    if bad and not beyond_spec:
+        raise ConfigError(f"a clock offset of {bad[0]:+g} ppm is beyond the configuration's tolerance of "
+                          f"+-{cfg.max_ppm} ppm (--beyond-spec runs it anyway and shows the faults it raises)")
+    if not cfg.link_latency_min <= latency <= cfg.link_latency_max:
+        raise ConfigError(f"link latency {latency} is outside the declared range "
+                          f"{cfg.link_latency_min}..{cfg.link_latency_max}")
+    if vectors < 1 or spread < 0:
+        raise ConfigError(f"need at least one vector each way and a spread of 0 or more cycles "
+                          f"(got {vectors} vectors, spread {spread})")
+
+
+def tile_table(res: dict, sched: SystemScheduler, problems: list, say) -> list[dict]:
+    """Print :func:`run_c2c`'s table, a line per tile (and its first problems), and return
+    its rows (the report's ``tiles``)."""
+    say()
+    say(f"{'tile':>4} {'ppm':>7} {'period fs':>10} {'cycles':>7} {'writes':>6}  "
+        f"{'HAC error':>15} {'rx buffer':>9} {'elastic':>7} {'stalled':>7}  predicted == observed")
+    tiles = []
+    for i, obs in enumerate(res["tiles"]):
+        err = "(root)" if i == 0 else f"{res['hac_error'][0]:+.2f}..{res['hac_error'][1]:+.2f}"
+        rx, el = res["rx_level"][i][0], res["elastic_level"][i][0]
+        say(f"{i:>4} {res['ppm'][i]:>+7g} {period_fs(res['ppm'][i]):>10} {obs['cycles']:>7} "
+            f"{len(obs['events']):>6}  {err:>15} {f'{rx[0]}..{rx[1]}':>9} {f'{el[0]}..{el[1]}':>7} "
+            f"{obs['c2c']['stalled_cycles']:>7}  {'yes' if not problems[i] else 'NO'}")
+        for p in problems[i][:8]:
+            say(f"      {p}")
+        tiles.append({"tile": i, "ppm": res["ppm"][i], "period_fs": period_fs(res["ppm"][i]), "cycles": obs["cycles"],
+                      "predicted_cycles": sched.predicted_cycles(i), "writes": len(obs["events"]),
+                      "rx_level": list(rx), "elastic_level": list(el), "stalled_cycles": obs["c2c"]["stalled_cycles"],
+                      "as_predicted": not problems[i], "problems": problems[i]})
+    return tiles
+
+
+def fail_reasons(res: dict, problems: list, skew_ok: bool, skew_budget: int) -> list[str]:
+    """Why a :func:`run_c2c` run fails (empty: it passes): a timeout, link faults, a HAC
+    error or program skew beyond budget, and each tile's first problem (unless a link
+    fault, named already, caused it)."""
+    within = max(abs(v) for v in res["hac_error"]) <= c2c.HAC_ERROR_MAX
+    reasons = ["timed out (not every tile is done)"] if res.get("timed_out") else []
+    reasons += [f"tile {i}: {fault_names(o['status'])}" for i, o in enumerate(res["tiles"]) if o["status"] & LINK_FAULTS]
+    reasons += [] if within else [f"HAC error beyond +-{c2c.HAC_ERROR_MAX}"]
+    reasons += [] if skew_ok else [f"program skew beyond {skew_budget}"]
+    return reasons + [f"tile {i}: {p[0]}" for i, p in enumerate(problems)
+                      if p and not res["tiles"][i]["status"] & LINK_FAULTS]

@@ -17,6 +17,8 @@ from firmware_gen.golden import archmodel
 from firmware_gen.compiler.ffn_manifest import output_matrix
 from firmware_gen.compiler.schedule import Scheduler
 
+from firmware_gen.scoreboard import Observed, compare, promise
+
 from sim.harness.runner import BUILD, SimSetupError, TileSim, job, observed_events
 from sim.harness.scoreboard import check_run, output_rows, read_back
 from sim.harness.waves import build_failure_hint, save_waves
@@ -88,9 +90,9 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
     held = read_back(res)
     mem = {n: {a: v for (s, a), v in held.items() if s == n} for n in cfg.mem_names}
     y_hw = output_matrix(man, mem, cfg.lanes, man.H)
-    exact = None if c.y_int8 is None else bool(np.array_equal(y_hw, np.asarray(c.y_int8).reshape(y_hw.shape)))
+    exact = None if c.y_int8 is None else not [p for p in problems if p.part == "outputs"]
     err = c.error_vs_float(y_hw)
-    writes_ok = observed_events(res) == [w.as_tuple() for w in man.writes]
+    writes_ok = not [p for p in problems if p.part == "writes" and p.reference == "compiler"]
     cyc = res["cycles"]
     eff, util = man.bound / cyc, man.mm_count / (2 * cyc)
     busy = [n for n in cfg.queue_names if man.busy.get(n)]        # the slices the program keeps busy
@@ -183,7 +185,9 @@ def run_copy(cfg, sim: str = "verilator", seed: int = 1, waves: bool = False) ->
     for x in s.transfers:
         pred = [w for w in s.predicted_writes() if w.transfer == x.index]
         got = [obs.get((w.slice, w.addr)) for w in pred]
-        ok = all(g is not None and g[0] == w.cycle and tuple(g[1]) == w.data for g, w in zip(got, pred))
+        # The transfer's writes as last traced at its rows (a row not written: missing).
+        ok = not compare(Observed(writes=[(g[0], w.slice, w.addr, g[1]) for g, w in zip(got, pred) if g is not None]),
+                         promise(pred))
         ok_all &= ok
         seen = [g[0] for g in got if g]
         label = f"{x.src}[{x.src_addr}:{x.src_addr + x.count}] -> {x.dst}[{x.dst_addr}:{x.dst_addr + x.count}]"

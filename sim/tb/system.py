@@ -215,58 +215,37 @@ async def observe(cfg, drv: TileDriver, job: dict, done: bool) -> dict:
             "fault_names": link_fault_names(status["status"])}
 
 
-async def one_run(dut, cfg, drivers, run) -> dict:
-    n = len(drivers)
-    log = dut._log
+async def restart(dut, cfg, drivers, run) -> dict:
+    """Restart every tile's clock at the run's period and phase, clear the injection ports
+    (a cancelled injection may have left its mask on) and reset every tile; how every
+    result begins (the clocks as started)."""
     for i, d in enumerate(drivers):
         d.stop_clock()
         d.period, d.phase = run["period_fs"][i], run["phase_fs"][i]
     await _all(d.start_clock() for d in drivers)
-    # How every result begins (the clocks as started), and the flits each injection asks for.
     head = {**{k: run[k] for k in ("name", "ppm", "period_fs", "phase_fs")},
             "clock_t0_fs": [d.clock_t0 for d in drivers]}
-    requested = [x.get("count", 1) for x in run["inject"]]
-    for i in range(n):            # a cancelled injection may have left its mask on
+    for i in range(len(drivers)):
         for k in range(cfg.links):
             getattr(dut, f"t{i}_l{k}_inject").value = 0
     await _all(d.reset(4) for d in drivers)
+    return head
 
-    # ---- load every tile over its own bus or load port -------------------------------
-    await _all(d.load_job(job) for d, job in zip(drivers, run["jobs"]))
 
-    # ---- HAC lock --------------------------------------------------------------------
-    async def wait_lock(i, limit=50_000):
-        drv = drivers[i]
-        for _ in range(limit // 50):
-            if await drv.read_csr(Csr.HAC_STATUS) & HacStatus.LOCKED:
-                return True
-            await ClockCycles(drv.dut.clk, 50)
-        return False
+async def wait_lock(drv: TileDriver, limit: int = 50_000) -> bool:
+    """Poll a tile's ``HAC_STATUS`` every 50 cycles until its HAC is locked (False: not
+    within ``limit`` cycles)."""
+    for _ in range(limit // 50):
+        if await drv.read_csr(Csr.HAC_STATUS) & HacStatus.LOCKED:
+            return True
+        await ClockCycles(drv.dut.clk, 50)
+    return False
 
-    locked = await _all(wait_lock(i) for i in range(n))
-    if not all(locked):            # reported like a timeout: the batch goes on
-        not_locked = [i for i, ok in enumerate(locked) if not ok]
-        log.warning("run %s: HAC not locked on tile(s) %s", run["name"], not_locked)
-        tiles = [await observe(cfg, drv, run["jobs"][i], False) for i, drv in enumerate(drivers)]
-        return {**head, "tiles": tiles, "timed_out": True, "hac_not_locked": not_locked,
-                "injected": [0] * len(run["inject"]), "inject_requested": requested, "wall_run_s": 0.0,
-                "window": None, **Sampler(dut, cfg, drivers, run["sample_every"], 0, 0).summary()}
-    t_lock = int(get_sim_time("fs"))
 
-    sampler = Sampler(dut, cfg, drivers, run["sample_every"], run["record"], run["seed"] + 1)
-    sampling = cocotb.start_soon(sampler.loop())
-    recorder = None
-    if run.get("window"):
-        w = run["window"]
-        recorder = Recorder(dut, cfg, drivers, w["tile"], w["sac_from"], w["sac_to"])
-        recording = cocotb.start_soon(recorder.loop())
-    hits = [[] for _ in run["inject"]]
-    injections = [cocotb.start_soon(inject(dut, drivers[x["tile"]], x["tile"], x["link"], x["mask"],
-                                           x.get("after_cycles", 0), x.get("count", 1), log, h))
-                  for x, h in zip(run["inject"], hits)]
-
-    # ---- start all tiles on one HAC cycle ---------------------------------------------
-    log.info("job %s: loaded, running", run["name"])     # progress (sim/harness/progress.py): loaded and locked
+async def arm_and_run(cfg, drivers, run) -> dict:
+    """Read tile 0's HAC, arm every tile to start at ``START_HAC`` (``armed_start_hac``) and
+    wait for every tile's done (or the timeout); the start's HAC cycles and times.  A start
+    lead too short to arm every tile in time is an error."""
     hac0 = await drivers[0].read_csr(Csr.HAC)
     start_hac = armed_start_hac(cfg, hac0, run["start_lead"])
     await _all(d.arm_start_at(start_hac) for d in drivers)
@@ -278,7 +257,45 @@ async def one_run(dut, cfg, drivers, run) -> dict:
     t0 = time.perf_counter()
     t_start = int(get_sim_time("fs"))
     await _all(d.wait_done(run["timeout_cycles"] + run["start_lead"] + 2 * cfg.epoch) for d in drivers)
-    wall = time.perf_counter() - t0
+    return {"start_hac": start_hac, "hac_read": hac0, "hac_armed": armed_by, "t_start_fs": t_start,
+            "wall_run_s": time.perf_counter() - t0}
+
+
+def watch(dut, cfg, drivers, run, log):
+    """Start the run's watchers: the sampler, the window's recorder (if any) and every fault
+    injection; ``(sampler, its task, recorder, its task, hits per injection, injection tasks)``."""
+    sampler = Sampler(dut, cfg, drivers, run["sample_every"], run["record"], run["seed"] + 1)
+    sampling = cocotb.start_soon(sampler.loop())
+    recorder = recording = None
+    if run.get("window"):
+        w = run["window"]
+        recorder = Recorder(dut, cfg, drivers, w["tile"], w["sac_from"], w["sac_to"])
+        recording = cocotb.start_soon(recorder.loop())
+    hits = [[] for _ in run["inject"]]
+    injections = [cocotb.start_soon(inject(dut, drivers[x["tile"]], x["tile"], x["link"], x["mask"],
+                                           x.get("after_cycles", 0), x.get("count", 1), log, h))
+                  for x, h in zip(run["inject"], hits)]
+    return sampler, sampling, recorder, recording, hits, injections
+
+
+async def one_run(dut, cfg, drivers, run) -> dict:
+    """One run of the spec (the module's steps 1 to 5): restart, load, lock, arm, run, observe."""
+    log = dut._log
+    head = await restart(dut, cfg, drivers, run)
+    requested = [x.get("count", 1) for x in run["inject"]]     # the flits each injection asks for
+    await _all(d.load_job(job) for d, job in zip(drivers, run["jobs"]))
+    locked = await _all(wait_lock(d) for d in drivers)
+    if not all(locked):            # reported like a timeout: the batch goes on
+        not_locked = [i for i, ok in enumerate(locked) if not ok]
+        log.warning("run %s: HAC not locked on tile(s) %s", run["name"], not_locked)
+        tiles = [await observe(cfg, drv, run["jobs"][i], False) for i, drv in enumerate(drivers)]
+        return {**head, "tiles": tiles, "timed_out": True, "hac_not_locked": not_locked,
+                "injected": [0] * len(run["inject"]), "inject_requested": requested, "wall_run_s": 0.0,
+                "window": None, **Sampler(dut, cfg, drivers, run["sample_every"], 0, 0).summary()}
+    t_lock = int(get_sim_time("fs"))
+    sampler, sampling, recorder, recording, hits, injections = watch(dut, cfg, drivers, run, log)
+    log.info("job %s: loaded, running", run["name"])     # progress (sim/harness/progress.py): loaded and locked
+    started = await arm_and_run(cfg, drivers, run)
     sampler.stop = True
     await sampling
     if recorder is not None:
@@ -291,8 +308,6 @@ async def one_run(dut, cfg, drivers, run) -> dict:
     for inj in injections:
         if not inj.done():
             inj.cancel()
-
-    # ---- observe ---------------------------------------------------------------------
     tiles = [await observe(cfg, drv, run["jobs"][i], done[i]) for i, drv in enumerate(drivers)]
     if timed_out:
         log.warning("run %s: timed out, not every tile is done: %s", run["name"],
@@ -303,9 +318,10 @@ async def one_run(dut, cfg, drivers, run) -> dict:
     log.info("job %s: %d cycles, %d events", run["name"], max(t["cycles"] for t in tiles),
              sum(len(t["events"]) for t in tiles))       # progress: the last tile's cycles, every tile's writes
     log.info("run %s: ppm %s, cycles %s, HAC error %.3f..%.3f, %.1f s", run["name"], run["ppm"],
-             [t["cycles"] for t in tiles], summ["hac_error"][0], summ["hac_error"][1], wall)
-    return {**head, "start_hac": start_hac, "hac_read": hac0, "hac_armed": armed_by, "t_lock_fs": t_lock,
-            "t_start_fs": t_start, "t_done_fs": t_done, "wall_run_s": wall, "tiles": tiles,
+             [t["cycles"] for t in tiles], summ["hac_error"][0], summ["hac_error"][1], started["wall_run_s"])
+    return {**head, "start_hac": started["start_hac"], "hac_read": started["hac_read"],
+            "hac_armed": started["hac_armed"], "t_lock_fs": t_lock, "t_start_fs": started["t_start_fs"],
+            "t_done_fs": t_done, "wall_run_s": started["wall_run_s"], "tiles": tiles,
             "timed_out": timed_out, "injected": [len(h) for h in hits], "inject_requested": requested,
             "window": recorder.records if recorder is not None else None, **summ}
 

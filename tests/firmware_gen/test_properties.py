@@ -17,19 +17,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from firmware_gen.golden import archmodel
-
 from firmware_gen.golden import numerics
 from firmware_gen.check import check_program, check_system
 from firmware_gen.compiler import CompileError
 from firmware_gen.compiler.ffn import compile_ffn
 from firmware_gen.compiler.ffn_example import example_ffn
-from firmware_gen.compiler.ffn_manifest import output_matrix
-from firmware_gen.golden.numerics import NumericsError, ffn_int
-from firmware_gen.compiler.tray import compile_ffn_tray, tray_output
+from firmware_gen.golden.numerics import NumericsError
+from firmware_gen.compiler.tray import compile_ffn_tray
 from lpu_arch import ConfigError, TileConfig
 from lpu_arch.topology import Topology
 from lpu_arch.vxm import MULT_MAX, SHIFT_MAX
+
+from tests.helpers import ffn_on_golden_model, tray_on_golden_model
 
 FAST = settings(derandomize=True, max_examples=60, deadline=None, database=None)
 SLOW = settings(derandomize=True, max_examples=12, deadline=None, database=None,
@@ -131,23 +130,15 @@ ALLOWED = (CompileError, ConfigError, NumericsError)
 def check_one_tile(cfg, ex):
     prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
     assert check_program(prog) == []
-    gold = archmodel.run(prog)
-    y = output_matrix(man, gold.memory, cfg.lanes, ex.spec.H)
-    assert np.array_equal(y, ffn_int(ex.spec, ex.x_int8))
-    assert [e.as_tuple() for e in gold.events] == [(w.cycle, w.slice, w.addr, w.data) for w in man.writes]
-    assert gold.cycles == man.cycles and gold.busy == man.busy
+    problems = ffn_on_golden_model(prog, man, ex)[2]
+    assert not problems, "\n".join(problems)
 
 
 def check_tray(cfg, ex, tiles):
     progs, man = compile_ffn_tray(ex.spec, ex.x_int8, cfg, tiles)
-    peer = Topology(tiles).peer
-    assert check_system(progs, peer, man.min_distance) == []
-    res = archmodel.run_system(progs, peer, man.min_distance)
-    y = tray_output(man, [r.memory for r in res], progs[0].config.lanes, ex.spec.H)
-    assert np.array_equal(y, ffn_int(ex.spec, ex.x_int8))
-    for t, (r, m) in enumerate(zip(res, man.tile)):
-        assert [e.as_tuple() for e in r.events] == [(w.cycle, w.slice, w.addr, w.data) for w in m.writes], t
-        assert r.cycles == m.cycles, t
+    assert check_system(progs, Topology(tiles).peer, man.min_distance) == []
+    problems = tray_on_golden_model(progs, man, ex)[2]
+    assert not problems, "\n".join(problems)
 
 
 def compiles_or_says_why(fn, *args):

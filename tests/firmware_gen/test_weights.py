@@ -308,11 +308,14 @@ def test_fp8_checkpoint_compiles_for_an_fp8_tile(tmp_path):
     from firmware_gen.golden import archmodel
     from firmware_gen.compiler.ffn import compile_ffn
     from firmware_gen.compiler.ffn_manifest import output_matrix
+    from firmware_gen.scoreboard import compare, ffn_reference, golden_observed, promise, row_vectors
     xq, _ = nm.quantise_activations_fp8(w.x, spec.x_scale)
     prog, man = compile_ffn(spec, xq, TileConfig.from_dict({**TileConfig.default().to_dict(), "mxm_dtype": "fp8"}))
     gold = archmodel.run(prog)
-    assert gold.cycles == man.cycles
-    assert np.array_equal(output_matrix(man, gold.memory, 16, spec.H), nm.ffn_int(spec, xq).reshape(-1, spec.H))
+    y = output_matrix(man, gold.memory, 16, spec.H)
+    problems = compare(golden_observed(gold, outputs=row_vectors("y", y)), promise(cycles=man.cycles),
+                       ffn_reference(nm.ffn_int(spec, xq).reshape(-1, spec.H)))
+    assert not problems, "\n".join(problems)
 
 
 def test_block_quantiser_matches_ml_dtypes():

@@ -13,6 +13,7 @@ from lpu_arch import TileConfig
 from firmware_gen.golden import archmodel
 from lpu_arch.isa import IsaError
 from firmware_gen.program import Program, ProgramError
+from firmware_gen.scoreboard import Reference, compare, golden_observed
 
 from tests.helpers import get_sim, sxm_cases, sxm_program
 
@@ -21,8 +22,8 @@ from tests.helpers import get_sim, sxm_cases, sxm_program
 def test_sxm_on_the_golden_model(preset):
     cfg = TileConfig.preset(preset)
     prog, expected = sxm_program(cfg, sxm_cases(cfg))
-    gold = archmodel.run(prog)
-    assert [e.as_tuple() for e in gold.events] == expected
+    problems = compare(golden_observed(archmodel.run(prog)), Reference("numpy", writes=expected))
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("text, words", [
@@ -40,13 +41,12 @@ def test_bad_sxm_instructions(text, words):
 
 @pytest.mark.sim
 def test_sxm_on_rtl(simulator):
-    from sim.harness.runner import job, observed_events
-    from sim.harness.scoreboard import check_run
+    from sim.harness.runner import job
+    from sim.harness.scoreboard import check_run, tile_observed
 
     cfg = TileConfig.tiny()
     prog, expected = sxm_program(cfg, sxm_cases(cfg, seed=3))
     gold = archmodel.run(prog)
     res = get_sim(cfg, simulator).run([job(prog)])[0]
-    problems = check_run(res, gold)
+    problems = check_run(res, gold) + compare(tile_observed(res), Reference("numpy", writes=expected))
     assert not problems, "\n".join(problems)
-    assert observed_events(res) == expected
