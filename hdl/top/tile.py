@@ -18,7 +18,10 @@ from lpu_arch import hostmap
 from lpu_arch.hostmap import Csr, Ctrl, DeskewStatus, HacStatus, LinkFlag, LinkReg, Region, Status
 from lpu_arch.isa import BASE_OFF_BIT, BASE_OFFSET_BITS, INSTR_BITS
 
-from hdl.link.c2c import DeskewUnit, HacUnit, LinkRx, LinkTx
+from hdl.link.deskew import DeskewUnit
+from hdl.link.hac import HacUnit
+from hdl.link.rx import LinkRx
+from hdl.link.tx import LinkTx
 from hdl.units.column import Taps, build_position, column_signature, edge_taps, served_links
 from hdl.units.layouts import base_reg_layout, host_bus_signature
 

@@ -737,7 +737,7 @@ def test_c2c_recv_latency(direction):
     on issue + C2C_LATENCY.  ``C2cSlice`` stands alone: its ``recv_data`` is an input, so
     the testbench plays the link's receiver as ``LinkRx`` documents it (the popped vector
     from the cycle after ``recv``, held until the next one)."""
-    from hdl.link.c2c import C2cSlice
+    from hdl.units.c2c_slice import C2cSlice
 
     cfg = dataclasses.replace(CFG, links=1)
     c2c = C2cSlice(cfg, links=[0])
