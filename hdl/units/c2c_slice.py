@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 from lpu_arch.isa import C2C_LATENCY, EAST, Op
 
 from hdl.link.deskew import SLACK_BITS
-from hdl.units.layouts import drive_masks, drive_signature, issue_signature, operand, tap_signature
+from hdl.units.layouts import drive_masks, operand, slice_members
 
 
 class C2cSlice(wiring.Component):
@@ -30,7 +30,9 @@ class C2cSlice(wiring.Component):
 
     Members
     -------
-    issue : In(issue_signature), tap : In(tap_signature), drive : Out(drive_signature)
+    issue, tap, drive, driving
+        Every slice's (``layouts.slice_members``): a RECV's vector is driven ``C2C_LATENCY``
+        (1) cycle after its issue.
     send : Out(len(links))
         SEND to ``links[i]`` (or SENDM with its bit set) this cycle; ``send_data`` is the
         stream value at this position.
@@ -40,19 +42,16 @@ class C2cSlice(wiring.Component):
         The links' popped vectors (held from the cycle after ``recv``).
     deskew, runtime : Out(1), slack : Out(16)
         DESKEW / RUNTIME_DESKEW issued this cycle, with RUNTIME_DESKEW's slack.
-    driving : Out(1)
-        A RECV's vector is being driven this cycle (``C2C_LATENCY`` = 1 after issue).
     """
 
     def __init__(self, cfg, links):
         self.cfg, self.links = cfg, list(links)
         n = max(len(self.links), 1)
         super().__init__({
-            "issue": In(issue_signature()), "tap": In(tap_signature(cfg)), "drive": Out(drive_signature(cfg)),
+            **slice_members(cfg),
             "send": Out(n), "send_data": Out(cfg.vector_bits),
             "recv": Out(n), "recv_data": In(cfg.vector_bits).array(n),
             "deskew": Out(1), "runtime": Out(1), "slack": Out(SLACK_BITS),
-            "driving": Out(1),
         })
 
     def elaborate(self, platform):
