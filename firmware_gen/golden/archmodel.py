@@ -3,7 +3,7 @@
 It executes the same binary images as the hardware, cycle by cycle: each instruction
 queue issues exactly as the ICU does (``isa.py`` gives the rules), MEM slices read and
 write their SRAM, the MXMs load weights, multiply and accumulate, the VXM runs its
-requantise/table/gate chain (``numerics.py`` arithmetic), the SXMs move lanes
+requantise/table/gate chain (``quantise.py`` and ``fp8_quantise.py`` arithmetic), the SXMs move lanes
 (:func:`sxm_apply`), and the east/west stream
 registers advance one position per cycle.
 The result is the trace of every MEM write (cycle, slice, address, value), the final
@@ -25,7 +25,8 @@ from lpu_arch.timing import done_cycles, lw_cycles
 from lpu_arch.vxm import VXM_FIELDS
 
 from firmware_gen import gc_paused
-from firmware_gen.golden.numerics import add_int32, add_wrap, fp8_bias, gate_fp8, requantise, requantise_fp8
+from firmware_gen.golden.fp8_quantise import fp8_bias, gate_fp8, requantise_fp8
+from firmware_gen.golden.quantise import add_int32, add_wrap, requantise
 from firmware_gen.program import Program
 
 

@@ -69,7 +69,8 @@ import numpy as np
 from lpu_arch import fp8
 from lpu_arch.errors import LpuError
 
-from firmware_gen.golden.numerics import FP8_BLOCK, FfnShape, dequantise_fp8_blocks
+from firmware_gen.golden.fp8_quantise import FP8_BLOCK, dequantise_fp8_blocks
+from firmware_gen.golden.numerics import FfnShape
 
 KEYS = ("W1", "W2", "W3", "b1", "b2", "x")
 DEFAULT_BATCH = 4          # rows of the default calibration input (fits the default and tiny tiles)

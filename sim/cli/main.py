@@ -183,7 +183,7 @@ def _rtl_run_options(p: argparse.ArgumentParser, json_more: str = ""):
 
 
 def _ffn_options(p: argparse.ArgumentParser):
-    from firmware_gen.golden.numerics import ACTIVATIONS
+    from firmware_gen.golden.tables import ACTIVATIONS
     g = p.add_argument_group("FFN to compile (when no program directory is given)")
     g.add_argument("--kind", choices=("swiglu", "classic"), default=None,
                    help="FFN kind (default: swiglu; with --weights, W3 decides)")
@@ -829,7 +829,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hdl.flows.synth import BOARDS, NEXTPNR_SEED, NEXTPNR_SEEDS
 
     from sim.flows.c2c import c2c_config
-    from firmware_gen.golden.numerics import ACTIVATIONS
+    from firmware_gen.golden.tables import ACTIVATIONS
 
     from sim.flows.tray import TRAY_H, TRAY_I
     c2c_cfg = c2c_config()

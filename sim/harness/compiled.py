@@ -31,8 +31,9 @@ import numpy as np
 from firmware_gen.compiler.ffn import BOUNDS, Example, Manifest, compile_ffn, example_ffn
 from lpu_arch.config import TileConfig
 from lpu_arch.errors import LpuError
-from firmware_gen.golden.numerics import (ACTIVATIONS, FfnSpec, NumericsError, activation_quantiser, dequantise,
+from firmware_gen.golden.numerics import (FfnSpec, NumericsError, activation_quantiser, dequantise,
                                    error_report, ffn_float, ffn_int)
+from firmware_gen.golden.tables import ACTIVATIONS
 from firmware_gen.program import Program
 from firmware_gen.host.weights import WeightsError, load_ffn
 from firmware_gen.compiler.schedule import PredictedWrite

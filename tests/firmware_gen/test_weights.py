@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from firmware_gen.golden import numerics as nm
+from firmware_gen.golden.fp8_quantise import dequantise_fp8_blocks, quantise_activations_fp8, quantise_weights_fp8_blocks
+from firmware_gen.golden.quantise import quantise_activations
 from firmware_gen.host.weights import DEFAULT_BATCH, WeightsError, find_packaged_model, load_ffn, parse_mapping
 from lpu_arch import TileConfig
 from sim.cli import main as cli
@@ -165,7 +167,7 @@ def test_compiles_for_the_tiny_tile(request, tmp_path, which):
     c = from_weights(path, TileConfig.tiny(), layer=1, preset="tiny")
     w = load_ffn(path, layer=1)
     spec = nm.FfnSpec.from_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, x_calibration=w.x, activation=w.activation)
-    xq, _ = nm.quantise_activations(w.x, spec.x_scale)
+    xq, _ = quantise_activations(w.x, spec.x_scale)
     assert np.array_equal(c.y_int8, nm.ffn_int(spec, xq))
     assert c.error_vs_float(c.y_int8)["cosine"] > 0.95
     assert c.name == f"{which}-L1-tiny"
@@ -306,7 +308,7 @@ def test_minilm_layers_quantise_well():
     w = load_ffn(path, layer=0)
     assert (w.kind, w.activation, w.H, w.I, w.b1.shape, w.b2.shape) == ("classic", "gelu", 384, 1536, (1536,), (384,))
     spec = nm.FfnSpec.from_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, x_calibration=w.x, activation=w.activation)
-    xq, _ = nm.quantise_activations(w.x, spec.x_scale)
+    xq, _ = quantise_activations(w.x, spec.x_scale)
     y = nm.ffn_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, xq * spec.x_scale, w.activation)
     assert nm.error_report(nm.ffn_int(spec, xq), spec.out_scale, y)["cosine"] > 0.995
 
@@ -365,7 +367,7 @@ def test_fp8_checkpoint_compiles_for_an_fp8_tile(tmp_path):
     assert spec.dtype == "fp8" and np.array_equal(spec.W1, codes)     # one block: one scale per row, exact
     from firmware_gen.golden import archmodel
     from firmware_gen.compiler.ffn import compile_ffn, output_matrix
-    xq, _ = nm.quantise_activations_fp8(w.x, spec.x_scale)
+    xq, _ = quantise_activations_fp8(w.x, spec.x_scale)
     prog, man = compile_ffn(spec, xq, TileConfig.from_dict({**TileConfig.default().to_dict(), "mxm_dtype": "fp8"}))
     gold = archmodel.run(prog)
     assert gold.cycles == man.cycles
@@ -373,17 +375,17 @@ def test_fp8_checkpoint_compiles_for_an_fp8_tile(tmp_path):
 
 
 def test_block_quantiser_matches_ml_dtypes():
-    """numerics.quantise_weights_fp8_blocks: max|tile|/448 per 128x128 tile and ml_dtypes' rounding;
+    """fp8_quantise.quantise_weights_fp8_blocks: max|tile|/448 per 128x128 tile and ml_dtypes' rounding;
     dequantise_fp8_blocks inverts it up to that rounding."""
     import ml_dtypes
     w = np.random.default_rng(13).normal(size=(130, 260)) * np.linspace(0.1, 10, 260)
-    codes, scales = nm.quantise_weights_fp8_blocks(w)
+    codes, scales = quantise_weights_fp8_blocks(w)
     assert scales.shape == (2, 3)
     assert scales[1, 2] == np.abs(w[128:, 256:]).max() / 448
     s = np.kron(scales, np.ones((128, 128)))[:130, :260]
     want = (w / s).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
     assert np.array_equal(codes, np.where(want == 0x80, 0, want))
-    back = nm.dequantise_fp8_blocks(codes, scales)
+    back = dequantise_fp8_blocks(codes, scales)
     assert np.all(np.abs(back - w) <= s * 16)          # half an ulp of the largest binade (256..448: 32)
 
 
