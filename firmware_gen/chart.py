@@ -240,6 +240,7 @@ def schedule_chart(program: Program, path, *, title: str | None = None, window: 
 
 # ---- several tiles: the tray ---------------------------------------------------------------------
 GROUPS = ("MEM", "MXM", "MXL", "VXM", "SXM", "C2C")    # one row per queue kind in a tile's band
+BAND_GAP = 0.6      # rows between two tiles' bands
 
 
 @dataclass(frozen=True)
@@ -318,14 +319,64 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
         raise ChartError("no programs to draw")
     plt = pyplot()
     from matplotlib.lines import Line2D
-    from matplotlib.patches import PathPatch, Rectangle
-    from matplotlib.path import Path as MplPath
 
     n = len(programs)
     transfers = tray_transfers(programs)
-    # Rows: per tile, top to bottom, the groups present; each group's lanes one per slice.
+    rows = _tray_rows(programs)
+    end = rows.end
+    if manifest is not None:        # room for the done ticks
+        end = max(end, max(m.cycles for m in manifest.tile) + 1)
+    lo, hi = _window(window, end, "the programs run")
+    n_issue = sum(len(v) for v in rows.issues.values())
+
+    with plt.rc_context({"svg.fonttype": "none", "font.size": 9, "path.simplify": True}):
+        fig, ax = plt.subplots(figsize=(14, 1.0 + 0.32 * rows.height), dpi=dpi)
+        by_op = _draw_issues(ax, rows, lo, hi, rasterized=n_issue > 20000)
+        if manifest is not None:
+            for t, (top, bottom) in enumerate(rows.bands):
+                c = manifest.tile[t].cycles
+                if lo <= c <= hi + 1:
+                    ax.plot([c - 0.5, c - 0.5], [top - 0.15, bottom + 0.15], color="black", linewidth=1.2)
+        colours = plt.get_cmap("tab10" if n <= 10 else "tab20")
+        _draw_transfers(ax, transfers, rows, colours, lo, hi)
+        _draw_spans(ax, spans, rows, lo, hi)
+        for t, (top, bottom) in enumerate(rows.bands):
+            ax.text(-0.065, (top + bottom) / 2, f"tile {t}", transform=ax.get_yaxis_transform(), ha="right",
+                    va="center", fontsize=10, fontweight="bold", color=colours(t % colours.N))
+            if t:
+                ax.axhline(top - BAND_GAP / 2, color="0.6", linewidth=0.6)
+        ax.set_yticks([r[0] for r in rows.ticks], [r[1] for r in rows.ticks], fontsize=7)
+        ax.set_ylim(rows.height + 0.2, -0.2)
+        ax.set_xlim(lo - 0.5, hi + 0.5)
+        ax.set_xlabel("SAC cycle (program time, the same on every tile)")
+        ax.grid(axis="x", alpha=0.3)
+        extra = [Line2D([], [], color="0.3", linewidth=0.8, marker=">", markevery=[1],
+                        label="C2C transfer:\nSEND -> RECV")]
+        if manifest is not None:
+            extra.append(Line2D([], [], color="black", linewidth=1.2, label="predicted done"))
+        _legend(ax, by_op, extra)
+        if title is None:
+            title = f"tray of {n} tiles: {end} SAC cycles, {n_issue} instructions issued, {len(transfers)} " \
+                    "vectors over C2C links"
+        ax.set_title(title, loc="left")
+        return save_figure(plt, fig, path)
+
+
+@dataclass
+class TrayRows:
+    """The rows of :func:`tray_chart` (y grows downwards, a row is 1.0 high)."""
+    lanes: dict          # (tile, queue) -> (top, height) of the queue's lane
+    ticks: list          # (centre, group) of every row
+    bands: list          # (top, bottom) of every tile's band
+    issues: dict         # (tile, queue) -> the queue's issue timeline (archmodel.expand)
+    end: int             # the latest halt cycle
+    height: float        # of all the bands
+
+
+def _tray_rows(programs: list[Program]) -> TrayRows:
+    """Per tile, top to bottom, the groups present; each group's lanes one per slice."""
     lane_y, row_ticks, bands, issues, end = {}, [], [], {}, 0
-    y, gap = 0.0, 0.6
+    y = 0.0
     for t, prog in enumerate(programs):
         names = prog.config.queue_names
         for name in names:
@@ -343,69 +394,53 @@ def tray_chart(programs: list[Program], path, manifest=None, *, title: str | Non
             row_ticks.append((y + 0.5, g))
             y += 1.0
         bands.append((top, y))
-        y += gap
-    height = y - gap
-    if manifest is not None:        # room for the done ticks
-        end = max(end, max(m.cycles for m in manifest.tile) + 1)
-    lo, hi = _window(window, end, "the programs run")
-    n_issue = sum(len(v) for v in issues.values())
+        y += BAND_GAP
+    return TrayRows(lane_y, row_ticks, bands, issues, end, y - BAND_GAP)
 
-    with plt.rc_context({"svg.fonttype": "none", "font.size": 9, "path.simplify": True}):
-        fig, ax = plt.subplots(figsize=(14, 1.0 + 0.32 * height), dpi=dpi)
-        # One compound path per opcode (every bar of every lane): small SVGs.
-        by_op = defaultdict(list)
-        for (t, name), tl in issues.items():
-            y0, h = lane_y[t, name]
-            a, b = y0 + 0.06 * h, y0 + 0.94 * h
-            for op, start, length in _runs(tl, lo, hi):
-                x0, x1 = start - 0.5, start + length - 0.5
-                by_op[op].append(((x0, a), (x1, a), (x1, b), (x0, b)))
-        many = n_issue > 20000
-        for op, polys in by_op.items():
-            ax.add_patch(PathPatch(MplPath.make_compound_path_from_polys(np.asarray(polys, float)),
-                                   facecolor=OP_COLOURS[Op(op)], linewidth=0, rasterized=many))
-        if manifest is not None:
-            for t, (top, bottom) in enumerate(bands):
-                c = manifest.tile[t].cycles
-                if lo <= c <= hi + 1:
-                    ax.plot([c - 0.5, c - 0.5], [top - 0.15, bottom + 0.15], color="black", linewidth=1.2)
-        # The transfers: SEND lane -> RECV lane.
-        colours = plt.get_cmap("tab10" if n <= 10 else "tab20")
-        mid = {k: y0 + h / 2 for k, (y0, h) in lane_y.items()}      # a lane's centre line
-        shown = [x for x in transfers if x.recv >= lo and x.send <= hi]
-        if shown:
-            ax.quiver([x.send for x in shown], [mid[x.src, x.src_slice] for x in shown],
-                      [x.recv - x.send for x in shown],
-                      [mid[x.dst, x.dst_slice] - mid[x.src, x.src_slice] for x in shown],
-                      color=[colours(x.src % colours.N) for x in shown], angles="xy", scale_units="xy", scale=1,
-                      width=0.0012, headwidth=5, headlength=7, headaxislength=6, alpha=0.7, zorder=3)
-        for t, first, last, label in spans:
-            if last < lo or first > hi:
-                continue
-            top, bottom = bands[t]
-            ax.add_patch(Rectangle((first - 0.5, top - 0.12), last - first + 1, bottom - top + 0.24, fill=False,
-                                   edgecolor="0.25", linestyle="--", linewidth=0.8, zorder=4))
-            ax.text(max(first, lo), top - 0.14, label, fontsize=7, va="bottom", ha="left", color="0.15", zorder=5)
-        for t, (top, bottom) in enumerate(bands):
-            ax.text(-0.065, (top + bottom) / 2, f"tile {t}", transform=ax.get_yaxis_transform(), ha="right",
-                    va="center", fontsize=10, fontweight="bold", color=colours(t % colours.N))
-            if t:
-                ax.axhline(top - gap / 2, color="0.6", linewidth=0.6)
-        ax.set_yticks([r[0] for r in row_ticks], [r[1] for r in row_ticks], fontsize=7)
-        ax.set_ylim(height + 0.2, -0.2)
-        ax.set_xlim(lo - 0.5, hi + 0.5)
-        ax.set_xlabel("SAC cycle (program time, the same on every tile)")
-        ax.grid(axis="x", alpha=0.3)
-        extra = [Line2D([], [], color="0.3", linewidth=0.8, marker=">", markevery=[1],
-                        label="C2C transfer:\nSEND -> RECV")]
-        if manifest is not None:
-            extra.append(Line2D([], [], color="black", linewidth=1.2, label="predicted done"))
-        _legend(ax, by_op, extra)
-        if title is None:
-            title = f"tray of {n} tiles: {end} SAC cycles, {n_issue} instructions issued, {len(transfers)} " \
-                    "vectors over C2C links"
-        ax.set_title(title, loc="left")
-        return save_figure(plt, fig, path)
+
+def _draw_issues(ax, rows: TrayRows, lo: int, hi: int, rasterized: bool) -> dict:
+    """Every lane's issue bars within ``lo..hi``, one compound path per opcode (small SVGs);
+    returns the bars by opcode (for the legend)."""
+    from matplotlib.patches import PathPatch
+    from matplotlib.path import Path as MplPath
+
+    by_op = defaultdict(list)
+    for (t, name), tl in rows.issues.items():
+        y0, h = rows.lanes[t, name]
+        a, b = y0 + 0.06 * h, y0 + 0.94 * h
+        for op, start, length in _runs(tl, lo, hi):
+            x0, x1 = start - 0.5, start + length - 0.5
+            by_op[op].append(((x0, a), (x1, a), (x1, b), (x0, b)))
+    for op, polys in by_op.items():
+        ax.add_patch(PathPatch(MplPath.make_compound_path_from_polys(np.asarray(polys, float)),
+                               facecolor=OP_COLOURS[Op(op)], linewidth=0, rasterized=rasterized))
+    return by_op
+
+
+def _draw_transfers(ax, transfers: list[LinkArrow], rows: TrayRows, colours, lo: int, hi: int) -> None:
+    """The C2C transfers that overlap ``lo..hi``: SEND lane -> RECV lane, coloured by sender."""
+    mid = {k: y0 + h / 2 for k, (y0, h) in rows.lanes.items()}      # a lane's centre line
+    shown = [x for x in transfers if x.recv >= lo and x.send <= hi]
+    if shown:
+        ax.quiver([x.send for x in shown], [mid[x.src, x.src_slice] for x in shown],
+                  [x.recv - x.send for x in shown],
+                  [mid[x.dst, x.dst_slice] - mid[x.src, x.src_slice] for x in shown],
+                  color=[colours(x.src % colours.N) for x in shown], angles="xy", scale_units="xy", scale=1,
+                  width=0.0012, headwidth=5, headlength=7, headaxislength=6, alpha=0.7, zorder=3)
+
+
+def _draw_spans(ax, spans, rows: TrayRows, lo: int, hi: int) -> None:
+    """Each ``(tile, first, last, label)`` of ``spans`` that overlaps ``lo..hi`` as a
+    labelled dashed frame over the tile's band."""
+    from matplotlib.patches import Rectangle
+
+    for t, first, last, label in spans:
+        if last < lo or first > hi:
+            continue
+        top, bottom = rows.bands[t]
+        ax.add_patch(Rectangle((first - 0.5, top - 0.12), last - first + 1, bottom - top + 0.24, fill=False,
+                               edgecolor="0.25", linestyle="--", linewidth=0.8, zorder=4))
+        ax.text(max(first, lo), top - 0.14, label, fontsize=7, va="bottom", ha="left", color="0.15", zorder=5)
 
 
 def save_figure(plt, fig, path: Path, compact: bool = True) -> Path:

@@ -1,6 +1,6 @@
 """Chip-to-chip link: flit format, error code and the timing rules the compiler uses.
 
-One place for the numbers the link hardware (``hdl/link/c2c.py``), the golden model and the
+One place for the numbers the link hardware (``hdl/link/``), the golden model and the
 compiler share.  ``docs/c2c.md`` explains the mechanism.
 
 Flit (one per link per sender cycle)::
@@ -110,7 +110,7 @@ def flit_bits(cfg: TileConfig) -> int:
 TX_START = 1       # SEND issued on SAC t: its first flit leaves the sender on t + TX_START
 RX_PIPE_MAX = 8    # receiver cycles from a flit entering the elastic buffer to its vector being
                    # ready for RECV: clock-domain crossing (at most 4) + decode + assembly (4).
-                   # Measured on the RTL (hdl/link/c2c.py, docs/c2c.md): 5 to 6 cycles by phase.
+                   # Measured on the RTL (hdl/link/rx.py, docs/c2c.md): 5 to 6 cycles by phase.
 HAC_ERROR_MAX = 2  # |HAC(child) - HAC(parent)| at any instant, in cycles (probe rounding + crossing).
                    # Measured on the RTL at one instant, with each clock's phase: -1.13..+0.12.
 
@@ -178,7 +178,7 @@ def deskew_stall_max(cfg: TileConfig) -> int:
     """Most cycles a ``DESKEW`` may stall the core: it waits for the next HAC epoch boundary
     (1 to ``epoch`` cycles), a SYNC during the wait may move the HAC back by up to
     ``HAC_ERROR_MAX``, plus ``DESKEW_STALL_MARGIN``.  A longer stall raises
-    ``DeskewStatus.STALL_TIMEOUT`` and halts the tile (``hdl/link/c2c.py`` ``DeskewUnit``)."""
+    ``DeskewStatus.STALL_TIMEOUT`` and halts the tile (``hdl/link/deskew.py`` ``DeskewUnit``)."""
     return cfg.epoch + HAC_ERROR_MAX + DESKEW_STALL_MARGIN
 
 

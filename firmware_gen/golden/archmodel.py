@@ -3,7 +3,7 @@
 It executes the same binary images as the hardware, cycle by cycle: each instruction
 queue issues exactly as the ICU does (``isa.py`` gives the rules), MEM slices read and
 write their SRAM, the MXMs load weights, multiply and accumulate, the VXM runs its
-requantise/table/gate chain (``numerics.py`` arithmetic), the SXMs move lanes
+requantise/table/gate chain (``quantise.py`` and ``fp8_quantise.py`` arithmetic), the SXMs move lanes
 (:func:`sxm_apply`), and the east/west stream
 registers advance one position per cycle.
 The result is the trace of every MEM write (cycle, slice, address, value), the final
@@ -25,7 +25,8 @@ from lpu_arch.timing import done_cycles, lw_cycles
 from lpu_arch.vxm import VXM_FIELDS
 
 from firmware_gen import gc_paused
-from firmware_gen.golden.numerics import add_int32, add_wrap, fp8_bias, gate_fp8, requantise, requantise_fp8
+from firmware_gen.golden.fp8_quantise import fp8_bias, gate_fp8, requantise_fp8
+from firmware_gen.golden.quantise import add_int32, add_wrap, requantise
 from firmware_gen.program import Program
 from firmware_gen.scoreboard import compare, golden_observed, promise
 
@@ -309,7 +310,7 @@ class TileModel:
         """The value of stream ``s`` (streams ``s..s+n-1`` when ``n`` is given) at position
         ``p`` this cycle.  The registers are stored by diagonal: the east value at position p
         on cycle t sits in row (p - t) mod positions, the west one in (p + t) mod positions,
-        so that advancing a cycle moves no data (:meth:`step`)."""
+        so that advancing a cycle moves no data (:meth:`_advance`)."""
         P = self.cfg.positions
         row = (self.east[(p - self.t) % P] if d == EAST else self.west[(p + self.t) % P])
         return row[s] if n is None else row[s:s + n]
@@ -320,91 +321,120 @@ class TileModel:
                 or any(m.loader or m.waiting for m in self.mxms.values()))
 
     def step(self) -> None:
-        t, cfg, names, tap = self.t, self.cfg, self.names, self._tap
+        """Simulate cycle ``self.t``: the instructions issued on it, the weight loads in
+        progress, then the stream registers' advance."""
+        t = self.t
         now = sorted(self.issues.get(t, []), key=lambda x: x[0])
         # Reads of state happen before this cycle's writes commit (read-before-write): an
         # MM reads the x slot and the weights an LX or LW of the same cycle then changes.
         for p, ins, queue in now:
-            name, where = names[p], _At(self.tile, queue, t, ins)
-            out = None      # the value(s) this instruction drives (when, where: its effects)
-            if self.skips(ins):
-                out = np.zeros(cfg.lanes, np.uint8)     # a skipped READ or VOP drives zeros
-            elif ins.op == Op.READ:
-                out = self.mem[name][self._relocated(ins, ins.addr, cfg.mem_depth, "address", where)]
-            elif ins.op == Op.MM:
-                m = self.mxms[name]
-                if ins.aux & MMFlag.XBUF:
-                    slot = ins.operand("slot")
-                    if not m.x_ok[slot]:
-                        raise ModelError(f"{where}: x slot {slot} is read before any LX wrote it")
-                    x, x_nan = m.xbuf[slot].copy(), m.x_nan[slot]
-                else:
-                    x = operand_values(tap(ins.dir, ins.stream, p), cfg.mxm_dtype)
-                    x_nan = has_nan(tap(ins.dir, ins.stream, p), cfg.mxm_dtype)
-                if (x_nan or m.w_nan[m.active].any()) and self.nan_operand is None:
-                    self.nan_operand = (t, name)        # every row multiplies all of x
-                a = ins.operand("acc")
-                prod = m.weights[m.active] @ x
-                if ins.aux & MMFlag.ACC:
-                    if not m.acc_ok[a]:
-                        raise ModelError(f"{where}: accumulator row {a} is accumulated into before "
-                                         "any MM without ACC wrote it")
-                    prod = prod + m.acc[a]
-                new = add_wrap(prod, 0, cfg.acc_bits)          # cfg.acc_bits: 32 on an int8 tile
-                m.mm_count += 1
-                out = to_planes(new, cfg.acc_planes)        # plane b on the b-th stream driven
-                m.pending_acc = (a, new)
-            elif ins.op == Op.VOP:
-                out = self._vop(ins, p, where)
-            elif ins.op in SXM_OUT_OPS:
-                x = tap(ins.dir, ins.stream, p)
-                mp = tap(ins.dir, ins.operand("map"), p) if ins.op == Op.PERM else None
-                out = sxm_apply(ins, x, mp, self.sxm_buf[name])
-            elif ins.op == Op.RECV:
-                link = ins.operand("link")
-                if not self.rx[link]:
-                    raise ModelError(f"{where}: RECV with nothing sent on link {link} (receive buffer underflow)")
-                v = self.rx[link].pop(0)
-                if t < v.sent + self.min_distance:
-                    raise ModelError(f"{where}: the vector tile {v.tile} sent on cycle {v.sent} cannot arrive "
-                                     f"before cycle {v.sent + self.min_distance} (SEND-to-RECV distance "
-                                     f"{self.min_distance})")
-                out = v.data
-            for k, a in enumerate(effects(ins, name, cfg.lanes, cfg.acc_planes, cfg.vxm_latency).drives):
-                self._drive(t + a.offset, p, a.dir, a.stream, out[k] if ins.op == Op.MM else out)
+            self._execute(t, p, ins, queue)
         batch = self._reads.get(t)
         if batch is not None:           # this cycle's READs, before any WRITE of it commits
             mi, a, p, d, s = batch.T
             self._read_drives[t + READ_LATENCY] = (p, d, s, self._mem[mi, a])
             self.last_drive = max(self.last_drive, t + READ_LATENCY)
         for p, ins, queue in now:
-            name = names[p]
-            if ins.op == Op.WRITE and not self.skips(ins):
-                data = tap(ins.dir, ins.stream, p).copy()
-                a = self._relocated(ins, ins.addr, cfg.mem_depth, "address", f"{name} on cycle {t} ({ins})")
-                self.mem[name][a] = data
-                self.events.append(WriteEvent(t, name, a, tuple(int(x) for x in data)))
-            elif ins.op == Op.MM:
-                m = self.mxms[name]
-                a, new = m.pending_acc
-                m.acc[a], m.acc_ok[a] = new, True
-            elif ins.op == Op.TRI:
-                self.sxm_buf[name][ins.operand("row")] = tap(ins.dir, ins.stream, p)
-            elif ins.op == Op.LX:
-                m = self.mxms[name]
-                slot = ins.operand("slot")
-                m.xbuf[slot], m.x_ok[slot] = operand_values(tap(ins.dir, ins.stream, p), cfg.mxm_dtype), True
-                m.x_nan[slot] = has_nan(tap(ins.dir, ins.stream, p), cfg.mxm_dtype)
-            elif ins.op == Op.LW:
-                self.mxms[name].issue_lw(t, ins, _At(self.tile, queue, t, ins))
-            elif ins.op in (Op.SEND, Op.SENDM):
-                data = tuple(int(x) for x in tap(ins.dir, ins.stream, p))
-                self.sent += [LinkVector(t, data, self.tile, link) for link in ins.links()]
+            self._commit(t, p, ins, queue)
         for name, m in self.mxms.items():
-            p = cfg.position(name)
-            m.load_step(t, lambda d, s, n, p=p: tap(d, s, p, n))
-        # Advance the stream registers (in place: the edges feed zeros); a drive replaces the
-        # passing value.
+            p = self.cfg.position(name)
+            m.load_step(t, lambda d, s, n, p=p: self._tap(d, s, p, n))
+        self._advance(t)
+        self.t += 1
+
+    def _execute(self, t: int, p: int, ins: Instr, queue: str) -> None:
+        """The part of ``ins`` (issued at position ``p`` on cycle ``t``) that reads state:
+        the value(s) it drives, scheduled by its effects (``lpu_arch.effects``)."""
+        cfg, tap = self.cfg, self._tap
+        name, where = self.names[p], _At(self.tile, queue, t, ins)
+        out = None      # the value(s) this instruction drives (when, where: its effects)
+        if self.skips(ins):
+            out = np.zeros(cfg.lanes, np.uint8)     # a skipped READ or VOP drives zeros
+        elif ins.op == Op.READ:
+            out = self.mem[name][self._relocated(ins, ins.addr, cfg.mem_depth, "address", where)]
+        elif ins.op == Op.MM:
+            out = self._mm(t, p, ins, where)
+        elif ins.op == Op.VOP:
+            out = self._vop(ins, p, where)
+        elif ins.op in SXM_OUT_OPS:
+            x = tap(ins.dir, ins.stream, p)
+            mp = tap(ins.dir, ins.operand("map"), p) if ins.op == Op.PERM else None
+            out = sxm_apply(ins, x, mp, self.sxm_buf[name])
+        elif ins.op == Op.RECV:
+            out = self._recv(t, ins, where)
+        for k, a in enumerate(effects(ins, name, cfg.lanes, cfg.acc_planes, cfg.vxm_latency).drives):
+            self._drive(t + a.offset, p, a.dir, a.stream, out[k] if ins.op == Op.MM else out)
+
+    def _mm(self, t: int, p: int, ins: Instr, where) -> np.ndarray:
+        """An MM's result planes; the accumulator row it writes waits in ``pending_acc``
+        until :meth:`_commit`."""
+        cfg, name = self.cfg, self.names[p]
+        m = self.mxms[name]
+        if ins.aux & MMFlag.XBUF:
+            slot = ins.operand("slot")
+            if not m.x_ok[slot]:
+                raise ModelError(f"{where}: x slot {slot} is read before any LX wrote it")
+            x, x_nan = m.xbuf[slot].copy(), m.x_nan[slot]
+        else:
+            x = operand_values(self._tap(ins.dir, ins.stream, p), cfg.mxm_dtype)
+            x_nan = has_nan(self._tap(ins.dir, ins.stream, p), cfg.mxm_dtype)
+        if (x_nan or m.w_nan[m.active].any()) and self.nan_operand is None:
+            self.nan_operand = (t, name)        # every row multiplies all of x
+        a = ins.operand("acc")
+        prod = m.weights[m.active] @ x
+        if ins.aux & MMFlag.ACC:
+            if not m.acc_ok[a]:
+                raise ModelError(f"{where}: accumulator row {a} is accumulated into before "
+                                 "any MM without ACC wrote it")
+            prod = prod + m.acc[a]
+        new = add_wrap(prod, 0, cfg.acc_bits)          # cfg.acc_bits: 32 on an int8 tile
+        m.mm_count += 1
+        m.pending_acc = (a, new)
+        return to_planes(new, cfg.acc_planes)        # plane b on the b-th stream driven
+
+    def _recv(self, t: int, ins: Instr, where) -> tuple:
+        """The vector a RECV pops, checked to have had time to arrive."""
+        link = ins.operand("link")
+        if not self.rx[link]:
+            raise ModelError(f"{where}: RECV with nothing sent on link {link} (receive buffer underflow)")
+        v = self.rx[link].pop(0)
+        if t < v.sent + self.min_distance:
+            raise ModelError(f"{where}: the vector tile {v.tile} sent on cycle {v.sent} cannot arrive "
+                             f"before cycle {v.sent + self.min_distance} (SEND-to-RECV distance "
+                             f"{self.min_distance})")
+        return v.data
+
+    def _commit(self, t: int, p: int, ins: Instr, queue: str) -> None:
+        """The part of ``ins`` that writes state, after every instruction of cycle ``t`` has
+        read it: MEM writes, accumulator rows, the transpose buffer, x slots, weight loads
+        started, vectors sent."""
+        cfg, tap, name = self.cfg, self._tap, self.names[p]
+        if ins.op == Op.WRITE and not self.skips(ins):
+            data = tap(ins.dir, ins.stream, p).copy()
+            a = self._relocated(ins, ins.addr, cfg.mem_depth, "address", f"{name} on cycle {t} ({ins})")
+            self.mem[name][a] = data
+            self.events.append(WriteEvent(t, name, a, tuple(int(x) for x in data)))
+        elif ins.op == Op.MM:
+            m = self.mxms[name]
+            a, new = m.pending_acc
+            m.acc[a], m.acc_ok[a] = new, True
+        elif ins.op == Op.TRI:
+            self.sxm_buf[name][ins.operand("row")] = tap(ins.dir, ins.stream, p)
+        elif ins.op == Op.LX:
+            m = self.mxms[name]
+            slot = ins.operand("slot")
+            m.xbuf[slot], m.x_ok[slot] = operand_values(tap(ins.dir, ins.stream, p), cfg.mxm_dtype), True
+            m.x_nan[slot] = has_nan(tap(ins.dir, ins.stream, p), cfg.mxm_dtype)
+        elif ins.op == Op.LW:
+            self.mxms[name].issue_lw(t, ins, _At(self.tile, queue, t, ins))
+        elif ins.op in (Op.SEND, Op.SENDM):
+            data = tuple(int(x) for x in tap(ins.dir, ins.stream, p))
+            self.sent += [LinkVector(t, data, self.tile, link) for link in ins.links()]
+
+    def _advance(self, t: int) -> None:
+        """Advance the stream registers from cycle ``t`` (in place: the edges feed zeros); a
+        drive replaces the passing value."""
+        cfg, names = self.cfg, self.names
         seen = set()
         ne, nw, P = self.east, self.west, cfg.positions
         ne[(P - 1 - t) % P] = 0         # leaves at the east edge; that row is position 0 next cycle
@@ -434,7 +464,6 @@ class TileModel:
             ne[(p[on] - t) % P, s[on]] = data[on]
             on = ~east & (p > 0)
             nw[(p[on] + t) % P, s[on]] = data[on]
-        self.t += 1
 
     def _vop(self, ins, p, where=""):
         d, s, prm = ins.dir, ins.stream, self.params

@@ -1,37 +1,20 @@
-"""Integer numerics of the FFN: the bit-exact golden model the MXM and VXM will reproduce.
+"""The FFN's numerics: the bit-exact golden model the MXM and VXM reproduce
+(``docs/numerics.md``), on the integer arithmetic of :mod:`firmware_gen.golden.quantise`,
+the FP8 arithmetic of :mod:`firmware_gen.golden.fp8_quantise` and the activation tables of
+:mod:`firmware_gen.golden.tables`.
 
 Two FFN kinds (``H`` model width, ``I`` intermediate width, ``x`` of shape ``(H,)``)::
 
     swiglu   y = W2 (act(W1 x) * (W3 x))          act is normally SiLU
     classic  y = W2 act(W1 x + b1) + b2
 
-Rounding rules (``docs/numerics.md`` restates them with worked examples):
-
-* **Hardware requantisation** (:func:`requantise`, int32 -> int8):
-  ``p = acc * multiplier`` exactly (``multiplier`` in 1..32767, ``shift`` in 0..46, so
-  ``|p| < 2**46`` fits int64); ``r = (p + (1 << (shift - 1))) >> shift`` for
-  ``shift > 0`` (arithmetic shift = floor, so ties round half toward +infinity:
-  2.5 -> 3, -2.5 -> -2), ``r = p`` for ``shift == 0``; then saturate to -128..127.
-  Multiplier and shift may be per output channel (one per row of the weight matrix).
-* **Matmul** (:func:`matmul_int32`): int8 x int8 products summed exactly; a result
-  outside int32 raises :class:`NumericsError` (the compiler must never emit it).
-* **Bias add** (:func:`add_int32`): two's-complement int32, wrapping like the hardware
-  adder.  The compiler keeps biases small, so wrapping never happens in practice.
-* **Elementwise multiply** (:func:`elementwise_multiply`): exact int8 x int8 product
-  (fits int16: -16256..16384), then :func:`requantise`.
-* **Compiler-side rounding** (activation tables, weight/activation/bias quantisation,
-  :func:`quantise_scale`): round half away from zero (2.5 -> 3, -2.5 -> -3), computed
-  exactly from the float64 value, then saturate.
-* **Activation tables**: 256 int8 entries indexed by the input byte read as unsigned
-  (entry ``i`` is for ``x = i if i < 128 else i - 256``);
-  ``table[i] = sat8(round_half_away(f(x * in_scale) / out_scale))``.
-  GELU is the tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``;
-  SiLU is ``x * sigmoid(x)``.
+:class:`FfnSpec` is a quantised FFN (:meth:`FfnSpec.from_float` calibrates one from a
+float FFN, optionally with a fitted table), :func:`ffn_int` its bit-exact evaluation,
+:func:`ffn_float` the float64 reference and :func:`error_report` compares the two.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -39,285 +22,26 @@ import numpy as np
 
 from lpu_arch import fp8
 from lpu_arch.config import DTYPES
-from lpu_arch.vxm import MULT_MAX, SHIFT_MAX, TABLE_SIZE
-from lpu_arch.errors import LpuError
+from lpu_arch.vxm import MULT_MAX, SHIFT_MAX
 
-INT8_MIN, INT8_MAX = -128, 127
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+from firmware_gen.golden.fp8_quantise import (FP8_ACC_LIMIT, check_codes, fp8_bias, gate_fp8, matmul_fp8,
+                                              quantise_activations_fp8, quantise_scale_fp8, quantise_weights_fp8,
+                                              requantise_fp8)
+from firmware_gen.golden.quantise import (INT8_MAX, INT32_MAX, NumericsError, add_int32, check_finite, check_int8,
+                                          check_int32, check_ints, check_positive, elementwise_multiply,
+                                          matmul_int32, quantise_activations, quantise_scale, quantise_weights,
+                                          range_scale, range_scale_rows, requantise, round_half_away_from_zero)
+from firmware_gen.golden.tables import (FittedTable, activation_function, activation_table, activation_table_fp8,
+                                        apply_table, apply_table_fp8, check_table)
+
 KINDS = ("swiglu", "classic")
-_TABLE_X = np.arange(TABLE_SIZE).astype(np.int8).astype(np.float64)   # table entry i: byte i read as int8
-
-
-class NumericsError(LpuError, ValueError):
-    """A value or parameter is out of range; the message names it and the limit."""
-
-
-ACTIVATIONS = {
-    "silu": lambda x: x * (0.5 * (1.0 + np.tanh(0.5 * x))),     # overflow-free form of x / (1 + e^-x)
-    "gelu": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
-    "relu": lambda x: np.maximum(x, 0.0),
-    "identity": lambda x: x,
-}
-"""Float64 activation functions by name (GELU is the tanh approximation)."""
-
-
-# ---- validation helpers ---------------------------------------------------------------
-def _ints(a, name, lo, hi, what, dtype=np.int64):
-    """``a`` as a ``dtype`` array, checking it holds integers in ``lo..hi`` (an int64
-    result is always a copy; a narrower one only where the type changes)."""
-    a = np.asarray(a)
-    if a.dtype.kind not in "iu":
-        raise NumericsError(f"{name} must hold integers, got dtype {a.dtype}")
-    info = np.iinfo(a.dtype)
-    if a.size and (info.min < lo or info.max > hi):       # (a type within the range needs no scan)
-        amin, amax = a.min(), a.max()
-        if amin < lo or amax > hi:
-            raise NumericsError(f"{name} must hold {what} in {lo}..{hi}; found {int(amin if amin < lo else amax)}")
-    return a.astype(dtype, copy=dtype is not np.int64)
-
-
-def _int8(a, name, dtype=np.int64):
-    return _ints(a, name, INT8_MIN, INT8_MAX, "int8 values", dtype)
-
-
-def _int32(a, name):
-    return _ints(a, name, INT32_MIN, INT32_MAX, "int32 values")
-
-
-def _positive(v, name):
-    v = float(v)
-    if not (math.isfinite(v) and v > 0):
-        raise NumericsError(f"{name} must be a finite number > 0, got {v!r}")
-    return v
-
-
-def _activation(name):
-    if name not in ACTIVATIONS:
-        raise NumericsError(f"unknown activation {name!r}; choose one of {', '.join(ACTIVATIONS)}")
-    return ACTIVATIONS[name]
 
 
 def _shape(a):
     return "x".join(str(n) for n in np.shape(a))
 
 
-def round_half_away_from_zero(x):
-    """Round float64 values to the nearest integer, ties away from zero (exact, no ``x + 0.5``)."""
-    x = np.asarray(x, dtype=np.float64)
-    a = np.abs(x)
-    f = np.floor(a)
-    return np.copysign(f + (a - f >= 0.5), x)
-
-
-def _sat8(x):
-    return np.clip(x, INT8_MIN, INT8_MAX).astype(np.int8)
-
-
-# ---- hardware primitives -----------------------------------------------------------------
-def requantise(acc, multiplier, shift):
-    """Scale int32 accumulators to int8, exactly as the hardware requant unit does.
-
-    Parameters
-    ----------
-    acc : array_like of int
-        int32 values (any integer dtype; int64 arrays holding int32 values are usual).
-    multiplier : int or array_like of int
-        1..32767; an array broadcasts against ``acc`` (per-channel requantisation).
-    shift : int or array_like of int
-        0..46; broadcasts like ``multiplier``.
-
-    Returns
-    -------
-    numpy.ndarray of int8
-        ``sat8((acc * multiplier + (1 << (shift - 1))) >> shift)``, the rounding term
-        being 0 when ``shift == 0``: round(acc * multiplier / 2**shift), ties toward +inf.
-    """
-    acc = _int32(acc, "acc")
-    m = _ints(multiplier, "multiplier", 1, MULT_MAX, "integers")
-    s = _ints(shift, "shift", 0, SHIFT_MAX, "integers")
-    half = np.where(s > 0, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
-    return _sat8((acc * m + half) >> s)
-
-
-def quantise_scale(real_scale):
-    """Fixed-point form ``(multiplier, shift)`` of a positive real scale.
-
-    The shift is the largest in 0..46 for which ``multiplier = round_half_away(real_scale *
-    2**shift)`` is at most 32767, so the multiplier keeps 15 significant bits when it can.
-
-    Raises
-    ------
-    NumericsError
-        If ``real_scale`` is not finite and > 0, is above 32767 (after rounding) or below
-        2**-47 (the multiplier would round to 0 even with shift 46).
-    """
-    r = _positive(real_scale, "real_scale")
-    if r >= MULT_MAX + 0.5:
-        raise NumericsError(f"real_scale {r!r} is too large: the largest representable scale is "
-                            f"{MULT_MAX} (multiplier 1..{MULT_MAX}, shift 0..{SHIFT_MAX})")
-    shift = next(s for s in range(SHIFT_MAX, -1, -1)
-                 if round_half_away_from_zero(math.ldexp(r, s)) <= MULT_MAX)
-    m = int(round_half_away_from_zero(math.ldexp(r, shift)))
-    if m < 1:
-        raise NumericsError(f"real_scale {r!r} is too small: the smallest representable scale is "
-                            f"2**-{SHIFT_MAX + 1} (multiplier 1, shift {SHIFT_MAX})")
-    return m, shift
-
-
-def add_int32(a, b):
-    """Two's-complement int32 addition that wraps like the hardware adder (bias add).
-
-    The compiler keeps biases small, so the wrap never happens for a compiled FFN; it is
-    modelled so that the golden model and the hardware agree even if it does.
-    """
-    return add_wrap(_int32(a, "a"), _int32(b, "b"), 32)
-
-
-def matmul_int32(w_int8, x_int8, name="W x"):
-    """Exact int8 matrix product ``x @ w.T`` (``w`` is N x K, ``x`` is (K,) or (B, K)).
-
-    Returns int64 values that fit int32; raises :class:`NumericsError` naming ``name`` if
-    any accumulator leaves int32 (the MXM accumulator is 32 bits).
-    """
-    x, w = _int8(x_int8, "x", np.int8), _int8(w_int8, "weights", np.int8)
-    # |product| <= 2^14, so int32 sums are exact below 2^17 terms; a longer one sums in int64.
-    wide = np.int32 if x.shape[-1] < 1 << 17 else np.int64
-    acc = np.einsum("...k,nk->...n", x, w, dtype=wide).astype(np.int64)
-    if acc.size and (acc.min() < INT32_MIN or acc.max() > INT32_MAX):
-        bad = acc.min() if acc.min() < INT32_MIN else acc.max()
-        raise NumericsError(f"int32 overflow in {name}: an accumulator reaches {int(bad)}, "
-                            f"outside {INT32_MIN}..{INT32_MAX}")
-    return acc
-
-
-def elementwise_multiply(a_int8, b_int8, multiplier, shift):
-    """Lane-wise int8 x int8 product (exact, int16 range) requantised to int8."""
-    return requantise(_int8(a_int8, "a") * _int8(b_int8, "b"), multiplier, shift)
-
-
-# ---- FP8 (E4M3) primitives: lpu_arch/fp8.py defines the format ------------------------------
-FP8_ACC_LIMIT = 1 << (fp8.ADDER_BITS - 1)      # the VXM adds in fp8.ADDER_BITS (48) bits
-def _codes(a, name):
-    """``a`` as E4M3 codes (uint8): integers 0..255."""
-    return _ints(a, name, 0, 255, "E4M3 codes (bytes)", np.uint8)
-
-
-def matmul_fp8(w_codes, x_codes):
-    """Exact E4M3 matrix product ``x @ w.T`` in units of ``2^-18`` (int64): every product
-    is exact and so is their sum, in any order (``lpu_arch.fp8``); NaN operands count 0."""
-    return fp8.to_fixed(_codes(x_codes, "x")) @ fp8.to_fixed(_codes(w_codes, "weights")).T
-
-
-def add_wrap(a, b, bits):
-    """Two's-complement addition wrapping at ``bits`` (the accumulator's width)."""
-    s = np.asarray(a, np.int64) + np.asarray(b, np.int64)
-    return ((s + (1 << (bits - 1))) & ((1 << bits) - 1)) - (1 << (bits - 1))
-
-
-def fp8_bias(b):
-    """An int32 bias field as the FP8 accumulator sees it: ``b << fp8.BIAS_SHIFT``."""
-    return np.left_shift(_int32(b, "bias"), fp8.BIAS_SHIFT)
-
-
-def requantise_fp8(acc, multiplier, shift):
-    """The VXM's FP8 requantiser: the E4M3 code nearest to ``acc * multiplier / 2**shift``
-    units of ``2^-9`` (:func:`lpu_arch.fp8.round_to_code`: one rounding, to nearest even,
-    saturating at +-448).  ``acc`` is an accumulator (up to 48 signed bits), ``multiplier``
-    1..32767 and ``shift`` 0..46 as in :func:`requantise`, broadcasting the same way."""
-    acc = _ints(acc, "acc", -FP8_ACC_LIMIT, FP8_ACC_LIMIT - 1, f"{fp8.ADDER_BITS}-bit accumulators")
-    m = _ints(multiplier, "multiplier", 1, MULT_MAX, "integers")
-    s = _ints(shift, "shift", 0, SHIFT_MAX, "integers")
-    return fp8.round_to_code(acc * m, s)
-
-
-def gate_fp8(a_codes, b_codes, multiplier, shift):
-    """Lane-wise exact E4M3 product (units of ``2^-18``) rounded back to E4M3."""
-    return requantise_fp8(fp8.product(_codes(a_codes, "a"), _codes(b_codes, "b")), multiplier, shift)
-
-
-def quantise_scale_fp8(real_scale):
-    """``(multiplier, shift)`` for an FP8 requantisation whose input's unit is worth
-    ``real_scale`` output units: the requantiser's result is in units of ``2^-9`` and its
-    input (a sum of E4M3 products) in units of ``2^-18``, so this is
-    ``quantise_scale(real_scale * 2**-9)``."""
-    return quantise_scale(_positive(real_scale, "real_scale") * 2.0 ** -fp8.UNIT_FRAC)
-
-
-def activation_table_fp8(name, in_scale, out_scale):
-    """256-entry E4M3 table: entry ``c`` is the code nearest to ``f(value(c) * in_scale) /
-    out_scale`` (``fp8.from_float``: ties to even, saturating); a zero result is ``+0`` and
-    the NaN codes map to NaN."""
-    f = _activation(name)
-    in_scale, out_scale = _positive(in_scale, "in_scale"), _positive(out_scale, "out_scale")
-    with np.errstate(invalid="ignore"):
-        return _to_codes(f(fp8.to_float(np.arange(TABLE_SIZE)) * in_scale) / out_scale)
-
-
-def apply_table_fp8(table, codes):
-    return _codes(table, "activation table")[_codes(codes, "x")]
-
-
-def _to_codes(x):
-    """``fp8.from_float`` with a zero result as +0 (the sums that consume it have one zero)."""
-    codes = fp8.from_float(x)
-    return np.where(codes == 0x80, 0, codes).astype(np.uint8)
-
-
-def quantise_weights_fp8(w_float, per_row=True):
-    """E4M3 weights ``w ~= value(codes) * scales[:, None]``, ``scale = max|row| / 448`` per
-    row (or for the whole tensor).  Returns ``(codes, scales)``."""
-    w = _finite(w_float, "w_float", matrix=True)
-    scales = _range_scale_rows(w.T, fp8.MAX) if per_row else np.full(w.shape[0], _range_scale(w, fp8.MAX))
-    return _to_codes(w / scales[:, None]), scales
-
-
-# DeepSeek-V3/R1's FP8 checkpoints: one weight scale per FP8_BLOCK x FP8_BLOCK tile, stored
-# as ``<weight>_scale_inv`` (the factor that dequantises: ``w = value(code) * scale``).
-FP8_BLOCK = 128
-
-
-def _blocks(shape, block):
-    return tuple(-(-d // block) for d in shape)
-
-
-def quantise_weights_fp8_blocks(w_float, block=FP8_BLOCK):
-    """E4M3 weights with one scale per ``block x block`` tile, as DeepSeek's FP8 checkpoints
-    store them: ``scale = max|tile| / 448`` (1.0 for an all-zero tile), ``codes =
-    E4M3(w / scale)``.  Returns ``(codes, scales)``, ``scales`` of shape
-    ``(ceil(rows / block), ceil(cols / block))``."""
-    w = _finite(w_float, "w_float", matrix=True)
-    R, C = _blocks(w.shape, block)
-    scales = np.array([[_range_scale(w[i * block:(i + 1) * block, j * block:(j + 1) * block], fp8.MAX)
-                        for j in range(C)] for i in range(R)]).reshape(R, C)
-    return _to_codes(w / expand_blocks(scales, w.shape, block)), scales
-
-
-def expand_blocks(scales, shape, block=FP8_BLOCK):
-    """Per-tile ``scales`` (``ceil(rows/block) x ceil(cols/block)``) as one per element of ``shape``."""
-    s = np.asarray(scales, np.float64)
-    if s.shape != _blocks(shape, block):
-        raise NumericsError(f"block scales have shape {s.shape}; a {shape[0]}x{shape[1]} matrix in "
-                            f"{block}x{block} blocks has {_blocks(shape, block)}")
-    return np.repeat(np.repeat(s, block, axis=0), block, axis=1)[:shape[0], :shape[1]]
-
-
-def dequantise_fp8_blocks(codes, scales, block=FP8_BLOCK):
-    """The real weights of block-scaled E4M3 ``codes``: ``value(code) * scale`` of its tile,
-    exact in float64 (a 4-bit significand times a float32 scale).  NaN codes give NaN."""
-    c = _codes(codes, "codes")
-    if c.ndim != 2:
-        raise NumericsError(f"block-scaled codes must be a 2-D matrix, got shape {c.shape}")
-    return fp8.to_float(c) * expand_blocks(scales, c.shape, block)
-
-
-def quantise_activations_fp8(x_float, scale=None):
-    """Per-tensor E4M3 activations ``x ~= value(codes) * scale`` (``scale`` defaults to
-    ``max|x| / 448``).  Returns ``(codes, scale)``."""
-    x = _finite(x_float, "x_float")
-    scale = _range_scale(x, fp8.MAX) if scale is None else _positive(scale, "scale")
-    return _to_codes(x / scale), scale
-
-
+# ---- the number formats ---------------------------------------------------------------------
 def activation_quantiser(dtype):
     """The input quantiser of a number format: :func:`quantise_activations` (int8) or
     :func:`quantise_activations_fp8`."""
@@ -330,49 +54,11 @@ def dequantise(q, scale, dtype="int8"):
     return v * scale
 
 
-# ---- activation tables ---------------------------------------------------------------------
-def activation_table(name, in_scale, out_scale):
-    """256-entry int8 lookup table for activation ``name`` (see the module docstring).
-
-    Entry ``i`` is ``sat8(round_half_away(f(v * in_scale) / out_scale))`` with
-    ``v = i if i < 128 else i - 256``, i.e. the table is indexed by the input byte.
-    """
-    f = _activation(name)
-    in_scale, out_scale = _positive(in_scale, "in_scale"), _positive(out_scale, "out_scale")
-    return _sat8(round_half_away_from_zero(f(_TABLE_X * in_scale) / out_scale))
-
-
-def check_table(table, dtype="int8"):
-    """Validate an activation table (256 integers in -128..127; E4M3 codes, bytes, with
-    ``dtype='fp8'``); returns it as int8 (uint8 codes)."""
-    t = np.asarray(table)
-    if t.ndim != 1 or t.size != TABLE_SIZE:
-        raise NumericsError(f"activation table has {t.size} entries; it must have {TABLE_SIZE}")
-    return _codes(t, "activation table") if dtype == "fp8" else _int8(t, "activation table").astype(np.int8)
-
-
-def apply_table(table, x_int8):
-    """Look up every int8 value of ``x_int8`` in ``table`` (indexed by the unsigned byte)."""
-    return check_table(table)[_int8(x_int8, "x") & 0xFF]
-
-
-# ---- quantisation (compiler side) ---------------------------------------------------------
-def _range_scale(a, qmax=INT8_MAX):
-    """Symmetric scale max|a| / qmax (127; E4M3's 448), or 1.0 for an all-zero array."""
-    amax = float(np.max(np.abs(a))) if np.size(a) else 0.0
-    return amax / qmax if amax > 0 else 1.0
-
-
-def _range_scale_rows(y, qmax=INT8_MAX):
-    """Per column of ``y`` ((B, H) or (H,)): max|y[:, r]| / qmax, 1.0 for an all-zero column."""
-    amax = np.max(np.abs(np.atleast_2d(y)), axis=0)
-    return np.where(amax > 0, amax / qmax, 1.0)
-
-
+# ---- the FFN ---------------------------------------------------------------------------------
 def _out_scale(v, H):
     """``out_scale`` checked: one finite number > 0, or one per output row (H of them)."""
     if np.ndim(v) == 0:
-        return _positive(v, "out_scale")
+        return check_positive(v, "out_scale")
     a = np.asarray(v, dtype=np.float64)
     if a.shape != (H,):
         raise NumericsError(f"out_scale has shape {a.shape}: it must be one number or one per output row ({H},)")
@@ -381,41 +67,6 @@ def _out_scale(v, H):
     return a
 
 
-def _finite(a, name, matrix=False):
-    a = np.asarray(a, dtype=np.float64)
-    if not np.all(np.isfinite(a)):
-        raise NumericsError(f"{name} must be finite")
-    if matrix and a.ndim != 2:
-        raise NumericsError(f"{name} must be a 2-D matrix, got shape {a.shape}")
-    return a
-
-
-def quantise_weights(w_float, per_row=True):
-    """Symmetric int8 weights: ``w ~= w_int8 * scales[:, None]``.
-
-    ``scale = max|row| / 127`` per row (or ``max|w| / 127`` for the whole tensor, repeated
-    for every row); an all-zero row (tensor) gets scale 1.0.  Rounding is half away from
-    zero, so values lie in -127..127.  Returns ``(w_int8, scales)`` with ``scales`` a
-    float64 array of one entry per row.
-    """
-    w = _finite(w_float, "w_float", matrix=True)
-    scales = np.array([_range_scale(row) for row in w]) if per_row else np.full(w.shape[0], _range_scale(w))
-    return _sat8(round_half_away_from_zero(w / scales[:, None])), scales
-
-
-def quantise_activations(x_float, scale=None):
-    """Symmetric per-tensor int8 activations: ``x ~= x_int8 * scale``.
-
-    ``scale`` defaults to ``max|x| / 127`` (1.0 if ``x`` is all zero).  Rounding is half
-    away from zero and the result saturates to -127..127.  Returns ``(x_int8, scale)``.
-    """
-    x = _finite(x_float, "x_float")
-    scale = _range_scale(x) if scale is None else _positive(scale, "scale")
-    q = np.clip(round_half_away_from_zero(x / scale), -INT8_MAX, INT8_MAX)
-    return q.astype(np.int8), scale
-
-
-# ---- the FFN ---------------------------------------------------------------------------------
 def _check_shapes(kind, W1, W2, W3, b1, b2):
     """Check the FFN's shapes; returns ``(I, H)``.  Biases may be None for 'classic'."""
     if kind not in KINDS:
@@ -453,8 +104,8 @@ def _rq(real, qscale=quantise_scale):
 def _check_rq(rq, name, n):
     if rq is None or len(rq) != 2:
         raise NumericsError(f"{name} must be a (multiplier, shift) pair")
-    m = _ints(rq[0], f"{name} multiplier", 1, MULT_MAX, "integers")
-    s = _ints(rq[1], f"{name} shift", 0, SHIFT_MAX, "integers")
+    m = check_ints(rq[0], f"{name} multiplier", 1, MULT_MAX, "integers")
+    s = check_ints(rq[1], f"{name} shift", 0, SHIFT_MAX, "integers")
     for a in (m, s):
         if a.ndim > 1 or a.size not in (1, n):
             raise NumericsError(f"{name} parameters must be scalars or have {n} entries, got shape {a.shape}")
@@ -519,7 +170,7 @@ class FfnSpec(FfnShape):
         I, H = _check_shapes(self.kind, self.W1, self.W2, self.W3, self.b1, self.b2)
         if self.dtype not in DTYPES:
             raise NumericsError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        weights = _codes if self.dtype == "fp8" else partial(_int8, dtype=np.int8)
+        weights = check_codes if self.dtype == "fp8" else partial(check_int8, dtype=np.int8)
         self.table = check_table(self.table, self.dtype)
         self.W1, self.W2 = weights(self.W1, "W1"), weights(self.W2, "W2")
         self.rq1, self.rq2 = _check_rq(self.rq1, "rq1", I), _check_rq(self.rq2, "rq2", H)
@@ -529,8 +180,8 @@ class FfnSpec(FfnShape):
         else:
             if self.b1 is None or self.b2 is None:
                 raise NumericsError("kind 'classic' needs int32 biases b1 and b2")
-            self.b1, self.b2 = _int32(self.b1, "b1").astype(np.int32), _int32(self.b2, "b2").astype(np.int32)
-        self.x_scale, self.out_scale = _positive(self.x_scale, "x_scale"), _out_scale(self.out_scale, H)
+            self.b1, self.b2 = check_int32(self.b1, "b1").astype(np.int32), check_int32(self.b2, "b2").astype(np.int32)
+        self.x_scale, self.out_scale = check_positive(self.x_scale, "x_scale"), _out_scale(self.out_scale, H)
 
     @classmethod
     def from_float(cls, kind, W1, W2, W3=None, b1=None, b2=None, *, x_calibration, activation="silu",
@@ -582,27 +233,27 @@ class FfnSpec(FfnShape):
     @classmethod
     def _from_float(cls, kind, W1, W2, W3, b1, b2, x_calibration, activation, x_scale=None, out_scale_per_row=False,
                     dtype="int8", fit_table=False):
-        W1, W2 = _finite(W1, "W1"), _finite(W2, "W2")
+        W1, W2 = check_finite(W1, "W1"), check_finite(W2, "W2")
         I, H = W1.shape
-        x = _finite(x_calibration, "x_calibration")
+        x = check_finite(x_calibration, "x_calibration")
         if x.shape[-1:] != (H,) or x.ndim > 2:
             raise NumericsError(f"x_calibration has shape {x.shape} but W1 is {I}x{H}: it must be (B, {H}) or ({H},)")
-        f = _activation(activation)
+        f = activation_function(activation)
         if dtype == "fp8":
             qmax, qweights, qscale = fp8.MAX, quantise_weights_fp8, quantise_scale_fp8
             make_table, bias_unit = activation_table_fp8, 2.0 ** (fp8.BIAS_SHIFT - fp8.PRODUCT_FRAC)
         else:
             qmax, qweights, qscale = INT8_MAX, quantise_weights, quantise_scale
             make_table, bias_unit = activation_table, 1.0
-        scale_of = partial(_range_scale, qmax=qmax)
-        out_range = partial(_range_scale_rows, qmax=qmax) if out_scale_per_row else scale_of
-        x_scale = scale_of(x) if x_scale is None else _positive(x_scale, "x_scale")
+        scale_of = partial(range_scale, qmax=qmax)
+        out_range = partial(range_scale_rows, qmax=qmax) if out_scale_per_row else scale_of
+        x_scale = scale_of(x) if x_scale is None else check_positive(x_scale, "x_scale")
         w1q, w1s = qweights(W1)
         w2q, w2s = qweights(W2)
         rq = partial(_rq, qscale=qscale)
 
         def qbias(b, scale, name):
-            q = round_half_away_from_zero(_finite(b, name) / (scale * bias_unit))
+            q = round_half_away_from_zero(check_finite(b, name) / (scale * bias_unit))
             if np.any(np.abs(q) > INT32_MAX):
                 raise NumericsError(f"{name} does not fit int32 at its accumulator scale: "
                                     f"{int(np.max(np.abs(q)))} > {INT32_MAX}")
@@ -611,7 +262,7 @@ class FfnSpec(FfnShape):
         b1 = np.zeros(I) if kind == "classic" and b1 is None else b1
         b2 = np.zeros(H) if kind == "classic" and b2 is None else b2
         if fit_table:
-            return _fit_classic(cls, x, W1, W2, _finite(b1, "b1"), _finite(b2, "b2"), activation, x_scale,
+            return _fit_classic(cls, x, W1, W2, check_finite(b1, "b1"), check_finite(b2, "b2"), activation, x_scale,
                                 out_scale_per_row, qbias, w1q, w1s)
         h1 = x @ W1.T + (0.0 if b1 is None else b1)
         h1_scale = scale_of(h1)
@@ -620,7 +271,7 @@ class FfnSpec(FfnShape):
         common = dict(kind=kind, W1=w1q, table=make_table(activation, h1_scale, g_scale), x_scale=x_scale,
                       dtype=dtype, rq1=rq(x_scale * w1s / h1_scale))
         if kind == "swiglu":
-            W3 = _finite(W3, "W3")
+            W3 = check_finite(W3, "W3")
             w3q, w3s = qweights(W3)
             h3 = x @ W3.T
             h3_scale = scale_of(h3)
@@ -642,36 +293,6 @@ FIT_HEADROOM = 1.25     # a channel whose calibrated max|h1| passes 1 / FIT_HEAD
 FIT_OUT_HEADROOM = 1.5  # per-row output scales: max|y[:, r]| over the calibration batch times this, over 127
 FIT_RANGES = 2.0 ** (-np.arange(10) / 3)      # the table's positive input range: max(h1) times one of these
 FIT_NEGATIVE = 2.0 ** (-np.arange(6) / 2)     # its negative range: -min(h1) times one of these
-
-
-@dataclass
-class _Table:
-    """An int8 activation table with zero points: the input code ``c`` stands for
-    ``h = (c - z) * delta``, the entry ``e`` for ``(e + k) * g_scale``."""
-    table: np.ndarray
-    delta: float
-    z: int
-    g_scale: float
-    k: int
-
-    @classmethod
-    def fit(cls, activation, top, bottom):
-        """The table for ``h`` in ``[-bottom, top]`` (256 codes), its outputs spanning their
-        own range ``[min(f, 0), max(f, 0)]`` in 256 codes."""
-        f = _activation(activation)
-        delta = (top + bottom) / (TABLE_SIZE - 1)
-        z = int(np.clip(round_half_away_from_zero(INT8_MIN + bottom / delta), INT8_MIN, INT8_MAX))
-        gv = f((_TABLE_X - z) * delta)
-        lo, hi = min(float(gv.min()), 0.0), max(float(gv.max()), 0.0)
-        g_scale = (hi - lo) / (TABLE_SIZE - 1) if hi > lo else 1.0
-        k = int(round_half_away_from_zero(lo / g_scale)) - INT8_MIN
-        return cls(_sat8(round_half_away_from_zero(gv / g_scale) - k), delta, z, g_scale, k)
-
-    def emulate(self, h, stretch):
-        """What the tile computes from ``h`` (float) for channels stretched by ``stretch``:
-        the code ``round(h / (stretch delta)) + z`` saturated, looked up, in real units."""
-        c = np.clip(round_half_away_from_zero(h / (stretch * self.delta)) + self.z, INT8_MIN, INT8_MAX)
-        return (self.table[c.astype(np.int64) & 0xFF] + float(self.k)) * (self.g_scale * stretch)
 
 
 def _fit_classic(cls, x, W1, W2, b1, b2, activation, x_scale, out_scale_per_row, qbias, w1q, w1s):
@@ -698,7 +319,7 @@ def _fit_classic(cls, x, W1, W2, b1, b2, activation, x_scale, out_scale_per_row,
       than the coarser step (one scale per FFN is set by its outlier channel and gets none).
     """
     h1 = np.atleast_2d(x @ W1.T + b1)
-    g = _activation(activation)(h1)
+    g = activation_function(activation)(h1)
     y = g @ W2.T + b2
     norms = np.sum(y * y, axis=1)
     weight = 1.0 / np.maximum(norms, max(float(norms.max()), 1e-30) * 1e-12)
@@ -707,7 +328,7 @@ def _fit_classic(cls, x, W1, W2, b1, b2, activation, x_scale, out_scale_per_row,
     for R in top * FIT_RANGES:
         stretch = np.maximum(1.0, FIT_HEADROOM * peak / R)
         for L in bottom * FIT_NEGATIVE:
-            t = _Table.fit(activation, R, L)
+            t = FittedTable.fit(activation, R, L)
             e = (t.emulate(h1, stretch) - g) @ W2.T
             e -= e.mean(axis=0)
             cost = float(np.mean(np.sum(e * e, axis=1) * weight))
@@ -715,15 +336,15 @@ def _fit_classic(cls, x, W1, W2, b1, b2, activation, x_scale, out_scale_per_row,
                 best = (cost, t, stretch)
     _, t, a = best
     w2q, w2s = quantise_weights(W2 * a)
-    out_scale = _range_scale_rows(y) * FIT_OUT_HEADROOM if out_scale_per_row else _range_scale(y)
+    out_scale = range_scale_rows(y) * FIT_OUT_HEADROOM if out_scale_per_row else range_scale(y)
     acc2 = t.g_scale * w2s
     b2q = qbias(b2, acc2, "b2").astype(np.int64) + t.k * w2q.astype(np.int64).sum(axis=1)
     spec = cls(kind="classic", W1=w1q, W2=w2q, table=t.table, x_scale=x_scale, out_scale=out_scale,
-               b1=qbias(b1 + t.z * a * t.delta, x_scale * w1s, "b1"), b2=_int32(b2q, "b2"),
+               b1=qbias(b1 + t.z * a * t.delta, x_scale * w1s, "b1"), b2=check_int32(b2q, "b2"),
                rq1=_rq(x_scale * w1s / (a * t.delta)), rq2=_rq(acc2 / out_scale))
     xq, _ = quantise_activations(x, x_scale)
     err = np.mean(np.atleast_2d(dequantise(ffn_int(spec, xq), out_scale)) - y, axis=0)
-    spec.b2 = _int32(b2q - round_half_away_from_zero(err / acc2).astype(np.int64), "b2").astype(np.int32)
+    spec.b2 = check_int32(b2q - round_half_away_from_zero(err / acc2).astype(np.int64), "b2").astype(np.int32)
     return spec
 
 
@@ -750,7 +371,7 @@ def ffn_hidden(spec: FfnSpec, x_int8):
     :func:`gate_fp8`); ``x`` and ``h`` are codes."""
     fp = spec.dtype == "fp8"
     name = "x" if fp else "x_int8"
-    x = _codes(x_int8, name) if fp else _int8(x_int8, name)
+    x = check_codes(x_int8, name) if fp else check_int8(x_int8, name)
     if x.ndim not in (1, 2) or x.shape[-1] != spec.H:
         raise NumericsError(f"{name} has shape {x.shape} but the FFN has H = {spec.H}: "
                             f"it must be ({spec.H},) or (B, {spec.H})")
@@ -776,7 +397,7 @@ def ffn_int(spec: FfnSpec, x_int8):
 def ffn_float(kind, W1, W2, W3, b1, b2, x, activation="silu"):
     """Float64 reference FFN (classic biases that are None mean zero); x is (H,) or (B, H)."""
     _check_shapes(kind, W1, W2, W3, b1, b2)
-    f, x = _activation(activation), np.asarray(x, dtype=np.float64)
+    f, x = activation_function(activation), np.asarray(x, dtype=np.float64)
     W1, W2 = np.asarray(W1, dtype=np.float64), np.asarray(W2, dtype=np.float64)
     if kind == "swiglu":
         return (f(x @ W1.T) * (x @ np.asarray(W3, dtype=np.float64).T)) @ W2.T

@@ -32,23 +32,14 @@ when the file has it (llama ``post_attention_layernorm``: RMS-normalised times i
 bert ``attention.output.LayerNorm``: zero mean, unit variance, times weight plus bias),
 else plain N(0, 1).
 
-Why a reader of our own rather than the ``safetensors`` package: its numpy interface
-(``safetensors.numpy.load_file`` and ``safe_open(framework="np")``, checked on 0.8.0 with
-numpy 2.4) fails with ``TypeError: data type 'bfloat16' not understood`` on any BF16 tensor
-unless ``ml_dtypes`` is also installed, and BF16 is how most current checkpoints are
-stored.  The format is small (an 8-byte little-endian header length, a JSON header of
-``{name: {dtype, shape, data_offsets}}``, then raw little-endian data), so a reader that
-reads only the tensors asked for, converts BF16 exactly (its bits are the upper half of a
-float32) and names what is wrong with a truncated or corrupt file costs no dependency.
-``F8_E4M3`` matrices are read with their ``<name>_scale_inv`` tensor, one scale per 128x128
-block as DeepSeek-V3/R1 store them, and returned dequantised exactly (float64;
-``docs/numerics.md``, "FP8 checkpoints").
-
 :func:`load_moe` reads one layer's mixture of experts (DeepSeek-V3 and Qwen3-MoE names:
 routed experts, shared expert, router and its bias) for ``firmware_gen.golden.moe``
 (``docs/moe.md``, "Weights from files").
 
-Every problem raises :class:`WeightsError` with a one-line message naming the tensor.
+The files are read through :func:`~firmware_gen.host.weight_files.open_weights` (the
+``.safetensors`` and ``.npz`` readers, BF16 and block-scaled FP8 included).  Every problem
+raises :class:`~firmware_gen.host.weight_files.WeightsError` with a one-line message naming
+the tensor.
 """
 
 from __future__ import annotations
@@ -58,18 +49,15 @@ import importlib.util
 import itertools
 import json
 import re
-import struct
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-from lpu_arch import fp8
-from lpu_arch.errors import LpuError
-
-from firmware_gen.golden.numerics import FP8_BLOCK, FfnShape, dequantise_fp8_blocks
+from firmware_gen.golden.numerics import FfnShape
+from firmware_gen.host.weight_files import (SCALE_SUFFIX, NpzFile, WeightsError, first_index, open_weights, shape_text,
+                                            tensor_label)
 
 KEYS = ("W1", "W2", "W3", "b1", "b2", "x")
 DEFAULT_BATCH = 4          # rows of the default calibration input (fits the default and tiny tiles)
@@ -92,169 +80,6 @@ FAMILIES = {
 }
 REQUIRED = {"plain": ("W1", "W2"), "llama": ("W1", "W2", "W3"), "bert": ("W1", "W2"), "map": ("W1", "W2")}
 ACTIVATION = {"llama": "silu", "bert": "gelu"}    # others: SiLU if SwiGLU, else GELU
-
-# safetensors dtypes: bytes per element (all that the format defines), and those read here.
-ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
-            "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8}
-FLOATS = {"F16": "<f2", "BF16": "<u2", "F32": "<f4", "F64": "<f8"}
-SCALE_SUFFIX = "_scale_inv"   # an F8_E4M3 weight's block scales (DeepSeek-V3/R1's checkpoints)
-MAX_HEADER = 100_000_000   # the reference implementation's limit
-
-
-class WeightsError(LpuError, ValueError):
-    """A weights file is unusable for an FFN; the one-line message names the file and tensor."""
-
-
-# ---- the two file formats ----------------------------------------------------------------
-class SafetensorsFile:
-    """The header of a ``.safetensors`` file, checked; :meth:`read` reads one float tensor."""
-
-    def __init__(self, path):
-        self.path = Path(path)
-        size = self.path.stat().st_size
-        with open(self.path, "rb") as f:
-            head = f.read(8)
-            if len(head) < 8:
-                raise WeightsError(f"{self.path.name} is truncated or not a .safetensors file: {size} bytes, "
-                                   "less than the 8-byte header length")
-            (n,) = struct.unpack("<Q", head)
-            if n > size - 8:
-                raise WeightsError(f"{self.path.name} is truncated or not a .safetensors file: its header "
-                                   f"length field says {n} bytes but {size - 8} follow")
-            if n > MAX_HEADER:
-                raise WeightsError(f"{self.path.name} is not a .safetensors file: its header length field says "
-                                   f"{n} bytes (the format allows {MAX_HEADER})")
-            raw = f.read(n)
-        try:
-            header = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise WeightsError(f"{self.path.name}: the .safetensors header is not valid JSON ({e})") from None
-        if not isinstance(header, dict):
-            raise WeightsError(f"{self.path.name}: the .safetensors header is not a JSON object")
-        self.data_start, data_size = 8 + n, size - 8 - n
-        header.pop("__metadata__", None)          # free-form strings, not a tensor
-        self.tensors = {}
-        for name, t in header.items():
-            try:
-                dtype, shape, (begin, end) = t["dtype"], t["shape"], t["data_offsets"]
-                ok = isinstance(dtype, str) and isinstance(shape, list) and \
-                    all(isinstance(v, int) and v >= 0 for v in (begin, end, *shape)) and begin <= end
-            except (TypeError, KeyError, ValueError):
-                ok = False
-            if not ok:
-                raise WeightsError(f"{self.path.name}: header entry {name!r} is not "
-                                   "{dtype, shape, data_offsets: [begin, end]}")
-            if dtype in ITEMSIZE and end - begin != ITEMSIZE[dtype] * int(np.prod(shape)):
-                raise WeightsError(f"{self.path.name} is corrupt: tensor {name} ({dtype}, shape {_dims(shape)}) "
-                                   f"needs {ITEMSIZE[dtype] * int(np.prod(shape))} bytes but its data_offsets "
-                                   f"{begin}..{end} hold {end - begin}")
-            if end > data_size:
-                raise WeightsError(f"{self.path.name} is truncated: tensor {name} ends at data byte {end} but "
-                                   f"the file holds {data_size} bytes of data")
-            self.tensors[name] = (dtype, tuple(shape), begin)
-        self.scaled = {}          # F8_E4M3 tensors read so far -> their scale tensors
-
-    @property
-    def names(self):
-        return list(self.tensors)
-
-    def read(self, name, role):
-        dtype, shape, begin = self.tensors[name]
-        if dtype == "F8_E4M3":
-            return self._read_fp8(name, role, shape, begin)
-        if dtype not in FLOATS:
-            raise WeightsError(f"tensor {_label(name, role)} in {self.path.name} has dtype {dtype}; "
-                               f"this reader takes {', '.join(FLOATS)} and F8_E4M3 (with its {SCALE_SUFFIX})")
-        a = np.fromfile(self.path, FLOATS[dtype], int(np.prod(shape)), offset=self.data_start + begin)
-        if dtype == "BF16":      # bfloat16 is the upper 16 bits of a float32: exact
-            a = (a.astype(np.uint32) << 16).view(np.float32)
-        return a.reshape(shape)
-
-    def _read_fp8(self, name, role, shape, begin):
-        """An F8_E4M3 matrix as DeepSeek-V3/R1 store one: its codes and, in ``<name>_scale_inv``,
-        one scale per ``FP8_BLOCK x FP8_BLOCK`` block (F32, BF16, F16, F64 or F8_E8M0, the
-        power of two ``2^(b - 127)``); returned dequantised exactly, as float64."""
-        label, fname = _label(name, role), self.path.name
-        if len(shape) != 2:
-            raise WeightsError(f"tensor {label} in {fname} is F8_E4M3 of shape {_dims(shape)}: block-scaled FP8 "
-                               "weights are 2-D matrices")
-        codes = np.fromfile(self.path, np.uint8, int(np.prod(shape)), offset=self.data_start + begin).reshape(shape)
-        sname = name + SCALE_SUFFIX
-        if sname not in self.tensors:
-            raise WeightsError(f"tensor {label} in {fname} is F8_E4M3 but the file has no {sname}: FP8 weights are "
-                               f"read with their scales, one per {FP8_BLOCK}x{FP8_BLOCK} block (DeepSeek's layout)")
-        sdtype, sshape, sbegin = self.tensors[sname]
-        slabel = f"tensor {sname} (the scales of {name}) in {fname}"
-        want = tuple(-(-d // FP8_BLOCK) for d in shape)
-        if sshape != want:
-            raise WeightsError(f"{slabel} is {_dims(sshape)}: a {_dims(shape)} F8_E4M3 matrix has one scale "
-                               f"per {FP8_BLOCK}x{FP8_BLOCK} block, {_dims(want)}")
-        if sdtype == "F8_E8M0":
-            b = np.fromfile(self.path, np.uint8, int(np.prod(sshape)), offset=self.data_start + sbegin)
-            scales = np.where(b == 0xFF, np.nan, np.ldexp(1.0, b.astype(np.int64) - 127)).reshape(sshape)
-        elif sdtype in FLOATS:
-            scales = np.asarray(self.read(sname, f"scales of {role}"), np.float64)
-        else:
-            raise WeightsError(f"{slabel} has dtype {sdtype}; block scales are {', '.join(FLOATS)} or "
-                               "F8_E8M0")
-        bad = ~(np.isfinite(scales) & (scales > 0))
-        if bad.any():
-            raise WeightsError(f"{slabel} has {int(bad.sum())} scales that are not finite numbers > 0 "
-                               f"(the first at block {_first(bad)})")
-        nan = fp8.is_nan(codes)
-        if nan.any():
-            raise WeightsError(f"tensor {label} in {fname} has {int(nan.sum())} NaN codes (0x7F or 0xFF; the "
-                               f"first at index {_first(nan)})")
-        self.scaled[name] = sname
-        return dequantise_fp8_blocks(codes, scales)
-
-
-def _first(mask):
-    return tuple(int(i) for i in np.argwhere(mask)[0])
-
-
-class NpzFile:
-    """A ``numpy.savez`` archive with the same interface as :class:`SafetensorsFile`."""
-
-    def __init__(self, path):
-        self.path = Path(path)
-        try:
-            with np.load(self.path, allow_pickle=False) as z:
-                self.arrays = {k: np.asarray(z[k]) for k in z.files}
-        except Exception as e:   # truncated zip, pickled objects, ...
-            raise WeightsError(f"cannot read {self.path.name} as a .npz of arrays ({type(e).__name__}: {e})") from None
-        self.scaled = {}
-
-    @property
-    def names(self):
-        return list(self.arrays)
-
-    def read(self, name, role):
-        a = self.arrays[name]
-        if not np.issubdtype(a.dtype, np.number) or np.iscomplexobj(a):
-            raise WeightsError(f"array {_label(name, role)} in {self.path.name} has dtype {a.dtype}; "
-                               "it must be real numbers")
-        return a
-
-
-def open_weights(path):
-    """A :class:`SafetensorsFile` or :class:`NpzFile` for ``path`` (told apart by content)."""
-    path = Path(path)
-    if path.is_dir():
-        raise WeightsError(f"weights file {path} is a directory; give the .npz or .safetensors file in it")
-    if not path.is_file():
-        raise WeightsError(f"weights file {path} does not exist")
-    if zipfile.is_zipfile(path):
-        return NpzFile(path)
-    if path.suffix == ".npz":
-        raise WeightsError(f"{path} is not a .npz file (numpy.savez writes one)")
-    try:
-        return SafetensorsFile(path)
-    except WeightsError as e:
-        if path.suffix == ".safetensors":
-            raise
-        raise WeightsError(f"{path.name} is neither a .npz (zip) nor a .safetensors file; read as .safetensors: "
-                           f"{e}") from None
 
 
 # ---- finding one layer's FFN --------------------------------------------------------------
@@ -334,44 +159,9 @@ def load_ffn(path, layer: int | None = None, mapping=None) -> FfnWeights:
     f = open_weights(path)
     fname, names = f.path.name, set(f.names)
     mapping = parse_mapping(mapping)
-    if "W1" in mapping:
-        family, templates = "map", dict(mapping)
-        found = _find(templates["W1"], names, prefix_allowed=False)
-        if not found:
-            raise WeightsError(_missing(fname, templates["W1"].replace("{layer}", "N"), "W1 from the map", names))
-        layers = found[""]
-    else:
-        hits = [(fam, p, ls) for fam, t in FAMILIES.items()
-                for p, ls in _find(t["W1"], names, prefix_allowed=fam != "plain").items()]
-        if not hits:
-            raise WeightsError(f"{fname} has no FFN this loader knows (W1/W2 arrays, Llama-style "
-                               "model.layers.N.mlp.{gate,up,down}_proj.weight or BERT-style "
-                               "encoder.layer.N.{intermediate,output}.dense.weight); its tensors: "
-                               f"{_some(names)}; name them with a map, e.g. W1=NAME,W2=NAME")
-        if len(hits) > 1:
-            raise WeightsError(f"{fname} holds more than one FFN family or prefix ("
-                               + ", ".join(f"{fam} {p or 'no prefix'}" for fam, p, _ in hits)
-                               + "); name the tensors with a map")
-        family, prefix, layers = hits[0]
-        templates = {k: prefix + t for k, t in FAMILIES[family].items()} | mapping
-        if family == "plain":
-            unknown = sorted(names - set(KEYS) - set(mapping.values()) - {n + SCALE_SUFFIX for n in names})
-            if unknown:
-                raise WeightsError(f"{fname} has unknown array(s) {', '.join(unknown)}; expected "
-                                   f"{', '.join(KEYS)} (W3 for SwiGLU, b1/b2 optional for classic)")
+    family, templates, layers = _ffn_templates(fname, names, mapping)
     layered = layers != [None]
-    if layer is not None and not layered:
-        raise WeightsError(f"layer {layer} given but {fname} holds a single FFN ({templates['W1']}, no layer "
-                           "number in its names)")
-    if layered:
-        if layer is None and len(layers) > 1:
-            raise WeightsError(f"{fname} has {family} FFNs in layers {_layers_text(layers)}: choose one "
-                               "(--layer N)")
-        if layer is None:
-            layer = layers[0]
-        elif not isinstance(layer, (int, np.integer)) or layer not in layers:
-            raise WeightsError(f"layer {layer} is not in {fname}: its {family} FFNs are layers "
-                               f"{_layers_text(layers)}")
+    layer = _ffn_layer(fname, family, templates, layers, layer)
     resolved = {k: _at(t, layer) if layered else t for k, t in templates.items()}
     for k in REQUIRED[family]:
         if resolved[k] not in names:
@@ -406,6 +196,56 @@ def load_ffn(path, layer: int | None = None, mapping=None) -> FfnWeights:
                       x, activation, src)
 
 
+def _ffn_templates(fname, names, mapping):
+    """``(family, {key: name template}, layers)`` of the FFN in a file with tensors ``names``:
+    the map's if it names ``W1``, else the one family (and prefix) whose ``W1`` is there,
+    overridden by the map; ``layers`` is ``[None]`` for names without a layer number."""
+    if "W1" in mapping:
+        family, templates = "map", dict(mapping)
+        found = _find(templates["W1"], names, prefix_allowed=False)
+        if not found:
+            raise WeightsError(_missing(fname, templates["W1"].replace("{layer}", "N"), "W1 from the map", names))
+        return family, templates, found[""]
+    hits = [(fam, p, ls) for fam, t in FAMILIES.items()
+            for p, ls in _find(t["W1"], names, prefix_allowed=fam != "plain").items()]
+    if not hits:
+        raise WeightsError(f"{fname} has no FFN this loader knows (W1/W2 arrays, Llama-style "
+                           "model.layers.N.mlp.{gate,up,down}_proj.weight or BERT-style "
+                           "encoder.layer.N.{intermediate,output}.dense.weight); its tensors: "
+                           f"{_some(names)}; name them with a map, e.g. W1=NAME,W2=NAME")
+    if len(hits) > 1:
+        raise WeightsError(f"{fname} holds more than one FFN family or prefix ("
+                           + ", ".join(f"{fam} {p or 'no prefix'}" for fam, p, _ in hits)
+                           + "); name the tensors with a map")
+    family, prefix, layers = hits[0]
+    templates = {k: prefix + t for k, t in FAMILIES[family].items()} | mapping
+    if family == "plain":
+        unknown = sorted(names - set(KEYS) - set(mapping.values()) - {n + SCALE_SUFFIX for n in names})
+        if unknown:
+            raise WeightsError(f"{fname} has unknown array(s) {', '.join(unknown)}; expected "
+                               f"{', '.join(KEYS)} (W3 for SwiGLU, b1/b2 optional for classic)")
+    return family, templates, layers
+
+
+def _ffn_layer(fname, family, templates, layers, layer):
+    """The layer to load: ``layer`` checked against the file's ``layers``, or the only one
+    (None for a file of a single FFN named without a layer number)."""
+    layered = layers != [None]
+    if layer is not None and not layered:
+        raise WeightsError(f"layer {layer} given but {fname} holds a single FFN ({templates['W1']}, no layer "
+                           "number in its names)")
+    if layered:
+        if layer is None and len(layers) > 1:
+            raise WeightsError(f"{fname} has {family} FFNs in layers {_layers_text(layers)}: choose one "
+                               "(--layer N)")
+        if layer is None:
+            layer = layers[0]
+        elif not isinstance(layer, (int, np.integer)) or layer not in layers:
+            raise WeightsError(f"layer {layer} is not in {fname}: its {family} FFNs are layers "
+                               f"{_layers_text(layers)}")
+    return layer
+
+
 def _missing(fname, name, role, names):
     near = difflib.get_close_matches(name, list(names), n=3, cutoff=0.6)
     hint = f"; similar names: {', '.join(near)}" if near else f"; its tensors: {_some(names)}"
@@ -415,39 +255,31 @@ def _missing(fname, name, role, names):
 def _finite(a, name, role, fname):
     bad = ~np.isfinite(a)
     if bad.any():
-        raise WeightsError(f"tensor {_label(name, role)} in {fname} has {int(bad.sum())} NaN or infinite values "
-                           f"(the first at index {_first(bad)})")
+        raise WeightsError(f"tensor {tensor_label(name, role)} in {fname} has {int(bad.sum())} NaN or infinite values "
+                           f"(the first at index {first_index(bad)})")
     return a
-
-
-def _label(name, role):
-    return name if name == role else f"{name} ({role})"
-
-
-def _dims(shape):
-    return "x".join(str(d) for d in shape) if len(shape) else "scalar"
 
 
 def _check_shapes(arrays, names, fname):
     """Every array's shape against W1's ``I x H``, naming the tensor and the shape it must have."""
     W1 = arrays["W1"]
     if W1.ndim != 2 or 0 in W1.shape:
-        raise WeightsError(f"tensor {_label(names['W1'], 'W1')} in {fname} is {_dims(W1.shape)}: it must be a "
+        raise WeightsError(f"tensor {tensor_label(names['W1'], 'W1')} in {fname} is {shape_text(W1.shape)}: it must be a "
                            "non-empty I x H matrix (an FFN needs H >= 1 and I >= 1)")
     I, H = W1.shape
     x = arrays.get("x")
     if x is not None and (x.ndim not in (1, 2) or x.shape[-1] != H):
         if x.ndim in (1, 2) and x.shape[-1] == I:
-            raise WeightsError(f"W1 is {I}x{H} but x has H = {I} entries: {_label(names['W1'], 'W1')} must be "
+            raise WeightsError(f"W1 is {I}x{H} but x has H = {I} entries: {tensor_label(names['W1'], 'W1')} must be "
                                f"I x H = {H}x{I} (it looks transposed)")
-        raise WeightsError(f"tensor {_label(names['x'], 'x')} in {fname} is {_dims(x.shape)} but W1 is {I}x{H}: "
+        raise WeightsError(f"tensor {tensor_label(names['x'], 'x')} in {fname} is {shape_text(x.shape)} but W1 is {I}x{H}: "
                            f"x must be ({H},) or (batch, {H})")
     want = {"W2": (H, I), "W3": (I, H), "b1": (I,), "b2": (H,), "norm": (H,), "norm_bias": (H,)}
     what = {"W2": "H x I", "W3": "I x H", "b1": "(I,)", "b2": "(H,)", "norm": "(H,)", "norm_bias": "(H,)"}
     for k, shape in want.items():
         if k in arrays and arrays[k].shape != shape:
-            raise WeightsError(f"tensor {_label(names[k], k)} in {fname} is {_dims(arrays[k].shape)} "
-                               f"but W1 is {I}x{H}: {k} must be {what[k]} = {_dims(shape)}")
+            raise WeightsError(f"tensor {tensor_label(names[k], k)} in {fname} is {shape_text(arrays[k].shape)} "
+                               f"but W1 is {I}x{H}: {k} must be {what[k]} = {shape_text(shape)}")
 
 
 def default_calibration(H, batch=DEFAULT_BATCH, seed=DEFAULT_SEED, norm_weight=None, norm_bias=None, rms=False):
@@ -566,6 +398,65 @@ def load_moe(path, layer: int | None = None, *, config=None, batch: int = DEFAUL
     """
     f = open_weights(path)
     fname, names = f.path.name, set(f.names)
+    prefix, layer, E = _moe_layer(fname, names, layer)
+    name = {k: prefix + _at(t, layer) for k, t in MOE_NAMES.items()}
+    if name["gated_shared"] in names:
+        raise WeightsError(f"{fname} layer {layer} has a gated shared expert ({name['gated_shared']}, Qwen2-MoE "
+                           "style, its output scaled by a sigmoid gate); the MoE layer here has ungated shared "
+                           "experts only")
+
+    def read(n, role):
+        if n not in names:
+            raise WeightsError(_missing(fname, n, role, names))
+        return _finite(f.read(n, role), n, role, fname)
+
+    def expert(template, what):
+        tensors = {k: template.replace("{proj}", p) for p, k in PROJ.items()}
+        arrays = {k: read(tensors[k], f"{k} ({p}_proj) of {what}") for p, k in PROJ.items()}
+        _check_shapes(arrays, tensors, fname)
+        return Expert(arrays["W1"], arrays["W3"], arrays["W2"]), tensors
+
+    experts = [expert(name["expert"].replace("{e}", str(e)), f"expert {e}, layer {layer}")[0] for e in range(E)]
+    router = read(name["router"], f"router of layer {layer}")
+    H = experts[0].W1.shape[1]
+    if router.shape != (E, H):
+        raise WeightsError(f"tensor {name['router']} (router) in {fname} is {shape_text(router.shape)} but layer {layer} "
+                           f"has {E} experts of H = {H}: the router must be E x H = {E}x{H}")
+    for e, ex in enumerate(experts):
+        if ex.W1.shape[1] != H:
+            raise WeightsError(f"expert {e} of layer {layer} in {fname} has H = {ex.W1.shape[1]} but expert 0 has "
+                               f"H = {H}: every expert of a layer takes the same x")
+    bias = read(name["router_bias"], "router bias") if name["router_bias"] in names else None
+    if bias is not None and bias.shape != (E,):
+        raise WeightsError(f"tensor {name['router_bias']} (router bias) in {fname} is {shape_text(bias.shape)} but layer "
+                           f"{layer} has {E} experts: it must be (E,) = ({E},)")
+    shared, shared_tensors = [], {}
+    if any(name["shared"].replace("{proj}", p) in names for p in PROJ):
+        ex, shared_tensors = expert(name["shared"], f"the shared expert, layer {layer}")
+        if ex.W1.shape[1] != H:
+            raise WeightsError(f"the shared expert of layer {layer} in {fname} has H = {ex.W1.shape[1]} but the "
+                               f"routed experts have H = {H}")
+        shared = [ex]
+    gating, counts = moe_config(config)
+    if counts.get("experts", E) != E:
+        raise WeightsError(f"the config has {counts['experts']} routed experts but layer {layer} of {fname} has {E}")
+    if (counts.get("shared", len(shared)) > 0) != bool(shared):     # DeepSeek fuses its n shared experts into one
+        raise WeightsError(f"the config has {counts['shared']} shared experts but layer {layer} of {fname} has "
+                           f"{'a' if shared else 'no'} shared_experts FFN")
+    x, calibration = _moe_calibration(read, fname, names, name["norm"], H, batch)
+    tensors = {"experts": name["expert"].replace("{e}", "E").replace("{proj}", "{gate,up,down}"),
+               "router": name["router"]} | ({"router_bias": name["router_bias"]} if bias is not None else {}) \
+        | {f"shared {k}": n for k, n in shared_tensors.items()}
+    src = {"file": str(f.path), "format": "npz" if isinstance(f, NpzFile) else "safetensors", "layer": layer,
+           "experts": E, "tensors": tensors, "calibration": calibration,
+           "config": None if config is None else (str(config) if not isinstance(config, dict) else "dict")}
+    return MoeWeights(experts, shared, router, bias, x, gating, src)
+
+
+def _moe_layer(fname, names, layer):
+    """``(prefix, layer, E)`` of the MoE layer to load from a file with tensors ``names``:
+    ``layer`` checked against the file's MoE layers (or the only one), ``E`` its experts
+    (counted from the names, 0..E-1)."""
     found = {}                          # (prefix, layer) -> {(expert, proj)}
     for n in names:
         m = MOE_EXPERT.match(n)
@@ -590,71 +481,24 @@ def load_moe(path, layer: int | None = None, *, config=None, batch: int = DEFAUL
         dense = prefix + _at(MOE_NAMES["dense"], layer) in names
         what = "is a dense FFN (load_ffn reads it), not a MoE layer" if dense else "is not in the file"
         raise WeightsError(f"layer {layer} of {fname} {what}: its MoE layers are {_layers_text(layers)}")
-    name = {k: prefix + _at(t, layer) for k, t in MOE_NAMES.items()}
-    if name["gated_shared"] in names:
-        raise WeightsError(f"{fname} layer {layer} has a gated shared expert ({name['gated_shared']}, Qwen2-MoE "
-                           "style, its output scaled by a sigmoid gate); the MoE layer here has ungated shared "
-                           "experts only")
+    return prefix, layer, 1 + max(e for e, _ in found[(prefix, layer)])
 
-    def read(n, role):
-        if n not in names:
-            raise WeightsError(_missing(fname, n, role, names))
-        return _finite(f.read(n, role), n, role, fname)
 
-    def expert(template, what):
-        tensors = {k: template.replace("{proj}", p) for p, k in PROJ.items()}
-        arrays = {k: read(tensors[k], f"{k} ({p}_proj) of {what}") for p, k in PROJ.items()}
-        _check_shapes(arrays, tensors, fname)
-        return Expert(arrays["W1"], arrays["W3"], arrays["W2"]), tensors
-
-    E = 1 + max(e for e, _ in found[(prefix, layer)])
-    experts = [expert(name["expert"].replace("{e}", str(e)), f"expert {e}, layer {layer}")[0] for e in range(E)]
-    router = read(name["router"], f"router of layer {layer}")
-    H = experts[0].W1.shape[1]
-    if router.shape != (E, H):
-        raise WeightsError(f"tensor {name['router']} (router) in {fname} is {_dims(router.shape)} but layer {layer} "
-                           f"has {E} experts of H = {H}: the router must be E x H = {E}x{H}")
-    for e, ex in enumerate(experts):
-        if ex.W1.shape[1] != H:
-            raise WeightsError(f"expert {e} of layer {layer} in {fname} has H = {ex.W1.shape[1]} but expert 0 has "
-                               f"H = {H}: every expert of a layer takes the same x")
-    bias = read(name["router_bias"], "router bias") if name["router_bias"] in names else None
-    if bias is not None and bias.shape != (E,):
-        raise WeightsError(f"tensor {name['router_bias']} (router bias) in {fname} is {_dims(bias.shape)} but layer "
-                           f"{layer} has {E} experts: it must be (E,) = ({E},)")
-    shared, shared_tensors = [], {}
-    if any(name["shared"].replace("{proj}", p) in names for p in PROJ):
-        ex, shared_tensors = expert(name["shared"], f"the shared expert, layer {layer}")
-        if ex.W1.shape[1] != H:
-            raise WeightsError(f"the shared expert of layer {layer} in {fname} has H = {ex.W1.shape[1]} but the "
-                               f"routed experts have H = {H}")
-        shared = [ex]
-    gating, counts = moe_config(config)
-    if counts.get("experts", E) != E:
-        raise WeightsError(f"the config has {counts['experts']} routed experts but layer {layer} of {fname} has {E}")
-    if (counts.get("shared", len(shared)) > 0) != bool(shared):     # DeepSeek fuses its n shared experts into one
-        raise WeightsError(f"the config has {counts['shared']} shared experts but layer {layer} of {fname} has "
-                           f"{'a' if shared else 'no'} shared_experts FFN")
+def _moe_calibration(read, fname, names, norm, H, batch):
+    """``(x, what it is)``: the file's tensor ``x``, else :func:`default_calibration` of
+    ``batch`` rows RMS-normalised by the layer's ``norm`` tensor when the file has it."""
     if "x" in names:
         x = np.atleast_2d(np.asarray(read("x", "x"), np.float64))
         if x.ndim != 2 or x.shape[1] != H:
-            raise WeightsError(f"tensor x in {fname} is {_dims(x.shape)} but the experts have H = {H}: "
+            raise WeightsError(f"tensor x in {fname} is {shape_text(x.shape)} but the experts have H = {H}: "
                                f"x must be ({H},) or (batch, {H})")
-        calibration = "tensor x"
-    else:
-        w = read(name["norm"], "norm") if name["norm"] in names else None
-        if w is not None and w.shape != (H,):
-            raise WeightsError(f"tensor {name['norm']} (norm) in {fname} is {_dims(w.shape)}: it must be (H,) = ({H},)")
-        x = default_calibration(H, batch=batch, norm_weight=w, rms=True)
-        calibration = (f"default: N(0,1) sample, seed {DEFAULT_SEED}, batch {batch}"
-                       + (f", normalised by {name['norm']}" if w is not None else ""))
-    tensors = {"experts": name["expert"].replace("{e}", "E").replace("{proj}", "{gate,up,down}"),
-               "router": name["router"]} | ({"router_bias": name["router_bias"]} if bias is not None else {}) \
-        | {f"shared {k}": n for k, n in shared_tensors.items()}
-    src = {"file": str(f.path), "format": "npz" if isinstance(f, NpzFile) else "safetensors", "layer": layer,
-           "experts": E, "tensors": tensors, "calibration": calibration,
-           "config": None if config is None else (str(config) if not isinstance(config, dict) else "dict")}
-    return MoeWeights(experts, shared, router, bias, x, gating, src)
+        return x, "tensor x"
+    w = read(norm, "norm") if norm in names else None
+    if w is not None and w.shape != (H,):
+        raise WeightsError(f"tensor {norm} (norm) in {fname} is {shape_text(w.shape)}: it must be (H,) = ({H},)")
+    x = default_calibration(H, batch=batch, norm_weight=w, rms=True)
+    return x, (f"default: N(0,1) sample, seed {DEFAULT_SEED}, batch {batch}"
+               + (f", normalised by {norm}" if w is not None else ""))
 
 
 # ---- a trained model shipped as a Python package -------------------------------------------

@@ -31,7 +31,7 @@ from lpu_arch.c2c import KIND_BITS, flit_bits
 from lpu_arch.config import ConfigError
 from lpu_arch.topology import Topology
 
-from hdl.link.c2c import flit_field
+from hdl.link.flit import flit_field
 from hdl.units.layouts import host_bus_signature
 from hdl.top.tile import Tile, load_port_signature
 

@@ -18,7 +18,10 @@ from lpu_arch import hostmap
 from lpu_arch.hostmap import Csr, Ctrl, DeskewStatus, HacStatus, LinkFlag, LinkReg, Region, Status
 from lpu_arch.isa import BASE_OFF_BIT, BASE_OFFSET_BITS, INSTR_BITS
 
-from hdl.link.c2c import DeskewUnit, HacUnit, LinkRx, LinkTx
+from hdl.link.deskew import DeskewUnit
+from hdl.link.hac import HacUnit
+from hdl.link.rx import LinkRx
+from hdl.link.tx import LinkTx
 from hdl.units.column import Taps, build_position, column_signature, edge_taps, served_links
 from hdl.units.layouts import base_reg_layout, host_bus_signature
 
@@ -331,43 +334,8 @@ class Tile(wiring.Component):
         m.submodules.core = EnableInserter(~stall)(core)
         m.d.comb += [self.running.eq(run_q & ~dsk.timeout), self.done.eq(done_q | dsk.timeout)]
         m.d.comb += [self.hac.eq(hac.hac), self.stall.eq(stall), self.sac.eq(sac)]
-
-        # Start now (CTRL.START), or armed (CTRL.START_AT_HAC) so that cycle 0 is the cycle
-        # on which the HAC equals START_HAC: the start pulse comes the cycle before, the
-        # queues' prestart two cycles before.  A HAC that a SYNC moves past the value still
-        # starts (signed comparison).
-        start_hac, armed = Signal(cfg.HAC_BITS), Signal()
-        csr_write = self.host.we & (region == Region.CSR)
-        with m.If(csr_write & (word == Csr.START_HAC)):
-            m.d.sync += start_hac.eq(self.host.wdata)
-        due, armed_go = Signal(cfg.HAC_BITS), Signal()
-        m.d.comb += due.eq(hac.hac + 2 - start_hac)
-        m.d.comb += [armed_go.eq(armed & ~self.running & ~start & ~due[-1]),
-                     prestart.eq(host_start | armed_go)]
-        with m.If(ctrl_write & (self.host.wdata & Ctrl.START_AT_HAC).any()):
-            m.d.sync += armed.eq(1)
-        with m.If(prestart):
-            m.d.sync += armed.eq(0)
-
-        links = []
-        for lk in range(cfg.links):
-            m.submodules[f"tx{lk}"] = tx = LinkTx(cfg)
-            m.submodules[f"rx{lk}"] = rx = LinkRx(cfg, w_domain=f"rx{lk}")
-            sl = c2cs[cfg.link_slice(lk)]
-            i = served_links(cfg, cfg.position(cfg.link_slice(lk))).index(lk)
-            m.d.comb += [
-                tx.send.eq(sl.send[i] & ~stall), tx.send_data.eq(sl.send_data), tx.hac.eq(hac.hac),
-                tx.ctrl_req.eq(hac.tx_req[lk]), tx.ctrl_kind.eq(hac.tx_kind[lk]),
-                tx.ctrl_payload.eq(hac.tx_payload[lk]), hac.tx_ack[lk].eq(tx.ctrl_ack),
-                tx.clear.eq(start),
-                self.flit_out[lk].eq(tx.flit),
-                rx.flit.eq(self.flit_in[lk]),
-                rx.recv.eq(sl.recv[i] & ~stall), sl.recv_data[i].eq(rx.recv_data), rx.clear.eq(start),
-                hac.rx_sync[lk].eq(rx.sync_valid), hac.rx_probe[lk].eq(rx.probe_valid),
-                hac.rx_echo[lk].eq(rx.echo_valid), hac.rx_value[lk].eq(rx.ctrl_value),
-                self.rx_level[lk].eq(rx.level), self.elastic_level[lk].eq(rx.elastic_level),
-            ]
-            links.append((tx, rx))
+        start_hac, armed, armed_go = self._armed_start(m, hac, prestart, start, host_start, ctrl_write, region, word)
+        links = [self._link(m, lk, hac, c2cs, stall, start) for lk in range(cfg.links)]
         m.d.comb += hac.clear.eq(start)
 
         cw, ce = c2cs["C2C_W"], c2cs["C2C_E"]
@@ -378,7 +346,57 @@ class Tile(wiring.Component):
             dsk.runtime.eq((cw.runtime | ce.runtime) & ~stall),
             dsk.slack.eq(Mux(cw.runtime, cw.slack, ce.slack)),
         ]
+        fault, status = self._link_status(links, hac, dsk, armed)
+        return fault, status, self._link_csrs(links, hac, dsk, start_hac)
 
+    def _armed_start(self, m, hac, prestart, start, host_start, ctrl_write, region, word):
+        """Drive ``prestart`` from the host's start or an armed one; return (``START_HAC``,
+        armed, the armed start's prestart pulse).
+
+        Start now (CTRL.START), or armed (CTRL.START_AT_HAC) so that cycle 0 is the cycle
+        on which the HAC equals START_HAC: the start pulse comes the cycle before, the
+        queues' prestart two cycles before.  A HAC that a SYNC moves past the value still
+        starts (signed comparison)."""
+        start_hac, armed = Signal(self.cfg.HAC_BITS), Signal()
+        csr_write = self.host.we & (region == Region.CSR)
+        with m.If(csr_write & (word == Csr.START_HAC)):
+            m.d.sync += start_hac.eq(self.host.wdata)
+        due, armed_go = Signal(self.cfg.HAC_BITS), Signal()
+        m.d.comb += due.eq(hac.hac + 2 - start_hac)
+        m.d.comb += [armed_go.eq(armed & ~self.running & ~start & ~due[-1]),
+                     prestart.eq(host_start | armed_go)]
+        with m.If(ctrl_write & (self.host.wdata & Ctrl.START_AT_HAC).any()):
+            m.d.sync += armed.eq(1)
+        with m.If(prestart):
+            m.d.sync += armed.eq(0)
+        return start_hac, armed, armed_go
+
+    def _link(self, m, lk, hac, c2cs, stall, start):
+        """Link ``lk``'s transmitter and receiver, wired to its C2C slice, the HAC unit and
+        the tile's flit ports; return (tx, rx).  The slice's strobes count only on cycles
+        the core is not stalled."""
+        cfg = self.cfg
+        m.submodules[f"tx{lk}"] = tx = LinkTx(cfg)
+        m.submodules[f"rx{lk}"] = rx = LinkRx(cfg, w_domain=f"rx{lk}")
+        sl = c2cs[cfg.link_slice(lk)]
+        i = served_links(cfg, cfg.position(cfg.link_slice(lk))).index(lk)
+        m.d.comb += [
+            tx.send.eq(sl.send[i] & ~stall), tx.send_data.eq(sl.send_data), tx.hac.eq(hac.hac),
+            tx.ctrl_req.eq(hac.tx_req[lk]), tx.ctrl_kind.eq(hac.tx_kind[lk]),
+            tx.ctrl_payload.eq(hac.tx_payload[lk]), hac.tx_ack[lk].eq(tx.ctrl_ack),
+            tx.clear.eq(start),
+            self.flit_out[lk].eq(tx.flit),
+            rx.flit.eq(self.flit_in[lk]),
+            rx.recv.eq(sl.recv[i] & ~stall), sl.recv_data[i].eq(rx.recv_data), rx.clear.eq(start),
+            hac.rx_sync[lk].eq(rx.sync_valid), hac.rx_probe[lk].eq(rx.probe_valid),
+            hac.rx_echo[lk].eq(rx.echo_valid), hac.rx_value[lk].eq(rx.ctrl_value),
+            self.rx_level[lk].eq(rx.level), self.elastic_level[lk].eq(rx.elastic_level),
+        ]
+        return tx, rx
+
+    @staticmethod
+    def _link_status(links, hac, dsk, armed):
+        """(any link fault, the STATUS bits of the links, the HAC and the deskew unit)."""
         ovf = Cat(rx.overflow for _, rx in links).any()
         udf = Cat(rx.underflow for _, rx in links).any()
         unc = Cat(rx.uncorrectable for _, rx in links).any()
@@ -389,6 +407,11 @@ class Tile(wiring.Component):
                        | dsk.late * Status.DESKEW_LATE | hac.lock_lost * Status.HAC_LOCK_LOST
                        | armed * Status.ARMED | hac.locked * Status.HAC_LOCKED
                        | dsk.timeout * Status.DESKEW_TIMEOUT)
+        return faults.any(), link_status
+
+    @staticmethod
+    def _link_csrs(links, hac, dsk, start_hac):
+        """{CSR word: value} of the start, the HAC, the deskew unit and every link."""
         csrs = {
             Csr.START_HAC: start_hac,
             Csr.HAC: hac.hac,
@@ -409,5 +432,4 @@ class Tile(wiring.Component):
             csrs[b + LinkReg.CORRECTED] = rx.corrected
             csrs[b + LinkReg.UNCORRECTED] = rx.uncorrected
             csrs[b + LinkReg.ELASTIC_LEVEL] = rx.elastic_level
-        return faults.any(), link_status, csrs
-
+        return csrs

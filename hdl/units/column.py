@@ -14,7 +14,8 @@ from amaranth import Const, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.link.c2c import SLACK_BITS, C2cSlice
+from hdl.link.deskew import SLACK_BITS
+from hdl.units.c2c_slice import C2cSlice
 from hdl.units.fabric import StreamStage
 from hdl.units.icu import InstructionQueue
 from hdl.units.layouts import base_file_layout, host_signature, stream_vectors, tap_signature

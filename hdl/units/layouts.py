@@ -137,6 +137,40 @@ def drive_signature(cfg, per_stream: bool = False) -> wiring.Signature:
                              "west": Out(drive_port_signature(cfg, per_stream))})
 
 
+def slice_members(cfg) -> dict:
+    """The members every slice has, as ``wiring.Component`` members (the slice's side).
+
+    issue : In(issue_signature)
+        From this slice's instruction queue.
+    tap : In(tap_signature)
+        Stream values visible at this position.
+    drive : Out(drive_signature)
+        This slice's stream writes this cycle.
+    driving : Out(1)
+        A result is being driven this cycle (the tile's ``done`` waits until none is).
+    """
+    return {"issue": In(issue_signature()), "tap": In(tap_signature(cfg)),
+            "drive": Out(drive_signature(cfg)), "driving": Out(1)}
+
+
+def relocated_slice_members(cfg) -> dict:
+    """The members a slice has whose instructions a base register relocates (MEM, VXM;
+    ``docs/isa.md``, "Base registers") and whose memories the host reaches while the tile
+    is stopped, besides ``slice_members``.
+
+    start : In(1)
+        Tile start: clears the slice's sticky fault.
+    run : In(1)
+        High while the tile runs (host accesses are honoured only while it is low).
+    bases : In(base_file_layout)
+        The tile's base registers (register 0 all zero).
+    skip : Out(1)
+        The instruction issued this cycle skips, its base register being off (not a busy
+        cycle).
+    """
+    return {"start": In(1), "run": In(1), "bases": In(base_file_layout(cfg)), "skip": Out(1)}
+
+
 def host_bus_signature(cfg) -> wiring.Signature:
     """The tile's host bus (``lpu_arch.hostmap``), from the host's side: word address,
     ``HOST_WORD``-bit data, write and read strobes out; read data and its valid in,

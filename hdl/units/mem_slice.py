@@ -9,8 +9,7 @@ from amaranth.lib.wiring import In, Out
 from lpu_arch.hostmap import load_row_bits
 from lpu_arch.isa import ADDR_BITS, EAST, Op
 
-from hdl.units.layouts import (base_file_layout, base_index, drive_masks, drive_signature, host_signature, issue_signature,
-                      tap_signature)
+from hdl.units.layouts import base_index, drive_masks, host_signature, relocated_slice_members, slice_members
 
 
 class MemSlice(wiring.Component):
@@ -28,23 +27,16 @@ class MemSlice(wiring.Component):
 
     Members
     -------
-    issue : In(issue_signature)
-        From this slice's instruction queue.
-    tap : In(tap_signature)
-        Stream values visible at this position.
-    drive : Out(drive_signature)
-        This slice's stream write (at most one stream per cycle).
-    bases : In(base_file_layout)
-        The tile's base registers (register 0 all zero).
-    skip : Out(1)
-        The instruction issued this cycle is a READ or WRITE that skips (not a busy cycle).
+    issue, tap, drive, driving
+        Every slice's (``layouts.slice_members``): a READ drives one stream a cycle at most.
+    start, run, bases, skip
+        A relocated slice's (``layouts.relocated_slice_members``): ``start`` clears
+        ``addr_fault``; a READ or WRITE skips.
     write_event : Out(1), write_addr : Out(ADDR_BITS), write_data : Out(vector_bits)
         A WRITE that does not skip is executing this cycle (for the event trace), at the
         relocated address.
     addr_fault : Out(1)
         Sticky until ``start``: an instruction addressed (relocated) beyond ``mem_depth``.
-    driving : Out(1)
-        A READ's value is being driven this cycle.
     host : In(host_signature)
         Word ``row * words_per_vector + w`` is 32-bit word ``w`` (lanes ``4w..4w+3``,
         lane ``4w`` in the low byte) of vector ``row``.  Only while the tile is stopped.
@@ -58,18 +50,12 @@ class MemSlice(wiring.Component):
     def __init__(self, cfg):
         self.cfg = cfg
         super().__init__({
-            "start": In(1),
-            "run": In(1),
-            "issue": In(issue_signature()),
-            "tap": In(tap_signature(cfg)),
-            "drive": Out(drive_signature(cfg)),
-            "bases": In(base_file_layout(cfg)),
-            "skip": Out(1),
+            **slice_members(cfg),
+            **relocated_slice_members(cfg),
             "write_event": Out(1),
             "write_addr": Out(ADDR_BITS),
             "write_data": Out(cfg.vector_bits),
             "addr_fault": Out(1),
-            "driving": Out(1),
             "host": In(host_signature(cfg)),
             "load_we": In(1),
             "load_row": In(load_row_bits(cfg)),

@@ -9,11 +9,10 @@ result is registered and driven ``SXM_LATENCY`` (1) cycle after issue.
 
 from amaranth import Array, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
 
 from lpu_arch.isa import EAST, SXM_LATENCY, Op, SxmFlag
 
-from hdl.units.layouts import drive_signature, flag_bit, index_bits, issue_signature, operand, tap_signature
+from hdl.units.layouts import flag_bit, index_bits, operand, slice_members
 
 assert SXM_LATENCY == 1, "the SXM below registers its result once"
 
@@ -23,24 +22,14 @@ class SXM(wiring.Component):
 
     Members
     -------
-    issue : In(issue_signature)
-        From this slice's instruction queue.
-    tap : In(tap_signature)
-        Stream values visible at this position.
-    drive : Out(drive_signature)
-        The result on stream ``out``, east and/or west.
-    driving : Out(1)
-        A result is being driven this cycle.
+    issue, tap, drive, driving
+        Every slice's (``layouts.slice_members``): the result goes out on stream ``out``,
+        east and/or west.
     """
 
     def __init__(self, cfg):
         self.cfg = cfg
-        super().__init__({
-            "issue": In(issue_signature()),
-            "tap": In(tap_signature(cfg)),
-            "drive": Out(drive_signature(cfg)),
-            "driving": Out(1),
-        })
+        super().__init__(slice_members(cfg))
 
     def elaborate(self, platform):
         m = Module()

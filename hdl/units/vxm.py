@@ -60,8 +60,8 @@ from lpu_arch.isa import EAST, Op, VopFlag
 from lpu_arch.vxm import PARAM_WORDS, SHIFT_BITS, TABLE_SIZE, reset_words
 
 from hdl.units.fp8 import product as fp8_product, round_to_code
-from hdl.units.layouts import (base_file_layout, base_index, drive_signature, flag_bit, host_signature, index_bits,
-                      issue_signature, operand, tap_bundle, tap_signature, vxm_lane_layout)
+from hdl.units.layouts import (base_index, flag_bit, host_signature, index_bits, operand, relocated_slice_members,
+                               slice_members, tap_bundle, vxm_lane_layout)
 
 # ---- arithmetic helpers -----------------------------------------------------------------
 def requantise(m, v, mult, shift, name, fp=False):
@@ -135,25 +135,15 @@ class VXM(wiring.Component):
 
     Members
     -------
-    start : In(1)
-        Clears ``param_fault``.
-    run : In(1)
-        High while the tile runs (host accesses are honoured only while it is low).
-    bases : In(base_file_layout)
-        The tile's base registers (register 0 all zero).
-    skip : Out(1)
-        The instruction issued this cycle is a VOP that skips (not a busy cycle).
+    start, run, bases, skip
+        A relocated slice's (``layouts.relocated_slice_members``): ``start`` clears
+        ``param_fault``; a VOP skips.
     param_fault : Out(1)
         Sticky until ``start``: a VOP's relocated parameter entry was beyond
         ``vxm_param_depth`` (``Status.PARAM_FAULT``).
-    issue : In(issue_signature)
-        From this slice's instruction queue.
-    tap : In(tap_signature)
-        Stream values visible at this position.
-    drive : Out(drive_signature)
-        The int8 result on stream ``out``, east and/or west.
-    driving : Out(1)
-        A result is being driven this cycle.
+    issue, tap, drive, driving
+        Every slice's (``layouts.slice_members``): the int8 result goes out on stream
+        ``out``, east and/or west.
     host_param : In(host_signature)
         ``Region.VXM_PARAM``: word ``(entry * lanes + lane) * VXM_PARAM_WORDS + k``
         (``lpu_arch/vxm.py``); reads return the word as written.
@@ -171,15 +161,9 @@ class VXM(wiring.Component):
     def __init__(self, cfg):
         self.cfg = cfg
         super().__init__({
-            "start": In(1),
-            "run": In(1),
-            "bases": In(base_file_layout(cfg)),
-            "skip": Out(1),
+            **relocated_slice_members(cfg),
             "param_fault": Out(1),
-            "issue": In(issue_signature()),
-            "tap": In(tap_signature(cfg)),
-            "drive": Out(drive_signature(cfg)),
-            "driving": Out(1),
+            **slice_members(cfg),
             "host_param": In(host_signature(cfg)),
             "host_table": In(host_signature(cfg)),
             "load_we": In(cfg.lanes),

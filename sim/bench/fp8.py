@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from firmware_gen.golden.numerics import (FfnSpec, activation_quantiser, dequantise, dequantise_fp8_blocks, ffn_float,
-                                   ffn_int, quantise_weights_fp8, quantise_weights_fp8_blocks)
+from firmware_gen.golden.fp8_quantise import dequantise_fp8_blocks, quantise_weights_fp8, quantise_weights_fp8_blocks
+from firmware_gen.golden.numerics import FfnSpec, activation_quantiser, dequantise, ffn_float, ffn_int
 from lpu_arch import fp8
 from firmware_gen.host.weights import FAMILIES, default_calibration, find_packaged_model, load_ffn, open_weights
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from lpu_arch.config import DTYPES, TileConfig
 from lpu_arch.errors import error_line
 
-from firmware_gen.golden.numerics import ACTIVATIONS
+from firmware_gen.golden.tables import ACTIVATIONS
 from sim.cli.common import EXIT_USAGE
 from sim.harness.runner import SIMULATORS
 

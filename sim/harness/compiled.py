@@ -33,8 +33,9 @@ from firmware_gen.compiler.ffn_example import Example, example_ffn
 from firmware_gen.compiler.ffn_manifest import BOUNDS, Manifest
 from lpu_arch.config import TileConfig
 from lpu_arch.errors import LpuError
-from firmware_gen.golden.numerics import (ACTIVATIONS, FfnSpec, NumericsError, activation_quantiser, dequantise,
+from firmware_gen.golden.numerics import (FfnSpec, NumericsError, activation_quantiser, dequantise,
                                    error_report, ffn_float, ffn_int)
+from firmware_gen.golden.tables import ACTIVATIONS
 from firmware_gen.program import Program
 from firmware_gen.host.weights import WeightsError, load_ffn
 from firmware_gen.compiler.schedule import PredictedWrite

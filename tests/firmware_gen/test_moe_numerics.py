@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from firmware_gen.golden import numerics as nm
+from firmware_gen.golden.quantise import quantise_activations
 from firmware_gen.golden.moe import (
     Expert, MoeError, MoeLayer, MoeSpec, Router, combine, example_moe, moe_error_report, moe_float, moe_int,
     moe_run, quantise_input, route,
@@ -133,10 +134,10 @@ def test_moe_float_by_hand():
 
 def test_experts_share_the_layer_x_scale():
     ex = example_moe(E=4, top_k=1, shared=1, H=16, I=8, batch=5, seed=6)
-    _, x_scale = nm.quantise_activations(ex.x)
+    _, x_scale = quantise_activations(ex.x)
     assert ex.spec.x_scale == x_scale
     assert all(s.x_scale == x_scale for s in ex.spec.experts + ex.spec.shared)
-    assert np.array_equal(ex.x_int8, nm.quantise_activations(ex.x, x_scale)[0])
+    assert np.array_equal(ex.x_int8, quantise_activations(ex.x, x_scale)[0])
     for spec, e in zip(ex.spec.experts, ex.layer.experts):   # 'batch': each expert as from_float on the batch
         ref = nm.FfnSpec.from_float("swiglu", e.W1, e.W2, e.W3, x_calibration=ex.x)
         assert all(np.array_equal(getattr(spec, k), getattr(ref, k)) for k in ("W1", "W2", "W3", "table"))

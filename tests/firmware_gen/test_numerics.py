@@ -11,10 +11,10 @@ import zlib
 import numpy as np
 import pytest
 
-from firmware_gen.golden.numerics import (
-    FfnSpec, NumericsError, activation_table, add_int32, apply_table, check_table,
-    elementwise_multiply, error_report, ffn_float, ffn_int, matmul_int32, quantise_activations,
-    quantise_scale, quantise_weights, requantise)
+from firmware_gen.golden.numerics import FfnSpec, NumericsError, error_report, ffn_float, ffn_int
+from firmware_gen.golden.quantise import (add_int32, elementwise_multiply, matmul_int32, quantise_activations,
+                                          quantise_scale, quantise_weights, requantise)
+from firmware_gen.golden.tables import activation_table, apply_table, check_table
 
 
 def rq(acc, m, s):

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from firmware_gen.golden import numerics
+from firmware_gen.golden import numerics, quantise, tables
 from firmware_gen.check import check_program, check_system
 from firmware_gen.compiler import CompileError
 from firmware_gen.compiler.ffn import compile_ffn
@@ -48,13 +48,13 @@ def exact_requantise(acc, m, s):
 @FAST
 @given(acc=int32s, m=st.integers(1, MULT_MAX), s=st.integers(0, SHIFT_MAX))
 def test_requantise_is_the_exact_rational_rounding(acc, m, s):
-    assert int(numerics.requantise(acc, m, s)) == exact_requantise(acc, m, s)
+    assert int(quantise.requantise(acc, m, s)) == exact_requantise(acc, m, s)
 
 
 @FAST
 @given(acc=st.lists(int32s, min_size=1, max_size=8), m=st.integers(1, MULT_MAX), s=st.integers(0, SHIFT_MAX))
 def test_requantise_vectors_match_scalars(acc, m, s):
-    out = numerics.requantise(np.array(acc, np.int64), m, s)
+    out = quantise.requantise(np.array(acc, np.int64), m, s)
     assert out.dtype == np.int8
     assert [int(v) for v in out] == [exact_requantise(a, m, s) for a in acc]
 
@@ -63,16 +63,16 @@ def test_requantise_vectors_match_scalars(acc, m, s):
 @given(m=st.integers(-5, MULT_MAX + 5), s=st.integers(-3, SHIFT_MAX + 3))
 def test_requantise_rejects_out_of_range_parameters_with_a_message(m, s):
     if 1 <= m <= MULT_MAX and 0 <= s <= SHIFT_MAX:
-        numerics.requantise(0, m, s)
+        quantise.requantise(0, m, s)
     else:
         with pytest.raises(NumericsError, match=r"\S"):
-            numerics.requantise(0, m, s)
+            quantise.requantise(0, m, s)
 
 
 @FAST
 @given(r=st.floats(min_value=2.0 ** -40, max_value=MULT_MAX, allow_nan=False))
 def test_quantise_scale_round_trips(r):
-    m, s = numerics.quantise_scale(r)
+    m, s = quantise.quantise_scale(r)
     assert 1 <= m <= MULT_MAX and 0 <= s <= SHIFT_MAX
     # The multiplier is the nearest integer to r * 2**s, and keeps 15 bits when it can.
     assert abs(m - r * 2.0 ** s) <= 0.5 + 1e-9 * m
@@ -86,29 +86,29 @@ def test_quantise_scale_round_trips(r):
                    st.just(math.inf)))
 def test_quantise_scale_rejects_unrepresentable_scales(r):
     with pytest.raises(NumericsError, match=r"\S"):
-        numerics.quantise_scale(r)
+        quantise.quantise_scale(r)
 
 
 @FAST
-@given(name=st.sampled_from(sorted(numerics.ACTIVATIONS)),
+@given(name=st.sampled_from(sorted(tables.ACTIVATIONS)),
        in_scale=st.floats(1e-3, 1.0), out_scale=st.floats(1e-3, 1.0))
 def test_activation_table_is_the_rounded_function(name, in_scale, out_scale):
-    t = numerics.activation_table(name, in_scale, out_scale)
-    f = numerics.ACTIVATIONS[name]
+    t = tables.activation_table(name, in_scale, out_scale)
+    f = tables.ACTIVATIONS[name]
     assert t.dtype == np.int8 and t.shape == (256,)
     for i in (0, 1, 64, 127, 128, 200, 255):
         v = i if i < 128 else i - 256
         want = f(np.float64(v * in_scale)) / out_scale
         assert abs(int(t[i]) - float(np.clip(want, -128, 127))) <= 0.5 + 1e-9
     x = np.arange(-128, 128, dtype=np.int8)
-    assert np.array_equal(numerics.apply_table(t, x), t[x.astype(np.uint8)])
+    assert np.array_equal(tables.apply_table(t, x), t[x.astype(np.uint8)])
 
 
 @FAST
 @given(x=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=16))
 def test_quantise_activations_round_trip_within_half_a_step(x):
     x = np.array(x)
-    q, scale = numerics.quantise_activations(x)
+    q, scale = quantise.quantise_activations(x)
     assert q.dtype == np.int8 and q.min() >= -127
     assert np.all(np.abs(q * scale - x) <= scale / 2 * (1 + 1e-9))
 
@@ -118,7 +118,7 @@ def test_quantise_activations_round_trip_within_half_a_step(x):
        per_row=st.booleans())
 def test_quantise_weights_round_trip_within_half_a_step(w, per_row):
     w = np.array(w)
-    q, scales = numerics.quantise_weights(w, per_row=per_row)
+    q, scales = quantise.quantise_weights(w, per_row=per_row)
     assert q.dtype == np.int8 and q.min() >= -127 and scales.shape == (w.shape[0],)
     assert np.all(np.abs(q * scales[:, None] - w) <= scales[:, None] / 2 * (1 + 1e-9))
 

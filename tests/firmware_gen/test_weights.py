@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from firmware_gen.golden import numerics as nm
+from firmware_gen.golden.fp8_quantise import dequantise_fp8_blocks, quantise_activations_fp8, quantise_weights_fp8_blocks
+from firmware_gen.golden.quantise import quantise_activations
 from firmware_gen.host.weights import DEFAULT_BATCH, WeightsError, find_packaged_model, load_ffn, parse_mapping
 from lpu_arch import TileConfig
 from sim.cli import main as cli
@@ -107,7 +109,7 @@ def test_compiles_for_the_tiny_tile(request, tmp_path, which):
     c = from_weights(path, TileConfig.tiny(), layer=1, preset="tiny")
     w = load_ffn(path, layer=1)
     spec = nm.FfnSpec.from_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, x_calibration=w.x, activation=w.activation)
-    xq, _ = nm.quantise_activations(w.x, spec.x_scale)
+    xq, _ = quantise_activations(w.x, spec.x_scale)
     assert np.array_equal(c.y_int8, nm.ffn_int(spec, xq))
     assert c.error_vs_float(c.y_int8)["cosine"] > 0.95
     assert c.name == f"{which}-L1-tiny"
@@ -248,7 +250,7 @@ def test_minilm_layers_quantise_well():
     w = load_ffn(path, layer=0)
     assert (w.kind, w.activation, w.H, w.I, w.b1.shape, w.b2.shape) == ("classic", "gelu", 384, 1536, (1536,), (384,))
     spec = nm.FfnSpec.from_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, x_calibration=w.x, activation=w.activation)
-    xq, _ = nm.quantise_activations(w.x, spec.x_scale)
+    xq, _ = quantise_activations(w.x, spec.x_scale)
     y = nm.ffn_float(w.kind, w.W1, w.W2, w.W3, w.b1, w.b2, xq * spec.x_scale, w.activation)
     assert nm.error_report(nm.ffn_int(spec, xq), spec.out_scale, y)["cosine"] > 0.995
 
@@ -309,7 +311,7 @@ def test_fp8_checkpoint_compiles_for_an_fp8_tile(tmp_path):
     from firmware_gen.compiler.ffn import compile_ffn
     from firmware_gen.compiler.ffn_manifest import output_matrix
     from firmware_gen.scoreboard import compare, ffn_reference, golden_observed, promise, row_vectors
-    xq, _ = nm.quantise_activations_fp8(w.x, spec.x_scale)
+    xq, _ = quantise_activations_fp8(w.x, spec.x_scale)
     prog, man = compile_ffn(spec, xq, TileConfig.from_dict({**TileConfig.default().to_dict(), "mxm_dtype": "fp8"}))
     gold = archmodel.run(prog)
     y = output_matrix(man, gold.memory, 16, spec.H)
@@ -319,17 +321,17 @@ def test_fp8_checkpoint_compiles_for_an_fp8_tile(tmp_path):
 
 
 def test_block_quantiser_matches_ml_dtypes():
-    """numerics.quantise_weights_fp8_blocks: max|tile|/448 per 128x128 tile and ml_dtypes' rounding;
+    """fp8_quantise.quantise_weights_fp8_blocks: max|tile|/448 per 128x128 tile and ml_dtypes' rounding;
     dequantise_fp8_blocks inverts it up to that rounding."""
     import ml_dtypes
     w = np.random.default_rng(13).normal(size=(130, 260)) * np.linspace(0.1, 10, 260)
-    codes, scales = nm.quantise_weights_fp8_blocks(w)
+    codes, scales = quantise_weights_fp8_blocks(w)
     assert scales.shape == (2, 3)
     assert scales[1, 2] == np.abs(w[128:, 256:]).max() / 448
     s = np.kron(scales, np.ones((128, 128)))[:130, :260]
     want = (w / s).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
     assert np.array_equal(codes, np.where(want == 0x80, 0, want))
-    back = nm.dequantise_fp8_blocks(codes, scales)
+    back = dequantise_fp8_blocks(codes, scales)
     assert np.all(np.abs(back - w) <= s * 16)          # half an ulp of the largest binade (256..448: 32)
 
 

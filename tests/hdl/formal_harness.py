@@ -23,6 +23,7 @@ elastic buffer's own proof covers the rest (``docs/assurance.md``, "The receive 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import shutil
@@ -39,8 +40,10 @@ from amaranth.hdl import Assert, Assume, DomainRenamer, EnableInserter, Fragment
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-import hdl.link.c2c
-from hdl.link.c2c import ElasticBuffer, LinkRx, ReceiveBuffer, flit_body_layout
+from hdl.link.elastic import ElasticBuffer
+from hdl.link.flit import flit_body_layout
+from hdl.link.receive_buffer import ReceiveBuffer
+from hdl.link.rx import LinkRx
 from hdl.link.ecc import EccDecoder, EccEncoder
 from hdl.units.icu import InstructionQueue, legal_word_mask
 from hdl.top.uart import UartRx, UartTx
@@ -351,9 +354,9 @@ class LinkRxHarness(wiring.Component):
     its elastic buffer replaced by :class:`ElasticStub`, on the receiver's clock.  Fed
     well-formed flits (``EccEncoder``) of any kind and payload on any cycle, each with up
     to ``max_flips`` bits of the codeword flipped at free positions, any sticky elastic
-    ``overflow``, RECV on any cycle, ``clear`` low.  ``replace`` names ``hdl.link.c2c`` classes
-    to substitute while :class:`LinkRx` elaborates (a broken stage, for the broken
-    variants); ``checks`` selects the groups of assertions below (all by default).
+    ``overflow``, RECV on any cycle, ``clear`` low.  ``replace`` maps names where the link's
+    modules look them up (``"hdl.link.rx.FlitDecoder"``) to classes to substitute while
+    :class:`LinkRx` elaborates (a broken stage, for the broken variants); ``checks`` selects the groups of assertions below (all by default).
 
     The harness follows the ``vec``-th vector (``vec`` free, constant) made of the DATA
     flits delivered (``flits_per_vector`` of them, in order, low bits first), and counts
@@ -404,7 +407,9 @@ class LinkRxHarness(wiring.Component):
 
         rx = self.rx_cls(cfg, "tx")
         stub = lambda cfg, w_domain: ElasticStub(cfg, w_domain, self)
-        with mock.patch.multiple(hdl.link.c2c, **{"ElasticBuffer": stub, **self.replace}):
+        with contextlib.ExitStack() as patches:
+            for target, new in {"hdl.link.rx.ElasticBuffer": stub, **self.replace}.items():
+                patches.enter_context(mock.patch(target, new))
             m.submodules.rx = Fragment.get(rx, platform)      # elaborated now, with the stub
         m.submodules.enc = enc = EccEncoder(k)
         word = Signal(n)

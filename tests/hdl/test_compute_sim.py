@@ -13,7 +13,7 @@ from lpu_arch import TileConfig
 from firmware_gen.golden import archmodel
 from lpu_arch.vxm import VXM_FIELDS
 from lpu_arch.isa import EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, WEST, Instr, MMFlag, Op, VopFlag
-from firmware_gen.golden.numerics import requantise
+from firmware_gen.golden.quantise import requantise
 from firmware_gen.program import Program
 from firmware_gen.compiler.reserve import lower
 from lpu_arch.vxm import param_words, reset_words, table_words
@@ -274,7 +274,7 @@ def test_weight_swap_timing_and_start_clears(simulator):
 
 # ---- VXM helpers --------------------------------------------------------------------------
 def vop_reference(A, B, prm, table, flags):
-    """The VXM chain per lane, written out with numerics.requantise (prm: (lanes, 8))."""
+    """The VXM chain per lane, written out with quantise.requantise (prm: (lanes, 8))."""
     def f(name):
         return prm[:, F[name]]
     A = np.asarray(A, np.int64) + (np.asarray(B, np.int64) if flags & ADD else 0)
@@ -538,7 +538,7 @@ def test_vop_over_uart(simulator):
 
 # ---- unit level (Amaranth's simulator, no HDL simulator needed) ---------------------------
 def test_requantise_unit_matches_numerics():
-    """The VXM's requantise circuit against numerics.requantise on edge and random operands."""
+    """The VXM's requantise circuit against quantise.requantise on edge and random operands."""
     from amaranth import Elaboratable, Module, Signal, signed
     from amaranth.sim import Simulator
 

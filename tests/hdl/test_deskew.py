@@ -19,7 +19,7 @@ from amaranth.sim import Simulator
 
 from lpu_arch import TileConfig, c2c
 from lpu_arch.hostmap import LINK_FAULTS, Status
-from hdl.link.c2c import DeskewUnit
+from hdl.link.deskew import DeskewUnit
 
 CFG = dataclasses.replace(TileConfig.tiny(), links=1)
 

@@ -15,10 +15,13 @@ import pytest
 from amaranth import Module, Mux, Signal, unsigned
 from amaranth.hdl import Assume
 
-import hdl.link.c2c
 import hdl.link.ecc
+import hdl.link.receive_buffer
 import hdl.units.icu
-from hdl.link.c2c import ElasticBuffer, FlitDecoder, ReceiveBuffer, VectorFifo
+from hdl.link.elastic import ElasticBuffer
+from hdl.link.flit_decoder import FlitDecoder
+from hdl.link.receive_buffer import ReceiveBuffer, VectorFifo
+from hdl.link.rx import LinkRx
 from hdl.link.ecc import EccDecoder, EccEncoder
 from hdl.top.uart import UartRx
 from lpu_arch import c2c
@@ -194,7 +197,7 @@ class ShortBuffer(ReceiveBuffer):
         def short(width, depth):
             fifo = VectorFifo if depth > 2 else amaranth.lib.fifo.SyncFIFOBuffered
             return fifo(width=width, depth=depth - 1)
-        with mock.patch.object(hdl.link.c2c, "VectorFifo", short):
+        with mock.patch.object(hdl.link.receive_buffer, "VectorFifo", short):
             return super().elaborate(platform)
 
 
@@ -204,7 +207,7 @@ class LibraryFifoBuffer(ReceiveBuffer):
     one pushed into it empty (a false overflow with one vector held)."""
 
     def elaborate(self, platform):
-        with mock.patch.object(hdl.link.c2c, "VectorFifo", amaranth.lib.fifo.SyncFIFOBuffered):
+        with mock.patch.object(hdl.link.receive_buffer, "VectorFifo", amaranth.lib.fifo.SyncFIFOBuffered):
             return super().elaborate(platform)
 
 
@@ -307,7 +310,7 @@ class UncorrectingEcc(EccDecoder):
         return m
 
 
-class LinkRxWithoutElasticFlag(hdl.link.c2c.LinkRx):
+class LinkRxWithoutElasticFlag(LinkRx):
     """A receiver whose ``overflow`` is the receive buffer's only (the elastic buffer's
     left out)."""
 
@@ -319,14 +322,14 @@ class LinkRxWithoutElasticFlag(hdl.link.c2c.LinkRx):
 
 # (what is broken, the check group that must fail, flips per flit at most)
 LINK_RX_BROKEN = {
-    "silent-uncorrectable": ({"replace": {"FlitDecoder": SilentDecoder}}, "vectors", 2),
-    "uncorrected": ({"replace": {"EccDecoder": UncorrectingEcc}}, "vectors", 1),
-    "dropped-flit": ({"replace": {"FlitDecoder": DroppingDecoder}}, "vectors", 1),
-    "duplicate": ({"replace": {"ReceiveBuffer": RepeatingBuffer}}, "vectors", 0),
-    "short-buffer": ({"replace": {"ReceiveBuffer": ShortBuffer}}, "alarms", 0),
+    "silent-uncorrectable": ({"replace": {"hdl.link.rx.FlitDecoder": SilentDecoder}}, "vectors", 2),
+    "uncorrected": ({"replace": {"hdl.link.flit_decoder.EccDecoder": UncorrectingEcc}}, "vectors", 1),
+    "dropped-flit": ({"replace": {"hdl.link.rx.FlitDecoder": DroppingDecoder}}, "vectors", 1),
+    "duplicate": ({"replace": {"hdl.link.rx.ReceiveBuffer": RepeatingBuffer}}, "vectors", 0),
+    "short-buffer": ({"replace": {"hdl.link.rx.ReceiveBuffer": ShortBuffer}}, "alarms", 0),
     "elastic-flag-dropped": ({"rx_cls": LinkRxWithoutElasticFlag}, "alarms", 0),
-    "uncounted": ({"replace": {"FlitDecoder": UncountedDecoder}}, "errors", 1),
-    "damaged-sync-passed": ({"replace": {"FlitDecoder": TrustingDecoder}}, "control", 2),
+    "uncounted": ({"replace": {"hdl.link.rx.FlitDecoder": UncountedDecoder}}, "errors", 1),
+    "damaged-sync-passed": ({"replace": {"hdl.link.rx.FlitDecoder": TrustingDecoder}}, "control", 2),
 }
 
 

@@ -173,7 +173,8 @@ def test_fp8_ffn_matches_exact_rational_arithmetic(kind):
     """``ffn_int`` on an FP8 spec against the same FFN computed in exact rationals: every
     dot product summed exactly, every requantisation ``acc * m / 2^s`` rounded to the nearest
     E4M3 value once, the table and the gate as defined (``docs/numerics.md``, "FP8")."""
-    from firmware_gen.golden.numerics import FfnSpec, ffn_int, quantise_activations_fp8
+    from firmware_gen.golden.fp8_quantise import quantise_activations_fp8
+    from firmware_gen.golden.numerics import FfnSpec, ffn_int
     rng = np.random.default_rng(3)
     H, I = 8, 12
     kw = dict(W3=rng.normal(size=(I, H))) if kind == "swiglu" else dict(b1=rng.normal(0, .3, I), b2=rng.normal(0, .3, H))

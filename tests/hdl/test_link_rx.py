@@ -1,6 +1,6 @@
 """The link's receiver, stage by stage and composed, in Amaranth's simulator.
 
-``LinkRx`` is four stages connected by streams without back-pressure (``hdl/link/c2c.py``):
+``LinkRx`` is four stages connected by streams without back-pressure (``hdl/link/``):
 the elastic buffer (the clock crossing: written on the sender's clock, a flit comes out
 after the third receiver edge following the one that wrote it), the decoder (SECDED; a
 single flipped bit is corrected and counted, two are flagged sticky; control flits leave
@@ -19,7 +19,11 @@ import pytest
 from amaranth import ClockDomain, Module
 from amaranth.sim import Simulator
 
-from hdl.link.c2c import ElasticBuffer, FlitDecoder, LinkRx, ReceiveBuffer, VectorAssembler
+from hdl.link.assembler import VectorAssembler
+from hdl.link.elastic import ElasticBuffer
+from hdl.link.flit_decoder import FlitDecoder
+from hdl.link.receive_buffer import ReceiveBuffer
+from hdl.link.rx import LinkRx
 from lpu_arch import TileConfig
 from lpu_arch.c2c import KIND_BITS, Kind, ecc_encode, flit_bits, flit_data_bits, flit_fields
 

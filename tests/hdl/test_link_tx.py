@@ -12,7 +12,7 @@ from amaranth.sim import Simulator
 
 from lpu_arch import TileConfig
 from lpu_arch.c2c import KIND_BITS, Kind, ecc_encode, flit_data_bits
-from hdl.link.c2c import LinkTx
+from hdl.link.tx import LinkTx
 from lpu_arch.c2c import flit_fields
 
 CFG = dataclasses.replace(TileConfig.tiny(), links=1, link_width=8)   # 4 flits per vector
@@ -96,7 +96,7 @@ def _elastic_run(tx_period: float, flits: int) -> dict:
     sends a SYNC flit on each of its first ``flits`` cycles; the receiver's view after."""
     from amaranth import ClockDomain, Module
 
-    from hdl.link.c2c import LinkRx
+    from hdl.link.rx import LinkRx
     top = Module()
     top.domains.tx = ClockDomain("tx")
     top.submodules.rx = rx = LinkRx(CFG, "tx")

@@ -512,14 +512,14 @@ def test_vxm_latency(in_dir, flags, latency):
 @pytest.mark.parametrize("v_bits", [32, 16], ids=["int32", "gate-int16"])
 def test_vxm_requantise_matches_the_golden_model(v_bits):
     """The VXM's requantiser (``hdl.units.vxm.requantise``: shift first, round after, an 8-bit
-    add) against ``firmware_gen.golden.numerics.requantise`` on the edges (the extreme values,
+    add) against ``firmware_gen.golden.quantise.requantise`` on the edges (the extreme values,
     multipliers 1 and 32767, every shift 0..46, products that round onto +-127/-128)
     and on random operands: every output equal."""
     from amaranth import Module, signed
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In, Out
 
-    from firmware_gen.golden.numerics import requantise as golden
+    from firmware_gen.golden.quantise import requantise as golden
     from hdl.units.vxm import requantise as hdl_requantise
     from lpu_arch.vxm import MULT_MAX, SHIFT_BITS, SHIFT_MAX
 
@@ -737,7 +737,7 @@ def test_c2c_recv_latency(direction):
     on issue + C2C_LATENCY.  ``C2cSlice`` stands alone: its ``recv_data`` is an input, so
     the testbench plays the link's receiver as ``LinkRx`` documents it (the popped vector
     from the cycle after ``recv``, held until the next one)."""
-    from hdl.link.c2c import C2cSlice
+    from hdl.units.c2c_slice import C2cSlice
 
     cfg = dataclasses.replace(CFG, links=1)
     c2c = C2cSlice(cfg, links=[0])
@@ -954,7 +954,8 @@ def test_fp8_vxm_matches_the_golden_model(flags):
     equal ``requantise_fp8`` / ``apply_table_fp8`` / ``gate_fp8`` of the same inputs."""
     import numpy as np
 
-    from firmware_gen.golden.numerics import add_wrap, fp8_bias, gate_fp8, requantise_fp8
+    from firmware_gen.golden.fp8_quantise import fp8_bias, gate_fp8, requantise_fp8
+    from firmware_gen.golden.quantise import add_wrap
     from lpu_arch.vxm import IDENTITY, MULT_MAX, PARAM_FIELDS, PARAM_WORDS, lane_words
     cfg = TileConfig.tiny().with_overrides(["streams=6", "mxm_dtype=fp8"])
     P, AB = cfg.acc_planes, cfg.acc_bits

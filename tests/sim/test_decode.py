@@ -294,7 +294,8 @@ def test_fitted_int8_tables_change_only_classic_ffns():
     (the RTL decode tests' synthetic model) are the same with 'fit' and 'max', in int8 and
     FP8; from_float refuses fit_table for the others.  On a classic GELU FFN whose input
     has an outlier channel the fitted spec, the same integer arithmetic, is closer to float."""
-    from firmware_gen.golden.numerics import FfnSpec, NumericsError, dequantise, ffn_float, ffn_int, quantise_activations
+    from firmware_gen.golden.numerics import FfnSpec, NumericsError, dequantise, ffn_float, ffn_int
+    from firmware_gen.golden.quantise import quantise_activations
     for dtype in ("int8", "fp8"):
         a, b = (calibrate(synthetic(**dict(SYNTHETIC, layers=1)), dtype=dtype, method=m) for m in ("fit", "max"))
         sa, sb = a.specs[0], b.specs[0]

@@ -1,0 +1,206 @@
+"""Weight files: the two formats an FFN's or MoE layer's float weights are read from
+(``docs/numerics.md``, "Weights from files"), behind one interface (``names``, ``read``).
+
+:func:`open_weights` tells them apart by content: :class:`SafetensorsFile` (a Hugging Face
+checkpoint) or :class:`NpzFile` (``numpy.savez``).  Every problem raises
+:class:`WeightsError` with a one-line message naming the file and tensor.
+
+Why a reader of our own rather than the ``safetensors`` package: its numpy interface
+(``safetensors.numpy.load_file`` and ``safe_open(framework="np")``, checked on 0.8.0 with
+numpy 2.4) fails with ``TypeError: data type 'bfloat16' not understood`` on any BF16 tensor
+unless ``ml_dtypes`` is also installed, and BF16 is how most current checkpoints are
+stored.  The format is small (an 8-byte little-endian header length, a JSON header of
+``{name: {dtype, shape, data_offsets}}``, then raw little-endian data), so a reader that
+reads only the tensors asked for, converts BF16 exactly (its bits are the upper half of a
+float32) and names what is wrong with a truncated or corrupt file costs no dependency.
+``F8_E4M3`` matrices are read with their ``<name>_scale_inv`` tensor, one scale per 128x128
+block as DeepSeek-V3/R1 store them, and returned dequantised exactly (float64;
+``docs/numerics.md``, "FP8 checkpoints").
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from lpu_arch import fp8
+from lpu_arch.errors import LpuError
+
+from firmware_gen.golden.fp8_quantise import FP8_BLOCK, dequantise_fp8_blocks
+
+# safetensors dtypes: bytes per element (all that the format defines), and those read here.
+ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
+            "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8}
+FLOATS = {"F16": "<f2", "BF16": "<u2", "F32": "<f4", "F64": "<f8"}
+SCALE_SUFFIX = "_scale_inv"   # an F8_E4M3 weight's block scales (DeepSeek-V3/R1's checkpoints)
+MAX_HEADER = 100_000_000   # the reference implementation's limit
+
+
+class WeightsError(LpuError, ValueError):
+    """A weights file is unusable for an FFN; the one-line message names the file and tensor."""
+
+
+def tensor_label(name, role):
+    """A tensor's name in a message, with the role it plays when that is not its name."""
+    return name if name == role else f"{name} ({role})"
+
+
+def shape_text(shape):
+    """A shape as ``IxH`` (``scalar`` for ``()``)."""
+    return "x".join(str(d) for d in shape) if len(shape) else "scalar"
+
+
+def first_index(mask):
+    """The index of the first true element of ``mask``, as a tuple."""
+    return tuple(int(i) for i in np.argwhere(mask)[0])
+
+
+class SafetensorsFile:
+    """The header of a ``.safetensors`` file, checked; :meth:`read` reads one float tensor."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        size = self.path.stat().st_size
+        with open(self.path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise WeightsError(f"{self.path.name} is truncated or not a .safetensors file: {size} bytes, "
+                                   "less than the 8-byte header length")
+            (n,) = struct.unpack("<Q", head)
+            if n > size - 8:
+                raise WeightsError(f"{self.path.name} is truncated or not a .safetensors file: its header "
+                                   f"length field says {n} bytes but {size - 8} follow")
+            if n > MAX_HEADER:
+                raise WeightsError(f"{self.path.name} is not a .safetensors file: its header length field says "
+                                   f"{n} bytes (the format allows {MAX_HEADER})")
+            raw = f.read(n)
+        try:
+            header = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise WeightsError(f"{self.path.name}: the .safetensors header is not valid JSON ({e})") from None
+        if not isinstance(header, dict):
+            raise WeightsError(f"{self.path.name}: the .safetensors header is not a JSON object")
+        self.data_start, data_size = 8 + n, size - 8 - n
+        header.pop("__metadata__", None)          # free-form strings, not a tensor
+        self.tensors = {}
+        for name, t in header.items():
+            try:
+                dtype, shape, (begin, end) = t["dtype"], t["shape"], t["data_offsets"]
+                ok = isinstance(dtype, str) and isinstance(shape, list) and \
+                    all(isinstance(v, int) and v >= 0 for v in (begin, end, *shape)) and begin <= end
+            except (TypeError, KeyError, ValueError):
+                ok = False
+            if not ok:
+                raise WeightsError(f"{self.path.name}: header entry {name!r} is not "
+                                   "{dtype, shape, data_offsets: [begin, end]}")
+            if dtype in ITEMSIZE and end - begin != ITEMSIZE[dtype] * int(np.prod(shape)):
+                raise WeightsError(f"{self.path.name} is corrupt: tensor {name} ({dtype}, shape {shape_text(shape)}) "
+                                   f"needs {ITEMSIZE[dtype] * int(np.prod(shape))} bytes but its data_offsets "
+                                   f"{begin}..{end} hold {end - begin}")
+            if end > data_size:
+                raise WeightsError(f"{self.path.name} is truncated: tensor {name} ends at data byte {end} but "
+                                   f"the file holds {data_size} bytes of data")
+            self.tensors[name] = (dtype, tuple(shape), begin)
+        self.scaled = {}          # F8_E4M3 tensors read so far -> their scale tensors
+
+    @property
+    def names(self):
+        return list(self.tensors)
+
+    def read(self, name, role):
+        dtype, shape, begin = self.tensors[name]
+        if dtype == "F8_E4M3":
+            return self._read_fp8(name, role, shape, begin)
+        if dtype not in FLOATS:
+            raise WeightsError(f"tensor {tensor_label(name, role)} in {self.path.name} has dtype {dtype}; "
+                               f"this reader takes {', '.join(FLOATS)} and F8_E4M3 (with its {SCALE_SUFFIX})")
+        a = np.fromfile(self.path, FLOATS[dtype], int(np.prod(shape)), offset=self.data_start + begin)
+        if dtype == "BF16":      # bfloat16 is the upper 16 bits of a float32: exact
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+        return a.reshape(shape)
+
+    def _read_fp8(self, name, role, shape, begin):
+        """An F8_E4M3 matrix as DeepSeek-V3/R1 store one: its codes and, in ``<name>_scale_inv``,
+        one scale per ``FP8_BLOCK x FP8_BLOCK`` block (F32, BF16, F16, F64 or F8_E8M0, the
+        power of two ``2^(b - 127)``); returned dequantised exactly, as float64."""
+        label, fname = tensor_label(name, role), self.path.name
+        if len(shape) != 2:
+            raise WeightsError(f"tensor {label} in {fname} is F8_E4M3 of shape {shape_text(shape)}: block-scaled FP8 "
+                               "weights are 2-D matrices")
+        codes = np.fromfile(self.path, np.uint8, int(np.prod(shape)), offset=self.data_start + begin).reshape(shape)
+        sname = name + SCALE_SUFFIX
+        if sname not in self.tensors:
+            raise WeightsError(f"tensor {label} in {fname} is F8_E4M3 but the file has no {sname}: FP8 weights are "
+                               f"read with their scales, one per {FP8_BLOCK}x{FP8_BLOCK} block (DeepSeek's layout)")
+        sdtype, sshape, sbegin = self.tensors[sname]
+        slabel = f"tensor {sname} (the scales of {name}) in {fname}"
+        want = tuple(-(-d // FP8_BLOCK) for d in shape)
+        if sshape != want:
+            raise WeightsError(f"{slabel} is {shape_text(sshape)}: a {shape_text(shape)} F8_E4M3 matrix has one scale "
+                               f"per {FP8_BLOCK}x{FP8_BLOCK} block, {shape_text(want)}")
+        if sdtype == "F8_E8M0":
+            b = np.fromfile(self.path, np.uint8, int(np.prod(sshape)), offset=self.data_start + sbegin)
+            scales = np.where(b == 0xFF, np.nan, np.ldexp(1.0, b.astype(np.int64) - 127)).reshape(sshape)
+        elif sdtype in FLOATS:
+            scales = np.asarray(self.read(sname, f"scales of {role}"), np.float64)
+        else:
+            raise WeightsError(f"{slabel} has dtype {sdtype}; block scales are {', '.join(FLOATS)} or "
+                               "F8_E8M0")
+        bad = ~(np.isfinite(scales) & (scales > 0))
+        if bad.any():
+            raise WeightsError(f"{slabel} has {int(bad.sum())} scales that are not finite numbers > 0 "
+                               f"(the first at block {first_index(bad)})")
+        nan = fp8.is_nan(codes)
+        if nan.any():
+            raise WeightsError(f"tensor {label} in {fname} has {int(nan.sum())} NaN codes (0x7F or 0xFF; the "
+                               f"first at index {first_index(nan)})")
+        self.scaled[name] = sname
+        return dequantise_fp8_blocks(codes, scales)
+
+
+class NpzFile:
+    """A ``numpy.savez`` archive with the same interface as :class:`SafetensorsFile`."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        try:
+            with np.load(self.path, allow_pickle=False) as z:
+                self.arrays = {k: np.asarray(z[k]) for k in z.files}
+        except Exception as e:   # truncated zip, pickled objects, ...
+            raise WeightsError(f"cannot read {self.path.name} as a .npz of arrays ({type(e).__name__}: {e})") from None
+        self.scaled = {}
+
+    @property
+    def names(self):
+        return list(self.arrays)
+
+    def read(self, name, role):
+        a = self.arrays[name]
+        if not np.issubdtype(a.dtype, np.number) or np.iscomplexobj(a):
+            raise WeightsError(f"array {tensor_label(name, role)} in {self.path.name} has dtype {a.dtype}; "
+                               "it must be real numbers")
+        return a
+
+
+def open_weights(path):
+    """A :class:`SafetensorsFile` or :class:`NpzFile` for ``path`` (told apart by content)."""
+    path = Path(path)
+    if path.is_dir():
+        raise WeightsError(f"weights file {path} is a directory; give the .npz or .safetensors file in it")
+    if not path.is_file():
+        raise WeightsError(f"weights file {path} does not exist")
+    if zipfile.is_zipfile(path):
+        return NpzFile(path)
+    if path.suffix == ".npz":
+        raise WeightsError(f"{path} is not a .npz file (numpy.savez writes one)")
+    try:
+        return SafetensorsFile(path)
+    except WeightsError as e:
+        if path.suffix == ".safetensors":
+            raise
+        raise WeightsError(f"{path.name} is neither a .npz (zip) nor a .safetensors file; read as .safetensors: "
+                           f"{e}") from None
