@@ -55,18 +55,19 @@ class Table:
 
     # ---- Markdown ----
     def markdown(self, rows: Iterable[Sequence]) -> list[str]:
-        """The header, the alignment row and one line per row of cells (``str`` of each)."""
-        rule = "|" + "|".join("---:" if c.align == ">" else "---" for c in self.columns) + "|"
-        return [self._pipes(c.head for c in self.columns), rule, *(self._pipes(self._cells(row)) for row in rows)]
+        """The header, the alignment row and one line per row of cells."""
+        return [*self.markdown_head(), *(self.markdown_row(*row) for row in rows)]
 
-    @staticmethod
-    def _pipes(cells) -> str:
-        return "| " + " | ".join(cells) + " |"
+    def markdown_head(self) -> list[str]:
+        """The Markdown header and alignment row (``---``, or ``---:`` for a right column)."""
+        return [self.markdown_row(*(c.head for c in self.columns)),
+                "|" + "|".join("---:" if c.align == ">" else "---" for c in self.columns) + "|"]
 
-    def _cells(self, row: Sequence) -> list[str]:
-        if len(row) != len(self.columns):
-            raise ValueError(f"a row of {len(row)} cells in a table of {len(self.columns)} columns")
-        return [str(v) for v in row]
+    def markdown_row(self, *cells) -> str:
+        """One Markdown row of ``cells`` (``str`` of each), one per column."""
+        if len(cells) != len(self.columns):
+            raise ValueError(f"a row of {len(cells)} cells in a table of {len(self.columns)} columns")
+        return "| " + " | ".join(str(v) for v in cells) + " |"
 
     # ---- text ----
     def head(self) -> str:

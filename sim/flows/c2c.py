@@ -281,13 +281,12 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
     """Two tiny tiles exchanging ``vectors`` each way (``spread`` SAC cycles apart) on clocks
     ``ppm`` from nominal over a wire of ``latency`` cycles (default: the declared maximum),
     on the RTL; prints the table on ``out`` (default stdout; the set-up lines go to stderr)
-    and returns the :class:`Report` (``c2c``, a row per tile; ``passed``: every write as
-    predicted and equal to the golden model, no link fault, HAC error within
-    ``HAC_ERROR_MAX``; its problems the reasons of a FAIL).  ``plot``: a picture of
-    the run (``plot_run``: activity, HAC error, program skew, receive buffers).  A clock
-    beyond ``max_ppm`` (unless ``beyond_spec``) or a latency outside the declared range is
-    a ``ConfigError``.  ``inject``: fault injections (``parse_inject``, ``system_run``); the
-    report lists each with the flits it asked for and the flits it hit."""
+    and returns the :class:`Report` (``c2c``, a row per tile; ``passed``: every write as predicted
+    and equal to the golden model, no link fault, HAC error within ``HAC_ERROR_MAX``; its
+    problems: the reasons of a FAIL).  ``plot``: a picture of the run (``plot_run``: activity,
+    HAC error, program skew, receive buffers).  A clock beyond ``max_ppm`` (unless ``beyond_spec``)
+    or a latency outside the declared range is a ``ConfigError``.  ``inject``: fault injections
+    (``parse_inject``, ``system_run``); the report lists each with the flits it asked for and hit."""
     cfg = c2c_config()
     if latency is None:
         latency = cfg.link_latency_max
