@@ -36,6 +36,8 @@ from pathlib import Path
 
 from lpu_arch.errors import LpuError, error_line
 
+from sim.table import Column, Table
+
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = ROOT / "bench" / "history.jsonl"
 PICTURE = ROOT / "bench" / "results" / "history.svg"
@@ -386,21 +388,25 @@ def baseline_speed(entries: list[dict], config: str = "default", commit: str = B
     return best
 
 
+# ``show``'s lines (no header): the date, commit, kind and config, then the headline figures.
+ENTRIES = Table(Column("date"), Column("commit", 9, gap=2), Column("kind", 5), Column("config", 8), Column("figures"))
+
+
 def table(entries: list[dict]) -> str:
-    """One line per entry: date, commit, kind, config and its headline figures."""
+    """One line per entry (:data:`ENTRIES`): date, commit, kind, config and its headline figures."""
     lines = []
     for e in entries:
-        head = f"{e['date'][:19]}  {_label(e):<9} {e['kind']:<5} {e.get('config', ''):<8}"
         if e["kind"] == "bench":
             speed = ", ".join(f"{s} {v.get('cycles_per_second', 0):,.0f}" for s, v in e.get("speed", {}).items())
             tray = next((r["speedup"] for r in e.get("tray", []) if r.get("tiles") == 8), None)
             exact = all(r.get("exact", True) for r in e.get("ffn", []) + e.get("tray", []) + e.get("moe", []))
-            lines.append(f"{head} tile-cycles/s: {speed or '-'}; 8-tile speed-up: "
-                         f"{'-' if tray is None else f'{tray:.2f}x'}; exact: {'yes' if exact else 'NO'}")
+            figures = (f"tile-cycles/s: {speed or '-'}; 8-tile speed-up: {'-' if tray is None else f'{tray:.2f}x'}; "
+                       f"exact: {'yes' if exact else 'NO'}")
         else:
             fmax = e.get("fmax_min_mhz")
-            lines.append(f"{head} {e.get('device')}: {e.get('luts')} LUT4, "
-                         f"Fmax {'-' if fmax is None else f'{fmax:.1f} MHz'}, fits: {'yes' if e.get('fits') else 'no'}")
+            figures = (f"{e.get('device')}: {e.get('luts')} LUT4, Fmax {'-' if fmax is None else f'{fmax:.1f} MHz'}, "
+                       f"fits: {'yes' if e.get('fits') else 'no'}")
+        lines.append(ENTRIES.line(e["date"][:19], _label(e), e["kind"], e.get("config", ""), figures))
     return "\n".join(lines)
 
 
