@@ -13,7 +13,7 @@ Verilog and RTLIL digests; and ``INDEX.txt``, the sha256 and size of every file.
 depends on absolute paths, timings or the machine (progress and seconds go to stderr).
 
 Parts (``--parts`` picks some; ``--full`` adds the slow extras marked "full"):
-  1 ffn_suite  sim.bench.suite.compile_suite on default, tiny, board and default with mxm_dtype=fp8
+  1 ffn_suite  sim.bench.ffns.compile_suite on default, tiny, board and default with mxm_dtype=fp8
   2 trays      `lpu tray --no-run --tiles 2|4|8`, the bench's tray rows (tray_rows, tray_big_row)
   3 moe        the bench's MoE rows (ep, tp x1, tp x4 on 8 default tiles) and `lpu moe --no-run` runs
   4 decode     `lpu decode --no-run` (+ its tray forms the tests run), the bench's decode rows
@@ -78,6 +78,7 @@ import hdl.top.host_bridge
 import hdl.flows.size
 import hdl.top.system
 import hdl.top.tile
+import sim.bench.ffns
 import sim.bench.suite
 import sim.bench.decode
 import sim.bench.lp30
@@ -350,9 +351,9 @@ def part_ffn_suite(out: Out, full: bool) -> None:
         cfg = lpu_arch.config.TileConfig.preset(preset).with_overrides([f"mxm_dtype={dtype}"])
         d = f"1_ffn_suite/{preset}-{dtype}"
         out.json(f"{d}/config.json", {"config": cfg.to_dict(), "key": cfg.key(),
-                                      "ffn_suite": sim.bench.suite.ffn_suite(cfg)})
+                                      "ffn_suite": sim.bench.ffns.ffn_suite(cfg)})
         with captured() as buf:
-            suite = sim.bench.suite.compile_suite(cfg)
+            suite = sim.bench.ffns.compile_suite(cfg)
         out.stdout(f"{d}/stdout.txt", buf)            # the FFNs that do not fit, with the limit named
         for (kind, H, I, B), ex, prog, man in suite:
             name = f"{d}/{kind}-H{H}-I{I}-b{B}"

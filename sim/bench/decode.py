@@ -28,6 +28,7 @@ from lpu_arch.hostmap import START_CYCLES
 
 from sim.flows.decode import DECODE_TILE
 from sim.flows.decode import MOE_SYNTHETIC, check, decode_setup, per_position, run_dense_tray_any, run_golden, run_moe_tray
+from sim.table import Column, Table
 
 DECODE_MODELS = (          # (name, tile, --set, synthetic's arguments, tokens)
     ("synthetic tiny", "tiny", DECODE_TILE, dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0), 16),
@@ -184,32 +185,38 @@ def bert_rows(path, positions: int = 64, formats=(("int8", False), ("int8", True
     return out
 
 
+LOOPS = Table("model", "tile", Column("layers", align=">"), "cycles per layer", Column("cycles per token", align=">"),
+              Column("wall per token", align=">"), "same every token", Column("bytes in / out per token", align=">"),
+              Column("tokens/s", align=">"), "checks")
+BATCHED = Table("model", "cycles per layer", Column("wall per step", align=">"),
+                Column("tokens/s (all sequences)", align=">"), Column("vs batch 1", align=">"), "checks")
+ACCURACY = Table("model", Column("top-1 agreement", align=">"), "FFN cosine per layer (mean)", Column("min", align=">"))
+
+
 def markdown(rows: list[dict], acc: list[dict]) -> list[str]:
+    """bench.md's section of :func:`decode_rows`' ``rows`` (and their batched runs) and
+    :func:`accuracy_rows`' ``acc``."""
     trays = "the MoE model's layers" + (" and all-MiniLM-L6-v2's FFNs" if any("MiniLM" in r["model"] for r in rows) else "")
     lines = ["", "Decode loop (golden model; the synthetic dense models' layers resident on one tile, "
              f"{trays} each on a tray of tiles. Cycles per layer and per token: program cycles (SAC); wall: from each run's "
              "start (the CTRL write on one tile, 2 cycles before cycle 0; the host's HAC read on a tray, whose "
              "armed runs add the 32-cycle arming lead and the deskews' slack, c2c.wall_cycles) to done; tokens/s: "
-             f"the wall cycles at {CLOCK_MHZ:g} MHz, arithmetic, the tile side alone):", "",
-             "| model | tile | layers | cycles per layer | cycles per token | wall per token | same every token | "
-             "bytes in / out per token | tokens/s | checks |", "|---|---|---:|---|---:|---:|---|---:|---:|---|"]
+             f"the wall cycles at {CLOCK_MHZ:g} MHz, arithmetic, the tile side alone):", ""]
+    lines += LOOPS.markdown([r["model"], " ".join([r["config"], *r["config_sets"]]), r["layers"],
+                             ", ".join(map(str, r["layer_cycles"])), r["cycles_per_token"], r["wall_cycles_per_token"],
+                             "yes" if r["identical_every_token"] else "NO",
+                             f"{r['bytes_to_tile_per_token']} / {r['bytes_from_tile_per_token']}",
+                             f"{r['tokens_per_second_at_clock']:,}", "pass" if r["exact"] else "FAIL"] for r in rows)
     bat = [(r, r["batched"]) for r in rows if r.get("batched", {}).get("fits")]
-    lines += [f"| {r['model']} | {' '.join([r['config'], *r['config_sets']])} | {r['layers']} | "
-              f"{', '.join(map(str, r['layer_cycles']))} | {r['cycles_per_token']} | {r['wall_cycles_per_token']} | "
-              f"{'yes' if r['identical_every_token'] else 'NO'} | {r['bytes_to_tile_per_token']} / "
-              f"{r['bytes_from_tile_per_token']} | {r['tokens_per_second_at_clock']:,} | "
-              f"{'pass' if r['exact'] else 'FAIL'} |" for r in rows]
     if bat:
         lines += ["", f"The same models with {bat[0][1]['batch']} sequences per FFN run (every layer resident with "
                   f"{bat[0][1]['batch']} batch columns; each layer run once on the golden model, y bit-exact and cycles "
-                  "as predicted):", "",
-                  "| model | cycles per layer | wall per step | tokens/s (all sequences) | vs batch 1 | checks |",
-                  "|---|---|---:|---:|---:|---|"]
-        lines += [f"| {r['model']} | {', '.join(map(str, b['layer_cycles']))} | {b['wall_cycles_per_step']} | "
-                  f"{b['tokens_per_second_at_clock']:,} | {b['tokens_per_second_at_clock'] / r['tokens_per_second_at_clock']:.2f}x | "
-                  f"{'pass' if b['exact'] else 'FAIL'} |" for r, b in bat]
-    lines += ["", "Teacher forcing over 64 positions, int8 (or FP8) FFNs against float (the rest float in both):", "",
-              "| model | top-1 agreement | FFN cosine per layer (mean) | min |", "|---|---:|---|---:|"]
-    lines += [f"| {a['model']} | {a['top1_agreement']:.1%} | {', '.join(f'{c:.4f}' for c in a['layer_cosine_mean'])} | "
-              f"{min(a['layer_cosine_min']):.3f} |" for a in acc]
-    return lines
+                  "as predicted):", ""]
+        lines += BATCHED.markdown([r["model"], ", ".join(map(str, b["layer_cycles"])), b["wall_cycles_per_step"],
+                                   f"{b['tokens_per_second_at_clock']:,}",
+                                   f"{b['tokens_per_second_at_clock'] / r['tokens_per_second_at_clock']:.2f}x",
+                                   "pass" if b["exact"] else "FAIL"] for r, b in bat)
+    lines += ["", "Teacher forcing over 64 positions, int8 (or FP8) FFNs against float (the rest float in both):", ""]
+    return lines + ACCURACY.markdown([a["model"], f"{a['top1_agreement']:.1%}",
+                                      ", ".join(f"{c:.4f}" for c in a["layer_cosine_mean"]),
+                                      f"{min(a['layer_cosine_min']):.3f}"] for a in acc)

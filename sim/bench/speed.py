@@ -28,12 +28,15 @@ from pathlib import Path
 from lpu_arch.errors import LpuError
 from sim.bench.history import BASELINE as REFERENCE          # the build the speed targets are stated against
 from sim.harness.runner import BUILD, ROOT
+from sim.table import Column, Table
 
 TARGETS = {"verilator": 3.0, "icarus": 2.0}
 WORKLOAD = ("swiglu", 128, 512, 1)
 WORKLOAD_NAME = "{} {}x{} b{}".format(*WORKLOAD)
 MIN_SECONDS = 10.0
 REPEATS = 3
+ROWS = Table("simulator", Column("this build", align=">"), Column("reference build", align=">"),
+             Column("speed-up", align=">"), Column("target", align=">"), "met", "runs as predicted")
 
 # Run inside a checkout (its own compiler, runner and RTL).  It builds, loads and calibrates
 # the number of runs, prints "READY", then measures once per "GO" line on its stdin and
@@ -184,23 +187,25 @@ def speed_rows(sims, reference: str = REFERENCE) -> list[dict]:
 
 
 def markdown(rows: list[dict]) -> list[str]:
+    """bench.md's section of :func:`speed_rows` (none without rows): a row per simulator,
+    the reference's error under a row without it."""
     if not rows:
         return []
     out = ["", f"Simulator speed against the build of commit {rows[0]['reference']} (the same run; {WORKLOAD_NAME} "
                f"on the default tile, each checkout's own program, loaded once and run to done "
                f"repeatedly for at least {MIN_SECONDS:.0f} s, best of {REPEATS} rounds in which the two builds take turns; tile-cycles/s from the RTL's "
-               "cycle counter over the runs' wall time):", "",
-           "| simulator | this build | reference build | speed-up | target | met | runs as predicted |",
-           "|---|---:|---:|---:|---:|---|---|"]
+               "cycle counter over the runs' wall time):", ""]
+    out += ROWS.markdown_head()
     for r in rows:
         ours = r["ours"]
         if "theirs" in r:
             theirs = r["theirs"]
-            out.append(f"| {r['simulator']} | {ours['cycles_per_second']:,.0f} | {theirs['cycles_per_second']:,.0f} | "
-                       f"{r['speedup']:.2f}x | {r['target']}x | {'yes' if r['meets_target'] else 'NO'} | "
-                       f"{'yes' if ours['as_predicted'] and theirs['as_predicted'] else 'NO'} |")
+            out.append(ROWS.markdown_row(r["simulator"], f"{ours['cycles_per_second']:,.0f}",
+                                         f"{theirs['cycles_per_second']:,.0f}", f"{r['speedup']:.2f}x",
+                                         f"{r['target']}x", "yes" if r["meets_target"] else "NO",
+                                         "yes" if ours["as_predicted"] and theirs["as_predicted"] else "NO"))
         else:
-            out.append(f"| {r['simulator']} | {ours['cycles_per_second']:,.0f} | - | - | {r['target']}x | - | "
-                       f"{'yes' if ours['as_predicted'] else 'NO'} |")
-            out.append(f"\n(no reference: {r['reference_error']})")
+            out.append(ROWS.markdown_row(r["simulator"], f"{ours['cycles_per_second']:,.0f}", "-", "-",
+                                         f"{r['target']}x", "-", "yes" if ours["as_predicted"] else "NO"))
+            out.append(f"\n(no reference: {r['reference_error']})")      # under the row it explains
     return out

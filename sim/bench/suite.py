@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from lpu_arch import TileConfig
-from lpu_arch.errors import error_line
+from lpu_arch.errors import LpuError, error_line
 
 from firmware_gen.golden import archmodel
 from firmware_gen.compiler import CompileError
@@ -51,6 +51,7 @@ from sim.bench import speed as bench_speed
 from sim.bench import history
 from sim.bench.args import add_arguments
 from sim.bench.decode import accuracy_rows, decode_rows
+from sim.bench.ffns import compile_suite, ffn_suite
 from sim.bench.fp8 import fp8_rows, rtl_rows
 from sim.bench.fp8 import markdown as markdown_fp8
 from sim.bench.fp8 import markdown_rtl as markdown_fp8_rtl
@@ -61,32 +62,9 @@ from sim.bench.model import model_rows
 from sim.harness.progress import ProgressPrinter
 from sim.harness.runner import SIMULATORS, SimSetupError, TileSim, job, measure_build
 from sim.harness.scoreboard import check_run, output_rows
+from sim.table import Column, Table
 
 DECODE_TARGET, UTIL_TARGET, TARGET_MIN_BOUND = 1.15, 0.90, 1000
-
-
-def ffn_suite(cfg: TileConfig) -> list[tuple]:
-    """(kind, H, I, batch) scaled to the tile: decode shapes up to the largest that fits
-    and one batch of ``lanes`` columns."""
-    L = cfg.lanes
-    return [("swiglu", L, L, 1), ("swiglu", 2 * L, 4 * L, 1), ("swiglu", 4 * L, 8 * L, 1),
-            ("swiglu", 8 * L, 16 * L, 1), ("classic", 8 * L, 32 * L, 1), ("swiglu", 8 * L, 32 * L, 1),
-            ("swiglu", 8 * L, 16 * L, L)]
-
-
-def compile_suite(cfg: TileConfig, verbose: bool = True) -> list[tuple]:
-    """``((kind, H, I, batch), example, program, manifest)`` of every FFN of the suite that
-    compiles for ``cfg`` (seeded examples in its number format); with ``verbose`` the others
-    are said to be skipped."""
-    out = []
-    for kind, H, I, B in ffn_suite(cfg):
-        try:
-            ex = example_ffn(kind, H, I, B, seed=1, dtype=cfg.mxm_dtype)
-            out.append(((kind, H, I, B), ex, *compile_ffn(ex.spec, ex.x_int8, cfg)))
-        except CompileError as e:
-            if verbose:
-                print(f"skipped {kind} {H}x{I} b{B}: {e}")
-    return out
 
 
 LOAD_NAMES = {"port": "vector load port", "bus": "host bus (32-bit word per cycle)"}
@@ -344,144 +322,233 @@ def main(argv=None) -> int:
     return run(ap.parse_args(argv))
 
 
+class BenchError(LpuError, ValueError):
+    """A bench request that cannot run (an unknown simulator or preset, a number format the
+    tile cannot take); the message names it."""
+
+
 def run(args) -> int:
-    """The bench with the options of :func:`sim.bench.args.add_arguments` (``lpu bench``'s too)."""
-    if args.passes < 1:
-        print(error_line(f"--passes must be at least 1, got {args.passes}"), file=sys.stderr)
+    """The bench with the options of :func:`sim.bench.args.add_arguments` (``lpu bench``'s too):
+    every figure measured, written to ``bench.json`` and ``bench.md`` in ``--out`` and
+    appended to the history; exit status 0 when every run is exact and every target met,
+    1 when not, 2 for a bad request or a simulator that cannot be set up."""
+    try:
+        cfg, sims, presets = request(args)
+    except BenchError as e:
+        print(error_line(str(e)), file=sys.stderr)         # as worded: a limit's message may run over lines
         return 2
+    git = None if args.no_history else history.git_state()     # the tree as the run starts
+    try:
+        rtl, model_notes = rtl_figures(args, cfg, sims, presets)
+    except (SimSetupError, bench_speed.SpeedError) as e:
+        print(error_line(e, whole=True), file=sys.stderr)      # whole: a failed run's log follows its first line
+        return 2
+    result = bench_result(args, cfg, sims, rtl)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = markdown(result, cfg, args.config, sims, model_notes, args.quick)
+    (out / "bench.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"\nwritten: {out / 'bench.json'}, {out / 'bench.md'}")
+    if git is not None:
+        record_history(result, git, args.config + ("-fp8" if cfg.mxm_dtype == "fp8" else ""), cfg, args.history,
+                       out / "history.svg")
+    return 0 if passed(result) else 1
+
+
+def request(args) -> tuple[TileConfig, list[str], list[str]]:
+    """The tile, the simulators and the presets to time the build of that ``args`` ask for
+    (``--quick`` and ``--dtype fp8`` set the options they imply); a :class:`BenchError`
+    names what cannot run."""
+    if args.passes < 1:
+        raise BenchError(f"--passes must be at least 1, got {args.passes}")
     if args.quick:
         args.no_bus_load, args.build_configs, args.no_model, args.no_speed_reference = True, "", True, True
-    git = None if args.no_history else history.git_state()     # the tree as the run starts
     try:
         cfg = TileConfig.preset(args.config).with_overrides([f"mxm_dtype={args.dtype}"])
     except ValueError as e:
-        print(error_line(f"--dtype {args.dtype} on the {args.config} tile: {e}"), file=sys.stderr)
-        return 2
-    fp8 = args.dtype == "fp8"
-    if fp8:
+        raise BenchError(f"--dtype {args.dtype} on the {args.config} tile: {e}") from None
+    if args.dtype == "fp8":
         args.no_speed_reference = True          # the reference commit's build is an int8 tile
     sims = [x for x in args.sims.split(",") if x]
     presets = [x for x in args.build_configs.split(",") if x]
     for what, given, known in (("simulator", sims, SIMULATORS), ("preset", presets, TileConfig.PRESETS)):
         bad = [x for x in given if x not in known]
         if bad or (not given and what == "simulator"):
-            print(error_line(f"unknown {what}(s) {', '.join(bad) or '(none given)'}; choose from {', '.join(known)}"),
-                  file=sys.stderr)
-            return 2
-    try:
-        shapes, speed, loading, builds = run_ffns(cfg, sims, bus_load=not args.no_bus_load)
-        if args.sweep:
-            speed += run_sweep(cfg, sims, args.passes)
-        build = build_times(presets)
-        model, model_notes = ([], []) if args.no_model or "verilator" not in sims else model_rows(TileConfig.default())
-        speed_ref = ([] if args.no_speed_reference or args.config != "default"   # (a default-tile workload)
-                     else bench_speed.speed_rows(sims))
-    except (SimSetupError, bench_speed.SpeedError) as e:
-        print(error_line(e, whole=True), file=sys.stderr)      # whole: a failed run's log follows its first line
-        return 2
+            raise BenchError(f"unknown {what}(s) {', '.join(bad) or '(none given)'}; choose from {', '.join(known)}")
+    return cfg, sims, presets
+
+
+def rtl_figures(args, cfg: TileConfig, sims: list[str], presets: list[str]) -> tuple[dict, list[str]]:
+    """``(figures, notes)``: the figures the simulators measure, by their names in
+    ``bench.json`` (a ``SimSetupError`` or ``SpeedError`` when one cannot be set up): the
+    FFN suite, its speed and loading, the sweep, the build times, the real-model FFNs (and
+    their notes) and the speed against the reference build."""
+    shapes, speed, loading, builds = run_ffns(cfg, sims, bus_load=not args.no_bus_load)
+    if args.sweep:
+        speed += run_sweep(cfg, sims, args.passes)
+    build = build_times(presets)
+    model, model_notes = ([], []) if args.no_model or "verilator" not in sims else model_rows(TileConfig.default())
+    speed_ref = ([] if args.no_speed_reference or args.config != "default"   # (a default-tile workload)
+                 else bench_speed.speed_rows(sims))
+    return ({"ffn": shapes, "speed": speed, "loading": loading, "build": build, "builds_used": builds,
+             "model": model, "speed_vs_reference": speed_ref}, model_notes)
+
+
+def bench_result(args, cfg: TileConfig, sims: list[str], rtl: dict) -> dict:
+    """What ``bench.json`` holds: ``rtl`` (:func:`rtl_figures`) with the golden-model
+    figures (tray, MoE, decode loop, number formats, lp30) and the FP8 suite on the RTL."""
+    fp8, quick = cfg.mxm_dtype == "fp8", args.quick
     print("compiling the tray FFN for 1, 2, 4 and 8 tiles (golden-model checked) ...", flush=True)
     tray = tray_rows(cfg)
     tray_big = [tray_big_row(cfg)] if args.config == "default" else []
     print("compiling the MoE layer for 8 tiles (golden-model checked under each routing) ...", flush=True)
     moe = moe_rows(cfg) if args.config == "default" else []
     print("running the decode loop on the golden model, and teacher-forced accuracy ...", flush=True)
-    decode = decode_rows(moe_tokens=1 if args.quick else None, trained=not args.quick)
-    accuracy = accuracy_rows(trained=not args.quick)
-    if not args.quick:
+    decode = decode_rows(moe_tokens=1 if quick else None, trained=not quick)
+    accuracy = accuracy_rows(trained=not quick)
+    if not quick:
         print("int8 against FP8 on trained FFN weights (golden model) ...", flush=True)
-    formats = [] if args.quick else fp8_rows()
-    fp8_rtl = [] if fp8 or args.quick or args.config != "default" or "verilator" not in sims else rtl_rows(cfg)
-    lp30 = [] if args.quick else lp30_rows()
-    plans = [] if args.quick else plan_rows()
-    result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": shapes, "speed": speed,
-              "loading": loading, "build": build, "builds_used": builds, "tray": tray, "tray_big": tray_big, "moe": moe, "decode": decode,
-              "decode_accuracy": accuracy, "number_formats": formats, "fp8_rtl": fp8_rtl, "model": model, "lp30": lp30, "plan": plans, "speed_vs_reference": speed_ref}
-    ffn_speed = {r["simulator"]: r["cycles_per_second"] for r in speed if r["program"] == "ffn suite"}
+    formats = [] if quick else fp8_rows()
+    fp8_rtl = [] if fp8 or quick or args.config != "default" or "verilator" not in sims else rtl_rows(cfg)
+    lp30 = [] if quick else lp30_rows()
+    plans = [] if quick else plan_rows()
+    result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": rtl["ffn"], "speed": rtl["speed"],
+              "loading": rtl["loading"], "build": rtl["build"], "builds_used": rtl["builds_used"], "tray": tray,
+              "tray_big": tray_big, "moe": moe, "decode": decode, "decode_accuracy": accuracy,
+              "number_formats": formats, "fp8_rtl": fp8_rtl, "model": rtl["model"], "lp30": lp30, "plan": plans,
+              "speed_vs_reference": rtl["speed_vs_reference"]}
+    ffn_speed = {r["simulator"]: r["cycles_per_second"] for r in rtl["speed"] if r["program"] == "ffn suite"}
     if "verilator" in ffn_speed and "icarus" in ffn_speed:
         result["verilator_over_icarus"] = round(ffn_speed["verilator"] / ffn_speed["icarus"], 2)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def passed(result: dict) -> bool:
+    """Every run of ``result`` exact (bit- and cycle-exact, or as predicted) and every target
+    of the FFN suite met (or none set)."""
+    checked = [result[k] for k in ("tray", "tray_big", "model", "moe", "decode", "lp30")]
+    ok = (all(r["exact"] for r in result["ffn"])
+          and all(r.get("exact", True) for r in result["speed"] + result["loading"])
+          and all(r["ours"]["as_predicted"] and r.get("theirs", {}).get("as_predicted", True)
+                  for r in result["speed_vs_reference"])
+          and all(r["exact"] and r.get("bus_exact", True) for rows in checked for r in rows))
+    return ok and all(r["meets_target"] is not False for r in result["ffn"])
+
+
+# ---- bench.md ----------------------------------------------------------------------------------
+FFN_TABLE = Table("FFN", Column("cycles", align=">"), Column("predicted", align=">"), Column("SRAM bound", align=">"),
+                  Column("cycles / SRAM bound", align=">"), Column("MAC bound", align=">"),
+                  Column("MXM util.", align=">"), "target", "met", "bit- and cycle-exact")
+TRAY_TABLE = Table(Column("tiles", align=">"), Column("cycles", align=">"), Column("speed-up", align=">"),
+                   Column("link capacity used", align=">"), Column("vectors over links", align=">"), "exact")
+MOE_TABLE = Table("mapping", Column("tokens", align=">"), "routing", Column("rounds", align=">"),
+                  Column("cycles per token", align=">"), Column("bound", align=">"),
+                  Column("cycles / bound", align=">"), "met", Column("batch bound", align=">"),
+                  Column("cycles / batch bound", align=">"), Column("weight bytes read per token", align=">"),
+                  Column("needed", align=">"), "exact")
+SPEED_TABLE = Table("simulator", "program", Column("cycles", align=">"), Column("run s", align=">"),
+                    Column("tile-cycles/s", align=">"))
+LOAD_TABLE = Table("simulator", "path", Column("bytes", align=">"), Column("load s", align=">"),
+                   Column("bytes/s", align=">"))
+BUILD_TABLE = Table("configuration", "key", Column("Verilog s", align=">"), Column("build s", align=">"))
+
+
+def markdown(result: dict, cfg: TileConfig, preset: str, sims: list[str], model_notes: list[str],
+             quick: bool = False) -> list[str]:
+    """``bench.md``'s lines: every table of ``result`` (what ``bench.json`` holds) on the
+    ``preset`` tile ``cfg`` run on ``sims`` (the first's hardware cycles in the FFN table),
+    the real-model rows with ``model_notes``; ``quick`` leaves out the number formats."""
+    fmt = "FP8 E4M3, " if cfg.mxm_dtype == "fp8" else ""
+    lines = markdown_ffn(result["ffn"], cfg, preset, sims, fmt)
+    lines += markdown_tray(result["tray"], result["tray_big"], fmt)
+    lines += markdown_moe(result["moe"], fmt)
+    lines += markdown_decode(result["decode"], result["decode_accuracy"])
+    lines += [] if quick else markdown_fp8(result["number_formats"])
+    lines += markdown_fp8_rtl(result["fp8_rtl"])
+    lines += markdown_lp30(result["lp30"])
+    lines += markdown_plan(result["plan"])
+    lines += markdown_speed(result, sims)
+    lines += bench_speed.markdown(result["speed_vs_reference"])
+    if result["build"]:
+        lines += ["", "Verilator build of the tile, from scratch, per configuration:", ""]
+        lines += BUILD_TABLE.markdown([r["config"], r["key"], r["verilog_seconds"], r["build_seconds"]]
+                                      for r in result["build"])
+    if result["model"]:
+        lines += markdown_model(result["model"], model_notes)
+    return lines
+
+
+def markdown_ffn(shapes: list[dict], cfg: TileConfig, preset: str, sims: list[str], fmt: str) -> list[str]:
+    """The FFN suite's table (hardware cycles from the first of ``sims``) and how many FFNs
+    the others ran exactly."""
     first = sims[0]
-    fmt = "FP8 E4M3, " if fp8 else ""
-    lines = [f"FFNs on the {args.config} tile ({fmt}{cfg.lanes} lanes, {cfg.mem_slices}+{cfg.mem_slices} MEM slices), "
-             f"hardware cycles from {first}:", "",
-             "| FFN | cycles | predicted | SRAM bound | cycles / SRAM bound | MAC bound | MXM util. | target | met | "
-             "bit- and cycle-exact |", "|---|---:|---:|---:|---:|---:|---:|---|---|---|"]
-    for r in (r for r in shapes if r["simulator"] == first):
-        met = {True: "yes", False: "NO", None: "-"}[r["meets_target"]]
-        lines.append(f"| {r['ffn']} | {r['cycles']} | {r['predicted']} | {r['sram_bound']} | "
-                     f"{r['ratio_to_sram_bound']:.3f} | {r['mac_bound']} | {r['mxm_utilisation']:.1%} | "
-                     f"{r['target']} | {met} | {'yes' if r['exact'] else 'NO'} |")
+    lines = [f"FFNs on the {preset} tile ({fmt}{cfg.lanes} lanes, {cfg.mem_slices}+{cfg.mem_slices} MEM slices), "
+             f"hardware cycles from {first}:", ""]
+    lines += FFN_TABLE.markdown([r["ffn"], r["cycles"], r["predicted"], r["sram_bound"],
+                                 f"{r['ratio_to_sram_bound']:.3f}", r["mac_bound"], f"{r['mxm_utilisation']:.1%}",
+                                 r["target"], {True: "yes", False: "NO", None: "-"}[r["meets_target"]],
+                                 "yes" if r["exact"] else "NO"] for r in shapes if r["simulator"] == first)
     others = [r for r in shapes if r["simulator"] != first]
     if others:
         lines.append(f"\nOn {', '.join(sims[1:])}: {sum(r['exact'] for r in others)}/{len(others)} FFNs "
                      "bit- and cycle-exact.")
+    return lines
+
+
+def markdown_tray(tray: list[dict], tray_big: list[dict], fmt: str) -> list[str]:
+    """The tray's table (1, 2, 4, 8 tiles) and the line of the FFN larger than one tile."""
+    lines = []
     if tray:
         lines += ["", f"Tray: {tray[0]['ffn']} on 1, 2, 4, 8 tiles ({fmt}SAC cycles predicted by the compiler and "
                   "checked on the multi-tile golden model; target: 8 tiles >= "
-                  f"{TRAY_TARGET}x one tile):", "",
-                  "| tiles | cycles | speed-up | link capacity used | vectors over links | exact |",
-                  "|---:|---:|---:|---:|---:|---|"]
-        lines += [f"| {r['tiles']} | {r['cycles']} | {r['speedup']:.2f}x | {r['c2c_share']:.1%} | "
-                  f"{r.get('link_vectors', 0)} | {'yes' if r['exact'] else 'NO'} |" for r in tray]
+                  f"{TRAY_TARGET}x one tile):", ""]
+        lines += TRAY_TABLE.markdown([r["tiles"], r["cycles"], f"{r['speedup']:.2f}x", f"{r['c2c_share']:.1%}",
+                                      r.get("link_vectors", 0), "yes" if r["exact"] else "NO"] for r in tray)
     for r in tray_big:
         lines += ["", f"Tray: {r['ffn']} on {r['tiles']} tiles against one tile sized to hold it "
                   f"({', '.join(f'{k}={v}' for k, v in r['one_tile_config'].items())}; both golden-model checked; "
                   f"target >= {TRAY_BIG_TARGET}x): {r['cycles']:,} against {r['one_tile_cycles']:,} cycles, "
                   f"**{r['speedup']:.2f}x** ({'met' if r['meets_target'] else 'NOT met'}; exact: "
                   f"{'yes' if r['exact'] else 'NO'})"]
-    if moe:
-        lines += ["", f"MoE: {moe[0]['layer']} on {moe[0]['tiles']} tiles ({fmt}SAC cycles predicted by the compiler, "
-                  "checked on the multi-tile golden model under each routing's base registers; bound: the SRAM "
-                  "reads of the weights a token needs, spread over every MEM slice of the tray; target <= "
-                  f"{MOE_TARGET}x; weight bytes from the golden model's busy counters; ep: capacity 2 per tile and "
-                  f"token; tp on the tile with {', '.join(MOE_TP_SETS)}):", "",
-                  "| mapping | tokens | routing | rounds | cycles per token | bound | cycles / bound | met | "
-                  "batch bound | cycles / batch bound | weight bytes read per token | needed | exact |",
-                  "|---|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
-        lines += [f"| {r['mapping']} | {r['tokens']} | {r['routing']} | {r['rounds']} | {r['cycles_per_token']:.0f} | "
-                  f"{r['needed_bound_per_token']} | {r['ratio_to_needed_bound']:.2f} | "
-                  f"{'yes' if r['meets_target'] else 'no'} | {r['batch_bound_per_token']} | "
-                  f"{r['ratio_to_batch_bound']:.2f} | "
-                  f"{r['weight_bytes_read_per_token']:,} | "
-                  f"{r['needed_weight_bytes_per_token']:,} | {'yes' if r['exact'] else 'NO'} |" for r in moe]
-    lines += markdown_decode(decode, accuracy)
-    lines += [] if args.quick else markdown_fp8(formats)
-    lines += markdown_fp8_rtl(fp8_rtl)
-    lines += markdown_lp30(lp30)
-    lines += markdown_plan(plans)
-    lines += ["", "| simulator | program | cycles | run s | tile-cycles/s |", "|---|---|---:|---:|---:|"]
-    lines += [f"| {r['simulator']} | {r['program']} | {r['cycles']} | {r['run_seconds']} | "
-              f"{r['cycles_per_second']:,.0f} |" for r in speed]
+    return lines
+
+
+def markdown_moe(moe: list[dict], fmt: str) -> list[str]:
+    """The MoE layer's table: a row per mapping, tokens and routing."""
+    if not moe:
+        return []
+    lines = ["", f"MoE: {moe[0]['layer']} on {moe[0]['tiles']} tiles ({fmt}SAC cycles predicted by the compiler, "
+             "checked on the multi-tile golden model under each routing's base registers; bound: the SRAM "
+             "reads of the weights a token needs, spread over every MEM slice of the tray; target <= "
+             f"{MOE_TARGET}x; weight bytes from the golden model's busy counters; ep: capacity 2 per tile and "
+             f"token; tp on the tile with {', '.join(MOE_TP_SETS)}):", ""]
+    return lines + MOE_TABLE.markdown([r["mapping"], r["tokens"], r["routing"], r["rounds"],
+                                       f"{r['cycles_per_token']:.0f}", r["needed_bound_per_token"],
+                                       f"{r['ratio_to_needed_bound']:.2f}", "yes" if r["meets_target"] else "no",
+                                       r["batch_bound_per_token"], f"{r['ratio_to_batch_bound']:.2f}",
+                                       f"{r['weight_bytes_read_per_token']:,}",
+                                       f"{r['needed_weight_bytes_per_token']:,}", "yes" if r["exact"] else "NO"]
+                                      for r in moe)
+
+
+def markdown_speed(result: dict, sims: list[str]) -> list[str]:
+    """The simulators' tile-cycles/s and loading throughput, per simulator and program or path."""
+    lines = [""] + SPEED_TABLE.markdown([r["simulator"], r["program"], r["cycles"], r["run_seconds"],
+                                         f"{r['cycles_per_second']:,.0f}"] for r in result["speed"])
     if "verilator_over_icarus" in result:
         lines.append(f"\nVerilator / Icarus speed ratio (same FFNs, same run): **{result['verilator_over_icarus']}x**")
     lines += ["", "Loading the same FFN jobs (MEM images, programs, VXM parameters and table; the port writes "
-              "a VXM lane entry whole, so it carries a few more bytes):", "",
-              "| simulator | path | bytes | load s | bytes/s |", "|---|---|---:|---:|---:|"]
-    lines += [f"| {r['simulator']} | {LOAD_NAMES[r['path']]} | {r['bytes']:,} | {r['load_seconds']} | "
-              f"{r['bytes_per_second'] or 0:,} |" for r in loading]
+              "a VXM lane entry whole, so it carries a few more bytes):", ""]
+    lines += LOAD_TABLE.markdown([r["simulator"], LOAD_NAMES[r["path"]], f"{r['bytes']:,}", r["load_seconds"],
+                                  f"{r['bytes_per_second'] or 0:,}"] for r in result["loading"])
     for sim in sims:
-        rates = {r["path"]: r["bytes_per_second"] for r in loading if r["simulator"] == sim}
+        rates = {r["path"]: r["bytes_per_second"] for r in result["loading"] if r["simulator"] == sim}
         if rates.get("port") and rates.get("bus"):
             lines.append(f"\n{sim}: host bus {rates['bus']:,} B/s")
             lines.append(f"{sim}: load port {rates['port']:,} B/s ({rates['port'] / rates['bus']:.1f}x the host bus)")
-    lines += bench_speed.markdown(speed_ref)
-    if build:
-        lines += ["", "Verilator build of the tile, from scratch, per configuration:", "",
-                  "| configuration | key | Verilog s | build s |", "|---|---|---:|---:|"]
-        lines += [f"| {r['config']} | {r['key']} | {r['verilog_seconds']} | {r['build_seconds']} |" for r in build]
-    if model:
-        lines += markdown_model(model, model_notes)
-    (out / "bench.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    print(f"\nwritten: {out / 'bench.json'}, {out / 'bench.md'}")
-    if git is not None:
-        record_history(result, git, args.config + ("-fp8" if fp8 else ""), cfg, args.history, out / "history.svg")
-    ok = (all(r["exact"] for r in shapes) and all(r.get("exact", True) for r in speed + loading)
-          and all(r["ours"]["as_predicted"] and r.get("theirs", {}).get("as_predicted", True) for r in speed_ref)
-          and all(r["exact"] and r.get("bus_exact", True) for r in tray + tray_big + model + moe + decode + lp30))
-    return 0 if ok and all(r["meets_target"] is not False for r in shapes) else 1
+    return lines
 
 
 if __name__ == "__main__":

@@ -170,10 +170,11 @@ def testbench_failed(e: RuntimeError, args, setup_errors: tuple = (), **fields) 
 
 
 def run_on_rtl(args, run, expected: list | None = None, setup_errors: tuple = (), to_json=None, **fields) -> int:
-    """``run(progress)``, a testbench run with progress lines on stderr unless ``--quiet``
-    (``expected``: each job's predicted cycles), and its exit status: the report's verdict,
-    the report (``to_json`` of it) printed as JSON with ``--json``; a testbench that failed
-    is :func:`testbench_failed` with ``fields``."""
+    """``run(progress)``, a flow's testbench run returning its ``sim.report.Report``, with
+    progress lines on stderr unless ``--quiet`` (``expected``: each job's predicted cycles),
+    and its exit status: the report's verdict, the report (``Report.to_json``, or
+    ``to_json`` of the report) printed as JSON with ``--json``; a testbench that failed is
+    :func:`testbench_failed` with ``fields``."""
     from sim.harness.progress import ProgressPrinter
     progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=expected)
     try:
@@ -181,5 +182,5 @@ def run_on_rtl(args, run, expected: list | None = None, setup_errors: tuple = ()
     except RuntimeError as e:
         return testbench_failed(e, args, setup_errors, **fields)
     if args.json:
-        print_json(report if to_json is None else to_json(report))
-    return EXIT_OK if report["passed"] else EXIT_FAIL
+        print_json(report.to_json() if to_json is None else to_json(report))
+    return EXIT_OK if report.passed else EXIT_FAIL

@@ -9,6 +9,7 @@ from lpu_arch.config import TileConfig
 
 from sim.cli.common import EXIT_OK, CliError, compile_from_args, example_from_args, print_fit, print_json
 from sim.cli.options import add_subcommand, ffn_options, json_option
+from sim.table import Column, Table
 
 NPZ_HELP = """\
 weights file (--weights FILE): float tensors (float16, bfloat16, float32), by name
@@ -66,8 +67,7 @@ def run(args) -> int:
         return EXIT_OK
     print(f"compiled {c.name} -> {out}/")
     rows = summary_rows(c)
-    width = max(len(label) for label, _ in rows)
-    for label, text in rows:
-        print(f"  {label:<{width}}  {text}")
+    summary = Table(Column("", max(len(label) for label, _ in rows), gap=2), Column("", gap=2))
+    print(*summary.text(rows, head=False), sep="\n")
     print(f"next: lpu sim {out}   |   lpu show {out} --chart {Path(out) / 'schedule.svg'}")
     return EXIT_OK

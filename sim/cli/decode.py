@@ -10,6 +10,7 @@ from lpu_arch.topology import RUN_TILE_COUNTS
 from sim.cli.common import EXIT_FAIL, EXIT_OK, CliError, print_json, testbench_failed
 from sim.cli.options import add_subcommand, config_options, nonneg, picture, positive, rtl_run_options, token_ids
 from sim.flows.decode import DECODE_TILE
+from sim.table import Column, Table
 
 DESCRIPTION = """\
 Generate tokens greedily with a small decoder (sim/flows/decode.py, docs/afd.md): the host
@@ -106,7 +107,7 @@ def run(args) -> int:
 def run_resident(args, base: TileConfig, model: dict) -> int:
     """Every layer resident on one tile: the loop on the golden model, then (unless
     --no-run) on the RTL, checked; per position its cycles, bytes and the GPU estimate."""
-    from sim.flows.decode import check, decode_setup, position_rows, run_golden, run_rtl
+    from sim.flows.decode import decode_setup, loop_report, run_golden, run_rtl
     from sim.harness.progress import ProgressPrinter
     setup = decode_setup(base.to_dict(), model, args.prompt, args.tokens, args.out_scale_per_channel)
     rm = setup.resident
@@ -117,7 +118,7 @@ def run_resident(args, base: TileConfig, model: dict) -> int:
           f"{rm.loaded_bytes()['instructions']:,} of instructions, loaded once); per layer "
           + ", ".join(f"{ly.manifest.cycles} cycles" for ly in rm.layers) + " (compiler)", file=args.human)
     golden = run_golden(setup)
-    runs, engine = golden, "golden model"
+    runs = golden
     if not args.no_run:
         try:
             expected = [r["cycles"] for r in golden["runs"]]
@@ -125,27 +126,22 @@ def run_resident(args, base: TileConfig, model: dict) -> int:
                            len(expected))
         except RuntimeError as e:
             return testbench_failed(e, args, ran=True)
-        engine = f"RTL ({args.sim})"
-    problems = check(setup, runs, golden)
-    rows = position_rows(setup, runs, args.clock_mhz, args.hbm_gbs)
-    print(f"\n{'pos':>4} {'token':>6} {'tray cycles':>11} {'tray us':>8} {'x/y bytes':>10} {'KV bytes':>9} "
-          f"{'GPU est. ns':>11}   ({engine}; tray time at {args.clock_mhz:g} MHz, GPU: KV bytes at "
-          f"{args.hbm_gbs:g} GB/s)", file=args.human)
-    for row in rows:
-        print(f"{row['position']:>4} {row['input_token']:>6} {row['tray_cycles']:>11} {row['tray_us']:>8.3f} "
-              f"{row['bytes_to_tray']:>4}/{row['bytes_from_tray']:<5} {row['kv_bytes']:>9} "
-              f"{row['gpu_est_ns']:>11.3f}", file=args.human)
-    same = len({r["tray_cycles"] for r in rows}) == 1
+    report = loop_report(setup, runs, golden, args.clock_mhz, args.hbm_gbs)
+    table = Table(Column("pos", 4, ">"), Column("token", 6, ">"), Column("tray cycles", 11, ">"),
+                  Column("tray us", 8, ">"), Column("x/y bytes", 10, ">"), Column("KV bytes", 9, ">"),
+                  Column("GPU est. ns", 11, ">"),
+                  Column(f"({report.figures['engine']}; tray time at {args.clock_mhz:g} MHz, GPU: KV bytes at "
+                         f"{args.hbm_gbs:g} GB/s)", gap=3))           # a note: the rows stop before it
+    print("\n" + table.head(), file=args.human)
+    for row in report.rows:
+        print(table.line(row["position"], row["input_token"], row["tray_cycles"], f"{row['tray_us']:.3f}",
+                         f"{row['bytes_to_tray']:>4}/{row['bytes_from_tray']:<5}", row["kv_bytes"],
+                         f"{row['gpu_est_ns']:.3f}"), file=args.human)
     chart = {} if args.chart is None else draw(args, setup, golden)
-    print(f"\ngenerated: {runs['tokens']}", file=args.human)
-    print(f"tray cycles identical for every token: {'yes' if same else 'NO'}; host time "
-          f"{golden['host_s'] * 1e3:.1f} ms in all (golden-model run, numpy)", file=args.human)
-    ok = verdict(args, problems, same)
-    if args.json:
-        print_json({"ran": not args.no_run, "engine": engine, "tokens": runs["tokens"], "positions": rows,
-                    "layer_cycles": [ly.manifest.cycles for ly in rm.layers], "loaded_once": rm.loaded_bytes(),
-                    "loaded_per_run": runs.get("loaded"), "problems": problems, "passed": ok, **chart})
-    return EXIT_OK if ok else EXIT_FAIL
+    print(f"\ngenerated: {report.figures['tokens']}", file=args.human)
+    print(f"tray cycles identical for every token: {'yes' if report.figures['identical_every_token'] else 'NO'}; "
+          f"host time {report.figures['host_seconds'] * 1e3:.1f} ms in all (golden-model run, numpy)", file=args.human)
+    return verdict(args, report, chart)
 
 
 def draw(args, setup, golden: dict) -> dict:
@@ -171,14 +167,16 @@ def draw(args, setup, golden: dict) -> dict:
             round(rates[2])}
 
 
-def verdict(args, problems: list, same: bool) -> bool:
-    """The first problems and PASS or FAIL: passed when there is no problem and the tray's
-    cycles are the same for every token."""
-    for p in problems[:10]:
+def verdict(args, report, chart: dict) -> int:
+    """A loop's ``report`` (``sim.report.Report``) ends: the first problems and PASS or
+    FAIL, the report with ``chart`` (:func:`draw`'s) as JSON with ``--json``, and the exit
+    status."""
+    for p in report.problems[:10]:
         print(f"  {p}", file=args.human)
-    ok = not problems and same
-    print("PASS" if ok else "FAIL", file=args.human)
-    return ok
+    print("PASS" if report.passed else "FAIL", file=args.human)
+    if args.json:
+        print_json({**report.to_json(), **chart})
+    return EXIT_OK if report.passed else EXIT_FAIL
 
 
 def run_tray(args, base: TileConfig, model: dict) -> int:
@@ -210,7 +208,7 @@ def run_tray(args, base: TileConfig, model: dict) -> int:
     except RuntimeError as e:
         return testbench_failed(e, args, ran=True)
     print_tray_setup(args, g)
-    return tray_report(args, g)
+    return print_tray_loop(args, g)
 
 
 def moe_model(args, model: dict, engine: str) -> dict:
@@ -244,23 +242,21 @@ def print_tray_setup(args, g: dict) -> None:
                  else "the RTL testbench reloads every run") + ")", file=args.human)
 
 
-def tray_report(args, g: dict) -> int:
-    """Per position the tray's program and wall cycles (and each MoE layer's experts)."""
-    from sim.flows.decode import tray_position_rows
-    print(f"\n{'pos':>4} {'token':>6} {'tray cycles':>11} {'wall':>6} {'wall us':>8}  "
-          f"{'experts per layer   ' if args.experts else ''}(SAC cycles; wall: HAC cycles from each run's "
-          f"HAC read to done, at {args.clock_mhz:g} MHz)", file=args.human)
-    rows = tray_position_rows(g, args.prompt, args.layers, args.clock_mhz, bool(args.experts))
-    for row in rows:
+def print_tray_loop(args, g: dict) -> int:
+    """The report of the tray loop ``g``: per position the tray's program and wall cycles
+    (and each MoE layer's experts), the verdict."""
+    from sim.flows.decode import tray_loop_report
+    report = tray_loop_report(g, args.prompt, args.layers, args.clock_mhz, bool(args.experts))
+    table = Table(Column("pos", 4, ">"), Column("token", 6, ">"), Column("tray cycles", 11, ">"),
+                  Column("wall", 6, ">"), Column("wall us", 8, ">"),
+                  Column(f"{'experts per layer   ' if args.experts else ''}(SAC cycles; wall: HAC cycles from each "
+                         f"run's HAC read to done, at {args.clock_mhz:g} MHz)", gap=2))
+    print("\n" + table.head(), file=args.human)
+    for row in report.rows:
         experts = row.get("experts", [()] * args.layers)        # a dense layer: an empty column each
-        print(f"{row['position']:>4} {row['input_token']:>6} {row['tray_cycles']:>11} {row['wall_cycles']:>6} "
-              f"{row['tray_us']:>8.3f}  " + "  ".join(",".join(map(str, e)) for e in experts), file=args.human)
-    same = len({(r["tray_cycles"], r["wall_cycles"]) for r in rows}) == 1
-    print(f"\ngenerated: {g['tokens']}", file=args.human)
-    print(f"tray cycles identical for every token: {'yes' if same else 'NO'}", file=args.human)
-    ok = verdict(args, g["problems"], same)
-    if args.json:
-        print_json({"ran": g["engine"] == "RTL", "engine": f"{g['engine']} (tray)", "tiles": args.tiles,
-                    "tokens": g["tokens"], **{k: g[k] for k in ("clock_seed", "ppm", "wire_latencies") if k in g},
-                    "positions": rows, "problems": g["problems"], "passed": ok})
-    return EXIT_OK if ok else EXIT_FAIL
+        print(table.line(row["position"], row["input_token"], row["tray_cycles"], row["wall_cycles"],
+                         f"{row['tray_us']:.3f}", "  ".join(",".join(map(str, e)) for e in experts)), file=args.human)
+    print(f"\ngenerated: {report.figures['tokens']}", file=args.human)
+    print(f"tray cycles identical for every token: {'yes' if report.figures['identical_every_token'] else 'NO'}",
+          file=args.human)
+    return verdict(args, report, {})

@@ -15,11 +15,12 @@ benchmark the simulators, synthesise the tile.
 
 ``lpu SUBCOMMAND --help`` documents each.  Each subcommand is a module of this package
 (``sim/cli/compile.py``, ...) with ``add_parser(sub)``, which declares its options, and
-``run(args)``, which runs them and prints the result; the options and helpers several share
-are in ``options.py`` (parsing) and ``common.py`` (running).  A bad argument or an impossible
-request (an FFN that does not fit, a missing file) is one line on stderr naming the problem
-and exit status 2; ``lpu sim``, ``lpu tray`` and ``lpu c2c`` exit 0 when every check passes
-and 1 when one fails.
+``run(args)``, which runs what they ask for and prints the result (a run's: the flow's
+``sim.report.Report``, ``sim/flows/``, as text or its ``to_json`` with ``--json``); the
+options and helpers several share are in ``options.py`` (parsing) and ``common.py``
+(running).  A bad argument or an impossible request (an FFN that does not fit, a missing
+file) is one line on stderr naming the problem and exit status 2; ``lpu sim``, ``lpu tray``
+and ``lpu c2c`` exit 0 when every check passes and 1 when one fails.
 """
 
 from __future__ import annotations

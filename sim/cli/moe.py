@@ -9,6 +9,7 @@ from pathlib import Path
 from sim.cli.common import EXIT_OK, CliError, print_json, run_on_rtl, tray_base
 from sim.cli.options import (add_subcommand, config_options, nonneg, positive, rtl_run_options, tiles,
                              timeline_options)
+from sim.table import Column, Table
 
 DESCRIPTION = """\
 Compile a mixture-of-experts layer (random SwiGLU experts and router from --seed,
@@ -117,14 +118,9 @@ def run(args) -> int:
     routing_rows = {name: cm.rounds(name) for name in cm.routings}
     if args.no_run:
         return print_routings(cm, man, routing_rows, args, chart)
-
-    def to_json(report):            # without the raw observations
-        runs = [{k: v for k, v in r.items() if k != "observed"} for r in report["runs"]]
-        return {"ran": True, **report, "runs": runs, **chart}
-
     return run_on_rtl(args, lambda progress: run_moe_on_rtl(cm, args.sim, progress=progress, out=args.human),
-                      [man.cycles_max] * sum(len(r) for r in routing_rows.values()), to_json=to_json, ran=True,
-                      **man.summary())
+                      [man.cycles_max] * sum(len(r) for r in routing_rows.values()),
+                      to_json=lambda report: {"ran": True, **report.to_json(), **chart}, ran=True, **man.summary())
 
 
 def draw(cm, man, args) -> dict:
@@ -151,10 +147,10 @@ def draw(cm, man, args) -> dict:
 def print_routings(cm, man, routing_rows: dict, args, chart: dict) -> int:
     """--no-run: each routing's rounds and experts per token."""
     import numpy as np
-    print(f"\n{'routing':<10} {'rounds':>6}  experts per token", file=args.human)
-    for name, rs in routing_rows.items():
-        print(f"{name:<10} {len(rs):>6}  " + "; ".join(",".join(map(str, row)) for row in cm.routings[name]),
-              file=args.human)
+    table = Table(Column("routing", 10), Column("rounds", 6, ">"), Column("experts per token", gap=2))
+    rows = [[name, len(rs), "; ".join(",".join(map(str, row)) for row in cm.routings[name])]
+            for name, rs in routing_rows.items()]
+    print("", *table.text(rows), sep="\n", file=args.human)
     if args.json:
         print_json({"ran": False, **man.summary(),
                     "routings": {n: np.asarray(v).tolist() for n, v in cm.routings.items()},

@@ -17,6 +17,7 @@ from firmware_gen.host import plan as fw_plan
 from firmware_gen.host.model_arch import requested
 from sim.cli.common import EXIT_OK, CliError, print_json
 from sim.cli.options import add_subcommand, json_option
+from sim.table import Column, Table
 
 DESCRIPTION = """\
 What a model's FFN side needs on LP30-scale hardware: the FFN and MoE parameters (dense
@@ -100,17 +101,21 @@ def billions(n) -> str:
     return f"{n / 1e9:,.1f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"
 
 
+PLANS = Table(Column("model", 16), Column("FFN params", 11, ">"), Column("total", 10, ">"), Column("FFN %", 6, ">"),
+              Column("FFN GB", 8, ">"), Column("chips", 6, ">"), Column("trays", 6, ">"), Column("racks", 5, ">"),
+              Column("FFN us/token", 12, ">"), Column("at 150 TB/s", 11, ">"))
+
+
 def table(plans: list) -> str:
-    """The human-readable table."""
-    head = (f"{'model':<16} {'FFN params':>11} {'total':>10} {'FFN %':>6} {'FFN GB':>8} {'chips':>6} "
-            f"{'trays':>6} {'racks':>5} {'FFN us/token':>12} {'at 150 TB/s':>11}")
+    """The human-readable table: a line per model (:data:`PLANS`), then what each figure rests on."""
+    head = PLANS.head()
     lines = [head, "-" * len(head)]
     for p in plans:
         t = p["time"]
-        lines.append(f"{p['title']:<16} {billions(p['params']['ffn']):>11} {billions(p['params']['total']):>10} "
-                     f"{100 * p['params']['ffn_share']:>5.1f}% {p['bytes']['ffn'] / 1e9:>8.1f} "
-                     f"{p['placement']['chips']:>6} {p['placement']['trays']:>6} {p['placement']['racks']:>5} "
-                     f"{t['per_token_us']:>12.1f} {t['lp30_sram_bw_bound_us']:>11.2f}")
+        lines.append(PLANS.line(p["title"], billions(p["params"]["ffn"]), billions(p["params"]["total"]),
+                                f"{100 * p['params']['ffn_share']:.1f}%", f"{p['bytes']['ffn'] / 1e9:.1f}",
+                                p["placement"]["chips"], p["placement"]["trays"], p["placement"]["racks"],
+                                f"{t['per_token_us']:.1f}", f"{t['lp30_sram_bw_bound_us']:.2f}"))
     p0 = plans[0]
     lines += ["", f"dtype {p0['dtype']}: {p0['dtype_note']}",
               f"tile preset {p0['config']} at {p0['clock_mhz']:g} MHz; chips of {fw_plan.LP30_SRAM_BYTES / 1e6:g} MB "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lpu_arch.config import TileConfig
 
-from sim.cli.common import FFN_OPTIONS, CliError, given, load_or_compile, run_on_rtl, shape
+from sim.cli.common import EXIT_FAIL, EXIT_OK, FFN_OPTIONS, CliError, given, load_or_compile, run_on_rtl, shape
 from sim.cli.options import add_subcommand, ffn_options, rtl_run_options
 
 DESCRIPTION = """\
@@ -66,8 +66,9 @@ def run(args) -> int:
         if ignored:
             raise CliError(f"--copy runs its own program and prints a table: leave out {', '.join(ignored)}")
         from sim.flows.ffn import run_copy
-        return run_copy(TileConfig.load(args.config or "default", args.set), args.sim, shape(args)["seed"],
-                        args.waves)
+        report = run_copy(TileConfig.load(args.config or "default", args.set), args.sim, shape(args)["seed"],
+                          args.waves)
+        return EXIT_OK if report.passed else EXIT_FAIL
     c, prog, d = load_or_compile(args)
     checked(prog, args)
 
@@ -77,4 +78,4 @@ def run(args) -> int:
                    out=args.human, checked=not args.unchecked)
 
     return run_on_rtl(args, run_tile, [c.manifest.cycles if c else archmodel.run(prog).cycles], (WavesError,),
-                      lambda report: {**report, "program_dir": str(d)}, program_dir=str(d))
+                      lambda report: {**report.to_json(), "program_dir": str(d)}, program_dir=str(d))

@@ -8,6 +8,7 @@ from sim.cli.common import (EXIT_OK, CliError, config_name, example_from_args, p
 from sim.cli.options import (add_subcommand, config_options, ffn_shape_options, nonneg, positive, rtl_run_options,
                              tiles, timeline_options, weights_options)
 from sim.flows.tray import TRAY_H, TRAY_I
+from sim.table import Column, Table
 
 DESCRIPTION = """\
 Compile an FFN (random weights from --seed) for a tray of tiles linked all-to-all
@@ -79,7 +80,7 @@ def run(args) -> int:
         return print_prediction(ct, args, chart)
     return run_on_rtl(args, lambda progress: run_tray_on_rtl(ct, args.sim, progress=progress, out=args.human,
                                                              repeat=args.repeat),
-                      [man.cycles] * args.repeat, to_json=lambda report: {"ran": True, **report, **chart},
+                      [man.cycles] * args.repeat, to_json=lambda report: {"ran": True, **report.to_json(), **chart},
                       ran=True, **ct.summary())
 
 
@@ -110,10 +111,10 @@ def print_prediction(ct, args, chart: dict) -> int:
         print(line, file=args.human)
     moves = tray_transfers(ct.programs, ct.topo.peer)
     sent, got = Counter(x.src for x in moves), Counter(x.dst for x in moves)
-    print(f"\n{'tile':>4} {'predicted cycles':>16} {'output writes':>13} {'vectors sent':>12} {'received':>8}",
-          file=args.human)
-    for t, m in enumerate(man.tile):
-        print(f"{t:>4} {m.cycles:>16} {len(m.writes):>13} {sent[t]:>12} {got[t]:>8}", file=args.human)
+    table = Table(Column("tile", 4, ">"), Column("predicted cycles", 16, ">"), Column("output writes", 13, ">"),
+                  Column("vectors sent", 12, ">"), Column("received", 8, ">"))
+    rows = [[t, m.cycles, len(m.writes), sent[t], got[t]] for t, m in enumerate(man.tile)]
+    print("", *table.text(rows), sep="\n", file=args.human)
     print(f"\ncycles (SAC, last tile): {man.cycles}"
           + (f"; one tile: {ct.single} ({ct.single / man.cycles:.2f}x)" if ct.single else "")
           + f"; link capacity used: {man.c2c_share:.1%}", file=args.human)

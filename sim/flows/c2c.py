@@ -36,6 +36,7 @@ from firmware_gen.scoreboard import Problem, compare, golden_reference, promise
 from sim.harness.clocks import phase_seed
 from sim.harness.runner import SystemSim, period_fs, system_run
 from sim.harness.scoreboard import tile_observed
+from sim.report import Report
 
 
 BEYOND_SPEC_PPM = 100_000   # the largest clock offset a run takes (TileConfig.max_ppm's own limit)
@@ -273,16 +274,16 @@ def parse_inject(text: str) -> dict:
 
 def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = None, vectors: int = 12,
             spread: int = 700, seed: int = 1, plot=None, beyond_spec: bool = False, out=None,
-            progress=None, inject=None) -> dict:
+            progress=None, inject=None) -> Report:
     """Two tiny tiles exchanging ``vectors`` each way (``spread`` SAC cycles apart) on clocks
     ``ppm`` from nominal over a wire of ``latency`` cycles (default: the declared maximum),
     on the RTL; prints the table on ``out`` (default stdout; the set-up lines go to stderr)
-    and returns the report (``passed``: every write as predicted and equal to the golden
-    model, no link fault, HAC error within ``HAC_ERROR_MAX``).  ``plot``: a picture of
-    the run (``plot_run``: activity, HAC error, program skew, receive buffers).  A clock
-    beyond ``max_ppm`` (unless ``beyond_spec``) or a latency outside the declared range is
-    a ``ConfigError``.  ``inject``: fault injections (``parse_inject``, ``system_run``); the
-    report lists each with the flits it asked for and the flits it hit."""
+    and returns the :class:`Report` (``c2c``, a row per tile; ``passed``: every write as predicted
+    and equal to the golden model, no link fault, HAC error within ``HAC_ERROR_MAX``; its
+    problems: the reasons of a FAIL).  ``plot``: a picture of the run (``plot_run``: activity,
+    HAC error, program skew, receive buffers).  A clock beyond ``max_ppm`` (unless ``beyond_spec``)
+    or a latency outside the declared range is a ``ConfigError``.  ``inject``: fault injections
+    (``parse_inject``, ``system_run``); the report lists each with the flits it asked for and hit."""
     cfg = c2c_config()
     if latency is None:
         latency = cfg.link_latency_max
@@ -331,7 +332,7 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
             "identical to the golden model, no link fault")
     else:
         say(f"\nFAIL: {'; '.join(reasons)}")
-    return {"passed": not reasons, "simulator": sim, "ppm": list(ppm), "latency": latency,
+    data = {"passed": not reasons, "simulator": sim, "ppm": list(ppm), "latency": latency,
             "measured_latency": res["tiles"][1]["c2c"]["latency"], "vectors": len(sched.transfers),
             "min_distance": c2c.min_distance(cfg), "deskew_interval": c2c.deskew_interval(cfg),
             "hac_error": [round(v, 3) for v in res["hac_error"]], "hac_error_max": c2c.HAC_ERROR_MAX,
@@ -341,6 +342,7 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
             "timed_out": bool(res.get("timed_out")), "injections": injections,
             "status": [o["status"] for o in res["tiles"]],
             "build_dir": str(system.build_dir)}
+    return Report.of("c2c", data, rows_key="tiles", problems=reasons)
 
 
 def check_c2c_run(cfg: TileConfig, ppm, latency: int, vectors: int, spread: int, beyond_spec: bool) -> None:

@@ -7,7 +7,8 @@ with the RTL (``sim/tb/decode.py``: the host code runs inside the testbench and 
 the tile for each FFN).  ``check`` compares a run with the golden one and with the
 compiler: the same tokens, every layer's y bit-exact against ``numerics.ffn_int``, every
 layer's cycle count and writes as predicted, identical for every token, and the weights
-and programs loaded once.
+and programs loaded once.  ``loop_report`` (and ``tray_loop_report``, for a loop whose
+FFNs run on a tray) is ``lpu decode``'s report of a loop, a row per token position.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from lpu_arch.topology import Topology
 from sim.harness.clocks import clock_draw, wire_latencies
 from sim.harness.runner import SYSTEM_TIMESCALE, TIMESCALE, SystemSim, TileSim, _run
 from sim.harness.scoreboard import check_wall, tile_observed
+from sim.report import Report
 
 SYNTHETIC = dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0)   # the tiny test model
 # The tiny tile, deep enough for every layer of a 2-layer model resident (lpu decode's tile).
@@ -447,3 +449,36 @@ def tray_position_rows(report: dict, prompt, layers: int, clock_mhz: float, moe:
                      "bytes_to_tray": sum(r["bytes_in"] for r in rs),
                      "bytes_from_tray": sum(r["bytes_out"] for r in rs)})
     return rows
+
+
+# ---- lpu decode's reports ------------------------------------------------------------------
+def loop_report(setup: DecodeSetup, run: dict, golden: dict, clock_mhz: float, hbm_gbs: float) -> Report:
+    """The report of a loop with every layer resident on one tile: ``run``
+    (:func:`run_golden`'s or :func:`run_rtl`'s) checked against ``golden`` (:func:`check`),
+    a row per token position (:func:`position_rows`); passed when there is no problem and
+    the tile's cycles are the same for every token.  Figures the JSON leaves out:
+    ``identical_every_token`` and the golden run's ``host_seconds``."""
+    problems = check(setup, run, golden)
+    rows = position_rows(setup, run, clock_mhz, hbm_gbs)
+    same = len({r["tray_cycles"] for r in rows}) == 1
+    rtl, rm = run["engine"] == "RTL", setup.resident
+    return Report.of("decode", {
+        "ran": rtl, "engine": f"RTL ({run['sim']})" if rtl else run["engine"], "tokens": run["tokens"],
+        "positions": rows, "layer_cycles": [ly.manifest.cycles for ly in rm.layers], "loaded_once": rm.loaded_bytes(),
+        "loaded_per_run": run.get("loaded"), "problems": problems, "passed": not problems and same},
+        rows_key="positions", figures={"identical_every_token": same, "host_seconds": golden["host_s"]})
+
+
+def tray_loop_report(loop: dict, prompt, layers: int, clock_mhz: float, moe: bool) -> Report:
+    """The report of a tray loop (:func:`run_dense_tray_any`'s, :func:`run_moe_tray`'s or
+    :func:`run_tray_rtl`'s ``loop``, of ``layers`` layers): its problems, a row per token
+    position (:func:`tray_position_rows`); passed when there is no problem and the program
+    and wall cycles are the same for every token (``identical_every_token``, a figure the
+    JSON leaves out)."""
+    rows = tray_position_rows(loop, prompt, layers, clock_mhz, moe)
+    same = len({(r["tray_cycles"], r["wall_cycles"]) for r in rows}) == 1
+    return Report.of("decode-tray", {
+        "ran": loop["engine"] == "RTL", "engine": f"{loop['engine']} (tray)", "tiles": loop["tiles"],
+        "tokens": loop["tokens"], **{k: loop[k] for k in ("clock_seed", "ppm", "wire_latencies") if k in loop},
+        "positions": rows, "problems": loop["problems"], "passed": not loop["problems"] and same},
+        rows_key="positions", figures={"identical_every_token": same})

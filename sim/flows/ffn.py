@@ -22,6 +22,12 @@ from firmware_gen.scoreboard import Observed, compare, promise
 from sim.harness.runner import BUILD, SimSetupError, TileSim, job, observed_events
 from sim.harness.scoreboard import check_run, output_rows, read_back
 from sim.harness.waves import build_failure_hint, save_waves
+from sim.report import Report
+from sim.table import Column, Table
+
+
+# lpu sim's summary: a figure (right-aligned) and what it means, per line.
+SUMMARY = Table(Column("", 22), Column("", 8, ">", gap=0), Column("", gap=3))
 
 
 def demo_schedule(cfg: TileConfig, seed: int) -> Scheduler:
@@ -65,7 +71,7 @@ def _save_waves(tile, cfg, dest, say) -> dict:
 
 
 def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=None, progress=None,
-                   out=None, checked: bool = True) -> dict:
+                   out=None, checked: bool = True) -> Report:
     """Run a compiled FFN (``sim.harness.compiled.CompiledFfn``) on the RTL tile and check it.
 
     Checks (``scoreboard.check_run``), against the golden model (``archmodel.run``) and
@@ -73,10 +79,10 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
     count and per-slice busy counts; y read back from the SRAM after the run at the
     manifest's output locations against the integer FFN (bit-exact; the golden model's
     when the program directory has no reference); and reports the error of the read-back
-    y against the float FFN.  Prints the
-    summary table on ``out`` (default stdout) and returns it as a dict whose ``passed``
-    is the verdict.  With ``waves``, the waveform (moved to ``waves_dir`` if given) and a
-    GTKWave view next to it (``sim/harness/waves.py``).  ``progress``: see ``TileSim.run``."""
+    y against the float FFN.  Prints the summary table on ``out`` (default stdout) and
+    returns the :class:`Report` (``ffn``: ``lpu sim --json``'s figures).  With ``waves``,
+    the waveform (moved to ``waves_dir`` if given) and a GTKWave view next to it
+    (``sim/harness/waves.py``).  ``progress``: see ``TileSim.run``."""
     say = functools.partial(print, file=out or sys.stdout, flush=True)
     cfg, prog, man = c.config, c.program, c.manifest
     say(f"FFN: {man.kind} ({c.source.get('activation', '?')}), H={man.H}, I={man.I}, batch={man.batch} "
@@ -109,28 +115,28 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
         "build_dir": str(tile.build_dir),
     }
     rows = [
-        ("cycles taken", f"{cyc:>8}", f"compiler predicted {man.cycles}, golden model {gold.cycles}"),
-        ("SRAM-read bound", f"{man.sram_bound:>8}",
+        ("cycles taken", cyc, f"compiler predicted {man.cycles}, golden model {gold.cycles}"),
+        ("SRAM-read bound", man.sram_bound,
          f"every weight vector read once, all {2 * cfg.mem_slices} MEM slices every cycle"),
-        ("MAC bound", f"{man.mac_bound:>8}", f"{man.mm_count} MMs on 2 MXMs"),
-        ("efficiency", f"{eff:>8.3f}", f"tightest bound ({man.tightest} {man.bound}) / cycles; "
-                                       f"{cyc / man.sram_bound:.3f}x the SRAM-read bound"),
-        ("MXM utilisation", f"{util:>8.3f}", ""),
-        ("output writes", f"{len(res['events']):>8}", f"predicted == observed: {'yes' if writes_ok else 'NO'}"),
+        ("MAC bound", man.mac_bound, f"{man.mm_count} MMs on 2 MXMs"),
+        ("efficiency", f"{eff:.3f}", f"tightest bound ({man.tightest} {man.bound}) / cycles; "
+                                     f"{cyc / man.sram_bound:.3f}x the SRAM-read bound"),
+        ("MXM utilisation", f"{util:.3f}", ""),
+        ("output writes", len(res['events']), f"predicted == observed: {'yes' if writes_ok else 'NO'}"),
         (f"bit-exact vs {'FP8' if cfg.mxm_dtype == 'fp8' else 'int'} FFN",
-         f"{ {True: 'PASS', False: 'FAIL', None: '-'}[exact]:>8}",
+         {True: "PASS", False: "FAIL", None: "-"}[exact],
          "y read back from the SRAM after the run" if exact is not None
          else "no reference output in this program directory"),
     ]
     if err is not None:
-        rows.append(("error vs float", f"{err['cosine']:>8.4f}",
+        rows.append(("error vs float", f"{err['cosine']:.4f}",
                      f"cosine; max abs error {err['max_abs_error']:.4f} "
                      + (f"(E4M3 1.0 = {c.out_scale:.4f})" if cfg.mxm_dtype == "fp8" else f"(output LSB {c.out_scale:.4f})")))
-    rows.append(("simulation", f"{res['wall_run_s']:>7.2f}s",
+    rows.append(("simulation", f"{res['wall_run_s']:.2f}s",
                  f"{report['cycles_per_second'] or 0:,.0f} tile-cycles/s on {sim} (run only, after loading)"))
     say("")
     for label, value, note in rows:
-        say(f"{label:<22}{value}   {note}".rstrip())
+        say(SUMMARY.line(label, value, note).rstrip())
     say("busy cycles (hardware / predicted): " + ", ".join(f"{n} {res['busy'][n]}/{man.busy[n]}" for n in busy))
     for p in problems:
         say("  " + p)
@@ -138,16 +144,16 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
         f"{'bit-exact and at its predicted cycle' if verdict else 'checked (see above)'}")
     if waves:
         report["waves"] = _save_waves(tile, cfg, waves_dir, say)
-    return report
+    return Report.of("ffn", report)
 
 
 def run_program_on_rtl(prog, sim: str = "verilator", waves: bool = False, waves_dir=None, progress=None,
-                       out=None, checked: bool = True) -> dict:
+                       out=None, checked: bool = True) -> Report:
     """Run any program (one without a compiler's manifest, e.g. from ``lpu asm``) on the RTL
     tile and check it against the golden model alone (``archmodel.run``): every MEM write
     (cycle, slice, address, value) as traced, the cycle count, the busy counters, the final
     SRAM of every slice the program writes (read back) and the fault flags.  Prints a short
-    report on ``out`` and returns it as a dict whose ``passed`` is the verdict."""
+    report on ``out`` and returns the :class:`Report` (``program``)."""
     say = functools.partial(print, file=out or sys.stdout, flush=True)
     cfg = prog.config
     gold = archmodel.run(prog)
@@ -168,11 +174,13 @@ def run_program_on_rtl(prog, sim: str = "verilator", waves: bool = False, waves_
               "writes": len(res["events"]), "problems": problems, "build_dir": str(tile.build_dir)}
     if waves:
         report["waves"] = _save_waves(tile, cfg, waves_dir, say)
-    return report
+    return Report.of("program", report)
 
 
-def run_copy(cfg, sim: str = "verilator", seed: int = 1, waves: bool = False) -> int:
-    """``lpu sim --copy``: :func:`demo_schedule` on the RTL, every write against the prediction."""
+def run_copy(cfg, sim: str = "verilator", seed: int = 1, waves: bool = False) -> Report:
+    """``lpu sim --copy``: :func:`demo_schedule` on the RTL, every write against the prediction;
+    prints the table and returns the :class:`Report` (``copy``; ``passed``: every transfer's
+    writes as predicted and the run as the golden model's)."""
     s = demo_schedule(cfg, seed)
     prog = s.program()
     gold = archmodel.run(prog)
@@ -204,5 +212,7 @@ def run_copy(cfg, sim: str = "verilator", seed: int = 1, waves: bool = False) ->
           f"and cycle {'as predicted' if verdict else 'checked (see above)'}")
     if waves:
         _save_waves(tile, cfg, None, print)
-    return 0 if verdict else 1
+    return Report("copy", bool(verdict), problems, {"simulator": sim, "cycles": res["cycles"],
+                                                    "predicted_cycles": s.predicted_cycles(),
+                                                    "golden_model_cycles": gold.cycles, "writes": len(res["events"])})
 

@@ -21,6 +21,7 @@ from lpu_arch.topology import Topology
 from sim.harness.clocks import TrayClocks
 from sim.harness.runner import SystemSim, TileSim, job, system_run
 from sim.harness.scoreboard import tile_observed, traced_memory
+from sim.report import Report
 
 
 @dataclass
@@ -74,12 +75,14 @@ def compile_moe_example(E=8, top_k=2, shared=1, H=8, I=8, tokens=1, tiles=4, cap
     return CompiledMoe(ex, mt, out, clock_seed, mt.programs())
 
 
-def run_moe_on_rtl(cm: CompiledMoe, sim: str = "verilator", progress=None, out=None, latency=None, ppm=None) -> dict:
+def run_moe_on_rtl(cm: CompiledMoe, sim: str = "verilator", progress=None, out=None, latency=None,
+                   ppm=None) -> Report:
     """Run every round of every routing of ``cm`` on the RTL in one simulator invocation
-    and check it; prints a table on ``out`` and returns the report (``passed``, per
-    routing and round: per-tile cycles, writes, busy and outputs as predicted, and the
-    observations for comparing simulators).  ``latency``/``ppm``: the wires' latencies and
-    the tiles' clocks (default: from ``clock_seed``)."""
+    and check it; prints a table on ``out`` and returns the :class:`Report` (``moe``, a row
+    per routing and round: per-tile cycles, writes, busy and outputs as predicted; its
+    ``observed``, every tile's observations of the round, for comparing simulators).
+    ``latency``/``ppm``: the wires' latencies and the tiles' clocks (default: from
+    ``clock_seed``)."""
     say = functools.partial(print, file=out or sys.stdout, flush=True)
     mt, tiles = cm.mt, cm.tiles
     for line in cm.describe():
@@ -112,7 +115,11 @@ def run_moe_on_rtl(cm: CompiledMoe, sim: str = "verilator", progress=None, out=N
     same = len({tuple(r["cycles"]) for r in report}) == 1
     say(f"\nevery routing and round in the same cycles: {'yes' if same else 'NO'}; "
         f"{'PASS' if passed and same else 'FAIL'}")
-    return {"passed": bool(passed and same), "sim": sim, "runs": report, "manifest": man.summary()}
+    runs = [{k: v for k, v in r.items() if k != "observed"} for r in report]
+    problems = [f"{r['routing']} round {r['round']}: {p}" for r in runs for p in r["problems"]]
+    return Report.of("moe", {"passed": bool(passed and same), "sim": sim, "runs": runs, "manifest": man.summary()},
+                     rows_key="runs", observed=[r["observed"] for r in report],
+                     problems=problems + ([] if same else ["the routings and rounds differ in cycles"]))
 
 
 def check_round(cm: CompiledMoe, name: str, r: int, asg: dict, obs_tiles: list) -> dict:

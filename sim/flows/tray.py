@@ -35,6 +35,7 @@ from firmware_gen.scoreboard import Observed, compare, ffn_reference, golden_ref
 from sim.harness.clocks import TrayClocks
 from sim.harness.runner import SystemSim, system_run
 from sim.harness.scoreboard import check_wall, tile_observed, traced_memory
+from sim.report import Report
 
 PRESETS = ("tiny", "default")
 
@@ -120,7 +121,7 @@ def compile_tray(kind: str = "swiglu", H: int = TRAY_H, I: int = TRAY_I, tiles: 
                         clock_seed)
 
 
-def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out=None, repeat: int = 1) -> dict:
+def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out=None, repeat: int = 1) -> Report:
     """Run a compiled tray on the RTL (``hdl/top/system.py``: every tile on its own clock, random
     ppm, phases and wire latencies from ``clock_seed``, ``CompiledTray.clocks``) and check it.
     ``repeat``: run the same programs under that many clock draws in one build and check
@@ -132,7 +133,8 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
     from every tile's traced writes against the integer FFN, bit-exact (the system
     testbench, ``sim/tb/system.py``, does not read the SRAM back); the wall cycles as
     predicted (``scoreboard.check_wall``).  Prints the table on ``out`` (default stdout)
-    and returns the report as a dict whose ``passed`` is the verdict.
+    and returns the :class:`Report` (``tray``, a row per tile; its problems those of every
+    tile, the wall cycles, y and the clock draws).
     ``progress``: see ``TileSim.run`` (one job: the whole tray)."""
     say = functools.partial(print, file=out or sys.stdout, flush=True)
     cfg, man, tiles = ct.cfg, ct.manifest, ct.tiles
@@ -175,7 +177,7 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
         verdict = verdict and same and all(r["passed"] for r in repeats)
     say(f"\n{'PASS' if verdict else 'FAIL'}: FFN on {tiles} tiles ({sim}), every tile's writes and "
         f"cycles {'as predicted' if verdict else 'checked (see above)'}")
-    return {"passed": verdict, "simulator": sim, **ct.summary(), "cycles": cycles,
+    data = {"passed": verdict, "simulator": sim, **ct.summary(), "cycles": cycles,
             "latency": {f"{a}-{b}": v for (a, b), v in sorted(lat.items())},
             "wall_cycles": wall, "wall_cycles_predicted": wall_predicted, "start_cycles": lead,
             "deskew_stall_cycles": stalls,
@@ -185,6 +187,19 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
             "tile": rows, "bit_exact": exact, "y": y.tolist(), "repeats": repeats,
             "run_seconds": round(res["wall_run_s"], 3),
             "build_dir": str(tray.build_dir)}
+    return Report.of("tray", data, rows_key="tile", problems=tray_problems(data, wall_problems))
+
+
+def tray_problems(data: dict, wall_problems: list) -> list:
+    """A tray run's problems in one list, from its JSON (``data``): every tile's (the rows
+    under ``tile``), the wall cycles' (``wall_problems``, ``scoreboard.check_wall``'s), y's
+    and the clock draws' (``repeats``)."""
+    out = [f"tile {r['tile']}: {p}" for r in data["tile"] for p in r["problems"]]
+    out += [f"tile {r['tile']}: link faults {', '.join(r['link_faults'])}" for r in data["tile"] if r["link_faults"]]
+    out += [str(p) for p in wall_problems]
+    out += [] if data["bit_exact"] else ["y is not the integer FFN's"]
+    out += [f"clock draw {r['draw']}: not as predicted" for r in data["repeats"] if not r["passed"]]
+    return out + (["the clock draws' traces differ"] if len({r["digest"] for r in data["repeats"]}) > 1 else [])
 
 
 def check_tile(obs: dict, gold, m) -> list:

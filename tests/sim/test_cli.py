@@ -277,8 +277,10 @@ def test_sim_copy_runs_the_data_movement_demo(capsys):
 
 def test_sim_copy_defaults_to_the_default_tile(capsys, monkeypatch):
     import sim.flows.ffn
+    from sim.report import Report
     seen = []
-    monkeypatch.setattr(sim.flows.ffn, "run_copy", lambda cfg, sim_, seed, waves: seen.append((cfg, sim_, seed, waves)) or 0)
+    monkeypatch.setattr(sim.flows.ffn, "run_copy",
+                        lambda cfg, sim_, seed, waves: seen.append((cfg, sim_, seed, waves)) or Report("copy", True))
     assert run(capsys, "sim", "--copy", "--sim", "icarus")[0] == 0
     assert run(capsys, "sim", "--copy", "--config", "tiny", "--seed", "5", "--waves")[0] == 0
     assert seen == [(TileConfig.default(), "icarus", 1, False), (TileConfig.tiny(), "verilator", 5, True)]

@@ -56,13 +56,13 @@ def test_moe_routings_on_the_rtl(mapping, tiles, sims):
     for sim in sims:
         report = run_moe_on_rtl(cm, sim, latency=lat, ppm=ppm)
         bad = [f"{r['routing']} round {r['round']}: {(r['problems'] or ['outputs'])[0]}"
-               for r in report["runs"] if not r["passed"]]
+               for r in report.rows if not r["passed"]]
         assert not bad, f"{sim}: " + "; ".join(bad)
-        assert all(r["cycles"] == predicted for r in report["runs"]), sim
+        assert all(r["cycles"] == predicted for r in report.rows), sim
         seen[sim] = report
     if len(seen) == 2:
-        a, b = (r["runs"] for r in seen.values())
-        problems = [f"{ra['routing']}/{ra['round']} tile {t}: {p}" for ra, rb in zip(a, b)
-                    for t, (oa, ob) in enumerate(zip(ra["observed"], rb["observed"]))
+        a, b = seen.values()
+        problems = [f"{r['routing']}/{r['round']} tile {t}: {p}" for r, ra, rb in zip(a.rows, a.observed, b.observed)
+                    for t, (oa, ob) in enumerate(zip(ra, rb))
                     for p in diff_runs(oa, ob, tuple(seen))]
         assert not problems, "the simulators disagree:\n" + "\n".join(problems)

@@ -1,0 +1,91 @@
+"""Tables, laid out one way: Markdown for the bench's results (``bench/results/bench.md``),
+aligned plain text for what ``lpu`` prints.
+
+A :class:`Table` is its columns; the caller formats each cell (``f"{x:.3f}"``) and the
+table lays the cells out: ``| a | b |`` rows under a header and an alignment row
+(``---`` or ``---:``) in Markdown, or each cell padded to its column's width, the columns
+separated by their gaps, in text.  A text line may stop before the last columns (a header
+whose last column is a note the rows leave out), and it is printed as it comes, so that a
+run can print each row as it checks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a :class:`Table`.
+
+    Parameters
+    ----------
+    head : str
+        The column's title.
+    width : int
+        Text: the cells' width, each padded to it (0: as they come; a wider cell is not cut).
+    align : str
+        ``"<"`` (left) or ``">"`` (right): the text's padding and Markdown's alignment row.
+    gap : int or None
+        Text: the spaces before the column (default: 1, none before the first column).
+    """
+    head: str
+    width: int = 0
+    align: str = "<"
+    gap: int | None = None
+
+    def __post_init__(self):
+        if self.align not in ("<", ">"):
+            raise ValueError(f"column {self.head!r}: align is '<' or '>', not {self.align!r}")
+
+
+class Table:
+    """Columns laid out as Markdown or aligned text; a column given as a string is
+    ``Column(that string)``.
+
+    Parameters
+    ----------
+    *columns : Column or str
+        The columns, left to right.
+    """
+
+    def __init__(self, *columns: Column | str):
+        self.columns = tuple(c if isinstance(c, Column) else Column(c) for c in columns)
+
+    # ---- Markdown ----
+    def markdown(self, rows: Iterable[Sequence]) -> list[str]:
+        """The header, the alignment row and one line per row of cells."""
+        return [*self.markdown_head(), *(self.markdown_row(*row) for row in rows)]
+
+    def markdown_head(self) -> list[str]:
+        """The Markdown header and alignment row (``---``, or ``---:`` for a right column)."""
+        return [self.markdown_row(*(c.head for c in self.columns)),
+                "|" + "|".join("---:" if c.align == ">" else "---" for c in self.columns) + "|"]
+
+    def markdown_row(self, *cells) -> str:
+        """One Markdown row of ``cells`` (``str`` of each), one per column."""
+        if len(cells) != len(self.columns):
+            raise ValueError(f"a row of {len(cells)} cells in a table of {len(self.columns)} columns")
+        return "| " + " | ".join(str(v) for v in cells) + " |"
+
+    # ---- text ----
+    def head(self) -> str:
+        """The text header: every column's title, padded as its cells are."""
+        return self.line(*(c.head for c in self.columns))
+
+    def line(self, *cells) -> str:
+        """One text line of ``cells`` (``str`` of each), left to right; fewer cells than
+        columns: the line ends after the last one given."""
+        if len(cells) > len(self.columns):
+            raise ValueError(f"a line of {len(cells)} cells in a table of {len(self.columns)} columns")
+        out = []
+        for k, (c, v) in enumerate(zip(self.columns, cells)):
+            gap = (0 if k == 0 else 1) if c.gap is None else c.gap
+            text = str(v)
+            out.append(" " * gap + (text.rjust(c.width) if c.align == ">" else text.ljust(c.width)))
+        return "".join(out)
+
+    def text(self, rows: Iterable[Sequence], head: bool = True) -> list[str]:
+        """The text header (unless not ``head``) and one line per row."""
+        return ([self.head()] if head else []) + [self.line(*row) for row in rows]
