@@ -192,10 +192,10 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
 
 def tray_problems(data: dict, wall_problems: list) -> list:
     """A tray run's problems in one list, from its JSON (``data``): every tile's (the rows
-    under ``tile``), the wall cycles' (``wall_problems``, ``scoreboard.check_wall``'s), y's
-    and the clock draws' (``repeats``)."""
+    under ``tile``; their link faults among them, the scoreboard's ``faults`` part), the wall
+    cycles' (``wall_problems``, ``scoreboard.check_wall``'s), y's and the clock draws'
+    (``repeats``)."""
     out = [f"tile {r['tile']}: {p}" for r in data["tile"] for p in r["problems"]]
-    out += [f"tile {r['tile']}: link faults {', '.join(r['link_faults'])}" for r in data["tile"] if r["link_faults"]]
     out += [str(p) for p in wall_problems]
     out += [] if data["bit_exact"] else ["y is not the integer FFN's"]
     out += [f"clock draw {r['draw']}: not as predicted" for r in data["repeats"] if not r["passed"]]
