@@ -19,7 +19,7 @@ import random
 from lpu_arch import TileConfig
 from lpu_arch.topology import Topology
 
-RUNS_PER_SEED = 1000      # phase seeds of one clock_seed: clock_seed * RUNS_PER_SEED + run
+RUNS_PER_SEED = 1000      # phase seeds: clock_seed * RUNS_PER_SEED + run
 
 
 def wire_latencies(cfg: TileConfig, tiles: int, clock_seed: int) -> dict:
@@ -38,10 +38,8 @@ def clock_draw(cfg: TileConfig, tiles: int, clock_seed: int, draw: int = 0) -> l
 
 def phase_seed(clock_seed: int, run: int = 0) -> int:
     """The seed of the clock phases of run ``run`` (0, 1, ... in one simulator invocation)
-    of a multi-tile run from ``clock_seed``."""
-    if not 0 <= run < RUNS_PER_SEED:
-        raise ValueError(f"run {run} is outside 0..{RUNS_PER_SEED - 1}: one clock seed draws "
-                         f"the phases of at most {RUNS_PER_SEED} runs")
+    of a multi-tile run from ``clock_seed``.  Any number of runs may draw from one seed; the
+    first ``RUNS_PER_SEED`` of a seed share no phase seed with another clock seed's."""
     return clock_seed * RUNS_PER_SEED + run
 
 
