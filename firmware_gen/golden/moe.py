@@ -1,45 +1,15 @@
 """Numerics of a mixture-of-experts layer: routing, the integer golden model of the experts
-and the host's combine (``docs/moe.md``).
+and the host's combine (``docs/moe.md``: the layer, the gatings, ties).
 
-The layer (``x`` one token of width ``H``; ``E`` routed SwiGLU experts ``FFN_e``, ``S``
-shared ones, a router ``W_r`` of ``E x H``)::
-
-    (idx, gate) = route(x)                  top_k experts and their weights, host side, float64
-    y = sum_j gate_j FFN_idx_j(x) + sum_s FFN_s(x)
-
-Routing and combining happen on the host (in attention-FFN disaggregation the attention
-side computes the router in float and sums the experts' outputs; brief section 5).  The
-tray runs, per token, the ``top_k`` selected routed experts and every shared expert on
-the token's int8 ``x``, each an ordinary :class:`~firmware_gen.golden.numerics.FfnSpec`, and
-returns each one's int8 output.  All experts of a layer share one static input scale
-(``MoeSpec.x_scale``), so a token is quantised once and the same bytes go to every expert;
-each expert has its own static ``out_scale``.  The gates are data of the host and never
-reach the tray: :func:`moe_int` (what the tray must reproduce bit for bit) takes the
-selected indices only, :func:`combine` applies the gates in float64.
-
-Gatings (:class:`Router`; both computed in float64 numpy from the float ``x``, logits
-``l = W_r x``):
-
-* ``'sigmoid-grouped'``, DeepSeek-V3/R1 (``topk_method: noaux_tc``): scores
-  ``s = sigmoid(l)``; selection scores ``c = s + bias`` (``e_score_correction_bias``; it
-  changes which experts are selected, never their weights); the experts form ``n_group``
-  groups of ``E / n_group`` consecutive indices, a group's score is the sum of its top
-  ``min(2, E / n_group)`` values of ``c``, the ``topk_group`` best groups are kept and the
-  others' ``c`` set to ``-inf``; the ``top_k`` largest ``c`` are selected; their gates are
-  the *unbiased* ``s``, divided by their sum (``+ 1e-20``) if ``norm_topk_prob`` and
-  ``top_k > 1``, times ``routed_scaling_factor``.  This is ``MoEGate`` of the Hugging Face ``modeling_deepseek.py``
-  with the excluded groups masked to ``-inf`` as in DeepSeek's own ``inference/model.py``
-  (the HF code fills 0.0, which differs only when fewer than ``top_k`` experts of the kept
-  groups have a positive biased score).
-* ``'softmax'``, Qwen3-MoE (``Qwen3MoeSparseMoeBlock``): ``p = softmax(l)`` over all ``E``
-  experts, the ``top_k`` largest selected, their ``p`` renormalised to sum 1 if
-  ``norm_topk_prob``, times ``routed_scaling_factor`` (1.0 for Qwen).  No bias, no groups.
-
-A token's routing depends on that token only (not on the batch it comes in).  Ties
-(equal scores, at the group or the expert stage) go to the lowest index, where
-``torch.topk`` leaves the order unspecified; the ``top_k`` selected experts are listed in
-descending order of their selection score (ties: lowest index first), and that is the
-order of :attr:`MoeStages.routed` too.
+``(idx, gate) = route(x)`` (host side, float64), ``y = sum_j gate_j FFN_idx_j(x) + sum_s
+FFN_s(x)``.  Routing and combining happen on the host; the tray runs, per token, the
+``top_k`` selected routed experts and every shared expert on the token's int8 ``x``, each
+an ordinary :class:`~firmware_gen.golden.numerics.FfnSpec`.  All experts of a layer share
+one static input scale (``MoeSpec.x_scale``), so a token is quantised once; each expert
+has its own ``out_scale``.  The gates never reach the tray: :func:`moe_int` (what the tray
+must reproduce bit for bit) takes the selected indices only, :func:`combine` applies the
+gates in float64.  Ties go to the lowest index; the selected experts are listed in
+descending order of selection score, the order of :attr:`MoeStages.routed` too.
 """
 
 from __future__ import annotations
