@@ -1,21 +1,13 @@
-"""An FFN split across a tray of tiles (2, 4 or 8, all-to-all).
+"""An FFN split across a tray of tiles (2, 4 or 8, all-to-all; ``docs/tray.md`` says how
+and why).
 
-Partition (``docs/tray.md`` says why): tensor-parallel over the intermediate dimension for
-``W1``/``W3`` and over the output dimension for ``W2``, with an all-gather of ``h``:
-
-1. Every tile holds all of x, its share of ``W1``/``W3``'s rows (intermediate blocks) and
-   its share of ``W2``'s rows (output blocks): 1/N of every matrix.
-2. Each tile computes its h blocks (as on one tile); the VXM result goes into both local
-   MXMs' x slots and, on its way, into a MEM slice.
-3. Each h vector is read back and sent to every other tile (``SEND``; links are
-   all-to-all).  The receiver's C2C slice (``RECV``) hands it to the SXM next to it, which
-   drives it both ways (``SHIFT k=0``) into both MXMs' x slots.
-4. Each tile computes its output blocks of ``y = W2 h`` over all h blocks, its own first,
-   the others in arrival order, and writes them to its MEM.
-
-The integers are the single tile's: h is exchanged as int8 after its requantisation, and
-each output block is accumulated on one MXM over all of I, so the output is bit-identical
-to ``numerics.ffn_int``.  Everything is in SAC time; every tile's program starts with
+Tensor-parallel over the intermediate dimension for ``W1``/``W3`` and over the output
+dimension for ``W2``, with an all-gather of ``h``: each tile computes its h blocks, sends
+each to every other tile (``SEND``; the receiver's ``RECV`` hands it to an SXM that drives
+it into both MXMs' x slots), then its output blocks of ``y = W2 h`` over all h blocks, its
+own first.  h is exchanged as int8 after its requantisation and each output block is
+accumulated on one MXM over all of I, so the output is bit-identical to
+``numerics.ffn_int``.  Everything is in SAC time; every tile's program starts with
 ``DESKEW`` and has a ``RUNTIME_DESKEW`` every ``c2c.deskew_interval`` cycles.
 """
 
@@ -142,32 +134,13 @@ class TrayPlan:
     """The placement of one FFN on a tray: each tile's share of it (:func:`tray_parts`), an
     :class:`FfnPlan` whose h leaves through :class:`MulticastH`, and the links they share.
 
-    Parameters
-    ----------
-    cfg, spec, x
-        The tile, the quantised FFN and its int8 input.
-    tiles : int
-        The tray's tiles, 2, 4 or 8.
-    defer : bool
-        Receive the h vectors after every tile's phase 1 (:meth:`receive`), or each as soon
-        as it is sent (when deferring would overflow a receive buffer, :func:`plan_tray`).
-    states : list of TileState, optional
-        Per tile, the state its plan places onto (a resident model's layer, after the
-        earlier ones); default: fresh tiles.
-    links : TrayLinks, optional
-        The links of another placement whose tiles this one continues (an MoE slot beside
-        the shared expert, ``moe_tray.py``); then ``make_plan(t, i_blocks, j_blocks,
-        h_route)`` builds tile t's plan on that tile's state, with the blocks ``parts``
-        (:func:`tray_parts`) give it.
-
-    Members
-    -------
-    plans : list of FfnPlan
-        Each tile's plan.
-    links : TrayLinks
-        The tray's links, their bookings and the streams for h.
-    transfers : int
-        The h vectors sent over links so far.
+    ``defer``: receive the h vectors after every tile's phase 1 (:meth:`receive`), or each as
+    soon as it is sent (when deferring would overflow a receive buffer, :func:`plan_tray`).
+    ``states``: per tile, the state its plan places onto (default: fresh tiles).  ``links``:
+    those of another placement whose tiles this one continues (an MoE slot beside the shared
+    expert); then ``make_plan(t, i_blocks, j_blocks, h_route)`` builds tile t's plan with the
+    blocks ``parts`` give it.  Members: ``plans`` (each tile's :class:`FfnPlan`), ``links``
+    and ``transfers`` (the h vectors sent over links so far).
     """
 
     def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int, defer: bool = True,
