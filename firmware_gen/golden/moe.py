@@ -69,28 +69,16 @@ def _top(scores, k):
 # ---- the router ------------------------------------------------------------------------------
 @dataclass
 class Router:
-    """The float router of a MoE layer and its gating (see the module docstring).
+    """The float router of a MoE layer and its gating (``docs/moe.md``, *Gatings*)."""
 
-    Attributes
-    ----------
-    weight : float (E, H) array, ``model.layers.N.mlp.gate.weight``.
-    top_k : int, experts selected per token (``num_experts_per_tok``), 1..E.
-    gating : 'sigmoid-grouped' (DeepSeek-V3) or 'softmax' (Qwen3-MoE).
-    bias : float (E,) array or None, ``e_score_correction_bias`` ('sigmoid-grouped' only).
-    n_group, topk_group : groups of experts and how many are kept per token
-        ('sigmoid-grouped'; 1 and 1 = no group limit; 'softmax' needs 1, 1).
-    routed_scaling_factor : float > 0 multiplying every gate (DeepSeek-V3: 2.5).
-    norm_topk_prob : bool, renormalise the selected weights to sum 1 (before the scaling).
-    """
-
-    weight: np.ndarray
-    top_k: int
-    gating: str = "sigmoid-grouped"
-    bias: np.ndarray | None = None
-    n_group: int = 1
-    topk_group: int = 1
-    routed_scaling_factor: float = 1.0
-    norm_topk_prob: bool = True
+    weight: np.ndarray                  # (E, H), model.layers.N.mlp.gate.weight
+    top_k: int                          # experts selected per token (num_experts_per_tok), 1..E
+    gating: str = "sigmoid-grouped"     # DeepSeek-V3; or 'softmax' (Qwen3-MoE)
+    bias: np.ndarray | None = None      # (E,) e_score_correction_bias ('sigmoid-grouped' only)
+    n_group: int = 1                    # groups of experts, and how many are kept per token
+    topk_group: int = 1                 # (1 and 1: no group limit; 'softmax' needs 1, 1)
+    routed_scaling_factor: float = 1.0  # multiplies every gate (DeepSeek-V3: 2.5)
+    norm_topk_prob: bool = True         # renormalise the selected weights to sum 1 (before the scaling)
 
     def __post_init__(self):
         if self.gating not in GATINGS:
@@ -336,20 +324,12 @@ def quantise_input(spec: MoeSpec, x_float):
 
 @dataclass
 class MoeStages:
-    """The integer golden model's stages for T tokens.
+    """The integer golden model's stages for T tokens."""
 
-    Attributes
-    ----------
-    x : int8 (T, H), the input every expert of a token receives.
-    indices : int64 (T, top_k), the routed experts of each token (from the host).
-    routed : int8 (T, top_k, H), ``routed[t, j] = ffn_int(experts[indices[t, j]], x[t])``.
-    shared : int8 (T, S, H), ``shared[t, s] = ffn_int(shared[s], x[t])``.
-    """
-
-    x: np.ndarray
-    indices: np.ndarray
-    routed: np.ndarray
-    shared: np.ndarray
+    x: np.ndarray            # int8 (T, H): the input every expert of a token receives
+    indices: np.ndarray      # int64 (T, top_k): the routed experts of each token (from the host)
+    routed: np.ndarray       # int8 (T, top_k, H): routed[t, j] = ffn_int(experts[indices[t, j]], x[t])
+    shared: np.ndarray       # int8 (T, S, H): shared[t, s] = ffn_int(shared[s], x[t])
 
 
 def moe_int(spec: MoeSpec, x_int8, indices) -> MoeStages:

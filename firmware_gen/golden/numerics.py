@@ -128,43 +128,28 @@ class FfnShape:
 class FfnSpec(FfnShape):
     """A quantised FFN: int8 weights, int32 biases, requant parameters and the table.
 
-    Attributes
-    ----------
-    kind : {'swiglu', 'classic'}
-    W1, W2, W3 : int8 arrays, I x H, H x I and I x H (``W3`` for 'swiglu' only, else None).
-    b1, b2 : int32 arrays of I and H entries ('classic' only, else None), in the
-        accumulator's units (scale ``x_scale * w_scale[row]``).
-    rq1 : (multiplier, shift) for ``W1 x (+ b1)`` -> int8, scalars or one per row of W1.
-    rq2 : (multiplier, shift) for ``W2 . (+ b2)`` -> int8 output, scalars or one per row of W2.
-    rq3 : (multiplier, shift) for ``W3 x`` -> int8 ('swiglu' only, else None).
-    rq_mul : (multiplier, shift) for the gate product ('swiglu' only, else None).
-    table : int8 array of 256 entries, the activation applied to the rq1 output.
-    x_scale : float
-        Real value of one LSB of the int8 input.
-    out_scale : float, or an array of H
-        Real value of one LSB of the int8 output, for all of it or per output row.
-    dtype : {'int8', 'fp8'}
-        The tile's number format (``TileConfig.mxm_dtype``).  With ``'fp8'`` the weights,
-        the input, ``h``, the output and the table's entries are E4M3 codes (uint8),
-        ``x_scale`` and ``out_scale`` are the real values of E4M3's 1.0, the
-        requantisations round to E4M3 (:func:`requantise_fp8`) and a bias field is added
-        at ``fp8.BIAS_SHIFT`` (``docs/numerics.md``, "FP8").
+    ``b1``, ``b2`` are in the accumulator's units (scale ``x_scale * w_scale[row]``); each
+    ``rq*`` is ``(multiplier, shift)``, scalars or one per row; ``table`` is applied to the
+    rq1 output.  With ``dtype='fp8'`` (``TileConfig.mxm_dtype``) the weights, the input,
+    ``h``, the output and the table's entries are E4M3 codes (uint8), the scales are the real
+    values of E4M3's 1.0, the requantisations round to E4M3 (:func:`requantise_fp8`) and a
+    bias field is added at ``fp8.BIAS_SHIFT`` (``docs/numerics.md``, "FP8").
     """
 
-    kind: str
-    W1: np.ndarray
-    W2: np.ndarray
-    table: np.ndarray
-    rq1: tuple
-    rq2: tuple
-    W3: np.ndarray | None = None
-    b1: np.ndarray | None = None
-    b2: np.ndarray | None = None
-    rq3: tuple | None = None
-    rq_mul: tuple | None = None
-    x_scale: float = 1.0
-    out_scale: float | np.ndarray = 1.0
-    dtype: str = "int8"
+    kind: str                          # 'swiglu' or 'classic'
+    W1: np.ndarray                     # I x H
+    W2: np.ndarray                     # H x I
+    table: np.ndarray                  # 256 int8 entries
+    rq1: tuple                         # W1 x (+ b1) -> int8
+    rq2: tuple                         # W2 . (+ b2) -> int8 output
+    W3: np.ndarray | None = None       # I x H, 'swiglu' only
+    b1: np.ndarray | None = None       # int32 (I,), 'classic' only
+    b2: np.ndarray | None = None       # int32 (H,), 'classic' only
+    rq3: tuple | None = None           # W3 x -> int8, 'swiglu' only
+    rq_mul: tuple | None = None        # the gate product, 'swiglu' only
+    x_scale: float = 1.0               # real value of one LSB of the int8 input
+    out_scale: float | np.ndarray = 1.0    # of the int8 output: one, or per output row
+    dtype: str = "int8"                # 'int8' or 'fp8'
 
     def __post_init__(self):
         I, H = _check_shapes(self.kind, self.W1, self.W2, self.W3, self.b1, self.b2)
