@@ -394,9 +394,11 @@ def wordpiece(text: str, vocab) -> list[int]:
 
 def from_bert(path, heads: int | None = None) -> tuple[Decoder, list]:
     """A BERT checkpoint (``.safetensors``, Hugging Face names without or with a ``bert.``
-    prefix, e.g. all-MiniLM-L6-v2's) run as a decoder (module docstring), with its
-    vocabulary (``vocab.txt`` beside the file).  ``heads`` defaults to the
-    ``num_attention_heads`` of the ``config.json`` beside the file.  Returns ``(model, vocab)``."""
+    prefix, e.g. all-MiniLM-L6-v2's) run as a decoder, with its vocabulary (``vocab.txt``
+    beside the file): every weight its own (embeddings with positions and their LayerNorm,
+    attention with biases, each block's two LayerNorms after the residual add, the GELU
+    FFNs), attention causal over the KV cache, the LM head tied to the word embeddings.
+    ``heads`` defaults to ``num_attention_heads`` of the ``config.json`` beside the file."""
     path = Path(path)
     f = open_weights(path)
     prefix = "bert." if "bert.embeddings.word_embeddings.weight" in f.names else ""

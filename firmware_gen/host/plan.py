@@ -109,8 +109,8 @@ def moe_layer_ffn(arch: Arch) -> dict:
 
 
 def count_params(arch: Arch) -> dict:
-    """Every parameter by kind (see the module docstring); ``total``, ``main`` (without the
-    MTP layers), ``ffn`` and ``ffn_share``."""
+    """Every parameter by kind (``docs/plan.md``, "Parameter arithmetic"); ``total``,
+    ``main`` (without the MTP layers), ``ffn`` and ``ffn_share``."""
     H = arch.hidden
     att = attention_params(arch.attention, H)
     per_moe = moe_layer_ffn(arch)
