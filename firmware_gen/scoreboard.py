@@ -1,25 +1,17 @@
 """The scoreboard: what a run did against what was promised of it, part by part.
 
-A run is *observed* (:class:`Observed`): on the RTL, the testbench's trace and registers
-(``sim/harness/scoreboard.py`` reads them); or the golden model's run standing in for the
-tile (:func:`golden_observed`).  It is checked against *references* (:class:`Reference`): the
-compiler's promise (:func:`promise`: every MEM write with its cycle and value, the cycle
-count, the busy counters), the golden model (:func:`golden_reference`: the same, its final memory
-and its NaN-operand prediction), the outputs' integer reference (``numerics.ffn_int``,
+A run is *observed* (:class:`Observed`: the testbench's trace and registers, read by
+``sim/harness/scoreboard.py``, or the golden model's run, :func:`golden_observed`) and checked
+against *references* (:class:`Reference`): the compiler's promise (:func:`promise`), the golden
+model (:func:`golden_reference`), the outputs' integer reference (``numerics.ffn_int``,
 ``moe.moe_int``) and an armed tray run's predicted wall cycles.
 
 :func:`compare` is the one check.  Each *part* (:data:`PARTS`) compares one kind of
-observation with every reference that speaks of it and returns :class:`Problem` s that
-name the part.  A part runs where the observation and a reference both have its data; a
-caller that wants a weaker check names the parts it skips (``skip=``) and says why.  The
-next check (bytes loaded per run, faults over a session of runs, attention outputs,
-KV-cache rows) is a new part: a field on :class:`Observed` and on :class:`Reference`, a
-function, a line in ``_CHECKS``.
-
-It lives in ``firmware_gen``, not in ``sim``, because the compiler's own code checks the
-golden model against its promises with it (``moe_tray.MoeTray.round_problems``) and
-``firmware_gen`` does not import ``sim``; ``sim/harness/scoreboard.py`` turns a testbench's
-observation into an :class:`Observed` and uses :func:`compare` from here.
+observation with every reference that speaks of it, where both have its data; a caller that
+wants a weaker check names the parts it skips (``skip=``).  A new check is a new part: a
+field on :class:`Observed` and :class:`Reference`, a function, a line in ``_CHECKS``.  It
+lives in ``firmware_gen`` because the compiler's own code uses it
+(``MoeTray.round_problems``) and ``firmware_gen`` does not import ``sim``.
 """
 
 from __future__ import annotations

@@ -117,18 +117,12 @@ def rounds(indices, E: int, tiles: int, capacity: int, mapping: str = "ep") -> l
 
 class MoeTray:
     """Compile an MoE layer (``moe.MoeSpec``) applied to int8 tokens ``x`` (T, H) for
-    ``tiles`` tiles (1: a single tile).
-
-    ``mapping="ep"`` (expert parallelism): tile t holds experts t*E/N ..; ``capacity``
-    slots per tile and token.  ``mapping="tp"`` (tensor parallelism): every tile holds
-    1/N of every expert; a token's ``top_k`` experts each run over the whole tray like a
-    dense tray FFN (h all-gathered over the links), so the capacity is ``top_k`` and no
-    routing exceeds it.
-
-    ``hosts[t]`` is the plan that owns tile t's
-    :class:`~firmware_gen.compiler.tile_state.TileState` (the shared expert's share, or x
-    alone); the tile's experts are laid out on it (``layouts[t]``, ``templates[t]``) and
-    every slot on the tile (``slot_plans[(t, token, j)]``, an ``ExpertSlot``) places onto it."""
+    ``tiles`` tiles (1: a single tile).  ``mapping="ep"``: tile t holds experts t*E/N ..,
+    ``capacity`` slots per tile and token; ``"tp"``: every tile holds 1/N of every expert, a
+    token's experts each run over the whole tray like a dense tray FFN (capacity ``top_k``).
+    ``hosts[t]`` owns tile t's state (the shared expert's share, or x alone); the tile's
+    experts (``layouts[t]``, ``templates[t]``) and slots (``slot_plans[(t, token, j)]``)
+    place onto it."""
 
     def __init__(self, spec: MoeSpec, x, cfg: TileConfig | None = None, tiles: int = 8, capacity: int | None = None,
                  mapping: str = "ep"):

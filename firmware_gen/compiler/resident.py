@@ -1,16 +1,10 @@
 """Every layer of a model resident on one tile (the decode loop, ``docs/afd.md``).
 
-``compile_resident(specs, cfg)`` places each layer's FFN as ``compile_ffn`` does, but
-each at its own MEM rows (after the previous layers'), its own VXM parameter entries and
-its own activation table (the entries' ``table`` field), and lowers every layer's program
-into the same instruction queues one after the other: layer ``l`` begins at instruction
-``entry[l]`` of every queue, and the host starts it by writing ``Csr.ENTRY``.  So the
-weights, parameters, tables and programs are loaded once; per token and layer only the
-layer's input x (its ``x_rows``) crosses the host bus one way and its output y (its
-``outputs``) the other.
-
-Each layer's schedule is fixed at compile time, so its cycle count (``Manifest.cycles``)
-is the same for every token.
+``compile_resident(specs, cfg)`` places each layer's FFN as ``compile_ffn`` does, at its
+own MEM rows, VXM parameter entries and activation table, and lowers every layer's program
+into the same queues one after the other (layer ``l`` from instruction ``entry[l]``, started
+by writing ``Csr.ENTRY``).  Everything is loaded once; per token and layer only x and y
+cross the host bus, and each layer's cycle count is the same for every token.
 """
 
 from __future__ import annotations

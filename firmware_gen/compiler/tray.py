@@ -370,10 +370,8 @@ def plan_tray(cfg: TileConfig, spec: FfnSpec, x, tiles: int, before_phase2=None,
 
 
 def compile_ffn_tray(spec: FfnSpec, x, cfg: TileConfig | None = None, tiles: int = 8):
-    """Compile an FFN for ``tiles`` tiles; returns (programs, TrayManifest).
-
-    Each tile's :class:`Manifest` predicts its own MEM writes (its share of y's blocks) and
-    its cycle count, in SAC time."""
+    """Compile an FFN for ``tiles`` tiles; returns (programs, TrayManifest), each tile's
+    :class:`Manifest` predicting its share of y's writes and its cycles, in SAC time."""
     ly = _compile_tray(spec, x, cfg, tiles)[0]
     return ly.programs, ly.manifest
 
@@ -406,8 +404,7 @@ class TrayLayer:
 
     def programs_for(self, x_int8, memories=None) -> list[Program]:
         """Every tile's program with ``x`` ((H,) or (B, H) int8) in its x rows, over
-        ``memories`` (per tile, e.g. the tray's after the previous run; default: the
-        compiled images)."""
+        ``memories`` (per tile; default: the compiled images)."""
         out = []
         for t, (p, rows) in enumerate(zip(self.programs, self.x_rows)):
             mem = {m: a.copy() for m, a in (p.memory if memories is None else memories[t]).items()}
@@ -429,12 +426,9 @@ def compile_tray_layer(spec: FfnSpec, cfg: TileConfig | None = None, tiles: int 
 
 @dataclass
 class ResidentTray:
-    """Every layer of a dense model resident on a tray (the decode loop's layers larger than
-    one tile, ``sim.flows.decode.run_dense_tray``): per tile, every layer's weights at its own
-    rows, its VXM parameters at its own entries (each naming the layer's activation table)
-    and its program at ``entries[l]`` of every queue (padded with HALT), as
-    ``resident.compile_resident`` does on one tile.  ``layers[l].programs``: layer l's
-    queues alone over the tiles' shared memories, parameters and tables."""
+    """Every layer of a dense model resident on a tray, laid out on each tile as
+    ``resident.compile_resident`` does on one; ``layers[l].programs``: layer l's queues
+    alone over the tiles' shared memories, parameters and tables."""
     layers: list                   # TrayLayer per layer
     entries: list                  # the instruction layer l begins at, on every tile and queue
     images: list                   # per tile: queue name -> 64-bit words of every layer
@@ -449,9 +443,8 @@ class ResidentTray:
 
 
 def compile_resident_tray(specs: list, cfg: TileConfig | None = None, tiles: int = 8) -> ResidentTray:
-    """Place every layer's dense FFN (``specs``) on a tray of ``tiles`` tiles of ``cfg``, all
-    of them resident; a model that does not fit is a ``CompileError`` naming the limit and
-    the layer where it runs out."""
+    """Place every layer's dense FFN (``specs``) resident on a tray of ``tiles`` tiles; a
+    model that does not fit is a ``CompileError`` naming the limit and the layer."""
     cfg = cfg or TileConfig.default()
     check_layers(specs, cfg)
     tcfg = tray_config(cfg, tiles)
