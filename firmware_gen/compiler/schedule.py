@@ -45,7 +45,6 @@ class Copy:
 
     @property
     def write_cycle(self) -> int:
-        """Cycle of the first WRITE at the destination."""
         return self.read_cycle + READ_LATENCY + self.distance    # (timing.read_lead)
 
     @property

@@ -33,7 +33,6 @@ def read_probe(stream: int, dir: int) -> Instr:
 
 
 def _slot(slot, side):
-    """An MM's x slot: one for every MXM, or a per-MXM dict."""
     return slot[side] if isinstance(slot, dict) else slot
 
 
@@ -57,11 +56,9 @@ class TilePlan:
 
     # ---- geometry ----------------------------------------------------------------------
     def pos(self, name):
-        """The position of slice ``name`` on the tile."""
         return self.cfg.position(name)
 
     def ldr(self, side):
-        """The loader queue of MXM ``side`` (its LWs and LXs)."""
         return self.cfg.loader(side)
 
     def in_dir(self, side):

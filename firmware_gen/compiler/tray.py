@@ -346,7 +346,6 @@ class TrayPlan:
         return None
 
     def programs(self) -> list[Program]:
-        """Every tile's program (:meth:`FfnPlan.program`)."""
         return [f.program() for f in self.plans]
 
 

@@ -56,7 +56,6 @@ def sigmoid(x):
 
 
 def softmax(x):
-    """Softmax over the last axis in float64 (the maximum subtracted first)."""
     e = np.exp(x - np.max(x, axis=-1, keepdims=True))
     return e / np.sum(e, axis=-1, keepdims=True)
 

@@ -37,12 +37,10 @@ def check_ints(a, name, lo, hi, what, dtype=np.int64):
 
 
 def check_int8(a, name, dtype=np.int64):
-    """``a`` checked to hold int8 values (:func:`check_ints`)."""
     return check_ints(a, name, INT8_MIN, INT8_MAX, "int8 values", dtype)
 
 
 def check_int32(a, name):
-    """``a`` checked to hold int32 values, as int64 (:func:`check_ints`)."""
     return check_ints(a, name, INT32_MIN, INT32_MAX, "int32 values")
 
 
@@ -73,7 +71,6 @@ def round_half_away_from_zero(x):
 
 
 def sat8(x):
-    """``x`` saturated to -128..127, as int8."""
     return np.clip(x, INT8_MIN, INT8_MAX).astype(np.int8)
 
 

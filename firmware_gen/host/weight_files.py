@@ -49,7 +49,6 @@ def shape_text(shape):
 
 
 def first_index(mask):
-    """The index of the first true element of ``mask``, as a tuple."""
     return tuple(int(i) for i in np.argwhere(mask)[0])
 
 
