@@ -292,15 +292,11 @@ def smoothing(x, W1, alpha: float = SMOOTH_ALPHA) -> np.ndarray:
 
 def calibrate(model: Decoder, tokens=None, out_scale_per_row: bool = False, dtype: str = "int8",
               method: str = "fit") -> Decoder:
-    """Quantise every layer's FFN (``FfnSpec.from_float``, SwiGLU/SiLU) with its scales
-    calibrated on the float model's FFN inputs over ``tokens`` (default: the calibration
-    text).  With ``out_scale_per_row`` each FFN's int8 output has one scale per channel,
-    which the host dequantises with a vector: a trained FFN's few outlier output channels
-    (all-MiniLM-L6-v2's layer 2: its largest |y| is 61 times its 99th percentile) then no
-    longer take the resolution of all the others.  On random weights, whose channels are
-    alike, per-channel maxima over the short calibration text clip more often than they
-    help, so it is off by default.  ``dtype='fp8'`` quantises for an FP8 tile (E4M3 codes,
-    ``FfnSpec.from_float``).
+    """Quantise every layer's FFN (``FfnSpec.from_float``) with its scales calibrated on the
+    float model's FFN inputs over ``tokens`` (default: the calibration text).
+    ``out_scale_per_row``: one output scale per channel (``docs/afd.md``: it helps a trained
+    FFN's outlier channels; on random weights it clips more often than it helps, so it is
+    off by default).  ``dtype='fp8'``: for an FP8 tile.
 
     ``method='fit'`` (the default) quantises an int8 'classic' FFN (BERT's GELU ones) with
     its input smoothed (:func:`smoothing`, the factors in ``model.smooth``, applied by
