@@ -19,7 +19,7 @@ from lpu_arch.vxm import VXM_FIELDS, identity_tables
 
 from firmware_gen.golden import archmodel
 from firmware_gen.compiler import CompileError
-from firmware_gen.compiler.blocks import pad, vector_bytes, x_image
+from firmware_gen.compiler.blocks import pad, vector_bytes, with_x, x_image
 from firmware_gen.compiler.ffn import FfnPlan
 from firmware_gen.compiler.ffn_manifest import Manifest, output_matrix
 from firmware_gen.compiler.tile_state import TileState
@@ -202,9 +202,6 @@ def run_layer(model: ResidentModel, layer: int, x_int8, memory: dict | None = No
     model's images) with its x written: ``(RunResult, y int8 (B, H))``.  The RunResult's
     ``memory`` is the tile's after the run (the next layer starts from it)."""
     ly = model.layers[layer]
-    mem = {m: (memory or model.memory)[m].copy() for m in model.config.mem_names}
-    for m, rows in ly.x_image(x_int8).items():
-        for a, v in rows.items():
-            mem[m][a] = v
+    mem = with_x(memory or model.memory, ly.x_rows, x_int8, model.config.lanes, ly.spec.H)
     res = archmodel.run(Program(model.config, ly.program.queues, mem, model.vxm_params, model.table))
     return res, ly.y_from(res.memory)

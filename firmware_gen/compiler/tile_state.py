@@ -1,10 +1,9 @@
 """What every placement on one tile shares: its reservation table, its instructions, the
 rows and VXM parameter entries it has taken, its activation tables and the MXMs' timing.
 
-Several plans place onto one tile: a tray's FFN share and the MoE expert slots placed
-beside it (``moe_tray.py``), or a resident model's layers one after the other
-(``resident.py``).  They share this one object, which each plan receives
-(``FfnPlan(..., state=...)``); a plan given none owns a fresh tile.
+Several plans place onto one tile (a tray's FFN share and the MoE slots beside it, a
+resident model's layers) through this one object (``FfnPlan(..., state=...)``); a plan given
+none owns a fresh tile.
 """
 
 from __future__ import annotations

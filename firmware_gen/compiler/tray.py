@@ -25,7 +25,7 @@ from lpu_arch.isa import C2C_LATENCY, EAST, SXM_LATENCY, WEST, Instr, Op, SxmFla
 from lpu_arch.topology import Topology
 
 from firmware_gen.compiler import CompileError
-from firmware_gen.compiler.blocks import x_image
+from firmware_gen.compiler.blocks import with_x
 from firmware_gen.compiler.ffn import FfnPlan, HRoute
 from firmware_gen.compiler.ffn_manifest import output_matrix
 from firmware_gen.golden.numerics import FfnSpec, NumericsError
@@ -406,10 +406,8 @@ class TrayLayer:
         ``memories`` (per tile; default: the compiled images)."""
         out = []
         for t, (p, rows) in enumerate(zip(self.programs, self.x_rows)):
-            mem = {m: a.copy() for m, a in (p.memory if memories is None else memories[t]).items()}
-            for m, r in x_image(rows, x_int8, p.config.lanes, self.spec.H).items():
-                for a, v in r.items():
-                    mem[m][a] = v
+            mem = p.memory if memories is None else memories[t]
+            mem = with_x(mem, rows, x_int8, p.config.lanes, self.spec.H)
             out.append(Program(p.config, p.queues, mem, p.vxm_params, p.table))
         return out
 
