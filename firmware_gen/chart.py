@@ -1,21 +1,11 @@
 """Schedule pictures of a compiled program (matplotlib, Agg backend; SVG or PNG).
 
-:func:`schedule_chart` draws three panels over one cycle axis:
-
-1. **Issue**: one row per instruction queue, west to east (``cfg.slice_names``, each
-   MXM's loader queue beside it), one bar per issued data instruction, coloured by opcode.  Issue cycles come from
-   :func:`archmodel.expand` on each queue, so they are exactly the cycles the golden
-   model and the hardware issue on (``NOP`` gaps and ``REPEAT`` re-issues included).
-2. **East-flowing** and 3. **west-flowing stream occupancy**: at each position and
-   cycle, how many of the direction's ``streams`` carry a *live* value: one that some
-   slice downstream will still read.  A value is live from the position after its
-   driver up to its last reader (the span the compiler reserves in
-   :class:`reserve.Reservations`), so values that nobody reads, or that have passed
-   their last reader, are not counted.  The values are derived from the program alone
-   with the ISA's latencies (:func:`stream_occupancy`).
-
-Everything is computed with numpy and drawn as a few collections and images, so programs
-of tens of thousands of cycles render in a few seconds.
+:func:`schedule_chart` draws, over one cycle axis, the issue of every data instruction per
+queue (from :func:`archmodel.expand`: the cycles the golden model and the hardware issue
+on) and, per direction, how many streams carry a *live* value at each position and cycle
+(from the position after its driver to its last reader, the span the compiler reserves;
+:func:`stream_occupancy`).  Everything is numpy and a few collections and images, so
+programs of tens of thousands of cycles render in a few seconds.
 
 :func:`tray_chart` draws a tray (several tiles, ``tray.compile_ffn_tray``) on one SAC cycle
 axis: a band per tile with a row per slice kind, and every C2C transfer as an arrow from
@@ -259,15 +249,11 @@ class LinkArrow:
 
 
 def tray_transfers(programs: list[Program], peer=None) -> list[LinkArrow]:
-    """Every C2C transfer of a multi-tile program set, paired from the programs themselves.
-
-    The tray compiler keeps no list of its transfers (``TrayManifest`` counts them), so
-    they are derived from the instructions: every ``SEND`` (its ``link``) and ``SENDM``
-    (each link of its mask that its C2C slice serves) in issue order per (tile, link), and
-    every ``RECV`` in issue order per (tile, link).  A link's receive buffer is a FIFO, so
-    the k-th vector sent on a link is the one the k-th ``RECV`` on the link's other end
-    takes.  ``peer(tile, link) -> (tile', link')`` is the topology
-    (``system.Topology(len(programs)).peer`` by default)."""
+    """Every C2C transfer of a multi-tile program set, paired from the programs themselves
+    (the tray compiler keeps no list): a link's receive buffer is a FIFO, so the k-th vector
+    sent on a link (``SEND``, or ``SENDM`` on each link its slice serves) is the one the k-th
+    ``RECV`` on the link's other end takes.  ``peer(tile, link) -> (tile', link')``: the
+    topology (default ``Topology(len(programs)).peer``)."""
     if peer is None:
         from lpu_arch.topology import Topology
         peer = Topology(len(programs)).peer
@@ -300,20 +286,13 @@ def tray_transfers(programs: list[Program], peer=None) -> list[LinkArrow]:
 
 def tray_chart(programs: list[Program], path, manifest=None, *, title: str | None = None,
                window: tuple | None = None, dpi: int = 110, spans=()) -> Path:
-    """Draw a tray's schedule to ``path`` (``.svg`` or ``.png``): one band per tile, SAC
-    cycles on the x axis.
-
-    In each band, one row per queue kind (``GROUPS``: MEM, MXM, MXL (the MXM loaders), VXM, SXM, C2C), split into
-    one thin lane per slice of that kind (west to east), with a bar on every cycle a slice
-    issues, coloured by opcode as in :func:`schedule_chart`; the tile's predicted done
-    cycle (``manifest.tile[t].cycles`` of a ``tray.TrayManifest``, if given) is a black
-    tick.  Every C2C transfer (:func:`tray_transfers`, paired from the programs'
-    SEND/SENDM/RECV in order per link) is an arrow from the sending C2C slice's lane on its
-    SEND cycle to the receiving slice's lane on its RECV cycle, coloured by sending tile.
-    All cycles are SAC time, the one schedule every tile keeps (deskew stalls do not count).
-    ``window = (first, last)`` limits the cycle axis.  ``spans``: ``(tile, first, last,
-    label)`` drawn as a labelled frame over that tile's band (an MoE slot and the expert it
-    ran).  Returns the path written."""
+    """Draw a tray's schedule to ``path`` (``.svg`` or ``.png``) in SAC cycles: per tile a
+    band with a row per queue kind (``GROUPS``), a thin lane per slice, a bar on every cycle
+    a slice issues (coloured as in :func:`schedule_chart`), the predicted done cycle
+    (``manifest.tile[t].cycles``, if given) as a black tick, and every C2C transfer
+    (:func:`tray_transfers`) as an arrow from SEND to RECV, coloured by sending tile.
+    ``window = (first, last)`` limits the cycle axis; ``spans``: ``(tile, first, last,
+    label)`` frames over a tile's band (an MoE slot and its expert).  Returns the path."""
     path = chart_path(path)
     if not programs:
         raise ChartError("no programs to draw")

@@ -1,74 +1,52 @@
 """A static checker for programs, whoever wrote them.
 
-``Program.validate`` checks each instruction on its own; the golden model and the RTL
-run whatever they are given.  A program that is legal word by word can still lose data
-on the streams (a value replaced before any slice read it), read a stream where nothing
-was driven, or mismatch its C2C transfers.  :func:`check_program` (one tile) and
-:func:`check_system` (tiles linked over C2C) find those statically, from
-
-* the program text,
-* the issue cycle of every data instruction (``archmodel.expand``: NOP gaps and REPEAT
-  re-issues), and
-* every opcode's stream reads and drives (``lpu_arch.effects``) and the diagonal rule
-  (``lpu_arch.timing``),
-
-and nothing the compiler knows (no reservations, no plans): a hand-written or edited
-program is checked by the same rules as a compiled one.  Both return a list of
-:class:`Problem` (empty: clean); :func:`require_clean` raises :class:`CheckError` with all
-of them, for a loader.
+``Program.validate`` checks each instruction on its own; the golden model and the RTL run
+whatever they are given.  A program legal word by word can still lose data on the streams
+(a value replaced before any slice read it), read a stream where nothing was driven, or
+mismatch its C2C transfers.  :func:`check_program` (one tile) and :func:`check_system`
+(tiles linked over C2C) find those statically, from the program text, the issue cycle of
+every data instruction (``archmodel.expand``) and every opcode's stream reads and drives
+(``lpu_arch.effects``, the diagonal rule of ``lpu_arch.timing``), and nothing the compiler
+knows: a hand-written program is checked by the same rules as a compiled one.  Both return
+a list of :class:`Problem` (empty: clean); :func:`require_clean` raises :class:`CheckError`.
 
 The stream model (``hdl/units/fabric.py``, ``hdl/top/tile.py``)
 -----------------------------------------------------
-Each position ``p`` has, per direction and stream, a register loaded every cycle with
-the slice's drive if it drives that stream, else with the value passing ``p``; the edges
-feed zeros.  A slice at ``p`` samples on cycle ``t`` what its upstream neighbour's
-register holds (the east register of ``p-1``, the west register of ``p+1``).  So a drive
-at ``p`` on ``t`` is seen at ``p+d`` (east) / ``p-d`` (west) on ``t+d``: it stays on one
-*diagonal* (``timing.diagonal``), and on that diagonal it is seen at every position after
-its driver up to and including the position of the next driver downstream on the same
-diagonal (that driver's own position still sees the passing value on that cycle; the
-positions after it see the new one).  Beyond the last driver it runs to the edge.
-
-Definitions used by the rules:
+Each position has, per direction and stream, a register loaded every cycle with the
+slice's drive if it drives that stream, else with the value passing; the edges feed zeros.
+A drive at ``p`` on ``t`` is seen at ``p+d`` (east) / ``p-d`` (west) on ``t+d``: it stays on
+one *diagonal* (``timing.diagonal``), seen at every position after its driver up to and
+including the next driver downstream on that diagonal (whose own position still sees the
+passing value on that cycle), or to the edge.
 
 live
-    A value is *live* at position ``q`` on cycle ``t`` of stream ``s`` (direction ``d``) if
-    some slice strictly upstream of ``q`` drives ``s`` (direction ``d``) on the diagonal of
-    ``(q, t)``; the value there is the one of the *nearest* such driver.  Otherwise the
-    register holds the zeros fed in at the edge (or its reset value 0): nothing live.  A
-    replaced value is never seen downstream of its replacement (the registers take the
-    new drive), so "live" needs no notion of staleness: a read sees the nearest upstream
-    drive or nothing.
+    A value is live at ``q`` on cycle ``t`` if some slice strictly upstream of ``q`` drives
+    the stream on the diagonal of ``(q, t)``; the value is the *nearest* such driver's, else
+    the zeros fed at the edge.  A replaced value is never seen downstream of its
+    replacement, so a read sees the nearest upstream drive or nothing.
 replaced
-    The value of driver A (position ``pa``, cycle ``ta``) is *replaced* when the next
-    driver B downstream on the same diagonal (same stream and direction) drives at
-    ``pb`` on ``tb = ta + |pb - pa|``.  A's value is then seen at the positions strictly
-    after ``pa`` up to and including ``pb``, on the corresponding cycles; it is
-    *replaced before read* when no read (any opcode's, LW rows included) samples it at
-    one of those positions.  The problem names A, B, the stream, ``pb`` and ``tb``.
-    Replacing a value that some slice sampled is legal (the compiler reuses streams
-    after a value's last reader), and so is a value nobody replaces that runs off the
-    edge unread.
+    Driver A's value (``pa``, ``ta``) is replaced when the next driver B downstream on the
+    same diagonal drives at ``pb`` on ``tb = ta + |pb - pa|``; it is *replaced before read*
+    when no read (LW rows included) samples it at a position after ``pa`` up to ``pb``.
+    Replacing a value some slice sampled is legal (the compiler reuses streams after a
+    value's last reader), and so is an unread value that runs off the edge.
 
-A drive that can be seen nowhere (east at the last position, west at position 0) takes
-no part.  Times are the program's own cycles (SAC time on linked tiles: a deskew stall
-freezes the streams with the rest of the tile).
+A drive seen nowhere (east at the last position, west at position 0) takes no part.  Times
+are the program's own cycles (SAC time on linked tiles: a deskew stall freezes the streams).
 
 Rules
 -----
 ``replaced-before-read``, ``undriven-read``, ``double-drive`` (two drives of one stream,
-direction, position and cycle), ``program`` (``Program.validate``'s checks: opcodes per
-slice, operand and address ranges including every REPEAT repetition, queue capacity with
-the HALT), ``mxm-state`` (what the golden model faults on in an MXM, from issue order
-alone: LW while the previous LW still loads, ``MM ACC`` into a row no earlier MM wrote,
-``MM XBUF`` from a slot no earlier LX wrote), ``link-overrun`` (a SEND on a link less than
-``flits_per_vector`` cycles after the previous one: the link is still sending),
-and for systems ``link-unmatched`` (the k-th vector sent on a link is received by the
-k-th RECV on its peer link; a SEND without a RECV or a RECV without a SEND),
-``link-early`` (a RECV fewer than ``c2c.min_distance`` cycles after its SEND: the vector
-may not have arrived, an underflow) and ``link-overflow`` (more than ``rx_depth``
-vectors between their SEND and their RECV on one link, counted from the SEND on, as
-``firmware_gen/compiler/system.py`` states the buffer rule).
+direction, position and cycle), ``program`` (``Program.validate``'s checks, every REPEAT
+repetition included), ``mxm-state`` (what the golden model faults on in an MXM, from issue
+order alone: LW while the previous LW still loads, ``MM ACC`` into a row no earlier MM
+wrote, ``MM XBUF`` from a slot no earlier LX wrote), ``link-overrun`` (a SEND less than
+``flits_per_vector`` cycles after the previous one on its link), and for systems
+``link-unmatched`` (the k-th vector sent on a link is received by the k-th RECV on its peer
+link; a SEND without a RECV or a RECV without a SEND), ``link-early`` (a RECV fewer than
+``c2c.min_distance`` cycles after its SEND: an underflow) and ``link-overflow`` (more than
+``rx_depth`` vectors between their SEND and their RECV on one link, counted from the SEND,
+as ``firmware_gen/compiler/system.py`` states the buffer rule).
 """
 
 from __future__ import annotations
@@ -97,8 +75,6 @@ LINK_OVERRUN = "link-overrun"
 LINK_UNMATCHED = "link-unmatched"
 LINK_EARLY = "link-early"
 LINK_OVERFLOW = "link-overflow"
-RULES = (REPLACED, UNDRIVEN, DOUBLE, PROGRAM, MXM_STATE, LINK_OVERRUN, LINK_UNMATCHED, LINK_EARLY,
-         LINK_OVERFLOW)
 
 
 @dataclass(frozen=True)

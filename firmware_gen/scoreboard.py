@@ -1,25 +1,17 @@
 """The scoreboard: what a run did against what was promised of it, part by part.
 
-A run is *observed* (:class:`Observed`): on the RTL, the testbench's trace and registers
-(``sim/harness/scoreboard.py`` reads them); or the golden model's run standing in for the
-tile (:func:`golden_observed`).  It is checked against *references* (:class:`Reference`): the
-compiler's promise (:func:`promise`: every MEM write with its cycle and value, the cycle
-count, the busy counters), the golden model (:func:`golden_reference`: the same, its final memory
-and its NaN-operand prediction), the outputs' integer reference (``numerics.ffn_int``,
+A run is *observed* (:class:`Observed`: the testbench's trace and registers, read by
+``sim/harness/scoreboard.py``, or the golden model's run, :func:`golden_observed`) and checked
+against *references* (:class:`Reference`): the compiler's promise (:func:`promise`), the golden
+model (:func:`golden_reference`), the outputs' integer reference (``numerics.ffn_int``,
 ``moe.moe_int``) and an armed tray run's predicted wall cycles.
 
 :func:`compare` is the one check.  Each *part* (:data:`PARTS`) compares one kind of
-observation with every reference that speaks of it and returns :class:`Problem` s that
-name the part.  A part runs where the observation and a reference both have its data; a
-caller that wants a weaker check names the parts it skips (``skip=``) and says why.  The
-next check (bytes loaded per run, faults over a session of runs, attention outputs,
-KV-cache rows) is a new part: a field on :class:`Observed` and on :class:`Reference`, a
-function, a line in ``_CHECKS``.
-
-It lives in ``firmware_gen``, not in ``sim``, because the compiler's own code checks the
-golden model against its promises with it (``moe_tray.MoeTray.round_problems``) and
-``firmware_gen`` does not import ``sim``; ``sim/harness/scoreboard.py`` turns a testbench's
-observation into an :class:`Observed` and uses :func:`compare` from here.
+observation with every reference that speaks of it, where both have its data; a caller that
+wants a weaker check names the parts it skips (``skip=``).  A new check is a new part: a
+field on :class:`Observed` and :class:`Reference`, a function, a line in ``_CHECKS``.  It
+lives in ``firmware_gen`` because the compiler's own code uses it
+(``MoeTray.round_problems``) and ``firmware_gen`` does not import ``sim``.
 """
 
 from __future__ import annotations
@@ -66,103 +58,41 @@ class Problem(str):
 
 @dataclass
 class Observed:
-    """What one run did, part by part; None: not observed.
-
-    Attributes
-    ----------
-    source : str
-        How problems name the observer: ``"hardware"``, or ``"golden model"`` where its run
-        stands in for the tile.
-    writes : list of (cycle, slice, row, bytes)
-        Every MEM write, in trace order.
-    cycles : int
-        The cycle count at done (SAC).
-    busy : dict
-        The busy counters: data-instruction issues per slice (``Csr.BUSY_BASE``).
-    status : int
-        The STATUS word (``hostmap.Status``).
-    illegal, addr_fault : int
-        The fault masks (per queue, per slice), where the testbench read them.
-    read_back : dict
-        ``{(slice, row): lanes}`` of every row read back over the host bus after the run.
-    outputs : dict
-        Output vectors by name (``y[0, 0:8]``, ``token 0, expert 3``); a vector's value
-        None when the run did not let it be observed.
-    where : dict
-        Where the run left each output (``MEM_W0[12]``), for the problems.
-    outputs_as : str
-        What problems call the outputs (``y read back from the SRAM``).
-    held : str
-        What a problem says holds an output (default ``"{source} holds"``).
-    unseen : str
-        A problem's text for outputs not observed, with ``{n}`` (how many places) and
-        ``{where}`` (the first few).
-    wall : int
-        An armed tray run's wall cycles: HAC cycles from the host's HAC read to the last
-        tile's done.
-    deskew : list of int
-        Every tile's deskew offset at done (HAC).
-    """
+    """What one run did, part by part; None: not observed.  ``source`` names the observer in
+    problems: ``"hardware"``, or ``"golden model"`` where its run stands in for the tile."""
     source: str = "hardware"
-    writes: list | None = None
-    cycles: int | None = None
-    busy: dict | None = None
-    status: int | None = None
-    illegal: int | None = None
+    writes: list | None = None         # every MEM write, (cycle, slice, row, bytes), in trace order
+    cycles: int | None = None          # the cycle count at done (SAC)
+    busy: dict | None = None           # data-instruction issues per slice (Csr.BUSY_BASE)
+    status: int | None = None          # the STATUS word (hostmap.Status)
+    illegal: int | None = None         # the fault masks (per queue, per slice), where read
     addr_fault: int | None = None
-    read_back: dict | None = None
-    outputs: dict | None = None
-    where: dict = field(default_factory=dict)
-    outputs_as: str = "y"
-    held: str = ""
-    unseen: str = "{n} outputs not observed, e.g. {where}"
-    wall: int | None = None
-    deskew: list | None = None
+    read_back: dict | None = None      # {(slice, row): lanes} read back over the host bus after the run
+    outputs: dict | None = None        # vectors by name ("y[0, 0:8]"); a value None: not observable
+    where: dict = field(default_factory=dict)      # where the run left each output ("MEM_W0[12]")
+    outputs_as: str = "y"              # what problems call the outputs
+    held: str = ""                     # what a problem says holds an output (default "{source} holds")
+    unseen: str = "{n} outputs not observed, e.g. {where}"     # {n} places, {where} the first few
+    wall: int | None = None            # armed tray run: HAC cycles from the host's HAC read to the last done
+    deskew: list | None = None         # every tile's deskew offset at done (HAC)
 
 
 @dataclass
 class Reference:
     """What one reference says a run does, part by part; None: it says nothing of that part.
-
-    Attributes
-    ----------
-    source : str
-        Its name in problems: ``"compiler"`` (its promise), ``"golden model"``, ``"integer
-        FFN"``, ``"moe_int"``, ``"c2c.wall_cycles"``.
-    writes : list
-        Every MEM write in order: objects with ``as_tuple()`` (``PredictedWrite``,
-        ``archmodel.WriteEvent``) or ``(cycle, slice, row, bytes)`` tuples.
-    cycles : int
-    busy : dict
-        Busy counters per slice; a slice it does not name counts 0.
-    nan_operand : tuple or bool
-        ``(cycle, MXM)`` of the first MM that multiplies a NaN code (``Status.NAN_OPERAND``
-        then set), False for none.
-    memory : dict
-        The final MEM contents, ``{slice: (rows, lanes)}``: what every row read back holds.
-    outputs : dict
-        Output vectors by name, as :attr:`Observed.outputs`.
-    differ : str
-        A problem's words when outputs differ (default ``"{outputs_as} vs {source}"``).
-    wall : int
-        The predicted wall cycles (``c2c.wall_cycles``), within ``c2c.HAC_ERROR_MAX``.
-    deskew : list of (int, int)
-        Per tile, ``(START_HAC, RUNTIME_DESKEW slack)``: the predicted deskew offset at done
-        is their sum modulo ``hac_wrap``, within ``c2c.HAC_ERROR_MAX``.
-    hac_wrap : int
-        The HAC's modulus (``2 ** HAC_BITS``).
-    """
+    ``source`` names it in problems (``"compiler"``, ``"golden model"``, ``"integer FFN"``,
+    ``"moe_int"``, ``"c2c.wall_cycles"``); other fields as in :class:`Observed`."""
     source: str
-    writes: list | None = None
+    writes: list | None = None         # objects with as_tuple() (PredictedWrite, WriteEvent) or tuples
     cycles: int | None = None
-    busy: dict | None = None
-    nan_operand: tuple | bool | None = None
-    memory: dict | None = None
+    busy: dict | None = None           # a slice it does not name is not promised
+    nan_operand: tuple | bool | None = None    # (cycle, MXM) of the first MM on a NaN code; False: none
+    memory: dict | None = None         # the final MEM, {slice: (rows, lanes)}: what every row read back holds
     outputs: dict | None = None
-    differ: str = ""
-    wall: int | None = None
-    deskew: list | None = None
-    hac_wrap: int = 1 << 32
+    differ: str = ""                   # a problem's words when outputs differ ("{outputs_as} vs {source}")
+    wall: int | None = None            # predicted wall cycles (c2c.wall_cycles), within c2c.HAC_ERROR_MAX
+    deskew: list | None = None         # per tile (START_HAC, RUNTIME_DESKEW slack): their sum % hac_wrap
+    hac_wrap: int = 1 << 32            # the HAC's modulus (2 ** HAC_BITS)
 
 
 def compare(observed: Observed, *references: Reference, skip=()) -> list[Problem]:

@@ -49,6 +49,15 @@ def x_image(x_rows: list, x_int8, lanes: int, H: int) -> dict:
     return out
 
 
+def with_x(memory: dict, x_rows: list, x_int8, lanes: int, H: int) -> dict:
+    """A copy of ``memory`` (``{slice: rows}``) with ``x`` written at ``x_rows`` (:func:`x_image`)."""
+    mem = {m: a.copy() for m, a in memory.items()}
+    for m, rows in x_image(x_rows, x_int8, lanes, H).items():
+        for a, v in rows.items():
+            mem[m][a] = v
+    return mem
+
+
 def vector_bytes(a, j: int, lanes: int) -> tuple:
     """Block ``j`` (lanes ``j*lanes`` on) of integer vector ``a`` as bytes, a predicted write's data."""
     return tuple(int(v) & 0xFF for v in a[j * lanes:(j + 1) * lanes])

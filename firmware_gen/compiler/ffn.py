@@ -1,26 +1,14 @@
 """The FFN compiler: from a quantised FFN to per-slice programs, memory images and a
-manifest that predicts the cycle of every output write.
+manifest that predicts the cycle of every output write (``docs/compiler.md`` explains the
+dataflow and its timing).
 
-Dataflow (``docs/compiler.md`` explains it with the timing):
-
-* Shapes are padded to whole ``lanes x lanes`` blocks with zero weights (and identity
-  requantisation); padded output lanes are 0 and are written like the others.
-* Each MXM streams its weight blocks from its own hemisphere's MEM slices: ``LW`` takes
-  ``n`` rows per cycle, row ``r`` of a block from MEM slice ``r % n`` of the hemisphere
-  on stream ``r % n``.  A block is ``lanes/n`` cycles of SRAM reads; the next block loads
-  into the shadow buffer while the current one computes.
-* The input x is copied once into both MXMs' x slots (``LX``); MMs read x slots only.
-* SwiGLU: ``W1`` runs on ``MXM_W`` and ``W3`` on ``MXM_E`` in lockstep, so both
-  accumulators of one output block reach the VXM on one cycle and one ``VOP``
-  (``TABLE|GATE``) makes ``h``.  Classic: ``W1``'s output blocks alternate between the
-  MXMs and ``VOP TABLE`` adds ``b1``.  ``h`` goes straight from the VXM to both MXMs' x
-  slots.  ``W2``'s output blocks are split between the MXMs (first half west), swept in
-  h-block order so that they start as soon as ``h``'s first block exists; a last ``VOP``
-  (bias ``b2``) requantises ``y``, which a ``WRITE`` stores in a MEM slice.
-* Every issue slot and stream position goes through the tile's reservation table
-  (``tile_state.TileState``); operations are placed greedily in program order at the
-  earliest cycle that is free (``tile_plan.TilePlan``).  The predicted cycle of each write
-  is this placement, made by addition from the ISA's latencies.
+Shapes are padded to whole ``lanes x lanes`` blocks with zero weights.  Each MXM streams
+its weight blocks from its own hemisphere's MEM slices, the next block loading while the
+current one computes; x is copied once into both MXMs' x slots; SwiGLU runs ``W1`` and
+``W3`` in lockstep on the two MXMs, so one ``VOP`` makes ``h``, which goes straight to
+both MXMs' x slots for ``W2``.  Every issue slot and stream position goes through the
+tile's reservation table; operations are placed greedily in program order at the earliest
+free cycle, so each write's predicted cycle is made by addition from the ISA's latencies.
 """
 
 from __future__ import annotations
@@ -88,19 +76,11 @@ class FfnPlan(TilePlan):
     places each block's READs; an MoE slot places them at its experts' rows by name
     (``moe_slots.ExpertSlot``).
 
-    Parameters
-    ----------
-    cfg, spec, x
-        The tile, the quantised FFN and its int8 input, ``(H,)`` or ``(batch, H)``.
-    i_blocks, j_blocks
-        The intermediate and output blocks this tile computes (default: all).
-    h_route
-        An :class:`HRoute`: where h goes besides the local MXMs (default: nowhere).
-    state
-        The :class:`~firmware_gen.compiler.tile_state.TileState` of the tile this plan
-        places onto, shared with the other plans there (an MoE slot's host, a resident
-        model's earlier layers).  Default: a tile of its own, whose activation table 0 is
-        this FFN's.
+    ``x`` is ``(H,)`` or ``(batch, H)`` int8; ``i_blocks``, ``j_blocks``: the intermediate and
+    output blocks this tile computes (default: all); ``h_route``: an :class:`HRoute` (default:
+    nowhere); ``state``: the :class:`~firmware_gen.compiler.tile_state.TileState` this plan
+    places onto, shared with the other plans there (default: a tile of its own, whose
+    activation table 0 is this FFN's).
     """
     v_reg = 0              # the VOPs' base register: the constant 0 (an MoE slot's own, moe_slots.ExpertSlot)
 

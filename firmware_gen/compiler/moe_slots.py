@@ -18,32 +18,14 @@ from firmware_gen.compiler.tile_state import TileState
 
 
 class ExpertSlot(FfnPlan):
-    """One expert slot: a batch-1 SwiGLU FFN (or, with ``i_blocks``/``j_blocks``, one
-    tile's share of it) placed on the tile's ``state`` (shared with the host plan there and
-    the other slots), reading x from the host's x slots of ``token`` and its weights at
-    ``template`` rows and parameter entries from ``pbase``, relocated by base registers
-    ``w_reg`` (READ) and ``v_reg`` (VOP).
-
-    Parameters
-    ----------
-    cfg, spec
-        The tile and the shape of a routed expert (every expert's is the same).
-    state : TileState
-        The tile's state.
-    token, tokens
-        The token this slot runs for, of ``tokens``: x block k of it is in x slot
-        ``k * tokens + token`` (where the host plan placed it).
-    h0 : int
-        The slot's first x slot for its h.
-    template : Template
-        The tile's template rows (``moe_layout.lay_out_experts``).
-    pbase : int
-        The slot's first parameter entry (local expert 0's, of this slot's output blocks).
-    w_reg, v_reg : int
-        The base registers its READs and VOPs name.
-    i_blocks, j_blocks, h_route
-        As :class:`FfnPlan` (a tray share: its blocks and the tray's route for h).
-    """
+    """One expert slot: a batch-1 SwiGLU FFN of a routed expert's shape (or, with
+    ``i_blocks``/``j_blocks``/``h_route``, one tile's share of it, as :class:`FfnPlan`)
+    placed on the tile's ``state`` (shared with the host plan there and the other slots).
+    It reads x block k of ``token`` (of ``tokens``) from x slot ``k * tokens + token`` (where
+    the host plan placed it) and puts its h from x slot ``h0`` on; its weights are at the
+    ``template`` rows (``moe_layout.lay_out_experts``) and its parameter entries from
+    ``pbase`` (local expert 0's), relocated by base registers ``w_reg`` (READ) and ``v_reg``
+    (VOP)."""
 
     def __init__(self, cfg, spec, state: TileState, *, token, tokens, h0, template: Template, pbase, w_reg, v_reg,
                  i_blocks=None, j_blocks=None, h_route=None):

@@ -1,29 +1,16 @@
 """A mixture-of-experts layer on one tile or a tray: experts resident in SRAM, routing in
-base registers, one schedule for every routing (``docs/moe.md``).
+base registers, one schedule for every routing (``docs/moe.md``, *On the tray*).
 
-Mapping (expert parallelism):
-
-* Tile ``t`` of ``N`` holds routed experts ``t*E/N .. (t+1)*E/N - 1`` (its *local*
-  experts), loaded once: local expert ``e`` at rows ``W0 + e*stride`` of every weight
-  slice, its VXM parameter entries at ``P0 + e*P`` and its activation table at
-  ``1 + e`` (table 0 is the shared expert's).
-* The shared expert (at most one; DeepSeek fuses its shared experts into one FFN) runs
-  tensor-parallel over the tray exactly as a dense FFN does (``tray.py``: its h
-  all-gathered over the links), or on the one tile.
-* Each tile reserves ``capacity`` expert *slots* per token.  Slot ``j`` of token ``b`` is
-  one SwiGLU FFN placed like any other (``moe_slots.ExpertSlot``, an ``ffn.FfnPlan`` on the
-  tile's ``TileState``, shared with the shared expert and the other slots), but its weight READs name
-  base register ``w_reg(b, j)`` and its VOPs ``v_reg(b, j)``, and its addresses are those
-  of local expert 0.  Before a run the host loads the registers from the routing: the
-  offsets of the expert the slot runs, or *off* for an unused slot, whose READs and VOPs
-  then skip (zero vectors, no SRAM read) in the same cycles.  The slot writes its y (zeros
-  when unused) to rows the manifest names.
-
-So the program, its cycle count and the cycle of every write are the same for every
-routing within capacity; only the values differ, and :meth:`MoeTray.predict` gives them
-from ``moe.moe_int``.  A token that sends more than ``capacity`` experts to one tile runs
-in several *rounds* (:func:`rounds`): the same program again with the remaining experts'
-registers, each round exactly the scheduled cycles.
+Tile ``t`` of ``N`` holds routed experts ``t*E/N .. (t+1)*E/N - 1``, loaded once; the
+shared expert (at most one) runs tensor-parallel over the tray as a dense FFN does
+(``tray.py``).  Each tile reserves ``capacity`` expert *slots* per token
+(``moe_slots.ExpertSlot``) whose weight READs and VOPs name base registers; before a run
+the host loads them from the routing (the offsets of the slot's expert, or *off*: READs and
+VOPs skip in the same cycles).  So the program, its cycle count and the cycle of every
+write are the same for every routing within capacity; only the values differ, and
+:meth:`MoeTray.predict` gives them from ``moe.moe_int``.  A token that sends more than
+``capacity`` experts to one tile runs in several *rounds* (:func:`rounds`), each exactly
+the scheduled cycles.
 """
 
 from __future__ import annotations
@@ -130,18 +117,12 @@ def rounds(indices, E: int, tiles: int, capacity: int, mapping: str = "ep") -> l
 
 class MoeTray:
     """Compile an MoE layer (``moe.MoeSpec``) applied to int8 tokens ``x`` (T, H) for
-    ``tiles`` tiles (1: a single tile).
-
-    ``mapping="ep"`` (expert parallelism): tile t holds experts t*E/N ..; ``capacity``
-    slots per tile and token.  ``mapping="tp"`` (tensor parallelism): every tile holds
-    1/N of every expert; a token's ``top_k`` experts each run over the whole tray like a
-    dense tray FFN (h all-gathered over the links), so the capacity is ``top_k`` and no
-    routing exceeds it.
-
-    ``hosts[t]`` is the plan that owns tile t's
-    :class:`~firmware_gen.compiler.tile_state.TileState` (the shared expert's share, or x
-    alone); the tile's experts are laid out on it (``layouts[t]``, ``templates[t]``) and
-    every slot on the tile (``slot_plans[(t, token, j)]``, an ``ExpertSlot``) places onto it."""
+    ``tiles`` tiles (1: a single tile).  ``mapping="ep"``: tile t holds experts t*E/N ..,
+    ``capacity`` slots per tile and token; ``"tp"``: every tile holds 1/N of every expert, a
+    token's experts each run over the whole tray like a dense tray FFN (capacity ``top_k``).
+    ``hosts[t]`` owns tile t's state (the shared expert's share, or x alone); the tile's
+    experts (``layouts[t]``, ``templates[t]``) and slots (``slot_plans[(t, token, j)]``)
+    place onto it."""
 
     def __init__(self, spec: MoeSpec, x, cfg: TileConfig | None = None, tiles: int = 8, capacity: int | None = None,
                  mapping: str = "ep"):

@@ -2,12 +2,9 @@
 on which cycle) and the queue builder that lowers timed instructions to a queue.
 
 The hardware has no arbiter, so the compiler must never let two instructions issue from
-one queue on one cycle, nor two live values meet on one stream at one position.  Every
-placement goes through this table; a clash is a :class:`ReservationError` naming both
-users.
-
-A value on a stream is keyed by its *diagonal* and occupies a span of positions
-(``lpu_arch.timing``).
+one queue on one cycle, nor two live values meet on one stream at one position (a value is
+keyed by its *diagonal* and occupies a span of positions, ``lpu_arch.timing``).  Every
+placement goes through this table; a clash is a :class:`ReservationError` naming both.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Every layer of a model resident on one tile (the decode loop, ``docs/afd.md``).
 
-``compile_resident(specs, cfg)`` places each layer's FFN as ``compile_ffn`` does, but
-each at its own MEM rows (after the previous layers'), its own VXM parameter entries and
-its own activation table (the entries' ``table`` field), and lowers every layer's program
-into the same instruction queues one after the other: layer ``l`` begins at instruction
-``entry[l]`` of every queue, and the host starts it by writing ``Csr.ENTRY``.  So the
-weights, parameters, tables and programs are loaded once; per token and layer only the
-layer's input x (its ``x_rows``) crosses the host bus one way and its output y (its
-``outputs``) the other.
-
-Each layer's schedule is fixed at compile time, so its cycle count (``Manifest.cycles``)
-is the same for every token.
+``compile_resident(specs, cfg)`` places each layer's FFN as ``compile_ffn`` does, at its
+own MEM rows, VXM parameter entries and activation table, and lowers every layer's program
+into the same queues one after the other (layer ``l`` from instruction ``entry[l]``, started
+by writing ``Csr.ENTRY``).  Everything is loaded once; per token and layer only x and y
+cross the host bus, and each layer's cycle count is the same for every token.
 """
 
 from __future__ import annotations
@@ -25,7 +19,7 @@ from lpu_arch.vxm import VXM_FIELDS, identity_tables
 
 from firmware_gen.golden import archmodel
 from firmware_gen.compiler import CompileError
-from firmware_gen.compiler.blocks import pad, vector_bytes, x_image
+from firmware_gen.compiler.blocks import pad, vector_bytes, with_x, x_image
 from firmware_gen.compiler.ffn import FfnPlan
 from firmware_gen.compiler.ffn_manifest import Manifest, output_matrix
 from firmware_gen.compiler.tile_state import TileState
@@ -208,9 +202,6 @@ def run_layer(model: ResidentModel, layer: int, x_int8, memory: dict | None = No
     model's images) with its x written: ``(RunResult, y int8 (B, H))``.  The RunResult's
     ``memory`` is the tile's after the run (the next layer starts from it)."""
     ly = model.layers[layer]
-    mem = {m: (memory or model.memory)[m].copy() for m in model.config.mem_names}
-    for m, rows in ly.x_image(x_int8).items():
-        for a, v in rows.items():
-            mem[m][a] = v
+    mem = with_x(memory or model.memory, ly.x_rows, x_int8, model.config.lanes, ly.spec.H)
     res = archmodel.run(Program(model.config, ly.program.queues, mem, model.vxm_params, model.table))
     return res, ly.y_from(res.memory)

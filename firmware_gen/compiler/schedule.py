@@ -1,15 +1,10 @@
 """The data-movement scheduler: copies between MEM slices, placed on streams and cycles.
 
 ``Scheduler.copy(src, a, dst, b, count)`` moves ``count`` consecutive vectors from MEM
-slice ``src`` (from address ``a``) to ``dst`` (from address ``b``).  The scheduler picks
-the stream and the issue cycle, checks that no stream carries two live values at one
-position on one cycle, honours memory dependencies in program order, and predicts the
-cycle of every write by addition (``isa.py`` timing rules):
-
-    write cycle = read cycle + READ_LATENCY + |position(dst) - position(src)|
-
-A sweep is one ``READ`` plus one ``REPEAT`` on the source queue and one ``WRITE`` plus one
-``REPEAT`` on the destination queue.
+slice ``src`` (from address ``a``) to ``dst`` (from ``b``) as one ``READ`` and one ``WRITE``,
+each with a ``REPEAT``.  It picks the stream and the issue cycle, keeps one live value per
+stream, position and cycle, honours memory dependencies in program order, and predicts
+every write's cycle by addition: read cycle + ``READ_LATENCY`` + the distance.
 """
 
 from __future__ import annotations
@@ -45,7 +40,6 @@ class Copy:
 
     @property
     def write_cycle(self) -> int:
-        """Cycle of the first WRITE at the destination."""
         return self.read_cycle + READ_LATENCY + self.distance    # (timing.read_lead)
 
     @property

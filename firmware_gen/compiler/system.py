@@ -7,12 +7,9 @@ vector from tile A to tile B is::
     A: READ (MEM) -> stream -> SEND on SAC s        (the link carries it for F cycles)
     B: RECV on SAC v >= s + c2c.min_distance(cfg) -> stream -> WRITE (MEM)
 
-The scheduler keeps one vector per link per ``flits_per_vector`` cycles (bandwidth),
-receive order equal to send order (the receive buffer is a FIFO), and at most
-``rx_depth`` vectors between SEND and RECV on any link (buffer depth).  Every tile's
-program has a ``RUNTIME_DESKEW`` every ``c2c.deskew_interval`` cycles from SAC 0 (the
-first one, of slack ``c2c.START_SLACK``, aligns the tiles to the ``START_HAC`` they were
-armed with), on the same SAC cycles in every tile.
+The links' rules are :class:`LinkBook`'s; every tile's program has a ``RUNTIME_DESKEW``
+every ``c2c.deskew_interval`` cycles from SAC 0, the same cycles on every tile
+(``reserve.take_deskew``).
 """
 
 from __future__ import annotations

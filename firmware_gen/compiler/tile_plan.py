@@ -33,57 +33,32 @@ def read_probe(stream: int, dir: int) -> Instr:
 
 
 def _slot(slot, side):
-    """An MM's x slot: one for every MXM, or a per-MXM dict."""
     return slot[side] if isinstance(slot, dict) else slot
 
 
 class TilePlan:
     """What every plan on a tile places with: positions, the loader queues, the weight
     slices of each MXM's hemisphere, and :meth:`place_blocks` (weight blocks into the
-    MXMs and their MMs).
-
-    Parameters
-    ----------
-    cfg : TileConfig
-        The tile.
-    state : TileState
-        The tile's state, shared with the other plans placed there.
-    blocks_left : dict
-        MXM -> the weight blocks this plan will load into it, counted down as they load
-        (``FfnPlan._reads_ahead`` looks ahead with it).
-
-    Members
-    -------
-    n : int
-        Weight rows per cycle of a full ``LW`` (:func:`weight_streams`) on streams 0..n-1.
-    chunks : int
-        Cycles of a full block's load (the last chunk is partial when n does not divide the lanes).
-    lx_stream : int
-        The stream x and h travel on (stream n).
-    ramp : bool
-        Whether early blocks may load from the nearest slices only (:meth:`_ramp_n`).
-    mm_count : int
-        MMs this plan has issued.
-    """
+    MXMs and their MMs).  ``state`` is shared with the other plans placed on the tile;
+    ``blocks_left``: MXM -> the weight blocks this plan will load into it, counted down as
+    they load (``FfnPlan._reads_ahead`` looks ahead with it)."""
 
     def __init__(self, cfg: TileConfig, state: TileState, blocks_left: dict):
         self.cfg, self.state = cfg, state
-        self.n = weight_streams(cfg)
-        self.chunks = lw_cycles(cfg.lanes, self.n)
-        self.lx_stream = self.n
+        self.n = weight_streams(cfg)              # weight rows per cycle of a full LW, on streams 0..n-1
+        self.chunks = lw_cycles(cfg.lanes, self.n)    # cycles of a full block's load (the last may be partial)
+        self.lx_stream = self.n                   # the stream x and h travel on
         self._feeds = {}                          # (side, n) -> [(MEM slice, READ lead)] by stream (_feed)
-        self.ramp = True
+        self.ramp = True                          # early blocks may load from the nearest slices (_ramp_n)
         self._leads = {}                          # side -> its weight slices' READ leads, ascending
         self.blocks_left = dict(blocks_left)
-        self.mm_count = 0
+        self.mm_count = 0                         # MMs this plan has issued
 
     # ---- geometry ----------------------------------------------------------------------
     def pos(self, name):
-        """The position of slice ``name`` on the tile."""
         return self.cfg.position(name)
 
     def ldr(self, side):
-        """The loader queue of MXM ``side`` (its LWs and LXs)."""
         return self.cfg.loader(side)
 
     def in_dir(self, side):

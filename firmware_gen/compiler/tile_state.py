@@ -1,10 +1,9 @@
 """What every placement on one tile shares: its reservation table, its instructions, the
 rows and VXM parameter entries it has taken, its activation tables and the MXMs' timing.
 
-Several plans place onto one tile: a tray's FFN share and the MoE expert slots placed
-beside it (``moe_tray.py``), or a resident model's layers one after the other
-(``resident.py``).  They share this one object, which each plan receives
-(``FfnPlan(..., state=...)``); a plan given none owns a fresh tile.
+Several plans place onto one tile (a tray's FFN share and the MoE slots beside it, a
+resident model's layers) through this one object (``FfnPlan(..., state=...)``); a plan given
+none owns a fresh tile.
 """
 
 from __future__ import annotations
@@ -27,46 +26,17 @@ TOWARDS = {"MXM_W": WEST, "MXM_E": EAST}      # the direction to each MXM from b
 class TileState:
     """The state of one tile that every plan placing onto it reads and extends.
 
-    Parameters
-    ----------
-    cfg : TileConfig
-        The tile.
-    tables : numpy.ndarray, optional
-        The activation tables to share (a resident model's, one per layer, ``LayerStack``);
-        default: this tile's own, every table the identity.
-    next_free, n_params, params : optional
-        Where earlier placements left the MEM rows and VXM parameter entries (a resident
-        model's earlier layers); default: nothing taken, every entry the identity.
+    ``tables``, ``next_free``, ``n_params``, ``params``: what earlier placements left (a
+    resident model's earlier layers and its shared tables); default: nothing taken, every
+    table and parameter entry the identity.
 
-    Members
-    -------
-    cfg : TileConfig
-        The tile.
-    res : Reservations
-        The reservation table: every issue slot and stream position taken so far.
-    timed : dict
-        Queue name -> ``[(cycle, Instr)]``: every instruction placed so far, lowered by
-        ``FfnPlan.program``.
-    memory : dict
-        MEM slice -> ``(mem_depth, lanes)`` uint8: the rows the placements load (weights, x).
-    next_free : dict
-        MEM slice -> its first row no placement has taken.
-    params : numpy.ndarray
-        The VXM parameter entries (``Program.vxm_params``); entries ``0 .. n_params - 1``
-        are taken.
-    n_params : int
-        The first free parameter entry.
-    tables : numpy.ndarray
-        ``(vxm_tables, 256)`` int8: the VXM's activation tables the program loads (table
-        ``k`` is the one parameter entries naming ``k`` apply).
-    slot_ready : dict
-        MXM -> ``{x slot: first cycle an MM may read it}``.
-    loader_free : dict
-        MXM -> the first cycle a new ``LW`` may issue (the last load started).
-    load_end : dict
-        MXM -> the first cycle a new load may start (the last one swapped).
-    last_mm : dict
-        MXM -> the cycle of its last ``MM`` (-1: none yet).
+    Members: ``res`` (the reservation table), ``timed`` (queue -> ``[(cycle, Instr)]``, lowered
+    by ``FfnPlan.program``), ``memory`` (MEM slice -> ``(mem_depth, lanes)`` uint8, the rows
+    loaded), ``next_free`` (MEM slice -> its first untaken row), ``params``/``n_params`` (the
+    VXM parameter entries, ``0 .. n_params - 1`` taken), ``tables`` (``(vxm_tables, 256)``
+    int8 activation tables), and per MXM: ``slot_ready`` (``{x slot: first cycle an MM may
+    read it}``), ``loader_free`` (first cycle a new ``LW`` may issue), ``load_end`` (first
+    cycle a new load may start: the last one swapped), ``last_mm`` (its last ``MM``, -1: none).
     """
 
     def __init__(self, cfg: TileConfig, tables: np.ndarray | None = None, next_free: dict | None = None,

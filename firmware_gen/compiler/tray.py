@@ -1,21 +1,13 @@
-"""An FFN split across a tray of tiles (2, 4 or 8, all-to-all).
+"""An FFN split across a tray of tiles (2, 4 or 8, all-to-all; ``docs/tray.md`` says how
+and why).
 
-Partition (``docs/tray.md`` says why): tensor-parallel over the intermediate dimension for
-``W1``/``W3`` and over the output dimension for ``W2``, with an all-gather of ``h``:
-
-1. Every tile holds all of x, its share of ``W1``/``W3``'s rows (intermediate blocks) and
-   its share of ``W2``'s rows (output blocks): 1/N of every matrix.
-2. Each tile computes its h blocks (as on one tile); the VXM result goes into both local
-   MXMs' x slots and, on its way, into a MEM slice.
-3. Each h vector is read back and sent to every other tile (``SEND``; links are
-   all-to-all).  The receiver's C2C slice (``RECV``) hands it to the SXM next to it, which
-   drives it both ways (``SHIFT k=0``) into both MXMs' x slots.
-4. Each tile computes its output blocks of ``y = W2 h`` over all h blocks, its own first,
-   the others in arrival order, and writes them to its MEM.
-
-The integers are the single tile's: h is exchanged as int8 after its requantisation, and
-each output block is accumulated on one MXM over all of I, so the output is bit-identical
-to ``numerics.ffn_int``.  Everything is in SAC time; every tile's program starts with
+Tensor-parallel over the intermediate dimension for ``W1``/``W3`` and over the output
+dimension for ``W2``, with an all-gather of ``h``: each tile computes its h blocks, sends
+each to every other tile (``SEND``; the receiver's ``RECV`` hands it to an SXM that drives
+it into both MXMs' x slots), then its output blocks of ``y = W2 h`` over all h blocks, its
+own first.  h is exchanged as int8 after its requantisation and each output block is
+accumulated on one MXM over all of I, so the output is bit-identical to
+``numerics.ffn_int``.  Everything is in SAC time; every tile's program starts with
 ``DESKEW`` and has a ``RUNTIME_DESKEW`` every ``c2c.deskew_interval`` cycles.
 """
 
@@ -33,7 +25,7 @@ from lpu_arch.isa import C2C_LATENCY, EAST, SXM_LATENCY, WEST, Instr, Op, SxmFla
 from lpu_arch.topology import Topology
 
 from firmware_gen.compiler import CompileError
-from firmware_gen.compiler.blocks import x_image
+from firmware_gen.compiler.blocks import with_x
 from firmware_gen.compiler.ffn import FfnPlan, HRoute
 from firmware_gen.compiler.ffn_manifest import output_matrix
 from firmware_gen.golden.numerics import FfnSpec, NumericsError
@@ -142,32 +134,13 @@ class TrayPlan:
     """The placement of one FFN on a tray: each tile's share of it (:func:`tray_parts`), an
     :class:`FfnPlan` whose h leaves through :class:`MulticastH`, and the links they share.
 
-    Parameters
-    ----------
-    cfg, spec, x
-        The tile, the quantised FFN and its int8 input.
-    tiles : int
-        The tray's tiles, 2, 4 or 8.
-    defer : bool
-        Receive the h vectors after every tile's phase 1 (:meth:`receive`), or each as soon
-        as it is sent (when deferring would overflow a receive buffer, :func:`plan_tray`).
-    states : list of TileState, optional
-        Per tile, the state its plan places onto (a resident model's layer, after the
-        earlier ones); default: fresh tiles.
-    links : TrayLinks, optional
-        The links of another placement whose tiles this one continues (an MoE slot beside
-        the shared expert, ``moe_tray.py``); then ``make_plan(t, i_blocks, j_blocks,
-        h_route)`` builds tile t's plan on that tile's state, with the blocks ``parts``
-        (:func:`tray_parts`) give it.
-
-    Members
-    -------
-    plans : list of FfnPlan
-        Each tile's plan.
-    links : TrayLinks
-        The tray's links, their bookings and the streams for h.
-    transfers : int
-        The h vectors sent over links so far.
+    ``defer``: receive the h vectors after every tile's phase 1 (:meth:`receive`), or each as
+    soon as it is sent (when deferring would overflow a receive buffer, :func:`plan_tray`).
+    ``states``: per tile, the state its plan places onto (default: fresh tiles).  ``links``:
+    those of another placement whose tiles this one continues (an MoE slot beside the shared
+    expert); then ``make_plan(t, i_blocks, j_blocks, h_route)`` builds tile t's plan with the
+    blocks ``parts`` give it.  Members: ``plans`` (each tile's :class:`FfnPlan`), ``links``
+    and ``transfers`` (the h vectors sent over links so far).
     """
 
     def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int, defer: bool = True,
@@ -373,7 +346,6 @@ class TrayPlan:
         return None
 
     def programs(self) -> list[Program]:
-        """Every tile's program (:meth:`FfnPlan.program`)."""
         return [f.program() for f in self.plans]
 
 
@@ -397,10 +369,8 @@ def plan_tray(cfg: TileConfig, spec: FfnSpec, x, tiles: int, before_phase2=None,
 
 
 def compile_ffn_tray(spec: FfnSpec, x, cfg: TileConfig | None = None, tiles: int = 8):
-    """Compile an FFN for ``tiles`` tiles; returns (programs, TrayManifest).
-
-    Each tile's :class:`Manifest` predicts its own MEM writes (its share of y's blocks) and
-    its cycle count, in SAC time."""
+    """Compile an FFN for ``tiles`` tiles; returns (programs, TrayManifest), each tile's
+    :class:`Manifest` predicting its share of y's writes and its cycles, in SAC time."""
     ly = _compile_tray(spec, x, cfg, tiles)[0]
     return ly.programs, ly.manifest
 
@@ -433,14 +403,11 @@ class TrayLayer:
 
     def programs_for(self, x_int8, memories=None) -> list[Program]:
         """Every tile's program with ``x`` ((H,) or (B, H) int8) in its x rows, over
-        ``memories`` (per tile, e.g. the tray's after the previous run; default: the
-        compiled images)."""
+        ``memories`` (per tile; default: the compiled images)."""
         out = []
         for t, (p, rows) in enumerate(zip(self.programs, self.x_rows)):
-            mem = {m: a.copy() for m, a in (p.memory if memories is None else memories[t]).items()}
-            for m, r in x_image(rows, x_int8, p.config.lanes, self.spec.H).items():
-                for a, v in r.items():
-                    mem[m][a] = v
+            mem = p.memory if memories is None else memories[t]
+            mem = with_x(mem, rows, x_int8, p.config.lanes, self.spec.H)
             out.append(Program(p.config, p.queues, mem, p.vxm_params, p.table))
         return out
 
@@ -456,12 +423,9 @@ def compile_tray_layer(spec: FfnSpec, cfg: TileConfig | None = None, tiles: int 
 
 @dataclass
 class ResidentTray:
-    """Every layer of a dense model resident on a tray (the decode loop's layers larger than
-    one tile, ``sim.flows.decode.run_dense_tray``): per tile, every layer's weights at its own
-    rows, its VXM parameters at its own entries (each naming the layer's activation table)
-    and its program at ``entries[l]`` of every queue (padded with HALT), as
-    ``resident.compile_resident`` does on one tile.  ``layers[l].programs``: layer l's
-    queues alone over the tiles' shared memories, parameters and tables."""
+    """Every layer of a dense model resident on a tray, laid out on each tile as
+    ``resident.compile_resident`` does on one; ``layers[l].programs``: layer l's queues
+    alone over the tiles' shared memories, parameters and tables."""
     layers: list                   # TrayLayer per layer
     entries: list                  # the instruction layer l begins at, on every tile and queue
     images: list                   # per tile: queue name -> 64-bit words of every layer
@@ -476,9 +440,8 @@ class ResidentTray:
 
 
 def compile_resident_tray(specs: list, cfg: TileConfig | None = None, tiles: int = 8) -> ResidentTray:
-    """Place every layer's dense FFN (``specs``) on a tray of ``tiles`` tiles of ``cfg``, all
-    of them resident; a model that does not fit is a ``CompileError`` naming the limit and
-    the layer where it runs out."""
+    """Place every layer's dense FFN (``specs``) resident on a tray of ``tiles`` tiles; a
+    model that does not fit is a ``CompileError`` naming the limit and the layer."""
     cfg = cfg or TileConfig.default()
     check_layers(specs, cfg)
     tcfg = tray_config(cfg, tiles)

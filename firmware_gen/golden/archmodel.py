@@ -185,16 +185,9 @@ class _Mxm:
 
 
 def sxm_apply(ins: Instr, x, aux_vec=None, buf=None) -> np.ndarray:
-    """The lane mapping of one SXM instruction (uint8 vectors in, uint8 vector out).
-
-    * ``SHIFT k``: ``y[i] = x[i - k]`` (``DOWN``: ``x[i + k]``), 0 where that lane does not
-      exist, or the lane taken modulo ``lanes`` with ``ROT``.
-    * ``PERM map=m``: ``y[i] = x[idx[i]]`` where ``idx`` is the vector on stream ``m`` (same
-      direction, same cycle), read as unsigned bytes; an index >= lanes gives 0.
-    * ``DIST k, g``: ``y[i] = x[k + i % g]``: g = 1 broadcasts lane k, a larger g (a power of
-      two dividing lanes, k + g <= lanes) replicates lanes k..k+g-1 across the vector.
-    * ``TRO col``: ``y[i] = buf[i][col]``, column ``col`` of the rows stored by ``TRI``.
-    """
+    """The lane mapping of one SXM instruction (uint8 vectors in, uint8 vector out), as
+    ``docs/isa.md``'s opcode table states it; ``aux_vec``: PERM's index vector (the map
+    stream's), ``buf``: the rows TRI stored (TRO's source)."""
     x = np.asarray(x, np.uint8)
     L = len(x)
     i = np.arange(L)
@@ -231,15 +224,10 @@ def send_to_recv(cfg) -> int:
 
 class TileModel:
     """One tile, advanced a cycle at a time (:meth:`step`), so that several tiles can run
-    in lockstep SAC time (:func:`run_system`).  ``run`` is the single-tile case.
-
-    C2C: ``SEND`` appends a :class:`LinkVector` to ``self.sent``; ``RECV`` pops the oldest
-    vector of ``self.rx[link]`` (filled by the system) and checks that it can have arrived:
-    ``recv cycle >= sent + min_distance``.  ``DESKEW`` and ``RUNTIME_DESKEW`` take one SAC
-    cycle (their stalls are invisible in SAC time).
-
-    ``bases``: the base registers' host words (``hostmap.base_word``), register r at
-    index r (register 0 and missing ones: offset 0, on)."""
+    in lockstep SAC time (:func:`run_system`).  ``SEND`` appends a :class:`LinkVector` to
+    ``self.sent``; ``RECV`` pops the oldest of ``self.rx[link]`` (filled by the system),
+    checking ``recv cycle >= sent + min_distance``; deskews take one SAC cycle.  ``bases``:
+    the base registers' host words, register r at index r (missing ones: offset 0, on)."""
 
     def __init__(self, program: Program, tile: int = 0, min_distance: int | None = None, bases=None):
         cfg = self.cfg = program.config

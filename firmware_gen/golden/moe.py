@@ -1,45 +1,15 @@
 """Numerics of a mixture-of-experts layer: routing, the integer golden model of the experts
-and the host's combine (``docs/moe.md``).
+and the host's combine (``docs/moe.md``: the layer, the gatings, ties).
 
-The layer (``x`` one token of width ``H``; ``E`` routed SwiGLU experts ``FFN_e``, ``S``
-shared ones, a router ``W_r`` of ``E x H``)::
-
-    (idx, gate) = route(x)                  top_k experts and their weights, host side, float64
-    y = sum_j gate_j FFN_idx_j(x) + sum_s FFN_s(x)
-
-Routing and combining happen on the host (in attention-FFN disaggregation the attention
-side computes the router in float and sums the experts' outputs; brief section 5).  The
-tray runs, per token, the ``top_k`` selected routed experts and every shared expert on
-the token's int8 ``x``, each an ordinary :class:`~firmware_gen.golden.numerics.FfnSpec`, and
-returns each one's int8 output.  All experts of a layer share one static input scale
-(``MoeSpec.x_scale``), so a token is quantised once and the same bytes go to every expert;
-each expert has its own static ``out_scale``.  The gates are data of the host and never
-reach the tray: :func:`moe_int` (what the tray must reproduce bit for bit) takes the
-selected indices only, :func:`combine` applies the gates in float64.
-
-Gatings (:class:`Router`; both computed in float64 numpy from the float ``x``, logits
-``l = W_r x``):
-
-* ``'sigmoid-grouped'``, DeepSeek-V3/R1 (``topk_method: noaux_tc``): scores
-  ``s = sigmoid(l)``; selection scores ``c = s + bias`` (``e_score_correction_bias``; it
-  changes which experts are selected, never their weights); the experts form ``n_group``
-  groups of ``E / n_group`` consecutive indices, a group's score is the sum of its top
-  ``min(2, E / n_group)`` values of ``c``, the ``topk_group`` best groups are kept and the
-  others' ``c`` set to ``-inf``; the ``top_k`` largest ``c`` are selected; their gates are
-  the *unbiased* ``s``, divided by their sum (``+ 1e-20``) if ``norm_topk_prob`` and
-  ``top_k > 1``, times ``routed_scaling_factor``.  This is ``MoEGate`` of the Hugging Face ``modeling_deepseek.py``
-  with the excluded groups masked to ``-inf`` as in DeepSeek's own ``inference/model.py``
-  (the HF code fills 0.0, which differs only when fewer than ``top_k`` experts of the kept
-  groups have a positive biased score).
-* ``'softmax'``, Qwen3-MoE (``Qwen3MoeSparseMoeBlock``): ``p = softmax(l)`` over all ``E``
-  experts, the ``top_k`` largest selected, their ``p`` renormalised to sum 1 if
-  ``norm_topk_prob``, times ``routed_scaling_factor`` (1.0 for Qwen).  No bias, no groups.
-
-A token's routing depends on that token only (not on the batch it comes in).  Ties
-(equal scores, at the group or the expert stage) go to the lowest index, where
-``torch.topk`` leaves the order unspecified; the ``top_k`` selected experts are listed in
-descending order of their selection score (ties: lowest index first), and that is the
-order of :attr:`MoeStages.routed` too.
+``(idx, gate) = route(x)`` (host side, float64), ``y = sum_j gate_j FFN_idx_j(x) + sum_s
+FFN_s(x)``.  Routing and combining happen on the host; the tray runs, per token, the
+``top_k`` selected routed experts and every shared expert on the token's int8 ``x``, each
+an ordinary :class:`~firmware_gen.golden.numerics.FfnSpec`.  All experts of a layer share
+one static input scale (``MoeSpec.x_scale``), so a token is quantised once; each expert
+has its own ``out_scale``.  The gates never reach the tray: :func:`moe_int` (what the tray
+must reproduce bit for bit) takes the selected indices only, :func:`combine` applies the
+gates in float64.  Ties go to the lowest index; the selected experts are listed in
+descending order of selection score, the order of :attr:`MoeStages.routed` too.
 """
 
 from __future__ import annotations
@@ -86,7 +56,6 @@ def sigmoid(x):
 
 
 def softmax(x):
-    """Softmax over the last axis in float64 (the maximum subtracted first)."""
     e = np.exp(x - np.max(x, axis=-1, keepdims=True))
     return e / np.sum(e, axis=-1, keepdims=True)
 
@@ -99,28 +68,16 @@ def _top(scores, k):
 # ---- the router ------------------------------------------------------------------------------
 @dataclass
 class Router:
-    """The float router of a MoE layer and its gating (see the module docstring).
+    """The float router of a MoE layer and its gating (``docs/moe.md``, *Gatings*)."""
 
-    Attributes
-    ----------
-    weight : float (E, H) array, ``model.layers.N.mlp.gate.weight``.
-    top_k : int, experts selected per token (``num_experts_per_tok``), 1..E.
-    gating : 'sigmoid-grouped' (DeepSeek-V3) or 'softmax' (Qwen3-MoE).
-    bias : float (E,) array or None, ``e_score_correction_bias`` ('sigmoid-grouped' only).
-    n_group, topk_group : groups of experts and how many are kept per token
-        ('sigmoid-grouped'; 1 and 1 = no group limit; 'softmax' needs 1, 1).
-    routed_scaling_factor : float > 0 multiplying every gate (DeepSeek-V3: 2.5).
-    norm_topk_prob : bool, renormalise the selected weights to sum 1 (before the scaling).
-    """
-
-    weight: np.ndarray
-    top_k: int
-    gating: str = "sigmoid-grouped"
-    bias: np.ndarray | None = None
-    n_group: int = 1
-    topk_group: int = 1
-    routed_scaling_factor: float = 1.0
-    norm_topk_prob: bool = True
+    weight: np.ndarray                  # (E, H), model.layers.N.mlp.gate.weight
+    top_k: int                          # experts selected per token (num_experts_per_tok), 1..E
+    gating: str = "sigmoid-grouped"     # DeepSeek-V3; or 'softmax' (Qwen3-MoE)
+    bias: np.ndarray | None = None      # (E,) e_score_correction_bias ('sigmoid-grouped' only)
+    n_group: int = 1                    # groups of experts, and how many are kept per token
+    topk_group: int = 1                 # (1 and 1: no group limit; 'softmax' needs 1, 1)
+    routed_scaling_factor: float = 1.0  # multiplies every gate (DeepSeek-V3: 2.5)
+    norm_topk_prob: bool = True         # renormalise the selected weights to sum 1 (before the scaling)
 
     def __post_init__(self):
         if self.gating not in GATINGS:
@@ -366,20 +323,12 @@ def quantise_input(spec: MoeSpec, x_float):
 
 @dataclass
 class MoeStages:
-    """The integer golden model's stages for T tokens.
+    """The integer golden model's stages for T tokens."""
 
-    Attributes
-    ----------
-    x : int8 (T, H), the input every expert of a token receives.
-    indices : int64 (T, top_k), the routed experts of each token (from the host).
-    routed : int8 (T, top_k, H), ``routed[t, j] = ffn_int(experts[indices[t, j]], x[t])``.
-    shared : int8 (T, S, H), ``shared[t, s] = ffn_int(shared[s], x[t])``.
-    """
-
-    x: np.ndarray
-    indices: np.ndarray
-    routed: np.ndarray
-    shared: np.ndarray
+    x: np.ndarray            # int8 (T, H): the input every expert of a token receives
+    indices: np.ndarray      # int64 (T, top_k): the routed experts of each token (from the host)
+    routed: np.ndarray       # int8 (T, top_k, H): routed[t, j] = ffn_int(experts[indices[t, j]], x[t])
+    shared: np.ndarray       # int8 (T, S, H): shared[t, s] = ffn_int(shared[s], x[t])
 
 
 def moe_int(spec: MoeSpec, x_int8, indices) -> MoeStages:

@@ -128,43 +128,28 @@ class FfnShape:
 class FfnSpec(FfnShape):
     """A quantised FFN: int8 weights, int32 biases, requant parameters and the table.
 
-    Attributes
-    ----------
-    kind : {'swiglu', 'classic'}
-    W1, W2, W3 : int8 arrays, I x H, H x I and I x H (``W3`` for 'swiglu' only, else None).
-    b1, b2 : int32 arrays of I and H entries ('classic' only, else None), in the
-        accumulator's units (scale ``x_scale * w_scale[row]``).
-    rq1 : (multiplier, shift) for ``W1 x (+ b1)`` -> int8, scalars or one per row of W1.
-    rq2 : (multiplier, shift) for ``W2 . (+ b2)`` -> int8 output, scalars or one per row of W2.
-    rq3 : (multiplier, shift) for ``W3 x`` -> int8 ('swiglu' only, else None).
-    rq_mul : (multiplier, shift) for the gate product ('swiglu' only, else None).
-    table : int8 array of 256 entries, the activation applied to the rq1 output.
-    x_scale : float
-        Real value of one LSB of the int8 input.
-    out_scale : float, or an array of H
-        Real value of one LSB of the int8 output, for all of it or per output row.
-    dtype : {'int8', 'fp8'}
-        The tile's number format (``TileConfig.mxm_dtype``).  With ``'fp8'`` the weights,
-        the input, ``h``, the output and the table's entries are E4M3 codes (uint8),
-        ``x_scale`` and ``out_scale`` are the real values of E4M3's 1.0, the
-        requantisations round to E4M3 (:func:`requantise_fp8`) and a bias field is added
-        at ``fp8.BIAS_SHIFT`` (``docs/numerics.md``, "FP8").
+    ``b1``, ``b2`` are in the accumulator's units (scale ``x_scale * w_scale[row]``); each
+    ``rq*`` is ``(multiplier, shift)``, scalars or one per row; ``table`` is applied to the
+    rq1 output.  With ``dtype='fp8'`` (``TileConfig.mxm_dtype``) the weights, the input,
+    ``h``, the output and the table's entries are E4M3 codes (uint8), the scales are the real
+    values of E4M3's 1.0, the requantisations round to E4M3 (:func:`requantise_fp8`) and a
+    bias field is added at ``fp8.BIAS_SHIFT`` (``docs/numerics.md``, "FP8").
     """
 
-    kind: str
-    W1: np.ndarray
-    W2: np.ndarray
-    table: np.ndarray
-    rq1: tuple
-    rq2: tuple
-    W3: np.ndarray | None = None
-    b1: np.ndarray | None = None
-    b2: np.ndarray | None = None
-    rq3: tuple | None = None
-    rq_mul: tuple | None = None
-    x_scale: float = 1.0
-    out_scale: float | np.ndarray = 1.0
-    dtype: str = "int8"
+    kind: str                          # 'swiglu' or 'classic'
+    W1: np.ndarray                     # I x H
+    W2: np.ndarray                     # H x I
+    table: np.ndarray                  # 256 int8 entries
+    rq1: tuple                         # W1 x (+ b1) -> int8
+    rq2: tuple                         # W2 . (+ b2) -> int8 output
+    W3: np.ndarray | None = None       # I x H, 'swiglu' only
+    b1: np.ndarray | None = None       # int32 (I,), 'classic' only
+    b2: np.ndarray | None = None       # int32 (H,), 'classic' only
+    rq3: tuple | None = None           # W3 x -> int8, 'swiglu' only
+    rq_mul: tuple | None = None        # the gate product, 'swiglu' only
+    x_scale: float = 1.0               # real value of one LSB of the int8 input
+    out_scale: float | np.ndarray = 1.0    # of the int8 output: one, or per output row
+    dtype: str = "int8"                # 'int8' or 'fp8'
 
     def __post_init__(self):
         I, H = _check_shapes(self.kind, self.W1, self.W2, self.W3, self.b1, self.b2)
@@ -186,31 +171,17 @@ class FfnSpec(FfnShape):
     @classmethod
     def from_float(cls, kind, W1, W2, W3=None, b1=None, b2=None, *, x_calibration, activation="silu",
                    x_scale=None, out_scale_per_row=False, dtype="int8", fit_table=False):
-        """Quantise a float FFN, calibrating every int8 stage on ``x_calibration`` ((B, H) or (H,)).
+        """Quantise a float FFN, calibrating every int8 stage on ``x_calibration`` ((B, H) or
+        (H,)) as ``docs/numerics.md``, "Building a spec", states: per-row weight scales, the
+        per-tensor scale ``max|v| / 127`` of every other int8 tensor over the batch, each
+        stage's ``(multiplier, shift)`` the :func:`quantise_scale` of its real ratio.
 
-        Weights get per-row scales (:func:`quantise_weights`); the input, each int8
-        intermediate and the output get the per-tensor scale ``max|v| / 127`` of their
-        float64 values over the calibration batch (1.0 if all zero), except the input's when
-        ``x_scale`` is given (several FFNs that share one int8 input, the experts of a MoE
-        layer, are given the same one; ``firmware_gen.golden.moe``); biases are rounded
-        half away from zero at their accumulator's scale; each stage's ``(multiplier,
-        shift)`` is :func:`quantise_scale` of ``in_scale * w_scale[row] / out_scale``.
-        Classic biases that are None mean zero.  With ``out_scale_per_row`` the output gets
-        one scale per row of W2 instead (``max|y[:, r]| / 127``): the output requantisation
-        is per row in the hardware already (``rq2``), and the host that dequantises y
-        multiplies by a vector instead of a number, so one outlier channel no longer
-        coarsens all the others.
-
-        With ``dtype='fp8'`` every scale is ``max|v| / 448`` instead (E4M3's largest value),
-        the values are rounded to E4M3 (:func:`quantise_weights_fp8`), each ``(multiplier,
-        shift)`` is :func:`quantise_scale_fp8` and the table :func:`activation_table_fp8`.
-
-        ``fit_table`` (int8 'classic' FFNs only) fits the int8 intermediate to the
-        activation instead of spanning ``max|h1|`` and ``max|act(h1)|`` symmetrically
-        (:func:`_fit_classic`): zero points for the table's input and output carried by
-        the biases, per-row stretches of the few channels beyond the table's range, and a
-        bias correction of the output on the calibration batch.  The integer arithmetic is
-        the same; only the table, the biases, ``rq1`` and W2's quantised values differ.
+        ``x_scale``: the input's scale instead of its calibrated one (the experts of a MoE
+        layer share one).  ``out_scale_per_row``: one output scale per row of W2 (the
+        hardware's ``rq2`` is per row already), so one outlier channel no longer coarsens the
+        others.  ``dtype='fp8'``: scales ``max|v| / 448`` and everything rounded to E4M3.
+        ``fit_table`` (int8 'classic' only): the intermediate fitted to the activation
+        (:func:`_fit_classic`); the integer arithmetic is the same.
         """
         xs = np.shape(x_calibration)
         if np.ndim(W1) == 2 and xs and np.shape(W1)[1] != xs[-1] == np.shape(W1)[0]:
@@ -296,27 +267,14 @@ FIT_NEGATIVE = 2.0 ** (-np.arange(6) / 2)     # its negative range: -min(h1) tim
 
 
 def _fit_classic(cls, x, W1, W2, b1, b2, activation, x_scale, out_scale_per_row, qbias, w1q, w1s):
-    """An int8 classic FFN whose intermediate fits the activation (``fit_table``).
-
-    A symmetric table over ``max|h1|`` spends half its input codes on the activation's
-    flat negative side and half its output codes on values GELU never takes, and one
-    channel's outlier sets the resolution of all of them.  Here:
-
-    * the table's input codes span ``[-L, R]`` and its outputs ``[min f, max f]``, the
-      zero points carried by the biases: ``b1`` gains ``z`` codes, and ``b2`` gains ``k``
-      times the row sums of W2's int8 values (the entries are stored minus ``k``), exact;
-    * a channel whose calibrated ``max h1`` exceeds ``R / FIT_HEADROOM`` is stretched by
-      ``a = FIT_HEADROOM max h1 / R`` (its ``rq1`` divides by ``a``, its column of W2 is
-      multiplied by ``a`` before W2 is quantised), so it reads ``a f(h / a)``: exact where
-      f is linear or flat, an approximation in between, instead of saturating;
-    * ``(R, L)`` minimises the error that the table's rounding and the stretches put into
-      y over the calibration batch (each position's squared error over its ``|y|^2``,
-      after the bias correction), on a grid (``FIT_RANGES``, ``FIT_NEGATIVE``);
-    * a bias correction: the mean error of the integer FFN's output over the calibration
-      batch is taken out of ``b2``;
-    * per-row output scales get ``FIT_OUT_HEADROOM``: a channel's maximum over a short
-      calibration text is often passed on another text, and saturating there costs more
-      than the coarser step (one scale per FFN is set by its outlier channel and gets none).
+    """An int8 classic FFN whose intermediate fits the activation (``fit_table``;
+    ``docs/numerics.md``, "Fitted tables"): the table's input codes span ``[-L, R]`` and its
+    outputs ``[min f, max f]``, the zero points carried by ``b1`` and ``b2`` (exactly); a
+    channel beyond ``R / FIT_HEADROOM`` is stretched (its ``rq1`` divided, its column of W2
+    multiplied, before W2 is quantised); ``(R, L)`` minimises, on the grid ``FIT_RANGES`` x
+    ``FIT_NEGATIVE``, the error put into y over the calibration batch (each position's
+    squared error over its ``|y|^2``, after the bias correction that takes the mean error
+    out of ``b2``); per-row output scales get ``FIT_OUT_HEADROOM``.
     """
     h1 = np.atleast_2d(x @ W1.T + b1)
     g = activation_function(activation)(h1)
@@ -362,13 +320,9 @@ def _stage(spec, W, v, bias, rq, name, fp8_name=None):
 
 
 def ffn_hidden(spec: FfnSpec, x_int8):
-    """The int8 intermediate ``h`` that ``W2`` multiplies (shape (I,) or (B, I)).
-
-    swiglu: ``h = elementwise_multiply(apply_table(table, requantise(W1 x, *rq1)),
-    requantise(W3 x, *rq3), *rq_mul)``; classic: ``h = apply_table(table,
-    requantise(add_int32(W1 x, b1), *rq1))``.  Matmuls are :func:`matmul_int32`.
-    For an FP8 spec the same steps in E4M3 (:func:`matmul_fp8`, :func:`requantise_fp8`,
-    :func:`gate_fp8`); ``x`` and ``h`` are codes."""
+    """The int8 intermediate ``h`` that ``W2`` multiplies (shape (I,) or (B, I)), in the
+    order of ``docs/numerics.md``, "Order of operations"; for an FP8 spec the same steps in
+    E4M3 (:func:`matmul_fp8`, :func:`requantise_fp8`, :func:`gate_fp8`) on codes."""
     fp = spec.dtype == "fp8"
     name = "x" if fp else "x_int8"
     x = check_codes(x_int8, name) if fp else check_int8(x_int8, name)
@@ -384,13 +338,9 @@ def ffn_hidden(spec: FfnSpec, x_int8):
 
 
 def ffn_int(spec: FfnSpec, x_int8):
-    """The bit-exact integer FFN on int8 input ``x_int8`` of shape (H,) or (B, H).
-
-    ``y = requantise(W2 h, *rq2)`` (swiglu) or ``requantise(add_int32(W2 h, b2), *rq2)``
-    (classic) with ``h = ffn_hidden(spec, x)``.  Returns int8, same shape as x.  For an FP8
-    spec ``x`` and the result are E4M3 codes (uint8) and the steps those of
-    :func:`ffn_hidden`.
-    """
+    """The bit-exact integer FFN on int8 input ``x_int8`` of shape (H,) or (B, H):
+    ``requantise(W2 h (+ b2), *rq2)`` with ``h = ffn_hidden(spec, x)``; int8, the shape of x
+    (E4M3 codes for an FP8 spec)."""
     return _stage(spec, spec.W2, ffn_hidden(spec, x_int8), spec.b2, spec.rq2, "W2 h")
 
 

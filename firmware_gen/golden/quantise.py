@@ -1,21 +1,7 @@
 """Integer arithmetic and int8 quantisation of the FFN golden model, and the checks every
-numerics module applies to its arguments (``docs/numerics.md``, "Integer primitives").
-
-* **Hardware requantisation** (:func:`requantise`, int32 -> int8):
-  ``p = acc * multiplier`` exactly (``multiplier`` in 1..32767, ``shift`` in 0..46, so
-  ``|p| < 2**46`` fits int64); ``r = (p + (1 << (shift - 1))) >> shift`` for
-  ``shift > 0`` (arithmetic shift = floor, so ties round half toward +infinity:
-  2.5 -> 3, -2.5 -> -2), ``r = p`` for ``shift == 0``; then saturate to -128..127.
-  Multiplier and shift may be per output channel (one per row of the weight matrix).
-* **Matmul** (:func:`matmul_int32`): int8 x int8 products summed exactly; a result
-  outside int32 raises :class:`NumericsError` (the compiler must never emit it).
-* **Bias add** (:func:`add_int32`): two's-complement int32, wrapping like the hardware
-  adder.  The compiler keeps biases small, so wrapping never happens in practice.
-* **Elementwise multiply** (:func:`elementwise_multiply`): exact int8 x int8 product
-  (fits int16: -16256..16384), then :func:`requantise`.
-* **Compiler-side rounding** (weight/activation quantisation, :func:`quantise_scale`):
-  round half away from zero (2.5 -> 3, -2.5 -> -3), computed exactly from the float64
-  value, then saturate.
+numerics module applies to its arguments (``docs/numerics.md``, "Integer primitives": the
+hardware's requantisation rounds ties toward +infinity, the compiler's own rounding half
+away from zero; a matmul outside int32 is an error, a bias add wraps like the adder).
 """
 
 from __future__ import annotations
@@ -51,12 +37,10 @@ def check_ints(a, name, lo, hi, what, dtype=np.int64):
 
 
 def check_int8(a, name, dtype=np.int64):
-    """``a`` checked to hold int8 values (:func:`check_ints`)."""
     return check_ints(a, name, INT8_MIN, INT8_MAX, "int8 values", dtype)
 
 
 def check_int32(a, name):
-    """``a`` checked to hold int32 values, as int64 (:func:`check_ints`)."""
     return check_ints(a, name, INT32_MIN, INT32_MAX, "int32 values")
 
 
@@ -87,29 +71,15 @@ def round_half_away_from_zero(x):
 
 
 def sat8(x):
-    """``x`` saturated to -128..127, as int8."""
     return np.clip(x, INT8_MIN, INT8_MAX).astype(np.int8)
 
 
 # ---- hardware primitives -----------------------------------------------------------------
 def requantise(acc, multiplier, shift):
-    """Scale int32 accumulators to int8, exactly as the hardware requant unit does.
-
-    Parameters
-    ----------
-    acc : array_like of int
-        int32 values (any integer dtype; int64 arrays holding int32 values are usual).
-    multiplier : int or array_like of int
-        1..32767; an array broadcasts against ``acc`` (per-channel requantisation).
-    shift : int or array_like of int
-        0..46; broadcasts like ``multiplier``.
-
-    Returns
-    -------
-    numpy.ndarray of int8
-        ``sat8((acc * multiplier + (1 << (shift - 1))) >> shift)``, the rounding term
-        being 0 when ``shift == 0``: round(acc * multiplier / 2**shift), ties toward +inf.
-    """
+    """Scale int32 accumulators to int8, exactly as the hardware requant unit does:
+    ``sat8((acc * multiplier + (1 << (shift - 1))) >> shift)`` (no rounding term when
+    ``shift == 0``), ties toward +inf.  ``multiplier`` (1..32767) and ``shift`` (0..46) may be
+    arrays broadcasting against ``acc`` (per-channel requantisation)."""
     acc = check_int32(acc, "acc")
     m = check_ints(multiplier, "multiplier", 1, MULT_MAX, "integers")
     s = check_ints(shift, "shift", 0, SHIFT_MAX, "integers")
@@ -122,12 +92,8 @@ def quantise_scale(real_scale):
 
     The shift is the largest in 0..46 for which ``multiplier = round_half_away(real_scale *
     2**shift)`` is at most 32767, so the multiplier keeps 15 significant bits when it can.
-
-    Raises
-    ------
-    NumericsError
-        If ``real_scale`` is not finite and > 0, is above 32767 (after rounding) or below
-        2**-47 (the multiplier would round to 0 even with shift 46).
+    Raises :class:`NumericsError` for a scale not finite and > 0, above 32767 (after
+    rounding) or below 2**-47.
     """
     r = check_positive(real_scale, "real_scale")
     if r >= MULT_MAX + 0.5:

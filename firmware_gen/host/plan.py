@@ -2,40 +2,12 @@
 
 For a model (a built-in description, :mod:`firmware_gen.host.models`, or a Hugging Face
 ``config.json``, each read by :mod:`firmware_gen.host.model_arch`) and a weight format, this
-module counts the FFN and MoE parameters, their bytes, the chips, trays and racks that hold
+module counts the FFN and MoE parameters (:func:`count_params`; the arithmetic is
+``docs/plan.md``, "Parameter arithmetic"), their bytes, the chips, trays and racks that hold
 them in SRAM, and the per-token decode time of the FFN side: one compiled expert (or dense
-layer share) per layer, plus the C2C hops the placement needs.  ``lpu plan``
-(``sim/cli/plan.py``) prints the plans as a table, a chart or JSON.  Every number says where
-it comes from:
-
-* **counted**: parameter arithmetic on the configuration (:func:`count_params`);
-* **compiled and golden-model-checked**: :func:`~firmware_gen.compiler.ffn.compile_ffn` on a
-  tile preset, the program run on the architectural model (:func:`archmodel.run`), its
-  cycles equal to the compiler's and its output bit-exact to ``numerics.ffn_int``;
-* **compiled (cycles predicted by the compiler)**: the same without the golden-model run
-  (``--no-golden``);
-* **analytic**: arithmetic on stated figures (the bf16, int4 and mxfp4 times, the C2C hops,
-  the bound at LP30's public SRAM bandwidth).
-
-Parameter arithmetic (all counts are unique parameters; a shared embedding or head counts once):
-
-* embedding ``V*H``; output head ``V*H`` unless tied; final norm ``H``;
-* per layer: two norms ``2H``; attention (below); the FFN: a dense SwiGLU ``3*H*I`` or a
-  MoE layer: ``E`` routed and ``S`` shared SwiGLU experts ``3*H*I_e`` each (plus ``2*I_e + H``
-  bias entries per expert where the model has expert biases), a router ``E*H`` (plus ``E``
-  for a routing bias or router bias);
-* attention, MLA (DeepSeek-V3, Kimi K2): ``H*q_lora + q_lora + q_lora*n*(d_nope + d_rope)``
-  (or ``H*n*(d_nope + d_rope)`` without a q rank) ``+ H*(kv_lora + d_rope) + kv_lora
-  + kv_lora*n*(d_nope + d_v) + n*d_v*H``; GQA: ``H*n*d + 2*H*k*d + n*d*H`` (``n`` heads,
-  ``k`` KV heads, ``d`` head size), plus q/k/v biases ``(n + 2k)*d`` and an output bias ``H``
-  where the model has them, QK norms (``2d`` per head-wise pair, ``(n + k)*d`` per-layer)
-  and attention sinks (``n``);
-* a multi-token-prediction layer (``num_nextn_predict_layers``, DeepSeek style): one more
-  decoder layer of the MoE kind, ``enorm``, ``hnorm`` and the head's norm (``3H``) and
-  ``eh_proj`` (``2H*H``); embedding and head shared.
-
-The FFN parameters are the dense FFNs, routed and shared experts, routers and the MTP
-layers' experts and routers; the FFN share divides them by all parameters.
+layer share) per layer, plus the C2C hops the placement needs.  Every number says where it
+comes from: counted, compiled and golden-model-checked, compiled (cycles predicted by the
+compiler, ``--no-golden``) or analytic (arithmetic on stated figures).
 """
 
 from __future__ import annotations
@@ -137,8 +109,8 @@ def moe_layer_ffn(arch: Arch) -> dict:
 
 
 def count_params(arch: Arch) -> dict:
-    """Every parameter by kind (see the module docstring); ``total``, ``main`` (without the
-    MTP layers), ``ffn`` and ``ffn_share``."""
+    """Every parameter by kind (``docs/plan.md``, "Parameter arithmetic"); ``total``,
+    ``main`` (without the MTP layers), ``ffn`` and ``ffn_share``."""
     H = arch.hidden
     att = attention_params(arch.attention, H)
     per_moe = moe_layer_ffn(arch)

@@ -5,17 +5,11 @@
 checkpoint) or :class:`NpzFile` (``numpy.savez``).  Every problem raises
 :class:`WeightsError` with a one-line message naming the file and tensor.
 
-Why a reader of our own rather than the ``safetensors`` package: its numpy interface
-(``safetensors.numpy.load_file`` and ``safe_open(framework="np")``, checked on 0.8.0 with
-numpy 2.4) fails with ``TypeError: data type 'bfloat16' not understood`` on any BF16 tensor
-unless ``ml_dtypes`` is also installed, and BF16 is how most current checkpoints are
-stored.  The format is small (an 8-byte little-endian header length, a JSON header of
-``{name: {dtype, shape, data_offsets}}``, then raw little-endian data), so a reader that
-reads only the tensors asked for, converts BF16 exactly (its bits are the upper half of a
-float32) and names what is wrong with a truncated or corrupt file costs no dependency.
-``F8_E4M3`` matrices are read with their ``<name>_scale_inv`` tensor, one scale per 128x128
-block as DeepSeek-V3/R1 store them, and returned dequantised exactly (float64;
-``docs/numerics.md``, "FP8 checkpoints").
+A reader of our own, not the ``safetensors`` package, whose numpy interface fails on BF16
+unless ``ml_dtypes`` is installed (``docs/numerics.md``); it reads only the tensors asked
+for, converts BF16 exactly and names what is wrong with a truncated or corrupt file.
+``F8_E4M3`` matrices are read with their ``<name>_scale_inv`` block scales and returned
+dequantised exactly (``docs/numerics.md``, "FP8 checkpoints").
 """
 
 from __future__ import annotations
@@ -55,7 +49,6 @@ def shape_text(shape):
 
 
 def first_index(mask):
-    """The index of the first true element of ``mask``, as a tuple."""
     return tuple(int(i) for i in np.argwhere(mask)[0])
 
 

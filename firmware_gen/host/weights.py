@@ -1,45 +1,15 @@
-"""An FFN's float weights from a ``.safetensors`` or ``.npz`` file (``docs/numerics.md``,
-"Weights from files").
+"""An FFN's or a MoE layer's float weights from a ``.safetensors`` or ``.npz`` file
+(``docs/numerics.md``, "Weights from files"; ``docs/moe.md``, "Weights from files").
 
-:func:`load_ffn` finds one layer's FFN in a file, by the names a Hugging Face checkpoint
-uses or by a caller's mapping, checks every shape against the FFN of
-``firmware_gen.golden.numerics`` (``W1``, ``W3`` are ``I x H``, ``W2`` is ``H x I``) and returns
-the float arrays with a calibration input; ``FfnSpec.from_float`` quantises them.  It is
-used by ``lpu compile --weights`` (through ``sim.harness.compiled.from_weights``) and is meant for
-any other reader of a model's FFNs (a tray, a decode loop), so it depends on numpy (and the
-golden model's number formats) only.
-
-Tensor names, by family (``N`` the layer; the family whose ``W1`` name is in the file is
-used, and a Hugging Face name may carry a prefix ending in a dot, e.g. ``bert.``):
-
-* ``plain`` (the ``.npz`` convention): ``W1 W2 W3 b1 b2 x``; W3 present = SwiGLU (SiLU),
-  else classic (GELU).
-* ``llama`` (Llama, Mistral, Qwen, ...), SwiGLU with SiLU:
-  ``model.layers.N.mlp.gate_proj.weight`` -> W1, ``up_proj`` -> W3, ``down_proj`` -> W2.
-* ``bert``, classic with GELU: ``encoder.layer.N.intermediate.dense.{weight,bias}`` ->
-  W1, b1 and ``encoder.layer.N.output.dense.{weight,bias}`` -> W2, b2.
-
-The SwiGLU here is ``y = W2 (act(W1 x) * W3 x)``: the activation is applied to ``W1``, so
-Llama's ``gate_proj`` (the one under SiLU) is W1 and ``up_proj`` is W3.  A Hugging Face
-``Linear`` weight is stored ``(out_features, in_features)``, which is W1's ``I x H``
-already: nothing is transposed.  HF BERT's ``gelu`` is the erf form; ours is the tanh
-approximation (they differ by at most 5e-4).
-
-Calibration input ``x`` (it is also the input the program is compiled for): a tensor ``x``
-in the file or the mapping's ``x``; else :func:`default_calibration`, a fixed-seed normal
-sample of :data:`DEFAULT_BATCH` rows, each normalised like the layer norm in front of the FFN
-when the file has it (llama ``post_attention_layernorm``: RMS-normalised times its weight;
-bert ``attention.output.LayerNorm``: zero mean, unit variance, times weight plus bias),
-else plain N(0, 1).
-
-:func:`load_moe` reads one layer's mixture of experts (DeepSeek-V3 and Qwen3-MoE names:
-routed experts, shared expert, router and its bias) for ``firmware_gen.golden.moe``
-(``docs/moe.md``, "Weights from files").
-
-The files are read through :func:`~firmware_gen.host.weight_files.open_weights` (the
-``.safetensors`` and ``.npz`` readers, BF16 and block-scaled FP8 included).  Every problem
-raises :class:`~firmware_gen.host.weight_files.WeightsError` with a one-line message naming
-the tensor.
+:func:`load_ffn` finds one layer's FFN by the tensor names of a family (:data:`FAMILIES`;
+a Hugging Face name may carry a prefix ending in a dot) or a caller's mapping, checks every
+shape against ``W1``'s ``I x H`` and returns the float arrays with a calibration input
+(the file's ``x``, else :func:`default_calibration`); :func:`load_moe` does the same for a
+DeepSeek-V3 / Qwen3-MoE layer.  Our SwiGLU applies the activation to ``W1``, so Llama's
+``gate_proj`` is W1 and ``up_proj`` W3; HF ``Linear`` weights are ``(out, in)``, W1's
+``I x H`` already, so nothing is transposed.  Depends on numpy and the golden model's
+number formats only.  Every problem raises
+:class:`~firmware_gen.host.weight_files.WeightsError` naming the tensor.
 """
 
 from __future__ import annotations
@@ -150,11 +120,9 @@ class FfnWeights(FfnShape):
 def load_ffn(path, layer: int | None = None, mapping=None) -> FfnWeights:
     """Load layer ``layer``'s FFN from a ``.safetensors`` or ``.npz`` file.
 
-    ``layer`` may be None only when the file holds one layer (files of a single FFN,
-    named without a layer number, have none).
-    ``mapping`` (``"W1=name,W2=name,..."`` or a dict, names may hold ``{layer}``) names
-    tensors the families above do not: with a ``W1`` it replaces the family, otherwise its
-    keys override the detected family's (e.g. only ``x``).  Raises :class:`WeightsError`.
+    ``layer`` may be None only when the file holds one layer.  ``mapping`` (``"W1=name,..."``
+    or a dict, names may hold ``{layer}``): with a ``W1`` it replaces the family, otherwise
+    its keys override the detected family's.  Raises :class:`WeightsError`.
     """
     f = open_weights(path)
     fname, names = f.path.name, set(f.names)
@@ -324,11 +292,9 @@ MOE_CONFIG = {"num_experts_per_tok": "top_k", "n_group": "n_group", "topk_group"
 
 @dataclass
 class MoeWeights:
-    """One MoE layer's float arrays: the routed ``experts`` (E of them) and the ``shared``
-    ones (zero or one: DeepSeek stores its shared experts fused into one FFN), the router
-    ``E x H`` and its selection bias (None if absent), a calibration input ``x`` (B, H), the
-    routing parameters found in a config (``gating``: Router keywords, maybe empty) and where
-    they came from."""
+    """One MoE layer's float arrays: ``experts`` (E), ``shared`` (zero or one: DeepSeek fuses
+    its shared experts into one FFN), the router ``E x H`` and its bias (None if absent), a
+    calibration input ``x`` (B, H), ``gating`` (Router keywords from a config, maybe empty)."""
     experts: list[Expert]
     shared: list[Expert]
     router: np.ndarray
@@ -347,11 +313,9 @@ class MoeWeights:
 
 
 def moe_config(config) -> tuple[dict, dict]:
-    """The routing of a Hugging Face ``config.json`` (a path or its dict): ``(gating, counts)``
-    with ``gating`` the Router keywords it sets (``gating`` is 'sigmoid-grouped' for
-    ``scoring_func: sigmoid``, DeepSeek-V3, else 'softmax', Qwen3-MoE) and ``counts`` the
-    routed and shared expert counts it states (``n_routed_experts``/``num_experts``,
-    ``n_shared_experts``), for checking against the file."""
+    """The routing of a Hugging Face ``config.json`` (a path or its dict): ``(gating, counts)``,
+    ``gating`` the Router keywords it sets ('sigmoid-grouped' for ``scoring_func: sigmoid``,
+    else 'softmax'), ``counts`` the routed and shared expert counts it states."""
     if config is None:
         return {}, {}
     name = "config"
@@ -382,19 +346,13 @@ def moe_config(config) -> tuple[dict, dict]:
 
 
 def load_moe(path, layer: int | None = None, *, config=None, batch: int = DEFAULT_BATCH) -> MoeWeights:
-    """Load layer ``layer``'s mixture of experts from a ``.safetensors`` or ``.npz`` file.
+    """Load layer ``layer``'s mixture of experts from a ``.safetensors`` or ``.npz`` file
+    (names: :data:`MOE_NAMES`, experts counted from the names, 0..E-1; ``docs/moe.md``).
 
-    Names (:data:`MOE_NAMES`; a prefix ending in a dot is allowed):
-    ``model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight`` (E counted from the names,
-    which must run 0..E-1), the router ``model.layers.N.mlp.gate.weight`` (E x H), its bias
-    ``...mlp.gate.e_score_correction_bias`` (E,) if present (DeepSeek), the shared expert
-    ``...mlp.shared_experts.{gate,up,down}_proj.weight`` if present (DeepSeek; Qwen3 has
-    none).  ``layer`` may be None when the file holds one MoE layer.  ``config`` (the
-    checkpoint's ``config.json``, a path or a dict) supplies top-k, groups, scaling and
-    normalisation (:func:`moe_config`); without it ``gating`` is empty.  The calibration input
-    is a tensor ``x`` in the file, else :func:`default_calibration` of ``batch`` rows
-    RMS-normalised by ``post_attention_layernorm`` when present.  Raises
-    :class:`WeightsError`.
+    ``layer`` may be None when the file holds one MoE layer.  ``config`` (``config.json``, a
+    path or a dict) supplies the routing (:func:`moe_config`); without it ``gating`` is empty.
+    The calibration input is the file's ``x``, else :func:`default_calibration` of ``batch``
+    rows RMS-normalised by ``post_attention_layernorm`` when present.  Raises :class:`WeightsError`.
     """
     f = open_weights(path)
     fname, names = f.path.name, set(f.names)
