@@ -216,7 +216,7 @@ def test_stream_occupancy_follows_a_value_to_its_reader():
     assert np.array_equal(east, want) and not west.any()
 
 
-def test_long_program_renders_in_seconds(tmp_path):
+def test_long_program_renders_compactly(tmp_path):
     cfg = TileConfig.default()
     n = 12000
     d = cfg.position("MEM_E3") - cfg.position("MEM_W3")
@@ -236,11 +236,12 @@ def test_long_program_renders_in_seconds(tmp_path):
             WRITE W2, 9
             REPEAT {n // 3}, 3, +0
         """)
-    t0 = time.perf_counter()
     for ext in ("png", "svg"):
         schedule_chart(prog, tmp_path / f"long.{ext}")
-    assert time.perf_counter() - t0 < 20
-    assert (tmp_path / "long.svg").stat().st_size > 0
+    # What keeps it fast: one bar per run of one opcode, and rasterised beyond a few
+    # thousand bars, so the vector file holds far fewer elements than the ~29,000 issues.
+    svg = (tmp_path / "long.svg").read_text()
+    assert "<image" in svg and sum(svg.count(t) for t in ("<path", "<use", "<image")) < 1000
     east, _ = stream_occupancy(prog)
     assert east.shape[1] > n and east.max() == 1
 
@@ -432,13 +433,15 @@ def test_tray_no_run_draws_the_timeline(capsys, tmp_path):
     assert "SENDM" in (tmp_path / "tile3.svg").read_text()
 
 
-def test_eight_default_tiles_render_in_seconds(tmp_path):
-    t0 = time.perf_counter()
+def test_eight_default_tiles_render_compactly(tmp_path):
     _, programs, man = _tray(8, "default", H=128, I=512)
     for ext in ("svg", "png"):
         tray_chart(programs, tmp_path / f"tray.{ext}", man)
-    assert time.perf_counter() - t0 < 20
-    assert (tmp_path / "tray.svg").stat().st_size > 0 and (tmp_path / "tray.png").stat().st_size > 0
+    assert (tmp_path / "tray.png").stat().st_size > 0
+    # One bar per run of one opcode: fewer drawn elements than the tray has instructions.
+    svg = (tmp_path / "tray.svg").read_text()
+    instructions = sum(len(q) for p in programs for q in p.queues.values())
+    assert 0 < sum(svg.count(t) for t in ("<path", "<use", "<image")) < instructions
 
 
 @pytest.mark.sim
