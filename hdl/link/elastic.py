@@ -1,10 +1,4 @@
-"""The link's clock crossing, the first stage of the receive chain (``docs/c2c.md``
-"Hardware", LinkRx).
-
-:class:`ElasticBuffer` writes every flit on the sender's clock (source-synchronous) and
-reads it on the receiver's; it never stalls, and a flit that finds it full is lost and
-flagged by a sticky ``overflow`` crossed as a Gray-coded count.
-"""
+"""The link's clock crossing, the first stage of the receive chain (``docs/c2c.md`` "Hardware")."""
 
 from amaranth import Module, Signal
 from amaranth.lib import stream, wiring

@@ -1,10 +1,4 @@
-"""The link's receiver: the receive chain composed (``docs/c2c.md`` "Hardware", LinkRx).
-
-:class:`LinkRx` joins :class:`~hdl.link.elastic.ElasticBuffer`,
-:class:`~hdl.link.flit_decoder.FlitDecoder`, :class:`~hdl.link.assembler.VectorAssembler`
-and :class:`~hdl.link.receive_buffer.ReceiveBuffer` by streams without back-pressure and
-gathers their status.
-"""
+"""The link's receiver: the receive chain composed (``docs/c2c.md`` "Hardware", LinkRx)."""
 
 from amaranth import Module
 from amaranth.lib import wiring
