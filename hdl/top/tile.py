@@ -1,13 +1,4 @@
-"""The tile: slices in the mirrored order of the design brief on one stream fabric, an
-instruction queue per slice (and a loader queue per MXM), the host interface, the cycle
-counter and done.
-
-A tile with C2C links (``cfg.links > 0``, ``docs/c2c.md``) also has the C2C slices, a
-transmitter and a receiver per link, the HAC unit and the deskew unit.  Everything that
-lives in SAC time (the *core*: instruction queues, stream fabric, every slice, cycle and
-busy counters, traces, run state) is stalled as a whole while the deskew unit stalls;
-the HAC, the links, the deskew unit and the host bus's read path keep running.
-"""
+"""The tile: every fabric position (``hdl/units/column.py``), the host interface, run control."""
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.hdl import EnableInserter
@@ -30,15 +21,19 @@ def load_port_signature(cfg) -> wiring.Signature:
     """The tile's vector load port (``hostmap.LOAD_REGIONS``), from the host's side:
     ``region`` (``Region.DMEM``, ``IMEM`` or ``VXM_PARAM``; any other writes nothing),
     ``row``, ``mask`` (bit ``k``: lane ``k`` writes) and ``data[k]``, one lane each
-    (``hostmap.load_lanes`` of ``hostmap.load_lane_bits`` bits).  A tile has it as
-    ``In(...)`` (member ``load``: Verilog ports ``load__region``, ``load__data__0`` ...)."""
+    (``hostmap.load_lanes`` of ``hostmap.load_lane_bits`` bits).  A lane writes row ``row``
+    of its unit (a MEM vector, an instruction, a VXM lane entry) only while the tile is
+    stopped, ignores a row beyond the unit's depth and takes precedence over a host write
+    on the same cycle.  A tile has it as ``In(...)`` (member ``load``)."""
     n = hostmap.load_lanes(cfg)
     return wiring.Signature({"region": Out(hostmap.LOAD_REGION_BITS), "row": Out(hostmap.load_row_bits(cfg)),
                              "mask": Out(n), "data": Out(hostmap.load_lane_bits(cfg)).array(n)})
 
 
 class Tile(wiring.Component):
-    """A scaled-down LP30 tile.
+    """A scaled-down LP30 tile: slices in the mirrored order of the design brief on one
+    stream fabric, an instruction queue per slice (and a loader queue per MXM), the host
+    interface, the cycle counter and done.
 
     The host bus is word-addressed with 32-bit data; ``lpu_arch/hostmap.py`` gives the
     map.  Writing bit 0 of ``CTRL`` starts every instruction queue at instruction 0 on the
@@ -73,7 +68,11 @@ class Tile(wiring.Component):
     from (constants: ``hostmap.config_csrs(cfg)``), which the host checks against its
     program's before loading (``sim/tb/driver.py``).
 
-    With ``cfg.links > 0`` (``docs/c2c.md``):
+    With ``cfg.links > 0`` (``docs/c2c.md``) the tile also has the C2C slices, a transmitter
+    and a receiver per link, the HAC unit and the deskew unit.  The *core* (everything in
+    SAC time: queues, fabric, slices, counters, traces, run state) is stalled as a whole
+    while the deskew unit stalls; the HAC, the links, the deskew unit and the host bus's
+    read path keep running.
 
     flit_out : Out(flit_bits).array(links)
         Each link's transmit register (this tile's clock).

@@ -30,11 +30,6 @@ With ``vxm_latency`` 4 each stage after the first holds a product, a rounding sh
 block RAM read and one 8 x 8 product, or (the gate's, 16 x 15) one whole requantisation:
 the stages are balanced for the FPGA's clock (``docs/fpga.md``).
 
-``requantise(v, m, s) = sat8((v * m + (s ? 1 << (s-1) : 0)) >> s)`` with an arithmetic
-shift, exactly the golden model's ``requantise``: ``v * m`` needs 47 signed bits for an
-int32 ``v`` (31 for the gate's ``a * b``), and the rounding is done after the shift
-(:func:`round_shift`).
-
 A VOP's parameter entry is ``param + offset`` of its base register (``docs/isa.md``,
 "Base registers"); an entry at or beyond ``vxm_param_depth`` sets the sticky
 ``param_fault`` and the VOP drives a zero vector, and a VOP whose register is off skips:
@@ -151,11 +146,8 @@ class VXM(wiring.Component):
         ``Region.VXM_TABLE``: word ``t * 256 + i`` (``t < vxm_tables``) is entry ``i`` of
         table ``t`` in the low byte.
     load_we : In(lanes), load_row : In(load_row_bits), load_data : In(lanes * 32 * PARAM_WORDS)
-        The vector load port (``hostmap.LOAD_REGIONS``, ``Region.VXM_PARAM``): for every
-        lane ``l`` with ``load_we[l]``, store bits ``160l..160l+159`` of ``load_data`` (the
-        lane's ``PARAM_WORDS`` host words) as lane ``l`` of entry ``load_row``.  Only while
-        the tile is stopped; an entry beyond ``vxm_param_depth`` is ignored; takes
-        precedence over a host write on the same cycle.
+        The vector load port's lanes (``hdl.top.tile.load_port_signature``): lane ``l``
+        stores its ``PARAM_WORDS`` host words as lane ``l`` of entry ``load_row``.
     """
 
     def __init__(self, cfg):
