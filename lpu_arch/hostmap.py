@@ -1,5 +1,5 @@
 """The host interface's address map, shared by the HDL decoder, the cocotb driver and
-the (future) UART bridge.
+the UART bridge.
 
 The host bus is word-addressed with 32-bit data.  Address bits ``[28:32]`` pick a
 region, bits ``[20:28]`` a slice (queue index for IMEM, ``TileConfig.queue_names``; MEM

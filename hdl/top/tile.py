@@ -21,10 +21,8 @@ def load_port_signature(cfg) -> wiring.Signature:
     """The tile's vector load port (``hostmap.LOAD_REGIONS``), from the host's side:
     ``region`` (``Region.DMEM``, ``IMEM`` or ``VXM_PARAM``; any other writes nothing),
     ``row``, ``mask`` (bit ``k``: lane ``k`` writes) and ``data[k]``, one lane each
-    (``hostmap.load_lanes`` of ``hostmap.load_lane_bits`` bits).  A lane writes row ``row``
-    of its unit (a MEM vector, an instruction, a VXM lane entry) only while the tile is
-    stopped, ignores a row beyond the unit's depth and takes precedence over a host write
-    on the same cycle.  A tile has it as ``In(...)`` (member ``load``)."""
+    (``hostmap.load_lanes`` of ``hostmap.load_lane_bits`` bits).  A tile has it as
+    ``In(...)`` (member ``load``: Verilog ports ``load__region``, ``load__data__0`` ...)."""
     n = hostmap.load_lanes(cfg)
     return wiring.Signature({"region": Out(hostmap.LOAD_REGION_BITS), "row": Out(hostmap.load_row_bits(cfg)),
                              "mask": Out(n), "data": Out(hostmap.load_lane_bits(cfg)).array(n)})

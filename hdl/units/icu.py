@@ -75,7 +75,7 @@ class InstructionQueue(wiring.Component):
         Host access to the queue's memory: word ``2*i`` is the low half of instruction
         ``i``, ``2*i+1`` the high half.  Reads have one cycle of latency.
     load_we : In(1), load_row : In(load_row_bits), load_data : In(INSTR_BITS)
-        The vector load port's lane for this queue (``hdl.top.tile.load_port_signature``).
+        The vector load port's lane for this queue (``hostmap.LOAD_REGIONS``).
     """
 
     def __init__(self, cfg, kind):

@@ -41,7 +41,7 @@ class MemSlice(wiring.Component):
         Word ``row * words_per_vector + w`` is 32-bit word ``w`` (lanes ``4w..4w+3``,
         lane ``4w`` in the low byte) of vector ``row``.  Only while the tile is stopped.
     load_we : In(1), load_row : In(load_row_bits), load_data : In(vector_bits)
-        The vector load port's lane for this slice (``hdl.top.tile.load_port_signature``).
+        The vector load port's lane for this slice (``hostmap.LOAD_REGIONS``).
     """
 
     def __init__(self, cfg):

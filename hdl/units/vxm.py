@@ -146,7 +146,7 @@ class VXM(wiring.Component):
         ``Region.VXM_TABLE``: word ``t * 256 + i`` (``t < vxm_tables``) is entry ``i`` of
         table ``t`` in the low byte.
     load_we : In(lanes), load_row : In(load_row_bits), load_data : In(lanes * 32 * PARAM_WORDS)
-        The vector load port's lanes (``hdl.top.tile.load_port_signature``): lane ``l``
+        The vector load port's lanes (``hostmap.LOAD_REGIONS``): lane ``l``
         stores its ``PARAM_WORDS`` host words as lane ``l`` of entry ``load_row``.
     """
 
