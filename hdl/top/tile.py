@@ -41,14 +41,8 @@ class Tile(wiring.Component):
 
     Members
     -------
-    host : In(host_bus_signature)
-        Host access, one per cycle (``addr``, ``wdata``, ``we``, ``re``); ``rdata`` with
-        ``rvalid`` ``hostmap.HOST_READ_LATENCY`` (2) cycles after ``re``.
-    load : In(load_port_signature)
-        The vector load port (``hostmap.LOAD_REGIONS``): one row into every lane of
-        ``mask`` per cycle (a MEM vector per MEM slice, an instruction per queue, a VXM
-        lane entry per lane), while the tile is stopped; read back over ``host``.  Not in a
-        tile built with ``separate_columns`` (its columns have no load lanes).
+    host : In(host_bus_signature), load : In(load_port_signature)
+        The host bus and the vector load port (not in a tile built with ``separate_columns``).
     running : Out(1), done : Out(1)
         Run state; ``done`` stays high until the next start.
     fault : Out(1)
@@ -57,14 +51,8 @@ class Tile(wiring.Component):
         ``Status.NAN_OPERAND`` (an FP8 MM met a NaN code: a condition of the data, which the
         golden model predicts, not a hardware fault).
 
-    The base registers (``docs/isa.md``, "Base registers") are CSRs
-    ``Csr.BASE_REG_BASE + r`` (``hostmap.base_word``: offset in bits 0..19, off in bit 31),
-    written only while the tile is stopped and kept across runs (0, offset 0 and on, after
-    reset); register 0 reads 0 and ignores writes.  Every MEM slice and the VXM see them.
-
-    The CSRs from ``Csr.CONFIG_VERSION`` on report the configuration the tile was built
-    from (constants: ``hostmap.config_csrs(cfg)``), which the host checks against its
-    program's before loading (``sim/tb/driver.py``).
+    The base registers (``Csr.BASE_REG_BASE + r``) are kept across runs (all 0, offset 0
+    and on, after reset); every MEM slice and the VXM see them.
 
     With ``cfg.links > 0`` (``docs/c2c.md``) the tile also has the C2C slices, a transmitter
     and a receiver per link, the HAC unit and the deskew unit.  The *core* (everything in
@@ -72,11 +60,9 @@ class Tile(wiring.Component):
     while the deskew unit stalls; the HAC, the links, the deskew unit and the host bus's
     read path keep running.
 
-    flit_out : Out(flit_bits).array(links)
-        Each link's transmit register (this tile's clock).
-    flit_in : In(flit_bits).array(links)
-        Each link's incoming flits, in clock domain ``rx<link>`` (the sender's clock:
-        rename it to the peer's domain with ``DomainRenamer``).
+    flit_out : Out(flit_bits).array(links), flit_in : In(flit_bits).array(links)
+        Each link's transmit register, and its incoming flits in clock domain ``rx<link>``
+        (the sender's clock: rename it to the peer's domain with ``DomainRenamer``).
     hac : Out(HAC_BITS), stall : Out(1), sac : Out(CYCLE_BITS)
     rx_level / elastic_level : Out(level_bits).array(links)
         For observation: the HAC, the deskew stall, the cycle counter (SAC), the receive
@@ -89,10 +75,8 @@ class Tile(wiring.Component):
     hac_children : list of int
         Links to HAC children (default: every link of a root, none of a child).
     separate_columns : bool
-        Build the tile without its positions (``hdl/units/column.py``): each position's ports
-        (``column_signature(cfg, p, streams=False)``, from the position's side) are in
-        ``column_ports[p]``, to be connected to a ``Column`` built separately (``hdl/flows/size.py``
-        writes the full-scale tile this way).  Tiles without links only.
+        Build the tile without its positions: each position's ports are in
+        ``column_ports[p]``, for a ``Column`` built separately (``hdl/flows/size.py``).
     """
 
     def __init__(self, cfg, hac_parent=None, hac_children=None, separate_columns=False):

@@ -62,15 +62,12 @@ class InstructionQueue(wiring.Component):
     run : In(1)
         High while the tile runs.
     issue : Out(issue_signature)
-        The instruction issued this cycle, from a register (decoded from the instruction
-        memory on the cycle before).
+        The instruction issued this cycle, from a register.
     halted : Out(1)
         Set the cycle after HALT (or an illegal word) would have issued.
     illegal : Out(1)
         Sticky until the next ``start`` (cleared on the priming cycle), set the cycle after
-        an illegal word would have issued (the queue halts; nothing issues): an opcode not legal for this slice kind, a
-        nonzero bit its opcode does not use (``isa.USED_FIELDS``), or a base register
-        ``>= base_regs`` (``legal_word_mask``).
+        an illegal word (module docstring) would have issued; the queue halts.
     host : In(host_signature)
         Host access to the queue's memory: word ``2*i`` is the low half of instruction
         ``i``, ``2*i+1`` the high half.  Reads have one cycle of latency.

@@ -54,16 +54,9 @@ class MXM(wiring.Component):
     -------
     start : In(1)
         Clears both weight buffers, the active-block select and any load in progress.
-    issue : In(issue_signature)
-        From this slice's instruction queue (MM).
-    ld_issue : In(issue_signature)
-        From the loader queue (LW, LX).
-    tap : In(tap_signature)
-        Stream values visible at this position.
-    drive : Out(drive_signature)
-        ``EMIT``'s ``acc_planes`` planes (4 for int32), in the direction fixed by ``side``.
-    driving : Out(1)
-        An ``EMIT`` is being driven this cycle.
+    issue, ld_issue, tap, drive, driving
+        As ``layouts.slice_members``: ``issue`` from the MXM's queue (MM), ``ld_issue`` from
+        its loader (LW, LX); ``drive`` is ``EMIT``'s ``acc_planes`` planes (``side``'s way).
     nan : Out(1)
         An FP8 tile's ``MM`` issued on cycle t multiplied a NaN code (``fp8.NAN_CODES``) of
         x or of the active weight block: high on t+2 (with the sums), from the rows'
