@@ -50,13 +50,10 @@ class Csr(enum.IntEnum):
     0 in a tile without.
 
     The configuration block (``CONFIG_VERSION`` .. ``CONFIG_BASE + CONFIG_MAX_FIELDS - 1``,
-    read-only constants fixed when the tile is built) reports the tile's whole
-    :class:`TileConfig`: word ``CONFIG_BASE + k`` is field ``k`` in
-    ``dataclasses.fields(TileConfig)`` order (:func:`config_words`), ``CONFIG_FIELDS``
-    how many there are and ``CONFIG_HASH`` a CRC-32 of the field names and values
-    (:func:`config_hash`), so that a host checks a tile with three reads and reads the
-    fields only to say what differs (:func:`config_mismatch`).  ``CONFIG0``/``CONFIG1``
-    are an older, partial summary of six fields, kept for existing readers."""
+    constants: :func:`config_csrs`) reports the tile's whole :class:`TileConfig`, so that a
+    host checks a tile with three reads (:data:`CONFIG_HEADER`) and reads the fields only to
+    say what differs (:func:`config_mismatch`).  ``CONFIG0``/``CONFIG1`` are an older,
+    partial summary of six fields, kept for existing readers."""
     CTRL = 0        # write: see Ctrl
     STATUS = 1      # read: see Status
     SAC = 2         # read: the program's cycle counter, SAC (deskew stalls do not advance it; frozen at done)

@@ -31,17 +31,10 @@ block RAM read and one 8 x 8 product, or (the gate's, 16 x 15) one whole requant
 the stages are balanced for the FPGA's clock (``docs/fpga.md``).
 
 A VOP's parameter entry is ``param + offset`` of its base register (``docs/isa.md``,
-"Base registers"); an entry at or beyond ``vxm_param_depth`` sets the sticky
-``param_fault`` and the VOP drives a zero vector, and a VOP whose register is off skips:
-it drives a zero vector too.  Either way on the same streams and cycle, with the same
-flags: the registers choose values, never timing.  The TABLE step of lane ``l`` looks up
-table ``table_l`` (the entry's ``table`` field, modulo ``vxm_tables``) of the
-``vxm_tables`` activation tables.
-
-Parameters and tables are host-writable while the tile is stopped
-(``hostmap.Region.VXM_PARAM`` and ``Region.VXM_TABLE``) and power up as a fresh
-``lpu_arch.vxm.reset_words``: identity parameters (bias 0, multiplier 1, shift 0, table 0)
-and identity tables.
+"Base registers"); a skip or a ``param_fault`` drives a zero vector on the same streams and
+cycle: the registers choose values, never timing.  Lane ``l``'s TABLE step looks up the
+table its entry names (modulo ``vxm_tables``).  Parameters and tables power up as
+``lpu_arch.vxm.reset_words`` (identity parameters and tables).
 """
 
 from amaranth import Array, Cat, Module, Mux, Signal, signed, unsigned
