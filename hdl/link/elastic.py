@@ -12,18 +12,10 @@ from hdl.link.flit import flit_body_layout, flit_field
 
 
 class ElasticBuffer(wiring.Component):
-    """The link's clock crossing: flits written on the sender's clock, read on this one.
-
-    An ``AsyncFIFO`` of ``ELASTIC_DEPTH`` flits (without the valid bit) written on the
-    *sender's* clock ``w_domain`` (the clock that comes with the data, as in a
-    source-synchronous link) and read on "sync", where every flit is popped as soon as it
-    shows and registered.  Never stalls: a flit that finds the buffer full is lost and
-    flagged.
-
-    Parameters
-    ----------
-    w_domain : str
-        The sender's clock domain.
+    """The link's clock crossing: an ``AsyncFIFO`` of ``ELASTIC_DEPTH`` flits (without the
+    valid bit) written on the sender's clock ``w_domain`` (source-synchronous) and read on
+    "sync", where every flit is popped as soon as it shows and registered.  Never stalls: a
+    flit that finds the buffer full is lost and flagged.
 
     Members
     -------

@@ -15,8 +15,6 @@ class HacUnit(wiring.Component):
 
     Parameters
     ----------
-    links : int
-        Links of the tile.
     parent : int or None
         The link to the HAC parent (None: this tile is the root).
     children : list of int
