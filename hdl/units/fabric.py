@@ -6,7 +6,7 @@ from hdl.units.layouts import drive_value
 
 
 class StreamStage(Elaboratable):
-    """The stream registers loaded at one slice position (``isa.py``'s timing: a value
+    """The stream registers loaded at one slice position (``timing.diagonal``: a value
     driven at ``p`` on cycle ``t`` is visible at ``p + d`` east or ``p - d`` west on ``t + d``).
 
     For every stream ``s``, ``east_out[s]`` (visible at ``p + 1`` next cycle; None at the

@@ -1,16 +1,14 @@
 """Per-slice instruction queue (ICU): in-order issue, no interlocks.
 
-Implements the timing rules of ``lpu_arch/isa.py``: one data instruction per cycle,
-``NOP n`` waits n cycles, ``REPEAT n, d, stride`` re-issues the last data instruction n
-times every d cycles with its address advanced by ``stride``.
+Implements the timing rules of ``docs/isa.md``: one data instruction per cycle, ``NOP n``
+waits n cycles, ``REPEAT n, d, stride`` re-issues the last data instruction n times every
+d cycles with its address advanced by ``stride``.
 
 Illegal words: an opcode the slice kind does not execute, or a legal opcode with a bit set
 that it does not use (``isa.USED_FIELDS``: a field it has no use for, the bits above a
-named operand's width, an unknown flag), raises the sticky ``illegal`` and halts the
-queue instead of issuing.  The check is one constant mask per legal opcode
-(``isa.used_word_mask``), generated from the ISA table; for ``READ``, ``WRITE`` and
-``VOP`` the mask also leaves out the bits of the ``base`` operand that name a register
-beyond the tile's ``base_regs`` (a power of two), so such a word is illegal the same way.
+named operand's width, an unknown flag, a base register beyond ``base_regs``), raises the
+sticky ``illegal`` and halts the queue instead of issuing.  The check is one constant mask
+per legal opcode (:func:`legal_word_mask`), generated from the ISA table.
 """
 
 from amaranth import Module, Mux, Signal

@@ -6,7 +6,7 @@ What is tested
   (two 32-bit words per instruction, ``Instr.encode()``), started, and the cycle, opcode,
   stream, direction and address of every issue are recorded.  They must equal the issue
   schedule computed by :func:`isa_schedule`, a small function that applies the timing
-  rules exactly as ``lpu_arch/isa.py``'s docstring states them: a data instruction
+  rules exactly as ``docs/isa.md`` ("Timing rules") states them: a data instruction
   occupies 1 cycle, ``NOP n`` n cycles, and the k-th repetition of
   ``REPEAT n, d, stride`` (k = 1..n) issues at ``s + k*d - 1``, ``s`` being the REPEAT's
   first cycle, with the address of the last issued data instruction advanced by
