@@ -169,11 +169,8 @@ def _used_fields() -> dict:
     return {op: {f: m[f] for f in FIELD if f in m} for op, m in used.items()}   # fields in FIELDS order
 
 
-# The bits each opcode uses, per field: op -> {field: mask within the field}.  A field an
-# opcode does not list is unused: all its bits must be 0, as must every bit outside the
-# listed mask (the junk above a named operand's width, an unknown flag).  Derived from
-# OPERANDS and FLAGS for the compute instructions; the hardware decoder is generated
-# from this table (``used_word_mask``).
+# The bits each opcode uses (module docstring), per field: op -> {field: mask within the
+# field}; derived from OPERANDS and FLAGS for the compute instructions.
 USED_FIELDS = _used_fields()
 
 

@@ -26,11 +26,8 @@ class LinkRx(wiring.Component):
 
     Members
     -------
-    The stages' members under their names: ``flit`` (in ``w_domain``) and
-    ``elastic_level`` (the :class:`ElasticBuffer`'s ``level``); ``sync_valid``,
-    ``probe_valid``, ``echo_valid``, ``ctrl_value``, ``corrected``, ``uncorrected`` and
-    ``uncorrectable`` (:class:`FlitDecoder`); ``recv``, ``recv_data``, ``level``,
-    ``max_level`` and ``underflow`` (:class:`ReceiveBuffer`).
+    The stages' members under their names (``elastic_level``: the :class:`ElasticBuffer`'s
+    ``level``).
     overflow : Out(1)
         Sticky: a flit found the elastic buffer full or a vector the receive buffer full.
     clear : In(1)
