@@ -107,8 +107,7 @@ class Tile(wiring.Component):
         m = Module()
         cfg = self.cfg
         linked = cfg.links > 0
-        # The core: everything in SAC time.  Without links it is the tile's own module (the
-        # single tile is exactly as before); with links a submodule stalled by the deskew unit.
+        # The core (class docstring): without links the tile's own module, else a submodule.
         core = Module() if linked else m
 
         region = self.host.addr[hostmap.REGION_SHIFT:32]
@@ -150,9 +149,7 @@ class Tile(wiring.Component):
                             port.addr.eq(word), port.wdata.eq(self.host.wdata),
                             port.we.eq(self.host.we), port.re.eq(self.host.re)]
 
-        # ---- the positions: queue, slice, event trace, stream registers ----------------
-        # Register east[p][s] is loaded at position p and visible at p + 1 on the next cycle,
-        # west[p][s] at p - 1; the edges feed zeros.
+        # ---- the positions: queue, slice, event trace, stream registers (StreamStage) -----
         P, VB, S = cfg.positions, cfg.vector_bits, cfg.streams
         inline = not self.separate_columns
         east = [[Signal(VB, name=f"east_{p}_{s}") for s in range(S)] if inline and p + 1 < P else None
@@ -229,8 +226,7 @@ class Tile(wiring.Component):
         overflow = Cat(Const(0, 1), *(t.trace_overflow for t in traces)).any()
         status = Signal(cfg.HOST_WORD)
         param_fault = vxm.param_fault
-        # NAN_OPERAND: sticky until start, set by either MXM's nan (an FP8 MM multiplied a NaN
-        # code; constant 0 on an int8 tile).  A condition of the data, not a fault: not in ``fault``.
+        # NAN_OPERAND (hostmap.Status): either MXM's nan, sticky until start; not in ``fault``.
         nan_operand = Signal()
         mxm_nan = Cat(*(c.nan for c, n in zip(cols, cfg.slice_names) if cfg.kind(n) == "MXM")).any()
         with core.If(start):

@@ -82,7 +82,6 @@ class MemSlice(wiring.Component):
         with m.Elif((reads | writes) & ~in_range):
             m.d.sync += self.addr_fault.eq(1)
 
-        # Host addressing: row and word within the vector.
         h_row = Signal(cfg.mem_addr_bits)
         h_word = Signal(range(max(wpv, 2)))
         m.d.comb += [h_row.eq(self.host.addr // wpv), h_word.eq(self.host.addr % wpv)]
@@ -127,7 +126,6 @@ class MemSlice(wiring.Component):
         m.d.sync += [self.driving.eq(is_read & (base.off | in_range)), drv_dir.eq(ins.dir),
                      drv_stream.eq(ins.stream), drv_zero.eq(base.off)]
         drive_masks(m, self.drive, self.driving, drv_dir, drv_stream)
-        # One vector for every stream (``drive_port_signature``).
         value = Signal(cfg.vector_bits)
         m.d.comb += value.eq(Mux(drv_zero, 0, rd.data))
         m.d.comb += [self.drive.east.data[0].eq(value), self.drive.west.data[0].eq(value)]

@@ -277,8 +277,6 @@ class VXM(wiring.Component):
             lane_q.append((va, vb, *regs))
 
         # ---- stage 1 (t+1, vxm_latency 4 only): the products v * m of A and B --------------
-        # (the multipliers' output registers); with vxm_latency 3 the products and their
-        # rounding share the next stage.
         fifth = cfg.vxm_latency == 4
         q_stage = (q_vop, q_flags, q_out, q_zero)
         p_vop, p_flags, p_out, p_zero = follow(*q_stage) if fifth else q_stage
@@ -297,8 +295,6 @@ class VXM(wiring.Component):
 
         # ---- stage 2 (t+2; t+1 with vxm_latency 3): round A and B, table address ----------
         r_vop, r_flags, r_out, r_zero = follow(p_vop, p_flags, p_out, p_zero)
-
-        # int8 (sat8 of the rounded shift) or E4M3 (one rounding to the nearest code).
         rounded = round_to_code if fp else round_shift
 
         byte = unsigned(8) if fp else signed(8)
