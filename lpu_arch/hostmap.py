@@ -3,16 +3,11 @@ the UART bridge.
 
 The host bus is word-addressed with 32-bit data.  Address bits ``[28:32]`` pick a
 region, bits ``[20:28]`` a slice (queue index for IMEM, ``TileConfig.queue_names``; MEM
-index for DMEM and TRACE),
-bits ``[0:20]`` a word inside it.  Reads return data two cycles after ``re``
-(``HOST_READ_LATENCY``).  IMEM, DMEM, VXM_PARAM and VXM_TABLE writes are honoured only while
-the tile is stopped.
+index for DMEM and TRACE), bits ``[0:20]`` a word inside it.  IMEM, DMEM, VXM_PARAM and
+VXM_TABLE writes are honoured only while the tile is stopped.
 
-Beside the bus, a tile has a *vector load port* for bulk loading (``LOAD_REGIONS``,
-:func:`load_lanes`, :func:`load_lane_bits`): one row per cycle into every selected slice
-at once, a whole MEM vector, instruction or VXM lane entry per lane, the width a loader
-of whole vectors has (a DMA engine at the chip's edge), where the bus carries 32 bits.
-Everything it writes reads back over the bus at the same addresses.
+Beside the bus, a tile has a *vector load port* (``LOAD_REGIONS``) for bulk loading, a
+whole vector per lane per cycle, the width a loader at the chip's edge has.
 """
 
 from __future__ import annotations
