@@ -299,11 +299,8 @@ class Tile(wiring.Component):
     # ---- C2C: links, HAC, deskew, start at a HAC value ------------------------------------
     def _links(self, m, core, prestart, start, host_start, ctrl_write, region, word, sac, c2cs, run_q, done_q):
         """Build the units outside the core; return (any link fault, STATUS bits, {CSR word: value}).
-
-        A deskew stall beyond its bound (``dsk.timeout``, ``c2c.deskew_stall_max``) halts the
-        tile: the deskew unit keeps the core stalled (every queue stops where it is, SAC
-        frozen) and the tile reads as not running and done, with ``Status.DESKEW_TIMEOUT``
-        (a link fault) set, until the next start."""
+        A deskew stall beyond its bound (``DeskewUnit``) makes the tile read as not running
+        and done, with ``Status.DESKEW_TIMEOUT`` set, until the next start."""
         cfg = self.cfg
         m.submodules.hac = hac = HacUnit(cfg, self.hac_parent, self.hac_children)
         m.submodules.deskew = dsk = DeskewUnit(cfg)
