@@ -21,7 +21,7 @@ What is tested
   ``TileConfig.vxm_latency``, ``MXM_LATENCY``, ``C2C_LATENCY``).
 
 Every expected cycle and value comes from the ISA's stated rules (and the value
-semantics in its docstring), never from the RTL, so a wrong entry in the ISA's table or
+semantics of ``docs/isa.md``), never from the RTL, so a wrong entry in the ISA's table or
 an RTL that disagrees with it fails a test.  Everything runs on ``TileConfig.tiny()``.
 """
 
