@@ -33,11 +33,9 @@ class Tile(wiring.Component):
     stream fabric, an instruction queue per slice (and a loader queue per MXM), the host
     interface, the cycle counter and done.
 
-    The host bus is word-addressed with 32-bit data; ``lpu_arch/hostmap.py`` gives the
-    map.  Writing bit 0 of ``CTRL`` starts every instruction queue at instruction 0 on the
-    same cycle (cycle 0 is the second cycle after the write: the queues decode one cycle
-    ahead, ``hdl/units/icu.py``); the tile stops and raises ``done`` on the first cycle on which
-    every queue has halted and no slice is still driving.
+    ``lpu_arch/hostmap.py`` gives the host bus's map; a ``CTRL`` write starts every queue
+    at once and the tile raises ``done`` when every queue has halted and no slice drives
+    (``docs/isa.md``, "Timing rules").
 
     Members
     -------

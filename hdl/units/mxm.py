@@ -3,12 +3,10 @@ FP8 tile, ``TileConfig.mxm_dtype``) E4M3 with exact fixed-point accumulators of
 ``TileConfig.acc_bits`` (``hdl/units/fp8.py``).
 
 Implements ``LW``, ``MM`` and ``LX`` of ``lpu_arch/isa.py`` (``docs/isa.md``,
-"Compute slices").  One class serves both hemispheres: ``MXM_W`` (west of the VXM: at
-position 0, or beside the VXM in the center layout, ``TileConfig.mxm_layout``) drives
-east, ``MXM_E`` drives west, towards the VXM; both read the streams named by their
-instructions' ``dir`` field (in practice the ones flowing towards them).  ``MM`` comes
-from the MXM's own instruction queue, ``LW`` and ``LX`` from its loader queue
-(``MXL_W``/``MXL_E``), so the two issue in the same cycle.
+"Compute slices").  One class serves both hemispheres: ``MXM_W`` (west of the VXM in
+either layout) drives east, ``MXM_E`` west, towards the VXM; both read the streams their
+instructions' ``dir`` names.  ``MM`` comes from the MXM's own queue, ``LW`` and ``LX``
+from its loader queue (``MXL_W``/``MXL_E``), so the two issue in the same cycle.
 
 Pipeline of ``MM`` issued on cycle t::
 
