@@ -115,24 +115,17 @@ class TileConfig:
         (``lpu_arch.fp8.acc_bits``).  The compiler refuses longer dot products.  Unused in
         int8 mode.
     mxm_layout : str
-        Where the two MXMs sit (``LAYOUTS``): ``"edge"``, at the ends of the fabric beyond the
-        SXMs (TSP v1's floorplan), or ``"center"``, on either side of the VXM with the MEM
-        slices outside them (module docstring).  A weight then travels as far as before,
-        but an MXM's result reaches the VXM on the next position and ``h`` returns to both
-        MXMs in one cycle.  ``center`` is for single tiles (``links`` = 0): the tray
-        compilers place for the edge layout.
+        Where the two MXMs sit (``LAYOUTS``, the module docstring's layouts): ``"edge"`` or
+        ``"center"``, beside the VXM, for single tiles (``links`` = 0: the tray compilers
+        place for the edge layout).
     vxm_latency : int
-        Cycles from a ``VOP``'s issue to its result at the VXM (``isa.VXM_LATENCIES``): 3
-        (four stages), or 4, a fifth stage that registers the first requantisers' products
-        before their rounding shift, for the FPGA's clock (the ``tiny`` and ``board``
-        presets; ``docs/fpga.md``).  The compiler, the golden model and the checker take
-        it from here.
+        Cycles from a ``VOP``'s issue to its result at the VXM (``isa.VXM_LATENCIES``): 3, or
+        4 with a fifth stage for the FPGA's clock (the ``tiny`` and ``board`` presets;
+        ``docs/fpga.md``).
     mxm_partial_lw : int
-        1: an MXM's ``LW`` may load only a block's first ``rows`` rows (its ``rows``
-        operand; the rest keep their weights), which the FFN compiler uses for the last,
-        partly padded block of a weight matrix; 0: every ``LW`` loads the whole block, the
-        loader has no row limit, and a program with ``rows`` set is refused (the ``tiny``
-        and ``board`` presets, whose place-and-route is tight; ``docs/fpga.md``).
+        1: an MXM's ``LW`` may load only a block's first ``rows`` rows (the FFN compiler's
+        last, partly padded block); 0: every ``LW`` loads the whole block and ``rows`` is
+        refused (the ``tiny`` and ``board`` presets, whose place-and-route is tight).
     """
 
     lanes: int = 16
@@ -258,9 +251,7 @@ class TileConfig:
     @classmethod
     def board(cls) -> "TileConfig":
         """The FPGA tile (docs/fpga.md): 8 lanes, 4 streams, 2+2 MEM slices of 1024 vectors,
-        the whole single-tile ISA, sized for the ULX3S's LFE5U-85F (67 % of its LUTs after packing,
-        with 13 of the MXMs' 16 product rows in DSPs; whole-block weight loads only); reported at
-        the board's 25 MHz clock."""
+        the whole single-tile ISA, sized for the ULX3S's LFE5U-85F; reported at its 25 MHz."""
         return cls(lanes=8, streams=4, mem_slices=2, mem_depth=1024, iq_depth=512, trace_depth=64,
                    mxm_acc_depth=32, mxm_xbuf_depth=128, vxm_param_depth=16, vxm_latency=4, mxm_partial_lw=0)
 
@@ -273,10 +264,8 @@ class TileConfig:
     @classmethod
     def lp30(cls) -> "TileConfig":
         """An LP30-like chip as one tile (docs/lp30.md): 320 lanes, 107+107 MEM slices of 8192
-        vectors (561 MB) and 108 streams per direction, so that each MXM loads a 320-row
-        weight block from every slice of its hemisphere in 3 cycles, and the MXMs beside the
-        VXM (``mxm_layout`` ``"center"``); at ``PRESET_CLOCK_MHZ["lp30"]`` its SRAM reads 150 TB/s.  Compiler and golden model
-        only: too big to simulate."""
+        vectors (561 MB), 108 streams per direction (an MXM loads a 320-row block from every
+        slice of its hemisphere in 3 cycles), the center layout.  Too big to simulate."""
         return cls(lanes=320, streams=108, mem_slices=107, mem_depth=8192, iq_depth=8192, trace_depth=0,
                    mxm_acc_depth=1024, mxm_xbuf_depth=1024, vxm_param_depth=512, mxm_layout="center")
 

@@ -18,20 +18,11 @@ class LpuError(Exception):
 
 def error_line(problem, prog: str | None = None, whole: bool = False) -> str:
     """The line a command prints on standard error for a user error: ``PROG: error:
-    PROBLEM``, or ``error: PROBLEM`` without ``prog``.
+    PROBLEM``, or ``error: PROBLEM`` without ``prog`` (e.g. ``lpu compile``).
 
-    Parameters
-    ----------
-    problem : Exception or str
-        An ``OSError`` is worded ``STRERROR: FILENAME``; any other exception is its
-        message's first line with each run of white space one space (a message is one
-        line: anything after its first line is left out); text (argparse's own messages,
-        a command's) is taken as it is.
-    prog : str, optional
-        The command, e.g. ``lpu compile``.
-    whole : bool
-        Keep an exception's message whole, every line as it is: for the messages that end
-        in a tool's log (Yosys's, a speed run's), which the bench and the size report print.
+    An ``OSError`` is worded ``STRERROR: FILENAME``; any other exception is its message's
+    first line with each run of white space one space, or with ``whole`` its whole message
+    (those that end in a tool's log, Yosys's or a speed run's); text is taken as it is.
     """
     if isinstance(problem, OSError):
         text = f"{problem.strerror or problem}: {problem.filename or ''}".rstrip(": ")

@@ -7,17 +7,10 @@ A code is ``s eeee mmm`` (sign, 4 exponent bits with bias 7, 3 mantissa bits):
 * ``0 < e``: normal, ``(-1)^s * (8 + m) * 2^(e - 10)``, up to ``0x7E`` = 448;
 * ``0x7F`` and ``0xFF`` are NaN; E4M3 has no infinities.
 
-Every finite value is an integer number of units of ``2^-9`` (``UNIT_FRAC`` fraction
-bits): a magnitude below ``2^18``, a signed value of ``VALUE_BITS`` bits.  A product of two
-is then an integer number of units of ``2^-18`` (``PRODUCT_FRAC``), of at most
-``448 * 448 * 2^18 < 2^36`` in magnitude: ``PRODUCT_BITS`` (37) signed bits, exact.  A sum
-of ``n`` such products is exact in ``acc_bits(n) = PRODUCT_BITS + ceil(log2 n)`` bits, so
-it is independent of the order of the additions.
-
-What the hardware does with the special codes: -0 is 0 (a fixed-point sum has one zero);
-a NaN operand contributes 0 to its product (``hdl/units/fp8.py``) and raises a sticky flag: an
-MM that multiplied one sets ``hostmap.Status.NAN_OPERAND`` until the next start
-(``hdl/units/mxm.py``, ``hdl/top/tile.py``; predicted by ``firmware_gen/golden/archmodel.py``).
+Every finite value is an integer number of units of ``2^-9``, so a product of two is
+exact in ``PRODUCT_BITS`` and a sum of ``n`` products in ``acc_bits(n)``, whatever the
+order of the additions (``docs/numerics.md``, "FP8").  In the hardware -0 is 0 and a NaN
+operand contributes 0 and raises ``hostmap.Status.NAN_OPERAND``.
 """
 
 from __future__ import annotations
@@ -30,7 +23,6 @@ MAX_CODE = 0x7E                       # +448, the largest finite value
 MAX = 448.0
 UNIT_FRAC = 9                         # a value is an integer number of 2^-9
 MAG_BITS = 18                         # |value| / 2^-9 < 2^18
-VALUE_BITS = MAG_BITS + 1
 PRODUCT_FRAC = 2 * UNIT_FRAC          # a product is an integer number of 2^-18
 PRODUCT_BITS = 2 * MAG_BITS + 1       # signed (37); |a*b| / 2^-18 <= (448 * 2^9)^2 < 2^36
 

@@ -14,15 +14,8 @@ next.
 
 The status word (``'S'``) describes the serial line since the previous ``'S'`` (or
 reset), and reading it clears it; it is the bridge's own, independent of the tile's
-host map:
-
-* byte 0, :class:`LinkStatus` flags: ``FRAMING`` a byte arrived with a bad stop bit (the
-  stop bit sampled low); ``TIMEOUT`` a partial command was discarded by the inter-byte
-  timeout; ``IGNORED`` a byte other than ``'W'``, ``'R'``, ``'S'`` arrived where a command
-  byte was expected; ``BUSY`` a byte arrived while the bridge was executing a command or
-  sending an answer.
-* byte 1: the number of framing errors, byte 2: the number of timeouts, byte 3: the
-  number of ignored command bytes (:data:`STATUS_COUNT_MAX` at most: they saturate).
+host map: byte 0 the :class:`LinkStatus` flags, bytes 1 to 3 the numbers of framing
+errors, timeouts and ignored command bytes (saturating at :data:`STATUS_COUNT_MAX`).
 
 Exactly what the bridge does with each byte:
 

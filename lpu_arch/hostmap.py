@@ -1,18 +1,13 @@
 """The host interface's address map, shared by the HDL decoder, the cocotb driver and
-the (future) UART bridge.
+the UART bridge.
 
 The host bus is word-addressed with 32-bit data.  Address bits ``[28:32]`` pick a
 region, bits ``[20:28]`` a slice (queue index for IMEM, ``TileConfig.queue_names``; MEM
-index for DMEM and TRACE),
-bits ``[0:20]`` a word inside it.  Reads return data two cycles after ``re``
-(``HOST_READ_LATENCY``).  IMEM, DMEM, VXM_PARAM and VXM_TABLE writes are honoured only while
-the tile is stopped.
+index for DMEM and TRACE), bits ``[0:20]`` a word inside it.  IMEM, DMEM, VXM_PARAM and
+VXM_TABLE writes are honoured only while the tile is stopped.
 
-Beside the bus, a tile has a *vector load port* for bulk loading (``LOAD_REGIONS``,
-:func:`load_lanes`, :func:`load_lane_bits`): one row per cycle into every selected slice
-at once, a whole MEM vector, instruction or VXM lane entry per lane, the width a loader
-of whole vectors has (a DMA engine at the chip's edge), where the bus carries 32 bits.
-Everything it writes reads back over the bus at the same addresses.
+Beside the bus, a tile has a *vector load port* (``LOAD_REGIONS``) for bulk loading, a
+whole vector per lane per cycle, the width a loader at the chip's edge has.
 """
 
 from __future__ import annotations
@@ -50,13 +45,10 @@ class Csr(enum.IntEnum):
     0 in a tile without.
 
     The configuration block (``CONFIG_VERSION`` .. ``CONFIG_BASE + CONFIG_MAX_FIELDS - 1``,
-    read-only constants fixed when the tile is built) reports the tile's whole
-    :class:`TileConfig`: word ``CONFIG_BASE + k`` is field ``k`` in
-    ``dataclasses.fields(TileConfig)`` order (:func:`config_words`), ``CONFIG_FIELDS``
-    how many there are and ``CONFIG_HASH`` a CRC-32 of the field names and values
-    (:func:`config_hash`), so that a host checks a tile with three reads and reads the
-    fields only to say what differs (:func:`config_mismatch`).  ``CONFIG0``/``CONFIG1``
-    are an older, partial summary of six fields, kept for existing readers."""
+    constants: :func:`config_csrs`) reports the tile's whole :class:`TileConfig`, so that a
+    host checks a tile with three reads (:data:`CONFIG_HEADER`) and reads the fields only to
+    say what differs (:func:`config_mismatch`).  ``CONFIG0``/``CONFIG1`` are an older,
+    partial summary of six fields, kept for existing readers."""
     CTRL = 0        # write: see Ctrl
     STATUS = 1      # read: see Status
     SAC = 2         # read: the program's cycle counter, SAC (deskew stalls do not advance it; frozen at done)

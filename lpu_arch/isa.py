@@ -2,71 +2,16 @@
 
 The assembler, the disassembler, the architectural (golden) model, the scheduler, the
 HDL decoder and the testbench all import their opcodes, field positions and latencies
-from here.  ``docs/isa.md`` documents the same table.
-
-Every instruction is one 64-bit word::
-
-    bits   field    meaning
-    0-5    op       opcode (Op)
-    6      dir      stream direction: 0 = east-flowing, 1 = west-flowing
-    7-13   stream   stream index within the direction
-    14-33  addr     MEM vector address (REPEAT: signed address stride; see OPERANDS)
-    34-47  count    NOP: cycles; REPEAT: repetitions (see OPERANDS)
-    48-55  delay    REPEAT: cycles between repetitions; READ, WRITE, VOP: base register (see OPERANDS)
-    56-63  aux      flags of MM, VOP and the SXM ops (FLAGS); must be 0 for every other opcode
-
-The compute instructions (LW, MM, LX, VOP) put named operands into these fields;
-``OPERANDS`` lists where, and ``docs/isa.md`` gives their meaning.  REPEAT advances the
-whole ``addr`` field by its stride, so for MM (``addr = acc | slot << 10``) a stride of
-1 steps the accumulator row, 1024 the x slot, 1025 both.
-
-``READ``, ``WRITE`` and ``VOP`` name a base register (``base``, in ``delay``; 0, the
-default, is the constant register: offset 0, on).  The host loads the registers before a
-run (``docs/isa.md``, "Base registers"); they relocate the instruction's address (READ,
-WRITE) or parameter entry (VOP) by the register's offset, or, when the register is off,
-make it a skip: a skipped READ drives a zero vector without reading the SRAM, a skipped
-WRITE stores nothing, a skipped VOP drives a zero vector.  A skip takes the same cycles
-and drives the same streams, so the data choose addresses and never the timing.
+from here.  ``docs/isa.md`` documents the same tables: the 64-bit word's fields
+(``FIELDS``), the compute instructions' operands (``OPERANDS``), the base registers that
+relocate READ, WRITE and VOP or make them skip, and the timing rules (each instruction's
+stream effects are ``effects.py``, the fabric's arrival and done cycles ``timing.py``).
 
 ``USED_FIELDS`` says which bits of which field each opcode uses; every other bit of the
 word must be 0.  ``Instr.checked`` (hence the assembler, ``Instr.decode``, the
 disassembler and the image loader) rejects a word with such a bit set, and the hardware
 (``hdl/units/icu.py``) raises ILLEGAL_OP and halts that queue, as for an opcode the slice does
 not execute.
-
-Timing (all in cycles of the tile clock; "issue" is the cycle the instruction queue
-hands the instruction to its slice):
-
-* Each instruction occupies its queue for ``duration()`` cycles: 1 for a data
-  instruction, ``n`` for ``NOP n``, ``n*d`` for ``REPEAT n, d``.  The next instruction
-  issues on the cycle after.  There are no interlocks.
-* ``REPEAT n, d, stride`` re-issues the last issued data instruction ``n`` times.
-  The k-th repetition (k = 1..n) issues at ``s + k*d - 1`` where ``s`` is the
-  first cycle of the REPEAT, with its address advanced by ``stride`` each time.
-* ``READ s, a`` (MEM) reads vector ``a`` (plus its base register's offset) and drives
-  it onto stream ``s`` at the slice's position on cycle ``issue + READ_LATENCY``.
-* ``WRITE s, a`` (MEM) samples stream ``s`` at the slice's position on the issue
-  cycle and stores it at ``a``; a READ issued on a later cycle sees it.
-* A value driven at position ``p`` on cycle ``t`` is visible at ``p + d`` (east) or
-  ``p - d`` (west) on cycle ``t + d``, for d >= 1.
-* ``LW s, n, d, rows=R`` (MXM) loads rows ``0..R-1`` of the shadow weight block (R = 0,
-  the default: all ``lanes`` rows; :meth:`Instr.lw_rows`): row ``r`` is sampled from
-  stream ``s + r % n`` on cycle ``issue + d + r // n``; rows R.. keep the values they
-  had; from cycle ``issue + d + ceil(R/n)`` the loaded block is the active one (the old
-  active block becomes the shadow).
-* ``MM`` (MXM) on issue cycle t takes x (stream s on cycle t, or x slot ``slot``),
-  computes ``p = W_active . x`` (int32 per lane), sets ``acc[acc] = p`` (or ``+= p`` with
-  ACC) and, with EMIT, drives the new ``acc[acc]`` as 4 byte planes on streams
-  ``out..out+3`` (towards the VXM) on cycle ``t + MXM_LATENCY``.
-* ``LX s, slot`` (MXM) stores stream s (sampled on the issue cycle) in x slot ``slot``.
-* ``VOP`` (VXM) on issue cycle t takes int32 A from streams ``s..s+3`` (direction dir)
-  and, with GATE, int32 B from the same streams in the other direction, and drives the
-  int8 result on stream ``out`` on cycle ``t + vxm_latency`` (the tile's
-  ``TileConfig.vxm_latency``: ``VXM_LATENCY``, or 4 with the VXM's fifth stage; see
-  firmware_gen/golden/numerics.py).
-* The SXM instructions sample their input stream(s) on the issue cycle t and drive the
-  result on stream ``out`` on cycle ``t + SXM_LATENCY`` (``sxm_apply`` in archmodel.py
-  gives each one's lane mapping); ``TRI`` only stores a row.
 """
 
 from __future__ import annotations
@@ -224,11 +169,8 @@ def _used_fields() -> dict:
     return {op: {f: m[f] for f in FIELD if f in m} for op, m in used.items()}   # fields in FIELDS order
 
 
-# The bits each opcode uses, per field: op -> {field: mask within the field}.  A field an
-# opcode does not list is unused: all its bits must be 0, as must every bit outside the
-# listed mask (the junk above a named operand's width, an unknown flag).  Derived from
-# OPERANDS and FLAGS for the compute instructions; the hardware decoder is generated
-# from this table (``used_word_mask``).
+# The bits each opcode uses (module docstring), per field: op -> {field: mask within the
+# field}; derived from OPERANDS and FLAGS for the compute instructions.
 USED_FIELDS = _used_fields()
 
 

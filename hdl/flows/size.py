@@ -3,12 +3,9 @@
     python -m hdl.flows.size [--config tiny|default|full_scale] [--set FIELD=VALUE] [--json] [--verilog OUT.v]
 
 The tile is built as the synthesised tile is (no event trace), one Verilog module per
-distinct unit: the tile's control logic, one module per distinct slice position (a
-*column*: instruction queue, slice, stream registers; ``hdl/units/column.py``) and one per
-distinct MXM output lane (``hdl/top/dedup.py``), under a top ``lpu_tile`` that instantiates
-a column at every position and wires the stream registers from column to column.  The
-tile's ports are those of ``hdl.top.tile.Tile``; so is its behaviour: the same components,
-connected as the simulated tile connects them.
+distinct unit: the tile's control logic, each distinct column (``hdl/units/column.py``) and
+MXM output lane (``hdl/top/dedup.py``), under a top ``lpu_tile`` with ``hdl.top.tile.Tile``'s
+ports that wires a column at every position as the simulated tile connects them.
 
 The figures are counted on Amaranth's netlist of each module and multiplied by its
 instance count: flip-flop bits, memory bits (each memory), multipliers (operand widths,

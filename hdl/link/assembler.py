@@ -1,9 +1,4 @@
-"""DATA flits to vectors, the third stage of the receive chain (``docs/c2c.md`` "Hardware",
-LinkRx).
-
-:class:`VectorAssembler` joins ``flits_per_vector`` DATA payloads, low bits first, into a
-vector on the cycle of the last.
-"""
+"""DATA flits to vectors, the third stage of the receive chain (``docs/c2c.md`` "Hardware")."""
 
 from amaranth import Cat, Module, Signal
 from amaranth.lib import stream, wiring

@@ -1,9 +1,4 @@
-"""The deskew unit (``docs/c2c.md`` "SAC time: start, DESKEW, RUNTIME_DESKEW").
-
-:class:`DeskewUnit` stalls the tile core for DESKEW (until an epoch boundary) and
-RUNTIME_DESKEW (until the HAC reaches the program's time plus slack), each stall bounded
-(``lpu_arch.c2c.deskew_stall_max``, ``runtime_deskew_stall_max``).
-"""
+"""The deskew unit (``docs/c2c.md`` "SAC time: start, DESKEW, RUNTIME_DESKEW")."""
 
 from amaranth import Const, Module, Signal, signed
 from amaranth.lib import wiring

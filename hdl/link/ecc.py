@@ -1,8 +1,5 @@
-"""SECDED Hamming encoder and decoder for link flits (the code of ``lpu_arch/c2c.py``).
-
-Both are combinational; the parity masks and bit positions come from ``lpu_arch.c2c``
-so that the hardware and the golden model use one code.
-"""
+"""SECDED encoder and decoder of a flit: combinational, with the parity masks and bit
+positions of ``lpu_arch.c2c``, so that the hardware and the golden model use one code."""
 
 from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring

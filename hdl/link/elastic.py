@@ -1,10 +1,4 @@
-"""The link's clock crossing, the first stage of the receive chain (``docs/c2c.md``
-"Hardware", LinkRx).
-
-:class:`ElasticBuffer` writes every flit on the sender's clock (source-synchronous) and
-reads it on the receiver's; it never stalls, and a flit that finds it full is lost and
-flagged by a sticky ``overflow`` crossed as a Gray-coded count.
-"""
+"""The link's clock crossing, the first stage of the receive chain (``docs/c2c.md`` "Hardware")."""
 
 from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
@@ -18,18 +12,10 @@ from hdl.link.flit import flit_body_layout, flit_field
 
 
 class ElasticBuffer(wiring.Component):
-    """The link's clock crossing: flits written on the sender's clock, read on this one.
-
-    An ``AsyncFIFO`` of ``ELASTIC_DEPTH`` flits (without the valid bit) written on the
-    *sender's* clock ``w_domain`` (the clock that comes with the data, as in a
-    source-synchronous link) and read on "sync", where every flit is popped as soon as it
-    shows and registered.  Never stalls: a flit that finds the buffer full is lost and
-    flagged.
-
-    Parameters
-    ----------
-    w_domain : str
-        The sender's clock domain.
+    """The link's clock crossing: an ``AsyncFIFO`` of ``ELASTIC_DEPTH`` flits (without the
+    valid bit) written on the sender's clock ``w_domain`` (source-synchronous) and read on
+    "sync", where every flit is popped as soon as it shows and registered.  Never stalls: a
+    flit that finds the buffer full is lost and flagged.
 
     Members
     -------

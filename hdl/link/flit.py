@@ -1,10 +1,4 @@
-"""A flit's fields as the link hardware sees them (the format is ``lpu_arch.c2c.flit_fields``,
-``docs/c2c.md`` "Flit format").
-
-:func:`flit_field` cuts a field out of a whole flit (the wire, with its valid bit);
-:func:`flit_body_layout` is the ``lib.data`` layout of a flit without its valid bit, the
-payload of every stream of the receive chain before the decoder.
-"""
+"""A flit's fields as the link hardware cuts them (``lpu_arch.c2c.flit_fields``)."""
 
 from amaranth.lib import data
 

@@ -1,10 +1,5 @@
 """Error correction and the split into data and control, the second stage of the receive
-chain (``docs/c2c.md`` "Hardware", LinkRx; "Flit format").
-
-:class:`FlitDecoder` corrects a single flipped bit and flags two (SECDED,
-``hdl.link.ecc``), counts both, passes DATA payloads on and turns SYNC, PROBE and ECHO
-into one-cycle pulses (a damaged one is dropped).
-"""
+chain (``docs/c2c.md`` "Hardware"; "Flit format")."""
 
 from amaranth import Cat, Module, Signal
 from amaranth.lib import stream, wiring

@@ -1,9 +1,4 @@
-"""The hardware-aligned counter and its alignment protocol (``docs/c2c.md`` "The HAC").
-
-:class:`HacUnit` keeps the HAC: the root's free-runs and is sent to its children every
-``sync_interval`` cycles; a child measures its parent link's latency at start-up
-(PROBE/ECHO) and then sets its HAC to every received SYNC value plus that latency.
-"""
+"""The hardware-aligned counter and its alignment protocol (``docs/c2c.md`` "The HAC")."""
 
 from amaranth import Module, Signal, signed
 from amaranth.lib import wiring
@@ -14,12 +9,12 @@ from lpu_arch.hostmap import LINK_COUNT_BITS
 
 
 class HacUnit(wiring.Component):
-    """The tile's hardware-aligned counter and its alignment protocol.
+    """The tile's HAC: the root's free-runs and goes to its children every ``sync_interval``
+    cycles; a child measures its parent link's latency at start-up (PROBE/ECHO), then sets
+    its HAC to every SYNC value received plus that latency.
 
     Parameters
     ----------
-    links : int
-        Links of the tile.
     parent : int or None
         The link to the HAC parent (None: this tile is the root).
     children : list of int

@@ -1,11 +1,5 @@
-"""The vectors RECV pops, the last stage of the receive chain (``docs/c2c.md`` "Hardware",
-LinkRx).
-
-:class:`ReceiveBuffer` holds ``rx_depth`` vectors in a :class:`VectorFifo` (a synchronous
-FIFO that takes a vector whenever it holds fewer than its depth, back to back too), keeps
-the vector RECV popped until the next RECV, and flags overflow and underflow sticky.
-``docs/assurance.md`` says what is proved of both.
-"""
+"""The vectors RECV pops, the last stage of the receive chain (``docs/c2c.md`` "Hardware";
+``docs/assurance.md`` says what is proved of it)."""
 
 from amaranth import Elaboratable, Module, Mux, Signal
 from amaranth.hdl import ResetInserter

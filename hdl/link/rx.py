@@ -1,10 +1,4 @@
-"""The link's receiver: the receive chain composed (``docs/c2c.md`` "Hardware", LinkRx).
-
-:class:`LinkRx` joins :class:`~hdl.link.elastic.ElasticBuffer`,
-:class:`~hdl.link.flit_decoder.FlitDecoder`, :class:`~hdl.link.assembler.VectorAssembler`
-and :class:`~hdl.link.receive_buffer.ReceiveBuffer` by streams without back-pressure and
-gathers their status.
-"""
+"""The link's receiver: the receive chain composed (``docs/c2c.md`` "Hardware", LinkRx)."""
 
 from amaranth import Module
 from amaranth.lib import wiring
@@ -32,11 +26,8 @@ class LinkRx(wiring.Component):
 
     Members
     -------
-    The stages' members under their names: ``flit`` (in ``w_domain``) and
-    ``elastic_level`` (the :class:`ElasticBuffer`'s ``level``); ``sync_valid``,
-    ``probe_valid``, ``echo_valid``, ``ctrl_value``, ``corrected``, ``uncorrected`` and
-    ``uncorrectable`` (:class:`FlitDecoder`); ``recv``, ``recv_data``, ``level``,
-    ``max_level`` and ``underflow`` (:class:`ReceiveBuffer`).
+    The stages' members under their names (``elastic_level``: the :class:`ElasticBuffer`'s
+    ``level``).
     overflow : Out(1)
         Sticky: a flit found the elastic buffer full or a vector the receive buffer full.
     clear : In(1)

@@ -1,9 +1,4 @@
-"""The link's transmitter (``docs/c2c.md`` "Hardware", LinkTx; "Flit format").
-
-:class:`LinkTx` sends a vector as ``flits_per_vector`` DATA flits on consecutive cycles
-starting the cycle after SEND, and control flits (SYNC, PROBE, ECHO) when idle, each with
-its SECDED check (``hdl.link.ecc``).
-"""
+"""The link's transmitter (``docs/c2c.md`` "Hardware", LinkTx; "Flit format")."""
 
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
@@ -15,7 +10,9 @@ from hdl.link.ecc import EccEncoder
 
 
 class LinkTx(wiring.Component):
-    """Transmit side of one link (sender's clock).
+    """Transmit side of one link (sender's clock): a vector as ``flits_per_vector`` DATA
+    flits on consecutive cycles from the cycle after SEND, control flits when idle, each
+    with its SECDED check (``hdl.link.ecc``).
 
     Members
     -------

@@ -1,23 +1,16 @@
 """The top the testbenches simulate: a design with every input port registered once.
 
 Verilator evaluates the logic that depends combinationally on a top-level input on every
-call of its model, that is on every clock edge the testbench drives, whether or not the
-input changed.  Behind the tile's host bus and vector load port lies most of the tile
-(address decoders, memory write ports, and what Verilator's scheduler puts in the same
-region), so that evaluation was about half the model's time.  With a flip-flop on every
-input port (the clock and reset excepted) nothing but those flip-flops reads an input:
-the default tile runs about three times as many cycles per second on Verilator, with the
-same Verilog below the registers.  Icarus, event-driven, gains nothing and pays for
-clocking the registers every cycle (about a fifth of its speed, mostly the load port's
-2,560 bits), so its builds have none (``sim/harness/runner.py``); the driver's wait after a CTRL
-write is harmless there.
+clock edge the testbench drives, changed or not; behind the host bus and the load port
+lies most of the tile, so that was about half the model's time.  With a flip-flop on
+every input (clock and reset excepted) the default tile runs about three times as many
+cycles per second.  Icarus, event-driven, gains nothing and would pay about a fifth of
+its speed, so its builds have none (``sim/harness/runner.py``); neither has the
+synthesised tile (``hdl/flows/synth.py``).
 
-The design under the registers is unchanged, and so is every cycle count a program
-measures (the tile's own cycle counter).  What changes is the testbench's view of the
-bus: a write takes effect ``INPUT_LATENCY`` cycles later, and read data come
-``INPUT_LATENCY`` cycles later than ``hostmap.HOST_READ_LATENCY`` (the driver waits for
-``rvalid``, ``sim/tb/driver.py``).  The synthesised tile (``hdl/flows/synth.py``) has no such
-registers: on the board the UART bridge drives the host bus.
+The design under the registers and every cycle count a program measures are unchanged;
+the testbench sees a write take effect, and read data come, ``INPUT_LATENCY`` cycles
+later (the driver waits for ``rvalid``, ``sim/tb/driver.py``).
 """
 
 from amaranth import Module

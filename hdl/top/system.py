@@ -8,16 +8,11 @@ elaboration parameter within ``cfg.link_latency_min..max``, the same both ways),
 XOR fault-injection input at its start.  Tile 0 is the HAC root; every other tile is its
 child over its direct link.
 
-Ports, per tile ``i`` (each in that tile's clock domain):
-
-* ``t<i>_host``: the tile's host bus (``hdl.units.layouts.host_bus_signature``, Verilog ports
-  ``t<i>_host__addr`` ...; ``lpu_arch/hostmap.py``);
-* ``t<i>_running``, ``t<i>_done``, ``t<i>_fault``;
-* ``t<i>_hac``, ``t<i>_sac`` (the cycle counter), ``t<i>_stall``, ``t<i>_rx_level`` /
-  ``t<i>_elastic_level`` (``level_bits`` per link, link 0 lowest): for observation;
-* per link ``k`` of tile ``i``: ``t<i>_l<k>_inject`` (``flit_bits`` wide, XORed into the
-  flit entering the wire on every cycle it is nonzero), ``t<i>_l<k>_tx_valid`` and
-  ``t<i>_l<k>_tx_kind`` (that flit's valid bit and kind, to time an injection or watch).
+Ports, in tile ``i``'s clock domain: the tile's own, prefixed ``t<i>_`` (``rx_level`` and
+``elastic_level`` with the links' ``level_bits`` side by side, link 0 lowest), and per
+link ``k``: ``t<i>_l<k>_inject`` (XORed into the flit entering the wire on every cycle it
+is nonzero), ``t<i>_l<k>_tx_valid`` and ``t<i>_l<k>_tx_kind`` (that flit's valid bit and
+kind, to time an injection or watch).
 """
 
 from __future__ import annotations

@@ -1,13 +1,4 @@
-"""The tile: slices in the mirrored order of the design brief on one stream fabric, an
-instruction queue per slice (and a loader queue per MXM), the host interface, the cycle
-counter and done.
-
-A tile with C2C links (``cfg.links > 0``, ``docs/c2c.md``) also has the C2C slices, a
-transmitter and a receiver per link, the HAC unit and the deskew unit.  Everything that
-lives in SAC time (the *core*: instruction queues, stream fabric, every slice, cycle and
-busy counters, traces, run state) is stalled as a whole while the deskew unit stalls;
-the HAC, the links, the deskew unit and the host bus's read path keep running.
-"""
+"""The tile: every fabric position (``hdl/units/column.py``), the host interface, run control."""
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.hdl import EnableInserter
@@ -38,24 +29,18 @@ def load_port_signature(cfg) -> wiring.Signature:
 
 
 class Tile(wiring.Component):
-    """A scaled-down LP30 tile.
+    """A scaled-down LP30 tile: slices in the mirrored order of the design brief on one
+    stream fabric, an instruction queue per slice (and a loader queue per MXM), the host
+    interface, the cycle counter and done.
 
-    The host bus is word-addressed with 32-bit data; ``lpu_arch/hostmap.py`` gives the
-    map.  Writing bit 0 of ``CTRL`` starts every instruction queue at instruction 0 on the
-    same cycle (cycle 0 is the second cycle after the write: the queues decode one cycle
-    ahead, ``hdl/units/icu.py``); the tile stops and raises ``done`` on the first cycle on which
-    every queue has halted and no slice is still driving.
+    ``lpu_arch/hostmap.py`` gives the host bus's map; a ``CTRL`` write starts every queue
+    at once and the tile raises ``done`` when every queue has halted and no slice drives
+    (``docs/isa.md``, "Timing rules").
 
     Members
     -------
-    host : In(host_bus_signature)
-        Host access, one per cycle (``addr``, ``wdata``, ``we``, ``re``); ``rdata`` with
-        ``rvalid`` ``hostmap.HOST_READ_LATENCY`` (2) cycles after ``re``.
-    load : In(load_port_signature)
-        The vector load port (``hostmap.LOAD_REGIONS``): one row into every lane of
-        ``mask`` per cycle (a MEM vector per MEM slice, an instruction per queue, a VXM
-        lane entry per lane), while the tile is stopped; read back over ``host``.  Not in a
-        tile built with ``separate_columns`` (its columns have no load lanes).
+    host : In(host_bus_signature), load : In(load_port_signature)
+        The host bus and the vector load port (not in a tile built with ``separate_columns``).
     running : Out(1), done : Out(1)
         Run state; ``done`` stays high until the next start.
     fault : Out(1)
@@ -64,22 +49,18 @@ class Tile(wiring.Component):
         ``Status.NAN_OPERAND`` (an FP8 MM met a NaN code: a condition of the data, which the
         golden model predicts, not a hardware fault).
 
-    The base registers (``docs/isa.md``, "Base registers") are CSRs
-    ``Csr.BASE_REG_BASE + r`` (``hostmap.base_word``: offset in bits 0..19, off in bit 31),
-    written only while the tile is stopped and kept across runs (0, offset 0 and on, after
-    reset); register 0 reads 0 and ignores writes.  Every MEM slice and the VXM see them.
+    The base registers (``Csr.BASE_REG_BASE + r``) are kept across runs (all 0, offset 0
+    and on, after reset); every MEM slice and the VXM see them.
 
-    The CSRs from ``Csr.CONFIG_VERSION`` on report the configuration the tile was built
-    from (constants: ``hostmap.config_csrs(cfg)``), which the host checks against its
-    program's before loading (``sim/tb/driver.py``).
+    With ``cfg.links > 0`` (``docs/c2c.md``) the tile also has the C2C slices, a transmitter
+    and a receiver per link, the HAC unit and the deskew unit.  The *core* (everything in
+    SAC time: queues, fabric, slices, counters, traces, run state) is stalled as a whole
+    while the deskew unit stalls; the HAC, the links, the deskew unit and the host bus's
+    read path keep running.
 
-    With ``cfg.links > 0`` (``docs/c2c.md``):
-
-    flit_out : Out(flit_bits).array(links)
-        Each link's transmit register (this tile's clock).
-    flit_in : In(flit_bits).array(links)
-        Each link's incoming flits, in clock domain ``rx<link>`` (the sender's clock:
-        rename it to the peer's domain with ``DomainRenamer``).
+    flit_out : Out(flit_bits).array(links), flit_in : In(flit_bits).array(links)
+        Each link's transmit register, and its incoming flits in clock domain ``rx<link>``
+        (the sender's clock: rename it to the peer's domain with ``DomainRenamer``).
     hac : Out(HAC_BITS), stall : Out(1), sac : Out(CYCLE_BITS)
     rx_level / elastic_level : Out(level_bits).array(links)
         For observation: the HAC, the deskew stall, the cycle counter (SAC), the receive
@@ -92,10 +73,8 @@ class Tile(wiring.Component):
     hac_children : list of int
         Links to HAC children (default: every link of a root, none of a child).
     separate_columns : bool
-        Build the tile without its positions (``hdl/units/column.py``): each position's ports
-        (``column_signature(cfg, p, streams=False)``, from the position's side) are in
-        ``column_ports[p]``, to be connected to a ``Column`` built separately (``hdl/flows/size.py``
-        writes the full-scale tile this way).  Tiles without links only.
+        Build the tile without its positions: each position's ports are in
+        ``column_ports[p]``, for a ``Column`` built separately (``hdl/flows/size.py``).
     """
 
     def __init__(self, cfg, hac_parent=None, hac_children=None, separate_columns=False):
@@ -126,8 +105,7 @@ class Tile(wiring.Component):
         m = Module()
         cfg = self.cfg
         linked = cfg.links > 0
-        # The core: everything in SAC time.  Without links it is the tile's own module (the
-        # single tile is exactly as before); with links a submodule stalled by the deskew unit.
+        # The core (class docstring): without links the tile's own module, else a submodule.
         core = Module() if linked else m
 
         region = self.host.addr[hostmap.REGION_SHIFT:32]
@@ -169,9 +147,7 @@ class Tile(wiring.Component):
                             port.addr.eq(word), port.wdata.eq(self.host.wdata),
                             port.we.eq(self.host.we), port.re.eq(self.host.re)]
 
-        # ---- the positions: queue, slice, event trace, stream registers ----------------
-        # Register east[p][s] is loaded at position p and visible at p + 1 on the next cycle,
-        # west[p][s] at p - 1; the edges feed zeros.
+        # ---- the positions: queue, slice, event trace, stream registers (StreamStage) -----
         P, VB, S = cfg.positions, cfg.vector_bits, cfg.streams
         inline = not self.separate_columns
         east = [[Signal(VB, name=f"east_{p}_{s}") for s in range(S)] if inline and p + 1 < P else None
@@ -248,8 +224,7 @@ class Tile(wiring.Component):
         overflow = Cat(Const(0, 1), *(t.trace_overflow for t in traces)).any()
         status = Signal(cfg.HOST_WORD)
         param_fault = vxm.param_fault
-        # NAN_OPERAND: sticky until start, set by either MXM's nan (an FP8 MM multiplied a NaN
-        # code; constant 0 on an int8 tile).  A condition of the data, not a fault: not in ``fault``.
+        # NAN_OPERAND (hostmap.Status): either MXM's nan, sticky until start; not in ``fault``.
         nan_operand = Signal()
         mxm_nan = Cat(*(c.nan for c, n in zip(cols, cfg.slice_names) if cfg.kind(n) == "MXM")).any()
         with core.If(start):
@@ -322,11 +297,8 @@ class Tile(wiring.Component):
     # ---- C2C: links, HAC, deskew, start at a HAC value ------------------------------------
     def _links(self, m, core, prestart, start, host_start, ctrl_write, region, word, sac, c2cs, run_q, done_q):
         """Build the units outside the core; return (any link fault, STATUS bits, {CSR word: value}).
-
-        A deskew stall beyond its bound (``dsk.timeout``, ``c2c.deskew_stall_max``) halts the
-        tile: the deskew unit keeps the core stalled (every queue stops where it is, SAC
-        frozen) and the tile reads as not running and done, with ``Status.DESKEW_TIMEOUT``
-        (a link fault) set, until the next start."""
+        A deskew stall beyond its bound (``DeskewUnit``) makes the tile read as not running
+        and done, with ``Status.DESKEW_TIMEOUT`` set, until the next start."""
         cfg = self.cfg
         m.submodules.hac = hac = HacUnit(cfg, self.hac_parent, self.hac_children)
         m.submodules.deskew = dsk = DeskewUnit(cfg)

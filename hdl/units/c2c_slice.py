@@ -1,8 +1,4 @@
-"""The C2C slices: the tile core's side of the links (``docs/c2c.md`` "Hardware").
-
-:class:`C2cSlice` executes SEND, SENDM, RECV, DESKEW and RUNTIME_DESKEW; the links
-(``hdl/link/``) and the deskew unit they drive are outside the core and never stall.
-"""
+"""The C2C slices: the tile core's side of the links (``docs/c2c.md`` "Hardware")."""
 
 from amaranth import Array, Module, Mux, Signal
 from amaranth.lib import wiring
@@ -17,9 +13,8 @@ from hdl.units.layouts import drive_masks, operand, slice_members
 class C2cSlice(wiring.Component):
     """A C2C slice (``C2C_W``: the even links, ``C2C_E``: the odd ones), part of the tile core.
 
-    Executes ``SEND``, ``SENDM``, ``RECV``, ``DESKEW`` and ``RUNTIME_DESKEW``
-    (``lpu_arch/isa.py``).
-    The strobes it raises go to units that are *not* stalled (the links, the deskew unit),
+    Executes ``SEND``, ``SENDM``, ``RECV``, ``DESKEW`` and ``RUNTIME_DESKEW``.  The
+    strobes it raises go to units that are *not* stalled (the links, the deskew unit),
     so the tile qualifies them with "not stalled"; on a stalled cycle the issue port
     still shows the instruction that will issue when the stall ends.
 

@@ -39,21 +39,11 @@ def served_links(cfg, p: int) -> list[int]:
 
 
 def column_signature(cfg, p: int, streams: bool = True) -> wiring.Signature:
-    """Ports of position ``p`` (from the position's side).
-
-    Every position: ``prestart`` (starts the queues, one cycle before ``start``), ``start``, ``entry`` (where the queue starts), ``run`` (the tile's run state), ``icu_host`` (its queue's
-    host port), ``halted``, ``illegal``, ``valid`` (a data instruction that does not skip
-    issues: a busy cycle), ``driving`` (the slice drives).  MEM: ``bases`` (the tile's base
-    registers, ``base_file_layout``), ``host``, ``addr_fault``; with the event trace also
-    ``cycle``, ``trace_host``, ``trace_count``, ``trace_overflow``.  VXM: ``bases``,
-    ``host_param``, ``host_table``, ``param_fault``.  C2C: ``send``, ``send_data``,
-    ``recv``, ``recv_data``, ``deskew``, ``runtime``, ``slack`` (``C2cSlice``'s members).
-    MXM: its loader queue's ``ld_icu_host``, ``ld_halted``, ``ld_illegal``, ``ld_valid``, and
-    ``nan`` (the MXM's: an MM multiplied a NaN code; always 0 on an int8 tile).
-
-    With ``streams``: ``tap`` (the values visible here) and the stream registers loaded
-    here, ``east_out`` (visible at ``p + 1`` on the next cycle; not at the east edge) and
-    ``west_out`` (at ``p - 1``; not at the west edge)."""
+    """Ports of position ``p`` (from the position's side): its queue's and its slice's
+    (``prestart`` starts the queues one cycle before ``start``; ``valid``: a data
+    instruction issues and does not skip, a busy cycle; ``ld_*``: an MXM's loader queue).
+    With ``streams``: ``tap`` and the stream registers loaded here, ``east_out`` (visible at
+    ``p + 1`` on the next cycle; not at the east edge) and ``west_out`` (at ``p - 1``)."""
     kind = cfg.kind(cfg.slice_names[p])
     host = host_signature(cfg)
     members = {"prestart": In(1), "start": In(1), "entry": In(cfg.iq_addr_bits), "run": In(1), "icu_host": In(host),

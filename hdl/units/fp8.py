@@ -1,16 +1,9 @@
-"""FP8 E4M3 arithmetic units (``lpu_arch/fp8.py`` defines the format and the exact
-fixed-point results these must produce).
+"""FP8 E4M3 arithmetic (``lpu_arch/fp8.py`` defines the format and the exact fixed-point
+results): :func:`product` and :func:`round_to_code` add their logic to a module (the MXM's
+products, the VXM's FP8 requantiser); ``Fp8Mul`` and ``Fp8Dot`` are components of them.
 
-``Fp8Mul`` multiplies two codes exactly: each operand is a 4-bit significand and a shift
-(``e - 1``, 0 for a subnormal), so the product is one 4x4-bit multiply shifted left by the
-sum of the shifts (0..28), signed: an integer number of ``2^-18`` in ``PRODUCT_BITS``
-bits.  A NaN operand makes the product 0 and raises ``nan``.
-
-``Fp8Dot`` is a row of them summed by a balanced adder tree in ``acc_bits(lanes)`` bits:
-the exact dot product of two vectors of codes, independent of the order of the sum.
-
-:func:`product` and :func:`round_to_code` are the same arithmetic as functions that add
-their logic to a module: the MXM's products and the VXM's FP8 requantiser use them.
+A product is exact: each operand is a 4-bit significand and a shift (``e - 1``, 0 for a
+subnormal), so it is one 4x4-bit multiply shifted left by the sum of the shifts (0..28).
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal, signed

@@ -1,16 +1,14 @@
 """Per-slice instruction queue (ICU): in-order issue, no interlocks.
 
-Implements the timing rules of ``lpu_arch/isa.py``: one data instruction per cycle,
-``NOP n`` waits n cycles, ``REPEAT n, d, stride`` re-issues the last data instruction n
-times every d cycles with its address advanced by ``stride``.
+Implements the timing rules of ``docs/isa.md``: one data instruction per cycle, ``NOP n``
+waits n cycles, ``REPEAT n, d, stride`` re-issues the last data instruction n times every
+d cycles with its address advanced by ``stride``.
 
 Illegal words: an opcode the slice kind does not execute, or a legal opcode with a bit set
 that it does not use (``isa.USED_FIELDS``: a field it has no use for, the bits above a
-named operand's width, an unknown flag), raises the sticky ``illegal`` and halts the
-queue instead of issuing.  The check is one constant mask per legal opcode
-(``isa.used_word_mask``), generated from the ISA table; for ``READ``, ``WRITE`` and
-``VOP`` the mask also leaves out the bits of the ``base`` operand that name a register
-beyond the tile's ``base_regs`` (a power of two), so such a word is illegal the same way.
+named operand's width, an unknown flag, a base register beyond ``base_regs``), raises the
+sticky ``illegal`` and halts the queue instead of issuing.  The check is one constant mask
+per legal opcode (:func:`legal_word_mask`), generated from the ISA table.
 """
 
 from amaranth import Module, Mux, Signal
@@ -62,23 +60,17 @@ class InstructionQueue(wiring.Component):
     run : In(1)
         High while the tile runs.
     issue : Out(issue_signature)
-        The instruction issued this cycle, from a register (decoded from the instruction
-        memory on the cycle before).
+        The instruction issued this cycle, from a register.
     halted : Out(1)
         Set the cycle after HALT (or an illegal word) would have issued.
     illegal : Out(1)
         Sticky until the next ``start`` (cleared on the priming cycle), set the cycle after
-        an illegal word would have issued (the queue halts; nothing issues): an opcode not legal for this slice kind, a
-        nonzero bit its opcode does not use (``isa.USED_FIELDS``), or a base register
-        ``>= base_regs`` (``legal_word_mask``).
+        an illegal word (module docstring) would have issued; the queue halts.
     host : In(host_signature)
         Host access to the queue's memory: word ``2*i`` is the low half of instruction
         ``i``, ``2*i+1`` the high half.  Reads have one cycle of latency.
     load_we : In(1), load_row : In(load_row_bits), load_data : In(INSTR_BITS)
-        The vector load port's lane for this queue (``hostmap.LOAD_REGIONS``): store
-        instruction ``load_data`` at ``load_row`` this cycle.  Only while the tile is
-        stopped; a row beyond ``iq_depth`` is ignored; takes precedence over a host write
-        on the same cycle.
+        The vector load port's lane for this queue (``hostmap.LOAD_REGIONS``).
     """
 
     def __init__(self, cfg, kind):

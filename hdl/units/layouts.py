@@ -41,10 +41,8 @@ def operand(ins, op, name: str):
 
 
 def base_reg_layout() -> data.StructLayout:
-    """One base register as the slices see it: ``offset`` (``isa.BASE_OFFSET_BITS``) and
-    ``off`` (the register is off: its READ, WRITE and VOP skip).  All zero is the power-up
-    value, offset 0 and on (``hostmap.base_word``'s word is the same fields, ``off`` at
-    bit ``isa.BASE_OFF_BIT``)."""
+    """One base register as the slices see it: ``offset`` and ``off`` (its READ, WRITE and
+    VOP skip); all zero, offset 0 and on, is the power-up value (``hostmap.base_word``)."""
     return data.StructLayout({"offset": unsigned(isa.BASE_OFFSET_BITS), "off": unsigned(1)})
 
 
@@ -138,55 +136,34 @@ def drive_signature(cfg, per_stream: bool = False) -> wiring.Signature:
 
 
 def slice_members(cfg) -> dict:
-    """The members every slice has, as ``wiring.Component`` members (the slice's side).
-
-    issue : In(issue_signature)
-        From this slice's instruction queue.
-    tap : In(tap_signature)
-        Stream values visible at this position.
-    drive : Out(drive_signature)
-        This slice's stream writes this cycle.
-    driving : Out(1)
-        A result is being driven this cycle (the tile's ``done`` waits until none is).
-    """
+    """The members every slice has (the slice's side): ``issue`` from its queue, ``tap``
+    (the streams visible here), ``drive`` (its stream writes this cycle) and ``driving``
+    (a result is being driven: the tile's ``done`` waits until none is)."""
     return {"issue": In(issue_signature()), "tap": In(tap_signature(cfg)),
             "drive": Out(drive_signature(cfg)), "driving": Out(1)}
 
 
 def relocated_slice_members(cfg) -> dict:
-    """The members a slice has whose instructions a base register relocates (MEM, VXM;
-    ``docs/isa.md``, "Base registers") and whose memories the host reaches while the tile
-    is stopped, besides ``slice_members``.
-
-    start : In(1)
-        Tile start: clears the slice's sticky fault.
-    run : In(1)
-        High while the tile runs (host accesses are honoured only while it is low).
-    bases : In(base_file_layout)
-        The tile's base registers (register 0 all zero).
-    skip : Out(1)
-        The instruction issued this cycle skips, its base register being off (not a busy
-        cycle).
-    """
+    """The members besides ``slice_members`` of a slice whose instructions a base register
+    relocates (MEM, VXM; ``docs/isa.md``, "Base registers"): ``start`` (clears its sticky
+    fault), ``run`` (host accesses are honoured only while it is low), ``bases`` (the tile's
+    base registers) and ``skip`` (the instruction issued skips, its register off: not a
+    busy cycle)."""
     return {"start": In(1), "run": In(1), "bases": In(base_file_layout(cfg)), "skip": Out(1)}
 
 
 def host_bus_signature(cfg) -> wiring.Signature:
-    """The tile's host bus (``lpu_arch.hostmap``), from the host's side: word address,
-    ``HOST_WORD``-bit data, write and read strobes out; read data and its valid in,
-    ``HOST_READ_LATENCY`` cycles after ``re``.  A tile has it as ``In(...)`` (member
-    ``host``: Verilog ports ``host__addr`` ...); the UART bridge and the system connect
-    to it."""
+    """The tile's host bus (``lpu_arch.hostmap``), from the host's side: ``rdata`` and
+    ``rvalid`` come ``HOST_READ_LATENCY`` cycles after ``re``.  A tile has it as ``In(...)``
+    (member ``host``: Verilog ports ``host__addr`` ...)."""
     return wiring.Signature({"addr": Out(HOST_ADDR_BITS), "wdata": Out(cfg.HOST_WORD),
                              "we": Out(1), "re": Out(1),
                              "rdata": In(cfg.HOST_WORD), "rvalid": In(1)})
 
 
 def host_signature(cfg) -> wiring.Signature:
-    """Host port of a slice: word-addressed 32-bit accesses decoded by the tile.
-
-    ``sel`` is high when the access targets this slice; ``rdata`` is valid on the cycle
-    after a read (``re``)."""
+    """Host port of a slice, decoded by the tile: ``sel`` when the access targets this
+    slice; ``rdata`` valid on the cycle after ``re``."""
     return wiring.Signature({
         "sel": Out(1),
         "addr": Out(SLICE_WORD_BITS),

@@ -41,10 +41,7 @@ class MemSlice(wiring.Component):
         Word ``row * words_per_vector + w`` is 32-bit word ``w`` (lanes ``4w..4w+3``,
         lane ``4w`` in the low byte) of vector ``row``.  Only while the tile is stopped.
     load_we : In(1), load_row : In(load_row_bits), load_data : In(vector_bits)
-        The vector load port's lane for this slice (``hostmap.LOAD_REGIONS``): store
-        ``load_data`` (lane ``l`` in bits ``8l..8l+7``) as vector ``load_row`` this cycle.
-        Only while the tile is stopped; a row beyond ``mem_depth`` is ignored; takes
-        precedence over a host write on the same cycle.
+        The vector load port's lane for this slice (``hostmap.LOAD_REGIONS``).
     """
 
     def __init__(self, cfg):
@@ -85,7 +82,6 @@ class MemSlice(wiring.Component):
         with m.Elif((reads | writes) & ~in_range):
             m.d.sync += self.addr_fault.eq(1)
 
-        # Host addressing: row and word within the vector.
         h_row = Signal(cfg.mem_addr_bits)
         h_word = Signal(range(max(wpv, 2)))
         m.d.comb += [h_row.eq(self.host.addr // wpv), h_word.eq(self.host.addr % wpv)]
@@ -130,7 +126,6 @@ class MemSlice(wiring.Component):
         m.d.sync += [self.driving.eq(is_read & (base.off | in_range)), drv_dir.eq(ins.dir),
                      drv_stream.eq(ins.stream), drv_zero.eq(base.off)]
         drive_masks(m, self.drive, self.driving, drv_dir, drv_stream)
-        # One vector for every stream (``drive_port_signature``).
         value = Signal(cfg.vector_bits)
         m.d.comb += value.eq(Mux(drv_zero, 0, rd.data))
         m.d.comb += [self.drive.east.data[0].eq(value), self.drive.west.data[0].eq(value)]

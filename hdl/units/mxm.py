@@ -3,12 +3,10 @@ FP8 tile, ``TileConfig.mxm_dtype``) E4M3 with exact fixed-point accumulators of
 ``TileConfig.acc_bits`` (``hdl/units/fp8.py``).
 
 Implements ``LW``, ``MM`` and ``LX`` of ``lpu_arch/isa.py`` (``docs/isa.md``,
-"Compute slices").  One class serves both hemispheres: ``MXM_W`` (west of the VXM: at
-position 0, or beside the VXM in the center layout, ``TileConfig.mxm_layout``) drives
-east, ``MXM_E`` drives west, towards the VXM; both read the streams named by their
-instructions' ``dir`` field (in practice the ones flowing towards them).  ``MM`` comes
-from the MXM's own instruction queue, ``LW`` and ``LX`` from its loader queue
-(``MXL_W``/``MXL_E``), so the two issue in the same cycle.
+"Compute slices").  One class serves both hemispheres: ``MXM_W`` (west of the VXM in
+either layout) drives east, ``MXM_E`` west, towards the VXM; both read the streams their
+instructions' ``dir`` names.  ``MM`` comes from the MXM's own queue, ``LW`` and ``LX``
+from its loader queue (``MXL_W``/``MXL_E``), so the two issue in the same cycle.
 
 Pipeline of ``MM`` issued on cycle t::
 
@@ -54,16 +52,9 @@ class MXM(wiring.Component):
     -------
     start : In(1)
         Clears both weight buffers, the active-block select and any load in progress.
-    issue : In(issue_signature)
-        From this slice's instruction queue (MM).
-    ld_issue : In(issue_signature)
-        From the loader queue (LW, LX).
-    tap : In(tap_signature)
-        Stream values visible at this position.
-    drive : Out(drive_signature)
-        ``EMIT``'s ``acc_planes`` planes (4 for int32), in the direction fixed by ``side``.
-    driving : Out(1)
-        An ``EMIT`` is being driven this cycle.
+    issue, ld_issue, tap, drive, driving
+        As ``layouts.slice_members``: ``issue`` from the MXM's queue (MM), ``ld_issue`` from
+        its loader (LW, LX); ``drive`` is ``EMIT``'s ``acc_planes`` planes (``side``'s way).
     nan : Out(1)
         An FP8 tile's ``MM`` issued on cycle t multiplied a NaN code (``fp8.NAN_CODES``) of
         x or of the active weight block: high on t+2 (with the sums), from the rows'

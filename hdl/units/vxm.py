@@ -30,23 +30,11 @@ With ``vxm_latency`` 4 each stage after the first holds a product, a rounding sh
 block RAM read and one 8 x 8 product, or (the gate's, 16 x 15) one whole requantisation:
 the stages are balanced for the FPGA's clock (``docs/fpga.md``).
 
-``requantise(v, m, s) = sat8((v * m + (s ? 1 << (s-1) : 0)) >> s)`` with an arithmetic
-shift, exactly the golden model's ``requantise``: ``v * m`` needs 47 signed bits for an
-int32 ``v`` (31 for the gate's ``a * b``), and the rounding is done after the shift
-(:func:`round_shift`).
-
 A VOP's parameter entry is ``param + offset`` of its base register (``docs/isa.md``,
-"Base registers"); an entry at or beyond ``vxm_param_depth`` sets the sticky
-``param_fault`` and the VOP drives a zero vector, and a VOP whose register is off skips:
-it drives a zero vector too.  Either way on the same streams and cycle, with the same
-flags: the registers choose values, never timing.  The TABLE step of lane ``l`` looks up
-table ``table_l`` (the entry's ``table`` field, modulo ``vxm_tables``) of the
-``vxm_tables`` activation tables.
-
-Parameters and tables are host-writable while the tile is stopped
-(``hostmap.Region.VXM_PARAM`` and ``Region.VXM_TABLE``) and power up as a fresh
-``lpu_arch.vxm.reset_words``: identity parameters (bias 0, multiplier 1, shift 0, table 0)
-and identity tables.
+"Base registers"); a skip or a ``param_fault`` drives a zero vector on the same streams and
+cycle: the registers choose values, never timing.  Lane ``l``'s TABLE step looks up the
+table its entry names (modulo ``vxm_tables``).  Parameters and tables power up as
+``lpu_arch.vxm.reset_words`` (identity parameters and tables).
 """
 
 from amaranth import Array, Cat, Module, Mux, Signal, signed, unsigned
@@ -151,11 +139,8 @@ class VXM(wiring.Component):
         ``Region.VXM_TABLE``: word ``t * 256 + i`` (``t < vxm_tables``) is entry ``i`` of
         table ``t`` in the low byte.
     load_we : In(lanes), load_row : In(load_row_bits), load_data : In(lanes * 32 * PARAM_WORDS)
-        The vector load port (``hostmap.LOAD_REGIONS``, ``Region.VXM_PARAM``): for every
-        lane ``l`` with ``load_we[l]``, store bits ``160l..160l+159`` of ``load_data`` (the
-        lane's ``PARAM_WORDS`` host words) as lane ``l`` of entry ``load_row``.  Only while
-        the tile is stopped; an entry beyond ``vxm_param_depth`` is ignored; takes
-        precedence over a host write on the same cycle.
+        The vector load port's lanes (``hostmap.LOAD_REGIONS``): lane ``l``
+        stores its ``PARAM_WORDS`` host words as lane ``l`` of entry ``load_row``.
     """
 
     def __init__(self, cfg):
@@ -292,8 +277,6 @@ class VXM(wiring.Component):
             lane_q.append((va, vb, *regs))
 
         # ---- stage 1 (t+1, vxm_latency 4 only): the products v * m of A and B --------------
-        # (the multipliers' output registers); with vxm_latency 3 the products and their
-        # rounding share the next stage.
         fifth = cfg.vxm_latency == 4
         q_stage = (q_vop, q_flags, q_out, q_zero)
         p_vop, p_flags, p_out, p_zero = follow(*q_stage) if fifth else q_stage
@@ -312,8 +295,6 @@ class VXM(wiring.Component):
 
         # ---- stage 2 (t+2; t+1 with vxm_latency 3): round A and B, table address ----------
         r_vop, r_flags, r_out, r_zero = follow(p_vop, p_flags, p_out, p_zero)
-
-        # int8 (sat8 of the rounded shift) or E4M3 (one rounding to the nearest code).
         rounded = round_to_code if fp else round_shift
 
         byte = unsigned(8) if fp else signed(8)

@@ -7,10 +7,10 @@ What is tested
 testbench bit-banges 8N1 frames onto ``rx`` (a chosen byte may get a stop bit driven
 low) and a background testbench decodes ``tx`` in the middle of each bit, checking every
 start and stop bit.  The expected bytes are those of the protocol as written in
-``lpu_arch/hostlink.py``'s docstring, spelled out here as literals ('W' addr[4] data[4]
--> 'K'; 'R' addr[4] -> data[4]; 'S' -> flags, framing errors, timeouts, ignored command
-bytes; flags FRAMING 1, TIMEOUT 2, IGNORED 4, BUSY 8; the timeout after
-``TIMEOUT_BYTES`` byte times of silence inside a command), not from the RTL.
+``lpu_arch/hostlink.py`` (its docstring and ``LinkStatus``), spelled out here as literals
+('W' addr[4] data[4] -> 'K'; 'R' addr[4] -> data[4]; 'S' -> flags, framing errors,
+timeouts, ignored command bytes; flags FRAMING 1, TIMEOUT 2, IGNORED 4, BUSY 8; the timeout
+after ``TIMEOUT_BYTES`` byte times of silence inside a command), not from the RTL.
 
 * A write then a read-back of DMEM words in two MEM slices; a clean line's status is 0.
 * A byte dropped mid-command (a write, then a read, short of one byte): no answer, and

@@ -6,7 +6,7 @@ What is tested
   (two 32-bit words per instruction, ``Instr.encode()``), started, and the cycle, opcode,
   stream, direction and address of every issue are recorded.  They must equal the issue
   schedule computed by :func:`isa_schedule`, a small function that applies the timing
-  rules exactly as ``lpu_arch/isa.py``'s docstring states them: a data instruction
+  rules exactly as ``docs/isa.md`` ("Timing rules") states them: a data instruction
   occupies 1 cycle, ``NOP n`` n cycles, and the k-th repetition of
   ``REPEAT n, d, stride`` (k = 1..n) issues at ``s + k*d - 1``, ``s`` being the REPEAT's
   first cycle, with the address of the last issued data instruction advanced by
@@ -21,7 +21,7 @@ What is tested
   ``TileConfig.vxm_latency``, ``MXM_LATENCY``, ``C2C_LATENCY``).
 
 Every expected cycle and value comes from the ISA's stated rules (and the value
-semantics in its docstring), never from the RTL, so a wrong entry in the ISA's table or
+semantics of ``docs/isa.md``), never from the RTL, so a wrong entry in the ISA's table or
 an RTL that disagrees with it fails a test.  Everything runs on ``TileConfig.tiny()``.
 """
 
