@@ -641,3 +641,137 @@ class UartHarness(wiring.Component):
         m.d.comb += [Assert(~due | (age <= 10 * self.divisor + 4)), Assert(~rx.frame_error),
                      Assert(~rx.overrun), Assert(got <= sent)]
         return m
+
+
+# ---- unbounded proofs: k-induction --------------------------------------------------------------
+def prove_unbounded(harness, k: int, timeout: float = 120, show: str = "") -> Proof:
+    """Prove every ``Assert`` of ``harness`` on *every* cycle after reset (under its
+    ``Assume``s) by k-induction: Yosys's ``sat -tempinduct`` checks the base case (no
+    assertion fails on cycles 1..k from the initial state) and the induction step (from
+    *any* state, k consecutive cycles on which every assertion and assumption holds are
+    followed by a cycle on which every assertion holds too).  Both together cover every
+    cycle, with no bound.  The step usually needs strengthening invariants: assertions that
+    relate the harness's bookkeeping to the unit's internal registers (:func:`internal`),
+    which the base case proves like any other assertion.
+
+    ``ok`` only when the induction succeeded within ``k`` (``sat`` reports a failed base
+    case as a counterexample and an induction that needs more than ``k`` steps as
+    "reached maximum number of time steps", both not ok)."""
+    rc, log, seconds = run_yosys_script(
+        harness, [*PREP[1:], f"sat -tempinduct -maxsteps {k} -set rst 0 -prove-asserts -set-assumes {show} top"],
+        timeout=timeout)
+    ok = rc == 0 and "Induction step proven: SUCCESS!" in log and "FAIL" not in log
+    return Proof(ok, seconds, log)
+
+
+def internal(fragment, path: str, name: str, nth: int = 0) -> Signal:
+    """The signal called ``name`` driven or read by the statements of the subfragment at
+    ``path`` (``"fifo.storage"``; ``""`` the fragment itself) of an elaborated ``fragment``
+    (``Fragment.get``): a register inside a unit, for an invariant of the harness.  The unit
+    is elaborated unchanged; the harness only reads the signal.  A signal Amaranth could
+    not name (``a, b = Signal(), Signal()`` leaves ``a`` as ``$signal``) is the ``nth``
+    of that name in statement order.  A wrong pick cannot make a proof pass: an invariant
+    is an assertion like any other, and the base case checks it from reset."""
+    frag = fragment
+    for part in filter(None, path.split(".")):
+        frag = next(f for f, n, *_ in frag.subfragments if n == part)
+    found = {}
+    for stmts in frag.statements.values():
+        for stmt in stmts:
+            for sig in (*stmt._lhs_signals(), *stmt._rhs_signals()):
+                if sig.name == name:
+                    found.setdefault(id(sig), sig)
+    if len(found) <= nth or (name != "$signal" and len(found) != 1):
+        raise LookupError(f"{len(found)} signals named {name!r} in {path!r}")
+    return list(found.values())[nth]
+
+
+# ---- the deskew unit ----------------------------------------------------------------------------
+class DeskewHarness(wiring.Component):
+    """The :class:`DeskewUnit` with any HAC, SAC, slack, ``load`` and ``clear`` on any cycle,
+    DESKEW or RUNTIME_DESKEW issued on any cycle the core is not stalled (as the core
+    issues them).  The harness counts the stalled cycles of the instruction waiting and
+    knows its bound (``c2c.deskew_stall_max``, ``c2c.runtime_deskew_stall_max`` of its
+    slack):
+
+    * Stall bound: no instruction stalls the core more than its bound without ``timeout``
+      (a stalled cycle beyond the bound raises it, visible the cycle after), and
+      ``timeout`` rises only then (never for a stall within its bound); once up, it holds
+      the core until ``clear``.
+    * With ``steady`` (the HAC advancing by one every cycle, as a locked tile's does
+      between SYNCs): a DESKEW releases at the epoch boundary, within ``epoch`` stalled
+      cycles, and never times out.
+
+    Strengthening invariants (for the induction step): the unit's stall counter and limit
+    equal the harness's count and bound, and in steady DESKEW its target is the epoch
+    boundary ahead of the HAC by at most ``epoch`` less the cycles already stalled."""
+
+    def __init__(self, cfg, steady: bool = False, unit=None, invariants: bool = True):
+        from hdl.link.deskew import SLACK_BITS, DeskewUnit
+        self.cfg, self.steady, self.invariants = cfg, steady, invariants
+        self.unit = unit or DeskewUnit
+        H = cfg.HAC_BITS
+        super().__init__({"hac": In(H), "sac": In(H), "deskew": In(1), "runtime": In(1),
+                          "slack": In(SLACK_BITS), "clear": In(1), "load": In(1), "load_offset": In(H)})
+
+    def elaborate(self, platform):
+        from lpu_arch.c2c import deskew_stall_max, runtime_deskew_stall_extra
+        m = solver_module()
+        cfg, H = self.cfg, self.cfg.HAC_BITS
+        unit = self.unit(cfg)
+        frag = Fragment.get(unit, platform)
+        m.submodules.unit = frag
+        m.d.comb += [unit.hac.eq(self.hac), unit.sac.eq(self.sac), unit.deskew.eq(self.deskew),
+                     unit.runtime.eq(self.runtime), unit.slack.eq(self.slack), unit.clear.eq(self.clear),
+                     unit.load.eq(self.load), unit.load_offset.eq(self.load_offset)]
+        # The core issues only on a cycle it is not stalled.
+        m.d.comb += Assume(~unit.stall | ~(self.deskew | self.runtime))
+        longest = max(deskew_stall_max(cfg), (1 << len(self.slack)) - 1 + runtime_deskew_stall_extra(cfg))
+        run = Signal(range(longest + 2), name="run")         # stalled cycles of this instruction
+        bound = Signal(range(longest + 1), name="bound")     # and its bound
+        exceeded, waiting, epoch_mode = Signal(name="exceeded"), Signal(name="waiting"), Signal(name="epoch_mode")
+        with m.If(unit.stall & ~exceeded):
+            m.d.sync += run.eq(run + 1)
+            with m.If(run == bound):                 # a stalled cycle beyond the bound
+                m.d.sync += exceeded.eq(1)
+        with m.If(self.deskew):
+            m.d.sync += [run.eq(0), bound.eq(deskew_stall_max(cfg)), waiting.eq(1), epoch_mode.eq(1)]
+        with m.Elif(self.runtime):
+            m.d.sync += [run.eq(0), bound.eq(self.slack + runtime_deskew_stall_extra(cfg)),
+                         waiting.eq(1), epoch_mode.eq(0)]
+        with m.Elif(~unit.stall):
+            m.d.sync += waiting.eq(0)
+        with m.If(self.clear):
+            m.d.sync += [exceeded.eq(0), waiting.eq(0)]
+        m.d.comb += Assert(unit.timeout == exceeded)
+        with m.If(unit.stall & ~unit.timeout):
+            m.d.comb += Assert(run <= bound)
+        with m.If(unit.timeout & ~self.clear):
+            m.d.comb += Assert(unit.stall)
+        if self.steady:
+            prev = Signal(H)
+            m.d.sync += prev.eq(self.hac)
+            started = Signal()
+            m.d.sync += started.eq(1)
+            m.d.comb += Assume(~started | (self.hac == prev + 1))
+            target = internal(frag, "", "$signal", 0)      # `target, next_sac = ...`
+            assert len(target) == H
+            with m.If(waiting & epoch_mode):
+                m.d.comb += Assert(~unit.timeout)
+                if self.invariants:
+                    ahead = Signal(H)
+                    m.d.comb += ahead.eq(target - self.hac)
+                    m.d.comb += [Assert(bound == deskew_stall_max(cfg)), Assert(unit.waiting | self.clear),
+                                 Assert((target & (cfg.epoch - 1)) == 0),
+                                 Assert(unit.stall == (ahead != 0) & ~self.clear),
+                                 Assert((ahead == 0) | (run + ahead <= cfg.epoch))]
+        if self.invariants:
+            waited, limit = internal(frag, "", "waited"), internal(frag, "", "$signal", 1)  # `limit, waited = ...`
+            assert len(limit) == len(bound)
+            mode = internal(frag, "", "mode_epoch")
+            with m.If(unit.waiting):
+                m.d.comb += [Assert(waiting), Assert(waited == run), Assert(limit == bound),
+                             Assert(mode == epoch_mode)]
+            with m.If(waiting & ~self.clear):
+                m.d.comb += Assert(unit.waiting | ~unit.stall)
+        return m

@@ -15,6 +15,7 @@ import pytest
 from amaranth import Module, Mux, Signal, unsigned
 from amaranth.hdl import Assume
 
+import hdl.link.deskew
 import hdl.link.ecc
 import hdl.link.receive_buffer
 import hdl.units.icu
@@ -29,8 +30,9 @@ from lpu_arch.c2c import EccStatus, flit_data_bits
 from lpu_arch.config import TileConfig
 from sim.flows.c2c import c2c_config
 
-from tests.hdl.formal_harness import (EccHarness, ElasticHarness, IcuHarness, LinkRxHarness, ReceiveBufferHarness,
-                             UartHarness, prove, run_yosys_script, small_elastic)
+from tests.hdl.formal_harness import (DeskewHarness, EccHarness, ElasticHarness, IcuHarness, LinkRxHarness,
+                                     ReceiveBufferHarness, UartHarness, prove, prove_unbounded, run_yosys_script,
+                                     small_elastic)
 
 def preset_ecc_widths():
     """The SECDED data widths (kind + payload) of every preset and of the C2C demo's tile."""
@@ -388,3 +390,33 @@ def test_formal_uart_broken_receiver_fails():
             self.divisor = divisor + 1
 
     assert not prove(UartHarness(UART_DIVISOR, rx_cls=Slow), depth=UART_BOUND).ok
+
+
+# ---- unbounded proofs (k-induction) ----------------------------------------------------------------
+# Each holds on every cycle after reset, not just the first N: `prove_unbounded` runs Yosys's
+# `sat -tempinduct` (base case from reset, induction step from any state); the harness's
+# strengthening invariants are assertions, proved with the rest.  Each is paired with a
+# broken unit the proof rejects, and with the harness's invariants removed (the induction
+# step then fails within the same k: the invariants are what makes it go through).
+DESKEW_K = 2
+
+
+@pytest.mark.parametrize("steady", [False, True])
+def test_formal_deskew_stall_bound_unbounded(steady):
+    r = prove_unbounded(DeskewHarness(TileConfig.tiny(), steady=steady), k=DESKEW_K, timeout=60)
+    assert r.ok, r.log[-3000:]
+
+
+@pytest.mark.parametrize("steady", [False, True])
+def test_formal_deskew_broken_fails(steady):
+    """A unit whose DESKEW bound is one cycle longer (a late ``timeout``), and, with a steady
+    HAC, one cycle shorter than an epoch (a false ``timeout``): both rejected."""
+    cfg = TileConfig.tiny()
+    wrong = cfg.epoch - 1 if steady else c2c.deskew_stall_max(cfg) + 1
+    with mock.patch.object(hdl.link.deskew, "deskew_stall_max", lambda cfg: wrong):
+        assert not prove_unbounded(DeskewHarness(cfg, steady=steady), k=DESKEW_K, timeout=60).ok
+
+
+def test_formal_deskew_without_invariants_fails():
+    assert not prove_unbounded(DeskewHarness(TileConfig.tiny(), steady=True, invariants=False),
+                               k=DESKEW_K, timeout=60).ok
