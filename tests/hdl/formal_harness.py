@@ -60,6 +60,12 @@ class Proof:
     seconds: float
     log: str
 
+    @property
+    def counterexample(self) -> bool:
+        """A trace from reset that breaks an assertion (not merely an induction step that
+        did not go through)."""
+        return "model found: FAIL!" in self.log or "model found for base case: FAIL!" in self.log
+
     def failing_step(self) -> int | None:
         """The cycle of the first failing assertion in the counterexample, if any."""
         m = re.findall(r"Time step (\d+)", self.log)   # not printed without -show; best effort
@@ -774,4 +780,139 @@ class DeskewHarness(wiring.Component):
                              Assert(mode == epoch_mode)]
             with m.If(waiting & ~self.clear):
                 m.d.comb += Assert(unit.waiting | ~unit.stall)
+        return m
+
+
+# ---- the receive buffer, for every cycle ----------------------------------------------------------
+@contextlib.contextmanager
+def vector_fifo_taps(taps: list):
+    """While :class:`ReceiveBuffer` elaborates: each ``VectorFifo`` elaborated appends
+    ``(fifo, module, entries)`` to ``taps``, ``entries`` one combinational read port per slot
+    of its memory (the unit's own ports unchanged): the harness reads the stored vectors."""
+    from hdl.link.receive_buffer import VectorFifo
+    original = VectorFifo.elaborate
+
+    def elaborate(self, platform):
+        m = original(self, platform)
+        storage = m.submodules.storage
+        ports = [storage.read_port(domain="comb") for _ in range(storage.depth)]
+        entries = [Signal(self.width, name=f"entry{i}") for i in range(storage.depth)]
+        for i, port in enumerate(ports):
+            m.d.comb += [port.addr.eq(i), entries[i].eq(port.data)]
+        taps.append((self, m, entries))
+        return m
+
+    with mock.patch.object(VectorFifo, "elaborate", elaborate):
+        yield
+
+
+class ReceiveBufferInduction(wiring.Component):
+    """The :class:`ReceiveBuffer` alone, the properties of :class:`ReceiveBufferHarness` on
+    every cycle (no bound, no counter that could wrap): any vector pushed on any cycle
+    (at least ``gap`` apart), RECV on any cycle, ``clear`` low.
+
+    The harness keeps ``held`` (vectors held, as there: from the cycle after the push
+    to the cycle of the RECV, inclusive) and ``fresh`` (a vector pushed on the cycle before,
+    not ready yet), and follows one vector the solver picks when it is pushed (``pick``) by
+    its *position* in the queue (the vectors ahead of it) rather than by its index, so
+    nothing grows without bound.  ``over`` / ``early`` become sticky as in
+    :class:`ReceiveBufferHarness`; the bookkeeping stays exact until ``over`` (a vector
+    lost), an early RECV pops nothing.
+
+    * ``overflow`` only after ``over``; ``underflow`` only after ``early`` (or ``over``);
+      until ``over``, ``level`` is ``held``.
+    * The RECV that pops the picked vector returns it (from the next cycle until the next
+      RECV), unless ``overflow`` or ``underflow`` is up: nothing lost, duplicated or
+      reordered unflagged.
+    * The first RECV that finds no vector ready returns 0.
+
+    Strengthening invariants (``invariants``; until ``over``): the flags are ``over`` and
+    ``early``, the FIFO's
+    inner level is at least ``fresh`` and equals it while its output register is empty,
+    its pointers are in range and ``inner level`` apart, and the picked vector is where
+    its position says (the output register, or the memory slot that many entries after
+    the read pointer)."""
+
+    def __init__(self, cfg, gap: int = 1, buffer_cls=ReceiveBuffer, invariants: bool = True):
+        self.cfg, self.gap, self.buffer_cls, self.invariants = cfg, gap, buffer_cls, invariants
+        super().__init__({"push": In(1), "vector": In(cfg.vector_bits), "recv": In(1), "pick": In(1)})
+
+    def elaborate(self, platform):
+        m = solver_module()
+        cfg, D = self.cfg, self.cfg.rx_depth
+        buf = self.buffer_cls(cfg)
+        taps = []
+        with vector_fifo_taps(taps):
+            frag = Fragment.get(buf, platform)
+        m.submodules.buf = frag
+        m.d.comb += [buf.i_stream.valid.eq(self.push), buf.i_stream.payload.eq(self.vector),
+                     buf.recv.eq(self.recv), buf.clear.eq(0)]
+        if self.gap > 1:
+            since = Signal(range(self.gap + 1), init=self.gap)
+            m.d.sync += since.eq(Mux(self.push, 1, Mux(since == self.gap, since, since + 1)))
+            m.d.comb += Assume(~self.push | (since == self.gap))
+
+        held, fresh = Signal(range(D + 1), name="held"), Signal(name="fresh")
+        over, early = Signal(name="over"), Signal(name="early")
+        pop = Signal()                                   # a RECV that finds a vector ready
+        m.d.comb += pop.eq(self.recv & (held > fresh))
+        m.d.sync += fresh.eq(self.push)
+        with m.If(~over):                    # exact until a vector is lost
+            m.d.sync += held.eq(held + self.push - pop)
+            with m.If(held + self.push > D):
+                m.d.sync += over.eq(1)
+            with m.If(self.recv & ~pop):
+                m.d.sync += early.eq(1)
+
+        # The picked vector: its position (vectors ahead of it) and value.
+        tracking, pos = Signal(name="tracking"), Signal(range(D + 1), name="pos")
+        value, shown_value, mine = Signal(cfg.vector_bits), Signal(cfg.vector_bits), Signal(name="mine")
+        with m.If(self.recv):
+            m.d.sync += mine.eq(0)
+        with m.If(tracking & pop):
+            m.d.sync += pos.eq(pos - 1)
+            with m.If(pos == 0):
+                m.d.sync += [tracking.eq(0), mine.eq(1), shown_value.eq(value)]
+        with m.If(self.push & self.pick & ~tracking):
+            m.d.sync += [tracking.eq(1), pos.eq(held - pop), value.eq(self.vector)]
+        flags = buf.overflow | buf.underflow
+        with m.If(mine):
+            m.d.comb += Assert((buf.recv_data == shown_value) | flags)
+        empty = Signal(name="empty")
+        with m.If(self.recv):
+            m.d.sync += empty.eq(~pop & ~over & ~early)
+        with m.If(empty):
+            m.d.comb += Assert(buf.recv_data == 0)
+
+        with m.If(buf.overflow):
+            m.d.comb += Assert(over)
+        with m.If(buf.underflow):
+            m.d.comb += Assert(early | over)
+        with m.If(~over):
+            m.d.comb += Assert(buf.level == held)
+
+        if self.invariants and taps:
+            (fifo, _, entries), = taps
+            inner = D - 1
+            inner_level = internal(frag, "fifo", "inner_level")
+            consume = internal(frag, "fifo", "consume")
+            produce = internal(frag, "fifo", "$signal", 0)   # `produce, consume = ...`
+            assert len(produce) == len(consume)
+            r_rdy = fifo.r_rdy
+            with m.If(over):
+                m.d.comb += Assert(buf.overflow)
+            with m.If(~over):
+                m.d.comb += [Assert(~buf.overflow), Assert(buf.underflow == early), Assert(inner_level >= fresh),
+                             Assert(r_rdy | (inner_level == fresh)), Assert(~fresh | (held >= 1)),
+                             Assert(produce < inner), Assert(consume < inner),
+                             Assert(Mux(produce >= consume, produce - consume, produce + inner - consume)
+                                    == Mux(inner_level == inner, 0, inner_level))]
+                with m.If(tracking):
+                    m.d.comb += Assert(pos < held)
+                    slot = Signal(range(2 * inner + 1), name="slot")
+                    m.d.comb += slot.eq(consume + pos - r_rdy)
+                    with m.If(r_rdy & (pos == 0)):
+                        m.d.comb += Assert(fifo.r_data == value)
+                    with m.Else():
+                        m.d.comb += Assert(Array(entries * 2)[slot] == value)
         return m

@@ -31,7 +31,7 @@ from lpu_arch.config import TileConfig
 from sim.flows.c2c import c2c_config
 
 from tests.hdl.formal_harness import (DeskewHarness, EccHarness, ElasticHarness, IcuHarness, LinkRxHarness,
-                                     ReceiveBufferHarness, UartHarness, prove, prove_unbounded, run_yosys_script,
+                                     ReceiveBufferHarness, ReceiveBufferInduction, UartHarness, prove, prove_unbounded, run_yosys_script,
                                      small_elastic)
 
 def preset_ecc_widths():
@@ -409,14 +409,43 @@ def test_formal_deskew_stall_bound_unbounded(steady):
 
 @pytest.mark.parametrize("steady", [False, True])
 def test_formal_deskew_broken_fails(steady):
-    """A unit whose DESKEW bound is one cycle longer (a late ``timeout``), and, with a steady
-    HAC, one cycle shorter than an epoch (a false ``timeout``): both rejected."""
-    cfg = TileConfig.tiny()
-    wrong = cfg.epoch - 1 if steady else c2c.deskew_stall_max(cfg) + 1
-    with mock.patch.object(hdl.link.deskew, "deskew_stall_max", lambda cfg: wrong):
-        assert not prove_unbounded(DeskewHarness(cfg, steady=steady), k=DESKEW_K, timeout=60).ok
+    """A unit whose RUNTIME_DESKEW bound is one cycle longer (a late ``timeout``), and, with
+    a steady HAC, whose DESKEW bound is one cycle shorter than an epoch (a false
+    ``timeout``): each gives a counterexample from reset (epoch 64, so that it is short)."""
+    cfg = dataclasses.replace(TileConfig.tiny(), epoch=64)
+    patch = (mock.patch.object(hdl.link.deskew, "deskew_stall_max", lambda cfg: cfg.epoch - 1) if steady else
+             mock.patch.object(hdl.link.deskew, "runtime_deskew_stall_extra",
+                               lambda cfg: c2c.runtime_deskew_stall_extra(cfg) + 1))
+    with patch:
+        r = prove_unbounded(DeskewHarness(cfg, steady=steady), k=80, timeout=60)
+    assert not r.ok and r.counterexample
 
 
 def test_formal_deskew_without_invariants_fails():
-    assert not prove_unbounded(DeskewHarness(TileConfig.tiny(), steady=True, invariants=False),
-                               k=DESKEW_K, timeout=60).ok
+    """The harness without its invariants: the induction step does not go through (and
+    there is no counterexample: the unit is right)."""
+    r = prove_unbounded(DeskewHarness(TileConfig.tiny(), steady=True, invariants=False), k=DESKEW_K, timeout=60)
+    assert not r.ok and not r.counterexample
+
+
+@pytest.mark.parametrize("depth,gap", sorted(RECEIVE_BUFFER_BOUNDS))
+def test_formal_receive_buffer_unbounded(depth, gap):
+    r = prove_unbounded(ReceiveBufferInduction(rx_cfg(depth), gap=gap), k=2, timeout=60)
+    assert r.ok, r.log[-3000:]
+
+
+@pytest.mark.parametrize("gap", [1, 2])
+@pytest.mark.parametrize("broken", [ShortBuffer, RepeatingBuffer, SilentBuffer])
+def test_formal_receive_buffer_unbounded_broken_fails(broken, gap):
+    """The broken buffers of the bounded proof, ``rx_depth`` 2: each a counterexample from
+    reset within 10 cycles; and the library FIFO, vectors back to back."""
+    r = prove_unbounded(ReceiveBufferInduction(rx_cfg(2), gap=gap, buffer_cls=broken), k=10, timeout=60)
+    assert not r.ok and r.counterexample
+    if gap == 1 and broken is ShortBuffer:
+        r = prove_unbounded(ReceiveBufferInduction(rx_cfg(2), gap=1, buffer_cls=LibraryFifoBuffer), k=10, timeout=60)
+        assert not r.ok and r.counterexample
+
+
+def test_formal_receive_buffer_without_invariants_fails():
+    r = prove_unbounded(ReceiveBufferInduction(rx_cfg(4), invariants=False), k=4, timeout=60)
+    assert not r.ok and not r.counterexample
