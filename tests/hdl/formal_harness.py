@@ -916,3 +916,159 @@ class ReceiveBufferInduction(wiring.Component):
                     with m.Else():
                         m.d.comb += Assert(Array(entries * 2)[slot] == value)
         return m
+
+
+# ---- the instruction queue, for every cycle ---------------------------------------------------------
+@contextlib.contextmanager
+def memory_taps(cls, name: str, taps: list):
+    """While ``cls`` elaborates: its memory ``name`` (a submodule of its module) gets one
+    combinational read port per slot (its own ports unchanged); appends
+    ``(unit, module, entries, memory)`` to ``taps``."""
+    original = cls.elaborate
+
+    def elaborate(self, platform):
+        m = original(self, platform)
+        memory = getattr(m.submodules, name)
+        ports = [memory.read_port(domain="comb") for _ in range(memory.depth)]
+        entries = [Signal(len(ports[0].data), name=f"{name}{i}") for i in range(memory.depth)]
+        for i, port in enumerate(ports):
+            m.d.comb += [port.addr.eq(i), entries[i].eq(port.data)]
+        taps.append((self, m, entries, memory))
+        return m
+
+    with mock.patch.object(cls, "elaborate", elaborate):
+        yield
+
+
+class IcuInduction(wiring.Component):
+    """An :class:`InstructionQueue` loaded with any well-formed program (as
+    :class:`IcuHarness`, but NOP and REPEAT counts and delays over their whole ranges),
+    started, and compared on *every* cycle of an unbounded run with the ISA's timing rule,
+    written here as countdowns (no absolute time that could wrap): an instruction starts
+    when the one before ends; ``NOP n`` waits n cycles; ``REPEAT n, d, stride`` issues the
+    last data instruction, its address advanced by ``stride``, on every d-th cycle, n
+    times, and ends with the n-th; a data instruction issues on its cycle; HALT stops.
+    The reference takes its step on the cycle the queue decodes (one ahead of the issue,
+    from the priming cycle on) and its outputs are registered like the queue's.  A program
+    without HALT wraps around the queue (``pc`` and the reference's ``spc`` both modulo
+    ``iq_depth``), so runs are as long as the solver likes.
+
+    Asserted: ``issue.valid``, ``issue.instr`` (when valid) and ``halted`` equal the
+    reference's.  Strengthening invariants (``invariants``): the queue's ``pc``, NOP
+    countdown, REPEAT registers, last issued word and halt flag equal the reference's,
+    its memory holds the program and its read port the word at ``pc``."""
+
+    def __init__(self, cfg, kind: str = "MEM", iq=InstructionQueue, invariants: bool = True):
+        self.cfg, self.kind, self.iq, self.invariants = cfg, kind, iq, invariants
+        super().__init__({"program": In(isa.INSTR_BITS)})
+
+    def elaborate(self, platform):
+        m = solver_module()
+        cfg = self.cfg
+        D = cfg.iq_depth
+        iq = self.iq(cfg, self.kind)
+        taps = []
+        with memory_taps(InstructionQueue, "imem", taps):
+            frag = Fragment.get(iq, platform)
+        m.submodules.iq = frag
+        w = self.program
+
+        def well_formed(w):
+            op, legal = _field(w, "op"), 0
+            for o in sorted(isa.SLICE_OPS[self.kind]):
+                legal |= (op == o) & ((w & ~legal_word_mask(cfg, o) & ((1 << 64) - 1)) == 0)
+            return (legal & (((op != isa.Op.NOP) & (op != isa.Op.REPEAT)) | (_field(w, "count") != 0))
+                    & ((op != isa.Op.REPEAT) | (_field(w, "delay") != 0)))
+        m.d.comb += Assume(well_formed(w))
+
+        phase = Signal(range(D + 3), name="phase")
+        prog = [Signal(isa.INSTR_BITS, name=f"prog{i}") for i in range(D)]
+        loading, starting = phase < D, phase == D
+        active = phase > D                       # the priming cycle and every running one
+        m.d.comb += [iq.load_we.eq(loading), iq.load_row.eq(phase), iq.load_data.eq(w),
+                     iq.start.eq(starting), iq.run.eq(phase > D + 1), iq.host.sel.eq(0), iq.entry.eq(0)]
+        with m.If(phase <= D + 1):
+            m.d.sync += phase.eq(phase + 1)
+        for i in range(D):
+            with m.If(loading & (phase == i)):
+                m.d.sync += prog[i].eq(w)
+
+        # The reference, stepped on the decode cycle.
+        cw, dw, aw = isa.FIELD["count"][1], isa.FIELD["delay"][1], isa.FIELD["addr"][1]
+        spc = Signal(range(D), name="spc")
+        halted, busy = Signal(name="ref_halted"), Signal(cw, name="busy")
+        in_rep, rep_left, rep_wait = Signal(name="ref_in_rep"), Signal(cw, name="ref_rep_left"), Signal(dw, name="rep_wait")
+        rep_d, rep_stride = Signal(dw, name="rep_d"), Signal(aw, name="ref_stride")
+        last = Signal(isa.INSTR_BITS, name="ref_last")
+        exp_valid, exp_instr = Signal(name="exp_valid"), Signal(isa.INSTR_BITS, name="exp_instr")
+        head = Signal(isa.INSTR_BITS, name="ref_head")
+        m.d.comb += head.eq(Array(prog)[spc])
+        h_op, h_n, h_d, h_s = _field(head, "op"), _field(head, "count"), _field(head, "delay"), _field(head, "addr")
+        issue_v, issue_i = Signal(), Signal(isa.INSTR_BITS)
+        lsb = isa.FIELD["addr"][0]
+
+        def repetition(left, wait, d, stride):
+            """One cycle of a REPEAT with ``left`` repetitions to go, the next in ``wait``."""
+            with m.If(wait == 0):
+                adv = Signal(isa.INSTR_BITS, name="adv")
+                m.d.comb += [adv.eq(last), adv[lsb:lsb + aw].eq(_field(last, "addr") + stride),
+                             issue_v.eq(1), issue_i.eq(adv)]
+                m.d.sync += [last.eq(adv), rep_left.eq(left - 1), rep_wait.eq(d - 1), in_rep.eq(left != 1)]
+            with m.Else():
+                m.d.sync += [rep_left.eq(left), rep_wait.eq(wait - 1), in_rep.eq(1)]
+
+        with m.If(starting):
+            m.d.sync += [spc.eq(0), halted.eq(0), busy.eq(0), in_rep.eq(0), last.eq(0)]
+        with m.Elif(active & ~halted):
+            with m.If(busy != 0):
+                m.d.sync += busy.eq(busy - 1)
+            with m.Elif(in_rep):
+                repetition(rep_left, rep_wait, rep_d, rep_stride)
+            with m.Elif(h_op == isa.Op.HALT):
+                m.d.sync += halted.eq(1)
+            with m.Elif(h_op == isa.Op.NOP):
+                m.d.sync += [busy.eq(h_n - 1), spc.eq(Mux(spc == D - 1, 0, spc + 1))]
+            with m.Elif(h_op == isa.Op.REPEAT):
+                m.d.sync += [spc.eq(Mux(spc == D - 1, 0, spc + 1)), rep_d.eq(h_d), rep_stride.eq(h_s)]
+                repetition(h_n, h_d - 1, h_d, h_s)
+            with m.Else():
+                m.d.comb += [issue_v.eq(1), issue_i.eq(head)]
+                m.d.sync += [last.eq(head), spc.eq(Mux(spc == D - 1, 0, spc + 1))]
+        m.d.sync += [exp_valid.eq(issue_v), exp_instr.eq(issue_i)]
+        exp_halted = Signal(name="exp_halted")
+        m.d.sync += exp_halted.eq(halted)
+        running = phase > D + 1
+        with m.If(running):
+            m.d.comb += Assert(iq.issue.valid == exp_valid)
+            with m.If(exp_valid):
+                m.d.comb += Assert(iq.issue.instr.as_value() == exp_instr)
+            m.d.comb += Assert(iq.halted == exp_halted)
+
+        if self.invariants:
+            (_, _, entries, imem), = taps
+            names = ("pc", "wait", "in_rep", "rep_left", "rep_timer", "rep_delay", "rep_stride", "last", "bad")
+            q = {n: internal(frag, "", n) for n in names}
+            q["halt"] = internal(frag, "", "$signal", 0)       # `halt, bad = ...`
+            assert len(q["halt"]) == 1
+            m.d.comb += Assert(phase <= D + 2)
+            for i in range(D):
+                with m.If(phase > i):
+                    m.d.comb += Assert(well_formed(prog[i]))
+            with m.If(loading):
+                for i in range(D):
+                    with m.If(phase > i):
+                        m.d.comb += Assert(entries[i] == prog[i])
+            with m.If(active):
+                m.d.comb += [Assert(e == p) for e, p in zip(entries, prog)]
+                m.d.comb += [Assert(q["pc"] == spc), Assert(q["halt"] == halted), Assert(~q["bad"]),
+                             Assert(imem.read_ports[0].data == head),
+                             Assert(q["wait"] == busy), Assert(q["in_rep"] == in_rep),
+                             Assert(q["last"] == last)]
+                with m.If(in_rep):
+                    m.d.comb += [Assert(q["rep_left"] == rep_left), Assert(q["rep_timer"] == rep_wait),
+                                 Assert(q["rep_delay"] == rep_d), Assert(q["rep_stride"] == rep_stride),
+                                 Assert(rep_left != 0), Assert(rep_wait < rep_d), Assert(busy == 0)]
+            m.d.comb += Assert(internal(frag, "", "prime") == (phase == D + 1))
+            with m.If(running):
+                m.d.comb += Assert(~exp_halted | halted)
+        return m

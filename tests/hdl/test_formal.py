@@ -31,7 +31,7 @@ from lpu_arch.config import TileConfig
 from sim.flows.c2c import c2c_config
 
 from tests.hdl.formal_harness import (DeskewHarness, EccHarness, ElasticHarness, IcuHarness, LinkRxHarness,
-                                     ReceiveBufferHarness, ReceiveBufferInduction, UartHarness, prove, prove_unbounded, run_yosys_script,
+                                     ReceiveBufferHarness, ReceiveBufferInduction, IcuInduction, UartHarness, prove, prove_unbounded, run_yosys_script,
                                      small_elastic)
 
 def preset_ecc_widths():
@@ -448,4 +448,26 @@ def test_formal_receive_buffer_unbounded_broken_fails(broken, gap):
 
 def test_formal_receive_buffer_without_invariants_fails():
     r = prove_unbounded(ReceiveBufferInduction(rx_cfg(4), invariants=False), k=4, timeout=60)
+    assert not r.ok and not r.counterexample
+
+
+ICU_INDUCTION_DEPTH = 4
+
+
+def test_formal_instruction_queue_unbounded():
+    """Issue times on every cycle, any well-formed program of 4 words (whole count and delay
+    ranges), wrapping around the queue when it has no HALT."""
+    cfg = dataclasses.replace(TileConfig.tiny(), iq_depth=ICU_INDUCTION_DEPTH)
+    r = prove_unbounded(IcuInduction(cfg), k=2, timeout=120)
+    assert r.ok, r.log[-3000:]
+
+
+def test_formal_instruction_queue_unbounded_broken_fails():
+    """The REPEAT stride register 0 bits wide: a counterexample from reset (a data word
+    then a REPEAT, 2 words loaded); and the harness without its invariants: no induction."""
+    good = hdl.units.icu.field_shape
+    with mock.patch.object(hdl.units.icu, "field_shape", lambda n: unsigned(0) if n == "addr" else good(n)):
+        r = prove_unbounded(IcuInduction(icu_cfg()), k=7, timeout=120)
+    assert not r.ok and r.counterexample
+    r = prove_unbounded(IcuInduction(icu_cfg(), invariants=False), k=2, timeout=120)
     assert not r.ok and not r.counterexample
