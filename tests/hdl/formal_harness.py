@@ -121,7 +121,7 @@ def solver_module() -> Module:
 
 
 # ---- two clocks as clock enables ----------------------------------------------------------------
-def two_clocks(m: Module, dut, en_rx, en_tx, ratio: int, w_domain: str = "tx"):
+def two_clocks(m: Module, dut, en_rx, en_tx, ratio: int, w_domain: str = "tx", context=None):
     """Put ``dut`` (whose receiver clock is "sync" and sender clock ``w_domain``) on two
     clock enables of the harness's clock, and assume a bounded ratio: at most ``ratio``
     edges of either clock between two edges of the other, and some edge on every cycle (a
@@ -133,13 +133,19 @@ def two_clocks(m: Module, dut, en_rx, en_tx, ratio: int, w_domain: str = "tx"):
         m.domains += ClockDomain(name, local=True)
         m.d.comb += [ClockSignal(name).eq(ClockSignal("sync")), ResetSignal(name).eq(0)]
     gated = EnableInserter({"rx": en_rx, w_domain: en_tx})(DomainRenamer({"sync": "rx"})(dut))
+    if context is not None:         # elaborated now, inside `context` (a taps patch): the fragment
+        with context:
+            gated = Fragment.get(gated, None)
     m.submodules.dut = gated
     bits = max(ratio, 1).bit_length() + 1
-    tx_run, rx_run = Signal(bits), Signal(bits)   # edges of one clock since the other's last
+    tx_run = Signal(bits, name="tx_run")    # edges of one clock since the other's last
+    rx_run = Signal(bits, name="rx_run")
     tx_next = Mux(en_rx, en_tx, tx_run + en_tx)
     rx_next = Mux(en_tx, en_rx, rx_run + en_rx)
     m.d.sync += [tx_run.eq(tx_next), rx_run.eq(rx_next)]
     m.d.comb += [Assume(en_rx | en_tx), Assume(tx_next <= ratio), Assume(rx_next <= ratio)]
+    gated.tx_run, gated.rx_run = tx_run, rx_run
+    return gated
 
 
 # ---- SECDED -------------------------------------------------------------------------------------
@@ -670,22 +676,29 @@ def prove_unbounded(harness, k: int, timeout: float = 120, show: str = "") -> Pr
     return Proof(ok, seconds, log)
 
 
-def internal(fragment, path: str, name: str, nth: int = 0) -> Signal:
+def internal(fragment, path: str, name: str, nth: int = 0, domain: str | None = None) -> Signal:
     """The signal called ``name`` driven or read by the statements of the subfragment at
     ``path`` (``"fifo.storage"``; ``""`` the fragment itself) of an elaborated ``fragment``
     (``Fragment.get``): a register inside a unit, for an invariant of the harness.  The unit
     is elaborated unchanged; the harness only reads the signal.  A signal Amaranth could
     not name (``a, b = Signal(), Signal()`` leaves ``a`` as ``$signal``) is the ``nth``
-    of that name in statement order.  A wrong pick cannot make a proof pass: an invariant
+    of that name in statement order; ``domain``: only the signals that domain's statements
+    assign.  A wrong pick cannot make a proof pass: an invariant
     is an assertion like any other, and the base case checks it from reset."""
     frag = fragment
     for part in filter(None, path.split(".")):
         frag = next(f for f, n, *_ in frag.subfragments if n == part)
     found = {}
-    for stmts in frag.statements.values():
+    for dom, stmts in frag.statements.items():
+        if domain is not None and dom != domain:
+            continue
         for stmt in stmts:
-            for sig in (*stmt._lhs_signals(), *stmt._rhs_signals()):
-                if sig.name == name:
+            signals = stmt._lhs_signals()
+            if domain is None:
+                with contextlib.suppress(NotImplementedError):    # a ResetSignal not lowered yet
+                    signals = (*signals, *stmt._rhs_signals())
+            for sig in signals:
+                if getattr(sig, "name", None) == name:
                     found.setdefault(id(sig), sig)
     if len(found) <= nth or (name != "$signal" and len(found) != 1):
         raise LookupError(f"{len(found)} signals named {name!r} in {path!r}")
@@ -1071,4 +1084,177 @@ class IcuInduction(wiring.Component):
             m.d.comb += Assert(internal(frag, "", "prime") == (phase == D + 1))
             with m.If(running):
                 m.d.comb += Assert(~exp_halted | halted)
+        return m
+
+
+# ---- the elastic buffer, for every cycle ----------------------------------------------------------
+def gray_decode(v):
+    """The binary value of Gray code ``v`` (written here, not taken from the FIFO's library)."""
+    bits, acc = [], Const(0, 1)
+    for i in reversed(range(len(v))):
+        acc = acc ^ v[i]
+        bits.append(acc)
+    return Cat(*reversed(bits))
+
+
+class ElasticInduction(wiring.Component):
+    """:class:`ElasticHarness`'s properties on every cycle (no bound), the
+    :class:`ElasticBuffer` on two clocks as there (``two_clocks``, ratio at most
+    ``ratio``), any flit on any sender edge, ``clear`` low.
+
+    Nothing in the harness grows without bound: it keeps the flits in flight (sent, not
+    delivered; saturating at ``depth + 8``, ``flood`` once more: only after a loss, and
+    then ``overflow`` is up), and follows one flit the solver picks (``pick``, on a send
+    before any loss) by its *position*, the flits ahead of it not yet delivered.
+
+    * Integrity: the delivery that reaches the picked flit delivers its value, unless
+      ``overflow`` is up; never a delivery with nothing in flight (no duplicate).
+    * Latency: the picked flit is delivered by the ``4 + ahead``-th receiver edge after
+      its send (``ahead``: in flight before it), unless ``overflow`` is up.
+    * A loss (a flit sent while the writer sees the buffer full) raises ``overflow`` by the
+      third receiver edge after it (``lost_edges``); ``overflow`` never rises while no
+      more than ``watermark`` flits were ever in flight, and once up stays up.
+
+    A flit picked after a loss would be counted behind the lost one; picks stop there,
+    which loses nothing: such a flit is delivered 3 receiver edges after its send at the
+    earliest, with ``overflow`` already up.
+
+    Strengthening invariants (``invariants``): the AsyncFIFO's Gray pointers encode its
+    binary ones; each synchronised copy of a pointer lags the original, in order along the
+    synchroniser, by at most the depth; until a loss, the flits in flight are those between
+    the read and write pointers plus the output register, and the overflow crossing is all
+    zero; after a loss, each stage of the crossing is nonzero one receiver edge after the
+    one before; the picked flit is in the output register or in the memory slot its
+    position names, visible to the reader after 2 receiver edges, in the output register
+    after 3, and ``waited + position`` stays within the latency bound."""
+
+    def __init__(self, cfg, ratio: int = 2, watermark: int | None = None, elastic=ElasticBuffer,
+                 invariants: bool = True):
+        self.cfg, self.ratio, self.elastic, self.invariants = cfg, ratio, elastic, invariants
+        self.watermark = cfg.ELASTIC_DEPTH - 2 if watermark is None else watermark
+        self.layout = flit_body_layout(cfg)
+        super().__init__({"en_rx": In(1), "en_tx": In(1), "valid": In(1), "body": In(self.layout.size),
+                          "pick": In(1)})
+
+    def elaborate(self, platform):
+        from amaranth.lib.fifo import AsyncFIFO
+        m = solver_module()
+        cfg, D = self.cfg, self.cfg.ELASTIC_DEPTH
+        el = self.elastic(cfg, "tx")
+        taps = []
+        frag = two_clocks(m, el, self.en_rx, self.en_tx, self.ratio,
+                          context=memory_taps(AsyncFIFO, "storage", taps))
+        m.d.comb += [el.flit.eq(Cat(self.valid, self.body)), el.clear.eq(0)]
+        (fifo, _, entries, _), = taps
+        cap = D + 8
+        # The AsyncFIFO's reset synchroniser (on the solver's clock) lets go on cycle 4: no
+        # flit before (the link is idle while the receiver comes out of reset).
+        age = Signal(range(4), name="age")
+        with m.If(age != 3):
+            m.d.sync += age.eq(age + 1)
+            m.d.comb += Assume(~self.valid)
+
+        send = self.en_tx & self.valid
+        deliver = self.en_rx & el.o_stream.valid
+        drop = send & ~fifo.w_rdy
+        inflight, flood = Signal(range(cap + 1), name="inflight"), Signal(name="flood")
+        with m.If(inflight + send - deliver > cap):
+            m.d.sync += flood.eq(1)
+        with m.Elif(~flood):
+            m.d.sync += inflight.eq(inflight + send - deliver)
+        lost, lost_edges = Signal(name="lost"), Signal(range(4), name="lost_edges")
+        with m.If(drop):
+            m.d.sync += lost.eq(1)
+        with m.If(lost & self.en_rx & (lost_edges != 3)):
+            m.d.sync += lost_edges.eq(lost_edges + 1)
+        m.d.comb += Assert(~deliver | (inflight != 0) | flood)
+        m.d.comb += Assert((lost_edges != 3) | el.overflow)
+
+        tracking, pos = Signal(name="tracking"), Signal(range(cap + 1), name="pos")
+        ahead, waited = Signal(range(cap + 1), name="ahead"), Signal(range(cap + 6), name="waited")
+        value = Signal(self.layout.size, name="value")
+        with m.If(tracking & self.en_rx):
+            m.d.sync += waited.eq(waited + 1)
+        with m.If(tracking & deliver):
+            m.d.sync += pos.eq(pos - 1)
+            with m.If(pos == 0):
+                m.d.comb += Assert((el.o_stream.payload.as_value() == value) | el.overflow)
+                m.d.sync += tracking.eq(0)
+        with m.If(send & self.pick & ~tracking & ~lost & ~drop & ~flood):
+            m.d.sync += [tracking.eq(1), pos.eq(inflight - deliver), ahead.eq(inflight - deliver),
+                         value.eq(self.body), waited.eq(0)]
+        m.d.comb += Assert(~tracking | (waited <= 4 + ahead) | el.overflow)
+
+        high = Signal(name="high")
+        with m.If(inflight > self.watermark):
+            m.d.sync += high.eq(1)
+        m.d.comb += Assert(high | ~el.overflow)
+        ovf_was = Signal()
+        m.d.sync += ovf_was.eq(el.overflow)
+        with m.If(ovf_was):
+            m.d.comb += Assert(el.overflow)
+
+        if self.invariants:
+            def chk(cond):         # each invariant a named wire (inv_<line>), so a trace shows it
+                w = Signal(name=f"inv_{sys._getframe(1).f_lineno}", init=1)
+                m.d.comb += w.eq(cond)
+                return Assert(w)
+            n = fifo._ctr_bits
+            f = lambda name: internal(frag, "fifo", name)
+            pw, cr, cw = f("produce_w_bin"), f("consume_r_bin"), f("consume_w_bin")
+            pw_gry, cr_gry, pr_gry, cw_gry = (f("produce_w_gry"), f("consume_r_gry"), f("produce_r_gry"),
+                                              f("consume_w_gry"))
+            p0 = gray_decode(internal(frag, "fifo.produce_cdc", "stage0"))
+            c0 = gray_decode(internal(frag, "fifo.consume_cdc", "stage0"))
+            p1, c1 = gray_decode(pr_gry), gray_decode(cw_gry)
+            gray = lambda v: v ^ (v >> 1)
+
+            def d(x, base):            # how far x is ahead of base, modulo 2*D
+                r = Signal(n, name="dist")
+                m.d.comb += r.eq(x - base)
+                return r
+            m.d.comb += [chk(pw_gry == gray(pw)), chk(cr_gry == gray(cr)),
+                         chk(d(p1, cr) <= d(p0, cr)), chk(d(p0, cr) <= d(pw, cr)), chk(d(pw, cr) <= D),
+                         chk(d(cr, c0) <= d(cr, c1)), chk(d(cr, c1) <= d(cr, cw)), chk(d(pw, cw) <= D),
+                         chk(d(cr, cw) <= d(pw, cw)),
+                         ]
+            r0, r1 = internal(frag, "fifo.rst_cdc", "stage0"), internal(frag, "fifo.rst_cdc", "stage1")
+            with m.If(age == 3):
+                m.d.comb += [chk(r0 == 0), chk(r1 == 0)]
+            with m.If(age != 3):
+                m.d.comb += [chk(pw == 0), chk(cr == 0), chk(cw == 0), chk(internal(frag, "fifo.produce_cdc", "stage0") == 0),
+                             chk(pr_gry == 0), chk(internal(frag, "fifo.consume_cdc", "stage0") == 0), chk(cw_gry == 0),
+                             chk(~tracking), chk(~lost), chk(~el.o_stream.valid), chk(inflight == 0)]
+            with m.If(d(p0, cr) != 0):
+                m.d.comb += chk(fifo.r_data == Array(entries)[cr[:-1]])
+            w_ovf_bin = internal(frag, "", "$signal", domain="tx")
+            w_ovf_gray = internal(frag, "", "w_ovf_gray")
+            ovf_seen = internal(frag, "", "$signal", domain="rx")
+            o0, o1 = internal(frag, "ovf_sync", "stage0"), internal(frag, "ovf_sync", "stage1")
+            # The count's Gray code is taken of a 5-bit sum: at the wrap (15 -> 0) it stays 8.
+            m.d.comb += [chk((w_ovf_gray == gray(w_ovf_bin)) | ((w_ovf_bin == 0) & (w_ovf_gray == 8))),
+                         chk(~flood | el.overflow),
+                         chk(~lost | high), chk(flood | (inflight >= d(pw, cr) + el.o_stream.valid))]
+            with m.If(~lost):
+                m.d.comb += [chk(inflight == d(pw, cr) + el.o_stream.valid), chk(~flood), chk(lost_edges == 0),
+                             chk(w_ovf_bin == 0), chk(w_ovf_gray == 0), chk(o0 == 0), chk(o1 == 0), chk(ovf_seen == 0),
+                             chk(~el.overflow)]
+            with m.If(lost & ~el.overflow):
+                m.d.comb += [chk(ovf_seen == 0), chk(w_ovf_bin != 0), chk(inflight == d(pw, cr) + el.o_stream.valid + w_ovf_bin),
+                             chk(w_ovf_bin <= frag.tx_run + self.ratio * lost_edges),
+                             chk((lost_edges < 1) | (o0 != 0)), chk((lost_edges < 2) | (o1 != 0)),
+                             chk(gray_decode(o0) <= w_ovf_bin), chk(gray_decode(o1) <= gray_decode(o0))]
+            with m.If(tracking):
+                in_reg = (pos == 0) & el.o_stream.valid
+                q = Signal(range(cap + 1), name="q")
+                m.d.comb += q.eq(pos - el.o_stream.valid)
+                m.d.comb += [chk(waited + pos <= 4 + ahead), chk(pos <= ahead)]
+                with m.If(in_reg):
+                    m.d.comb += chk(el.o_stream.payload.as_value() == value)
+                with m.Else():
+                    m.d.comb += [chk(pos >= el.o_stream.valid), chk(q < d(pw, cr)),
+                                 chk(Array(entries)[(cr + q)[:n - 1]] == value),
+                                 chk((waited < 1) | (q < d(p0, cr))), chk((waited < 2) | (q < d(p1, cr))),
+                                 chk((waited < 3) | el.o_stream.valid)]
+                m.d.comb += chk(flood | (pos < inflight))
         return m
