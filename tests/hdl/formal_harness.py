@@ -195,73 +195,6 @@ def _counter(bits, name):
     return Signal(bits, name=name)
 
 
-class ElasticHarness(wiring.Component):
-    """The :class:`ElasticBuffer` on two clocks (enables ``en_tx``, ``en_rx``, ratio
-    bounded by ``ratio``), fed any flit on every sender edge (``valid``, ``body``).
-
-    The harness counts flits sent (valid on a sender edge) and delivered (the output
-    register valid on a receiver edge: the edge on which the next stage takes it), and
-    follows one sent flit the solver picks (``pick``) with its index and value.
-
-    * Integrity: the i-th delivered flit is the i-th sent one, or ``overflow`` is already
-      up (visible on the cycle the wrong flit is delivered): no flit lost, duplicated or
-      reordered unnoticed.
-    * Never more delivered than sent.
-    * Latency: the picked flit is delivered by the ``4 + ahead``-th receiver edge after the
-      sender edge that writes it (``ahead``: flits sent before it and not yet delivered),
-      unless ``overflow`` is up: a flit is not held back.
-    * Watermark: while no more than ``watermark`` flits are in flight (sent, not
-      delivered), ``overflow`` stays down (no false alarm, no loss).
-    * ``overflow`` is sticky (``clear`` low): once up it stays up, so a flit delivered
-      after a wrong one is flagged too (what the receive path's proof relies on)."""
-
-    def __init__(self, cfg, ratio: int = 2, watermark: int | None = None, bits: int = 6, elastic=ElasticBuffer):
-        self.cfg, self.ratio, self.bits, self.elastic = cfg, ratio, bits, elastic
-        self.watermark = cfg.ELASTIC_DEPTH if watermark is None else watermark
-        self.layout = flit_body_layout(cfg)
-        super().__init__({"en_rx": In(1), "en_tx": In(1), "valid": In(1), "body": In(self.layout.size),
-                          "pick": In(1)})
-
-    def elaborate(self, platform):
-        m = solver_module()
-        cfg, b = self.cfg, self.bits
-        el = self.elastic(cfg, "tx")
-        two_clocks(m, el, self.en_rx, self.en_tx, self.ratio)
-        m.d.comb += [el.flit.eq(Cat(self.valid, self.body)), el.clear.eq(0)]
-
-        sent, delivered = _counter(b, "sent"), _counter(b, "delivered")
-        picked, pick_idx, pick_body = Signal(), Signal(b), Signal(self.layout.size)
-        ahead, waited = Signal(b), Signal(b)
-        send = self.en_tx & self.valid
-        deliver = self.en_rx & el.o_stream.valid
-        m.d.comb += Assume(sent != (1 << b) - 1)       # counters do not wrap within the bound
-        with m.If(send):
-            m.d.sync += sent.eq(sent + 1)
-            with m.If(self.pick & ~picked):
-                m.d.sync += [picked.eq(1), pick_idx.eq(sent), pick_body.eq(self.body),
-                             ahead.eq(sent - delivered - deliver), waited.eq(0)]
-        with m.If(deliver):
-            m.d.sync += delivered.eq(delivered + 1)
-        m.d.comb += Assert(delivered + deliver <= sent)
-        due = Signal()        # the picked flit is written and not yet delivered
-        m.d.comb += due.eq(picked & (delivered <= pick_idx))
-        with m.If(due & self.en_rx):
-            m.d.sync += waited.eq(waited + 1)
-        with m.If(deliver & due & (delivered == pick_idx)):
-            m.d.comb += Assert((el.o_stream.payload.as_value() == pick_body) | el.overflow)
-        m.d.comb += Assert(~due | (waited <= 4 + ahead) | el.overflow)
-
-        high = Signal()       # the in-flight count went above the watermark at some point
-        with m.If(sent - delivered > self.watermark):
-            m.d.sync += high.eq(1)
-        m.d.comb += Assert(high | ~el.overflow)
-        ovf_was = Signal()
-        m.d.sync += ovf_was.eq(el.overflow)
-        with m.If(ovf_was):
-            m.d.comb += Assert(el.overflow)
-        return m
-
-
 # ---- the receive path ---------------------------------------------------------------------------
 class ReceiveBufferHarness(wiring.Component):
     """The :class:`ReceiveBuffer` alone, fed any vector on any cycle (``push``, at least
@@ -1098,9 +1031,12 @@ def gray_decode(v):
 
 
 class ElasticInduction(wiring.Component):
-    """:class:`ElasticHarness`'s properties on every cycle (no bound), the
-    :class:`ElasticBuffer` on two clocks as there (``two_clocks``, ratio at most
-    ``ratio``), any flit on any sender edge, ``clear`` low.
+    """The :class:`ElasticBuffer` on two clocks (``two_clocks``: enables ``en_tx``,
+    ``en_rx``, ratio at most ``ratio``), fed any flit on any sender edge (``valid``,
+    ``body``) from its fourth cycle on, ``clear`` low, its properties proved on every cycle
+    (no bound).  A flit is *sent* on a sender edge with ``valid``, *delivered* on a
+    receiver edge with the output register valid (the edge on which the next stage takes
+    it).
 
     Nothing in the harness grows without bound: it keeps the flits in flight (sent, not
     delivered; saturating at ``depth + 8``, ``flood`` once more: only after a loss, and
@@ -1108,7 +1044,8 @@ class ElasticInduction(wiring.Component):
     before any loss) by its *position*, the flits ahead of it not yet delivered.
 
     * Integrity: the delivery that reaches the picked flit delivers its value, unless
-      ``overflow`` is up; never a delivery with nothing in flight (no duplicate).
+      ``overflow`` is up (the i-th delivered flit is the i-th sent: no flit lost,
+      duplicated or reordered unnoticed); never a delivery with nothing in flight.
     * Latency: the picked flit is delivered by the ``4 + ahead``-th receiver edge after
       its send (``ahead``: in flight before it), unless ``overflow`` is up.
     * A loss (a flit sent while the writer sees the buffer full) raises ``overflow`` by the
