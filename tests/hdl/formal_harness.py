@@ -635,7 +635,7 @@ class ReceiveBufferInduction(wiring.Component):
 
     def elaborate(self, platform):
         m = solver_module()
-        cfg, D = self.cfg, self.cfg.rx_depth
+        cfg = self.cfg
         buf = self.buffer_cls(cfg)
         taps = []
         with vector_fifo_taps(taps):
@@ -648,70 +648,88 @@ class ReceiveBufferInduction(wiring.Component):
             m.d.sync += since.eq(Mux(self.push, 1, Mux(since == self.gap, since, since + 1)))
             m.d.comb += Assume(~self.push | (since == self.gap))
 
-        held, fresh = Signal(range(D + 1), name="held"), Signal(name="fresh")
-        over, early = Signal(name="over"), Signal(name="early")
-        pop = Signal()                                   # a RECV that finds a vector ready
-        m.d.comb += pop.eq(self.recv & (held > fresh))
-        m.d.sync += fresh.eq(self.push)
-        with m.If(~over):                    # exact until a vector is lost
-            m.d.sync += held.eq(held + self.push - pop)
-            with m.If(held + self.push > D):
-                m.d.sync += over.eq(1)
-            with m.If(self.recv & ~pop):
-                m.d.sync += early.eq(1)
-
-        # The picked vector: its position (vectors ahead of it) and value.
-        tracking, pos = Signal(name="tracking"), Signal(range(D + 1), name="pos")
-        value, shown_value, mine = Signal(cfg.vector_bits), Signal(cfg.vector_bits), Signal(name="mine")
-        with m.If(self.recv):
-            m.d.sync += mine.eq(0)
-        with m.If(tracking & pop):
-            m.d.sync += pos.eq(pos - 1)
-            with m.If(pos == 0):
-                m.d.sync += [tracking.eq(0), mine.eq(1), shown_value.eq(value)]
-        with m.If(self.push & self.pick & ~tracking):
-            m.d.sync += [tracking.eq(1), pos.eq(held - pop), value.eq(self.vector)]
-        flags = buf.overflow | buf.underflow
-        with m.If(mine):
-            m.d.comb += Assert((buf.recv_data == shown_value) | flags)
-        empty = Signal(name="empty")
-        with m.If(self.recv):
-            m.d.sync += empty.eq(~pop & ~over & ~early)
-        with m.If(empty):
-            m.d.comb += Assert(buf.recv_data == 0)
-
-        with m.If(buf.overflow):
-            m.d.comb += Assert(over)
-        with m.If(buf.underflow):
-            m.d.comb += Assert(early | over)
-        with m.If(~over):
-            m.d.comb += Assert(buf.level == held)
-
-        if self.invariants and taps:
-            (fifo, _, entries), = taps
-            inner = D - 1
-            inner_level = internal(frag, "fifo", "inner_level")
-            consume = internal(frag, "fifo", "consume")
-            produce = internal(frag, "fifo", "$signal", 0)   # `produce, consume = ...`
-            assert len(produce) == len(consume)
-            r_rdy = fifo.r_rdy
-            with m.If(over):
-                m.d.comb += Assert(buf.overflow)
-            with m.If(~over):
-                m.d.comb += [Assert(~buf.overflow), Assert(buf.underflow == early), Assert(inner_level >= fresh),
-                             Assert(r_rdy | (inner_level == fresh)), Assert(~fresh | (held >= 1)),
-                             Assert(produce < inner), Assert(consume < inner),
-                             Assert(Mux(produce >= consume, produce - consume, produce + inner - consume)
-                                    == Mux(inner_level == inner, 0, inner_level))]
-                with m.If(tracking):
-                    m.d.comb += Assert(pos < held)
-                    slot = Signal(range(2 * inner + 1), name="slot")
-                    m.d.comb += slot.eq(consume + pos - r_rdy)
-                    with m.If(r_rdy & (pos == 0)):
-                        m.d.comb += Assert(fifo.r_data == value)
-                    with m.Else():
-                        m.d.comb += Assert(Array(entries * 2)[slot] == value)
+        receive_buffer_bookkeeping(m, frag, "", buf, taps, self.push, self.vector, self.recv, self.pick,
+                                   self.invariants)
         return m
+
+
+def receive_buffer_bookkeeping(m, frag, path, buf, taps, push, vector, recv, pick, invariants, excuse=None):
+    """The bookkeeping, properties and invariants of :class:`ReceiveBufferInduction`, for
+    the receive buffer ``buf`` (elaborated at ``path`` in ``frag``; ``taps`` its FIFO's,
+    from :func:`vector_fifo_taps`) fed ``push``/``vector``, popped by ``recv``.  With
+    ``excuse`` (a sticky signal): once up, the bookkeeping stops and every assertion is
+    excused (the link's harness: after a double flip the stream is not the one sent)."""
+    cfg, D = buf.cfg, buf.cfg.rx_depth
+    ok = Signal(name="bookkeeping")             # no excuse yet
+    m.d.comb += ok.eq(1 if excuse is None else ~excuse)
+    sub = (path + ".") if path else ""
+
+    def check(*conditions):
+        m.d.comb += [Assert(c | ~ok) for c in conditions]
+
+    held, fresh = Signal(range(D + 1), name="held"), Signal(name="fresh")
+    over, early = Signal(name="over"), Signal(name="early")
+    pop = Signal(name="pop")                     # a RECV that finds a vector ready
+    m.d.comb += pop.eq(recv & (held > fresh))
+    m.d.sync += fresh.eq(push)
+    with m.If(~over):                            # exact until a vector is lost
+        m.d.sync += held.eq(held + push - pop)
+        with m.If(held + push > D):
+            m.d.sync += over.eq(1)
+        with m.If(recv & ~pop):
+            m.d.sync += early.eq(1)
+
+    # The picked vector: its position (vectors ahead of it) and value.
+    tracking, pos = Signal(name="tracking"), Signal(range(D + 1), name="pos")
+    value, shown_value, mine = Signal(cfg.vector_bits), Signal(cfg.vector_bits), Signal(name="mine")
+    with m.If(recv):
+        m.d.sync += mine.eq(0)
+    with m.If(tracking & pop):
+        m.d.sync += pos.eq(pos - 1)
+        with m.If(pos == 0):
+            m.d.sync += [tracking.eq(0), mine.eq(1), shown_value.eq(value)]
+    with m.If(push & pick & ~tracking):
+        m.d.sync += [tracking.eq(1), pos.eq(held - pop), value.eq(vector)]
+    flags = buf.overflow | buf.underflow
+    with m.If(mine):
+        check((buf.recv_data == shown_value) | flags)
+    empty = Signal(name="empty")
+    with m.If(recv):
+        m.d.sync += empty.eq(~pop & ~over & ~early)
+    with m.If(empty):
+        check(buf.recv_data == 0)
+
+    with m.If(buf.overflow):
+        check(over)
+    with m.If(buf.underflow):
+        check(early | over)
+    with m.If(~over):
+        check(buf.level == held)
+
+    if invariants and taps:
+        (fifo, _, entries), = taps
+        inner = D - 1
+        inner_level = internal(frag, sub + "fifo", "inner_level")
+        consume = internal(frag, sub + "fifo", "consume")
+        produce = internal(frag, sub + "fifo", "$signal", 0)   # `produce, consume = ...`
+        assert len(produce) == len(consume)
+        r_rdy = fifo.r_rdy
+        with m.If(over):
+            check(buf.overflow)
+        with m.If(~over):
+            check(~buf.overflow, buf.underflow == early, inner_level >= fresh,
+                  r_rdy | (inner_level == fresh), ~fresh | (held >= 1), produce < inner, consume < inner,
+                  Mux(produce >= consume, produce - consume, produce + inner - consume)
+                  == Mux(inner_level == inner, 0, inner_level))
+            with m.If(tracking):
+                check(pos < held)
+                slot = Signal(range(2 * inner + 1), name="slot")
+                m.d.comb += slot.eq(consume + pos - r_rdy)
+                with m.If(r_rdy & (pos == 0)):
+                    check(fifo.r_data == value)
+                with m.Else():
+                    check(Array(entries * 2)[slot] == value)
+    return over, early
 
 
 # ---- the instruction queue, for every cycle ---------------------------------------------------------
@@ -1045,4 +1063,105 @@ class ElasticInduction(wiring.Component):
                                  chk((waited < 1) | (q < d(p0, cr))), chk((waited < 2) | (q < d(p1, cr))),
                                  chk((waited < 3) | el.o_stream.valid)]
                 m.d.comb += chk(flood | (pos < inflight))
+        return m
+
+
+# ---- the receive path, for every cycle ------------------------------------------------------------
+class LinkRxInduction(wiring.Component):
+    """:class:`LinkRx` with its elastic buffer replaced by :class:`ElasticStub` (any flit
+    stream, any sticky elastic ``overflow``) and its ECC decoder by :class:`EccContract`
+    (the SECDED proof's statement: the two proofs compose), on the receiver's clock; flits
+    of any kind and payload on any cycle, each with up to ``max_flips`` flipped bits, RECV
+    on any cycle, ``clear`` low.  The properties of :class:`LinkRxHarness` on every cycle:
+
+    * ``errors``: ``corrected`` / ``uncorrected`` count the flits with one / two flips
+      (saturating, as documented); ``uncorrectable`` is up on the cycle a doubly flipped
+      flit leaves the decoder.
+    * ``control``: SYNC, PROBE and ECHO pulse 1 cycle after the flit, exactly for those
+      sent as such (never a doubly flipped one), with the payload sent.
+    * ``alarms`` and ``vectors``: the vectors made of the DATA flits (``flits_per_vector``,
+      low bits first) go through the receive buffer with :func:`receive_buffer_bookkeeping`
+      (its properties and invariants: the picked vector RECV'd unless a flag is up, no
+      false ``overflow`` / ``underflow``), excused once a doubly flipped flit came in
+      (``uncorrectable`` is up from then on); ``overflow`` is up whenever the elastic
+      buffer's is.
+
+    Strengthening invariants (``invariants``): the assembler's count and accumulator equal
+    the harness's; the receive buffer's as in :class:`ReceiveBufferInduction`."""
+
+    def __init__(self, cfg, max_flips: int = 2, rx_cls=LinkRx, replace: dict | None = None,
+                 invariants: bool = True):
+        self.cfg, self.max_flips, self.rx_cls, self.invariants = cfg, max_flips, rx_cls, invariants
+        self.replace = {"hdl.link.flit_decoder.EccDecoder": lambda k: EccContract(k, self), **(replace or {})}
+        self.layout = flit_body_layout(cfg)
+        super().__init__({"valid": In(1), "kind": In(KIND_BITS), "payload": In(cfg.link_width),
+                          "flips": In(2), "junk": In(flit_data_bits(cfg)), "overflow": In(1), "recv": In(1),
+                          "pick": In(1)})
+        self.stub_valid, self.stub_body, self.stub_overflow = Signal(), Signal(self.layout.size), Signal()
+
+    def elaborate(self, platform):
+        m = solver_module()
+        cfg = self.cfg
+        W, F = cfg.link_width, cfg.flits_per_vector
+        rx = self.rx_cls(cfg, "tx")
+        stub = lambda cfg, w_domain: ElasticStub(cfg, w_domain, self)
+        taps = []
+        with contextlib.ExitStack() as patches:
+            for target, new in {"hdl.link.rx.ElasticBuffer": stub, **self.replace}.items():
+                patches.enter_context(mock.patch(target, new))
+            patches.enter_context(vector_fifo_taps(taps))
+            rx_module = rx.elaborate(platform)     # its stages, for the invariants
+            rx._MustUse__silence = True
+            frag = Fragment.get(rx_module, platform)
+        m.submodules.rx = frag
+        buf = rx_module.submodules.buffer
+        m.d.comb += [self.stub_valid.eq(self.valid), self.stub_body.eq(0), self.stub_overflow.eq(self.overflow),
+                     rx.flit.eq(0), rx.recv.eq(self.recv), rx.clear.eq(0)]
+        m.d.comb += Assume(self.flips <= self.max_flips)
+        ovf_was = Signal()
+        m.d.sync += ovf_was.eq(self.overflow)
+        m.d.comb += Assume(~ovf_was | self.overflow)          # the elastic buffer's flag is sticky
+
+        # Errors and control: the flit of the cycle before is what leaves the decoder now.
+        top = (1 << LINK_COUNT_BITS) - 1
+        singles, doubles = Signal(LINK_COUNT_BITS, name="singles"), Signal(LINK_COUNT_BITS, name="doubles")
+        double_seen = Signal(name="double_seen")
+        with m.If(self.valid & (self.flips == 1) & (singles != top)):
+            m.d.sync += singles.eq(singles + 1)
+        with m.If(self.valid & (self.flips == 2)):
+            m.d.sync += double_seen.eq(1)
+            with m.If(doubles != top):
+                m.d.sync += doubles.eq(doubles + 1)
+        p_valid, p_kind, p_payload, p_double = Signal(), Signal(KIND_BITS), Signal(W), Signal()
+        m.d.sync += [p_valid.eq(self.valid), p_kind.eq(self.kind), p_payload.eq(self.payload),
+                     p_double.eq(self.valid & (self.flips == 2))]
+        m.d.comb += [Assert(rx.corrected == singles), Assert(rx.uncorrected == doubles),
+                     Assert(rx.uncorrectable == double_seen)]     # from the cycle the flit leaves
+        for pulse, kind in [(rx.sync_valid, Kind.SYNC), (rx.probe_valid, Kind.PROBE), (rx.echo_valid, Kind.ECHO)]:
+            m.d.comb += Assert(pulse == (p_valid & ~p_double & (p_kind == kind)))
+        with m.If(rx.sync_valid | rx.probe_valid | rx.echo_valid):
+            m.d.comb += Assert(rx.ctrl_value == p_payload)
+
+        # Vectors: the DATA flits leave the decoder a cycle after they come in; the
+        # assembler pushes a vector on the cycle its last flit leaves.
+        at, cur = Signal(range(max(F, 2)), name="at"), Signal(cfg.vector_bits, name="cur")
+        data_out = p_valid & (p_kind == Kind.DATA)
+        whole = Signal(cfg.vector_bits, name="whole")
+        m.d.comb += whole.eq(Cat(cur[W:], p_payload) if F > 1 else p_payload)
+        push = Signal(name="push")
+        with m.If(data_out):
+            m.d.sync += [at.eq(Mux(at == F - 1, 0, at + 1)), cur.eq(whole)]
+            m.d.comb += push.eq(at == F - 1)
+        over, early = receive_buffer_bookkeeping(m, frag, "buffer", buf, taps, push, whole, self.recv,
+                                                 self.pick, self.invariants, excuse=double_seen)
+        with m.If(rx.overflow):
+            m.d.comb += Assert(self.overflow | over | double_seen)
+        with m.If(rx.underflow):
+            m.d.comb += Assert(early | over | self.overflow | double_seen)
+        with m.If(self.overflow):
+            m.d.comb += Assert(rx.overflow)
+        if self.invariants:
+            got, acc = internal(frag, "assembler", "got"), internal(frag, "assembler", "acc")
+            with m.If(~double_seen):
+                m.d.comb += [Assert(got == at), Assert(acc == cur)]
         return m
