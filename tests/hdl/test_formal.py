@@ -34,7 +34,7 @@ from lpu_arch.c2c import EccStatus, flit_data_bits
 from lpu_arch.config import TileConfig
 from sim.flows.c2c import c2c_config
 
-from tests.hdl.formal_harness import (DeskewHarness, EccHarness, ElasticInduction, LinkRxHarness,
+from tests.hdl.formal_harness import (DeskewHarness, EccHarness, ElasticInduction, LinkRxInduction,
                                      ReceiveBufferInduction, IcuInduction, UartHarness, prove, prove_unbounded, run_yosys_script,
                                      small_elastic)
 
@@ -59,6 +59,15 @@ class SecOnly(EccDecoder):
         m.submodules.inner = inner = EccDecoder(self.k)
         m.d.comb += [inner.data.eq(self.data), inner.check.eq(self.check), self.out.eq(inner.out),
                      self.status.eq(Mux(inner.status == EccStatus.OK, EccStatus.OK, EccStatus.CORRECTED))]
+        return m
+
+
+class UncorrectingEcc(EccDecoder):
+    """An ECC decoder that reports a correction but passes the received data unchanged."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        m.d.comb += self.out.eq(self.data)
         return m
 
 
@@ -123,9 +132,11 @@ def test_formal_secded_broken_encoder_fails():
 
 
 def test_formal_secded_broken_decoder_fails():
-    """A decoder that never reports UNCORRECTABLE (single-error correction only): the
-    double-flip part of the proof must fail."""
+    """A decoder that never reports UNCORRECTABLE (single-error correction only), and one
+    that reports a correction but passes the word unchanged: the error part of the proof
+    must fail."""
     assert not prove(ZeroData(ECC_WIDTHS[0], decoder=SecOnly)).ok
+    assert not prove(ZeroData(ECC_WIDTHS[0], decoder=UncorrectingEcc)).ok
 
 
 # ---- the elastic buffer and the receive path ---------------------------------------------------
@@ -145,7 +156,8 @@ ELASTIC_BROKEN_DEPTH, ELASTIC_BROKEN_K = 2, 12
 
 @pytest.mark.parametrize("depth", [4, 16])
 def test_formal_elastic_buffer_unbounded(depth):
-    r = prove_unbounded(ElasticInduction(link_cfg(depth)), k=ELASTIC_K, timeout=150)
+    # Straight to k (the shorter inductions fail anyway): 4 times faster at depth 16.
+    r = prove_unbounded(ElasticInduction(link_cfg(depth)), k=ELASTIC_K, initsteps=ELASTIC_K - 1, timeout=150)
     assert r.ok, r.log[-3000:]
 
 
@@ -270,16 +282,6 @@ def test_formal_receive_buffer_without_invariants_fails():
     assert not r.ok and not r.counterexample
 
 
-LINK_RX_DEPTH, LINK_RX_BOUND = 2, 14    # a third vector overflows the receive buffer on cycle 13
-
-
-def test_formal_link_rx():
-    """Flits with up to two flips through ``LinkRx``'s decoder, assembler and receive buffer
-    (its elastic buffer a stub driven by the harness), 4 flits a vector."""
-    r = prove(LinkRxHarness(rx_cfg(LINK_RX_DEPTH)), depth=LINK_RX_BOUND)
-    assert r.ok, r.log[-3000:]
-
-
 class SilentDecoder(FlitDecoder):
     """A decoder whose ``uncorrectable`` never rises."""
 
@@ -321,15 +323,6 @@ class TrustingDecoder(FlitDecoder):
         return m
 
 
-class UncorrectingEcc(EccDecoder):
-    """An ECC decoder that reports a correction but passes the received data unchanged."""
-
-    def elaborate(self, platform):
-        m = super().elaborate(platform)
-        m.d.comb += self.out.eq(self.data)
-        return m
-
-
 class LinkRxWithoutElasticFlag(LinkRx):
     """A receiver whose ``overflow`` is the receive buffer's only (the elastic buffer's
     left out)."""
@@ -340,51 +333,46 @@ class LinkRxWithoutElasticFlag(LinkRx):
         return m
 
 
-# (what is broken, the check group that must fail, flips per flit at most)
+# What is broken -> (the harness's arguments, flips per flit at most).
 LINK_RX_BROKEN = {
-    "silent-uncorrectable": ({"replace": {"hdl.link.rx.FlitDecoder": SilentDecoder}}, "vectors", 2),
-    "uncorrected": ({"replace": {"hdl.link.flit_decoder.EccDecoder": UncorrectingEcc}}, "vectors", 1),
-    "dropped-flit": ({"replace": {"hdl.link.rx.FlitDecoder": DroppingDecoder}}, "vectors", 1),
-    "duplicate": ({"replace": {"hdl.link.rx.ReceiveBuffer": RepeatingBuffer}}, "vectors", 0),
-    "short-buffer": ({"replace": {"hdl.link.rx.ReceiveBuffer": ShortBuffer}}, "alarms", 0),
-    "elastic-flag-dropped": ({"rx_cls": LinkRxWithoutElasticFlag}, "alarms", 0),
-    "uncounted": ({"replace": {"hdl.link.rx.FlitDecoder": UncountedDecoder}}, "errors", 1),
-    "damaged-sync-passed": ({"replace": {"hdl.link.rx.FlitDecoder": TrustingDecoder}}, "control", 2),
+    "silent-uncorrectable": ({"replace": {"hdl.link.rx.FlitDecoder": SilentDecoder}}, 2),
+    "dropped-flit": ({"replace": {"hdl.link.rx.FlitDecoder": DroppingDecoder}}, 1),
+    "duplicate": ({"replace": {"hdl.link.rx.ReceiveBuffer": RepeatingBuffer}}, 0),
+    "short-buffer": ({"replace": {"hdl.link.rx.ReceiveBuffer": ShortBuffer}}, 0),
+    "elastic-flag-dropped": ({"rx_cls": LinkRxWithoutElasticFlag}, 0),
+    "uncounted": ({"replace": {"hdl.link.rx.FlitDecoder": UncountedDecoder}}, 1),
+    "damaged-sync-passed": ({"replace": {"hdl.link.rx.FlitDecoder": TrustingDecoder}}, 2),
 }
+LINK_WIDTHS = [8, 32]     # 4 flits a vector; the presets' width, one flit a vector (back to back)
+LINK_RX_K = 2
 
 
-@pytest.mark.parametrize("name", LINK_RX_BROKEN)
-def test_formal_link_rx_broken_fails(name):
-    """A stage of ``LinkRx`` replaced by a broken one while it elaborates (or its overflow
-    wiring broken): the proof fails, with only the named group of assertions checked (so
-    that group alone catches the fault), and at most the given flips per flit."""
-    kwargs, group, max_flips = LINK_RX_BROKEN[name]
-    harness = LinkRxHarness(rx_cfg(LINK_RX_DEPTH), max_flips=max_flips, checks=[group], **kwargs)
-    assert not prove(harness, depth=LINK_RX_BOUND).ok
+def link_rx_cfg(width, rx_depth):
+    return dataclasses.replace(rx_cfg(rx_depth), link_width=width)
 
 
-# The presets' 32-bit link (34-bit SECDED word, one flit a vector, vectors back to back),
-# by composition: its ECC decoder replaced by the SECDED proof's statement (`EccContract`),
-# which `test_formal_secded` proves the real decoder meets for every word and flip at 34
-# bits.  (The whole at 34 bits did not finish 4 cycles in 5 minutes; this takes seconds.)
-LINK32_BOUND = 14     # a third vector overflows the receive buffer on cycle 5
-
-
-def link32_cfg():
-    return dataclasses.replace(rx_cfg(LINK_RX_DEPTH), link_width=32)
-
-
-def test_formal_link_rx_32bit_by_composition():
-    assert link32_cfg().flits_per_vector == 1 and flit_data_bits(link32_cfg()) in ECC_WIDTHS
-    r = prove(LinkRxHarness(link32_cfg(), ecc_contract=True), depth=LINK32_BOUND)
+@pytest.mark.parametrize("width", LINK_WIDTHS)
+@pytest.mark.parametrize("rx_depth", [2, 8])
+def test_formal_link_rx_unbounded(width, rx_depth):
+    cfg = link_rx_cfg(width, rx_depth)
+    assert flit_data_bits(cfg) in ECC_WIDTHS     # the SECDED proof covers its decoder
+    r = prove_unbounded(LinkRxInduction(cfg), k=LINK_RX_K, timeout=120)
     assert r.ok, r.log[-3000:]
 
 
-@pytest.mark.parametrize("name", ["dropped-flit", "duplicate", "short-buffer", "uncounted", "damaged-sync-passed"])
-def test_formal_link_rx_32bit_broken_fails(name):
-    kwargs, group, max_flips = LINK_RX_BROKEN[name]
-    harness = LinkRxHarness(link32_cfg(), max_flips=max_flips, checks=[group], ecc_contract=True, **kwargs)
-    assert not prove(harness, depth=LINK32_BOUND).ok
+@pytest.mark.parametrize("width", LINK_WIDTHS)
+@pytest.mark.parametrize("name", LINK_RX_BROKEN)
+def test_formal_link_rx_broken_fails(name, width):
+    """A stage of ``LinkRx`` replaced by a broken one while it elaborates (or its overflow
+    wiring broken), at most the given flips per flit: a counterexample from reset."""
+    kwargs, max_flips = LINK_RX_BROKEN[name]
+    r = prove_unbounded(LinkRxInduction(link_rx_cfg(width, 2), max_flips=max_flips, **kwargs), k=14, timeout=120)
+    assert not r.ok and r.counterexample
+
+
+def test_formal_link_rx_without_invariants_fails():
+    r = prove_unbounded(LinkRxInduction(link_rx_cfg(8, 2), invariants=False), k=LINK_RX_K, timeout=120)
+    assert not r.ok and not r.counterexample
 
 
 # ---- the instruction queue -----------------------------------------------------------------------
