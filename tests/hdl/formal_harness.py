@@ -623,8 +623,8 @@ class IcuInduction(wiring.Component):
     countdown, REPEAT registers, last issued word and halt flag equal the reference's,
     its memory holds the program and its read port the word at ``pc``."""
 
-    def __init__(self, cfg, kind: str = "MEM", iq=InstructionQueue, invariants: bool = True):
-        self.cfg, self.kind, self.iq, self.invariants = cfg, kind, iq, invariants
+    def __init__(self, cfg, kind: str = "MEM", iq=InstructionQueue, invariants: bool = True, small: bool = False):
+        self.cfg, self.kind, self.iq, self.invariants, self.small = cfg, kind, iq, invariants, small
         super().__init__({"program": In(isa.INSTR_BITS)})
 
     def elaborate(self, platform):
@@ -645,6 +645,8 @@ class IcuInduction(wiring.Component):
             return (legal & (((op != isa.Op.NOP) & (op != isa.Op.REPEAT)) | (_field(w, "count") != 0))
                     & ((op != isa.Op.REPEAT) | (_field(w, "delay") != 0)))
         m.d.comb += Assume(well_formed(w))
+        if self.small:      # NOP/REPEAT counts below 4, delays below 2: a quicker search for a counterexample
+            m.d.comb += Assume((_field(w, "count") < 4) & (_field(w, "delay") < 2))
 
         phase = Signal(range(D + 3), name="phase")
         prog = [Signal(isa.INSTR_BITS, name=f"prog{i}") for i in range(D)]

@@ -396,7 +396,7 @@ def test_formal_instruction_queue_unbounded_broken_fails():
     then a REPEAT, 2 words loaded); and the harness without its invariants: no induction."""
     good = hdl.units.icu.field_shape
     with mock.patch.object(hdl.units.icu, "field_shape", lambda n: unsigned(0) if n == "addr" else good(n)):
-        r = prove_unbounded(IcuInduction(icu_cfg()), k=5, timeout=120)
+        r = prove_unbounded(IcuInduction(icu_cfg(), small=True), k=5, timeout=120)
     assert not r.ok and r.counterexample
     r = prove_unbounded(IcuInduction(icu_cfg(), invariants=False), k=2, timeout=120)
     assert not r.ok and not r.counterexample
