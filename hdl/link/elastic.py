@@ -61,10 +61,11 @@ class ElasticBuffer(wiring.Component):
         m.d.comb += [fifo.w_en.eq(valid), fifo.w_data.eq(self.flit[base:]), self.level.eq(fifo.r_level)]
 
         n = self.OVF_BITS
-        w_ovf_bin, w_ovf_gray = Signal(n), Signal(n)
+        w_ovf_bin, w_ovf_gray = Signal(n, name="w_ovf_bin"), Signal(n, name="w_ovf_gray")
+        w_ovf_next = Signal(n, name="w_ovf_next")
+        m.d.comb += w_ovf_next.eq(w_ovf_bin + 1)        # n bits: 15 + 1 wraps to 0 (and its code to 0)
         with m.If(valid & ~fifo.w_rdy):
-            m.d[self.w_domain] += [w_ovf_bin.eq(w_ovf_bin + 1),
-                                   w_ovf_gray.eq((w_ovf_bin + 1) ^ ((w_ovf_bin + 1) >> 1))]
+            m.d[self.w_domain] += [w_ovf_bin.eq(w_ovf_next), w_ovf_gray.eq(w_ovf_next ^ (w_ovf_next >> 1))]
         ovf_gray, ovf_seen, ovf_new = Signal(n), Signal(n), Signal()
         m.submodules.ovf_sync = FFSynchronizer(w_ovf_gray, ovf_gray)
         m.d.comb += ovf_new.eq(ovf_gray != ovf_seen)

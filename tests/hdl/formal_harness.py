@@ -885,12 +885,11 @@ class ElasticInduction(wiring.Component):
                              chk(~tracking), chk(~lost), chk(~el.o_stream.valid), chk(inflight == 0)]
             with m.If(d(p0, cr) != 0):
                 m.d.comb += chk(fifo.r_data == Array(entries)[cr[:-1]])
-            w_ovf_bin = internal(frag, "", "$signal", domain="tx")
+            w_ovf_bin = internal(frag, "", "w_ovf_bin")
             w_ovf_gray = internal(frag, "", "w_ovf_gray")
             ovf_seen = internal(frag, "", "$signal", domain="rx")
             o0, o1 = internal(frag, "ovf_sync", "stage0"), internal(frag, "ovf_sync", "stage1")
-            # The count's Gray code is taken of a 5-bit sum: at the wrap (15 -> 0) it stays 8.
-            m.d.comb += [chk((w_ovf_gray == gray(w_ovf_bin)) | ((w_ovf_bin == 0) & (w_ovf_gray == 8))),
+            m.d.comb += [chk(w_ovf_gray == gray(w_ovf_bin)),
                          chk(~flood | el.overflow),
                          chk(~lost | high), chk(flood | (inflight >= d(pw, cr) + el.o_stream.valid))]
             with m.If(~lost):

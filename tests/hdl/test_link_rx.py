@@ -485,3 +485,49 @@ def test_link_rx_vectors_control_and_timing():
     assert obs["popped"] == [v for v, _ in vecs[:CFG.rx_depth]]
     assert obs["after"] == {"level": 0, "underflow": 0}
     assert obs["cleared"] == {"max_level": 0, "overflow": 0, "corrected": 0, "level": 0}
+
+
+def test_elastic_buffer_flags_every_lost_flit_after_a_clear():
+    """With the receiver's clock held while the buffer is full, each flit sent is lost: one per
+    round.  Three receiver edges later ``overflow`` is up, a clear takes it down, and the
+    popped flits are replaced so that the next round loses exactly one again.  Twenty rounds
+    take the sender's Gray-coded loss count through its wrap (16 losses): each loss must
+    change the code, the 16th too."""
+    el = ElasticBuffer(CFG, "tx")
+    top, sync = Module(), ClockDomain("sync")
+    top.domains.tx, top.domains.sync = ClockDomain("tx"), sync
+    top.submodules.dut = el
+    sim = Simulator(top)
+    sim.add_clock(PERIOD, domain="tx")
+    valid = 1 | 0x5 << flit_fields(CFG)["kind"][0]
+    seen = []
+
+    async def bench(ctx):
+        async def send(n):
+            for _ in range(n):
+                ctx.set(el.flit, valid)
+                await ctx.tick("tx")
+            ctx.set(el.flit, 0)
+            await ctx.tick("tx").repeat(4)            # the receiver's pointer crosses back
+
+        async def receiver_edge():
+            await ctx.delay(PERIOD / 2)
+            ctx.set(sync.clk, 1)
+            await ctx.delay(PERIOD / 2)
+            ctx.set(sync.clk, 0)
+            return ctx.get(el.o_stream.valid)
+
+        await send(CFG.ELASTIC_DEPTH)                     # full, and nothing popped
+        refill = 0
+        for _ in range(20):
+            await send(refill + 1)                         # refill, then one flit lost
+            refill = sum([await receiver_edge() for _ in range(3)])
+            flagged = ctx.get(el.overflow)
+            ctx.set(el.clear, 1)
+            refill += await receiver_edge()
+            ctx.set(el.clear, 0)
+            seen.append((flagged, ctx.get(el.overflow)))
+
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == [(1, 0)] * 20, [k for k, s in enumerate(seen, 1) if s != (1, 0)]
