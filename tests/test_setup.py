@@ -54,18 +54,19 @@ def test_make_names_python3_venv_when_a_venv_cannot_be_made(tmp_path):
     assert not (tmp_path / ".venv").exists()           # not left half made for the next make
 
 
-@pytest.mark.skipif(shutil.which("dpkg") is None, reason="Debian/Ubuntu only")
+@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="Debian/Ubuntu only")
 def test_ci_lists_what_a_bare_machine_lacks(tmp_path):
-    """On a PATH with only Python (without venv), dpkg and the shell's tools, .ci/run
+    """On a PATH with only Python (without venv), dpkg-query and the shell's tools, .ci/run
     --dry-run names every package the suite needs."""
     fake = _fake_python(tmp_path, venv_fails=True)
-    for tool in ("bash", "dpkg", "env", "mktemp", "rm", "dirname"):
+    for tool in ("bash", "dpkg-query", "env", "mktemp", "rm", "dirname"):
         (fake.parent / tool).symlink_to(shutil.which(tool))
     p = subprocess.run(["bash", str(ROOT / ".ci/run"), "--dry-run"], capture_output=True, text=True,
                        env={**os.environ, "PATH": str(fake.parent)})
     assert p.returncode == 0, p.stderr
     wanted = {"python3-venv", "iverilog", "make", "g++", "perl", "ccache"}
-    if subprocess.run(["dpkg", "-s", "liblz4-dev"], capture_output=True).returncode:
+    if subprocess.run(["dpkg-query", "-W", "-f=${db:Status-Status}", "liblz4-dev"], capture_output=True,
+                      text=True).stdout != "installed":
         wanted.add("liblz4-dev")
     assert p.stdout.startswith("would install: ") and set(p.stdout.split()[2:]) == wanted, p.stdout
 
