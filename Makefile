@@ -28,8 +28,15 @@ TILES   ?= 8
 help:
 	@sed -n '2,9p' Makefile
 
+# Python >= 3.11 (pyproject.toml's requires-python) said plainly, not as pip's error; a
+# venv that could not be made (Debian/Ubuntu without python3-venv) is removed, not reused.
+PY_VERSION_CHECK := import sys; v = sys.version_info; sys.exit(0 if v >= (3, 11) else "error: Python >= 3.11 is required, found %d.%d" % v[:2])
+
 $(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@test -x $(PY) || $(PYTHON) -c '$(PY_VERSION_CHECK)'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
+	  echo "error: $(PYTHON) -m venv failed; on Debian/Ubuntu install python3-venv: sudo apt-get install python3-venv"; exit 1; }
+	@$(PY) -c '$(PY_VERSION_CHECK)'
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
 	@touch $@

@@ -424,10 +424,12 @@ def _draw_spans(ax, spans, rows: TrayRows, lo: int, hi: int) -> None:
 
 def save_figure(plt, fig, path: Path, compact: bool = True) -> Path:
     """Write ``fig`` to ``path`` (its directory made) and close it: an SVG without a date
-    (the same picture, the same file) and, with ``compact``, its path coordinates shortened."""
+    (the same picture, the same file: matplotlib would salt its ids at random without
+    ``svg.hashsalt``) and, with ``compact``, its path coordinates shortened."""
     path.parent.mkdir(parents=True, exist_ok=True)
     svg = path.suffix.lower() == ".svg"
-    fig.savefig(path, bbox_inches="tight", metadata={"Date": None} if svg else None)
+    with plt.rc_context({"svg.hashsalt": "lpu"}):
+        fig.savefig(path, bbox_inches="tight", metadata={"Date": None} if svg else None)
     plt.close(fig)
     if svg and compact:
         _compact_svg(path)

