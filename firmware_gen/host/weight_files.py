@@ -97,15 +97,38 @@ class SafetensorsFile:
             if end > data_size:
                 raise WeightsError(f"{self.path.name} is truncated: tensor {name} ends at data byte {end} but "
                                    f"the file holds {data_size} bytes of data")
-            self.tensors[name] = (dtype, tuple(shape), begin)
+            self.tensors[name] = (dtype, tuple(shape), begin, end)
+        self._check_layout(data_size)
         self.scaled = {}          # F8_E4M3 tensors read so far -> their scale tensors
+
+    def _check_layout(self, data_size):
+        """The reference implementation's rule: the tensors, in the order of their
+        ``data_offsets``, cover the data exactly, each beginning where the one before ends
+        (the first at 0, the last ending at the end of the file); no overlap, no gap."""
+        fname, at, before = self.path.name, 0, None
+        for begin, end, name in sorted((t[2], t[3], n) for n, t in self.tensors.items()):
+            if begin < at:
+                raise WeightsError(f"{fname} is corrupt: tensors {before} and {name} overlap (data_offsets "
+                                   f"{self._span(before)} and {begin}..{end}); each tensor has bytes of its own")
+            if begin > at:
+                where = f"after tensor {before} ({self._span(before)})" if before else "before the first tensor"
+                raise WeightsError(f"{fname} is corrupt: data bytes {at}..{begin} {where} belong to no tensor "
+                                   f"(tensor {name} begins at {begin}); the tensors must be contiguous")
+            at, before = end, name
+        if at != data_size:
+            last = f"the last tensor, {before}, ends at data byte {at}" if before else "the header names no tensor"
+            raise WeightsError(f"{fname} is corrupt: {last} but the file holds {data_size} bytes of data "
+                               f"({data_size - at} bytes beyond what the header describes)")
+
+    def _span(self, name):
+        return "{2}..{3}".format(*self.tensors[name])
 
     @property
     def names(self):
         return list(self.tensors)
 
     def read(self, name, role):
-        dtype, shape, begin = self.tensors[name]
+        dtype, shape, begin, _ = self.tensors[name]
         if dtype == "F8_E4M3":
             return self._read_fp8(name, role, shape, begin)
         if dtype not in FLOATS:
@@ -129,7 +152,7 @@ class SafetensorsFile:
         if sname not in self.tensors:
             raise WeightsError(f"tensor {label} in {fname} is F8_E4M3 but the file has no {sname}: FP8 weights are "
                                f"read with their scales, one per {FP8_BLOCK}x{FP8_BLOCK} block (DeepSeek's layout)")
-        sdtype, sshape, sbegin = self.tensors[sname]
+        sdtype, sshape, sbegin, _ = self.tensors[sname]
         slabel = f"tensor {sname} (the scales of {name}) in {fname}"
         want = tuple(-(-d // FP8_BLOCK) for d in shape)
         if sshape != want:
