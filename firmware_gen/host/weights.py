@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from firmware_gen.golden.numerics import FfnShape
-from firmware_gen.host.weight_files import (SCALE_SUFFIX, NpzFile, WeightsError, first_index, open_weights, shape_text,
+from firmware_gen.host.weight_files import (SCALE_SUFFIX, WeightsError, first_index, open_weights, shape_text,
                                             tensor_label)
 
 KEYS = ("W1", "W2", "W3", "b1", "b2", "x")
@@ -156,7 +156,7 @@ def load_ffn(path, layer: int | None = None, mapping=None) -> FfnWeights:
                        + (f", normalised by {used['norm']}" if w is not None else ""))
     activation = ACTIVATION.get(family, "silu" if kind == "swiglu" else "gelu")
     tensors = {k: n for k, n in used.items() if k in KEYS}
-    src = {"file": str(f.path), "format": "npz" if isinstance(f, NpzFile) else "safetensors",
+    src = {"file": str(f.path), "format": f.format,
            "family": family, "layer": layer, "tensors": tensors, "calibration": calibration}
     if f.scaled:         # F8_E4M3 weights: their block scales
         src["fp8_block_scales"] = {k: f.scaled[n] for k, n in tensors.items() if n in f.scaled}
@@ -405,7 +405,7 @@ def load_moe(path, layer: int | None = None, *, config=None, batch: int = DEFAUL
     tensors = {"experts": name["expert"].replace("{e}", "E").replace("{proj}", "{gate,up,down}"),
                "router": name["router"]} | ({"router_bias": name["router_bias"]} if bias is not None else {}) \
         | {f"shared {k}": n for k, n in shared_tensors.items()}
-    src = {"file": str(f.path), "format": "npz" if isinstance(f, NpzFile) else "safetensors", "layer": layer,
+    src = {"file": str(f.path), "format": f.format, "layer": layer,
            "experts": E, "tensors": tensors, "calibration": calibration,
            "config": None if config is None else (str(config) if not isinstance(config, dict) else "dict")}
     return MoeWeights(experts, shared, router, bias, x, gating, src)

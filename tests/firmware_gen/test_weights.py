@@ -237,7 +237,8 @@ def test_bad_files_are_named(tmp_path, make, layer, mapping, words):
 def test_a_file_of_another_format_is_named_as_such(tmp_path):
     path = tmp_path / "config.json"
     path.write_text('{"hidden_size": 8}')
-    with pytest.raises(WeightsError, match=r"config\.json is neither a \.npz \(zip\) nor a \.safetensors file"):
+    with pytest.raises(WeightsError, match=r"config\.json is neither a \.npz \(zip\), a \.safetensors file nor a "
+                                           "sharded checkpoint's index"):
         load_ffn(path)
 
 
