@@ -1,15 +1,20 @@
-"""Weight files: the two formats an FFN's or MoE layer's float weights are read from
+"""Weight files: the formats an FFN's or MoE layer's float weights are read from
 (``docs/numerics.md``, "Weights from files"), behind one interface (``names``, ``read``).
 
 :func:`open_weights` tells them apart by content: :class:`SafetensorsFile` (a Hugging Face
-checkpoint) or :class:`NpzFile` (``numpy.savez``).  Every problem raises
-:class:`WeightsError` with a one-line message naming the file and tensor.
+checkpoint), :class:`ShardedFile` (a sharded one: ``model.safetensors.index.json`` and its
+shards) or :class:`NpzFile` (``numpy.savez``).  Every problem raises :class:`WeightsError`
+with a one-line message naming the file and tensor.
 
-A reader of our own, not the ``safetensors`` package, whose numpy interface fails on BF16
-unless ``ml_dtypes`` is installed (``docs/numerics.md``); it reads only the tensors asked
-for, converts BF16 exactly and names what is wrong with a truncated or corrupt file.
-``F8_E4M3`` matrices are read with their ``<name>_scale_inv`` block scales and returned
-dequantised exactly (``docs/numerics.md``, "FP8 checkpoints").
+A reader of our own, not the ``safetensors`` package's numpy interface: that reads F32,
+F16 and (with ``ml_dtypes`` imported) BF16 alike, bit for bit
+(``tests/firmware_gen/test_weights_reference.py``), but not F8_E4M3 (version 0.8.0 looks
+for ``numpy.float8_e4m3fn``, which numpy does not have), the dtype of DeepSeek-V3/R1's
+checkpoints.  ``F8_E4M3`` matrices are read here with their ``<name>_scale_inv`` block
+scales and returned dequantised exactly (``docs/numerics.md``, "FP8 checkpoints").  The
+reader reads only the tensors asked for and rejects what the reference implementation
+rejects (a header that is not JSON, sizes that disagree with shape and dtype, tensors
+that overlap or leave bytes between, before or after them), naming the tensors.
 """
 
 from __future__ import annotations
