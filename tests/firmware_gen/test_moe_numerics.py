@@ -334,7 +334,10 @@ P = "model.layers.1.mlp."
     (lambda t: _with(t, P + "gate.weight", np.zeros((E, H + 1))), 1, None, "router.* is 4x9 .* must be E x H = 4x8"),
     (lambda t: _with(t, P + "gate.e_score_correction_bias", np.zeros(E + 1)), 1, None, r"must be \(E,\) = \(4,\)"),
     (lambda t: _with(t, P + "experts.3.down_proj.weight", np.zeros((H, I + 1))), 1, None,
-     "experts.3.down_proj.weight .* is 8x7 but W1 is 6x8: W2 must be H x I = 8x6"),
+     "experts.3.down_proj.weight .* is 8x7 but W1 and W3 give I x H = 6x8: W2 must be H x I = 8x6"),
+    (lambda t: _with(t, P + "experts.1.gate_proj.weight", np.zeros((H, I))), 1, None,
+     r"experts.1.gate_proj.weight .* is 8x6 but W3 and W2 give I x H = 6x8: W1 must be I x H = 6x8 \(it looks "
+     "transposed\\)"),
     (lambda t: _with(t, P + "gate.weight", np.full((E, H), np.nan)), 1, None, "router of layer 1.* 32 NaN or infinite"),
     (lambda t: t, 0, None, "layer 0 of .* is a dense FFN .*its MoE layers are 1"),
     (lambda t: t, 7, None, "layer 7 of .* is not in the file: its MoE layers are 1"),

@@ -162,6 +162,17 @@ BAD = [   # (make the file from the llama tensors, layer, mapping, words in the 
     (lambda p, t: write_safetensors(p, t), None, None, ["llama FFNs in layers 0..1: choose one (--layer N)"]),
     (lambda p, t: write_safetensors(p, _edit(t, L0__mlp__down_proj__weight=("F32", np.ones((I, H))))), 0, None,
      ["model.layers.0.mlp.down_proj.weight (W2)", f"is {I}x{H}", f"W2 must be H x I = {H}x{I}"]),
+    # a transposed W1 is named (W3 and W2 agree on I x H; or b1 and b2 tell), not the W2 it disagrees with
+    (lambda p, t: write_safetensors(p, _edit(t, L0__mlp__gate_proj__weight=("F32", np.ones((H, I))))), 0, None,
+     [f"model.layers.0.mlp.gate_proj.weight (W1) in llama.safetensors is {H}x{I} but W3 and W2 give I x H = "
+      f"{I}x{H}: W1 must be I x H = {I}x{H} (it looks transposed)"]),
+    (lambda p, t: write_safetensors(p, {"W1": ("F32", np.ones((H, I))), "W2": ("F32", np.ones((H, I))),
+                                        "b1": ("F32", np.ones(I)), "b2": ("F32", np.ones(H))}), None, None,
+     [f"tensor W1 in llama.safetensors is {H}x{I} but W2 gives I x H = {I}x{H}: W1 must be I x H = {I}x{H} "
+      "(it looks transposed)"]),
+    (lambda p, t: write_safetensors(p, {"W1": ("F32", np.ones((H, I))), "W2": ("F32", np.ones((H, I)))}), None,
+     None, [f"tensor W2 in llama.safetensors is {H}x{I} but W1 is {H}x{I}: W2 must be H x I = {I}x{H} (it looks "
+            "transposed), or W1 is transposed: nothing else in the file gives H or I"]),
     (lambda p, t: write_safetensors(p, _edit(t, L0__post_attention_layernorm__weight=("F32", np.ones(5)))), 0,
      None, ["post_attention_layernorm.weight (norm)", "is 5", "(H,) = 8"]),
     (lambda p, t: write_safetensors(p, _edit(t, L0__mlp__gate_proj__weight=(
