@@ -18,7 +18,7 @@ from firmware_gen.golden.moe import (
 )
 from firmware_gen.host.weights import WeightsError, load_moe
 
-from tests.safetensors_files import write_safetensors
+from tests.safetensors_files import write_safetensors, write_sharded
 
 S = np.array([0.60, 0.55, 0.10, 0.20, 0.50, 0.52, 0.95, 0.01])
 """Scores of one token over 8 experts in 4 groups of 2: group sums 1.15, 0.30, 1.02, 0.96."""
@@ -313,6 +313,17 @@ def test_load_qwen_layer(tmp_path):
     w = load_moe(tmp_path / "qwen.safetensors", config={"num_experts": E, "num_experts_per_tok": 2,
                                                          "norm_topk_prob": True, "model_type": "qwen3_moe"})
     assert w.gating == {"gating": "softmax", "top_k": 2, "norm_topk_prob": True}
+
+
+def test_load_a_sharded_layer(tmp_path):
+    """A sharded checkpoint (the index, experts spread over 4 shards) loads as its single file."""
+    t = moe_tensors(np.random.default_rng(4))
+    a = load_moe(write_safetensors(tmp_path / "one.safetensors", t), 1)
+    b = load_moe(write_sharded(tmp_path / "sharded", t, shards=4), 1)
+    for ea, eb in zip(a.experts + a.shared, b.experts + b.shared, strict=True):
+        assert all(np.array_equal(p, q) for p, q in zip(ea, eb))
+    assert np.array_equal(a.router, b.router) and np.array_equal(a.router_bias, b.router_bias)
+    assert np.array_equal(a.x, b.x) and b.source["format"] == "safetensors (sharded)"
 
 
 def _without(t, name):
