@@ -12,9 +12,9 @@ F16 and (with ``ml_dtypes`` imported) BF16 alike, bit for bit
 for ``numpy.float8_e4m3fn``, which numpy does not have), the dtype of DeepSeek-V3/R1's
 checkpoints.  ``F8_E4M3`` matrices are read here with their ``<name>_scale_inv`` block
 scales and returned dequantised exactly (``docs/numerics.md``, "FP8 checkpoints").  The
-reader reads only the tensors asked for and rejects what the reference implementation
-rejects (a header that is not JSON, sizes that disagree with shape and dtype, tensors
-that overlap or leave bytes between, before or after them), naming the tensors.
+reader reads only the tensors asked for and, as the reference implementation does, rejects
+a header that is not JSON, sizes that disagree with shape and dtype and tensors that
+overlap or leave bytes between, before or after them, naming the tensors.
 """
 
 from __future__ import annotations
