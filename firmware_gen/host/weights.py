@@ -241,7 +241,8 @@ def _check_shapes(arrays, names, fname, known_H=None):
     given = {k: arrays[k].shape if k != "W2" else arrays[k].shape[::-1]
              for k in ("W1", "W3", "W2") if k in arrays and arrays[k].ndim == 2}
     hints = [(0, arrays["b1"].shape)] if "b1" in arrays else []
-    hints += [(1, arrays[k].shape) for k in ("b2", "norm", "norm_bias") if k in arrays] + ([(1, (known_H,))] if known_H else [])
+    hints += [(1, arrays[k].shape) for k in ("b2", "norm", "norm_bias") if k in arrays]
+    hints += [(1, (known_H,))] if known_H else []
 
     def score(pair):
         return (sum(g == pair for g in given.values()), sum(shape == (pair[i],) for i, shape in hints))
