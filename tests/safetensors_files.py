@@ -64,3 +64,20 @@ def bert_tensors(rng, prefix="bert.", layers=3):
               p + "attention.output.LayerNorm.weight": ("F32", 1 + 0.1 * rng.normal(size=H)),
               p + "attention.output.LayerNorm.bias": ("F32", 0.1 * rng.normal(size=H))}
     return t
+
+
+def write_sharded(folder, tensors, shards=2, weight_map=None):
+    """A sharded checkpoint as Hugging Face writes one: ``model-0000K-of-0000N.safetensors``
+    files of ``tensors`` split in order into ``shards`` near-equal runs, and
+    ``model.safetensors.index.json`` with its ``weight_map`` (``weight_map`` replaces it, to
+    write a wrong one).  Returns the index's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names, wm = list(tensors), {}
+    for k, run in enumerate(np.array_split(np.arange(len(names)), shards)):
+        shard = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
+        write_safetensors(folder / shard, {names[i]: tensors[names[i]] for i in run})
+        wm |= {names[i]: shard for i in run}
+    index = folder / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"total_size": 0}, "weight_map": wm if weight_map is None
+                                 else weight_map}, indent=2))
+    return index

@@ -403,7 +403,7 @@ def from_bert(path, heads: int | None = None) -> tuple[Decoder, list]:
         return np.asarray(f.read(prefix + name, name), np.float32)
 
     if heads is None:
-        heads = int(json.loads((path.parent / "config.json").read_text())["num_attention_heads"])
+        heads = int(json.loads((f.path.parent / "config.json").read_text())["num_attention_heads"])
     n = 1 + max(int(m.group(1)) for m in map(re.compile(re.escape(prefix) + r"encoder\.layer\.(\d+)\.").match,
                                               f.names) if m)
     layers = []

@@ -87,7 +87,9 @@ def parse_config(cfg: dict, name: str = "config") -> Arch:
     ``first_k_dense_replace``), Qwen2/3-MoE (``num_experts``, ``decoder_sparse_step``,
     ``mlp_only_layers``), GPT-OSS, MiniMax-M2 and Mixtral (``num_local_experts``, the
     expert's size in ``intermediate_size``), GLM-4.5 and dense Llama/Qwen-style models; a
-    missing required field is a :class:`ModelConfigError` naming it."""
+    missing required field is a :class:`ModelConfigError` naming it, among them
+    ``moe_intermediate_size`` beside ``n_routed_experts`` or ``num_experts``
+    (:data:`SIZED_EXPERTS`)."""
     if not isinstance(cfg, dict):
         raise ModelConfigError(f"{name}: a config.json must be a JSON object, got {type(cfg).__name__}")
     if isinstance(cfg.get("text_config"), dict):
@@ -141,9 +143,14 @@ def _ffn_sizes(cfg: dict, get, name: str, E: int) -> tuple[int, int, int, int, i
     if "moe_intermediate_size" in cfg:
         Ie = get("moe_intermediate_size")
         Id = get("intermediate_size", default=0)
-    else:
+    elif cfg.get("num_local_experts") is not None:
         Ie = get("intermediate_size")  # Mixtral, GPT-OSS, MiniMax: the expert's size
         Id = 0
+    else:
+        key = next(k for k in SIZED_EXPERTS if cfg.get(k) is not None)
+        raise ModelConfigError(f"{name}: config.json has {key!r} but no 'moe_intermediate_size', the routed "
+                               f"experts' intermediate size; with {key!r} (DeepSeek, GLM-4.5, Qwen-MoE) "
+                               "'intermediate_size' is the dense FFN's, not the experts'")
     if "n_shared_experts" in cfg or "num_shared_experts" in cfg:
         S = get("n_shared_experts", "num_shared_experts", default=0)
         Is = Ie
@@ -152,6 +159,12 @@ def _ffn_sizes(cfg: dict, get, name: str, E: int) -> tuple[int, int, int, int, i
     elif cfg.get("shared_intermediate_size"):
         S, Is = 1, get("shared_intermediate_size")
     return top_k, Ie, S, Is, Id
+
+
+SIZED_EXPERTS = ("n_routed_experts", "num_experts")
+"""Expert counts of the families whose experts are sized by ``moe_intermediate_size`` alone
+(their ``intermediate_size`` is the dense FFN's); ``num_local_experts`` (Mixtral, GPT-OSS,
+MiniMax) sizes them by ``intermediate_size``."""
 
 
 def _moe_layers(cfg: dict, get, E: int, L: int) -> int:
@@ -200,10 +213,15 @@ def builtin(name: str):
 
 
 def load_hf_config(path) -> tuple[Arch, str]:
-    """The :class:`Arch` of the config.json at ``path`` and the model's name (the file's
-    stem, or for a ``config.json`` its directory's name)."""
+    """The :class:`Arch` of the config.json at ``path`` (a directory: the ``config.json`` in
+    it, as Hugging Face's ``from_pretrained`` reads a model directory) and the model's name
+    (the file's stem, or for a ``config.json`` its directory's name)."""
     p = Path(path)
-    if not p.is_file():
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise ModelConfigError(f"{path} is a directory without a config.json; give the model's config.json")
+        p = p / "config.json"
+    elif not p.is_file():
         raise ModelConfigError(f"{path}: no such file")
     try:
         cfg = json.loads(p.read_text())

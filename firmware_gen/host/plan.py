@@ -233,9 +233,19 @@ class Timer:
             self.cache[H, I] = self._compile(H, I)
         return self.cache[H, I]
 
+    def max_hidden(self) -> int:
+        """The largest H an H x I SwiGLU can have on this tile whatever I: even at the
+        narrowest I (one block of lanes) every block of H needs an x slot per MXM and a VXM
+        parameter entry, beside the one of I's block."""
+        return self.cfg.lanes * (min(self.cfg.mxm_xbuf_depth, self.cfg.vxm_param_depth) - 1)
+
     def _compile(self, H: int, I: int) -> Timed:
         cfg = self.cfg
         L = cfg.lanes
+        if H > self.max_hidden():
+            raise PlanError(f"hidden size {H:,} is more than this tile compiles: an H x I SwiGLU needs ceil(H / {L}) "
+                            f"+ 1 x slots per MXM and VXM parameter entries, the tile has {cfg.mxm_xbuf_depth} and "
+                            f"{cfg.vxm_param_depth}: H can be at most {self.max_hidden():,}")
         Hp = -(-H // L) * L
         # the fewest pieces that compile, from a lower bound: the weight slices full of weights (the
         # MEM slices an MXM loads from, weight_streams per hemisphere, times depth and lanes; only the

@@ -3,7 +3,7 @@
 
 :func:`load_ffn` finds one layer's FFN by the tensor names of a family (:data:`FAMILIES`;
 a Hugging Face name may carry a prefix ending in a dot) or a caller's mapping, checks every
-shape against ``W1``'s ``I x H`` and returns the float arrays with a calibration input
+shape against the ``I x H`` most of its matrices give and returns the float arrays with a calibration input
 (the file's ``x``, else :func:`default_calibration`); :func:`load_moe` does the same for a
 DeepSeek-V3 / Qwen3-MoE layer.  Our SwiGLU applies the activation to ``W1``, so Llama's
 ``gate_proj`` is W1 and ``up_proj`` W3; HF ``Linear`` weights are ``(out, in)``, W1's
@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from firmware_gen.golden.numerics import FfnShape
-from firmware_gen.host.weight_files import (SCALE_SUFFIX, NpzFile, WeightsError, first_index, open_weights, shape_text,
+from firmware_gen.host.weight_files import (SCALE_SUFFIX, WeightsError, first_index, open_weights, shape_text,
                                             tensor_label)
 
 KEYS = ("W1", "W2", "W3", "b1", "b2", "x")
@@ -156,7 +156,7 @@ def load_ffn(path, layer: int | None = None, mapping=None) -> FfnWeights:
                        + (f", normalised by {used['norm']}" if w is not None else ""))
     activation = ACTIVATION.get(family, "silu" if kind == "swiglu" else "gelu")
     tensors = {k: n for k, n in used.items() if k in KEYS}
-    src = {"file": str(f.path), "format": "npz" if isinstance(f, NpzFile) else "safetensors",
+    src = {"file": str(f.path), "format": f.format,
            "family": family, "layer": layer, "tensors": tensors, "calibration": calibration}
     if f.scaled:         # F8_E4M3 weights: their block scales
         src["fp8_block_scales"] = {k: f.scaled[n] for k, n in tensors.items() if n in f.scaled}
@@ -228,26 +228,49 @@ def _finite(a, name, role, fname):
     return a
 
 
-def _check_shapes(arrays, names, fname):
-    """Every array's shape against W1's ``I x H``, naming the tensor and the shape it must have."""
+def _check_shapes(arrays, names, fname, known_H=None):
+    """Every array's shape against the FFN's ``I x H``, naming the tensor that is wrong and
+    the shape it must have.  ``(I, H)`` is the one most of W1, W3 and W2 (transposed) give,
+    ties settled by the vectors (b1 gives I; b2, the norms and ``H``, when the caller knows
+    it, ``known_H``, give H), then by W1; so a transposed W1 is named, not the W2 it disagrees
+    with, whenever anything besides the two tells them apart."""
     W1 = arrays["W1"]
     if W1.ndim != 2 or 0 in W1.shape:
         raise WeightsError(f"tensor {tensor_label(names['W1'], 'W1')} in {fname} is {shape_text(W1.shape)}: it must be a "
                            "non-empty I x H matrix (an FFN needs H >= 1 and I >= 1)")
-    I, H = W1.shape
+    given = {k: arrays[k].shape if k != "W2" else arrays[k].shape[::-1]
+             for k in ("W1", "W3", "W2") if k in arrays and arrays[k].ndim == 2}
+    hints = [(0, arrays["b1"].shape)] if "b1" in arrays else []
+    hints += [(1, arrays[k].shape) for k in ("b2", "norm", "norm_bias") if k in arrays]
+    hints += [(1, (known_H,))] if known_H else []
+
+    def score(pair):
+        return (sum(g == pair for g in given.values()), sum(shape == (pair[i],) for i, shape in hints))
+
+    pairs = list(dict.fromkeys(given.values()))
+    I, H = max(pairs, key=score)        # max keeps the first (W1's) of equals
+    backing = [k for k, g in given.items() if g == (I, H)]
+    basis = f"{' and '.join(backing)} {'give' if len(backing) > 1 else 'gives'} I x H = {I}x{H}"
+    if backing == ["W1"]:
+        basis = f"W1 is {I}x{H}"
+    tied = sum(score(p) == score((I, H)) for p in pairs) > 1
     x = arrays.get("x")
+    want = {"W1": (I, H), "W3": (I, H), "W2": (H, I), "b1": (I,), "b2": (H,), "norm": (H,), "norm_bias": (H,)}
+    what = {"W1": "I x H", "W3": "I x H", "W2": "H x I", "b1": "(I,)", "b2": "(H,)", "norm": "(H,)",
+            "norm_bias": "(H,)"}
+    for k, shape in want.items():
+        if k in arrays and arrays[k].shape != shape:
+            flipped = arrays[k].ndim == 2 and arrays[k].shape[::-1] == shape
+            raise WeightsError(f"tensor {tensor_label(names[k], k)} in {fname} is {shape_text(arrays[k].shape)} "
+                               f"but {basis}: {k} must be {what[k]} = {shape_text(shape)}"
+                               + (" (it looks transposed)" if flipped else "")
+                               + (", or W1 is transposed: nothing else in the file gives H or I" if tied else ""))
     if x is not None and (x.ndim not in (1, 2) or x.shape[-1] != H):
         if x.ndim in (1, 2) and x.shape[-1] == I:
             raise WeightsError(f"W1 is {I}x{H} but x has H = {I} entries: {tensor_label(names['W1'], 'W1')} must be "
                                f"I x H = {H}x{I} (it looks transposed)")
         raise WeightsError(f"tensor {tensor_label(names['x'], 'x')} in {fname} is {shape_text(x.shape)} but W1 is {I}x{H}: "
                            f"x must be ({H},) or (batch, {H})")
-    want = {"W2": (H, I), "W3": (I, H), "b1": (I,), "b2": (H,), "norm": (H,), "norm_bias": (H,)}
-    what = {"W2": "H x I", "W3": "I x H", "b1": "(I,)", "b2": "(H,)", "norm": "(H,)", "norm_bias": "(H,)"}
-    for k, shape in want.items():
-        if k in arrays and arrays[k].shape != shape:
-            raise WeightsError(f"tensor {tensor_label(names[k], k)} in {fname} is {shape_text(arrays[k].shape)} "
-                               f"but W1 is {I}x{H}: {k} must be {what[k]} = {shape_text(shape)}")
 
 
 def default_calibration(H, batch=DEFAULT_BATCH, seed=DEFAULT_SEED, norm_weight=None, norm_bias=None, rms=False):
@@ -371,11 +394,12 @@ def load_moe(path, layer: int | None = None, *, config=None, batch: int = DEFAUL
     def expert(template, what):
         tensors = {k: template.replace("{proj}", p) for p, k in PROJ.items()}
         arrays = {k: read(tensors[k], f"{k} ({p}_proj) of {what}") for p, k in PROJ.items()}
-        _check_shapes(arrays, tensors, fname)
+        _check_shapes(arrays, tensors, fname, router_H)
         return Expert(arrays["W1"], arrays["W3"], arrays["W2"]), tensors
 
-    experts = [expert(name["expert"].replace("{e}", str(e)), f"expert {e}, layer {layer}")[0] for e in range(E)]
     router = read(name["router"], f"router of layer {layer}")
+    router_H = router.shape[1] if router.ndim == 2 and router.shape[0] == E else None
+    experts = [expert(name["expert"].replace("{e}", str(e)), f"expert {e}, layer {layer}")[0] for e in range(E)]
     H = experts[0].W1.shape[1]
     if router.shape != (E, H):
         raise WeightsError(f"tensor {name['router']} (router) in {fname} is {shape_text(router.shape)} but layer {layer} "
@@ -405,7 +429,7 @@ def load_moe(path, layer: int | None = None, *, config=None, batch: int = DEFAUL
     tensors = {"experts": name["expert"].replace("{e}", "E").replace("{proj}", "{gate,up,down}"),
                "router": name["router"]} | ({"router_bias": name["router_bias"]} if bias is not None else {}) \
         | {f"shared {k}": n for k, n in shared_tensors.items()}
-    src = {"file": str(f.path), "format": "npz" if isinstance(f, NpzFile) else "safetensors", "layer": layer,
+    src = {"file": str(f.path), "format": f.format, "layer": layer,
            "experts": E, "tensors": tensors, "calibration": calibration,
            "config": None if config is None else (str(config) if not isinstance(config, dict) else "dict")}
     return MoeWeights(experts, shared, router, bias, x, gating, src)

@@ -71,7 +71,8 @@ def add_parser(sub) -> None:
                    help="run only this routing: router, spread, packed, random, over, or indices like\n"
                         "0,5;2,7 (default: router, spread, packed and random)")
     g.add_argument("--weights", type=Path, default=None, metavar="FILE",
-                   help="real expert weights: .safetensors or .npz in the DeepSeek/Qwen MoE layout\n"
+                   help="real expert weights: .safetensors (or a sharded checkpoint's index) or .npz in the\n"
+                        "DeepSeek/Qwen MoE layout "
                         "(model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight, docs/moe.md)")
     g.add_argument("--layer", type=nonneg, default=None, metavar="N", help="with --weights: the layer to read")
     g.add_argument("--model-config", type=Path, default=None, metavar="FILE",

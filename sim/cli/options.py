@@ -128,7 +128,8 @@ def json_option(p, what: str = "the result", more: str = "") -> None:
 def weights_options(g) -> None:
     """--weights, --layer and --map: an FFN read from a file."""
     g.add_argument("--weights", type=Path, default=None, metavar="FILE",
-                   help="float weights (.safetensors or .npz) instead of random ones\n"
+                   help="float weights (.safetensors, .npz, a sharded checkpoint's model.safetensors.index.json,\n"
+                        "or a directory holding model.safetensors or that index) instead of random ones\n"
                         "(names and format: lpu compile --help)")
     g.add_argument("--layer", type=nonneg, default=None, metavar="N",
                    help="with --weights: the layer whose FFN to take (needed when the file has several)")

@@ -53,7 +53,8 @@ def add_parser(sub) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--model", metavar="NAME", help=f"a built-in model: {', '.join(builtin_models.MODELS)}, or all "
                                                      "(default: all)")
-    src.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json instead of a built-in model")
+    src.add_argument("--hf-config", metavar="PATH",
+                     help="a Hugging Face config.json (or a model directory holding one) instead of a built-in model")
     p.add_argument("--dtype", default="fp8", metavar="|".join(fw_plan.DTYPES),
                    help="weight format: bytes per weight and how the time is obtained (default: fp8)")
     p.add_argument("--config", default=fw_plan.DEFAULT_CONFIG, metavar="PRESET|FILE",

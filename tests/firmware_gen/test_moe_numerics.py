@@ -18,7 +18,7 @@ from firmware_gen.golden.moe import (
 )
 from firmware_gen.host.weights import WeightsError, load_moe
 
-from tests.safetensors_files import write_safetensors
+from tests.safetensors_files import write_safetensors, write_sharded
 
 S = np.array([0.60, 0.55, 0.10, 0.20, 0.50, 0.52, 0.95, 0.01])
 """Scores of one token over 8 experts in 4 groups of 2: group sums 1.15, 0.30, 1.02, 0.96."""
@@ -315,6 +315,17 @@ def test_load_qwen_layer(tmp_path):
     assert w.gating == {"gating": "softmax", "top_k": 2, "norm_topk_prob": True}
 
 
+def test_load_a_sharded_layer(tmp_path):
+    """A sharded checkpoint (the index, experts spread over 4 shards) loads as its single file."""
+    t = moe_tensors(np.random.default_rng(4))
+    a = load_moe(write_safetensors(tmp_path / "one.safetensors", t), 1)
+    b = load_moe(write_sharded(tmp_path / "sharded", t, shards=4), 1)
+    for ea, eb in zip(a.experts + a.shared, b.experts + b.shared, strict=True):
+        assert all(np.array_equal(p, q) for p, q in zip(ea, eb))
+    assert np.array_equal(a.router, b.router) and np.array_equal(a.router_bias, b.router_bias)
+    assert np.array_equal(a.x, b.x) and b.source["format"] == "safetensors (sharded)"
+
+
 def _without(t, name):
     return {k: v for k, v in t.items() if k != name}
 
@@ -334,7 +345,10 @@ P = "model.layers.1.mlp."
     (lambda t: _with(t, P + "gate.weight", np.zeros((E, H + 1))), 1, None, "router.* is 4x9 .* must be E x H = 4x8"),
     (lambda t: _with(t, P + "gate.e_score_correction_bias", np.zeros(E + 1)), 1, None, r"must be \(E,\) = \(4,\)"),
     (lambda t: _with(t, P + "experts.3.down_proj.weight", np.zeros((H, I + 1))), 1, None,
-     "experts.3.down_proj.weight .* is 8x7 but W1 is 6x8: W2 must be H x I = 8x6"),
+     "experts.3.down_proj.weight .* is 8x7 but W1 and W3 give I x H = 6x8: W2 must be H x I = 8x6"),
+    (lambda t: _with(t, P + "experts.1.gate_proj.weight", np.zeros((H, I))), 1, None,
+     r"experts.1.gate_proj.weight .* is 8x6 but W3 and W2 give I x H = 6x8: W1 must be I x H = 6x8 \(it looks "
+     "transposed\\)"),
     (lambda t: _with(t, P + "gate.weight", np.full((E, H), np.nan)), 1, None, "router of layer 1.* 32 NaN or infinite"),
     (lambda t: t, 0, None, "layer 0 of .* is a dense FFN .*its MoE layers are 1"),
     (lambda t: t, 7, None, "layer 7 of .* is not in the file: its MoE layers are 1"),

@@ -180,9 +180,51 @@ def test_cli_config_missing_field(tmp_path, capsys):
     path.write_text(json.dumps(cfg))
     assert _lpu_plan(["--hf-config", str(path)]) == 2
     assert "num_experts_per_tok" in _err(capsys)
+    # DeepSeek's and Qwen-MoE's intermediate_size is the dense FFN's: not a stand-in for the experts'
+    cfg = {k: v for k, v in SMALL_MOE.items() if k not in ("moe_intermediate_size", "n_routed_experts")}
+    cfg["first_k_dense_replace"] = 0                 # every layer MoE: intermediate_size sizes nothing else
+    for key in ("n_routed_experts", "num_experts"):
+        path.write_text(json.dumps(cfg | {key: 4}))
+        assert _lpu_plan(["--hf-config", str(path)]) == 2
+        assert f"config.json has '{key}' but no 'moe_intermediate_size'" in _err(capsys)
+    # Mixtral's num_local_experts are sized by intermediate_size
+    assert model_arch.parse_config(cfg | {"num_local_experts": 4}).expert_intermediate == 48
     path.write_text("{not json")
     assert _lpu_plan(["--hf-config", str(path)]) == 2
     assert "is not JSON" in _err(capsys)
+
+
+def test_cli_hidden_size_beyond_the_tile(tmp_path, capsys):
+    """A hidden size no tile compiles is one line naming the limit, not an attempt to
+    allocate its weights (1e9 x 320 bytes for lp30's narrowest piece)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(dict(SMALL_DENSE, hidden_size=10**9)))
+    assert _lpu_plan(["--hf-config", str(path), "--no-golden"]) == 2
+    assert _err(capsys).endswith("hidden size 1,000,000,000 is more than this tile compiles: an H x I SwiGLU needs "
+                                 "ceil(H / 320) + 1 x slots per MXM and VXM parameter entries, the tile has 1024 and "
+                                 "512: H can be at most 163,520")
+
+
+def test_the_largest_hidden_size_compiles():
+    """The limit is the compiler's: on the default tile H = 16 x (64 - 1) = 1008 compiles
+    (and runs on the golden model), 1009 is refused."""
+    timer = plan.Timer(TileConfig.preset("default"))
+    cfg = timer.cfg
+    assert timer.max_hidden() == cfg.lanes * (min(cfg.mxm_xbuf_depth, cfg.vxm_param_depth) - 1) == 1008
+    assert timer.time(1008, cfg.lanes).golden == "cycles and output match"
+    with pytest.raises(plan.PlanError, match="hidden size 1,009 is more than this tile compiles"):
+        timer.time(1009, cfg.lanes)
+
+
+def test_hf_config_directory(tmp_path, capsys):
+    """A directory stands for its config.json (as from_pretrained reads a model directory)."""
+    model = tmp_path / "small-moe"
+    model.mkdir()
+    assert _lpu_plan(["--hf-config", str(model)]) == 2
+    assert f"{model} is a directory without a config.json" in _err(capsys)
+    (model / "config.json").write_text(json.dumps(SMALL_MOE))
+    arch, name = model_arch.load_hf_config(model)
+    assert name == "small-moe" and arch == model_arch.parse_config(SMALL_MOE, "small-moe")
 
 
 @pytest.mark.parametrize("name", list(models.MODELS))

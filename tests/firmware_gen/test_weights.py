@@ -143,6 +143,13 @@ def _raw(path, header, data_bytes=0):
     path.write_bytes(struct.pack("<Q", len(h)) + h + bytes(data_bytes))
 
 
+def _plain_header(begins):
+    """A header of F32 W1 (I x H), W2 (H x I), W3 (I x H) whose data begin at ``begins``."""
+    n = 4 * I * H
+    return {k: {"dtype": "F32", "shape": list(shape), "data_offsets": [b, b + n]}
+            for (k, shape), b in zip((("W1", (I, H)), ("W2", (H, I)), ("W3", (I, H))), begins)}
+
+
 def _cut(path, n):
     path.write_bytes(path.read_bytes()[:n])
 
@@ -155,6 +162,17 @@ BAD = [   # (make the file from the llama tensors, layer, mapping, words in the 
     (lambda p, t: write_safetensors(p, t), None, None, ["llama FFNs in layers 0..1: choose one (--layer N)"]),
     (lambda p, t: write_safetensors(p, _edit(t, L0__mlp__down_proj__weight=("F32", np.ones((I, H))))), 0, None,
      ["model.layers.0.mlp.down_proj.weight (W2)", f"is {I}x{H}", f"W2 must be H x I = {H}x{I}"]),
+    # a transposed W1 is named (W3 and W2 agree on I x H; or b1 and b2 tell), not the W2 it disagrees with
+    (lambda p, t: write_safetensors(p, _edit(t, L0__mlp__gate_proj__weight=("F32", np.ones((H, I))))), 0, None,
+     [f"model.layers.0.mlp.gate_proj.weight (W1) in llama.safetensors is {H}x{I} but W3 and W2 give I x H = "
+      f"{I}x{H}: W1 must be I x H = {I}x{H} (it looks transposed)"]),
+    (lambda p, t: write_safetensors(p, {"W1": ("F32", np.ones((H, I))), "W2": ("F32", np.ones((H, I))),
+                                        "b1": ("F32", np.ones(I)), "b2": ("F32", np.ones(H))}), None, None,
+     [f"tensor W1 in llama.safetensors is {H}x{I} but W2 gives I x H = {I}x{H}: W1 must be I x H = {I}x{H} "
+      "(it looks transposed)"]),
+    (lambda p, t: write_safetensors(p, {"W1": ("F32", np.ones((H, I))), "W2": ("F32", np.ones((H, I)))}), None,
+     None, [f"tensor W2 in llama.safetensors is {H}x{I} but W1 is {H}x{I}: W2 must be H x I = {I}x{H} (it looks "
+            "transposed), or W1 is transposed: nothing else in the file gives H or I"]),
     (lambda p, t: write_safetensors(p, _edit(t, L0__post_attention_layernorm__weight=("F32", np.ones(5)))), 0,
      None, ["post_attention_layernorm.weight (norm)", "is 5", "(H,) = 8"]),
     (lambda p, t: write_safetensors(p, _edit(t, L0__mlp__gate_proj__weight=(
@@ -177,6 +195,17 @@ BAD = [   # (make the file from the llama tensors, layer, mapping, words in the 
     (lambda p, t: _raw(p, {"W1": {"dtype": "F32", "shape": [4, 4], "data_offsets": [0, 60]}}, 60), None, None,
      ["corrupt", "W1 (F32, shape 4x4) needs 64 bytes", "0..60 hold 60"]),
     (lambda p, t: _raw(p, {"W1": {"dtype": "F32"}}), None, None, ["header entry 'W1' is not"]),
+    # the layout of the data (the reference implementation's rule: contiguous, in order, no more)
+    (lambda p, t: _raw(p, _plain_header((0, 0, 0)), 4 * I * H), None, None,
+     ["llama.safetensors is corrupt: tensors W1 and W2 overlap", f"data_offsets 0..{4 * I * H} and 0..{4 * I * H}"]),
+    (lambda p, t: _raw(p, _plain_header((0, 4 * I * H + 8, 8 * I * H + 8)), 12 * I * H + 8), None, None,
+     ["corrupt", f"data bytes {4 * I * H}..{4 * I * H + 8} after tensor W1 (0..{4 * I * H}) belong to no tensor",
+      f"tensor W2 begins at {4 * I * H + 8}"]),
+    (lambda p, t: _raw(p, _plain_header((4, 4 * I * H + 4, 8 * I * H + 4)), 12 * I * H + 4), None, None,
+     ["corrupt", "data bytes 0..4 before the first tensor belong to no tensor", "tensor W1 begins at 4"]),
+    (lambda p, t: _raw(p, _plain_header((0, 4 * I * H, 8 * I * H)), 12 * I * H + 3), None, None,
+     ["corrupt: the last tensor, W3, ends at data byte", f"holds {12 * I * H + 3} bytes of data", "3 bytes beyond"]),
+    (lambda p, t: _raw(p, {}, 16), None, None, ["the header names no tensor but the file holds 16 bytes"]),
     (lambda p, t: _raw(p, {"W1": {"dtype": "F32", "shape": [-4], "data_offsets": [0, 16]}}, 16), None, None,
      ["header entry 'W1' is not"]),
     (lambda p, t: write_safetensors(p, {"a.weight": ("F32", np.ones(2)), "b.weight": ("F32", np.ones(2))}), None,
@@ -219,7 +248,8 @@ def test_bad_files_are_named(tmp_path, make, layer, mapping, words):
 def test_a_file_of_another_format_is_named_as_such(tmp_path):
     path = tmp_path / "config.json"
     path.write_text('{"hidden_size": 8}')
-    with pytest.raises(WeightsError, match=r"config\.json is neither a \.npz \(zip\) nor a \.safetensors file"):
+    with pytest.raises(WeightsError, match=r"config\.json is neither a \.npz \(zip\), a \.safetensors file nor a "
+                                           "sharded checkpoint's index"):
         load_ffn(path)
 
 
@@ -229,6 +259,17 @@ def test_cli_exit_2_on_a_truncated_file(tmp_path, capsys, llama):
     code = cli.main(["compile", "--weights", str(path), "--config", "tiny", "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 2 and "is truncated" in err and "Traceback" not in err, err
+
+
+def test_cli_exit_2_on_overlapping_tensors(tmp_path, capsys):
+    """W1, W2 and W3 on the same bytes: one line naming two of them, not a program of three
+    copies of one matrix."""
+    path = tmp_path / "w.safetensors"
+    _raw(path, _plain_header((0, 0, 0)), 4 * I * H)
+    code = cli.main(["compile", "--weights", str(path), "--config", "tiny", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "tensors W1 and W2 overlap" in err and "Traceback" not in err, err
+    assert not (tmp_path / "o").exists()
 
 
 def test_kind_must_match(llama):

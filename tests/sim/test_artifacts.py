@@ -119,7 +119,8 @@ def weights(tmp_path, scale=1.0, transpose=False, empty=False):
 
 @pytest.mark.parametrize("make, words", [
     (lambda p: p, ["is a directory"]),
-    (lambda p: weights(p, transpose=True), ["W1 is 8x16", "looks transposed"]),
+    (lambda p: weights(p, transpose=True), ["W1 in w.npz is 8x16 but W3 and W2 give I x H = 16x8",
+                                            "W1 must be I x H = 16x8 (it looks transposed)"]),
     (lambda p: weights(p, empty=True), ["H >= 1 and I >= 1"]),
     (lambda p: weights(p, scale=5e307), ["does not fit float64", "scale them down"]),
 ])
