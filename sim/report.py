@@ -1,11 +1,6 @@
-"""What a flow found (``sim/flows/``): one :class:`Report` type for every run, which the
-``lpu`` subcommands, the bench and the tests read.
-
-A report has the verdict (``passed``), the problems behind a FAIL, the figures the flow
-measured and, for a run of several tiles, jobs or token positions, one row for each.
-``to_json`` is what ``lpu ... --json`` prints for it: the keys in the order the flow gave
-them (``keys``), so that the flows' JSON stays as it is documented and consumed.
-"""
+"""What a flow found (``sim/flows/``): one :class:`Report` for every run, read by ``lpu``,
+the bench and the tests.  ``to_json`` is what ``lpu ... --json`` prints, its keys in the
+order the flow gave them (``keys``), so that the documented JSON stays as it is."""
 
 from __future__ import annotations
 
@@ -53,10 +48,9 @@ class Report:
     @classmethod
     def of(cls, flow: str, data: dict, rows_key: str | None = None, problems: list | None = None,
            figures: dict | None = None, observed: list = ()) -> Report:
-        """The report whose JSON is ``data``: its ``passed``, its ``problems`` (or, when the
-        JSON has none, e.g. a tray's per tile in the rows, ``problems``), its rows under
-        ``rows_key`` and every other key a figure, in ``data``'s order.  ``figures``: more
-        figures, left out of the JSON."""
+        """The report whose JSON is ``data``: its ``passed``, ``problems`` (else
+        ``problems``), rows under ``rows_key`` and every other key a figure, in order;
+        ``figures``: more, left out of the JSON."""
         own = (*cls.OWN, rows_key)
         if "problems" in data and problems is not None:
             raise ValueError(f"the {flow} report's JSON has problems: give them there, not twice")

@@ -1,13 +1,6 @@
-"""Tables, laid out one way: Markdown for the bench's results (``bench/results/bench.md``),
-aligned plain text for what ``lpu`` prints.
-
-A :class:`Table` is its columns; the caller formats each cell (``f"{x:.3f}"``) and the
-table lays the cells out: ``| a | b |`` rows under a header and an alignment row
-(``---`` or ``---:``) in Markdown, or each cell padded to its column's width, the columns
-separated by their gaps, in text.  A text line may stop before the last columns (a header
-whose last column is a note the rows leave out), and it is printed as it comes, so that a
-run can print each row as it checks it.
-"""
+"""Tables laid out one way: Markdown for the bench's results, aligned text for ``lpu``.
+The caller formats each cell; a text line may stop before the last columns (a header's
+note), and is printed as it comes, so that a run prints each row as it checks it."""
 
 from __future__ import annotations
 

@@ -1,17 +1,10 @@
 """`make bench`'s rows for the ``lp30`` preset (docs/lp30.md): DeepSeek-V3's routed expert
-(SwiGLU H=7168, I=2048) and its dense layer (H=7168, I=18432, a workload that fills the
-chip's SRAM), each at decode batch 1, compiled and run on the golden model (cycles, every
-write and the output checked), against the bounds the compiler states.
+(SwiGLU H=7168, I=2048) and its dense layer (H=7168, I=18432, filling the chip's SRAM) at
+decode batch 1, compiled and run on the golden model, against the compiler's bounds.
 
-Targets (the LP30-scale issue): the expert within 1.10x of max(SRAM-read bound, latency
-floor); the chip-filling layer within 1.10x of its SRAM-read bound.  The SRAM-read bound
-of a target is every stored weight vector read once, padded blocks included (the
-manifest's ``sram_padded``, the figure the issue states its targets against); the rows
-the program reads (the ``sram`` bound: fewer when partial loads skip a block's padding
-rows) and the path bound are reported beside it.  ``lpu plan --model M
---dtype fp8 --json`` under a minute for every built-in model (:func:`plan_rows`: wall
-seconds of the command as a user runs it, each in its own process).
-"""
+Targets: the expert within 1.10x of max(SRAM-read bound, latency floor); the dense layer
+within 1.10x of its SRAM-read bound, padded blocks included (``sram_padded``); and
+``lpu plan --model M --dtype fp8 --json`` under a minute per built-in model (:func:`plan_rows`)."""
 
 from __future__ import annotations
 

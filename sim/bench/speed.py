@@ -1,17 +1,11 @@
 """Simulator speed against a reference commit's build, both measured in the same bench run.
 
-The workload is one FFN (``WORKLOAD``: make sim's SwiGLU H=128, I=512 decode on the default
-tile), compiled by each checkout's own compiler, loaded once and run to done ``n`` times in
-one simulator invocation (``sim/tb/speed.py``), ``n`` chosen so that the runs take at least
-``MIN_SECONDS``; best of ``REPEATS`` invocations, this checkout's and the reference's taken
-in turns.  tile-cycles/s = the runs' cycles over the runs' wall time (loading not counted).
-Every run's cycle count is checked against that checkout's compiler prediction.
-
-The reference checkout (``REFERENCE``, the commit whose speed the targets are stated
-against) is extracted from the repository's history with ``git archive`` into the build
-directory and run with the same Python environment; without git or without that commit
-in the history the rows say so and carry no ratio.
-"""
+The workload (``WORKLOAD``, make sim's FFN) is compiled by each checkout's own compiler,
+loaded once and run ``n`` times in one invocation (``sim/tb/speed.py``) for at least
+``MIN_SECONDS``; best of ``REPEATS`` invocations, the two checkouts taking turns.
+tile-cycles/s = the runs' cycles over their wall time; every run's cycles are checked
+against the checkout's prediction.  The reference checkout is extracted with ``git
+archive``; without it the rows say so and carry no ratio."""
 
 from __future__ import annotations
 
@@ -142,9 +136,8 @@ class _Worker:
 
 
 def measure_in_turns(trees, sim: str) -> list[dict]:
-    """Per ``(tree, build_dir)`` of ``trees``, the best of ``REPEATS`` measurements on ``sim``.
-    The workers build and calibrate side by side, then measure in turns (round 1: each
-    tree once, round 2: each again, ...), so a slow spell of the machine falls on both."""
+    """Per ``(tree, build_dir)``, the best of ``REPEATS`` measurements on ``sim``, the
+    trees taking turns so that a slow spell of the machine falls on both."""
     workers = [_Worker(tree, sim, build_dir) for tree, build_dir in trees]
     try:
         for w in workers:
@@ -187,8 +180,7 @@ def speed_rows(sims, reference: str = REFERENCE) -> list[dict]:
 
 
 def markdown(rows: list[dict]) -> list[str]:
-    """bench.md's section of :func:`speed_rows` (none without rows): a row per simulator,
-    the reference's error under a row without it."""
+    """bench.md's section of :func:`speed_rows` (none without rows)."""
     if not rows:
         return []
     out = ["", f"Simulator speed against the build of commit {rows[0]['reference']} (the same run; {WORKLOAD_NAME} "

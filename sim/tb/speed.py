@@ -1,11 +1,7 @@
 """cocotb testbench of the simulator-speed measurement (``sim/bench/speed.py``): load one
-job once, then run its program ``runs`` times, each to done; per run the tile's cycle
-count and the wall time of the run alone (loading is not timed).
-
-It is also copied into the reference checkout that the speed is compared against, so it
-uses only what that checkout's ``TileDriver`` has too (``reset``, ``load_memory``,
-``load_vxm``, ``load_program``, ``run``), or ``load_job`` where there is one.
-"""
+job once, run it ``runs`` times; per run the cycles and the wall time (loading not timed).
+It is copied into the reference checkout too, so it uses only the ``TileDriver`` methods
+that checkout has."""
 
 import json
 import os
