@@ -10,23 +10,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Column:
-    """One column of a :class:`Table`.
-
-    Parameters
-    ----------
-    head : str
-        The column's title.
-    width : int
-        Text: the cells' width, each padded to it (0: as they come; a wider cell is not cut).
-    align : str
-        ``"<"`` (left) or ``">"`` (right): the text's padding and Markdown's alignment row.
-    gap : int or None
-        Text: the spaces before the column (default: 1, none before the first column).
-    """
+    """One column of a :class:`Table`; ``width`` and ``gap`` are the text layout's."""
     head: str
-    width: int = 0
-    align: str = "<"
-    gap: int | None = None
+    width: int = 0            # each cell padded to it (0: as they come; a wider cell is not cut)
+    align: str = "<"          # "<" or ">": the text's padding and Markdown's alignment row
+    gap: int | None = None    # spaces before the column (default: 1, none before the first)
 
     def __post_init__(self):
         if self.align not in ("<", ">"):
@@ -34,14 +22,7 @@ class Column:
 
 
 class Table:
-    """Columns laid out as Markdown or aligned text; a column given as a string is
-    ``Column(that string)``.
-
-    Parameters
-    ----------
-    *columns : Column or str
-        The columns, left to right.
-    """
+    """Columns, left to right, laid out as Markdown or aligned text (a string: ``Column(it)``)."""
 
     def __init__(self, *columns: Column | str):
         self.columns = tuple(c if isinstance(c, Column) else Column(c) for c in columns)

@@ -1,41 +1,25 @@
 """cocotb testbench: several tiles in their own clock domains (``hdl/top/system.py``).
 
-The runs come from the JSON file named by ``LPU_JOBS`` (``sim.harness.runner.system_run``); for
-each run it
+Per run of ``LPU_JOBS`` (``runner.system_run``), :func:`one_run`:
 
-1. (re)starts every tile's clock at its own period (ppm) and phase, in femtoseconds,
-   and resets every tile;
-2. loads every tile's job (program, images, VXM state, base registers) over that
-   tile's own host bus or (``"load": "port"`` in the spec) its vector load port (a
-   ``TileDriver`` per tile, in the tile's clock), concurrently;
-3. waits until every child's HAC is locked (polling ``HAC_STATUS``), reads tile 0's HAC
-   and arms every tile to start at ``lpu_arch.c2c.armed_start_hac`` of it (``START_HAC``: at
-   ``start_lead`` cycles later; the start sets every tile's deskew offset to it, so the
-   program's first ``RUNTIME_DESKEW`` releases every tile on one HAC cycle
-   ``c2c.START_SLACK`` cycles later); a lead too short to arm every tile in time is an
-   error;
-4. while the tiles run, samples every few cycles (at one simulation instant) each
-   child's HAC error against the root, its SAC skew (how far its program is ahead of the
-   root's, while neither is stalled) and every receive and elastic buffer level, and
-   optionally XORs fault masks into chosen flits on the wires;
-5. waits for every tile's done and reads each tile's trace, cycles, busy counters and
-   status (the observation of ``sim/tb/tile.py``, so ``sim.harness.scoreboard.check_run`` applies
-   per tile) plus its C2C registers.
+1. restarts every tile's clock at its own period (ppm) and phase, in femtoseconds, and
+   resets every tile;
+2. loads every tile's job over its own host bus or load port, concurrently;
+3. waits until every child's HAC is locked, reads tile 0's HAC and arms every tile to
+   start at ``c2c.armed_start_hac`` of it (the start sets every deskew offset, so the first
+   ``RUNTIME_DESKEW`` releases every tile on one HAC cycle); a lead too short to arm every
+   tile in time is an error;
+4. while the tiles run, samples every few cycles each child's HAC error against the root,
+   its SAC skew and every buffer level, and optionally XORs fault masks into flits;
+5. waits for every done and reads each tile's trace, cycles, busy counters, status and C2C
+   registers (as ``sim/tb/tile.py``, so ``scoreboard.check_run`` applies per tile).
 
-A run whose tiles are not all done within its timeout does not end the batch: its result
-has ``timed_out`` set and, per tile, what the host bus still reads (STATUS, SAC, busy
-counters, the C2C registers, ``fault_names``), no trace; the next run goes on.  A tile
-halted by a deskew stall beyond its bound (``Status.DESKEW_TIMEOUT``) is done, but its
-core is frozen where it stalled, so its trace is not read either (``trace_read`` False).
-``injected[k]`` is the number of flits injection ``k`` actually hit (``inject_requested``
-what it asked for): an injection asking for more flits than are sent is not an error.
+A run not done within its timeout has ``timed_out`` set (no trace) and the batch goes on;
+a tile halted by a deskew stall beyond its bound is frozen, so its trace is not read.
 
-**HAC error**: tile ``i``'s HAC register changes on its rising edges; at a sampling
-instant ``T`` its continuous HAC is ``hac_i + f_i``, ``f_i`` the fraction of its current
-period already elapsed (``(T - first_edge_i) mod period_i / period_i``: the edges are
-known exactly).  The error of a child is ``(hac_c + f_c) - (hac_0 + f_0)``; the integer
-difference of the registers is reported too.  Results go to ``LPU_RESULTS``.
-"""
+**HAC error**: at sampling instant ``T`` a tile's continuous HAC is ``hac_i + f_i``, ``f_i``
+the elapsed fraction of its current period (the edges are known exactly); a child's
+error is ``(hac_c + f_c) - (hac_0 + f_0)``, the registers' integer difference reported too."""
 
 from __future__ import annotations
 
