@@ -520,6 +520,3 @@ def markdown_speed(result: dict, sims: list[str]) -> list[str]:
             lines.append(f"{sim}: load port {rates['port']:,} B/s ({rates['port'] / rates['bus']:.1f}x the host bus)")
     return lines
 
-
-if __name__ == "__main__":
-    sys.exit(main())

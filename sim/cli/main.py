@@ -58,6 +58,3 @@ def main(argv=None) -> int:
         print(f"lpu {args.command}: interrupted", file=sys.stderr)
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())

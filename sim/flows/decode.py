@@ -29,7 +29,7 @@ from lpu_arch import TileConfig
 from lpu_arch.topology import Topology
 
 from sim.harness.clocks import clock_draw, wire_latencies
-from sim.harness.runner import SYSTEM_TIMESCALE, TIMESCALE, SystemSim, TileSim, _run
+from sim.harness.runner import SYSTEM_TIMESCALE, TIMESCALE, SystemSim, TileSim, run_testbench
 from sim.harness.scoreboard import check_wall, tile_observed
 from sim.report import Report
 
@@ -99,7 +99,7 @@ def run_rtl(setup: DecodeSetup, sim: str = "verilator", progress=None, runs: int
     ``TileSim.run``, with ``runs`` FFN runs as its jobs."""
     tile = TileSim(setup.cfg, sim)
     t0 = time.perf_counter()
-    out, _ = _run(tile, "sim.tb.decode", {"config": setup.cfg.to_dict(), "decode": setup.args}, "decode", TIMESCALE,
+    out, _ = run_testbench(tile, "sim.tb.decode", {"config": setup.cfg.to_dict(), "decode": setup.args}, "decode", TIMESCALE,
                   progress, runs)
     res = out[0]
     res["engine"], res["sim"], res["wall_s"] = "RTL", sim, time.perf_counter() - t0
@@ -246,7 +246,7 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
     spec = {"config": tcfg.to_dict(), "tiles": tiles,
             "decode": {"config": cfg.to_dict(), "tiles": tiles, "model": model_args, "prompt": [int(t) for t in prompt],
                        "tokens": int(tokens), "ppm": ppm, "clock_seed": clock_seed}}
-    out, _ = _run(system, "sim.tb.decode_tray", spec, "decode-tray", SYSTEM_TIMESCALE, progress,
+    out, _ = run_testbench(system, "sim.tb.decode_tray", spec, "decode-tray", SYSTEM_TIMESCALE, progress,
                   sum(r.get("rounds", 1) for r in golden["runs"]))
     rtl = out[0]
     problems = list(golden["problems"])

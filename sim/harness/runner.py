@@ -44,6 +44,14 @@ def default_load() -> str:
     return load
 
 
+def load_path(load: str | None) -> str:
+    """A run's ``load`` argument checked (None: :func:`default_load`)."""
+    load = default_load() if load is None else load
+    if load not in LOAD_PATHS:
+        raise ValueError(f"load={load!r}: choose one of {', '.join(LOAD_PATHS)}")
+    return load
+
+
 # Amaranth emits width-extending assignments, initialised regs and case statements after
 # default assignments; these warnings are understood and do not indicate bugs.
 VERILATOR_ARGS = ["-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-PROCASSINIT", "-Wno-CASEINCOMPLETE", "-O3"]
@@ -142,12 +150,9 @@ class TileSim:
         """Run jobs (``job()``) in one simulator invocation; their observations.  ``load``:
         ``LOAD_PATHS`` (default :func:`default_load`); ``progress``: called from a thread with the
         log's events (``sim/harness/progress.py``); ``self.last_work``: the run's directory."""
-        load = default_load() if load is None else load
-        if load not in LOAD_PATHS:
-            raise ValueError(f"load={load!r}: choose one of {', '.join(LOAD_PATHS)}")
-        spec = {"config": self.cfg.to_dict(), "jobs": jobs, "load": load,
+        spec = {"config": self.cfg.to_dict(), "jobs": jobs, "load": load_path(load),
                 "uart_divisor": UART_SIM_DIVISOR if self.top == "uart" else 0}
-        out, self.last_work = _run(self, "sim.tb.tile", spec, name, TIMESCALE, progress, len(jobs))
+        out, self.last_work = run_testbench(self, "sim.tb.tile", spec, name, TIMESCALE, progress, len(jobs))
         return out
 
 
@@ -286,7 +291,7 @@ def measure_build(cfg: TileConfig, sim: str = "verilator") -> dict:
     return info
 
 
-def _run(sim_obj, test_module: str, spec: dict, name: str, timescale, progress=None, jobs: int = 0):
+def run_testbench(sim_obj, test_module: str, spec: dict, name: str, timescale, progress=None, jobs: int = 0):
     """One simulator invocation of ``test_module`` on a build; returns (results, work dir).
     ``progress``: as for ``TileSim.run``, over ``jobs`` jobs."""
     from cocotb_tools.check_results import get_results
@@ -430,12 +435,9 @@ class SystemSim:
     def run(self, runs: list[dict], name: str = "system", progress=None, load: str | None = None) -> list[dict]:
         """Run ``runs`` (``system_run()``) in one invocation, each restarting the clocks and
         reloading every tile; one observation per run.  ``progress``, ``load``: as ``TileSim.run``."""
-        load = default_load() if load is None else load
-        if load not in LOAD_PATHS:
-            raise ValueError(f"load={load!r}: choose one of {', '.join(LOAD_PATHS)}")
-        spec = {"config": self.cfg.to_dict(), "tiles": self.tiles, "load": load,
+        spec = {"config": self.cfg.to_dict(), "tiles": self.tiles, "load": load_path(load),
                 "latency": [[list(p), v] for p, v in sorted(self.latency.items())], "runs": runs}
-        out, self.last_work = _run(self, "sim.tb.system", spec, name, SYSTEM_TIMESCALE, progress, len(runs))
+        out, self.last_work = run_testbench(self, "sim.tb.system", spec, name, SYSTEM_TIMESCALE, progress, len(runs))
         return out
 
 

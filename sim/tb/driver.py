@@ -23,7 +23,7 @@ from lpu_arch.vxm import PARAM_WORDS as VXM_PARAM_WORDS, param_words, reset_word
 
 
 def read_spec() -> dict:
-    """A testbench's spec: the JSON file ``LPU_JOBS`` names (written by ``sim.harness.runner._run``)."""
+    """A testbench's spec: the JSON file ``LPU_JOBS`` names (written by ``sim.harness.runner.run_testbench``)."""
     with open(os.environ["LPU_JOBS"]) as f:
         return json.load(f)
 
