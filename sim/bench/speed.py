@@ -38,10 +38,10 @@ ROWS = Table("simulator", Column("this build", align=">"), Column("reference bui
 WORKER = r"""
 import json, math, sys
 sim, kind, H, I, B, min_s = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6]), float(sys.argv[6])
-try:
-    from lpu_arch.config import TileConfig
-except ImportError:
+try:                       # a checkout's own first: its missing modules resolve to this checkout's
     from firmware_gen import TileConfig
+except ImportError:
+    from lpu_arch.config import TileConfig
 try:
     from firmware_gen.compiler.ffn import compile_ffn
     from firmware_gen.compiler.ffn_example import example_ffn
@@ -59,7 +59,8 @@ job = runner.job(prog, name="speed")
 
 def measure(n):
     spec = {"config": cfg.to_dict(), "job": job, "runs": n, "timeout_cycles": 10 * man.cycles + 10000}
-    return runner._run(tile, TB, spec, "speed-" + sim, runner.TIMESCALE)[0]
+    run = getattr(runner, "run_testbench", None) or runner._run      # _run: a checkout before the rename
+    return run(tile, TB, spec, "speed-" + sim, runner.TIMESCALE)[0]
 
 first = measure(2)
 n = max(2, math.ceil(1.2 * min_s * len(first) / max(sum(r["wall_run_s"] for r in first), 1e-6)))
@@ -95,7 +96,7 @@ def reference_tree(commit: str = REFERENCE) -> Path:
         with tarfile.open(fileobj=io.BytesIO(r.stdout)) as tar:
             tar.extractall(dest, filter="data")
         (dest / ".complete").write_text(commit + "\n")
-    shutil.copy(ROOT / "sim" / "tb_speed.py", dest / "sim" / "tb_speed.py")
+    shutil.copy(ROOT / "sim" / "tb" / "speed.py", dest / "sim" / "tb_speed.py")
     return dest
 
 

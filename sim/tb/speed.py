@@ -8,12 +8,14 @@ import os
 
 import cocotb
 
-from sim.tb.driver import TileDriver
-
-try:
+try:                                      # the reference checkout's own driver first (sim.tb may resolve
+    from sim.driver import TileDriver     # to this checkout's through its editable install)
+except ImportError:
+    from sim.tb.driver import TileDriver
+try:                                      # likewise
+    from firmware_gen import TileConfig   # a checkout from before lpu_arch
+except ImportError:
     from lpu_arch.config import TileConfig
-except ImportError:                       # a checkout from before lpu_arch
-    from firmware_gen import TileConfig
 
 
 @cocotb.test()
