@@ -63,3 +63,8 @@ class Table:
     def text(self, rows: Iterable[Sequence], head: bool = True) -> list[str]:
         """The text header (unless not ``head``) and one line per row."""
         return ([self.head()] if head else []) + [self.line(*row) for row in rows]
+
+
+def right(head: str, width: int = 0, gap: int | None = None) -> Column:
+    """A right-aligned column (numbers)."""
+    return Column(head, width, ">", gap)

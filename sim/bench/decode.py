@@ -21,7 +21,7 @@ from lpu_arch.hostmap import START_CYCLES
 
 from sim.flows.decode import DECODE_TILE
 from sim.flows.decode import MOE_SYNTHETIC, check, decode_setup, per_position, run_dense_tray_any, run_golden, run_moe_tray
-from sim.table import Column, Table
+from sim.table import Table, right
 
 DECODE_MODELS = (          # (name, tile, --set, synthetic's arguments, tokens)
     ("synthetic tiny", "tiny", DECODE_TILE, dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0), 16),
@@ -171,12 +171,12 @@ def bert_rows(path, positions: int = 64, formats=(("int8", False), ("int8", True
     return out
 
 
-LOOPS = Table("model", "tile", Column("layers", align=">"), "cycles per layer", Column("cycles per token", align=">"),
-              Column("wall per token", align=">"), "same every token", Column("bytes in / out per token", align=">"),
-              Column("tokens/s", align=">"), "checks")
-BATCHED = Table("model", "cycles per layer", Column("wall per step", align=">"),
-                Column("tokens/s (all sequences)", align=">"), Column("vs batch 1", align=">"), "checks")
-ACCURACY = Table("model", Column("top-1 agreement", align=">"), "FFN cosine per layer (mean)", Column("min", align=">"))
+LOOPS = Table("model", "tile", right("layers"), "cycles per layer", right("cycles per token"),
+              right("wall per token"), "same every token", right("bytes in / out per token"), right("tokens/s"),
+              "checks")
+BATCHED = Table("model", "cycles per layer", right("wall per step"), right("tokens/s (all sequences)"),
+                right("vs batch 1"), "checks")
+ACCURACY = Table("model", right("top-1 agreement"), "FFN cosine per layer (mean)", right("min"))
 
 
 def markdown(rows: list[dict], acc: list[dict]) -> list[str]:

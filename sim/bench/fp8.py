@@ -19,7 +19,7 @@ from firmware_gen.golden.numerics import FfnSpec, activation_quantiser, dequanti
 from lpu_arch import fp8
 from firmware_gen.host.weights import FAMILIES, default_calibration, find_packaged_model, load_ffn, open_weights
 
-from sim.table import Column, Table
+from sim.table import Table, right
 
 CALIBRATION, EVALUATION = (16, 0), (32, 1)        # (rows, seed)
 # (name, FfnSpec.from_float keywords): every granularity both formats support today.
@@ -28,10 +28,9 @@ GRANULARITIES = (
     ("weights per row, activations per tensor, output per channel", {"out_scale_per_row": True}),
 )
 CHECKPOINT = "FP8 checkpoint (weights per 128x128 block) re-expressed per row, activations and output per tensor"
-FORMATS = Table("format", "scales", Column("cosine (mean of layers)", align=">"), Column("min", align=">"),
-                Column("worst per-token relative error", align=">"), Column("mean", align=">"))
-RTL = Table("FFN", Column("FP8 cycles", align=">"), Column("predicted", align=">"), Column("int8 cycles", align=">"),
-            "bit- and cycle-exact")
+FORMATS = Table("format", "scales", right("cosine (mean of layers)"), right("min"),
+                right("worst per-token relative error"), right("mean"))
+RTL = Table("FFN", right("FP8 cycles"), right("predicted"), right("int8 cycles"), "bit- and cycle-exact")
 
 
 def _norm_error(a, ref):

@@ -22,17 +22,16 @@ from firmware_gen.host.plan import synthetic_swiglu
 from firmware_gen.scoreboard import compare, ffn_reference, golden_observed, manifest_promise, row_vectors
 from lpu_arch.config import PRESET_CLOCK_MHZ, TileConfig
 
-from sim.table import Column, Table
+from sim.table import Table, right
 
 TARGET = 1.10
 PLAN_SECONDS = 60           # lpu plan, per model
 WORKLOADS = (("routed expert (DeepSeek-V3)", 7168, 2048, ("sram_padded", "latency")),
              ("dense layer (DeepSeek-V3), fills the chip", 7168, 18432, ("sram_padded",)))
-ROWS = Table("workload", "H x I", Column("cycles", align=">"), Column("us", align=">"),
-             Column("SRAM bound (rows read)", align=">"), Column("every padded block read", align=">"),
-             "tightest bound", Column("cycles / tightest", align=">"), "target",
-             Column("cycles / target bound", align=">"), "met", "exact")
-PLANS = Table("model", Column("seconds", align=">"), "met", Column("FFN us/token", align=">"), "source")
+ROWS = Table("workload", "H x I", right("cycles"), right("us"), right("SRAM bound (rows read)"),
+             right("every padded block read"), "tightest bound", right("cycles / tightest"), "target",
+             right("cycles / target bound"), "met", "exact")
+PLANS = Table("model", right("seconds"), "met", right("FFN us/token"), "source")
 
 
 def lp30_rows() -> list[dict]:

@@ -22,15 +22,15 @@ from pathlib import Path
 from lpu_arch.errors import LpuError
 from sim.bench.history import BASELINE as REFERENCE          # the build the speed targets are stated against
 from sim.harness.runner import BUILD, ROOT
-from sim.table import Column, Table
+from sim.table import Table, right
 
 TARGETS = {"verilator": 3.0, "icarus": 2.0}
 WORKLOAD = ("swiglu", 128, 512, 1)
 WORKLOAD_NAME = "{} {}x{} b{}".format(*WORKLOAD)
 MIN_SECONDS = 10.0
 REPEATS = 3
-ROWS = Table("simulator", Column("this build", align=">"), Column("reference build", align=">"),
-             Column("speed-up", align=">"), Column("target", align=">"), "met", "runs as predicted")
+ROWS = Table("simulator", right("this build"), right("reference build"), right("speed-up"), right("target"),
+             "met", "runs as predicted")
 
 # Run inside a checkout (its own compiler, runner and RTL).  It builds, loads and calibrates
 # the number of runs, prints "READY", then measures once per "GO" line on its stdin and

@@ -53,7 +53,7 @@ from sim.bench.model import model_rows
 from sim.harness.progress import ProgressPrinter
 from sim.harness.runner import SIMULATORS, SimSetupError, TileSim, job, measure_build
 from sim.harness.scoreboard import check_run, output_rows
-from sim.table import Column, Table
+from sim.table import Table, right
 
 DECODE_TARGET, UTIL_TARGET, TARGET_MIN_BOUND = 1.15, 0.90, 1000
 
@@ -411,21 +411,17 @@ def passed(result: dict) -> bool:
 
 
 # ---- bench.md ----------------------------------------------------------------------------------
-FFN_TABLE = Table("FFN", Column("cycles", align=">"), Column("predicted", align=">"), Column("SRAM bound", align=">"),
-                  Column("cycles / SRAM bound", align=">"), Column("MAC bound", align=">"),
-                  Column("MXM util.", align=">"), "target", "met", "bit- and cycle-exact")
-TRAY_TABLE = Table(Column("tiles", align=">"), Column("cycles", align=">"), Column("speed-up", align=">"),
-                   Column("link capacity used", align=">"), Column("vectors over links", align=">"), "exact")
-MOE_TABLE = Table("mapping", Column("tokens", align=">"), "routing", Column("rounds", align=">"),
-                  Column("cycles per token", align=">"), Column("bound", align=">"),
-                  Column("cycles / bound", align=">"), "met", Column("batch bound", align=">"),
-                  Column("cycles / batch bound", align=">"), Column("weight bytes read per token", align=">"),
-                  Column("needed", align=">"), "exact")
-SPEED_TABLE = Table("simulator", "program", Column("cycles", align=">"), Column("run s", align=">"),
-                    Column("tile-cycles/s", align=">"))
-LOAD_TABLE = Table("simulator", "path", Column("bytes", align=">"), Column("load s", align=">"),
-                   Column("bytes/s", align=">"))
-BUILD_TABLE = Table("configuration", "key", Column("Verilog s", align=">"), Column("build s", align=">"))
+FFN_TABLE = Table("FFN", right("cycles"), right("predicted"), right("SRAM bound"),
+                  right("cycles / SRAM bound"), right("MAC bound"), right("MXM util."), "target", "met",
+                  "bit- and cycle-exact")
+TRAY_TABLE = Table(right("tiles"), right("cycles"), right("speed-up"), right("link capacity used"),
+                   right("vectors over links"), "exact")
+MOE_TABLE = Table("mapping", right("tokens"), "routing", right("rounds"), right("cycles per token"),
+                  right("bound"), right("cycles / bound"), "met", right("batch bound"),
+                  right("cycles / batch bound"), right("weight bytes read per token"), right("needed"), "exact")
+SPEED_TABLE = Table("simulator", "program", right("cycles"), right("run s"), right("tile-cycles/s"))
+LOAD_TABLE = Table("simulator", "path", right("bytes"), right("load s"), right("bytes/s"))
+BUILD_TABLE = Table("configuration", "key", right("Verilog s"), right("build s"))
 
 
 def markdown(result: dict, cfg: TileConfig, preset: str, sims: list[str], model_notes: list[str],

@@ -16,11 +16,11 @@ from firmware_gen.compiler.tray import compile_tray_layer, tray_config, tray_out
 from lpu_arch import TileConfig
 
 from sim.flows.decode import compile_moe_run, moe_stages
-from sim.tb.driver import Ports, TileDriver, read_spec, write_results
+from sim.tb.driver import read_spec, write_results
 from sim.harness.clocks import phase_seed
 from sim.harness.runner import system_run
 from sim.harness.scoreboard import traced_memory
-from sim.tb.system import one_run
+from sim.tb.system import one_run, tile_drivers
 
 
 @cocotb.test()
@@ -31,10 +31,7 @@ async def decode_tray(dut):
     model = calibrate(synthetic(**a["model"]))
     layers = [None if isinstance(s, MoeSpec) else compile_tray_layer(s, base, tiles) for s in model.specs]
     cfg = tray_config(base, tiles)
-    drivers = [TileDriver(Ports(dut, f"t{i}_"), cfg, period=10_000_000, unit="fs") for i in range(tiles)]
-    for i in range(tiles):
-        for k in range(cfg.links):
-            getattr(dut, f"t{i}_l{k}_inject").value = 0
+    drivers = tile_drivers(dut, cfg, tiles)
     runs = []
     gen = generate_gen(model, a["prompt"], a["tokens"])
     try:

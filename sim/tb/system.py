@@ -45,6 +45,20 @@ async def _all(coros):
     return [await t for t in tasks]
 
 
+def clear_injections(dut, cfg, tiles: int) -> None:
+    """Zero every tile's fault injection ports (a cancelled injection may have left its mask on)."""
+    for i in range(tiles):
+        for k in range(cfg.links):
+            getattr(dut, f"t{i}_l{k}_inject").value = 0
+
+
+def tile_drivers(dut, cfg, tiles: int, load_port: bool = False) -> list[TileDriver]:
+    """A driver per tile of the system (10 ns nominal, in femtoseconds), injection ports cleared."""
+    clear_injections(dut, cfg, tiles)
+    return [TileDriver(Ports(dut, f"t{i}_"), cfg, period=10_000_000, unit="fs", load_port=load_port)
+            for i in range(tiles)]
+
+
 def _levels(packed: int, cfg) -> list[int]:
     """Every link's buffer level from a ``t<i>_rx_level``/``elastic_level`` port's value."""
     return [packed >> (cfg.level_bits * link) & ((1 << cfg.level_bits) - 1) for link in range(cfg.links)]
@@ -201,17 +215,14 @@ async def observe(cfg, drv: TileDriver, job: dict, done: bool) -> dict:
 
 async def restart(dut, cfg, drivers, run) -> dict:
     """Restart every tile's clock at the run's period and phase, clear the injection ports
-    (a cancelled injection may have left its mask on) and reset every tile; how every
-    result begins (the clocks as started)."""
+    and reset every tile; how every result begins (the clocks as started)."""
     for i, d in enumerate(drivers):
         d.stop_clock()
         d.period, d.phase = run["period_fs"][i], run["phase_fs"][i]
     await _all(d.start_clock() for d in drivers)
     head = {**{k: run[k] for k in ("name", "ppm", "period_fs", "phase_fs")},
             "clock_t0_fs": [d.clock_t0 for d in drivers]}
-    for i in range(len(drivers)):
-        for k in range(cfg.links):
-            getattr(dut, f"t{i}_l{k}_inject").value = 0
+    clear_injections(dut, cfg, len(drivers))
     await _all(d.reset(4) for d in drivers)
     return head
 
@@ -318,11 +329,6 @@ async def run_system(dut):
         raise RuntimeError(f"the simulator's time precision is 1e{precision} s, not femtoseconds: the "
                            "timescale did not take effect and ppm-level clock periods would be rounded")
     cfg = TileConfig.from_dict(spec["config"])
-    n = spec["tiles"]
-    drivers = [TileDriver(Ports(dut, f"t{i}_"), cfg, period=10_000_000, unit="fs", load_port=spec.get("load") == "port")
-               for i in range(n)]
-    for i in range(n):
-        for k in range(cfg.links):
-            getattr(dut, f"t{i}_l{k}_inject").value = 0
+    drivers = tile_drivers(dut, cfg, spec["tiles"], spec.get("load") == "port")
     results = [await one_run(dut, cfg, drivers, run) for run in spec["runs"]]
     write_results(results, precision=precision)
