@@ -1,11 +1,6 @@
-"""What a flow found (``sim/flows/``): one :class:`Report` type for every run, which the
-``lpu`` subcommands, the bench and the tests read.
-
-A report has the verdict (``passed``), the problems behind a FAIL, the figures the flow
-measured and, for a run of several tiles, jobs or token positions, one row for each.
-``to_json`` is what ``lpu ... --json`` prints for it: the keys in the order the flow gave
-them (``keys``), so that the flows' JSON stays as it is documented and consumed.
-"""
+"""What a flow found (``sim/flows/``): one :class:`Report` for every run, read by ``lpu``,
+the bench and the tests.  ``to_json`` is what ``lpu ... --json`` prints, its keys in the
+order the flow gave them (``keys``), so that the documented JSON stays as it is."""
 
 from __future__ import annotations
 
@@ -14,49 +9,26 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Report:
-    """The result of one flow's run.
-
-    Parameters
-    ----------
-    flow : str
-        Which flow ran: ``ffn``, ``program``, ``copy``, ``tray``, ``moe``, ``c2c``,
-        ``decode`` or ``decode-tray``.
-    passed : bool
-        The verdict: every check passed.
-    problems : list of str
-        Every problem found, readable (empty: none).
-    figures : dict
-        What the flow measured, JSON-able, by name.
-    rows : list of dict
-        One JSON-able row per tile, job or token position (empty: no rows).
-    rows_key : str or None
-        The rows' name in the JSON (``tile``, ``runs``, ``positions``, ...).
-    keys : tuple of str
-        The JSON's keys in order: ``passed``, ``problems`` and ``rows_key`` name those
-        fields, any other key a figure; a figure not named is left out of the JSON (one
-        the text shows only).  Empty: ``passed``, every figure, ``problems``, the rows.
-    observed : list
-        Per row, what the simulator observed (its raw results, not JSON: for comparing
-        simulators run by run).
-    """
-    flow: str
-    passed: bool
-    problems: list = field(default_factory=list)
-    figures: dict = field(default_factory=dict)
-    rows: list = field(default_factory=list)
-    rows_key: str | None = None
+    """The result of one flow's run.  ``keys``: the JSON's keys in order (``passed``,
+    ``problems`` and ``rows_key`` name those fields, any other a figure; a figure not named
+    is left out of the JSON); empty: ``passed``, every figure, ``problems``, the rows."""
+    flow: str                 # ffn, program, copy, tray, moe, c2c, decode or decode-tray
+    passed: bool              # every check passed
+    problems: list = field(default_factory=list)     # readable, empty: none
+    figures: dict = field(default_factory=dict)      # what the flow measured, JSON-able, by name
+    rows: list = field(default_factory=list)         # a JSON-able row per tile, job or token position
+    rows_key: str | None = None                      # the rows' name in the JSON (tile, runs, positions, ...)
     keys: tuple = ()
-    observed: list = field(default_factory=list)
+    observed: list = field(default_factory=list)     # per row, the simulator's raw results (to compare simulators)
 
     OWN = ("passed", "problems")       # keys of the JSON that are fields, not figures (with rows_key)
 
     @classmethod
     def of(cls, flow: str, data: dict, rows_key: str | None = None, problems: list | None = None,
            figures: dict | None = None, observed: list = ()) -> Report:
-        """The report whose JSON is ``data``: its ``passed``, its ``problems`` (or, when the
-        JSON has none, e.g. a tray's per tile in the rows, ``problems``), its rows under
-        ``rows_key`` and every other key a figure, in ``data``'s order.  ``figures``: more
-        figures, left out of the JSON."""
+        """The report whose JSON is ``data``: its ``passed``, ``problems`` (else
+        ``problems``), rows under ``rows_key`` and every other key a figure, in order;
+        ``figures``: more, left out of the JSON."""
         own = (*cls.OWN, rows_key)
         if "problems" in data and problems is not None:
             raise ValueError(f"the {flow} report's JSON has problems: give them there, not twice")

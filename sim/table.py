@@ -1,13 +1,6 @@
-"""Tables, laid out one way: Markdown for the bench's results (``bench/results/bench.md``),
-aligned plain text for what ``lpu`` prints.
-
-A :class:`Table` is its columns; the caller formats each cell (``f"{x:.3f}"``) and the
-table lays the cells out: ``| a | b |`` rows under a header and an alignment row
-(``---`` or ``---:``) in Markdown, or each cell padded to its column's width, the columns
-separated by their gaps, in text.  A text line may stop before the last columns (a header
-whose last column is a note the rows leave out), and it is printed as it comes, so that a
-run can print each row as it checks it.
-"""
+"""Tables laid out one way: Markdown for the bench's results, aligned text for ``lpu``.
+The caller formats each cell; a text line may stop before the last columns (a header's
+note), and is printed as it comes, so that a run prints each row as it checks it."""
 
 from __future__ import annotations
 
@@ -17,23 +10,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Column:
-    """One column of a :class:`Table`.
-
-    Parameters
-    ----------
-    head : str
-        The column's title.
-    width : int
-        Text: the cells' width, each padded to it (0: as they come; a wider cell is not cut).
-    align : str
-        ``"<"`` (left) or ``">"`` (right): the text's padding and Markdown's alignment row.
-    gap : int or None
-        Text: the spaces before the column (default: 1, none before the first column).
-    """
+    """One column of a :class:`Table`; ``width`` and ``gap`` are the text layout's."""
     head: str
-    width: int = 0
-    align: str = "<"
-    gap: int | None = None
+    width: int = 0            # each cell padded to it (0: as they come; a wider cell is not cut)
+    align: str = "<"          # "<" or ">": the text's padding and Markdown's alignment row
+    gap: int | None = None    # spaces before the column (default: 1, none before the first)
 
     def __post_init__(self):
         if self.align not in ("<", ">"):
@@ -41,14 +22,7 @@ class Column:
 
 
 class Table:
-    """Columns laid out as Markdown or aligned text; a column given as a string is
-    ``Column(that string)``.
-
-    Parameters
-    ----------
-    *columns : Column or str
-        The columns, left to right.
-    """
+    """Columns, left to right, laid out as Markdown or aligned text (a string: ``Column(it)``)."""
 
     def __init__(self, *columns: Column | str):
         self.columns = tuple(c if isinstance(c, Column) else Column(c) for c in columns)
@@ -89,3 +63,8 @@ class Table:
     def text(self, rows: Iterable[Sequence], head: bool = True) -> list[str]:
         """The text header (unless not ``head``) and one line per row."""
         return ([self.head()] if head else []) + [self.line(*row) for row in rows]
+
+
+def right(head: str, width: int = 0, gap: int | None = None) -> Column:
+    """A right-aligned column (numbers)."""
+    return Column(head, width, ">", gap)

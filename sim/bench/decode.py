@@ -1,19 +1,12 @@
-"""`make bench`'s decode-loop rows (``docs/afd.md``): the loop on the golden model.
+"""`make bench`'s decode-loop rows (``docs/afd.md``), on the golden model.
 
-Per model: each layer's cycles (the compiler's, checked here against the golden model for
-every position), the tile's cycles per token, the bytes that cross per token each way,
-the tokens per second the tile side allows at ``CLOCK_MHZ`` (arithmetic on those cycles),
-and whether every check of ``sim.flows.decode.check`` passed (the MoE decoder and, when its
-package is installed, all-MiniLM-L6-v2 as a decoder run every FFN on a tray of tiles:
-``decode.run_moe_tray``, ``decode.run_dense_tray``); and the teacher-forced accuracy
-of the int8 FFNs against float, on the synthetic decoders and on all-MiniLM-L6-v2's
-trained FFNs in a synthetic decoder (when its package is installed); and on
-all-MiniLM-L6-v2 itself run as a decoder (``decoder.from_bert``: every weight trained),
-int8 and FP8 FFNs, each with one output scale per FFN and per channel, on a fixed text.
-The int8 FFNs of the trained models are calibrated with ``calibrate``'s default method
-'fit' (input smoothing, fitted GELU tables, bias correction); ``method='max'`` gives the
-earlier rows.
-"""
+Per model: each layer's cycles (checked against the golden model at every position), the
+tile's cycles per token, the bytes crossing per token each way, the tokens/s the tile side
+allows at ``CLOCK_MHZ`` and whether ``sim.flows.decode.check`` passed (the MoE decoder and
+all-MiniLM-L6-v2 as a decoder run every FFN on a tray).  Then the teacher-forced accuracy
+of int8 and FP8 FFNs against float, on the synthetic decoders and, when its package is
+installed, all-MiniLM-L6-v2 (its FFNs in a synthetic decoder, and the whole model run as a
+decoder by ``decoder.from_bert``), with one output scale per FFN and per channel."""
 
 from __future__ import annotations
 
@@ -28,7 +21,7 @@ from lpu_arch.hostmap import START_CYCLES
 
 from sim.flows.decode import DECODE_TILE
 from sim.flows.decode import MOE_SYNTHETIC, check, decode_setup, per_position, run_dense_tray_any, run_golden, run_moe_tray
-from sim.table import Column, Table
+from sim.table import Table, right
 
 DECODE_MODELS = (          # (name, tile, --set, synthetic's arguments, tokens)
     ("synthetic tiny", "tiny", DECODE_TILE, dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0), 16),
@@ -69,11 +62,8 @@ BERT_TRAY_TILES, BERT_TRAY_PROMPT, BERT_TRAY_TOKENS = 8, 4, 2
 
 
 def bert_tray_row(path) -> dict:
-    """all-MiniLM-L6-v2 run as a decoder, int8 FFNs with one output scale per channel
-    (calibrated on ``CALIBRATION_TEXT``), every FFN (1.18 MB of weights: larger than one
-    default tile) on ``BERT_TRAY_TILES`` default tiles (``decode.run_dense_tray``, the
-    system golden model), prompted with the first ``BERT_TRAY_PROMPT`` tokens of
-    ``EVAL_TEXT``, ``BERT_TRAY_TOKENS`` generated."""
+    """all-MiniLM-L6-v2 as a decoder, per-channel int8 FFNs (1.18 MB of weights: more
+    than one default tile) on ``BERT_TRAY_TILES`` default tiles (``decode.run_dense_tray``)."""
     model, vocab = from_bert(path)
     m = calibrate(model, wordpiece(CALIBRATION_TEXT, vocab), out_scale_per_row=True)
     g = run_dense_tray_any(m, wordpiece(EVAL_TEXT, vocab)[:BERT_TRAY_PROMPT], BERT_TRAY_TOKENS,
@@ -105,11 +95,9 @@ BATCH = 4                  # sequences per FFN run for the batched throughput fi
 
 
 def batched(specs: list, cfg: TileConfig, batch: int = BATCH, seed: int = 5) -> dict:
-    """Every layer resident with ``batch`` columns (``compile_resident(..., batch)``: one
-    run per layer serves ``batch`` sequences at the same position), each layer run once on
-    the golden model with random int8 inputs: its cycles as the compiler predicts and y
-    bit-exact against ``numerics.ffn_int``; tokens/s at ``CLOCK_MHZ`` from the wall cycles
-    (cycles + ``START_CYCLES`` per layer), all ``batch`` sequences together."""
+    """Every layer resident with ``batch`` columns (one run per layer serves ``batch``
+    sequences), each run once on the golden model and checked; tokens/s at ``CLOCK_MHZ``
+    from the wall cycles (cycles + ``START_CYCLES`` per layer)."""
     from firmware_gen.compiler import CompileError
     from firmware_gen.golden.numerics import ffn_int
     from firmware_gen.compiler.resident import compile_resident, run_layer
@@ -169,10 +157,8 @@ def accuracy_rows(positions: int = 64, trained: bool = True) -> list[dict]:
 
 
 def bert_rows(path, positions: int = 64, formats=(("int8", False), ("int8", True), ("fp8", False), ("fp8", True))):
-    """all-MiniLM-L6-v2 run as a decoder (``decoder.from_bert``), its FFNs quantised per
-    ``formats`` ((dtype, one output scale per channel)) with scales calibrated on
-    ``CALIBRATION_TEXT`` (``calibrate``'s default method), teacher-forced over the first
-    ``positions`` tokens of ``EVAL_TEXT``."""
+    """all-MiniLM-L6-v2 as a decoder, its FFNs quantised per ``formats`` ((dtype, per
+    channel)), teacher-forced over the first ``positions`` tokens of ``EVAL_TEXT``."""
     model, vocab = from_bert(path)
     text, cal = wordpiece(EVAL_TEXT, vocab)[:positions], wordpiece(CALIBRATION_TEXT, vocab)
     out = []
@@ -185,12 +171,12 @@ def bert_rows(path, positions: int = 64, formats=(("int8", False), ("int8", True
     return out
 
 
-LOOPS = Table("model", "tile", Column("layers", align=">"), "cycles per layer", Column("cycles per token", align=">"),
-              Column("wall per token", align=">"), "same every token", Column("bytes in / out per token", align=">"),
-              Column("tokens/s", align=">"), "checks")
-BATCHED = Table("model", "cycles per layer", Column("wall per step", align=">"),
-                Column("tokens/s (all sequences)", align=">"), Column("vs batch 1", align=">"), "checks")
-ACCURACY = Table("model", Column("top-1 agreement", align=">"), "FFN cosine per layer (mean)", Column("min", align=">"))
+LOOPS = Table("model", "tile", right("layers"), "cycles per layer", right("cycles per token"),
+              right("wall per token"), "same every token", right("bytes in / out per token"), right("tokens/s"),
+              "checks")
+BATCHED = Table("model", "cycles per layer", right("wall per step"), right("tokens/s (all sequences)"),
+                right("vs batch 1"), "checks")
+ACCURACY = Table("model", right("top-1 agreement"), "FFN cosine per layer (mean)", right("min"))
 
 
 def markdown(rows: list[dict], acc: list[dict]) -> list[str]:

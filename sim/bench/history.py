@@ -6,23 +6,14 @@
     python -m sim.bench.history show [--file FILE]
 
 ``bench/history.jsonl`` holds one JSON object per line, appended, never rewritten: a bench
-run (``"kind": "bench"``, appended by ``python -m sim.bench`` unless ``--no-history``) or a
-synthesis report (``"kind": "synth"``, ``make bench-synth`` or ``add-synth``).  Every entry
-names the commit it measured (``commit``, ``short``, ``subject``, ``commit_date``), when it
-ran (``date``, UTC) and whether the tree had uncommitted changes (``dirty``, with up to 20
-of the changed paths in ``dirty_files``; the history file and ``bench/results/`` do not
-count).  A bench entry keeps, per FFN of the suite, the cycles against the SRAM-read and
-MAC bounds; the tray's cycles and speed-ups; the MoE rows' cycles per token and their
-ratios to both bounds; tile-cycles/s per simulator and the Verilator/Icarus ratio; the
-Verilator build time of each configuration timed from scratch and of the builds it used;
-the real-model rows and the loading throughput.  A synth entry keeps the board, LUTs,
-flip-flops, block RAMs, DSPs and Fmax.
+run (``"kind": "bench"``, :func:`bench_entry`) or a synthesis report (``"kind": "synth"``,
+:func:`synth_entry`).  Every entry names the commit it measured, when it ran and whether
+the tree had uncommitted changes (``dirty``, ``dirty_files``; the history file and
+``bench/results/`` do not count).
 
-``draw`` (the default) pictures one configuration's entries over commits, oldest left, to
-``bench/results/history.svg``: one x position per commit (``*``: a dirty tree, drawn with
-hollow markers), every run at its commit, a line through each commit's latest run, and the
-target of each figure (from the latest entry) dashed, so that a regression shows as a step.
-"""
+``draw`` (the default) pictures one configuration's entries over commits, oldest left: one
+x position per commit (``*`` and hollow markers: a dirty tree), a line through each
+commit's latest run and each figure's target dashed, so that a regression shows as a step."""
 
 from __future__ import annotations
 
@@ -61,10 +52,9 @@ def _git(args: list[str], root: Path, strip: bool = True) -> str:
 
 
 def git_state(root: Path = ROOT, commit: str | None = None, dirty: bool | None = None) -> dict:
-    """The commit an entry measures: ``commit`` (any revision ``git rev-parse`` takes; default
-    HEAD) with its short hash, subject and commit date, and whether the work tree differs from
-    it (``dirty``; for HEAD from ``git status``, for another commit as given, default False).
-    Without git, or outside a repository: commit ``"unknown"`` and ``dirty`` None."""
+    """The commit an entry measures: ``commit`` (default HEAD) with its short hash,
+    subject and date, and ``dirty`` (for HEAD from ``git status``, else as given).  Without
+    git or a repository: commit ``"unknown"`` and ``dirty`` None."""
     try:
         full = _git(["rev-parse", "--verify", f"{commit or 'HEAD'}^{{commit}}"], root)
         short, subject, date = _git(["log", "-1", "--format=%h%n%s%n%cI", full], root).split("\n", 2)
@@ -91,8 +81,8 @@ def _now() -> str:
 
 
 def _preset_name(config: dict, ignore=("trace_depth",)) -> str | None:
-    """The preset whose fields ``config`` holds (fields only one side knows, and ``ignore``,
-    are left out: an older bench's configuration has fewer), or None."""
+    """The preset whose fields ``config`` holds (fields one side lacks, and ``ignore``,
+    left out: an older bench's configuration has fewer), or None."""
     from lpu_arch import TileConfig
     for name in TileConfig.PRESETS:
         ref = TileConfig.preset(name).to_dict()
@@ -108,10 +98,8 @@ def _pick(row: dict, keys) -> dict:
 
 def bench_entry(result: dict, git: dict | None = None, config: str | None = None, targets: dict | None = None,
                 date: str | None = None) -> dict:
-    """The history entry of one bench run: ``result`` is what ``sim.bench.suite`` writes to
-    ``bench.json`` (older benches' files too: what they lack is left out); ``git`` from
-    :func:`git_state` (default: this checkout now); ``config`` the preset's name (default:
-    the preset whose fields ``result["config"]`` holds); ``targets`` the bench's targets."""
+    """The history entry of one bench run: ``result`` is a ``bench.json`` (an older
+    bench's too: what it lacks is left out); ``config`` default: the preset it matches."""
     if not isinstance(result, dict) or "ffn" not in result or "config" not in result:
         raise HistoryError("not a bench result: expected the JSON object sim.bench.suite writes (with 'config' and 'ffn')")
     git = git_state() if git is None else git
@@ -197,9 +185,8 @@ def _check(entry, where: str) -> None:
 
 
 def read(path: Path = HISTORY) -> list[dict]:
-    """Every entry of ``path`` in file order (oldest first); blank lines are skipped.  A line
-    that is not a JSON object or lacks an entry's fields is a :class:`HistoryError` naming
-    the file, the line and what is wrong; a missing file is an empty history."""
+    """Every entry of ``path``, oldest first (a missing file is an empty history); a bad
+    line is a :class:`HistoryError` naming the file, the line and what is wrong."""
     path = Path(path)
     if not path.exists():
         return []
@@ -273,9 +260,8 @@ def _plot(ax, series: dict, colours, log: bool = False):
 
 
 def draw(entries: list[dict], path: Path = PICTURE, config: str = "default", last: int | None = None) -> Path:
-    """Picture the entries of ``config`` (bench runs of that preset, synthesis reports of any)
-    over commits to ``path`` (``.svg`` or ``.png``); ``last`` keeps the latest ``last``
-    commits.  A HistoryError if there is nothing to draw."""
+    """Picture the bench runs of ``config`` and every synthesis report over commits to
+    ``path`` (.svg or .png), the latest ``last`` commits; a HistoryError if there is nothing."""
     from firmware_gen.chart import pyplot, save_figure
 
     path = Path(path)
@@ -325,10 +311,9 @@ def _at(e: dict) -> tuple:
 
 
 def _commits(entries: list[dict], last: int | None) -> list[tuple]:
-    """The x positions (:func:`_at`) of ``entries`` in order, the latest ``last`` of them
-    (None: all).  One x position per (commit, dirty): commits in the order they were made
-    (a run of an older commit, imported later, goes where its commit is), a dirty tree
-    after its commit."""
+    """The x positions (:func:`_at`) of ``entries``, the latest ``last``: commits in the
+    order they were made (an older commit's run imported later goes where its commit is), a
+    dirty tree after its commit."""
     first: dict = {}
     for e in sorted(entries, key=lambda e: _when(e["date"])):
         first.setdefault(_at(e), e)
@@ -338,9 +323,8 @@ def _commits(entries: list[dict], last: int | None) -> list[tuple]:
 
 
 def _panels(benches: list[dict], bx: list[int], synths: list[dict], sx: list[int]) -> list[tuple]:
-    """The picture's panels, ``(title, series, log scale, target)`` each: the bench runs'
-    figures (``benches`` at x positions ``bx``; the targets from the latest that states
-    them) and, when there are any, the synthesis reports' (``synths`` at ``sx``)."""
+    """The picture's panels, ``(title, series, log scale, target)`` each: the bench
+    runs' figures (targets from the latest that states them) and the synthesis reports'."""
     targets = next((e["targets"] for e in reversed(benches) if e.get("targets")), {})
     # Decode FFNs with a target (SRAM-read bound >= 1,000 cycles) apart: their ratios sit near
     # 1, where a few per cent show; the small and the batched ones are several times their bound.
@@ -377,8 +361,7 @@ def _panels(benches: list[dict], bx: list[int], synths: list[dict], sx: list[int
 
 # ---- a summary -----------------------------------------------------------------------------------
 def baseline_speed(entries: list[dict], config: str = "default", commit: str = BASELINE) -> dict:
-    """Tile-cycles/s per simulator of the best bench run of ``commit`` (a prefix) and ``config``
-    in ``entries``, or {} if it has none."""
+    """Tile-cycles/s per simulator of the best bench run of ``commit`` (a prefix)."""
     best: dict = {}
     for e in entries:
         if e["kind"] == "bench" and e.get("config") == config and e["commit"].startswith(commit):
@@ -393,7 +376,7 @@ ENTRIES = Table(Column("date"), Column("commit", 9, gap=2), Column("kind", 5), C
 
 
 def table(entries: list[dict]) -> str:
-    """One line per entry (:data:`ENTRIES`): date, commit, kind, config and its headline figures."""
+    """One line per entry: date, commit, kind, config and its headline figures."""
     lines = []
     for e in entries:
         if e["kind"] == "bench":

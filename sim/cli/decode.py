@@ -10,7 +10,7 @@ from lpu_arch.topology import RUN_TILE_COUNTS
 from sim.cli.common import EXIT_FAIL, EXIT_OK, CliError, print_json, testbench_failed
 from sim.cli.options import add_subcommand, config_options, nonneg, picture, positive, rtl_run_options, token_ids
 from sim.flows.decode import DECODE_TILE
-from sim.table import Column, Table
+from sim.table import Column, Table, right
 
 DESCRIPTION = """\
 Generate tokens greedily with a small decoder (sim/flows/decode.py, docs/afd.md): the host
@@ -127,9 +127,8 @@ def run_resident(args, base: TileConfig, model: dict) -> int:
         except RuntimeError as e:
             return testbench_failed(e, args, ran=True)
     report = loop_report(setup, runs, golden, args.clock_mhz, args.hbm_gbs)
-    table = Table(Column("pos", 4, ">"), Column("token", 6, ">"), Column("tray cycles", 11, ">"),
-                  Column("tray us", 8, ">"), Column("x/y bytes", 10, ">"), Column("KV bytes", 9, ">"),
-                  Column("GPU est. ns", 11, ">"),
+    table = Table(right("pos", 4), right("token", 6), right("tray cycles", 11), right("tray us", 8),
+                  right("x/y bytes", 10), right("KV bytes", 9), right("GPU est. ns", 11),
                   Column(f"({report.figures['engine']}; tray time at {args.clock_mhz:g} MHz, GPU: KV bytes at "
                          f"{args.hbm_gbs:g} GB/s)", gap=3))           # a note: the rows stop before it
     print("\n" + table.head(), file=args.human)
@@ -247,8 +246,8 @@ def print_tray_loop(args, g: dict) -> int:
     (and each MoE layer's experts), the verdict."""
     from sim.flows.decode import tray_loop_report
     report = tray_loop_report(g, args.prompt, args.layers, args.clock_mhz, bool(args.experts))
-    table = Table(Column("pos", 4, ">"), Column("token", 6, ">"), Column("tray cycles", 11, ">"),
-                  Column("wall", 6, ">"), Column("wall us", 8, ">"),
+    table = Table(right("pos", 4), right("token", 6), right("tray cycles", 11), right("wall", 6),
+                  right("wall us", 8),
                   Column(f"{'experts per layer   ' if args.experts else ''}(SAC cycles; wall: HAC cycles from each "
                          f"run's HAC read to done, at {args.clock_mhz:g} MHz)", gap=2))
     print("\n" + table.head(), file=args.human)

@@ -1,27 +1,10 @@
-"""The ``lpu`` command line: compile an FFN, simulate it on the RTL, picture its schedule,
-benchmark the simulators, synthesise the tile.
+"""The ``lpu`` command line: the entry point and its parser (``lpu SUBCOMMAND --help``
+documents each subcommand; README.md lists them).
 
-    lpu compile [FFN options] [--out DIR] [--json]
-    lpu sim     [DIR | FFN options] [--sim verilator|icarus] [--waves] [--json] | --copy
-    lpu show    [DIR | FFN options] [--chart FILE.svg|.png] [--window A:B] [--asm] [--json]
-    lpu tray    [--tiles 2|4|8] [FFN options] [--chart FILE] [--no-run | --sim SIM] [--json]
-    lpu moe     [--experts E --top-k K --shared S --capacity C] [--tiles N] [--routing R] [--no-run] [--json]
-    lpu decode  [--model synthetic] [--tokens N] [--prompt 1,2,3] [--layers L] [--experts E] [--sim SIM | --no-run] [--json]
-    lpu c2c     [--sim SIM] [--ppm A B] [--latency L] [--plot FILE] [--inject T:L:MASK:AFTER:N] [--json] | --figures DIR
-    lpu bench   [--config default|tiny] [--dtype int8|fp8] [--sims verilator,icarus] [--sweep] [--quick]
-                [--out DIR] [--json]
-    lpu synth   [--board ulx3s-85f] [--config default|tiny] [--out DIR] [--seed N] [--json]
-    lpu plan    [--model NAME|all | --hf-config FILE] [--dtype fp8|bf16|int8|int4|mxfp4] [--json] [--chart FILE]
-
-``lpu SUBCOMMAND --help`` documents each.  Each subcommand is a module of this package
-(``sim/cli/compile.py``, ...) with ``add_parser(sub)``, which declares its options, and
-``run(args)``, which runs what they ask for and prints the result (a run's: the flow's
-``sim.report.Report``, ``sim/flows/``, as text or its ``to_json`` with ``--json``); the
-options and helpers several share are in ``options.py`` (parsing) and ``common.py``
-(running).  A bad argument or an impossible request (an FFN that does not fit, a missing
-file) is one line on stderr naming the problem and exit status 2; ``lpu sim``, ``lpu tray``
-and ``lpu c2c`` exit 0 when every check passes and 1 when one fails.
-"""
+Each subcommand is a module of this package with ``add_parser(sub)`` and ``run(args)``,
+which prints the flow's ``sim.report.Report`` as text or, with ``--json``, as JSON on
+stdout.  A bad argument or an impossible request is one line on stderr and exit status
+2; a run exits 0 when every check passes and 1 when one fails."""
 
 from __future__ import annotations
 
@@ -39,7 +22,7 @@ SUBCOMMANDS = ("compile", "sim", "asm", "show", "tray", "moe", "plan", "decode",
 
 
 def build_parser() -> Parser:
-    """The ``lpu`` parser: every subcommand's (``SUBCOMMANDS``), each setting ``func``."""
+    """The ``lpu`` parser, every subcommand's included."""
     ap = Parser(prog="lpu", formatter_class=Formatter,
                 description="Compile FFNs for the LPU tile, run them on its RTL, picture their schedules.",
                 epilog="Start with:  lpu show --config tiny --H 8 --I 16 --chart schedule.svg\n"
@@ -75,6 +58,3 @@ def main(argv=None) -> int:
         print(f"lpu {args.command}: interrupted", file=sys.stderr)
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,7 +9,7 @@ from pathlib import Path
 from sim.cli.common import EXIT_OK, CliError, print_json, run_on_rtl, tray_base
 from sim.cli.options import (add_subcommand, config_options, nonneg, positive, rtl_run_options, tiles,
                              timeline_options)
-from sim.table import Column, Table
+from sim.table import Column, Table, right
 
 DESCRIPTION = """\
 Compile a mixture-of-experts layer (random SwiGLU experts and router from --seed,
@@ -148,7 +148,7 @@ def draw(cm, man, args) -> dict:
 def print_routings(cm, man, routing_rows: dict, args, chart: dict) -> int:
     """--no-run: each routing's rounds and experts per token."""
     import numpy as np
-    table = Table(Column("routing", 10), Column("rounds", 6, ">"), Column("experts per token", gap=2))
+    table = Table(Column("routing", 10), right("rounds", 6), Column("experts per token", gap=2))
     rows = [[name, len(rs), "; ".join(",".join(map(str, row)) for row in cm.routings[name])]
             for name, rs in routing_rows.items()]
     print("", *table.text(rows), sep="\n", file=args.human)

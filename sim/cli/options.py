@@ -1,10 +1,6 @@
-"""What the ``lpu`` subcommands share when they parse: the parser and its help layout, the
-argparse types (checked as the command line is read, each a one-line error naming the
-option) and the option groups several subcommands take.
-
-A type raises ``argparse.ArgumentTypeError``; :class:`Parser` prints it as ``lpu
-SUBCOMMAND: error: argument --OPT: MESSAGE (see lpu SUBCOMMAND --help)``, exit status 2.
-"""
+"""What the ``lpu`` subcommands share when they parse: the parser, its help layout, the
+argparse types (a bad value is ``lpu SUBCOMMAND: error: argument --OPT: MESSAGE (see
+lpu SUBCOMMAND --help)``, exit status 2) and the option groups several take."""
 
 from __future__ import annotations
 

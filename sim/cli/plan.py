@@ -17,7 +17,7 @@ from firmware_gen.host import plan as fw_plan
 from firmware_gen.host.model_arch import requested
 from sim.cli.common import EXIT_OK, CliError, print_json
 from sim.cli.options import add_subcommand, json_option
-from sim.table import Column, Table
+from sim.table import Column, Table, right
 
 DESCRIPTION = """\
 What a model's FFN side needs on LP30-scale hardware: the FFN and MoE parameters (dense
@@ -102,9 +102,9 @@ def billions(n) -> str:
     return f"{n / 1e9:,.1f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"
 
 
-PLANS = Table(Column("model", 16), Column("FFN params", 11, ">"), Column("total", 10, ">"), Column("FFN %", 6, ">"),
-              Column("FFN GB", 8, ">"), Column("chips", 6, ">"), Column("trays", 6, ">"), Column("racks", 5, ">"),
-              Column("FFN us/token", 12, ">"), Column("at 150 TB/s", 11, ">"))
+PLANS = Table(Column("model", 16), right("FFN params", 11), right("total", 10), right("FFN %", 6),
+              right("FFN GB", 8), right("chips", 6), right("trays", 6), right("racks", 5),
+              right("FFN us/token", 12), right("at 150 TB/s", 11))
 
 
 def table(plans: list) -> str:

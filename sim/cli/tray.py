@@ -8,7 +8,7 @@ from sim.cli.common import (EXIT_OK, CliError, config_name, example_from_args, p
 from sim.cli.options import (add_subcommand, config_options, ffn_shape_options, nonneg, positive, rtl_run_options,
                              tiles, timeline_options, weights_options)
 from sim.flows.tray import TRAY_H, TRAY_I
-from sim.table import Column, Table
+from sim.table import Table, right
 
 DESCRIPTION = """\
 Compile an FFN (random weights from --seed) for a tray of tiles linked all-to-all
@@ -111,8 +111,8 @@ def print_prediction(ct, args, chart: dict) -> int:
         print(line, file=args.human)
     moves = tray_transfers(ct.programs, ct.topo.peer)
     sent, got = Counter(x.src for x in moves), Counter(x.dst for x in moves)
-    table = Table(Column("tile", 4, ">"), Column("predicted cycles", 16, ">"), Column("output writes", 13, ">"),
-                  Column("vectors sent", 12, ">"), Column("received", 8, ">"))
+    table = Table(right("tile", 4), right("predicted cycles", 16), right("output writes", 13),
+                  right("vectors sent", 12), right("received", 8))
     rows = [[t, m.cycles, len(m.writes), sent[t], got[t]] for t, m in enumerate(man.tile)]
     print("", *table.text(rows), sep="\n", file=args.human)
     print(f"\ncycles (SAC, last tile): {man.cycles}"

@@ -1,13 +1,6 @@
-"""Two tiles on clocks a few hundred ppm apart, exchanging vectors over a C2C link, on RTL.
-
-``lpu c2c`` (``make sim-c2c``): builds the two-tile system (``hdl/top/system.py``)
-on Verilator, schedules vectors both ways with ``firmware_gen.compiler.system.SystemScheduler``
-(READ -> SEND -> RECV -> WRITE, spread over several RUNTIME_DESKEW intervals), runs it
-with each tile on its own clock and prints per tile its ppm, the HAC error range, the
-buffer fill range and whether every MEM write happened at the predicted cycle with the
-predicted value (and equals the golden model).  ``--plot FILE`` draws the run;
-``--figures DIR`` writes the pictures of ``docs/c2c.md`` (:func:`figures`).
-"""
+"""Two tiles on clocks a few hundred ppm apart, exchanging vectors over a C2C link, on RTL:
+``lpu c2c`` (``make sim-c2c``).  ``--plot FILE`` draws the run; ``--figures DIR`` writes
+the pictures of ``docs/c2c.md`` (:func:`figures`)."""
 
 from __future__ import annotations
 
@@ -249,10 +242,9 @@ INJECT_FORMAT = "TILE:LINK:MASK:AFTER:COUNT"
 
 
 def parse_inject(text: str) -> dict:
-    """``TILE:LINK:MASK:AFTER:COUNT`` (``--inject``): XOR ``MASK`` (an integer, ``0x..`` for
-    hex; bit 0 is the flit's valid bit, see ``c2c.flit_fields``) into ``COUNT`` valid flits
-    leaving ``TILE`` on ``LINK``, from ``AFTER`` sender cycles after the start.  A malformed
-    spec is a ``ConfigError`` naming it."""
+    """``TILE:LINK:MASK:AFTER:COUNT`` (``--inject``): XOR ``MASK`` (bit 0: the flit's
+    valid bit) into ``COUNT`` valid flits leaving ``TILE`` on ``LINK``, from ``AFTER`` sender
+    cycles after the start; a ``ConfigError`` names a malformed spec."""
     cfg = c2c_config()
     parts = text.split(":")
     try:
@@ -276,14 +268,11 @@ def run_c2c(sim: str = "verilator", ppm=(350.0, -620.0), latency: int | None = N
             spread: int = 700, seed: int = 1, plot=None, beyond_spec: bool = False, out=None,
             progress=None, inject=None) -> Report:
     """Two tiny tiles exchanging ``vectors`` each way (``spread`` SAC cycles apart) on clocks
-    ``ppm`` from nominal over a wire of ``latency`` cycles (default: the declared maximum),
-    on the RTL; prints the table on ``out`` (default stdout; the set-up lines go to stderr)
-    and returns the :class:`Report` (``c2c``, a row per tile; ``passed``: every write as predicted
-    and equal to the golden model, no link fault, HAC error within ``HAC_ERROR_MAX``; its
-    problems: the reasons of a FAIL).  ``plot``: a picture of the run (``plot_run``: activity,
-    HAC error, program skew, receive buffers).  A clock beyond ``max_ppm`` (unless ``beyond_spec``)
-    or a latency outside the declared range is a ``ConfigError``.  ``inject``: fault injections
-    (``parse_inject``, ``system_run``); the report lists each with the flits it asked for and hit."""
+    ``ppm`` from nominal over a wire of ``latency`` cycles (default: the declared maximum).
+    Prints the table on ``out`` and returns the ``c2c`` :class:`Report`: passed when every
+    write is as predicted and as the golden model's, no link fault and the HAC error within
+    ``HAC_ERROR_MAX``.  A clock beyond ``max_ppm`` (unless ``beyond_spec``) or a latency
+    outside the declared range is a ``ConfigError``; ``inject`` as :func:`parse_inject`."""
     cfg = c2c_config()
     if latency is None:
         latency = cfg.link_latency_max

@@ -1,15 +1,10 @@
 """The decode loop (``lpu decode``, ``docs/afd.md``): a small decoder generates tokens
-greedily, attention and everything else on the host (``firmware_gen/host/decoder.py``), every
-layer's FFN in int8 on one tile that holds every layer (``firmware_gen/compiler/resident.py``).
+greedily, attention on the host (``firmware_gen/host/decoder.py``), every layer's FFN on
+one tile that holds every layer (``firmware_gen/compiler/resident.py``) or on a tray.
 
-``run_golden`` drives the loop with the golden model as the tile; ``run_rtl`` drives it
-with the RTL (``sim/tb/decode.py``: the host code runs inside the testbench and awaits
-the tile for each FFN).  ``check`` compares a run with the golden one and with the
-compiler: the same tokens, every layer's y bit-exact against ``numerics.ffn_int``, every
-layer's cycle count and writes as predicted, identical for every token, and the weights
-and programs loaded once.  ``loop_report`` (and ``tray_loop_report``, for a loop whose
-FFNs run on a tray) is ``lpu decode``'s report of a loop, a row per token position.
-"""
+``run_golden`` runs the loop on the golden model, ``run_rtl`` on the RTL (``sim/tb/decode.py``:
+the host runs inside the testbench); ``check`` compares a run with the golden one and the
+compiler; ``loop_report`` and ``tray_loop_report`` are ``lpu decode``'s reports."""
 
 from __future__ import annotations
 
@@ -34,7 +29,7 @@ from lpu_arch import TileConfig
 from lpu_arch.topology import Topology
 
 from sim.harness.clocks import clock_draw, wire_latencies
-from sim.harness.runner import SYSTEM_TIMESCALE, TIMESCALE, SystemSim, TileSim, _run
+from sim.harness.runner import SYSTEM_TIMESCALE, TIMESCALE, SystemSim, TileSim, run_testbench
 from sim.harness.scoreboard import check_wall, tile_observed
 from sim.report import Report
 
@@ -60,10 +55,9 @@ class DecodeSetup:
 
 def decode_setup(config: dict, model: dict | None = None, prompt=(1, 2, 3), tokens: int = 8,
                  out_scale_per_row: bool = False) -> DecodeSetup:
-    """``config``: the tile (``TileConfig.to_dict()``); ``model``: ``synthetic``'s
-    arguments (default: :data:`SYNTHETIC`); ``out_scale_per_row``: ``calibrate``'s.
-    The FFNs are quantised for the tile's number format (``mxm_dtype``).
-    Deterministic: the testbench rebuilds the same setup from the same arguments."""
+    """``config``: the tile (``TileConfig.to_dict()``); ``model``: ``synthetic``'s arguments
+    (default: :data:`SYNTHETIC`).  Deterministic: the testbench rebuilds the same setup from
+    the same arguments."""
     margs = dict(SYNTHETIC, **(model or {}))
     cfg = TileConfig.from_dict(config)
     m = calibrate(synthetic(**margs), out_scale_per_row=out_scale_per_row, dtype=cfg.mxm_dtype)
@@ -82,8 +76,8 @@ def first_memory(rm: ResidentModel, rows: dict) -> dict:
 
 
 def run_golden(setup: DecodeSetup) -> dict:
-    """The loop with the golden model as the tile: per FFN run, its token position, layer,
-    int8 x and y, cycles and MEM writes; the new tokens; the host's wall seconds."""
+    """The loop with the golden model as the tile: per FFN run its layer, x, y, cycles and
+    MEM writes; the new tokens; the host's wall seconds."""
     rm, model = setup.resident, setup.model
     timing, runs, mem = {}, [], None
 
@@ -101,11 +95,11 @@ def run_golden(setup: DecodeSetup) -> dict:
 
 
 def run_rtl(setup: DecodeSetup, sim: str = "verilator", progress=None, runs: int = 0) -> dict:
-    """The loop on the RTL tile (one simulator invocation; the testbench runs the host).
-    ``progress``: as for ``TileSim.run``, an FFN run being a job, ``runs`` of them."""
+    """The loop on the RTL tile in one simulator invocation; ``progress`` as for
+    ``TileSim.run``, with ``runs`` FFN runs as its jobs."""
     tile = TileSim(setup.cfg, sim)
     t0 = time.perf_counter()
-    out, _ = _run(tile, "sim.tb.decode", {"config": setup.cfg.to_dict(), "decode": setup.args}, "decode", TIMESCALE,
+    out, _ = run_testbench(tile, "sim.tb.decode", {"config": setup.cfg.to_dict(), "decode": setup.args}, "decode", TIMESCALE,
                   progress, runs)
     res = out[0]
     res["engine"], res["sim"], res["wall_s"] = "RTL", sim, time.perf_counter() - t0
@@ -159,9 +153,9 @@ def _varying(per_run, where: str = "") -> list[str]:
 
 # ---- dense layers larger than one tile, on a tray (golden model) ------------------------------
 def _tray_loop(model: Decoder, prompt, tokens: int, ffn, runs: list, problems: list, golden: str, **report) -> dict:
-    """A tray loop's report (and ``report``): its tokens generated with ``ffn``, whose tray fills ``runs`` and
-    ``problems``, checked against the same loop with the integer golden model (``IntFfn``'s defaults, named
-    ``golden``), and every layer's program and wall cycles the same for every token."""
+    """A tray loop's report: tokens generated with ``ffn`` (which fills ``runs`` and
+    ``problems``) against the integer golden model's (named ``golden``), and every layer's
+    cycles the same for every token."""
     timing = {}
     new = generate(model, prompt, tokens, ffn, timing)
     ref = generate(model, prompt, tokens, IntFfn(model), {})
@@ -173,16 +167,11 @@ def _tray_loop(model: Decoder, prompt, tokens: int, ffn, runs: list, problems: l
 
 def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8,
                    resident: bool = True) -> dict:
-    """The loop of a calibrated dense decoder with every FFN on a tray of ``tiles`` tiles,
-    all-to-all, by the system golden model (``archmodel.run_system``).  ``resident``: every
-    layer placed on the tray at once (``tray.compile_resident_tray``: weights loaded once,
-    the tray's SRAM kept from run to run, each run writes only the token's x into every
-    tile's x rows); a model that does not fit is a ``CompileError`` naming the limit.
-    Else each layer is compiled once on its own (``tray.compile_tray_layer``) and each run
-    loads its layer.  Each run is checked: every tile's cycle count and MEM write (cycle,
-    slice, address) as the tray compiler predicts, y bit-exact against
-    ``numerics.ffn_int``, and a layer's cycles the same for every token; ``problems`` lists
-    what differs.  Each run's ``wall_cycles``: ``system.wall_cycles`` of its armed run."""
+    """The loop of a calibrated dense decoder, every FFN on ``tiles`` tiles by the system
+    golden model.  ``resident``: every layer placed on the tray at once
+    (``tray.compile_resident_tray``: weights loaded once, each run writes only x; a
+    ``CompileError`` when it does not fit), else each run loads its layer.  Every run's tile
+    cycles and write places are checked against the compiler, y against ``numerics.ffn_int``."""
     cfg = cfg or TileConfig.default()
     for l, spec in enumerate(model.specs):
         if not isinstance(spec, FfnSpec):
@@ -230,8 +219,7 @@ def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None =
 
 
 def run_dense_tray_any(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8) -> dict:
-    """:func:`run_dense_tray` with every layer resident when the model fits the tray, else
-    with each run loading its layer; ``not_resident`` says why (the CompileError's limit)."""
+    """Resident when the model fits the tray, else not; ``not_resident`` says why."""
     try:
         return {**run_dense_tray(model, prompt, tokens, cfg, tiles, resident=True), "not_resident": None}
     except CompileError as e:
@@ -240,20 +228,13 @@ def run_dense_tray_any(model: Decoder, prompt, tokens: int, cfg: TileConfig | No
 
 def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: int = 2,
                  sim: str = "verilator", clock_seed: int = 1, progress=None) -> dict:
-    """The loop of the synthetic decoder ``synthetic(**model_args)`` (dense, or MoE with
-    ``experts``) with every FFN on a tray of ``tiles`` RTL tiles (``hdl/top/system.py``, every
-    tile on its own clock: random ppm within the specification and wire latencies from
-    ``clock_seed``), the host in the testbench (``sim/tb/decode_tray.py``), one simulator
-    invocation.  Each run (each round of a MoE run) is checked against the golden loop
-    (``run_dense_tray`` or ``run_moe_tray``: the same tokens, x and routing) and the
-    system golden model of the same programs: every tile's MEM writes (cycle, slice,
-    address, value), cycle count and busy counters, no fault flag, y (every expert's
-    output) bit-exact against ``numerics.ffn_int`` (``moe.moe_int``), the wall cycles as
-    ``c2c.wall_cycles`` predicts (``scoreboard.check_wall``), all through
-    ``firmware_gen.scoreboard.compare``, and a layer's program and wall cycles the same
-    for every token.  Returns the golden loop's report with ``problems`` extended and, per run, the
-    RTL's cycles and wall cycles.  ``progress``: as for ``SystemSim.run``, a run (a MoE
-    run's round) being a job."""
+    """The loop of ``synthetic(**model_args)`` (dense, or MoE with ``experts``), every FFN on
+    ``tiles`` RTL tiles on their own clocks (from ``clock_seed``), the host in the testbench
+    (``sim/tb/decode_tray.py``), one simulator invocation.  Each run (each MoE round) is
+    checked against the golden loop and the system golden model of the same programs: every
+    tile's writes, cycles, busy counters and faults, y (every expert's output) bit-exact, and
+    the wall cycles (``scoreboard.check_wall``).  Returns the golden loop's report with the
+    RTL's problems and, per run, its cycles and wall cycles."""
     model = calibrate(synthetic(**model_args))
     moe = isinstance(model.specs[0], MoeSpec)
     golden = (run_moe_tray(model, prompt, tokens, cfg, tiles) if moe else
@@ -265,7 +246,7 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
     spec = {"config": tcfg.to_dict(), "tiles": tiles,
             "decode": {"config": cfg.to_dict(), "tiles": tiles, "model": model_args, "prompt": [int(t) for t in prompt],
                        "tokens": int(tokens), "ppm": ppm, "clock_seed": clock_seed}}
-    out, _ = _run(system, "sim.tb.decode_tray", spec, "decode-tray", SYSTEM_TIMESCALE, progress,
+    out, _ = run_testbench(system, "sim.tb.decode_tray", spec, "decode-tray", SYSTEM_TIMESCALE, progress,
                   sum(r.get("rounds", 1) for r in golden["runs"]))
     rtl = out[0]
     problems = list(golden["problems"])
@@ -325,16 +306,15 @@ def per_position(runs: list[dict], layers: int, key: str = "cycles") -> list[int
 
 
 def compile_moe_run(spec, xq, indices, cfg: TileConfig, tiles: int, mapping: str = "ep"):
-    """One token's run of a MoE layer in the loop: ``(MoeTray, indices (1, k), x (1, H))``,
-    at capacity ``min(top_k, experts per tile)`` so that every routing takes one round."""
+    """One token's MoE run: ``(MoeTray, indices (1, k), x (1, H))``, at a capacity that
+    takes every routing in one round."""
     idx, xq = np.atleast_2d(indices), np.atleast_2d(xq)
     return compile_moe(spec, xq, cfg, tiles, capacity=min(spec.top_k, spec.E // tiles), mapping=mapping), idx, xq
 
 
 def moe_stages(mt, spec, xq, idx, rounds):
-    """The experts' int8 outputs of a run read from each round's tiles' final MEM contents
-    (``rounds``: ``[(assignment, memories per tile)]``), as a ``moe.MoeStages`` for the
-    host's ``combine``."""
+    """The experts' outputs read from each round's final MEM contents (``rounds``:
+    ``[(assignment, memories per tile)]``) as ``moe.MoeStages`` for the host's ``combine``."""
     ref = moe_int(spec, xq, idx)
     routed = np.zeros(ref.routed.shape, np.int64)
     shared = np.zeros(ref.shared.shape, np.int64)
@@ -349,19 +329,11 @@ def moe_stages(mt, spec, xq, idx, rounds):
 
 def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8,
                  mapping: str = "ep") -> dict:
-    """The loop of a calibrated decoder whose FFNs are MoE layers (``synthetic(...,
-    experts=E)``), every MoE layer run on a tray of ``tiles`` tiles, all-to-all, by the
-    system golden model (``archmodel.run_system``): per token and layer the host routes
-    (``moe.route``), the MoE compiler (``moe_tray.compile_moe``) places the token and every
-    expert, the base registers select the token's experts (``MoeTray.bases``), and the
-    host combines the experts' int8 outputs with the gates.  The capacity is ``min(top_k,
-    experts per tile)``, so every routing runs in one round and a layer's cycles are the
-    same for every token.  Each run is checked: every MEM write and every tile's cycle
-    count as the compiler predicts, every expert's output bit-exact against
-    ``moe.moe_int``; ``problems`` lists what differs.  The layers are not resident: each
-    run loads its layer's experts (the tray holds one MoE layer at a time).  Each run's
-    ``wall_cycles``: its armed runs' HAC cycles from the host's HAC read to done
-    (``system.wall_cycles``: the arming lead, the SAC cycles and the deskews' slack)."""
+    """The loop of a calibrated MoE decoder, every MoE layer on ``tiles`` tiles by the
+    system golden model: per token and layer the host routes, ``compile_moe`` places the
+    token and experts, the base registers select them.  At capacity ``min(top_k, experts per
+    tile)`` every routing takes one round, so a layer's cycles are the same for every token.
+    Each run loads its layer and is checked against the compiler and ``moe.moe_int``."""
     cfg = cfg or TileConfig.default()
     runs, problems = [], []
 
@@ -393,17 +365,14 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
 
 # ---- what lpu decode reports per token position ---------------------------------------------
 def kv_cache_bytes(H: int, layers: int, position: int) -> int:
-    """The KV cache the host reads for the token at ``position``: K and V, float32, of that
-    position and every one before it, in each of ``layers`` layers of width ``H``."""
+    """The K and V float32 cache the host reads for the token at ``position``."""
     return 2 * 4 * H * layers * (position + 1)
 
 
 def position_rows(setup: DecodeSetup, run: dict, clock_mhz: float, hbm_gbs: float) -> list[dict]:
-    """Per token position of a loop's ``run`` (:func:`run_golden`'s or :func:`run_rtl`'s):
-    its input and next token, the tray's cycles (every layer's FFN) and their time at
-    ``clock_mhz`` MHz, the bytes to and from the tile, the KV cache's bytes
-    (:func:`kv_cache_bytes`) and the GPU estimate: the time to read them at ``hbm_gbs``
-    GB/s, an assumed bandwidth, not a measurement."""
+    """Per token position of a loop's ``run``: tokens, the tile's cycles and time, the
+    bytes to and from the tile, and the GPU estimate: the KV cache's bytes read at
+    ``hbm_gbs`` GB/s (an assumed bandwidth, not a measurement)."""
     rm = setup.resident
     L, H = len(rm.layers), setup.model.H
     x_bytes = sum(len(v) for ly in rm.layers for r in ly.x_image(np.zeros(H)).values() for v in r.values())
@@ -421,10 +390,9 @@ def position_rows(setup: DecodeSetup, run: dict, clock_mhz: float, hbm_gbs: floa
 
 
 def host_times_us(setup: DecodeSetup, golden: dict, source: str, hbm_gbs: float) -> list[float]:
-    """The host's time per step of the loop in us, one per layer and then the LM head's:
-    ``source`` 'measured', the golden run's numpy time per step (the median over
-    positions); 'gpu', one layer's KV cache at the last position read at ``hbm_gbs`` GB/s
-    (an estimate; the head taken as free)."""
+    """The host's time per step in us, one per layer and the LM head's: 'measured', the
+    golden run's median numpy time; 'gpu', one layer's KV cache at the last position read at
+    ``hbm_gbs`` GB/s (the head taken as free)."""
     if source == "measured":
         return list(np.median(np.array(golden["host_segments_s"]), axis=0) * 1e6)
     L = len(setup.resident.layers)
@@ -433,10 +401,8 @@ def host_times_us(setup: DecodeSetup, golden: dict, source: str, hbm_gbs: float)
 
 
 def tray_position_rows(report: dict, prompt, layers: int, clock_mhz: float, moe: bool) -> list[dict]:
-    """Per token position of a tray loop's ``report`` (:func:`run_dense_tray_any`'s,
-    :func:`run_moe_tray`'s or :func:`run_tray_rtl`'s, then the RTL's cycles): the tray's
-    program and wall cycles summed over the layers, the wall time at ``clock_mhz`` MHz,
-    each MoE layer's experts (``moe``) and the bytes to and from the tray."""
+    """Per token position of a tray loop's report: program and wall cycles summed over
+    the layers, the wall time, each MoE layer's experts and the bytes to and from the tray."""
     tokens = list(prompt) + list(report["tokens"])
     rtl = report["engine"] == "RTL"
     cycles = per_position(report["runs"], layers, "rtl_cycles" if rtl else "cycles")
@@ -453,11 +419,8 @@ def tray_position_rows(report: dict, prompt, layers: int, clock_mhz: float, moe:
 
 # ---- lpu decode's reports ------------------------------------------------------------------
 def loop_report(setup: DecodeSetup, run: dict, golden: dict, clock_mhz: float, hbm_gbs: float) -> Report:
-    """The report of a loop with every layer resident on one tile: ``run``
-    (:func:`run_golden`'s or :func:`run_rtl`'s) checked against ``golden`` (:func:`check`),
-    a row per token position (:func:`position_rows`); passed when there is no problem and
-    the tile's cycles are the same for every token.  Figures the JSON leaves out:
-    ``identical_every_token`` and the golden run's ``host_seconds``."""
+    """The report of a resident loop: ``run`` checked against ``golden``, a row per
+    position; passed when there is no problem and every token takes the same cycles."""
     problems = check(setup, run, golden)
     rows = position_rows(setup, run, clock_mhz, hbm_gbs)
     same = len({r["tray_cycles"] for r in rows}) == 1
@@ -470,11 +433,8 @@ def loop_report(setup: DecodeSetup, run: dict, golden: dict, clock_mhz: float, h
 
 
 def tray_loop_report(loop: dict, prompt, layers: int, clock_mhz: float, moe: bool) -> Report:
-    """The report of a tray loop (:func:`run_dense_tray_any`'s, :func:`run_moe_tray`'s or
-    :func:`run_tray_rtl`'s ``loop``, of ``layers`` layers): its problems, a row per token
-    position (:func:`tray_position_rows`); passed when there is no problem and the program
-    and wall cycles are the same for every token (``identical_every_token``, a figure the
-    JSON leaves out)."""
+    """The report of a tray loop: passed when there is no problem and the program and
+    wall cycles are the same for every token (``identical_every_token``)."""
     rows = tray_position_rows(loop, prompt, layers, clock_mhz, moe)
     same = len({(r["tray_cycles"], r["wall_cycles"]) for r in rows}) == 1
     return Report.of("decode-tray", {

@@ -1,7 +1,5 @@
-"""Run a compiled FFN or any program on the RTL tile and show predicted vs observed: the runs
-behind ``lpu sim`` (``make sim``).  ``lpu sim --copy`` runs the data-movement demo
-(MEM-to-MEM sweeps, :func:`run_copy`) instead of an FFN.
-"""
+"""Run a compiled FFN or any program on the RTL tile, checked: ``lpu sim`` (``make sim``);
+:func:`run_copy` is ``lpu sim --copy``."""
 
 from __future__ import annotations
 
@@ -72,17 +70,12 @@ def _save_waves(tile, cfg, dest, say) -> dict:
 
 def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=None, progress=None,
                    out=None, checked: bool = True) -> Report:
-    """Run a compiled FFN (``sim.harness.compiled.CompiledFfn``) on the RTL tile and check it.
-
-    Checks (``scoreboard.check_run``), against the golden model (``archmodel.run``) and
-    the compiler's manifest: every output write (cycle, slice, address, value), the cycle
-    count and per-slice busy counts; y read back from the SRAM after the run at the
-    manifest's output locations against the integer FFN (bit-exact; the golden model's
-    when the program directory has no reference); and reports the error of the read-back
-    y against the float FFN.  Prints the summary table on ``out`` (default stdout) and
-    returns the :class:`Report` (``ffn``: ``lpu sim --json``'s figures).  With ``waves``,
-    the waveform (moved to ``waves_dir`` if given) and a GTKWave view next to it
-    (``sim/harness/waves.py``).  ``progress``: see ``TileSim.run``."""
+    """Run a compiled FFN (``CompiledFfn``) on the RTL tile and check it
+    (``scoreboard.check_run``) against the golden model and the manifest: every output write,
+    the cycle count, the busy counters, and y read back from the SRAM against the integer
+    FFN, bit-exact; the error against the float FFN is reported.  Prints the summary on
+    ``out`` and returns the ``ffn`` :class:`Report`.  ``waves``: the waveform (moved to
+    ``waves_dir``) and a GTKWave view."""
     say = functools.partial(print, file=out or sys.stdout, flush=True)
     cfg, prog, man = c.config, c.program, c.manifest
     say(f"FFN: {man.kind} ({c.source.get('activation', '?')}), H={man.H}, I={man.I}, batch={man.batch} "
@@ -149,11 +142,9 @@ def run_ffn_on_rtl(c, sim: str = "verilator", waves: bool = False, waves_dir=Non
 
 def run_program_on_rtl(prog, sim: str = "verilator", waves: bool = False, waves_dir=None, progress=None,
                        out=None, checked: bool = True) -> Report:
-    """Run any program (one without a compiler's manifest, e.g. from ``lpu asm``) on the RTL
-    tile and check it against the golden model alone (``archmodel.run``): every MEM write
-    (cycle, slice, address, value) as traced, the cycle count, the busy counters, the final
-    SRAM of every slice the program writes (read back) and the fault flags.  Prints a short
-    report on ``out`` and returns the :class:`Report` (``program``)."""
+    """Run any program (e.g. from ``lpu asm``) on the RTL tile against the golden model
+    alone: writes, cycles, busy counters, the final SRAM of every slice it writes and the
+    fault flags; returns the ``program`` :class:`Report`."""
     say = functools.partial(print, file=out or sys.stdout, flush=True)
     cfg = prog.config
     gold = archmodel.run(prog)
@@ -178,9 +169,8 @@ def run_program_on_rtl(prog, sim: str = "verilator", waves: bool = False, waves_
 
 
 def run_copy(cfg, sim: str = "verilator", seed: int = 1, waves: bool = False) -> Report:
-    """``lpu sim --copy``: :func:`demo_schedule` on the RTL, every write against the prediction;
-    prints the table and returns the :class:`Report` (``copy``; ``passed``: every transfer's
-    writes as predicted and the run as the golden model's)."""
+    """``lpu sim --copy``: :func:`demo_schedule` on the RTL, every write against the
+    prediction; returns the ``copy`` :class:`Report`."""
     s = demo_schedule(cfg, seed)
     prog = s.program()
     gold = archmodel.run(prog)

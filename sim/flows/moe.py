@@ -1,8 +1,6 @@
-"""An MoE layer on a tray (or one tile), run on the RTL under several routings
-(``lpu moe``, ``tests/sim/test_moe_sim.py``): one program, the base registers loaded from each
-routing, every tile's writes, cycle count and busy counters against the compiler's
-prediction and the golden model, every expert's output bit-exact against ``moe.moe_int``.
-"""
+"""An MoE layer on a tray (or one tile) on the RTL under several routings (``lpu moe``):
+one program, the base registers loaded per routing, checked against the compiler and the
+golden model, every expert's output bit-exact against ``moe.moe_int``."""
 
 from __future__ import annotations
 
@@ -60,9 +58,8 @@ def compile_moe_example(E=8, top_k=2, shared=1, H=8, I=8, tokens=1, tiles=4, cap
                         cfg: TileConfig | None = None, routings=("router", "spread", "packed", "random"),
                         forced=None, clock_seed=1, example: MoeExample | None = None,
                         mapping: str = "ep") -> CompiledMoe:
-    """Compile a seeded random MoE layer (``moe.example_moe``) or ``example``; the routings
-    are the router's own choice for the tokens (``router``) and the named shapes of
-    ``moe_tray.forced_routing``; ``forced``: an explicit ``(tokens, top_k)`` routing."""
+    """Compile a seeded random MoE layer or ``example``; the routings are the router's
+    own (``router``) and ``moe_tray.forced_routing``'s shapes; ``forced``: explicit indices."""
     ex = example or example_moe(E=E, top_k=top_k, shared=shared, H=H, I=I, batch=tokens, seed=seed,
                                 dtype=(cfg or TileConfig.tiny()).mxm_dtype)
     spec = ex.spec
@@ -77,16 +74,11 @@ def compile_moe_example(E=8, top_k=2, shared=1, H=8, I=8, tokens=1, tiles=4, cap
 
 def run_moe_on_rtl(cm: CompiledMoe, sim: str = "verilator", progress=None, out=None, latency=None,
                    ppm=None) -> Report:
-    """Run every round of every routing of ``cm`` on the RTL in one simulator invocation
-    and check it; prints a table on ``out`` and returns the :class:`Report` (``moe``, a row
-    per routing and round: per-tile cycles, writes, busy and outputs as predicted; its
-    ``observed``, every tile's observations of the round, for comparing simulators).
-    ``latency``/``ppm``: the wires' latencies and the tiles' clocks (default: from
-    ``clock_seed``)."""
+    """Every round of every routing of ``cm`` on the RTL in one invocation, checked; a
+    table on ``out`` and the ``moe`` :class:`Report` (``observed``: every round's raw
+    observations, for comparing simulators).  ``latency``/``ppm`` default from ``clock_seed``."""
     say = functools.partial(print, file=out or sys.stdout, flush=True)
     mt, tiles = cm.mt, cm.tiles
-    for line in cm.describe():
-        say(line)
     man = mt.manifest()
     work = [(name, r, asg) for name in cm.routings for r, asg in enumerate(cm.rounds(name))]
     t0 = time.perf_counter()
@@ -123,11 +115,9 @@ def run_moe_on_rtl(cm: CompiledMoe, sim: str = "verilator", progress=None, out=N
 
 
 def check_round(cm: CompiledMoe, name: str, r: int, asg: dict, obs_tiles: list) -> dict:
-    """One round ``r`` (assignment ``asg``) of routing ``name`` as observed on every tile:
-    each tile's writes, cycles and busy counters against the golden model and the MoE
-    compiler's promise (``MoeTray.promised``), and every expert's output, gathered from
-    the traced writes (the system testbench reads no SRAM back), against ``moe.moe_int``
-    (``scoreboard.compare``); the round's row of the report."""
+    """Round ``r`` (assignment ``asg``) of routing ``name`` as every tile observed it:
+    writes, cycles and busy counters against the golden model and ``MoeTray.promised``, every
+    expert's output (from the traced writes) against ``moe.moe_int``; the report's row."""
     mt, tiles = cm.mt, cm.tiles
     bases = mt.bases(asg)
     gold = (archmodel.run_system(cm.programs, Topology(tiles).peer, bases=bases) if tiles > 1

@@ -1,12 +1,7 @@
-"""One FFN split across a tray of tiles, each on its own clock, on the RTL: the run behind
-``lpu tray`` (``make sim-tray``).
-
-Compiles the FFN for the tray (``firmware_gen/compiler/tray.py``), gives every tile a random clock
-offset within the specification (``max_ppm``), a random phase and every link a random wire
-latency within the declared range, runs all tiles, and checks every tile's MEM writes
-(its share of y, bit-exact) and cycle count against the compiler's prediction and the
-multi-tile golden model.
-"""
+"""One FFN split across a tray of tiles, each on its own clock, on the RTL: ``lpu tray``
+(``make sim-tray``).  Every tile gets a random clock offset within ``max_ppm`` and a
+random phase, every link a random wire latency in the declared range; every tile's
+writes and cycles are checked against the compiler and the multi-tile golden model."""
 
 from __future__ import annotations
 
@@ -100,11 +95,9 @@ TRAY_H, TRAY_I = 16, 32     # the default FFN: larger than one tiny tile's SRAM,
 def compile_tray(kind: str = "swiglu", H: int = TRAY_H, I: int = TRAY_I, tiles: int = 8, preset: str = "tiny",
                  seed: int = 1, batch: int = 1, clock_seed: int = 1, *, base: TileConfig | None = None,
                  example=None) -> CompiledTray:
-    """Compile a random FFN (``compile_ffn.example_ffn``, from ``seed``) for a tray of
-    ``tiles``; also the single tile's predicted cycles for the speed-up, when it fits one.
-    ``base``: the tile (default: the preset's, :func:`tray_tile_config`), named ``preset``;
-    ``example``: an FFN to compile instead of the random one (its ``spec`` and ``x_int8``,
-    e.g. real weights; ``kind``, ``H``, ``I`` and ``batch`` then come from it)."""
+    """Compile a random FFN (from ``seed``) or ``example`` (its ``spec`` and ``x_int8``,
+    which then decide the shape) for ``tiles`` tiles of ``base`` (default: the preset's,
+    named ``preset``); also the one-tile prediction for the speed-up, when it fits."""
     base = base or tray_tile_config(preset)
     cfg = tray_config(base, tiles)
     topo = Topology(tiles)
@@ -122,20 +115,12 @@ def compile_tray(kind: str = "swiglu", H: int = TRAY_H, I: int = TRAY_I, tiles: 
 
 
 def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out=None, repeat: int = 1) -> Report:
-    """Run a compiled tray on the RTL (``hdl/top/system.py``: every tile on its own clock, random
-    ppm, phases and wire latencies from ``clock_seed``, ``CompiledTray.clocks``) and check it.
-    ``repeat``: run the same programs under that many clock draws in one build and check
-    that every tile's cycles and trace are identical in every draw (determinism).
-
-    Per tile, against the multi-tile golden model (``archmodel.run_system``) and the
-    compiler's manifest: every MEM write (cycle, slice, address, value), the cycle count
-    and the busy counters, and no link fault in STATUS (:func:`check_tile`); y gathered
-    from every tile's traced writes against the integer FFN, bit-exact (the system
-    testbench, ``sim/tb/system.py``, does not read the SRAM back); the wall cycles as
-    predicted (``scoreboard.check_wall``).  Prints the table on ``out`` (default stdout)
-    and returns the :class:`Report` (``tray``, a row per tile; its problems those of every
-    tile, the wall cycles, y and the clock draws).
-    ``progress``: see ``TileSim.run`` (one job: the whole tray)."""
+    """Run a compiled tray on the RTL, every tile on its own clock (``CompiledTray.clocks``),
+    and check per tile writes, cycles, busy counters and no link fault (:func:`check_tile`),
+    y gathered from the traced writes (the system testbench reads no SRAM back) bit-exact,
+    and the wall cycles (``scoreboard.check_wall``).  ``repeat``: that many clock draws in
+    one build, every tile's cycles and trace identical in each.  Prints the table on ``out``
+    and returns the ``tray`` :class:`Report`, a row per tile."""
     say = functools.partial(print, file=out or sys.stdout, flush=True)
     cfg, man, tiles = ct.cfg, ct.manifest, ct.tiles
     gold = archmodel.run_system(ct.programs, ct.topo.peer, man.min_distance)
@@ -191,10 +176,8 @@ def run_tray_on_rtl(ct: CompiledTray, sim: str = "verilator", progress=None, out
 
 
 def tray_problems(data: dict, wall_problems: list) -> list:
-    """A tray run's problems in one list, from its JSON (``data``): every tile's (the rows
-    under ``tile``; their link faults among them, the scoreboard's ``faults`` part), the wall
-    cycles' (``wall_problems``, ``scoreboard.check_wall``'s), y's and the clock draws'
-    (``repeats``)."""
+    """A tray run's problems from its JSON: every tile's, the wall cycles', y's and the
+    clock draws'."""
     out = [f"tile {r['tile']}: {p}" for r in data["tile"] for p in r["problems"]]
     out += [str(p) for p in wall_problems]
     out += [] if data["bit_exact"] else ["y is not the integer FFN's"]
@@ -203,8 +186,7 @@ def tray_problems(data: dict, wall_problems: list) -> list:
 
 
 def check_tile(obs: dict, gold, m) -> list:
-    """One tile's run of a tray against the golden model and its share of the manifest
-    (``m``: writes, cycles, busy counters), no fault flag set (``scoreboard.compare``)."""
+    """One tile of a tray against the golden model and its share of the manifest."""
     return compare(tile_observed(obs), golden_reference(gold), manifest_promise(m))
 
 
@@ -229,8 +211,8 @@ def tile_table(ct: CompiledTray, res: dict, gold: list, ppm: list, say) -> list[
 
 
 def repeat_table(ct: CompiledTray, draws: list, runs: list, gold: list, say) -> list[dict]:
-    """The runs under every clock draw: print a line per draw (its ppm, every tile's cycles
-    and a digest of every tile's trace) and return them as rows, each checked."""
+    """Print a line per clock draw (ppm, every tile's cycles, a digest of the traces) and
+    return them as rows, each checked."""
     tiles = ct.tiles
     say(f"\n{'draw':>4}  {'ppm per tile':<{9 * tiles}}  {'cycles per tile':<{5 * tiles}}  trace digest")
     repeats = []

@@ -1,23 +1,11 @@
 """A compiled FFN on disk: what ``lpu compile`` writes and ``lpu sim`` / ``lpu show`` read.
 
-A compiled program directory holds two files:
-
-``program.json``
-    ``Program.to_json()``: its format (``program.FORMAT``), the tile's whole configuration,
-    every queue's binary image, the MEM images, the VXM parameters and the activation
-    table.  Loading checks every part and names what is missing, unknown or out of range.
-``manifest.json``
-    Its format (``FORMAT``), the configuration it was compiled for (it must equal the
-    program's), ``Manifest.summary()`` (shape, predicted cycles, bounds, efficiency, busy counts, ...)
-    and, under ``writes``, every predicted output write (cycle, slice, address, the 8-bit
-    lanes, output block), under ``outputs`` where each ``(batch column, output block)``
-    of y lands, and under ``reference`` the expected int8 output (the integer FFN), the
-    float FFN's output and the output scale, so that a later ``lpu sim`` can check the
-    hardware without recompiling.  ``source`` says where the weights came from.
-
-Weights come either from a seeded random example (``compile_ffn.example_ffn``) or from a
-``.safetensors`` or ``.npz`` file of float arrays (see :func:`from_weights`).
-"""
+``program.json`` is ``Program.to_json()`` (configuration, binary images, MEM images, VXM
+parameters, table; loading names any missing or bad part).  ``manifest.json`` holds the
+configuration (equal to the program's), ``Manifest.summary()``, every predicted output
+write (``writes``), where y lands (``outputs``), the integer and float reference outputs
+with the output scale (``reference``), and where the weights came from (``source``), so
+that a later ``lpu sim`` checks the hardware without recompiling."""
 
 from __future__ import annotations
 
@@ -169,26 +157,12 @@ def from_example(cfg: TileConfig, kind: str = "swiglu", H: int = 64, I: int = 12
 
 def from_weights(path, cfg: TileConfig, kind: str | None = None, activation: str | None = None,
                  preset: str | None = None, layer: int | None = None, mapping=None) -> CompiledFfn:
-    """Quantise and compile one FFN of a ``.safetensors`` or ``.npz`` file of float weights.
-
-    The file is read by ``firmware_gen.host.weights.load_ffn`` (``layer`` and ``mapping`` as
-    there: Hugging Face Llama- and BERT-style names, the ``.npz`` names ``W1 W2 W3 b1 b2 x``,
-    or a ``"W1=NAME,W2=NAME,..."`` map; ``docs/numerics.md``, "Weights from files"):
-
-    * ``W1`` (I, H), ``W2`` (H, I): the two projections, ``y = W2 . act(W1 x ...)``;
-    * ``W3`` (I, H): the up projection of a SwiGLU FFN, ``y = W2 . (act(W1 x) * W3 x)``;
-      its presence makes the FFN SwiGLU, its absence classic;
-    * ``b1`` (I,), ``b2`` (H,): optional biases of a classic FFN (zero if absent);
-    * ``x`` (H,) or (batch, H): the input, also used to calibrate the int8 scales; without
-      one, ``weights.default_calibration`` (a seeded sample of ``weights.DEFAULT_BATCH`` rows).
-
-    ``kind``, if given, must be the file's; ``activation`` defaults to the family's (SiLU
-    for SwiGLU, GELU for classic).  Quantisation is ``FfnSpec.from_float`` (per-row weight
-    scales, per-tensor activation scales calibrated on ``x``); x itself is quantised to int8
-    with the calibrated scale (to E4M3, and the FFN with ``dtype='fp8'``, on an FP8 tile).  Every problem with the file is an :class:`ArtifactError`
-    (a program too big for the tile is ``compile_ffn.CompileError``).  ``source`` records
-    the file, its format, the family, the layer, the tensor names and the calibration.
-    """
+    """Quantise and compile one FFN of a ``.safetensors`` or ``.npz`` file of float
+    weights, read by ``weights.load_ffn`` (``layer``, ``mapping`` as there; ``docs/numerics.md``,
+    "Weights from files"): ``W1`` (I, H), ``W2`` (H, I), ``W3`` (I, H; present = SwiGLU), the
+    classic FFN's optional ``b1``, ``b2``, and ``x`` (H,) or (batch, H), which calibrates the
+    scales (default: ``weights.default_calibration``).  ``kind``, if given, must be the
+    file's.  Quantisation is ``FfnSpec.from_float``.  A bad file is an :class:`ArtifactError`."""
     ex, source = example_from_weights(path, kind, activation, layer, mapping, dtype=cfg.mxm_dtype)
     L = source["layer"]
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(path).stem) + (f"-L{L}" if L is not None else "")

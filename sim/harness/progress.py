@@ -1,13 +1,8 @@
-"""Progress of a simulation that runs in a cocotb subprocess, read from its log.
+"""Progress of a simulation in a cocotb subprocess, read from its log.
 
-``TileSim.run(jobs, progress=callback)`` (and ``SystemSim.run``) tails the simulator's
-``sim.log`` while it runs.  The testbenches (``sim/tb/tile.py``, ``sim/tb/system.py``) log
-two lines per job: ``job NAME: loaded, running`` once its programs and memories are
-loaded over the host bus and the run starts, and ``job NAME: N cycles, M events`` when it
-has finished.  :class:`LogWatcher` turns them into ``"loaded"`` and ``"job"`` events and
-sends a ``"tick"`` event every few seconds in between, so a long run is never silent.
-:class:`ProgressPrinter` is the callback the command line uses.
-"""
+The testbenches log ``job NAME: loaded, running`` and ``job NAME: N cycles, M events`` per
+job; :class:`LogWatcher` tails ``sim.log`` and turns them into events, with a tick every few
+seconds in between; :class:`ProgressPrinter` is the command line's callback."""
 
 from __future__ import annotations
 

@@ -44,6 +44,14 @@ def default_load() -> str:
     return load
 
 
+def load_path(load: str | None) -> str:
+    """A run's ``load`` argument checked (None: :func:`default_load`)."""
+    load = default_load() if load is None else load
+    if load not in LOAD_PATHS:
+        raise ValueError(f"load={load!r}: choose one of {', '.join(LOAD_PATHS)}")
+    return load
+
+
 # Amaranth emits width-extending assignments, initialised regs and case statements after
 # default assignments; these warnings are understood and do not indicate bugs.
 VERILATOR_ARGS = ["-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-PROCASSINIT", "-Wno-CASEINCOMPLETE", "-O3"]
@@ -139,18 +147,12 @@ class TileSim:
                                               TIMESCALE, TILE_MAKE_FLAGS, key=key)
 
     def run(self, jobs: list[dict], name: str = "run", progress=None, load: str | None = None) -> list[dict]:
-        """Run jobs (see ``job()``) in one simulator invocation; returns their observations.
-
-        ``load``: ``"port"`` or ``"bus"`` (``LOAD_PATHS``; default :func:`default_load`).
-        ``progress``, if given, is called from a thread with events read from the
-        simulator's log while it runs (``sim/harness/progress.py``).  ``self.last_work`` is the
-        run's directory (kept with waveforms: Verilator writes ``dump.fst`` there)."""
-        load = default_load() if load is None else load
-        if load not in LOAD_PATHS:
-            raise ValueError(f"load={load!r}: choose one of {', '.join(LOAD_PATHS)}")
-        spec = {"config": self.cfg.to_dict(), "jobs": jobs, "load": load,
+        """Run jobs (``job()``) in one simulator invocation; their observations.  ``load``:
+        ``LOAD_PATHS`` (default :func:`default_load`); ``progress``: called from a thread with the
+        log's events (``sim/harness/progress.py``); ``self.last_work``: the run's directory."""
+        spec = {"config": self.cfg.to_dict(), "jobs": jobs, "load": load_path(load),
                 "uart_divisor": UART_SIM_DIVISOR if self.top == "uart" else 0}
-        out, self.last_work = _run(self, "sim.tb.tile", spec, name, TIMESCALE, progress, len(jobs))
+        out, self.last_work = run_testbench(self, "sim.tb.tile", spec, name, TIMESCALE, progress, len(jobs))
         return out
 
 
@@ -194,17 +196,12 @@ def _objcache() -> list[str]:
 
 def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timescale, make_flags=(), key=None,
            objcache: bool = True):
-    """Convert ``design()`` (a function returning the design) to Verilog and build it in
-    ``build_dir`` (reused while the Verilog and the options are unchanged); returns the
-    cocotb runner and ``{"fresh": built now, "seconds": the build's wall time,
-    "verilog_seconds": the conversion's}`` (a reused build reports the seconds it took when
-    it was made, from ``build_dir/build_seconds``).  ``make_flags``: extra variables for
-    Verilator's make (e.g. the C++ optimisation level); ``objcache``: through ccache when
-    it is installed (``_objcache``; off for a build whose time is measured).  ``key``: what determines the
-    design (hashable); the Verilog converted for one key is reused by any later build of
-    the same key in the same process, e.g. a system's for the other simulator (the default
-    tile's conversion takes about 20 s; ``verilog_seconds`` is then 0).  A tile's key says
-    whether it is behind input registers, which only Verilator's builds are."""
+    """Convert ``design()`` to Verilog and build it in ``build_dir`` (reused while the
+    Verilog and options are unchanged): ``(runner, {"fresh", "seconds", "verilog_seconds"})``,
+    a reused build reporting the seconds it took when made.  ``make_flags``: for Verilator's
+    make; ``objcache``: ccache when installed (off for a timed build); ``key``: what decides
+    the design, its Verilog reused by any later build of it (the default tile's conversion
+    takes about 20 s)."""
     from cocotb_tools.runner import get_runner
     from amaranth.back import verilog as amaranth_verilog
 
@@ -271,10 +268,8 @@ def _build(design, toplevel: str, build_dir: Path, sim: str, waves: bool, timesc
 
 
 def simulated_design(design, sim: str):
-    """``(design, registered)``: the function building the top ``sim`` simulates from the
-    one building ``design``, and whether it put it behind input registers.  Verilator's
-    model is (``hdl/top/simtop.py``); Icarus, event-driven, gains nothing from them and pays
-    for clocking them (the load port's 2,560 bits) every cycle."""
+    """``(design, registered)``: Verilator's model goes behind input registers
+    (``hdl/top/simtop.py``); Icarus, event-driven, gains nothing and would pay for clocking them."""
     from hdl.top.simtop import InputRegisters
     if sim != "verilator":
         return design, False
@@ -282,9 +277,8 @@ def simulated_design(design, sim: str):
 
 
 def measure_build(cfg: TileConfig, sim: str = "verilator") -> dict:
-    """Build the tile of ``cfg`` from scratch in a directory of its own (removed afterwards;
-    the shared builds are not touched) and return ``_build``'s figures: ``seconds`` of the
-    simulator build, ``verilog_seconds`` of the conversion."""
+    """Build ``cfg``'s tile from scratch in a directory of its own (removed afterwards):
+    ``_build``'s figures."""
     from hdl.top.tile import Tile
     _prepare_tools(sim)
     BUILD.mkdir(parents=True, exist_ok=True)
@@ -298,7 +292,7 @@ def measure_build(cfg: TileConfig, sim: str = "verilator") -> dict:
     return info
 
 
-def _run(sim_obj, test_module: str, spec: dict, name: str, timescale, progress=None, jobs: int = 0):
+def run_testbench(sim_obj, test_module: str, spec: dict, name: str, timescale, progress=None, jobs: int = 0):
     """One simulator invocation of ``test_module`` on a build; returns (results, work dir).
     ``progress``: as for ``TileSim.run``, over ``jobs`` jobs."""
     from cocotb_tools.check_results import get_results
@@ -344,11 +338,8 @@ def default_timeout(program: Program) -> int:
 
 
 def base_words(cfg: TileConfig, bases=None) -> list[int]:
-    """The base registers' host words of a job: ``bases`` (one word per register,
-    ``hostmap.base_word``) checked against ``cfg``, or all 0 (offset 0, on) for None.
-    A ValueError names a wrong length, a word with bits outside the offset and the off
-    bit, an offset beyond ``isa.BASE_OFFSET_BITS`` bits, or register 0 not 0 (it is the
-    constant)."""
+    """A job's base register words: ``bases`` checked against ``cfg`` (length, the word's
+    fields, ``isa.BASE_OFFSET_BITS``, register 0 the constant 0; else a ValueError), or all 0."""
     from lpu_arch.hostmap import base_fields, base_word
 
     if bases is None:
@@ -376,15 +367,11 @@ def base_words(cfg: TileConfig, bases=None) -> list[int]:
 
 def job(program: Program, name: str = "", read_back=None, timeout_cycles: int | None = None,
         read_vxm: bool = False, checked: bool = True, bases=None, read_bases: bool = False) -> dict:
-    """A job for ``TileSim.run``: the program's binary images, memory images, VXM parameters
-    and activation tables, and the base registers' host words (``bases``: one per register,
-    see :func:`base_words`; None: all 0); the testbench writes only what differs from what
-    the tile holds.  ``read_vxm`` reads the VXM's parameter and table words back after the
-    run, ``read_bases`` the base registers.
-    ``timeout_cycles``: default :func:`default_timeout` of the program.  The program
-    must pass the static checker (``firmware_gen.check``: no value lost on a stream, no
-    read of an undriven stream, ...), else ``CheckError``; ``checked=False`` loads it anyway
-    (to provoke a fault on purpose)."""
+    """A job for ``TileSim.run``: the program's images, MEM images, VXM parameters and
+    tables, and base register words (:func:`base_words`); the testbench writes only what
+    differs from what the tile holds.  ``read_vxm``/``read_bases`` read those back after the
+    run.  The program must pass ``firmware_gen.check`` (else ``CheckError``) unless
+    ``checked=False`` (to provoke a fault on purpose)."""
     if checked:
         from firmware_gen.check import require_clean
         require_clean(program)
@@ -426,11 +413,8 @@ def period_fs(ppm: float) -> int:
 
 
 class SystemSim:
-    """One built system of ``tiles`` tiles (``hdl.top.system.System``) on one simulator.
-
-    ``latency``: the wires' latency in sender cycles, one int for every link or
-    ``{(i, j): cycles}``; it is part of the build (an elaboration parameter), as are the
-    configuration and the tile count."""
+    """One built system of ``tiles`` tiles on one simulator; ``latency`` (one int, or
+    ``{(i, j): cycles}``) is part of the build, as are the configuration and tile count."""
 
     def __init__(self, cfg: TileConfig, tiles: int = 2, latency=None, sim: str = "verilator",
                  waves: bool | None = None):
@@ -450,38 +434,25 @@ class SystemSim:
                                               sim, self.waves, SYSTEM_TIMESCALE, SYSTEM_MAKE_FLAGS, key=key)
 
     def run(self, runs: list[dict], name: str = "system", progress=None, load: str | None = None) -> list[dict]:
-        """Run ``runs`` (see ``system_run()``) in one simulator invocation (each run restarts
-        the clocks, resets and reloads every tile); returns one observation per run
-        (``sim/tb/system.py``).  ``progress``: as for ``TileSim.run``, one job per run;
-        ``load``: as for ``TileSim.run``."""
-        load = default_load() if load is None else load
-        if load not in LOAD_PATHS:
-            raise ValueError(f"load={load!r}: choose one of {', '.join(LOAD_PATHS)}")
-        spec = {"config": self.cfg.to_dict(), "tiles": self.tiles, "load": load,
+        """Run ``runs`` (``system_run()``) in one invocation, each restarting the clocks and
+        reloading every tile; one observation per run.  ``progress``, ``load``: as ``TileSim.run``."""
+        spec = {"config": self.cfg.to_dict(), "tiles": self.tiles, "load": load_path(load),
                 "latency": [[list(p), v] for p, v in sorted(self.latency.items())], "runs": runs}
-        out, self.last_work = _run(self, "sim.tb.system", spec, name, SYSTEM_TIMESCALE, progress, len(runs))
+        out, self.last_work = run_testbench(self, "sim.tb.system", spec, name, SYSTEM_TIMESCALE, progress, len(runs))
         return out
 
 
 def system_run(programs: list[Program], ppm, name: str = "", seed: int = 0, phase_fs=None,
                start_lead: int | None = None, sample_every: int = 16, inject=None, record: int = 0,
                window=None, timeout_cycles: int | None = None, checked: bool = True, bases=None) -> dict:
-    """A run for ``SystemSim.run``: one program per tile and the tiles' clocks.  The programs
-    must pass the static checker as a system (``firmware_gen.check.check_system``: each
-    tile's streams, and every SEND matched by a RECV in order and in time), else
-    ``CheckError``; ``checked=False`` loads them anyway.
-
-    ``ppm[i]``: tile i's clock offset from nominal; ``phase_fs[i]``: its first rising edge
-    (random from ``seed`` when None).  The host arms every tile to start at
-    ``lpu_arch.c2c.armed_start_hac`` of tile 0's HAC: at least ``start_lead`` cycles
-    (default ``c2c.START_LEAD``) after it read it.  The testbench samples HAC errors and buffer levels every
-    ``sample_every`` cycles (and keeps up to ``record`` samples as a time series).
-    ``inject``: ``[{"tile", "link", "mask", "after_cycles", "count"}]``: XOR ``mask`` into
-    ``count`` valid flits leaving that tile on that link, from ``after_cycles`` (sender
-    cycles) after the start.  ``window``: ``{"tile", "sac_from", "sac_to"}``: record every
-    tile's state on each of its clock edges while that tile's SAC is in the range.
-    ``bases``: None (every tile's base registers 0) or one list of base register words per
-    tile (each as ``job``'s, :func:`base_words`; None for a tile: all 0)."""
+    """A run for ``SystemSim.run``: one program per tile (checked as a system by
+    ``firmware_gen.check.check_system`` unless ``checked=False``) and the clocks: ``ppm[i]``,
+    ``phase_fs[i]`` (random from ``seed`` when None).  The host arms every tile to start
+    ``start_lead`` cycles (default ``c2c.START_LEAD``) after it read tile 0's HAC.  The
+    testbench samples every ``sample_every`` cycles (keeping ``record`` samples).  ``inject``:
+    ``[{"tile", "link", "mask", "after_cycles", "count"}]`` flits to XOR with ``mask``;
+    ``window``: ``{"tile", "sac_from", "sac_to"}`` to record every edge in; ``bases``: per tile
+    as ``job``'s."""
     import random
     rng = random.Random(seed)
     if phase_fs is None:

@@ -1,19 +1,11 @@
-"""The scoreboard's hardware side: a testbench's observation of a run (``sim/tb/tile.py``,
-``sim/tb/system.py``) as the scoreboard's ``Observed``, and the checks of a tile run and of
-an armed tray run built from it.  The comparison itself is ``firmware_gen.scoreboard.compare``
-(there because the compiler checks the golden model with it too, and ``firmware_gen`` does
-not import ``sim``).
+"""The scoreboard's hardware side: a testbench's observation (``sim/tb/tile.py``,
+``sim/tb/system.py``) as ``firmware_gen.scoreboard.Observed``, and the checks of a tile run
+and of an armed tray run (the comparison itself is ``firmware_gen.scoreboard.compare``).
 
-Three independent sources must agree on every MEM write (cycle, slice, address, value):
-the hardware trace, the architectural model running the same binary images, and the
-scheduler's prediction (when the program came from the scheduler).  The trace is
-recorded from the write port's inputs, not from the SRAM, so the scoreboard also checks
-what the SRAM holds after the run: every row the job read back over the host bus
-(``job(read_back=...)``) against the golden model's final memory and, for an FFN
-(``manifest=``), y at the manifest's output locations against the integer FFN, bit-exact.
-The busy counters (data-instruction issues per slice) are checked against the golden
-model and, when given, the compiler's prediction.
-"""
+Three sources must agree on every MEM write (cycle, slice, address, value): the hardware
+trace, the golden model on the same binary images, and the compiler's prediction.  The
+trace is taken from the write port's inputs, not the SRAM, so the rows read back after
+the run are checked too (and an FFN's y at the manifest's locations, bit-exact)."""
 
 from __future__ import annotations
 
@@ -64,10 +56,8 @@ def traced_memory(cfg, observed: dict) -> dict:
 
 
 def ffn_outputs(result: dict, manifest, y, lanes: int) -> tuple[dict, dict, dict]:
-    """An FFN's y at the manifest's output locations, as read back from the SRAM after the
-    run, and ``y`` ((batch, H): int8 values, or an FP8 tile's E4M3 codes) block by block:
-    ``(observed, reference, where)``, each by name (``y[b, lo:hi]``); an output row not
-    read back is None."""
+    """An FFN's y blocks as read back after the run and as ``y`` (int8 values or E4M3
+    codes): ``(observed, reference, where)`` by name ``y[b, lo:hi]``; a row not read back is None."""
     got = read_back(result)
     y = np.asarray(y)
     signed = y.dtype.kind == "i"            # int8 values shown as such, codes as bytes
@@ -89,18 +79,11 @@ def ffn_outputs(result: dict, manifest, y, lanes: int) -> tuple[dict, dict, dict
 # ---- a tile's run ---------------------------------------------------------------------------
 def check_run(observed: dict, golden: RunResult, predicted_writes=None, predicted_cycles=None, *,
               predicted_busy=None, manifest=None, y=None) -> list[Problem]:
-    """All mismatches between a hardware run and its references (empty list = PASS), by
-    ``firmware_gen.scoreboard.compare``.
-
-    Always: no fault flag (the link's first), no trace overflow, the hardware trace, cycle
-    count and busy counters against the golden model, ``Status.NAN_OPERAND`` exactly as
-    the golden model predicts, and every row read back after the run against the golden
-    model's final memory.  ``predicted_writes``/``predicted_cycles``/``predicted_busy``:
-    the compiler's or scheduler's prediction.  ``manifest`` (an FFN's
-    ``compile_ffn.Manifest``) supplies those three when not given, and y is read back
-    from the SRAM at ``manifest.outputs`` (the job must request ``output_rows(manifest)``)
-    and compared with ``y`` (the integer FFN, ``numerics.ffn_int``; default: the golden
-    model's final memory at the same locations), bit-exact."""
+    """Every mismatch of a hardware run against its references (empty = PASS): no fault
+    flag, no trace overflow; trace, cycles, busy counters, NaN flag and read-back rows as the
+    golden model's; the compiler's ``predicted_*``.  ``manifest`` supplies the predictions not
+    given, and y read back at ``manifest.outputs`` (the job must request
+    ``output_rows(manifest)``) is compared with ``y`` (default: the golden model's), bit-exact."""
     seen, refs = tile_observed(observed), [golden_reference(golden)]
     if manifest is not None:
         predicted_writes = manifest.writes if predicted_writes is None else predicted_writes
@@ -136,15 +119,9 @@ def diff_runs(a: dict, b: dict, what: tuple = ("first", "second")) -> list[str]:
 
 def check_wall(programs, result: dict) -> tuple[int, int, list[Problem]]:
     """An armed multi-tile run's wall cycles (HAC, from the host's HAC read to the last
-    tile's done): ``(measured, predicted, problems)``.
-
-    Every tile's last deskew offset must be its ``START_HAC`` plus the slack of every
-    RUNTIME_DESKEW its program issued (``firmware_gen.compiler.system.deskew_slacks``), within
-    ``HAC_ERROR_MAX`` (a SYNC moving the HAC across a release target): SAC cycle ``s`` then
-    ran at HAC ``offset + s``, so the tile's done lies at HAC ``offset + cycles``, and the
-    prediction is ``c2c.wall_cycles`` (arming lead + slacks + SAC cycles), which the
-    measured wall cycles must meet within ``HAC_ERROR_MAX`` (the ``wall`` part of
-    ``firmware_gen.scoreboard.compare``)."""
+    done): ``(measured, predicted, problems)``.  Each tile's last deskew offset must be its
+    ``START_HAC`` plus its RUNTIME_DESKEW slacks (within ``HAC_ERROR_MAX``); SAC cycle ``s``
+    then ran at HAC ``offset + s``, and ``c2c.wall_cycles`` predicts the wall cycles."""
     from firmware_gen.compiler.system import deskew_slacks, wall_cycles
     wrap = 1 << programs[0].config.HAC_BITS
     lead = (result["start_hac"] - result["hac_read"]) % wrap

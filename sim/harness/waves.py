@@ -1,20 +1,11 @@
 """Waveforms of a run and a saved GTKWave view of them.
 
-With waves on (``TileSim(..., waves=True)``, ``lpu sim --waves``, ``make sim WAVES=1``)
-each simulator writes an FST file:
-
-* Verilator: ``dump.fst`` in the run's directory (``TileSim.last_work``); building it
-  needs lz4's headers (Debian: ``liblz4-dev``);
-* Icarus: ``<toplevel>.fst`` in the build directory, overwritten by the next run there.
-
-:func:`write_gtkw` writes a GTKWave save file next to a dump: the tile's clock, cycle
-counter, running, done and fault, then one group per slice, west to east, with the
-instruction queue's issue (valid, opcode by name, direction, stream, address, halted) and
-the slice's stream drive masks (bit ``s`` set = the slice drives stream ``s`` this
-cycle).  Signal names are taken from the Verilog that was simulated, so slices the
-hardware does not build yet are simply absent.  Open it with ``gtkwave VIEW.gtkw`` (the
-view names its dump file).
-"""
+With waves on (``lpu sim --waves``, ``make sim WAVES=1``) Verilator writes ``dump.fst`` in
+the run's directory (its build needs lz4's headers, Debian ``liblz4-dev``), Icarus
+``<toplevel>.fst`` in the build directory.  :func:`write_gtkw` writes a GTKWave view next to
+it: the tile's clock, cycle counter, running, done and fault, then a group per slice, west
+to east (issue with opcodes by name, stream drive masks), the names taken from the
+simulated Verilog so that slices not built are absent."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""cocotb testbench of the decode loop (``sim/flows/decode.py``): the host's side of the model
-runs here, in the testbench's process, and awaits the tile for every layer's FFN.
-
-The spec (``LPU_JOBS``) names the tile and the model (``decode_setup``'s arguments); the
-testbench rebuilds the same calibrated model and resident layers, then generates: per FFN
-it writes the layer's x rows and (when the layer changes) ``Csr.ENTRY``, starts the tile,
-waits for done, reads STATUS, the cycle counter, the trace and y's rows.  The first run
-also loads every layer's weights, parameters, tables and programs, which then stay.  The
-observations and the generated tokens go to ``LPU_RESULTS``.
-"""
+"""cocotb testbench of the decode loop (``sim/flows/decode.py``): the host's side of the
+model runs here and awaits the tile for every FFN.  It rebuilds the setup from
+``decode_setup``'s arguments; per FFN it writes x's rows and (on a change of layer)
+``Csr.ENTRY``, runs the tile and reads STATUS, cycles, trace and y; the first run also loads
+every layer's weights, parameters and programs, which then stay."""
 
 from __future__ import annotations
 

@@ -1,19 +1,9 @@
-"""cocotb testbench of the decode loop with every FFN on a tray of tiles (``hdl/top/system.py``,
-each tile on its own clock): the host's side of the model runs here and awaits the tray
-for every layer's FFN (``sim.flows.decode.run_tray_rtl``).
-
-The spec (``LPU_JOBS``) names the tile, the tiles, the model (``synthetic``'s arguments),
-the prompt, the tokens and the tiles' clocks.  The testbench rebuilds the same calibrated
-model.  A dense layer is compiled for the tray once (``tray.compile_tray_layer``); per FFN
-its programs run with the token's x written into every tile's x rows as one armed system
-run (``tb_system.one_run``: load, HAC lock, arm, run, observe) and y, gathered from the
-tiles' traced writes, goes back to the model.  A MoE layer (``synthetic(experts=...)``)
-is routed here as ``IntFfn`` does it, placed per token (``decode.compile_moe_run``) and
-run round by round with each round's base registers; its experts' outputs, gathered
-from the traced writes, are combined with the gates.  Each run reloads the tray: the
-layers are not resident beside each other.  The observations and the generated tokens go
-to ``LPU_RESULTS``.
-"""
+"""cocotb testbench of the decode loop with every FFN on a tray (``sim.flows.decode.run_tray_rtl``):
+the host's side runs here and awaits the tray for each FFN.  A dense layer is compiled
+once; per FFN the token's x goes into every tile's x rows and the tray runs as one armed
+system run (``sim.tb.system.one_run``), y gathered from the traced writes.  A MoE layer is
+routed here as ``IntFfn`` does, placed per token and run round by round with each round's
+base registers, its experts' outputs combined with the gates.  Each run reloads the tray."""
 
 from __future__ import annotations
 
@@ -26,11 +16,11 @@ from firmware_gen.compiler.tray import compile_tray_layer, tray_config, tray_out
 from lpu_arch import TileConfig
 
 from sim.flows.decode import compile_moe_run, moe_stages
-from sim.tb.driver import Ports, TileDriver, read_spec, write_results
+from sim.tb.driver import read_spec, write_results
 from sim.harness.clocks import phase_seed
 from sim.harness.runner import system_run
 from sim.harness.scoreboard import traced_memory
-from sim.tb.system import one_run
+from sim.tb.system import one_run, tile_drivers
 
 
 @cocotb.test()
@@ -41,10 +31,7 @@ async def decode_tray(dut):
     model = calibrate(synthetic(**a["model"]))
     layers = [None if isinstance(s, MoeSpec) else compile_tray_layer(s, base, tiles) for s in model.specs]
     cfg = tray_config(base, tiles)
-    drivers = [TileDriver(Ports(dut, f"t{i}_"), cfg, period=10_000_000, unit="fs") for i in range(tiles)]
-    for i in range(tiles):
-        for k in range(cfg.links):
-            getattr(dut, f"t{i}_l{k}_inject").value = 0
+    drivers = tile_drivers(dut, cfg, tiles)
     runs = []
     gen = generate_gen(model, a["prompt"], a["tokens"])
     try:

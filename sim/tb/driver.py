@@ -23,7 +23,7 @@ from lpu_arch.vxm import PARAM_WORDS as VXM_PARAM_WORDS, param_words, reset_word
 
 
 def read_spec() -> dict:
-    """A testbench's spec: the JSON file ``LPU_JOBS`` names (written by ``sim.harness.runner._run``)."""
+    """A testbench's spec: the JSON file ``LPU_JOBS`` names (written by ``sim.harness.runner.run_testbench``)."""
     with open(os.environ["LPU_JOBS"]) as f:
         return json.load(f)
 
@@ -59,20 +59,11 @@ class ConfigMismatch(RuntimeError):
 class TileDriver:
     """Drives one ``lpu_tile`` through its host bus.
 
-    ``period``/``unit`` set the clock (default 10 ns); ``phase`` delays its first rising
-    edge (same unit), so that tiles of a system get unrelated clock phases.
-
-    Before the first load of every job (the first ``load_memory``, ``load_vxm`` or
-    ``load_program`` after a reset or a run) the driver checks the tile's configuration
-    CSRs against ``cfg`` (:meth:`check_config`, three reads) and raises
-    :class:`ConfigMismatch` naming every differing field.
-
-    ``load_port``: load MEM images, programs and VXM parameters through the tile's vector
-    load port (``hostmap.LOAD_REGIONS``: a row into every slice per cycle) instead of one
-    32-bit word per cycle over the host bus; the activation table, the CSRs and every read
-    go over the bus either way.  ``loaded_bytes`` counts the bytes loaded (4 per bus word,
-    a MEM vector, an instruction's 8 or a VXM lane entry's 20 per port lane), whichever
-    path carried them."""
+    ``period``/``unit`` set the clock; ``phase`` delays its first edge (tiles of a system get
+    unrelated phases).  The first load of every job checks the tile's configuration CSRs
+    against ``cfg`` (:meth:`check_config`).  ``load_port``: MEM images, programs and VXM
+    parameters go through the vector load port (a row into every slice per cycle) instead of
+    the bus; ``loaded_bytes`` counts the bytes loaded by either path."""
 
     def __init__(self, dut, cfg, *, period=10.0, unit: str = "ns", phase=0, load_port: bool = False):
         self.dut, self.cfg = dut, cfg
@@ -202,11 +193,8 @@ class TileDriver:
 
     # ---- configuration check --------------------------------------------------------
     async def check_config(self):
-        """Raise :class:`ConfigMismatch` unless the tile was built from ``self.cfg``.
-
-        Three reads (``hostmap.CONFIG_HEADER``: format, field count, hash) when the
-        configurations agree; on a difference the field words too, to name every field
-        that differs with both values."""
+        """Raise :class:`ConfigMismatch` unless the tile was built from ``self.cfg``:
+        three reads when they agree, the field words too to name every difference."""
         cfg = self.cfg
         header = await self.read_words([hostmap.csr(r) for r in hostmap.CONFIG_HEADER])
         if header != hostmap.config_header(cfg):
@@ -225,10 +213,8 @@ class TileDriver:
 
     # ---- loading -------------------------------------------------------------------
     async def load_job(self, job: dict):
-        """Load a job (``sim.harness.runner.job``): every MEM row that the job's image or an earlier
-        job may have left nonzero (``dirty``: the earlier images, plus the rows the trace
-        showed written), the VXM parameters and tables where they differ, the base
-        registers where they differ (``"bases"``; a job without them: all 0), the programs."""
+        """Load a job (``runner.job``): every MEM row the image or an earlier job may have
+        left nonzero (``dirty``), then VXM words, base registers and programs where they differ."""
         if job.get("resident"):
             await self.load_resident(job)
             return
@@ -251,11 +237,9 @@ class TileDriver:
         await self.load_program(job["images"])
 
     async def load_resident(self, job: dict):
-        """A job on a tile whose programs, weights and parameters stay resident (``"resident"``:
-        the decode loop, ``docs/afd.md``): write only ``memory_rows`` (``{slice: {row:
-        vector}}``, e.g. a layer's input), the VXM words, base registers and instruction words
-        that differ from what the tile holds, and ``entry`` (``Csr.ENTRY``, where every queue
-        starts) when it changes.  The first such job after a reset loads everything it names."""
+        """A job on a tile whose programs and weights stay resident (the decode loop): write
+        only ``memory_rows`` and the VXM, base register and instruction words that differ from
+        what the tile holds, and ``entry`` (``Csr.ENTRY``) when it changes."""
         await self.load_memory({n: {int(r): v for r, v in rows.items()} for n, rows in job.get("memory_rows", {}).items()})
         if "vxm_params" in job or "table" in job:
             await self.load_vxm(job.get("vxm_params"), job.get("table"))
@@ -286,10 +270,8 @@ class TileDriver:
         self.loaded_bytes += 4 * len(items)
 
     async def load_bases(self, words=None, force: bool = False):
-        """Write base registers 1..base_regs-1 (``words``: one host word per register,
-        ``hostmap.base_word``; None: all 0, offset 0 and on) over the bus, only those that
-        differ from what the tile holds unless ``force``; register 0 is the constant.
-        Returns the number of registers written."""
+        """Write base registers 1.. (``words``, one host word each; None: all 0), only those
+        that differ unless ``force``; the number written."""
         await self._ensure_config()
         n = self.cfg.base_regs
         words = [0] * n if words is None else [int(w) for w in words]
@@ -337,13 +319,10 @@ class TileDriver:
         self.loaded_bytes += 4 * len(items)
 
     async def load_vxm(self, params=None, table=None, force: bool = False):
-        """Write the VXM parameter memory (``(entries, lanes, len(VXM_FIELDS))`` in
-        ``VXM_FIELDS`` order, like ``Program.vxm_params``; fewer entries leave the rest
-        alone) and the activation tables (``(tables, 256)`` like ``Program.table``, or one
-        table of 256: table 0; fewer tables leave the rest alone; ``vxm.table_words``);
-        only words that differ from what the tile holds, unless ``force``
-        (through the load port: every lane entry with a differing word).  Returns the
-        number of bus words and port lanes written."""
+        """Write the VXM parameters (like ``Program.vxm_params``) and activation tables (like
+        ``Program.table``, or one table), fewer entries or tables leaving the rest; only words
+        that differ unless ``force`` (the load port writes whole lane entries).  Returns the bus
+        words and port lanes written."""
         await self._ensure_config()
         items, n_port = [], 0
         if params is not None and self.load_port:

@@ -1,23 +1,21 @@
 """cocotb testbench of the simulator-speed measurement (``sim/bench/speed.py``): load one
-job once, then run its program ``runs`` times, each to done; per run the tile's cycle
-count and the wall time of the run alone (loading is not timed).
-
-It is also copied into the reference checkout that the speed is compared against, so it
-uses only what that checkout's ``TileDriver`` has too (``reset``, ``load_memory``,
-``load_vxm``, ``load_program``, ``run``), or ``load_job`` where there is one.
-"""
+job once, run it ``runs`` times; per run the cycles and the wall time (loading not timed).
+It is copied into the reference checkout too, so it uses only the ``TileDriver`` methods
+that checkout has."""
 
 import json
 import os
 
 import cocotb
 
-from sim.tb.driver import TileDriver
-
-try:
+try:                                      # the reference checkout's own driver first (sim.tb may resolve
+    from sim.driver import TileDriver     # to this checkout's through its editable install)
+except ImportError:
+    from sim.tb.driver import TileDriver
+try:                                      # likewise
+    from firmware_gen import TileConfig   # a checkout from before lpu_arch
+except ImportError:
     from lpu_arch.config import TileConfig
-except ImportError:                       # a checkout from before lpu_arch
-    from firmware_gen import TileConfig
 
 
 @cocotb.test()

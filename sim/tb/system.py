@@ -1,41 +1,25 @@
 """cocotb testbench: several tiles in their own clock domains (``hdl/top/system.py``).
 
-The runs come from the JSON file named by ``LPU_JOBS`` (``sim.harness.runner.system_run``); for
-each run it
+Per run of ``LPU_JOBS`` (``runner.system_run``), :func:`one_run`:
 
-1. (re)starts every tile's clock at its own period (ppm) and phase, in femtoseconds,
-   and resets every tile;
-2. loads every tile's job (program, images, VXM state, base registers) over that
-   tile's own host bus or (``"load": "port"`` in the spec) its vector load port (a
-   ``TileDriver`` per tile, in the tile's clock), concurrently;
-3. waits until every child's HAC is locked (polling ``HAC_STATUS``), reads tile 0's HAC
-   and arms every tile to start at ``lpu_arch.c2c.armed_start_hac`` of it (``START_HAC``: at
-   ``start_lead`` cycles later; the start sets every tile's deskew offset to it, so the
-   program's first ``RUNTIME_DESKEW`` releases every tile on one HAC cycle
-   ``c2c.START_SLACK`` cycles later); a lead too short to arm every tile in time is an
-   error;
-4. while the tiles run, samples every few cycles (at one simulation instant) each
-   child's HAC error against the root, its SAC skew (how far its program is ahead of the
-   root's, while neither is stalled) and every receive and elastic buffer level, and
-   optionally XORs fault masks into chosen flits on the wires;
-5. waits for every tile's done and reads each tile's trace, cycles, busy counters and
-   status (the observation of ``sim/tb/tile.py``, so ``sim.harness.scoreboard.check_run`` applies
-   per tile) plus its C2C registers.
+1. restarts every tile's clock at its own period (ppm) and phase, in femtoseconds, and
+   resets every tile;
+2. loads every tile's job over its own host bus or load port, concurrently;
+3. waits until every child's HAC is locked, reads tile 0's HAC and arms every tile to
+   start at ``c2c.armed_start_hac`` of it (the start sets every deskew offset, so the first
+   ``RUNTIME_DESKEW`` releases every tile on one HAC cycle); a lead too short to arm every
+   tile in time is an error;
+4. while the tiles run, samples every few cycles each child's HAC error against the root,
+   its SAC skew and every buffer level, and optionally XORs fault masks into flits;
+5. waits for every done and reads each tile's trace, cycles, busy counters, status and C2C
+   registers (as ``sim/tb/tile.py``, so ``scoreboard.check_run`` applies per tile).
 
-A run whose tiles are not all done within its timeout does not end the batch: its result
-has ``timed_out`` set and, per tile, what the host bus still reads (STATUS, SAC, busy
-counters, the C2C registers, ``fault_names``), no trace; the next run goes on.  A tile
-halted by a deskew stall beyond its bound (``Status.DESKEW_TIMEOUT``) is done, but its
-core is frozen where it stalled, so its trace is not read either (``trace_read`` False).
-``injected[k]`` is the number of flits injection ``k`` actually hit (``inject_requested``
-what it asked for): an injection asking for more flits than are sent is not an error.
+A run not done within its timeout has ``timed_out`` set (no trace) and the batch goes on;
+a tile halted by a deskew stall beyond its bound is frozen, so its trace is not read.
 
-**HAC error**: tile ``i``'s HAC register changes on its rising edges; at a sampling
-instant ``T`` its continuous HAC is ``hac_i + f_i``, ``f_i`` the fraction of its current
-period already elapsed (``(T - first_edge_i) mod period_i / period_i``: the edges are
-known exactly).  The error of a child is ``(hac_c + f_c) - (hac_0 + f_0)``; the integer
-difference of the registers is reported too.  Results go to ``LPU_RESULTS``.
-"""
+**HAC error**: at sampling instant ``T`` a tile's continuous HAC is ``hac_i + f_i``, ``f_i``
+the elapsed fraction of its current period (the edges are known exactly); a child's
+error is ``(hac_c + f_c) - (hac_0 + f_0)``, the registers' integer difference reported too."""
 
 from __future__ import annotations
 
@@ -59,6 +43,20 @@ async def _all(coros):
     """Run coroutines concurrently; return their results in order."""
     tasks = [cocotb.start_soon(c) for c in coros]
     return [await t for t in tasks]
+
+
+def clear_injections(dut, cfg, tiles: int) -> None:
+    """Zero every tile's fault injection ports (a cancelled injection may have left its mask on)."""
+    for i in range(tiles):
+        for k in range(cfg.links):
+            getattr(dut, f"t{i}_l{k}_inject").value = 0
+
+
+def tile_drivers(dut, cfg, tiles: int, load_port: bool = False) -> list[TileDriver]:
+    """A driver per tile of the system (10 ns nominal, in femtoseconds), injection ports cleared."""
+    clear_injections(dut, cfg, tiles)
+    return [TileDriver(Ports(dut, f"t{i}_"), cfg, period=10_000_000, unit="fs", load_port=load_port)
+            for i in range(tiles)]
 
 
 def _levels(packed: int, cfg) -> list[int]:
@@ -217,17 +215,14 @@ async def observe(cfg, drv: TileDriver, job: dict, done: bool) -> dict:
 
 async def restart(dut, cfg, drivers, run) -> dict:
     """Restart every tile's clock at the run's period and phase, clear the injection ports
-    (a cancelled injection may have left its mask on) and reset every tile; how every
-    result begins (the clocks as started)."""
+    and reset every tile; how every result begins (the clocks as started)."""
     for i, d in enumerate(drivers):
         d.stop_clock()
         d.period, d.phase = run["period_fs"][i], run["phase_fs"][i]
     await _all(d.start_clock() for d in drivers)
     head = {**{k: run[k] for k in ("name", "ppm", "period_fs", "phase_fs")},
             "clock_t0_fs": [d.clock_t0 for d in drivers]}
-    for i in range(len(drivers)):
-        for k in range(cfg.links):
-            getattr(dut, f"t{i}_l{k}_inject").value = 0
+    clear_injections(dut, cfg, len(drivers))
     await _all(d.reset(4) for d in drivers)
     return head
 
@@ -334,11 +329,6 @@ async def run_system(dut):
         raise RuntimeError(f"the simulator's time precision is 1e{precision} s, not femtoseconds: the "
                            "timescale did not take effect and ppm-level clock periods would be rounded")
     cfg = TileConfig.from_dict(spec["config"])
-    n = spec["tiles"]
-    drivers = [TileDriver(Ports(dut, f"t{i}_"), cfg, period=10_000_000, unit="fs", load_port=spec.get("load") == "port")
-               for i in range(n)]
-    for i in range(n):
-        for k in range(cfg.links):
-            getattr(dut, f"t{i}_l{k}_inject").value = 0
+    drivers = tile_drivers(dut, cfg, spec["tiles"], spec.get("load") == "port")
     results = [await one_run(dut, cfg, drivers, run) for run in spec["runs"]]
     write_results(results, precision=precision)

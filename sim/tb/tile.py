@@ -1,18 +1,9 @@
-"""cocotb testbench: runs a list of jobs (programs with memory images) on one tile build.
-
-It drives either the bare tile (``lpu_tile``, host bus pins) or the tile behind the UART
-host bridge (``lpu_uart_tile``), with the same driver API, loading over the host bus or
-(``"load": "port"`` in the spec) through the vector load port.  The jobs come from the JSON
-file named by ``LPU_JOBS`` (MEM images, VXM parameters and tables, base registers, binary
-images); the observations (cycle count, status, busy counters, the hardware trace of every
-MEM write, the rows read back from the SRAM after the run (``read_back``, with their row
-numbers in ``read_back_rows``), with ``read_vxm`` the VXM's parameter and table words, with
-``read_bases`` the base registers' words (``base_words``), wall time of
-the run and of the load, the bytes loaded and the path that carried them) go to
-``LPU_RESULTS``.  Comparison against the golden model and the compiler's
-predictions happens in the caller (``sim/harness/runner.py`` users), so the same observations
-can also be compared across simulators.
-"""
+"""cocotb testbench: the jobs of ``LPU_JOBS`` on one tile (``lpu_tile``, or ``lpu_uart_tile``
+behind the UART bridge), loaded over the host bus or (``"load": "port"``) the load port.
+Per job the observations go to ``LPU_RESULTS``: cycles, status, busy counters, the trace
+of every MEM write, the rows read back (``read_back``, ``read_back_rows``), optionally the
+VXM and base register words, wall times and the bytes loaded.  The callers compare them,
+so that the same observations can also be compared across simulators."""
 
 from __future__ import annotations
 
