@@ -75,6 +75,7 @@ LINK_OVERRUN = "link-overrun"
 LINK_UNMATCHED = "link-unmatched"
 LINK_EARLY = "link-early"
 LINK_OVERFLOW = "link-overflow"
+UNDEFINED = "undefined-read"
 
 
 @dataclass(frozen=True)
@@ -268,6 +269,33 @@ def _mxm_check(iss: _Issued, problems) -> None:
                 problems.append(iss.problem(MXM_STATE, msg, i))
 
 
+def _undefined_check(program: Program, iss: _Issued, problems) -> None:
+    """Rule undefined-read: a READ of a row nothing defined before it issues."""
+    cfg = iss.cfg
+    for name in cfg.mem_names:
+        before = program.defined_rows(name)
+        if before.all():
+            continue
+        written: dict[int, int] = {}            # row -> first cycle a WRITE (base register 0) lands
+        reads = []
+        for i in iss.by_slice.get(name, ()):
+            _, t, ins = iss.insts[i]
+            if ins.base:                        # relocated by the host's base word: not known here
+                continue
+            if ins.op == Op.WRITE:
+                written[ins.addr] = min(written.get(ins.addr, t), t)
+            elif ins.op == Op.READ and ins.addr < cfg.mem_depth and not before[ins.addr]:
+                reads.append((t, ins.addr, i))
+        for t, row, i in reads:
+            w = written.get(row)
+            if w is None or w >= t:
+                late = "" if w is None else f"; the first WRITE of it lands on cycle {w}, not before the READ"
+                problems.append(iss.problem(UNDEFINED, f"{iss.describe(i)} reads {name} row {row}, which nothing "
+                                            f"defined: no memory image holds it, it is not declared defined "
+                                            f"before the run and no earlier WRITE wrote it{late} (SRAM powers "
+                                            f"up random)", i))
+
+
 def _sends_recvs(iss: _Issued):
     """``sends[link]``, ``recvs[link]``: [(cycle, inst)] in issue order."""
     sends, recvs = defaultdict(list), defaultdict(list)
@@ -306,6 +334,7 @@ def _tile_problems(program: Program, tile):
     _validate(program, iss, problems)
     _streams_check(iss, problems)
     _mxm_check(iss, problems)
+    _undefined_check(program, iss, problems)
     sends, recvs = _sends_recvs(iss)
     _overrun_check(iss, sends, problems)
     return problems, iss, sends, recvs
