@@ -21,11 +21,11 @@ from firmware_gen import check
 
 from firmware_gen.golden import archmodel
 from firmware_gen.check import (DOUBLE, LINK_EARLY, LINK_OVERFLOW, LINK_OVERRUN, LINK_UNMATCHED, MXM_STATE,
-                                PROGRAM, REPLACED, UNDRIVEN, CheckError, Problem, check_program, check_system,
+                                PROGRAM, REPLACED, UNDEFINED, UNDRIVEN, CheckError, Problem, check_program, check_system,
                                 require_clean)
 from firmware_gen.compiler.ffn import StoreH, compile_ffn
 from firmware_gen.compiler.ffn_example import example_ffn
-from firmware_gen.program import Program
+from firmware_gen.program import Program, ProgramError
 from firmware_gen.compiler.tray import compile_ffn_tray
 
 from tests.helpers import LOST_VALUE_ASM, random_schedule, sxm_cases, sxm_program
@@ -224,6 +224,99 @@ def test_mxm_faults_of_the_golden_model_are_found_statically():
     assert "accumulates into row 1 before any MM without ACC wrote it" in p.message
     with pytest.raises(archmodel.ModelError, match="accumulated into before"):
         archmodel.run(prog)
+
+
+# ---- MEM rows nothing defined (SRAM powers up random) -------------------------------------------
+def copy_program(src_row, dst_row, write_at=4):
+    """MEM_W1 READs ``src_row`` on cycle 0 (E0, at MEM_E0 on cycle 4); MEM_E0 WRITEs it to
+    ``dst_row`` on cycle 4, then READs ``dst_row`` on cycle 6 (west-flowing: MEM_E0's
+    value is at MEM_W1 on 6 + READ_LATENCY + 3, where MEM_W1 WRITEs it to row 9)."""
+    pos = TINY.position
+    t_back = 6 + READ_LATENCY + pos("MEM_E0") - pos("MEM_W1")
+    return Program(TINY, {"MEM_W1": [Instr.read(0, EAST, src_row), Instr.nop(t_back - 1), Instr.write(0, WEST, 9)],
+                          "MEM_E0": [Instr.nop(4), Instr.write(0, EAST, dst_row), Instr.nop(1),
+                                     Instr.read(0, WEST, dst_row)]})
+
+
+def test_a_read_of_a_row_nothing_defined_is_reported():
+    # No image anywhere: MEM_W1's READ of row 3 on cycle 0 reads whatever the SRAM holds;
+    # MEM_E0's READ of row 7 on cycle 6 follows its WRITE of row 7 (cycle 4): defined.
+    prog = copy_program(3, 7)
+    assert rules(check_program(prog)) == [UNDEFINED]
+    (p,) = check_program(prog)
+    assert (p.slices, p.position, p.cycle) == (("MEM_W1",), TINY.position("MEM_W1"), 0)
+    assert p.message.startswith("MEM_W1 'READ E0, 3' (issued on cycle 0) reads MEM_W1 row 3, which nothing defined")
+    with pytest.raises(CheckError, match=r"\[undefined-read\] MEM_W1 'READ E0, 3'"):
+        require_clean(prog)
+    # An image of MEM_W1 defines its rows (its zero rows as zero: a loader writes them).
+    prog.memory["MEM_W1"][0] = 1
+    assert check_program(prog) == []
+    # The golden model runs it: MEM_W1's row 3 (zero in the image) goes round to row 9.
+    mem = archmodel.run(prog).memory
+    assert mem["MEM_W1"][9].tolist() == [0] * TINY.lanes and mem["MEM_E0"][7].tolist() == [0] * TINY.lanes
+
+
+def test_a_write_counts_only_once_it_has_landed():
+    # MEM_E0 READs row 7 on cycle 6 and WRITEs it on cycle 7, after: row 7 is undefined for
+    # the READ (one queue issues one instruction a cycle; within one the READ reads first).
+    prog = copy_program(3, 8)
+    prog.memory["MEM_W1"][3] = 5
+    prog.queues["MEM_E0"] = [Instr.nop(4), Instr.write(0, EAST, 8), Instr.nop(1), Instr.read(0, WEST, 7),
+                             Instr.write(0, EAST, 7)]
+    got = [p for p in check_program(prog) if p.rule == UNDEFINED]
+    assert [(p.slices, p.cycle) for p in got] == [(("MEM_E0",), 6)], got
+    assert "reads MEM_E0 row 7" in got[0].message
+    assert "the first WRITE of it lands on cycle 7, not before the READ" in got[0].message
+    # Written on cycle 4 instead (row 7 where row 8 was): clean.
+    prog.queues["MEM_E0"][1] = Instr.write(0, EAST, 7)
+    assert [p for p in check_program(prog) if p.rule == UNDEFINED] == []
+
+
+def test_declared_rows_count_as_defined_and_survive_json():
+    # Rows defined before the run without an image: a resident model's rows an earlier run
+    # wrote, a block zero-filled on purpose.  Declared, they are clean; JSON keeps them.
+    prog = copy_program(3, 7)
+    prog.declare_defined("MEM_W1", [3])
+    assert check_program(prog) == []
+    back = Program.from_json(prog.to_json())
+    assert back.defined["MEM_W1"] == {3} and check_program(back) == []
+    # A slice with an image needs no declaration: the key is left out.
+    prog.memory["MEM_W1"][0] = 1
+    assert '"defined"' not in prog.to_json()
+    with pytest.raises(ProgramError, match="row 64 of MEM_W1 does not exist"):
+        prog.declare_defined("MEM_W1", [TINY.mem_depth])
+    with pytest.raises(ProgramError, match="'VXM' is not a MEM slice"):
+        prog.declare_defined("VXM", [0])
+
+
+def test_a_read_through_a_base_register_is_not_judged():
+    # Its row is the host's base word plus the address: unknown to a static check.
+    prog = copy_program(3, 7)
+    prog.queues["MEM_W1"][0] = Instr.read(0, EAST, 3, base=1)
+    assert [p for p in check_program(prog) if p.rule == UNDEFINED] == []
+
+
+def test_compiled_programs_declare_their_zero_weight_slices():
+    # A classic 16x16 FFN on the default tile: MEM_E1..E3 hold only zero (padding) weight
+    # rows, which it READs; the compiler declares every row it loads, and the declaration
+    # survives the program's JSON (lpu compile, then lpu sim DIR).
+    ex = example_ffn("classic", 16, 16, 1, seed=16 * 31 + 16)
+    prog, _ = compile_ffn(ex.spec, ex.x_int8, TileConfig.default())
+    empty = [n for n in prog.config.mem_names if not prog.memory[n].any() and prog.defined[n]]
+    assert empty, "the case needs a slice whose image is all zero"
+    assert check_program(prog) == [] and check_program(Program.from_json(prog.to_json())) == []
+    prog.defined = {n: set() for n in prog.config.mem_names}
+    assert {p.slices[0] for p in check_program(prog) if p.rule == UNDEFINED} == set(empty)
+
+
+def test_resident_layers_are_clean():
+    from firmware_gen.compiler.resident import compile_resident
+    from sim.flows.decode import DECODE_TILE
+    cfg = TileConfig.load("tiny", list(DECODE_TILE))
+    specs = [example_ffn(k, 8, 16, seed=s).spec for s, k in enumerate(("swiglu", "classic"))]
+    rm = compile_resident(specs, cfg)
+    for ly in rm.layers:
+        assert check_program(ly.program) == []
 
 
 # ---- C2C ------------------------------------------------------------------------------------
