@@ -47,6 +47,16 @@ link; a SEND without a RECV or a RECV without a SEND), ``link-early`` (a RECV fe
 ``c2c.min_distance`` cycles after its SEND: an underflow) and ``link-overflow`` (more than
 ``rx_depth`` vectors between their SEND and their RECV on one link, counted from the SEND,
 as ``firmware_gen/compiler/system.py`` states the buffer rule).
+
+``undefined-read``: SRAM powers up random, so a ``READ`` (the one opcode that reads a MEM
+row) of a row nothing defined is a problem naming the slice, the row, the READ and its
+issue cycle.  A row is defined when ``Program.defined_rows`` says so before the run (its
+slice has an image: every row of it, zero rows as zero, which a loader must write; or the
+row is declared in ``Program.defined``: rows the compiler loads, rows an earlier run left,
+rows the host writes before the run, blocks zero-filled on purpose), or when a ``WRITE`` of
+the same slice wrote it on an earlier cycle (within a cycle a READ reads first).  READs and
+WRITEs that name a base register other than 0 are not judged: their row is the host's
+offset plus the address (``docs/isa.md``, *Base registers*).
 """
 
 from __future__ import annotations

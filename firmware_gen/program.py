@@ -299,7 +299,9 @@ class Program:
 
     # ---- serialisation -------------------------------------------------------------
     def to_json(self) -> str:
-        """The whole program with its tile's full configuration, as JSON (``FORMAT``)."""
+        """The whole program with its tile's full configuration, as JSON (``FORMAT``); the
+        optional key ``"defined"`` holds the declared rows of slices without an image (only
+        when there are some: :meth:`defined_rows` needs no others)."""
         return json.dumps({
             "format": FORMAT,
             "config": self.config.to_dict(),
