@@ -562,6 +562,14 @@ def test_scheduler_programs_are_clean():
             assert check_program(random_schedule(cfg, 12 if preset == "tiny" else 120, seed).program()) == []
         prog, _ = sxm_program(cfg, sxm_cases(cfg))
         assert check_program(prog) == []
+    # Rows loaded as zero into a slice with no other image are declared loaded: clean.
+    from firmware_gen.compiler.schedule import Scheduler
+    s = Scheduler(TINY)
+    s.load("MEM_W1", 2, np.zeros((3, TINY.lanes), np.uint8))
+    s.copy("MEM_W1", 2, "MEM_E0", 0, count=3)
+    prog = s.program()
+    assert not prog.memory["MEM_W1"].any() and prog.defined["MEM_W1"] == {2, 3, 4}
+    assert check_program(prog) == []
 
 
 @pytest.mark.parametrize("tiles", TILE_COUNTS)
