@@ -301,9 +301,9 @@ def _undefined_check(program: Program, iss: _Issued, problems) -> None:
             if w is None or w >= t:
                 late = "" if w is None else f"; the first WRITE of it lands on cycle {w}, not before the READ"
                 problems.append(iss.problem(UNDEFINED, f"{iss.describe(i)} reads {name} row {row}, which nothing "
-                                            f"defined: no memory image holds it, it is not declared defined "
-                                            f"before the run and no earlier WRITE wrote it{late} (SRAM powers "
-                                            f"up random)", i))
+                                            f"defined: {name} has no memory image, the row is not declared "
+                                            f"defined before the run and no earlier WRITE wrote it{late} (SRAM "
+                                            f"powers up random)", i))
 
 
 def _sends_recvs(iss: _Issued):
