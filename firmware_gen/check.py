@@ -47,6 +47,16 @@ link; a SEND without a RECV or a RECV without a SEND), ``link-early`` (a RECV fe
 ``c2c.min_distance`` cycles after its SEND: an underflow) and ``link-overflow`` (more than
 ``rx_depth`` vectors between their SEND and their RECV on one link, counted from the SEND,
 as ``firmware_gen/compiler/system.py`` states the buffer rule).
+
+``undefined-read``: SRAM powers up random, so a ``READ`` (the one opcode that reads a MEM
+row) of a row nothing defined is a problem naming the slice, the row, the READ and its
+issue cycle.  A row is defined when ``Program.defined_rows`` says so before the run (its
+slice has an image: every row of it, zero rows as zero, which a loader must write; or the
+row is declared in ``Program.defined``: rows the compiler loads, rows an earlier run left,
+rows the host writes before the run, blocks zero-filled on purpose), or when a ``WRITE`` of
+the same slice wrote it on an earlier cycle (within a cycle a READ reads first).  READs and
+WRITEs that name a base register other than 0 are not judged: their row is the host's
+offset plus the address (``docs/isa.md``, *Base registers*).
 """
 
 from __future__ import annotations
@@ -75,6 +85,7 @@ LINK_OVERRUN = "link-overrun"
 LINK_UNMATCHED = "link-unmatched"
 LINK_EARLY = "link-early"
 LINK_OVERFLOW = "link-overflow"
+UNDEFINED = "undefined-read"
 
 
 @dataclass(frozen=True)
@@ -268,6 +279,33 @@ def _mxm_check(iss: _Issued, problems) -> None:
                 problems.append(iss.problem(MXM_STATE, msg, i))
 
 
+def _undefined_check(program: Program, iss: _Issued, problems) -> None:
+    """Rule undefined-read: a READ of a row nothing defined before it issues."""
+    cfg = iss.cfg
+    for name in cfg.mem_names:
+        before = program.defined_rows(name)
+        if before.all():
+            continue
+        written: dict[int, int] = {}            # row -> first cycle a WRITE (base register 0) lands
+        reads = []
+        for i in iss.by_slice.get(name, ()):
+            _, t, ins = iss.insts[i]
+            if ins.base:                        # relocated by the host's base word: not known here
+                continue
+            if ins.op == Op.WRITE:
+                written[ins.addr] = min(written.get(ins.addr, t), t)
+            elif ins.op == Op.READ and ins.addr < cfg.mem_depth and not before[ins.addr]:
+                reads.append((t, ins.addr, i))
+        for t, row, i in reads:
+            w = written.get(row)
+            if w is None or w >= t:
+                late = "" if w is None else f"; the first WRITE of it lands on cycle {w}, not before the READ"
+                problems.append(iss.problem(UNDEFINED, f"{iss.describe(i)} reads {name} row {row}, which nothing "
+                                            f"defined: {name} has no memory image, the row is not declared "
+                                            f"defined before the run and no earlier WRITE wrote it{late} (SRAM "
+                                            f"powers up random)", i))
+
+
 def _sends_recvs(iss: _Issued):
     """``sends[link]``, ``recvs[link]``: [(cycle, inst)] in issue order."""
     sends, recvs = defaultdict(list), defaultdict(list)
@@ -306,6 +344,7 @@ def _tile_problems(program: Program, tile):
     _validate(program, iss, problems)
     _streams_check(iss, problems)
     _mxm_check(iss, problems)
+    _undefined_check(program, iss, problems)
     sends, recvs = _sends_recvs(iss)
     _overrun_check(iss, sends, problems)
     return problems, iss, sends, recvs

@@ -32,9 +32,11 @@ class Program:
     unused entries are the identity (bias 0, multiplier 1, shift 0, table 0).
     ``table`` is the VXM's activation tables, ``(vxm_tables, 256)`` int8 (identity unless
     set; ``set_table`` also takes one table of 256, table 0).
+    ``defined[name]`` is the set of rows of MEM slice ``name`` declared defined before the
+    run besides its image (:meth:`declare_defined`, :meth:`defined_rows`).
     """
 
-    def __init__(self, config: TileConfig, queues=None, memory=None, vxm_params=None, table=None):
+    def __init__(self, config: TileConfig, queues=None, memory=None, vxm_params=None, table=None, defined=None):
         self.config = config
         self.queues: dict[str, list[Instr]] = {n: [] for n in config.queue_names}
         for name, instrs in (queues or {}).items():
@@ -50,6 +52,32 @@ class Program:
         self.table = identity_tables(config)
         if table is not None:
             self.set_table(table)
+        self.defined: dict[str, set[int]] = {n: set() for n in config.mem_names}
+        for name, rows in (defined or {}).items():
+            self.declare_defined(name, rows)
+
+    def declare_defined(self, name: str, rows) -> None:
+        """Declare rows of MEM slice ``name`` defined before the run though its image does not
+        hold them: rows the host writes before it (a resident layer's x), rows an earlier run
+        wrote and the tile keeps, blocks zero-filled on purpose."""
+        if name not in self.config.mem_names:
+            raise ProgramError(f"{name!r} is not a MEM slice; MEM slices are {', '.join(self.config.mem_names)}")
+        rows = {int(r) for r in rows}
+        bad = [r for r in rows if not 0 <= r < self.config.mem_depth]
+        if bad:
+            raise ProgramError(f"row {min(bad)} of {name} does not exist; it has mem_depth = {self.config.mem_depth}")
+        self.defined[name] |= rows
+
+    def defined_rows(self, name: str) -> np.ndarray:
+        """``(mem_depth,)`` bool: the rows of MEM slice ``name`` defined before the run.  A
+        slice with an image (a nonzero row: what :meth:`to_json` and a loader carry) has every
+        row defined, its zero rows as zero; a slice without one has only the rows
+        :attr:`defined` names (SRAM powers up random)."""
+        if self.memory[name].any():
+            return np.ones(self.config.mem_depth, bool)
+        out = np.zeros(self.config.mem_depth, bool)
+        out[sorted(self.defined.get(name, ()))] = True
+        return out
 
     def set_vxm_params(self, params) -> None:
         cfg = self.config
@@ -271,7 +299,9 @@ class Program:
 
     # ---- serialisation -------------------------------------------------------------
     def to_json(self) -> str:
-        """The whole program with its tile's full configuration, as JSON (``FORMAT``)."""
+        """The whole program with its tile's full configuration, as JSON (``FORMAT``); the
+        optional key ``"defined"`` holds the declared rows of slices without an image (only
+        when there are some: :meth:`defined_rows` needs no others)."""
         return json.dumps({
             "format": FORMAT,
             "config": self.config.to_dict(),
@@ -279,7 +309,13 @@ class Program:
             "memory": {n: m[:_used_rows(m)].tolist() for n, m in self.memory.items() if m.any()},
             "vxm_params": self.vxm_params.tolist(),
             "table": self.table.tolist(),
+            **({"defined": self._declared()} if self._declared() else {}),
         })
+
+    def _declared(self) -> dict:
+        """The declared rows :meth:`defined_rows` needs besides the images: those of slices
+        without an image (JSON's optional ``"defined"``)."""
+        return {n: sorted(rows) for n, rows in self.defined.items() if rows and not self.memory[n].any()}
 
     @classmethod
     def from_json(cls, text: str) -> "Program":
@@ -293,7 +329,7 @@ class Program:
             got = d.get("format") if isinstance(d, dict) else None
             raise ProgramError(f"not a program of format {FORMAT!r} (format {got!r}); recompile it")
         keys = {"format", "config", "images", "memory", "vxm_params", "table"}
-        unknown, missing = set(d) - keys, keys - set(d)          # (the format is there: checked above)
+        unknown, missing = set(d) - keys - {"defined"}, keys - set(d)          # (the format is there: checked above)
         if unknown or missing:
             raise ProgramError(f"program JSON has {'unknown' if unknown else 'no'} key(s) "
                                f"{', '.join(sorted(unknown or missing))}")
@@ -303,8 +339,13 @@ class Program:
         memory = {n: _byte_rows(m, n, cfg) for n, m in d["memory"].items()}
         images = {n: _words(w, n) for n, w in d["images"].items()}
         queues = cls.from_images(cfg, images).queues
+        defined = d.get("defined", {})
+        if not isinstance(defined, dict) or not all(
+                isinstance(r, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in r)
+                for r in defined.values()):
+            raise ProgramError("program JSON: defined must be an object of MEM slice -> list of row numbers")
         try:
-            return cls(cfg, queues, memory, d["vxm_params"], d["table"]).validate()
+            return cls(cfg, queues, memory, d["vxm_params"], d["table"], defined).validate()
         except (ProgramError, IsaError):
             raise
         except (ValueError, TypeError) as e:
@@ -330,6 +371,21 @@ class _Where:
 def _used_rows(img) -> int:
     """Rows of a MEM image up to its last non-zero one (the rest load as zeros)."""
     return int(np.flatnonzero(img.any(axis=1))[-1]) + 1
+
+
+def memory_images(text: str, cfg: TileConfig) -> dict:
+    """MEM images from JSON text: ``{slice: rows of lanes bytes}`` (``to_json``'s
+    ``"memory"``), each checked (ProgramError naming the slice and row)."""
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ProgramError(f"memory images: not JSON: {e}") from None
+    if not isinstance(d, dict):
+        raise ProgramError("memory images must be a JSON object keyed by MEM slice name")
+    for n in d:
+        if n not in cfg.mem_names:
+            raise ProgramError(f"memory images: {n!r} is not a MEM slice; MEM slices are {', '.join(cfg.mem_names)}")
+    return {n: _byte_rows(m, n, cfg) for n, m in d.items()}
 
 
 def _byte_rows(rows, name, cfg):

@@ -173,7 +173,7 @@ class FfnPlan(TilePlan):
                 src = self.mem(side, k % self.n)
                 for b in range(self.B):
                     slot, addr = self.x_slot(k, b), self.state.alloc(src, 1)
-                    self.state.memory[src][addr] = self.x[b, k * self.cfg.lanes:(k + 1) * self.cfg.lanes] & 0xFF
+                    self.state.load(src, addr, self.x[b, k * self.cfg.lanes:(k + 1) * self.cfg.lanes] & 0xFF)
                     self.x_rows.append((src, addr, k, b))
                     d = self.in_dir(side)
                     lead = read_lead(self.cfg, src, side)      # the READ's cycles to the MXM: its LX's
@@ -387,7 +387,8 @@ class FfnPlan(TilePlan):
             state.timed = strip_deskews(state.timed, last)
             state.res.release_after(DESKEW_SLICE, last)
         queues = {name: lower(entries) for name, entries in state.timed.items()}
-        prog = Program(self.cfg, queues, state.memory, vxm_params=state.params, table=state.tables)
+        prog = Program(self.cfg, queues, state.memory, vxm_params=state.params, table=state.tables,
+                       defined=state.loaded)
         for name, q in prog.queues.items():
             if len(q) + 1 > self.cfg.iq_depth:
                 raise CompileError(f"the schedule needs {len(q) + 1} instructions in {name}'s queue; "

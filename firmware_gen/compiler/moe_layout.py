@@ -145,4 +145,4 @@ def load_expert_weights(state: TileState, spec: MoeSpec, layout: Layout, templat
     for le, e in enumerate(layout.experts):
         p = padded_spec(spec.experts[e], lanes)
         for (ident, row, m), rel in template.rel.items():
-            state.memory[m][template.wbase[m] + le * layout.stride + rel] = block_row(p, ident, row, lanes)
+            state.load(m, template.wbase[m] + le * layout.stride + rel, block_row(p, ident, row, lanes))

@@ -203,5 +203,6 @@ def run_layer(model: ResidentModel, layer: int, x_int8, memory: dict | None = No
     ``memory`` is the tile's after the run (the next layer starts from it)."""
     ly = model.layers[layer]
     mem = with_x(memory or model.memory, ly.x_rows, x_int8, model.config.lanes, ly.spec.H)
-    res = archmodel.run(Program(model.config, ly.program.queues, mem, model.vxm_params, model.table))
+    res = archmodel.run(Program(model.config, ly.program.queues, mem, model.vxm_params, model.table,
+                                ly.program.defined))
     return res, ly.y_from(res.memory)

@@ -73,6 +73,7 @@ class Scheduler:
         self.transfers: list[Copy] = []
         self.initial = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
         self._value = {n: m.copy() for n, m in self.initial.items()}  # transfer-level semantics
+        self.loaded = {n: set() for n in cfg.mem_names}          # rows load() gave (Program.defined)
         self._predicted: list[PredictedWrite] = []
         self.res = Reservations(cfg)       # issue slots and stream positions, by transfer index
         self._last_write: dict[tuple[str, int], int] = {}
@@ -99,6 +100,7 @@ class Scheduler:
             raise ScheduleError("load() initial memory before scheduling any copy")
         self.initial[name][addr:addr + len(v)] = v.astype(np.int64) & 0xFF
         self._value[name][addr:addr + len(v)] = self.initial[name][addr:addr + len(v)]
+        self.loaded[name].update(range(addr, addr + len(v)))
 
     # ---- scheduling ------------------------------------------------------------------
     def _route(self, src: str, dst: str) -> tuple[int, int]:
@@ -204,4 +206,4 @@ class Scheduler:
             timed[x.src].append((x.read_cycle, Instr.read(x.stream, x.dir, x.src_addr), rep))
             timed[x.dst].append((x.write_cycle, Instr.write(x.stream, x.dir, x.dst_addr), rep))
         queues = {name: lower(entries, merge=False) for name, entries in timed.items()}
-        return Program(self.cfg, queues, self.initial).validate()
+        return Program(self.cfg, queues, self.initial, defined=self.loaded).validate()

@@ -104,6 +104,7 @@ class SystemScheduler:
         self.memory = [{n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
                        for _ in range(tiles)]
         self.value = [{n: m.copy() for n, m in mem.items()} for mem in self.memory]
+        self.loaded = [{n: set() for n in cfg.mem_names} for _ in range(tiles)]    # rows load() gave
         self.book = LinkBook(cfg, tiles)
         self.transfers: list[LinkTransfer] = []
         self.predicted: list[list[PredictedWrite]] = [[] for _ in range(tiles)]
@@ -126,6 +127,7 @@ class SystemScheduler:
             raise ScheduleError(f"cannot load {len(v)} vector(s) into {name}[{addr}] of tile {tile}")
         self.memory[tile][name][addr:addr + len(v)] = v
         self.value[tile][name][addr:addr + len(v)] = v
+        self.loaded[tile][name].update(range(addr, addr + len(v)))
 
     # ---- placement -----------------------------------------------------------------------
     def send(self, src: int, src_mem: str, src_addr: int, dst: int, dst_mem: str, dst_addr: int,
@@ -216,7 +218,8 @@ class SystemScheduler:
         return strip_deskews(self.timed[tile], max(last_work(tm) for tm in self.timed))
 
     def programs(self) -> list[Program]:
-        return [Program(self.cfg, {n: lower(e) for n, e in self._timed(t).items()}, self.memory[t]).validate()
+        return [Program(self.cfg, {n: lower(e) for n, e in self._timed(t).items()}, self.memory[t],
+                        defined=self.loaded[t]).validate()
                 for t in range(self.topo.tiles)]
 
     def predicted_writes(self, tile: int) -> list[PredictedWrite]:

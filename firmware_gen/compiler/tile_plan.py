@@ -126,7 +126,7 @@ class TilePlan:
             read = read_probe(j, d)
             state.res.take_run(m, cycles, read, to, who)
             addr = state.alloc(m, len(cycles))
-            state.memory[m][addr:addr + len(cycles)] = rows[j::n]     # row c*n + j at addr + c
+            state.load(m, addr, rows[j::n])                            # row c*n + j at addr + c
             for c, r in enumerate(cycles):
                 state.emit(m, r, read.with_addr(addr + c))      # a checked READ; alloc keeps addr < mem_depth
 

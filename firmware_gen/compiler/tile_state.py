@@ -32,7 +32,7 @@ class TileState:
 
     Members: ``res`` (the reservation table), ``timed`` (queue -> ``[(cycle, Instr)]``, lowered
     by ``FfnPlan.program``), ``memory`` (MEM slice -> ``(mem_depth, lanes)`` uint8, the rows
-    loaded), ``next_free`` (MEM slice -> its first untaken row), ``params``/``n_params`` (the
+    loaded), ``loaded`` (MEM slice -> the rows :meth:`load` wrote, zero ones too), ``next_free`` (MEM slice -> its first untaken row), ``params``/``n_params`` (the
     VXM parameter entries, ``0 .. n_params - 1`` taken), ``tables`` (``(vxm_tables, 256)``
     int8 activation tables), and per MXM: ``slot_ready`` (``{x slot: first cycle an MM may
     read it}``), ``loader_free`` (first cycle a new ``LW`` may issue), ``load_end`` (first
@@ -45,6 +45,7 @@ class TileState:
         self.res = Reservations(cfg)
         self.timed: dict[str, list[tuple[int, Instr]]] = {n: [] for n in cfg.queue_names}
         self.memory = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
+        self.loaded = {n: set() for n in cfg.mem_names}
         self.next_free = {n: 0 for n in cfg.mem_names} if next_free is None else next_free
         self.params = Program(cfg).vxm_params.copy() if params is None else params
         self.n_params = n_params
@@ -68,6 +69,14 @@ class TileState:
             raise CompileError(f"{name} needs {self.next_free[name]} rows for what is placed on it; a MEM slice "
                                f"holds mem_depth = {self.cfg.mem_depth} rows")
         return a
+
+    def load(self, name: str, addr: int, rows) -> None:
+        """Rows ``rows`` (``(k, lanes)``, or one vector) into MEM slice ``name``'s image from
+        row ``addr``, declared loaded (``Program.declare_defined``: a zero row is loaded as zero)."""
+        rows = np.asarray(rows)
+        k = 1 if rows.ndim == 1 else len(rows)
+        self.memory[name][addr:addr + k] = rows
+        self.loaded[name].update(range(addr, addr + k))
 
     def new_param(self, **fields) -> int:
         """The next free VXM parameter entry, its ``fields`` (``lpu_arch.vxm.VXM_FIELDS``) set."""

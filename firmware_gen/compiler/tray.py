@@ -408,7 +408,7 @@ class TrayLayer:
         for t, (p, rows) in enumerate(zip(self.programs, self.x_rows)):
             mem = p.memory if memories is None else memories[t]
             mem = with_x(mem, rows, x_int8, p.config.lanes, self.spec.H)
-            out.append(Program(p.config, p.queues, mem, p.vxm_params, p.table))
+            out.append(Program(p.config, p.queues, mem, p.vxm_params, p.table, p.defined))
         return out
 
     def x_bytes(self) -> int:
@@ -463,7 +463,7 @@ def compile_resident_tray(specs: list, cfg: TileConfig | None = None, tiles: int
             stack.add(f.state, l, spec.table)
         compiled.append(layer)
     images, entries = stack_images(tcfg, [[p.images() for p in ly.programs] for ly in compiled])
-    layers = [dataclasses.replace(ly, programs=[Program(tcfg, p.queues, st.memory, st.params, st.tables)
+    layers = [dataclasses.replace(ly, programs=[Program(tcfg, p.queues, st.memory, st.params, st.tables, p.defined)
                                                 for p, st in zip(ly.programs, stacks)]) for ly in compiled]
     return ResidentTray(layers, entries, images, [st.memory for st in stacks],
                         [dict(st.next_free) for st in stacks])

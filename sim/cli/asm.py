@@ -14,7 +14,10 @@ DESCRIPTION = """\
 Assemble text (``[SLICE]`` headers, one instruction per line, # comments;
 docs/isa.md) into DIR/program.json for lpu sim and lpu show, and run the
 static checker on it (firmware_gen/check.py: values lost on a stream,
-reads of undriven streams, addresses, queue sizes)."""
+reads of undriven streams, reads of MEM rows nothing defined, addresses,
+queue sizes).  --memory gives the MEM images: a JSON object of slice ->
+rows of lanes bytes, as program.json's "memory"; a MEM slice without one
+holds nothing defined until a WRITE writes it."""
 
 EPILOG = """\
 A program directory without manifest.json runs against the golden model alone:
@@ -27,16 +30,23 @@ def add_parser(sub) -> None:
     p.add_argument("file", type=Path, metavar="FILE", help="assembly text")
     config_options(p, "tiny", "tiny")
     p.add_argument("--out", type=Path, default=None, metavar="DIR", help="directory (default: build/lpu/<FILE stem>)")
+    p.add_argument("--memory", type=Path, default=None, metavar="FILE",
+                   help='MEM images: JSON {"MEM_W0": [[byte, ...], ...], ...}, rows from 0 (as program.json\'s "memory")')
     p.add_argument("--json", action="store_true", help="print the program path and problems as JSON")
 
 
 def run(args) -> int:
     from firmware_gen.check import check_program
-    from firmware_gen.program import Program
+    from firmware_gen.program import Program, memory_images
     src = Path(args.file)
     if not src.is_file():
         raise CliError(f"{src} is not a file of assembly text")
     prog = Program.assemble(TileConfig.load(args.config, args.set), src.read_text())
+    if args.memory is not None:
+        if not args.memory.is_file():
+            raise CliError(f"--memory {args.memory} is not a file")
+        for name, img in memory_images(args.memory.read_text(), prog.config).items():
+            prog.set_memory(name, img)
     out = Path(args.out or Path("build") / "lpu" / src.stem)
     out.mkdir(parents=True, exist_ok=True)
     (out / "program.json").write_text(prog.to_json())

@@ -79,7 +79,7 @@ def without_runtime_deskews(programs: list[Program]) -> list[Program]:
     """The same programs with every RUNTIME_DESKEW replaced by a one-cycle NOP (same SAC
     timing, no re-alignment): outside the specification on drifting clocks."""
     return [Program(p.config, {n: [Instr.nop(1) if i.op == Op.RUNTIME_DESKEW else i for i in instrs]
-                               for n, instrs in p.queues.items()}, p.memory, p.vxm_params, p.table)
+                               for n, instrs in p.queues.items()}, p.memory, p.vxm_params, p.table, p.defined)
             for p in programs]
 
 

@@ -21,11 +21,11 @@ from firmware_gen import check
 
 from firmware_gen.golden import archmodel
 from firmware_gen.check import (DOUBLE, LINK_EARLY, LINK_OVERFLOW, LINK_OVERRUN, LINK_UNMATCHED, MXM_STATE,
-                                PROGRAM, REPLACED, UNDRIVEN, CheckError, Problem, check_program, check_system,
+                                PROGRAM, REPLACED, UNDEFINED, UNDRIVEN, CheckError, Problem, check_program, check_system,
                                 require_clean)
 from firmware_gen.compiler.ffn import StoreH, compile_ffn
 from firmware_gen.compiler.ffn_example import example_ffn
-from firmware_gen.program import Program
+from firmware_gen.program import Program, ProgramError
 from firmware_gen.compiler.tray import compile_ffn_tray
 
 from tests.helpers import LOST_VALUE_ASM, random_schedule, sxm_cases, sxm_program
@@ -37,12 +37,22 @@ def rules(problems):
     return [p.rule for p in problems]
 
 
+def loaded(prog):
+    """``prog`` with a memory image (bytes 1) from the first row each READ names on, so
+    that only the rule a test is about can fail (SRAM powers up random: rule undefined-read)."""
+    for name in prog.config.mem_names:
+        for ins in prog.queues.get(name, []):
+            if ins.op == Op.READ:
+                prog.memory[name][ins.addr:] = 1        # (the rows a REPEAT reads too)
+    return prog
+
+
 # ---- the issue's example and its neighbours ----------------------------------------------
 ISSUE = LOST_VALUE_ASM
 
 
 def test_the_issue_example_reports_the_value_replaced_before_any_read():
-    prog = Program.assemble(TINY, ISSUE)
+    prog = loaded(Program.assemble(TINY, ISSUE))
     pos = TINY.position
     # By hand (isa.py): MEM_W1's READ issues on cycle 0 and drives E0 at MEM_W1 on cycle
     # 0 + READ_LATENCY; east-flowing, it is at MEM_W0 (one position east) one cycle later.
@@ -68,7 +78,7 @@ def test_the_issue_example_reports_the_value_replaced_before_any_read():
 def test_replacing_a_value_after_its_last_reader_is_legal():
     # MEM_W1's value is sampled by MEM_W0, then MEM_E0 drives the same diagonal further
     # east: a stream reused after its value's last reader, as the compiler does.
-    prog = Program.assemble(TINY, """
+    prog = loaded(Program.assemble(TINY, """
     [MEM_W1]
         READ E0, 0        # E0 at MEM_W1 on 1, at MEM_W0 on 2, at VXM on 3, at MEM_E0 on 4
     [MEM_W0]
@@ -80,7 +90,7 @@ def test_replacing_a_value_after_its_last_reader_is_legal():
     [MEM_E1]
         NOP 5
         WRITE E0, 8       # reads MEM_E0's value
-    """)
+    """))
     assert check_program(prog) == []
     prog.memory["MEM_W1"][0] = 1
     prog.memory["MEM_E0"][3] = 2
@@ -94,7 +104,7 @@ def test_replacing_a_value_after_its_last_reader_is_legal():
 
 def test_a_read_where_nothing_is_driven_is_reported():
     pos = TINY.position
-    prog = Program.assemble(TINY, """
+    prog = loaded(Program.assemble(TINY, """
     [MEM_W1]
         READ E1, 0        # east-flowing from MEM_W1: nothing upstream of it on E1
     [MEM_E0]
@@ -103,7 +113,7 @@ def test_a_read_where_nothing_is_driven_is_reported():
     [SXM_W]
         NOP 2
         TRI E1, row=0     # west of MEM_W1: upstream of the only driver of E1
-    """)
+    """))
     problems = check_program(prog)
     assert rules(problems) == [UNDRIVEN, UNDRIVEN], problems
     tri, write = problems
@@ -115,7 +125,7 @@ def test_a_read_where_nothing_is_driven_is_reported():
 def test_a_read_on_the_drive_cycle_at_the_drivers_own_position_sees_the_passing_value():
     # MEM_W0's READ drives E0 at MEM_W0 on cycle 1; a WRITE there on cycle 1 samples the
     # passing value, which nothing drove.
-    prog = Program(TINY, {"MEM_W0": [Instr.read(0, EAST, 0), Instr.write(0, EAST, 1)]})
+    prog = loaded(Program(TINY, {"MEM_W0": [Instr.read(0, EAST, 0), Instr.write(0, EAST, 1)]}))
     (p,) = check_program(prog)
     assert (p.rule, p.slices, p.cycle) == (UNDRIVEN, ("MEM_W0",), 1)
 
@@ -126,20 +136,20 @@ def test_lw_rows_count_as_reads_and_are_reported_once_per_instruction():
     # READ_LATENCY + (position(MEM_W1) - position(MXM_W)).
     pos = TINY.position
     t_lw = READ_LATENCY + pos("MEM_W1") - pos("MXM_W")
-    prog = Program(TINY, {"MEM_W1": [Instr.read(0, WEST, 0)],
-                          "MXL_W": [Instr.nop(t_lw), Instr.lw(0, WEST, n=4)]})
+    prog = loaded(Program(TINY, {"MEM_W1": [Instr.read(0, WEST, 0)],
+                                 "MXL_W": [Instr.nop(t_lw), Instr.lw(0, WEST, n=4)]}))
     (p,) = check_program(prog)
     assert (p.rule, p.slices, p.stream, p.position, p.cycle) == (UNDRIVEN, ("MXM_W",), "W1", pos("MXM_W"), t_lw)
     assert "reads streams W1, W2, W3 (3 rows)" in p.message
     # n=1: row r samples W0 on cycle t_lw + r; only row 0 finds a value.
-    prog = Program(TINY, {"MEM_W1": [Instr.read(0, WEST, 0)],
-                          "MXL_W": [Instr.nop(t_lw), Instr.lw(0, WEST, n=1)]})
+    prog = loaded(Program(TINY, {"MEM_W1": [Instr.read(0, WEST, 0)],
+                                 "MXL_W": [Instr.nop(t_lw), Instr.lw(0, WEST, n=1)]}))
     (p,) = check_program(prog)
     assert (p.rule, p.stream, p.cycle) == (UNDRIVEN, "W0", t_lw + 1)
     assert f"reads stream W0 (3 rows) at MXM_W (position 0) on cycles {t_lw + 1}..{t_lw + 3}" in p.message
     # A READ per row on consecutive cycles feeds every row: clean.
     prog.queues["MEM_W1"] = [Instr.read(0, WEST, 0), Instr.repeat(TINY.lanes - 1, 1, +1)]
-    assert check_program(prog) == []
+    assert check_program(loaded(prog)) == []
 
 
 def test_two_drives_of_one_stream_position_and_cycle(monkeypatch):
@@ -162,12 +172,12 @@ def test_two_drives_of_one_stream_position_and_cycle(monkeypatch):
 def test_validate_failures_become_problems_for_every_queue():
     cfg = TINY
     too_long = [Instr.nop(1)] * cfg.iq_depth           # + HALT: one more than the queue holds
-    prog = Program(cfg, {
+    prog = loaded(Program(cfg, {
         "MEM_W1": [Instr.read(0, EAST, cfg.mem_depth - 3), Instr.repeat(3, 1, +1)],   # repetition 3 is out
         "MEM_W0": too_long,
         "VXM": [Instr.read(0, EAST, 0)],                                                # not a VXM opcode
         "MEM_E1": [Instr.repeat(2, 1, +1), Instr.read(0, EAST, 0)],                    # nothing to repeat
-    })
+    }))
     problems = [p for p in check_program(prog) if p.rule == PROGRAM]
     assert [p.slices for p in problems] == [("MEM_W1",), ("MEM_W0",), ("VXM",), ("MEM_E1",)]
     assert [p.position for p in problems] == [cfg.position(n) for n in ("MEM_W1", "MEM_W0", "VXM", "MEM_E1")]
@@ -216,6 +226,99 @@ def test_mxm_faults_of_the_golden_model_are_found_statically():
         archmodel.run(prog)
 
 
+# ---- MEM rows nothing defined (SRAM powers up random) -------------------------------------------
+def copy_program(src_row, dst_row, write_at=4):
+    """MEM_W1 READs ``src_row`` on cycle 0 (E0, at MEM_E0 on cycle 4); MEM_E0 WRITEs it to
+    ``dst_row`` on cycle 4, then READs ``dst_row`` on cycle 6 (west-flowing: MEM_E0's
+    value is at MEM_W1 on 6 + READ_LATENCY + 3, where MEM_W1 WRITEs it to row 9)."""
+    pos = TINY.position
+    t_back = 6 + READ_LATENCY + pos("MEM_E0") - pos("MEM_W1")
+    return Program(TINY, {"MEM_W1": [Instr.read(0, EAST, src_row), Instr.nop(t_back - 1), Instr.write(0, WEST, 9)],
+                          "MEM_E0": [Instr.nop(4), Instr.write(0, EAST, dst_row), Instr.nop(1),
+                                     Instr.read(0, WEST, dst_row)]})
+
+
+def test_a_read_of_a_row_nothing_defined_is_reported():
+    # No image anywhere: MEM_W1's READ of row 3 on cycle 0 reads whatever the SRAM holds;
+    # MEM_E0's READ of row 7 on cycle 6 follows its WRITE of row 7 (cycle 4): defined.
+    prog = copy_program(3, 7)
+    assert rules(check_program(prog)) == [UNDEFINED]
+    (p,) = check_program(prog)
+    assert (p.slices, p.position, p.cycle) == (("MEM_W1",), TINY.position("MEM_W1"), 0)
+    assert p.message.startswith("MEM_W1 'READ E0, 3' (issued on cycle 0) reads MEM_W1 row 3, which nothing defined")
+    with pytest.raises(CheckError, match=r"\[undefined-read\] MEM_W1 'READ E0, 3'"):
+        require_clean(prog)
+    # An image of MEM_W1 defines its rows (its zero rows as zero: a loader writes them).
+    prog.memory["MEM_W1"][0] = 1
+    assert check_program(prog) == []
+    # The golden model runs it: MEM_W1's row 3 (zero in the image) goes round to row 9.
+    mem = archmodel.run(prog).memory
+    assert mem["MEM_W1"][9].tolist() == [0] * TINY.lanes and mem["MEM_E0"][7].tolist() == [0] * TINY.lanes
+
+
+def test_a_write_counts_only_once_it_has_landed():
+    # MEM_E0 READs row 7 on cycle 6 and WRITEs it on cycle 7, after: row 7 is undefined for
+    # the READ (one queue issues one instruction a cycle; within one the READ reads first).
+    prog = copy_program(3, 8)
+    prog.memory["MEM_W1"][3] = 5
+    prog.queues["MEM_E0"] = [Instr.nop(4), Instr.write(0, EAST, 8), Instr.nop(1), Instr.read(0, WEST, 7),
+                             Instr.write(0, EAST, 7)]
+    got = [p for p in check_program(prog) if p.rule == UNDEFINED]
+    assert [(p.slices, p.cycle) for p in got] == [(("MEM_E0",), 6)], got
+    assert "reads MEM_E0 row 7" in got[0].message
+    assert "the first WRITE of it lands on cycle 7, not before the READ" in got[0].message
+    # Written on cycle 4 instead (row 7 where row 8 was): clean.
+    prog.queues["MEM_E0"][1] = Instr.write(0, EAST, 7)
+    assert [p for p in check_program(prog) if p.rule == UNDEFINED] == []
+
+
+def test_declared_rows_count_as_defined_and_survive_json():
+    # Rows defined before the run without an image: a resident model's rows an earlier run
+    # wrote, a block zero-filled on purpose.  Declared, they are clean; JSON keeps them.
+    prog = copy_program(3, 7)
+    prog.declare_defined("MEM_W1", [3])
+    assert check_program(prog) == []
+    back = Program.from_json(prog.to_json())
+    assert back.defined["MEM_W1"] == {3} and check_program(back) == []
+    # A slice with an image needs no declaration: the key is left out.
+    prog.memory["MEM_W1"][0] = 1
+    assert '"defined"' not in prog.to_json()
+    with pytest.raises(ProgramError, match="row 64 of MEM_W1 does not exist"):
+        prog.declare_defined("MEM_W1", [TINY.mem_depth])
+    with pytest.raises(ProgramError, match="'VXM' is not a MEM slice"):
+        prog.declare_defined("VXM", [0])
+
+
+def test_a_read_through_a_base_register_is_not_judged():
+    # Its row is the host's base word plus the address: unknown to a static check.
+    prog = copy_program(3, 7)
+    prog.queues["MEM_W1"][0] = Instr.read(0, EAST, 3, base=1)
+    assert [p for p in check_program(prog) if p.rule == UNDEFINED] == []
+
+
+def test_compiled_programs_declare_their_zero_weight_slices():
+    # A classic 16x16 FFN on the default tile: MEM_E1..E3 hold only zero (padding) weight
+    # rows, which it READs; the compiler declares every row it loads, and the declaration
+    # survives the program's JSON (lpu compile, then lpu sim DIR).
+    ex = example_ffn("classic", 16, 16, 1, seed=16 * 31 + 16)
+    prog, _ = compile_ffn(ex.spec, ex.x_int8, TileConfig.default())
+    empty = [n for n in prog.config.mem_names if not prog.memory[n].any() and prog.defined[n]]
+    assert empty, "the case needs a slice whose image is all zero"
+    assert check_program(prog) == [] and check_program(Program.from_json(prog.to_json())) == []
+    prog.defined = {n: set() for n in prog.config.mem_names}
+    assert {p.slices[0] for p in check_program(prog) if p.rule == UNDEFINED} == set(empty)
+
+
+def test_resident_layers_are_clean():
+    from firmware_gen.compiler.resident import compile_resident
+    from sim.flows.decode import DECODE_TILE
+    cfg = TileConfig.load("tiny", list(DECODE_TILE))
+    specs = [example_ffn(k, 8, 16, seed=s).spec for s, k in enumerate(("swiglu", "classic"))]
+    rm = compile_resident(specs, cfg)
+    for ly in rm.layers:
+        assert check_program(ly.program) == []
+
+
 # ---- C2C ------------------------------------------------------------------------------------
 LINKED = dataclasses.replace(TINY, links=1, link_width=8, rx_depth=2)    # 4 flits per vector
 # MEM_W1's READ on cycle 0 reaches C2C_W (one position west) on READ_LATENCY + 1: the SEND.
@@ -231,8 +334,8 @@ def link_pair(cfg, n, gap, recv_at=None):
     recv_at = T_SEND + c2c.min_distance(cfg) if recv_at is None else recv_at
     rep = [Instr.repeat(n - 1, gap, +1)] if n > 1 else []
     rep0 = [Instr.repeat(n - 1, gap, 0)] if n > 1 else []
-    t0 = Program(cfg, {"MEM_W1": [Instr.read(0, WEST, 0)] + rep,
-                       "C2C_W": [Instr.nop(T_SEND), Instr.compute(Op.SEND, 0, WEST, link=0)] + rep0})
+    t0 = loaded(Program(cfg, {"MEM_W1": [Instr.read(0, WEST, 0)] + rep,
+                              "C2C_W": [Instr.nop(T_SEND), Instr.compute(Op.SEND, 0, WEST, link=0)] + rep0}))
     t1 = Program(cfg, {"C2C_W": [Instr.nop(recv_at), Instr.compute(Op.RECV, 0, EAST, link=0)] + rep0,
                        "MEM_W1": [Instr.nop(recv_at + C2C_LATENCY + dist), Instr.write(0, EAST, 0)] + rep})
     return [t0, t1]
@@ -459,6 +562,14 @@ def test_scheduler_programs_are_clean():
             assert check_program(random_schedule(cfg, 12 if preset == "tiny" else 120, seed).program()) == []
         prog, _ = sxm_program(cfg, sxm_cases(cfg))
         assert check_program(prog) == []
+    # Rows loaded as zero into a slice with no other image are declared loaded: clean.
+    from firmware_gen.compiler.schedule import Scheduler
+    s = Scheduler(TINY)
+    s.load("MEM_W1", 2, np.zeros((3, TINY.lanes), np.uint8))
+    s.copy("MEM_W1", 2, "MEM_E0", 0, count=3)
+    prog = s.program()
+    assert not prog.memory["MEM_W1"].any() and prog.defined["MEM_W1"] == {2, 3, 4}
+    assert check_program(prog) == []
 
 
 @pytest.mark.parametrize("tiles", TILE_COUNTS)

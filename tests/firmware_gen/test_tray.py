@@ -101,6 +101,7 @@ def test_every_layer_resident_on_a_tray():
     from firmware_gen.host.decoder import calibrate, synthetic
     from firmware_gen.program import Program
     from firmware_gen.compiler.tray import compile_resident_tray
+    from firmware_gen.check import check_system
 
     m = calibrate(synthetic(vocab=64, H=8, I=16, layers=3, heads=2, seed=0))
     cfg = TileConfig.tiny().with_overrides(["mem_depth=128"])
@@ -113,6 +114,9 @@ def test_every_layer_resident_on_a_tray():
             for n, words in Program(p.config, p.queues).images().items():
                 assert rt.images[t][n][rt.entries[l]:rt.entries[l] + len(words)] == words, (l, t, n)
         x = rng.integers(-128, 128, (1, 8))
+        # the static checker passes each layer over the memories the earlier layers left
+        # (every row it READs loaded, declared or written first: rule undefined-read)
+        assert check_system(ly.programs_for(x, mem), Topology(2).peer, ly.manifest.min_distance) == []
         res = archmodel.run_system(ly.programs_for(x, mem), Topology(2).peer, ly.manifest.min_distance)
         mem = [r.memory for r in res]
         y = tray_output(ly.manifest, mem, cfg.lanes, 8)

@@ -158,10 +158,11 @@ def test_timeout_follows_the_program_length():
     from lpu_arch.isa import Instr
     from sim.harness.runner import job, run_length, system_run
     cfg = dataclasses.replace(TileConfig.tiny(), iq_depth=128)
-    long = Program(cfg, {"MEM_W1": [Instr.nop(15_000)] * 120 + [Instr.read(0, 0, 0)]})
+    row0 = {"MEM_W1": [[1] * cfg.lanes]}         # the row the READs read (SRAM powers up random)
+    long = Program(cfg, {"MEM_W1": [Instr.nop(15_000)] * 120 + [Instr.read(0, 0, 0)]}, row0)
     assert run_length(long) == 1_800_002
     assert job(long)["timeout_cycles"] >= 2 * 1_800_002
-    short = Program(cfg, {"MEM_W1": [Instr.read(0, 0, 0)]})
+    short = Program(cfg, {"MEM_W1": [Instr.read(0, 0, 0)]}, row0)
     assert job(short)["timeout_cycles"] < 20_000 and job(short, timeout_cycles=7)["timeout_cycles"] == 7
     assert system_run([long, short], [0, 0])["timeout_cycles"] >= 2 * 1_800_002
 

@@ -21,10 +21,18 @@ CLEAN = """
 """
 
 
-def asm(tmp_path, text, capsys):
+# The rows LOST and CLEAN READ: MEM_W1 and MEM_W0 row 0 (tiny: 4 lanes), as program.json's "memory".
+MEMORY = {"MEM_W1": [[1, 2, 3, 4]], "MEM_W0": [[5, 6, 7, 8]]}
+
+
+def asm(tmp_path, text, capsys, memory=MEMORY):
     src = tmp_path / "prog.s"
     src.write_text(text)
-    code = cli.main(["asm", str(src), "--config", "tiny", "--out", str(tmp_path / "p"), "--json"])
+    extra = []
+    if memory is not None:
+        (tmp_path / "mem.json").write_text(json.dumps(memory))
+        extra = ["--memory", str(tmp_path / "mem.json")]
+    code = cli.main(["asm", str(src), "--config", "tiny", "--out", str(tmp_path / "p"), "--json", *extra])
     return code, json.loads(capsys.readouterr().out), tmp_path / "p"
 
 
@@ -36,6 +44,45 @@ def test_asm_reports_the_lost_value(tmp_path, capsys):
     # same stream on the same diagonal on cycle 2: the first value is gone unread.
     assert "replaced-before-read" in p and "MEM_W1" in p and "MEM_W0" in p and "E0" in p, p
     assert "position 3" in p and "cycle 2" in p, p
+
+
+def test_asm_reports_a_read_of_a_row_nothing_defined(tmp_path, capsys):
+    # Without an image MEM_W1 holds nothing defined: its READ of row 0 on cycle 0 reads what
+    # the SRAM powered up with.  MEM_E0 READs row 5 on cycle 3, before its WRITE of row 5
+    # (cycle 4) lands: undefined too; its READ of row 5 on cycle 7 follows the WRITE: defined.
+    text = """
+[MEM_W1]
+    READ E0, 0
+[MEM_E0]
+    NOP 3
+    READ W1, 5
+    WRITE E0, 5
+    NOP 2
+    READ W1, 5
+"""
+    code, r, d = asm(tmp_path, text, capsys, memory=None)
+    assert code == 0
+    undefined = [p for p in r["problems"] if "[undefined-read]" in p]
+    assert len(undefined) == 2, r["problems"]
+    assert "MEM_W1 'READ E0, 0' (issued on cycle 0) reads MEM_W1 row 0" in undefined[0], undefined
+    assert "MEM_E0 'READ W1, 5' (issued on cycle 3) reads MEM_E0 row 5" in undefined[1], undefined
+    assert "the first WRITE of it lands on cycle 4, not before the READ" in undefined[1], undefined
+    # With MEM_W1's row 0 in an image only MEM_E0's early READ is left.
+    code, r, d = asm(tmp_path, text, capsys, memory={"MEM_W1": [[1, 2, 3, 4]]})
+    (p,) = [p for p in r["problems"] if "[undefined-read]" in p]
+    assert "MEM_E0 row 5" in p and "cycle 3" in p, p
+
+
+def test_asm_memory_errors_are_one_line(tmp_path, capsys):
+    src = tmp_path / "prog.s"
+    src.write_text(CLEAN)
+    bad = tmp_path / "bad.json"
+    for text, want in (('{"MEM_X": [[1, 2, 3, 4]]}', "not a MEM slice"), ('{"MEM_W1": [[1, 2, 3]]}', "row 0"),
+                       ("[", "not JSON")):
+        bad.write_text(text)
+        assert cli.main(["asm", str(src), "--config", "tiny", "--memory", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert want in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_sim_refuses_an_unchecked_program(tmp_path, capsys):
