@@ -22,6 +22,7 @@ import numpy as np
 
 from lpu_arch.config import TileConfig
 from lpu_arch.hostmap import base_word
+from lpu_arch.timing import token_floor
 from lpu_arch.topology import RUN_TILE_COUNTS
 
 from firmware_gen.compiler.blocks import gather_blocks, pad, padded_spec
@@ -58,6 +59,14 @@ class MoeManifest:
                                    # the shared one), every MEM slice of the tray busy
     batch_bound: int = 0           # the same for the batch's weights (each token's experts, the shared expert
                                    # once), per token
+    floor: int = 0                 # the batch's least latency on the tray, whatever the mapping
+                                   # (timing.token_floor of its gate/up weights: each token's experts, the shared one once)
+
+    @property
+    def limit(self) -> float:
+        """Cycles per token no mapping can beat: the larger of the batch bound and the floor
+        (per token)."""
+        return max(self.batch_bound, self.floor / self.tokens)
 
     @property
     def cycles_max(self) -> int:
@@ -69,6 +78,8 @@ class MoeManifest:
                 "cycles_per_token": round(self.cycles_max / self.tokens, 2),
                 "needed_bound_per_token": self.needed_bound, "batch_bound_per_token": self.batch_bound,
                 "ratio_to_needed_bound": round(self.cycles_max / self.tokens / max(self.needed_bound, 1), 4),
+                "floor": self.floor, "limit_per_token": round(self.limit, 2),
+                "ratio_to_limit": round(self.cycles_max / self.tokens / max(self.limit, 1), 4),
                 "experts_per_tile": [len(l.experts) for l in self.layouts]}
 
 
@@ -296,10 +307,12 @@ class MoeTray:
         slices = 2 * cfg.mem_slices * self.tiles
         bound = -(-(spec.top_k * routed_v + shared_v) // slices)
         batch = -(-(self.T * spec.top_k * routed_v + shared_v) // (slices * self.T))
+        gate_up = 2 * self.KH * L * (self.T * spec.top_k * self.KI + self.KI_s)     # W1 and W3 vectors
+        floor = token_floor(cfg, self.tiles, gate_up)["floor"]
         slots = {key: dict(sp.outputs) for key, sp in self.slot_plans.items()}
         return MoeManifest(self.mapping, self.tiles, self.capacity, self.T, spec.H, spec.I, self.layouts, slots,
                            dict(self.registers), [f.state.res.done_cycles() for f in self.hosts],
-                           {"routed": routed_v, "shared": shared_v}, bound, batch)
+                           {"routed": routed_v, "shared": shared_v}, bound, batch, floor)
 
     def rounds(self, indices) -> list[dict]:
         """:func:`rounds` of ``indices`` under this layer's mapping and capacity."""

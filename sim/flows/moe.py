@@ -53,7 +53,8 @@ class CompiledMoe(TrayClocks):
                 f"tray: {self.tiles} tile(s), {held}, capacity "
                 f"{self.mt.capacity} slot(s) per tile and token; {man.cycles_max:,} cycles predicted for every "
                 f"routing within capacity ({man.cycles_max / man.tokens:.1f} per token; SRAM-read bound of the "
-                f"weights a token needs: {man.needed_bound})"]
+                f"weights a token needs: {man.needed_bound}, of the batch's: {man.batch_bound} per token; floor: "
+                f"{man.floor} for the batch; {man.cycles_max / man.tokens / man.limit:.2f}x the larger per token)"]
 
 
 def compile_moe_example(E=8, top_k=2, shared=1, H=8, I=8, tokens=1, tiles=4, capacity=None, seed=0,
