@@ -235,15 +235,19 @@ def tray_big_row(cfg: TileConfig, tiles: int = 8) -> dict:
 
 MOE_LAYER = dict(E=32, top_k=4, shared=1, H=64, I=128)   # on 8 default tiles
 MOE_TARGET = 1.10      # cycles per token against the larger of the batch bound and the floor (per token)
-# The tp mapping holds a share of all 32 experts per tile: a table and entries for each.
+# The tp and tps mappings hold a share of all 32 experts per tile: a table and entries for each.
 MOE_TP_SETS = ("vxm_tables=64", "vxm_param_depth=128", "base_regs=64")
-MOE_RUNS = (("ep", 1, ()), ("tp", 1, MOE_TP_SETS), ("tp", 4, MOE_TP_SETS))   # mapping, tokens, --set
+# tps at decode batch 1: the smallest --set it needs (one token's 4 slots fit the default 16 base registers).
+MOE_TPS1_SETS = ("vxm_tables=64", "vxm_param_depth=128")
+MOE_RUNS = (("ep", 1, ()), ("tp", 1, MOE_TP_SETS), ("tps", 1, MOE_TPS1_SETS), ("tp", 4, MOE_TP_SETS),
+            ("tps", 4, MOE_TP_SETS))   # mapping, tokens, --set
 
 
 def moe_rows(cfg: TileConfig, tiles: int = 8) -> list[dict]:
     """The MoE layer ``MOE_LAYER`` on ``tiles`` tiles, for each of ``MOE_RUNS`` (ep with
-    capacity 2; tp at decode batch 1 and 4 tokens) one row per routing (spread evenly,
-    tiles at capacity, random, the router's own; tp has no capacity to fill): SAC cycles per
+    capacity 2; tp and tps at decode batch 1 and 4 tokens) one row per routing (spread evenly,
+    tiles at capacity, random, the router's own; tp: random and the router's, it has no
+    capacity to fill): SAC cycles per
     token as the compiler predicts them (checked here on the multi-tile golden model with
     the routing's base registers: every write, cycle count, busy counter and expert output
     against ``moe.moe_int``) against the SRAM-read bound of the weights a token needs
@@ -256,7 +260,7 @@ def moe_rows(cfg: TileConfig, tiles: int = 8) -> list[dict]:
     from sim.flows.moe import compile_moe_example
     rows = []
     for mapping, tokens, sets in MOE_RUNS:
-        routings = ("spread", "packed", "random", "router") if mapping == "ep" else ("random", "router")
+        routings = ("random", "router") if mapping == "tp" else ("spread", "packed", "random", "router")
         try:
             cm = compile_moe_example(**MOE_LAYER, tokens=tokens, tiles=tiles, capacity=2 if mapping == "ep" else None,
                                      seed=1, cfg=cfg.with_overrides(sets), routings=routings, mapping=mapping)
@@ -528,7 +532,7 @@ def markdown_moe(moe: list[dict], fmt: str) -> list[str]:
              "reads of the weights a token needs, spread over every MEM slice of the tray; floor: the batch's "
              "least latency on the tray (timing.token_floor), per token; target <= "
              f"{MOE_TARGET}x the larger of the batch bound and the floor; weight bytes from the golden model's busy counters; ep: capacity 2 per tile and "
-             f"token; tp on the tile with {', '.join(MOE_TP_SETS)}):", ""]
+             "token; --set: " + "; ".join(f"{m} x{n}: {', '.join(sets) or 'none'}" for m, n, sets in MOE_RUNS) + "):", ""]
     return lines + MOE_TABLE.markdown([r["mapping"], r["tokens"], r["routing"], r["rounds"],
                                        f"{r['cycles_per_token']:.0f}", r["needed_bound_per_token"],
                                        f"{r['ratio_to_needed_bound']:.2f}",

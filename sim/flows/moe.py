@@ -46,8 +46,8 @@ class CompiledMoe(TrayClocks):
 
     def describe(self) -> list[str]:
         spec, man = self.example.spec, self.mt.manifest()
-        held = (f"{spec.E // self.tiles} experts resident per tile" if self.mt.mapping == "ep" else
-                f"1/{self.tiles} of every expert on every tile (tp)")
+        held = (f"{spec.E // self.tiles} experts resident per tile (ep)" if self.mt.mapping == "ep" else
+                f"1/{self.tiles} of every expert on every tile ({self.mt.mapping})")
         return [f"MoE: {spec.E} routed SwiGLU experts of H={spec.H}, I={spec.I}, top-{spec.top_k}, "
                 f"{len(spec.shared)} shared; {len(self.example.x_int8)} token(s)",
                 f"tray: {self.tiles} tile(s), {held}, capacity "
@@ -60,7 +60,7 @@ class CompiledMoe(TrayClocks):
 def compile_moe_example(E=8, top_k=2, shared=1, H=8, I=8, tokens=1, tiles=4, capacity=None, seed=0,
                         cfg: TileConfig | None = None, routings=("router", "spread", "packed", "random"),
                         forced=None, clock_seed=1, example: MoeExample | None = None,
-                        mapping: str = "ep") -> CompiledMoe:
+                        mapping: str = "auto") -> CompiledMoe:
     """Compile a seeded random MoE layer (``moe.example_moe``) or ``example``; the routings
     are the router's own choice for the tokens (``router``) and the named shapes of
     ``moe_tray.forced_routing``; ``forced``: an explicit ``(tokens, top_k)`` routing."""
