@@ -132,7 +132,9 @@ class MoeTray:
     """Compile an MoE layer (``moe.MoeSpec``) applied to int8 tokens ``x`` (T, H) for
     ``tiles`` tiles (1: a single tile).  ``mapping="ep"``: tile t holds experts t*E/N ..,
     ``capacity`` slots per tile and token; ``"tp"``: every tile holds 1/N of every expert, a
-    token's experts each run over the whole tray like a dense tray FFN (capacity ``top_k``).
+    token's experts each run over the whole tray like a dense tray FFN (capacity ``top_k``);
+    ``"tps"``: tp placed for a token's latency (:meth:`_phase1_order`, h sent only to the
+    tiles that need it).
     ``hosts[t]`` owns tile t's state (the shared expert's share, or x alone); the tile's
     experts (``layouts[t]``, ``templates[t]``) and slots (``slot_plans[(t, token, j)]``)
     place onto it."""
