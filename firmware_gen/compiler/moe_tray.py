@@ -462,7 +462,9 @@ def choose_mapping(spec: MoeSpec, x, cfg: TileConfig | None, tiles: int, capacit
     a token's latency is nearest the floor."""
     if tiles > 1 and capacity is None:
         try:
-            return MoeTray(spec, x, cfg, tiles, None, "tps")
+            mt = MoeTray(spec, x, cfg, tiles, None, "tps")
+            mt.programs()                 # (its queues fit the tile too)
+            return mt
         except CompileError:
             pass
     return MoeTray(spec, x, cfg, tiles, capacity, "ep")
