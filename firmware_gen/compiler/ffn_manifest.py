@@ -6,14 +6,13 @@ the manifest names (:func:`output_matrix`).
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from lpu_arch.config import TileConfig
 from lpu_arch.isa import MXM_LATENCY, READ_LATENCY
-from lpu_arch.timing import lw_cycles, read_lead
+from lpu_arch.timing import last_arrival, lw_cycles, read_lead
 from firmware_gen.compiler.blocks import gather_blocks
 
 
@@ -112,15 +111,6 @@ def ffn_bounds(cfg: TileConfig, n: int, mats: int, H: int, I: int, KH: int, KI: 
             # the next cycle (the swap), its chain's result to MEM and done
             "sram_path": last_arrival(leads, -(-vectors // (2 * tiles)) if short else -(-blocks // (2 * tiles)) * L)
             + 1 + (out + d_y + 2)}
-
-
-def last_arrival(leads, rows: int) -> int:
-    """The earliest cycle by which ``rows`` vectors can have reached an MXM from MEM slices
-    whose READs arrive there ``leads`` cycles after issue, each slice reading one vector a
-    cycle from cycle 0: the least A with sum(max(0, A - lead + 1)) >= rows."""
-    reached = lambda a: sum(max(0, a - x + 1) for x in leads)      # vectors arrived by cycle a
-    return bisect.bisect_left(range(max(leads) + rows), rows, key=reached)
-
 
 
 def output_matrix(manifest: Manifest, memory: dict, lanes: int, H: int, dtype: str | None = None) -> np.ndarray:

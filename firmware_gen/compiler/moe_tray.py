@@ -22,8 +22,10 @@ import numpy as np
 
 from lpu_arch.config import TileConfig
 from lpu_arch.hostmap import base_word
+from lpu_arch.timing import token_floor
 from lpu_arch.topology import RUN_TILE_COUNTS
 
+from firmware_gen.compiler import CompileError
 from firmware_gen.compiler.blocks import gather_blocks, pad, padded_spec
 from firmware_gen.compiler.ffn import FfnPlan
 from firmware_gen.compiler.moe_layout import MoeError, lay_out_experts, load_expert_weights
@@ -37,7 +39,8 @@ from firmware_gen.compiler.tile_state import TileState
 from firmware_gen.compiler.tray import TrayPlan, plan_tray, tray_config, tray_links, tray_parts
 
 
-MAPPINGS = ("ep", "tp")
+MAPPINGS = ("ep", "tp", "tps")
+TP = ("tp", "tps")          # the mappings that split every expert over the tray
 
 
 @dataclass
@@ -58,6 +61,14 @@ class MoeManifest:
                                    # the shared one), every MEM slice of the tray busy
     batch_bound: int = 0           # the same for the batch's weights (each token's experts, the shared expert
                                    # once), per token
+    floor: int = 0                 # the batch's least latency on the tray, whatever the mapping
+                                   # (timing.token_floor of its gate/up weights: each token's experts, the shared one once)
+
+    @property
+    def limit(self) -> float:
+        """Cycles per token no mapping can beat: the larger of the batch bound and the floor
+        (per token)."""
+        return max(self.batch_bound, self.floor / self.tokens)
 
     @property
     def cycles_max(self) -> int:
@@ -69,6 +80,8 @@ class MoeManifest:
                 "cycles_per_token": round(self.cycles_max / self.tokens, 2),
                 "needed_bound_per_token": self.needed_bound, "batch_bound_per_token": self.batch_bound,
                 "ratio_to_needed_bound": round(self.cycles_max / self.tokens / max(self.needed_bound, 1), 4),
+                "floor": self.floor, "limit_per_token": round(self.limit, 2),
+                "ratio_to_limit": round(self.cycles_max / self.tokens / max(self.limit, 1), 4),
                 "experts_per_tile": [len(l.experts) for l in self.layouts]}
 
 
@@ -98,7 +111,7 @@ def rounds(indices, E: int, tiles: int, capacity: int, mapping: str = "ep") -> l
     runs its share of each of the token's experts in slot j = its selection position (one
     round always)."""
     idx = np.asarray(indices)
-    if mapping == "tp":
+    if mapping in TP:
         return [{(t, b, j): int(e) for b, row in enumerate(idx) for j, e in enumerate(row)
                  for t in range(tiles)}]
     out = []
@@ -119,7 +132,9 @@ class MoeTray:
     """Compile an MoE layer (``moe.MoeSpec``) applied to int8 tokens ``x`` (T, H) for
     ``tiles`` tiles (1: a single tile).  ``mapping="ep"``: tile t holds experts t*E/N ..,
     ``capacity`` slots per tile and token; ``"tp"``: every tile holds 1/N of every expert, a
-    token's experts each run over the whole tray like a dense tray FFN (capacity ``top_k``).
+    token's experts each run over the whole tray like a dense tray FFN (capacity ``top_k``);
+    ``"tps"``: tp placed for a token's latency (:meth:`_phase1_order`, h sent only to the
+    tiles that need it).
     ``hosts[t]`` owns tile t's state (the shared expert's share, or x alone); the tile's
     experts (``layouts[t]``, ``templates[t]``) and slots (``slot_plans[(t, token, j)]``)
     place onto it."""
@@ -135,8 +150,9 @@ class MoeTray:
         if tiles not in RUN_TILE_COUNTS:
             raise MoeError(f"tiles must be {', '.join(map(str, RUN_TILE_COUNTS[:-1]))} or {RUN_TILE_COUNTS[-1]}, got {tiles}")
         if mapping not in MAPPINGS:
-            raise MoeError(f"unknown mapping {mapping!r}; choose ep (experts per tile) or tp (every expert over the tray)")
-        if mapping == "tp" and tiles == 1:
+            raise MoeError(f"unknown mapping {mapping!r}; choose ep (experts per tile), tp (every expert over the tray), "
+                           "tps (tp, each tile's last h block one it needs) or auto")
+        if mapping in TP and tiles == 1:
             raise MoeError("the tp mapping splits every expert over a tray's links: it needs 2, 4 or 8 tiles "
                            "(one tile holds whole experts: ep)")
         if mapping == "ep" and spec.E % tiles:
@@ -145,7 +161,7 @@ class MoeTray:
             raise MoeError(f"{len(spec.shared)} shared experts: fuse them into one FFN of their summed "
                            "intermediate size (as DeepSeek does); the tray runs at most one")
         k = spec.top_k
-        if mapping == "tp":
+        if mapping in TP:
             if capacity not in (None, k):
                 raise MoeError(f"the tp mapping runs every selected expert on every tile: its capacity is top_k = {k}, "
                                f"got {capacity}")
@@ -159,7 +175,7 @@ class MoeTray:
         self.spec, self.x, self.tiles = spec, x, tiles
         self.T = T = x.shape[0]
         self.cfg = cfg = tray_config(cfg, tiles) if tiles > 1 else cfg
-        self.n_local = n_local = spec.E if mapping == "tp" else spec.E // tiles
+        self.n_local = n_local = spec.E if mapping in TP else spec.E // tiles
         regs = 1 + 2 * c * T
         if regs > cfg.base_regs:
             raise MoeError(f"{T} token(s) x {c} slot(s) need {regs} base registers (two per slot and the "
@@ -183,7 +199,12 @@ class MoeTray:
             # The slots go on every tile once the shared expert's h is all received, before
             # its W2 (which waits for the other tiles' h; the slots fill that wait).
             self.KI_s = FfnPlan(cfg, shared, self.x[:1], i_blocks=[], j_blocks=[]).KI
-            plan_tray(cfg, shared, self.x, N, before_phase2=lambda tr: self._slots_on(tr.plans, tr.links, tr.defer))
+            if self.mapping == "tps":     # the slots' h blocks before the shared expert's h is received
+                plan_tray(cfg, shared, self.x, N, after_phase1=lambda tr: self._slots_on(tr.plans, tr.links, tr.defer,
+                                                                                         receive=False),
+                          before_phase2=lambda tr: [st.receive() for st in self.slot_trays])
+            else:
+                plan_tray(cfg, shared, self.x, N, before_phase2=lambda tr: self._slots_on(tr.plans, tr.links, tr.defer))
             self._finish()
             return
         self.KI_s, links = 0, None
@@ -200,7 +221,7 @@ class MoeTray:
         self._slots_on(hosts, links)
         self._finish()
 
-    def _slots_on(self, hosts, links=None, defer=False):
+    def _slots_on(self, hosts, links=None, defer=False, receive=True):
         """Lay out every tile's experts and place the slots on the tiles of ``hosts`` (their
         states), sharing the tray's ``links`` (None: one tile).  ``tp``: each slot is a tray
         of its own continuing those tiles and links (receiving at once unless ``defer``);
@@ -215,7 +236,7 @@ class MoeTray:
         self.slot_parts = self._slot_parts()
         for t, f in enumerate(hosts):
             self._lay_out(t, f)
-        self._place_slots(links, defer)
+        self._place_slots(links, defer, receive)
 
     def _slot_parts(self) -> dict:
         """Each slot's blocks per tile, ``{(token, j): (i_blocks per tile, j_blocks per tile)}``:
@@ -223,12 +244,24 @@ class MoeTray:
         away from the shared expert's) so that every tile gets W2 work when an expert has
         fewer output blocks than the tray has tiles."""
         slots = [(b, j) for b in range(self.T) for j in range(self.capacity)]
-        if self.mapping == "tp":
+        if self.mapping in TP:
             first = 1 if self.spec.shared else 0
             return {bj: tray_parts(self.probe, self.tiles, ((s + first) * self.KH) % self.tiles)
                     for s, bj in enumerate(slots)}
         full = (list(range(self.KI)), list(range(self.KH)))
         return {bj: ([full[0]] * self.tiles, [full[1]] * self.tiles) for bj in slots}
+
+    def _phase1_order(self, t: int) -> list[int]:
+        """``tps``: the order tile ``t`` makes its h blocks of the slots in (indices into
+        :attr:`slot_trays`): slot order, but the last slot whose output blocks the tile
+        holds some of moves to the end.  A tile's last h block, which reaches the other
+        tiles a link crossing after everything else, is then one it needs itself without
+        a link; and where successive slots' output blocks are on different tiles (the
+        rotation, :meth:`_slot_parts`), the last h blocks of the tray go to the holders of
+        two experts instead of one, so each MXM takes fewer of them after they arrive."""
+        order = list(range(len(self.slot_trays)))
+        owned = [n for n in order if self.slot_trays[n].part_j[t]]
+        return [n for n in order if n != owned[-1]] + owned[-1:] if owned else order
 
     def _lay_out(self, t: int, host: FfnPlan) -> None:
         """Tile t's experts after what its host holds (``moe_layout.lay_out_experts``)."""
@@ -236,7 +269,7 @@ class MoeTray:
         slots = list(self.slot_parts)
         ib = self.slot_parts[slots[0]][0][t]
         variants = list(dict.fromkeys(tuple(self.slot_parts[bj][1][t]) for bj in slots))
-        experts = list(range(spec.E)) if self.mapping == "tp" else list(range(t * n_local, (t + 1) * n_local))
+        experts = list(range(spec.E)) if self.mapping in TP else list(range(t * n_local, (t + 1) * n_local))
         y_rows = T * sum(len(self.slot_parts[bj][1][t]) for bj in slots[:self.capacity])
         later = len(host.j_blocks) if spec.shared and N > 1 else 0   # the shared W2's, placed after
         layout, tpl, offs = lay_out_experts(self.cfg, spec, host.state, f"tile {t}", experts, self.x[:1], ib, variants,
@@ -255,26 +288,31 @@ class MoeTray:
                           template=self.templates[t], pbase=self.layouts[t].pbase + self.var_off[t][jb],
                           w_reg=w_reg, v_reg=v_reg, i_blocks=i_blocks, j_blocks=j_blocks, h_route=h_route)
 
-    def _place_slots(self, links, defer: bool) -> None:
+    def _place_slots(self, links, defer: bool, receive: bool = True) -> None:
         """Every slot on every tile: ep, each tile's alone; tp, a tray of the tiles' shares
         (its phase 1 and receives)."""
         self.slot_trays = []
         for b in range(self.T):
             for j in range(self.capacity):
-                if self.mapping == "tp":
+                if self.mapping in TP:
                     st = TrayPlan(self.cfg, self.spec.experts[0], self.x[:1], self.tiles, defer=defer, links=links,
-                                  parts=self.slot_parts[(b, j)],
+                                  parts=self.slot_parts[(b, j)], owners_only=self.mapping == "tps",
                                   make_plan=lambda t, ib, jb, route, b=b, j=j: self._slot(t, b, j, ib, jb, route))
-                    st.phase1(place_x=False)
+                    if self.mapping == "tp":
+                        st.phase1(place_x=False)
                     self.slot_trays.append(st)
                     for t, sp in enumerate(st.plans):
                         self.slot_plans[(t, b, j)] = sp
                 else:
                     for t in range(self.tiles):
                         self.slot_plans[(t, b, j)] = self._slot(t, b, j).compile(place_x=False)
+        if self.mapping == "tps":
+            for t in range(self.tiles):
+                for n in self._phase1_order(t):
+                    self.slot_trays[n].plans[t].phase1()
         for (t, b, j), sp in self.slot_plans.items():      # the tray split as this layout assumed
             assert (sp.i_blocks, sp.j_blocks) == (self.slot_parts[(b, j)][0][t], self.slot_parts[(b, j)][1][t])
-        for st in self.slot_trays:
+        for st in self.slot_trays if receive else ():
             st.receive()
 
     def _finish(self):
@@ -296,10 +334,12 @@ class MoeTray:
         slices = 2 * cfg.mem_slices * self.tiles
         bound = -(-(spec.top_k * routed_v + shared_v) // slices)
         batch = -(-(self.T * spec.top_k * routed_v + shared_v) // (slices * self.T))
+        gate_up = 2 * self.KH * L * (self.T * spec.top_k * self.KI + self.KI_s)     # W1 and W3 vectors
+        floor = token_floor(cfg, self.tiles, gate_up)["floor"]
         slots = {key: dict(sp.outputs) for key, sp in self.slot_plans.items()}
         return MoeManifest(self.mapping, self.tiles, self.capacity, self.T, spec.H, spec.I, self.layouts, slots,
                            dict(self.registers), [f.state.res.done_cycles() for f in self.hosts],
-                           {"routed": routed_v, "shared": shared_v}, bound, batch)
+                           {"routed": routed_v, "shared": shared_v}, bound, batch, floor)
 
     def rounds(self, indices) -> list[dict]:
         """:func:`rounds` of ``indices`` under this layer's mapping and capacity."""
@@ -404,12 +444,30 @@ class MoeTray:
 
 
 def compile_moe(spec: MoeSpec, x, cfg: TileConfig | None = None, tiles: int = 8, capacity: int | None = None,
-                mapping: str = "ep"):
+                mapping: str = "auto"):
     """Compile an MoE layer for ``tiles`` tiles; returns the :class:`MoeTray` (its
-    ``programs()``, ``manifest()``, ``rounds(routing)``, ``bases(round)``, ``predict(round)``)."""
-    mt = MoeTray(spec, x, cfg, tiles, capacity, mapping)
+    ``programs()``, ``manifest()``, ``rounds(routing)``, ``bases(round)``, ``predict(round)``).
+    ``mapping="auto"``: :func:`choose_mapping`."""
+    mt = choose_mapping(spec, x, cfg, tiles, capacity) if mapping == "auto" else \
+        MoeTray(spec, x, cfg, tiles, capacity, mapping)
     mt.programs()
     return mt
+
+
+def choose_mapping(spec: MoeSpec, x, cfg: TileConfig | None, tiles: int, capacity: int | None) -> MoeTray:
+    """The mapping the compiler chooses (``docs/moe.md``, *Mappings*): ``tps`` on a tray when
+    its tiles hold a share of every expert (activation tables, parameter entries, base
+    registers, rows, x slots: it compiles) and no ``capacity`` is asked for; else ``ep``.
+    A token's experts then run over the whole tray: no routing needs a second round, and
+    a token's latency is nearest the floor."""
+    if tiles > 1 and capacity is None:
+        try:
+            mt = MoeTray(spec, x, cfg, tiles, None, "tps")
+            mt.programs()                 # (its queues fit the tile too)
+            return mt
+        except CompileError:
+            pass
+    return MoeTray(spec, x, cfg, tiles, capacity, "ep")
 
 
 ROUTINGS = ("spread", "packed", "random", "over")
@@ -429,7 +487,9 @@ def forced_routing(name: str, E: int, top_k: int, tokens: int, tiles: int, capac
     rng = np.random.default_rng(seed)
     rows = []
     for b in range(tokens):
-        if name == "spread":
+        if name in ("spread", "packed") and per == 0:     # fewer experts than tiles (tp): every tile holds each
+            row = [(b + n) % E for n in range(top_k)]
+        elif name == "spread":
             row = [((b + n) % tiles) * per + (n // tiles) % per for n in range(top_k)]
         elif name == "packed":
             row = [((b + n // capacity) % tiles) * per + n % capacity for n in range(top_k)]

@@ -136,6 +136,7 @@ class TrayPlan:
 
     ``defer``: receive the h vectors after every tile's phase 1 (:meth:`receive`), or each as
     soon as it is sent (when deferring would overflow a receive buffer, :func:`plan_tray`).
+    ``owners_only``: send h only to the tiles with output blocks (default: to every tile).
     ``states``: per tile, the state its plan places onto (default: fresh tiles).  ``links``:
     those of another placement whose tiles this one continues (an MoE slot beside the shared
     expert); then ``make_plan(t, i_blocks, j_blocks, h_route)`` builds tile t's plan with the
@@ -144,8 +145,10 @@ class TrayPlan:
     """
 
     def __init__(self, cfg: TileConfig, spec: FfnSpec, x, tiles: int, defer: bool = True,
-                 states: list | None = None, links: TrayLinks | None = None, make_plan=None, parts=None):
+                 states: list | None = None, links: TrayLinks | None = None, make_plan=None, parts=None,
+                 owners_only: bool = False):
         self.defer, self.deferred, self.transfers = defer, [], 0
+        self.owners_only = owners_only
         if links is not None:
             self.cfg, self.links = cfg, links
             self.part_i, self.part_j = parts
@@ -170,10 +173,13 @@ class TrayPlan:
                 raise CompileError(f"tile {t} of {tiles}: {e}") from None
         self.links = tray_links(cfg, [f.state for f in self.plans])
 
-    def compile(self, before_phase2=None):
+    def compile(self, before_phase2=None, after_phase1=None):
         """Place the FFN; ``before_phase2(self)``, if given, places more work on the tiles once
-        every h vector is received and before the W2 phase (the MoE slots, ``moe_tray.py``)."""
+        every h vector is received and before the W2 phase (the MoE slots, ``moe_tray.py``);
+        ``after_phase1(self)`` the same before the h vectors are received."""
         self.phase1(place_x=True)
+        if after_phase1 is not None:
+            after_phase1(self)
         self.receive()
         if before_phase2 is not None:
             before_phase2(self)
@@ -245,7 +251,7 @@ class TrayPlan:
         v, state = cfg.vxm_position, ft.state
         by_slice = {}
         for u in range(links.topo.tiles):
-            if u != t:
+            if u != t and (self.part_j[u] or not self.owners_only):
                 link = links.topo.link_to(t, u)
                 by_slice.setdefault(cfg.link_slice(link), []).append((u, link))
         sends = {}
@@ -350,10 +356,10 @@ class TrayPlan:
 
 
 def plan_tray(cfg: TileConfig, spec: FfnSpec, x, tiles: int, before_phase2=None, states=None,
-              prepare=None) -> TrayPlan:
+              prepare=None, after_phase1=None) -> TrayPlan:
     """The tray's placed plans: receives deferred past every tile's phase 1, or, when a
     receive buffer would overflow that way, each vector received as soon as it can be.
-    ``before_phase2(tray)``: see :meth:`TrayPlan.compile`; ``states()``: each attempt's tile
+    ``before_phase2(tray)``, ``after_phase1(tray)``: see :meth:`TrayPlan.compile`; ``states()``: each attempt's tile
     states (e.g. continuing where earlier layers end, :func:`compile_resident_tray`);
     ``prepare(tray)``: called on each attempt before anything is placed (e.g. to check that
     each tile's plan fits there)."""
@@ -361,7 +367,7 @@ def plan_tray(cfg: TileConfig, spec: FfnSpec, x, tiles: int, before_phase2=None,
         tr = TrayPlan(cfg, spec, x, tiles, defer=defer, states=None if states is None else states())
         if prepare is not None:
             prepare(tr)
-        return tr.compile(before_phase2)
+        return tr.compile(before_phase2, after_phase1)
     try:
         return attempt(True)
     except _Overflow:

@@ -119,7 +119,8 @@ def bench_entry(result: dict, git: dict | None = None, config: str | None = None
                      for r in result.get("tray", [])],
             "moe": [_pick(r, ("mapping", "tokens", "routing", "rounds", "cycles_per_token",
                               "needed_bound_per_token", "ratio_to_needed_bound", "batch_bound_per_token",
-                              "ratio_to_batch_bound", "weight_bytes_read_per_token", "exact"))
+                              "ratio_to_batch_bound", "floor_per_token", "ratio_to_limit",
+                              "weight_bytes_read_per_token", "exact"))
                     for r in result.get("moe", [])],
             "speed": speed,
             "speed_vs_reference": {r["simulator"]: {"reference": r["reference"], "ours": r["ours"]["cycles_per_second"],

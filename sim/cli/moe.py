@@ -14,8 +14,8 @@ from sim.table import Column, Table, right
 DESCRIPTION = """\
 Compile a mixture-of-experts layer (random SwiGLU experts and router from --seed,
 or --weights) for a tray (firmware_gen/compiler/moe_tray.py, docs/moe.md): every tile holds
-E/N experts and reserves --capacity expert slots per token; the shared expert runs
-tensor-parallel over the tray.  One program serves every routing: the host loads
+E/N experts and reserves --capacity expert slots per token (ep), or a share of every
+expert (tp, tps; --mapping); the shared expert runs tensor-parallel over the tray.  One program serves every routing: the host loads
 base registers with each slot's expert (or off), so only the selected experts'
 weights are read, in the same cycles.  Unless --no-run, it runs the routings on the
 RTL (the router's own, spread, packed, random; or --routing) and checks per tile
@@ -55,10 +55,14 @@ def add_parser(sub) -> None:
     g.add_argument("--top-k", type=positive, default=None, metavar="K", help="experts per token (default: 2)")
     g.add_argument("--shared", type=nonneg, default=1, metavar="S",
                    help="shared experts, 0 or 1 (default: 1)")
-    g.add_argument("--mapping", choices=("ep", "tp"), default="ep",
+    g.add_argument("--mapping", choices=("auto", "ep", "tp", "tps"), default="auto",
                    help="ep: each tile holds E/N whole experts and reserves --capacity slots per token;\n"
                         "tp: every tile holds 1/N of every expert and runs its share of each selected\n"
-                        "one (capacity K, never exceeded; h all-gathered over the links) (default: ep)")
+                        "one (capacity K, never exceeded; h all-gathered over the links);\n"
+                        "tps: tp with each tile's last h block one of its own experts' and h sent only\n"
+                        "to the tiles that need it (nearest the floor at batch 1);\n"
+                        "auto: tps on a tray whose tiles hold a share of every expert, unless --capacity\n"
+                        "is given; else ep (default: auto)")
     g.add_argument("--capacity", type=positive, default=None, metavar="C",
                    help="ep: expert slots per tile and token (default: ceil(K/N) + 1 on a tray, K on one tile)")
     g.add_argument("--H", type=positive, default=8, metavar="N", help="model width H (default: 8)")

@@ -44,20 +44,21 @@ class CompiledMoe(TrayClocks):
 
     def describe(self) -> list[str]:
         spec, man = self.example.spec, self.mt.manifest()
-        held = (f"{spec.E // self.tiles} experts resident per tile" if self.mt.mapping == "ep" else
-                f"1/{self.tiles} of every expert on every tile (tp)")
+        held = (f"{spec.E // self.tiles} experts resident per tile (ep)" if self.mt.mapping == "ep" else
+                f"1/{self.tiles} of every expert on every tile ({self.mt.mapping})")
         return [f"MoE: {spec.E} routed SwiGLU experts of H={spec.H}, I={spec.I}, top-{spec.top_k}, "
                 f"{len(spec.shared)} shared; {len(self.example.x_int8)} token(s)",
                 f"tray: {self.tiles} tile(s), {held}, capacity "
                 f"{self.mt.capacity} slot(s) per tile and token; {man.cycles_max:,} cycles predicted for every "
                 f"routing within capacity ({man.cycles_max / man.tokens:.1f} per token; SRAM-read bound of the "
-                f"weights a token needs: {man.needed_bound})"]
+                f"weights a token needs: {man.needed_bound}, of the batch's: {man.batch_bound} per token; floor: "
+                f"{man.floor} for the batch; {man.cycles_max / man.tokens / man.limit:.2f}x the larger per token)"]
 
 
 def compile_moe_example(E=8, top_k=2, shared=1, H=8, I=8, tokens=1, tiles=4, capacity=None, seed=0,
                         cfg: TileConfig | None = None, routings=("router", "spread", "packed", "random"),
                         forced=None, clock_seed=1, example: MoeExample | None = None,
-                        mapping: str = "ep") -> CompiledMoe:
+                        mapping: str = "auto") -> CompiledMoe:
     """Compile a seeded random MoE layer or ``example``; the routings are the router's
     own (``router``) and ``moe_tray.forced_routing``'s shapes; ``forced``: explicit indices."""
     ex = example or example_moe(E=E, top_k=top_k, shared=shared, H=H, I=I, batch=tokens, seed=seed,

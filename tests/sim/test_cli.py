@@ -535,6 +535,23 @@ def test_moe_no_run_lists_routings_and_rounds(capsys, tmp_path):
     assert d["cycles"] == max(d["per_tile_cycles"]) and "token 0: expert" in (tmp_path / "moe.svg").read_text()
 
 
+def test_moe_chooses_tps_and_prints_the_floor(capsys):
+    """lpu moe --no-run --json on a layer whose tiles hold a share of every expert: the
+    compiler chooses tps; the bound, the floor (timing.token_floor) and the ratio to the
+    larger are printed."""
+    import dataclasses
+
+    from lpu_arch import TileConfig
+    from lpu_arch.timing import token_floor
+    code, out, err = run(capsys, "moe", "--no-run", "--json", "--experts", "3", "--I", "16")
+    assert code == 0, err
+    d = json.loads(out)
+    # 3 experts (top-2 and the shared one) of 2 x 4 W1 and W3 blocks of 4 rows each on 4 tiny tray tiles
+    floor = token_floor(dataclasses.replace(TileConfig.tiny_tray(), links=3), 4, 3 * 2 * 2 * 4 * 4)["floor"]
+    assert d["mapping"] == "tps" and d["floor"] == floor and d["limit_per_token"] == floor
+    assert d["ratio_to_limit"] == round(d["cycles"] / floor, 4) and d["cycles"] >= floor
+
+
 def test_moe_tp_chart_frames_only_slots_with_work(capsys, tmp_path):
     """lpu moe --mapping tp --chart: a tile whose share of an expert is no block (I of one
     block over 4 tiles) has no span to frame; the others are framed."""

@@ -1,5 +1,5 @@
 """The MoE layer on the RTL: 4 and 8 tiny tiles all-to-all (expert parallelism; and tensor
-parallelism on 4), every tile on its own clock
+parallelism, tp and tps, on 4), every tile on its own clock
 (random ppm and phase), on each simulator.  For routings within capacity (spread evenly,
 tiles at capacity, a random one, the router's own) every tile's cycle count is the same
 for every routing and equal to the compiler's prediction, every write as predicted, the
@@ -24,7 +24,9 @@ from tests.helpers import ONE_SIM, SIMS
 pytestmark = pytest.mark.sim
 
 # (mapping, tiles) -> the layer: (E, top_k, shared, H, I, tokens, capacity)
-LAYERS = {("ep", 4): (8, 2, 1, 8, 8, 2, 1), ("ep", 8): (24, 4, 1, 8, 8, 1, 2), ("tp", 4): (4, 2, 1, 8, 8, 1, None)}
+# tps: one intermediate block per tile and two output blocks per expert, so that its order differs from tp's.
+LAYERS = {("ep", 4): (8, 2, 1, 8, 8, 2, 1), ("ep", 8): (24, 4, 1, 8, 8, 1, 2), ("tp", 4): (4, 2, 1, 8, 8, 1, None),
+          ("tps", 4): (3, 2, 1, 8, 16, 1, None)}
 
 
 # make test runs the 4-tile layers on ONE_SIM; make test-long runs them on every simulator
@@ -45,7 +47,8 @@ def test_moe_routings_on_the_rtl(mapping, tiles, sims):
     clocks = random.Random(f"moe-{tiles}")
     ppm = [clocks.uniform(-cfg.max_ppm, cfg.max_ppm) for _ in range(tiles)]
     E, k, S, H, I, T, c = LAYERS[(mapping, tiles)]
-    routings = ("spread", "packed", "random", "router", "over") if mapping == "ep" else ("random", "router")
+    routings = {"ep": ("spread", "packed", "random", "router", "over"), "tp": ("random", "router"),
+                "tps": ("spread", "packed", "random", "router")}[mapping]
     cm = compile_moe_example(E=E, top_k=k, shared=S, H=H, I=I, tokens=T, tiles=tiles, capacity=c, seed=tiles,
                              cfg=cfg, routings=routings, mapping=mapping)
     if mapping == "ep":
