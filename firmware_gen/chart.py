@@ -422,14 +422,15 @@ def _draw_spans(ax, spans, rows: TrayRows, lo: int, hi: int) -> None:
         ax.text(max(first, lo), top - 0.14, label, fontsize=7, va="bottom", ha="left", color="0.15", zorder=5)
 
 
-def save_figure(plt, fig, path: Path, compact: bool = True) -> Path:
+def save_figure(plt, fig, path: Path, compact: bool = True, dpi: float | None = None) -> Path:
     """Write ``fig`` to ``path`` (its directory made) and close it: an SVG without a date
     (the same picture, the same file: matplotlib would salt its ids at random without
     ``svg.hashsalt``) and, with ``compact``, its path coordinates shortened."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     svg = path.suffix.lower() == ".svg"
     with plt.rc_context({"svg.hashsalt": "lpu"}):
-        fig.savefig(path, bbox_inches="tight", metadata={"Date": None} if svg else None)
+        fig.savefig(path, bbox_inches="tight", dpi=dpi or "figure", metadata={"Date": None} if svg else None)
     plt.close(fig)
     if svg and compact:
         _compact_svg(path)

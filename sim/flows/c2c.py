@@ -16,7 +16,7 @@ import numpy as np
 from lpu_arch import c2c
 
 from firmware_gen.golden import archmodel
-from firmware_gen.chart import pyplot
+from firmware_gen.chart import pyplot, save_figure
 from lpu_arch.config import ConfigError, TileConfig
 from lpu_arch.hostmap import LINK_FAULTS, link_fault_names
 from lpu_arch.isa import Instr, Op
@@ -143,8 +143,7 @@ def plot_run(result: dict, path, title: str = "") -> None:
     ax.set_xlabel("time since the host armed the start (ns)")
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(plt, fig, path, compact=False, dpi=110)
 
 
 def plot_window(result: dict, path, sched: SystemScheduler | None = None, title: str = "") -> None:
@@ -209,8 +208,7 @@ def plot_window(result: dict, path, sched: SystemScheduler | None = None, title:
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(plt, fig, path, compact=False, dpi=120)
 
 
 def figures(outdir, sim: str = "verilator") -> None:

@@ -5,7 +5,6 @@ is clean; and the checker's diagonal walk agrees with a cycle-by-cycle model of 
 registers, which itself agrees with the golden model."""
 
 import dataclasses
-import time
 from collections import defaultdict
 
 import numpy as np
@@ -540,16 +539,12 @@ def test_compiled_ffns_are_clean(kind, preset, H, I, batch):
         assert check_program(prog) == []
 
 
-def test_the_default_tile_ffn_is_clean_and_checks_fast():
+def test_the_default_tile_ffn_is_clean():
     cfg = TileConfig.default()
     ex = example_ffn("swiglu", 128, 512)
     prog, man = compile_ffn(ex.spec, ex.x_int8, cfg)
     assert man.cycles > 1000
-    t = time.perf_counter()
-    problems = check_program(prog)
-    took = time.perf_counter() - t
-    assert problems == []
-    assert took < 2.0, f"checking a {man.cycles}-cycle FFN took {took:.2f} s"
+    assert check_program(prog) == []
 
 
 def test_scheduler_programs_are_clean():
