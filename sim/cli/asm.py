@@ -7,8 +7,8 @@ from pathlib import Path
 
 from lpu_arch.config import TileConfig
 
-from sim.cli.common import EXIT_OK, CliError, print_json
-from sim.cli.options import add_subcommand, config_options
+from sim.cli.common import EXIT_OK, CliError, output_dir, print_json
+from sim.cli.options import add_subcommand, config_options, force_option
 
 DESCRIPTION = """\
 Assemble text (``[SLICE]`` headers, one instruction per line, # comments;
@@ -26,20 +26,27 @@ def add_parser(sub) -> None:
                        epilog=EPILOG)
     p.add_argument("file", type=Path, metavar="FILE", help="assembly text")
     config_options(p, "tiny", "tiny")
-    p.add_argument("--out", type=Path, default=None, metavar="DIR", help="directory (default: build/lpu/<FILE stem>)")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="directory (default: build/lpu/<FILE stem>); a directory holding another program\n"
+                        "is refused unless --force")
+    force_option(p)
     p.add_argument("--json", action="store_true", help="print the program path and problems as JSON")
 
 
 def run(args) -> int:
     from firmware_gen.check import check_program
     from firmware_gen.program import Program
+    from sim.harness.compiled import PROGRAM_FILE, write_program_dir
     src = Path(args.file)
     if not src.is_file():
         raise CliError(f"{src} is not a file of assembly text")
-    prog = Program.assemble(TileConfig.load(args.config, args.set), src.read_text())
-    out = Path(args.out or Path("build") / "lpu" / src.stem)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "program.json").write_text(prog.to_json())
+    out, replace = output_dir(args, src.stem)
+    try:
+        text = src.read_text()
+    except UnicodeDecodeError as e:
+        raise CliError(f"{src} is not a file of assembly text (byte {e.start} is not UTF-8 text)") from None
+    prog = Program.assemble(TileConfig.load(args.config, args.set), text)
+    write_program_dir(out, {PROGRAM_FILE: prog.to_json()}, replace)
     problems = check_program(prog)
     print(f"assembled {src} -> {out}/program.json ({sum(len(q) for q in prog.queues.values())} instructions, "
           f"{args.config} tile); static check: {'clean' if not problems else f'{len(problems)} problem(s)'}",

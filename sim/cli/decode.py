@@ -13,8 +13,8 @@ from sim.cli.options import (add_subcommand, config_options, int_at_least, nonne
 from sim.flows.decode import DECODE_TILE
 from sim.table import Column, Table, right
 
-# --tokens at most: 128 positions take about 3 s on the golden model with every layer resident
-# and about 30 s on a tray of it (--experts 4 --tiles 4), minutes on the RTL (with progress).
+# --tokens at most: 128 tokens take about 4 s on the golden model with every layer resident and
+# about 45 s on a tray of it (--experts 4 --tiles 4), minutes on the RTL (progress on stderr).
 MAX_TOKENS = 128
 
 DESCRIPTION = """\

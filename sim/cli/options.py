@@ -220,4 +220,13 @@ def ffn_options(p: argparse.ArgumentParser) -> None:
     weights_options(g)
     config_options(g, None, "default")
     g.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="where to write program.json and manifest.json (default: build/lpu/<name>)")
+                   help="where to write program.json and manifest.json (default: build/lpu/<name>); a\n"
+                        "directory holding another program is refused unless --force")
+    force_option(g)
+
+
+def force_option(g) -> None:
+    """--force: replace a program directory given by --out."""
+    g.add_argument("--force", action="store_true",
+                   help="with --out: replace a directory holding another program, everything in it\n"
+                        "(the directory is written whole, into a new one then renamed)")
