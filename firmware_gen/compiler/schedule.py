@@ -17,10 +17,11 @@ from lpu_arch.config import TileConfig
 from lpu_arch.isa import COUNT_MAX, EAST, READ_LATENCY, WEST, Instr
 from lpu_arch.timing import read_lead
 from firmware_gen.program import Program
+from lpu_arch.errors import LpuError
 from firmware_gen.compiler.reserve import Reservations, lower
 
 
-class ScheduleError(ValueError):
+class ScheduleError(LpuError, ValueError):
     """The requested schedule is impossible; the message names the conflict or the limit."""
 
 

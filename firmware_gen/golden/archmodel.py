@@ -28,10 +28,11 @@ from firmware_gen import gc_paused
 from firmware_gen.golden.fp8_quantise import fp8_bias, gate_fp8, requantise_fp8
 from firmware_gen.golden.quantise import add_int32, add_wrap, requantise
 from firmware_gen.program import Program
+from lpu_arch.errors import LpuError
 from firmware_gen.scoreboard import compare, golden_observed, promise
 
 
-class ModelError(RuntimeError):
+class ModelError(LpuError, RuntimeError):
     """The program did something the hardware would flag as a fault."""
 
 

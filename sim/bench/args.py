@@ -9,6 +9,7 @@ from pathlib import Path
 from lpu_arch.config import DTYPES, TileConfig
 
 from sim.bench.speed import REFERENCE
+from sim.cli.options import positive
 from sim.bench.history import HISTORY
 from sim.harness.runner import ROOT, SIMULATORS
 
@@ -23,7 +24,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--sims", default=",".join(SIMULATORS), metavar="LIST",
                     help=f"comma-separated simulators (default: {','.join(SIMULATORS)})")
     ap.add_argument("--sweep", action="store_true", help="also run the MEM-to-MEM sweep program")
-    ap.add_argument("--passes", type=int, default=4, help="sweep passes with --sweep (default: 4)")
+    ap.add_argument("--passes", type=positive, default=4, help="sweep passes with --sweep (default: 4)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results", metavar="DIR",
                     help="output directory (default: bench/results)")
     ap.add_argument("--no-bus-load", action="store_true",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim.cli.common import EXIT_OK, CliError, run_on_rtl
-from sim.cli.options import add_subcommand, nonneg, picture, positive, rtl_run_options
+from sim.cli.options import add_subcommand, nonneg, picture, positive, real, rtl_run_options
 
 DESCRIPTION = """\
 Two tiny tiles on their own clocks exchange vectors both ways over a C2C link
@@ -30,11 +30,14 @@ examples:
 
 
 def add_parser(sub) -> None:
-    from sim.flows.c2c import c2c_config
+    from sim.flows.c2c import BEYOND_SPEC_PPM, c2c_config
     cfg = c2c_config()
+    ppm = real(-BEYOND_SPEC_PPM, BEYOND_SPEC_PPM,
+               message=f"a clock offset of {{text}} ppm cannot be simulated: offsets must be finite and within "
+                       f"+-{BEYOND_SPEC_PPM} ppm, even with --beyond-spec")
     p = add_subcommand(sub, "c2c", run, help="two tiles on drifting clocks over a C2C link (RTL)",
                        description=DESCRIPTION, epilog=EPILOG)
-    p.add_argument("--ppm", type=float, nargs=2, default=(350.0, -620.0), metavar=("TILE0", "TILE1"),
+    p.add_argument("--ppm", type=ppm, nargs=2, default=(350.0, -620.0), metavar=("TILE0", "TILE1"),
                    help=f"clock offsets from nominal (10 ns) in ppm (default: +350 -620; the tile\n"
                         f"specification allows +-{cfg.max_ppm})")
     p.add_argument("--latency", type=positive, default=None, metavar="CYCLES",

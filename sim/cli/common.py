@@ -97,14 +97,23 @@ def compile_from_args(args):
     return from_example(cfg, **shape(args), activation=args.activation, preset=preset)
 
 
+def output_dir(args, name: str) -> tuple[Path, bool]:
+    """The program directory to write (``--out``, else ``build/lpu/NAME``) and whether it
+    may replace another program there: with ``--force``, or always in ``build/lpu``,
+    whose directories are named by what they hold."""
+    if args.force and args.out is None:
+        raise CliError("--force replaces the directory given by --out: give --out DIR")
+    return (Path("build") / "lpu" / name, True) if args.out is None else (args.out, args.force)
+
+
 def load_or_compile(args):
     """``(CompiledFfn or None, Program, directory)`` from ``args.program`` or the FFN
     options (compiled and saved to ``--out``).  A bare program JSON gives no CompiledFfn."""
     from sim.harness.compiled import MANIFEST_FILE, PROGRAM_FILE, CompiledFfn, load_program
     if args.program is None:
         c = compile_from_args(args)
-        out = args.out or Path("build") / "lpu" / c.name
-        c.save(out)
+        out, replace = output_dir(args, c.name)
+        c.save(out, replace)
         print(f"compiled {c.name} -> {out}/", file=args.human)
         return c, c.program, out
     ffn_given = given(args, FFN_OPTIONS)
@@ -120,9 +129,15 @@ def load_or_compile(args):
         c = None if bare else CompiledFfn.load(d)
         prog = load_program(d / PROGRAM_FILE) if bare else c.program
     if args.config is not None or args.set:
-        if TileConfig.load(args.config or "default", args.set) != prog.config:
-            tile = " ".join([f"--config {args.config or 'default'}"] + [f"--set {x}" for x in args.set])
-            raise CliError(f"{tile} does not match the tile {path} was compiled for")
+        # --set alone applies to the directory's tile; --config names a whole tile
+        asked = TileConfig.load(args.config, args.set) if args.config is not None else prog.config.with_overrides(args.set)
+        if asked != prog.config:
+            tile = " ".join([f"--config {args.config}"] * (args.config is not None) + [f"--set {x}" for x in args.set])
+            have, want = prog.config.to_dict(), asked.to_dict()
+            diff = [f"{k} {have.get(k)!r} (asked: {want.get(k)!r})" for k in sorted(set(have) | set(want))
+                    if have.get(k) != want.get(k)]
+            raise CliError(f"{tile} does not match the tile {path} was compiled for: its {', '.join(diff[:3])}"
+                           + (f" and {len(diff) - 3} more fields" if len(diff) > 3 else ""))
     return c, prog, d
 
 

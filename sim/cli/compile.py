@@ -7,7 +7,8 @@ from pathlib import Path
 
 from lpu_arch.config import TileConfig
 
-from sim.cli.common import EXIT_OK, CliError, compile_from_args, example_from_args, print_fit, print_json
+from sim.cli.common import (EXIT_OK, CliError, compile_from_args, example_from_args, output_dir, print_fit,
+                            print_json)
 from sim.cli.options import add_subcommand, ffn_options, json_option
 from sim.table import Column, Table
 
@@ -56,11 +57,12 @@ def run(args) -> int:
     if args.fit:
         if args.out is not None:
             raise CliError("--fit prints a configuration and compiles nothing: leave out --out")
+        output_dir(args, "")                       # --force without --out
         base = TileConfig.load(args.config or "default", args.set)
         return print_fit(args, example_from_args(args, dtype=base.mxm_dtype), base, 1)
     c = compile_from_args(args)
-    out = args.out or Path("build") / "lpu" / c.name
-    files = c.save(out)
+    out, replace = output_dir(args, c.name)
+    files = c.save(out, replace)
     if args.json:
         print_json({"name": c.name, "dir": str(out), "files": files, "source": c.source,
                     **c.manifest.summary()})

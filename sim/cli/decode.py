@@ -8,9 +8,14 @@ from lpu_arch.config import TileConfig
 from lpu_arch.topology import RUN_TILE_COUNTS
 
 from sim.cli.common import EXIT_FAIL, EXIT_OK, CliError, print_json, testbench_failed
-from sim.cli.options import add_subcommand, config_options, nonneg, picture, positive, rtl_run_options, token_ids
+from sim.cli.options import (add_subcommand, config_options, int_at_least, nonneg, picture, positive, positive_real,
+                             rtl_run_options, token_ids)
 from sim.flows.decode import DECODE_TILE
 from sim.table import Column, Table, right
+
+# --tokens at most: 128 tokens take about 4 s on the golden model with every layer resident and
+# about 45 s on a tray of it (--experts 4 --tiles 4), minutes on the RTL (progress on stderr).
+MAX_TOKENS = 128
 
 DESCRIPTION = """\
 Generate tokens greedily with a small decoder (sim/flows/decode.py, docs/afd.md): the host
@@ -40,7 +45,8 @@ def add_parser(sub) -> None:
                        description=DESCRIPTION, epilog=EPILOG)
     g = p.add_argument_group("model and tile")
     g.add_argument("--model", default="synthetic", help="the model: synthetic (default; seeded random weights)")
-    g.add_argument("--tokens", type=positive, default=8, metavar="N", help="tokens to generate (default: 8)")
+    g.add_argument("--tokens", type=int_at_least(1, "positive", MAX_TOKENS, " (a run's time grows with the tokens)"),
+                   default=8, metavar="N", help=f"tokens to generate, at most {MAX_TOKENS} (default: 8)")
     g.add_argument("--prompt", type=token_ids, default=[1, 2, 3], metavar="IDS",
                    help="prompt token ids, comma-separated (default: 1,2,3)")
     g.add_argument("--layers", type=positive, default=2, help="layers (default: 2)")
@@ -62,11 +68,11 @@ def add_parser(sub) -> None:
     g.add_argument("--out-scale-per-channel", action="store_true",
                    help="give each FFN output channel its own int8 scale (folded into its row's\n"
                         "requantisation; the host dequantises with a vector) instead of one per FFN")
-    g.add_argument("--clock-mhz", type=float, default=900.0, help="tile clock for the tray time (default: 900)")
+    g.add_argument("--clock-mhz", type=positive_real, default=900.0, help="tile clock for the tray time (default: 900)")
     g.add_argument("--clock-seed", type=nonneg, default=None,
                    help="with --tiles N on the RTL: seed of every tile's clock (ppm within the specification,\n"
                         "phase) and of the wire latencies, as lpu tray's (default: 1)")
-    g.add_argument("--hbm-gbs", type=float, default=8000.0,
+    g.add_argument("--hbm-gbs", type=positive_real, default=8000.0,
                    help="assumed GPU HBM bandwidth for the attention estimate (default: 8000 GB/s)")
     config_options(g, "tiny", "tiny, with " + ", ".join(DECODE_TILE))
     p.add_argument("--chart", type=picture, default=None, metavar="FILE",

@@ -42,6 +42,19 @@ def _version() -> str:
         return "0+unknown"
 
 
+EXIT_BROKEN_PIPE = 141      # 128 + SIGPIPE, what a shell reports for a tool its pipe's reader left
+
+
+def quiet_stdout() -> None:
+    """Point stdout at the null device, so that Python's flush at exit finds no closed pipe
+    (the recipe of the Python documentation, signal module, "Note on SIGPIPE")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):   # a stdout without a file descriptor (captured)
+        pass
+
+
 def main(argv=None) -> int:
     os.environ.setdefault("PYTHONHASHSEED", "0")
     ap = build_parser()
@@ -50,7 +63,12 @@ def main(argv=None) -> int:
         args.set = [*args.set, f"mxm_dtype={args.mxm_dtype}"]
     args.human = sys.stderr if args.json else sys.stdout     # the readable report; stdout is JSON's with --json
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()               # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:              # stdout's reader left (lpu ... | head): quietly, as a Unix tool
+        quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except (LpuError, OSError) as e:
         print(error_line(e, f"lpu {args.command}"), file=sys.stderr)
         return EXIT_USAGE

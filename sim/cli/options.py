@@ -5,6 +5,8 @@ lpu SUBCOMMAND --help)``, exit status 2) and the option groups several take."""
 from __future__ import annotations
 
 import argparse
+import math
+import re
 from pathlib import Path
 
 from lpu_arch.config import DTYPES, TileConfig
@@ -16,7 +18,14 @@ from sim.harness.runner import SIMULATORS
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (no usage dump) that point at --help."""
+    """argparse with one-line errors (no usage dump) that point at --help, and every
+    argument that starts with a minus and a digit (-1e6, -1,2, -.5) or is -inf or -nan
+    taken as a value, not an option (argparse's own rule takes -1 and -0.5 only; no
+    option of lpu starts with a digit)."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self._negative_number_matcher = re.compile(r"^-(\.?\d|inf|nan)", re.IGNORECASE)
 
     def error(self, message):
         self.exit(EXIT_USAGE, error_line(message, self.prog) + f" (see {self.prog} --help)\n")
@@ -45,18 +54,46 @@ def as_int(text: str) -> int | None:
         return None
 
 
-def int_at_least(lo: int, what: str):
-    """An argparse type: an integer (any base prefix) of at least ``lo``."""
+def int_at_least(lo: int, what: str, hi: int | None = None, why: str = ""):
+    """An argparse type: an integer (any base prefix) of at least ``lo`` (and at most
+    ``hi``, ``why`` saying where that limit comes from)."""
     def parse(text: str) -> int:
         v = as_int(text)
         if v is None or v < lo:
             raise argparse.ArgumentTypeError(f"must be a {what} integer, got {text!r}")
+        if hi is not None and v > hi:
+            raise argparse.ArgumentTypeError(f"must be at most {hi}{why}, got {text!r}")
         return v
     return parse
 
 
 positive = int_at_least(1, "positive")
 nonneg = int_at_least(0, "non-negative")
+
+
+def real(lo: float = -math.inf, hi: float = math.inf, *, above: bool = False, what: str = "",
+         message: str | None = None):
+    """An argparse type: a finite number (never NaN or infinite) of at least ``lo`` (more
+    than ``lo`` with ``above``) and at most ``hi``; ``what`` words the range in the error
+    (default: the bounds), ``message`` (``{text}`` the argument) replaces it."""
+    if not what:
+        what = " ".join(filter(None, (f"{'above' if above else 'at least'} {lo:g}" * math.isfinite(lo),
+                                      f"at most {hi:g}" * math.isfinite(hi))))
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            v = math.nan
+        if not (math.isfinite(v) and (v > lo if above else v >= lo) and v <= hi):
+            raise argparse.ArgumentTypeError(message.format(text=text) if message else
+                                             f"must be a finite number{' ' + what if what else ''}, got {text!r}")
+        return v
+    return parse
+
+
+positive_real = real(0, above=True, what="above 0")
+nonneg_real = real(0, what="of at least 0")
 
 
 def token_ids(text: str) -> list[int]:
@@ -183,4 +220,13 @@ def ffn_options(p: argparse.ArgumentParser) -> None:
     weights_options(g)
     config_options(g, None, "default")
     g.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="where to write program.json and manifest.json (default: build/lpu/<name>)")
+                   help="where to write program.json and manifest.json (default: build/lpu/<name>); a\n"
+                        "directory holding another program is refused unless --force")
+    force_option(g)
+
+
+def force_option(g) -> None:
+    """--force: replace a program directory given by --out."""
+    g.add_argument("--force", action="store_true",
+                   help="with --out: replace a directory holding another program, everything in it\n"
+                        "(the directory is written whole, into a new one then renamed)")

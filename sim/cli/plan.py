@@ -16,7 +16,7 @@ from firmware_gen.host import models as builtin_models
 from firmware_gen.host import plan as fw_plan
 from firmware_gen.host.model_arch import requested
 from sim.cli.common import EXIT_OK, CliError, print_json
-from sim.cli.options import add_subcommand, json_option
+from sim.cli.options import add_subcommand, json_option, nonneg_real, positive_real
 from sim.table import Column, Table, right
 
 DESCRIPTION = """\
@@ -60,11 +60,11 @@ def add_parser(sub) -> None:
     p.add_argument("--config", default=fw_plan.DEFAULT_CONFIG, metavar="PRESET|FILE",
                    help=f"tile the experts are compiled on: a TileConfig preset or a .toml/.json file "
                         f"(default: {fw_plan.DEFAULT_CONFIG})")
-    p.add_argument("--clock-mhz", type=float, default=None,
+    p.add_argument("--clock-mhz", type=positive_real, default=None,
                    help=f"tile clock for times (default: the preset's, lpu_arch.config.PRESET_CLOCK_MHZ: lp30 "
                         f"{PRESET_CLOCK_MHZ['lp30']:g}, where its SRAM reads 150 TB/s; {fw_plan.CLOCK_MHZ:g}, "
                         "TSP v1's, for the other presets and for a file)")
-    p.add_argument("--hop-ns", type=float, default=None,
+    p.add_argument("--hop-ns", type=nonneg_real, default=None,
                    help="latency of one C2C hop in ns (default: the link budget of lpu_arch/c2c.py at the clock)")
     p.add_argument("--no-golden", action="store_true",
                    help="do not run the compiled experts on the golden model (times then 'compiled (cycles "

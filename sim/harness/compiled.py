@@ -10,7 +10,10 @@ that a later ``lpu sim`` checks the hardware without recompiling."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import secrets
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +37,48 @@ PROGRAM_FILE, MANIFEST_FILE = "program.json", "manifest.json"
 
 class ArtifactError(LpuError, ValueError):
     """A weights file or a compiled program directory is unusable; the message says why."""
+
+
+
+def write_program_dir(out: Path, files: dict, replace: bool = False) -> None:
+    """Write ``files`` (name: text) as the program directory ``out``, whole or not at all:
+    into a new directory beside it, then renamed to ``out``, so that an interrupted run
+    leaves the old directory or the new one, never part of one.
+
+    An ``out`` holding exactly these files is left as it is (with anything else in it, e.g.
+    a schedule picture).  One holding another program is replaced, everything in it, only
+    with ``replace`` (``lpu --force``); a file, or a directory with files but no program,
+    never: each an :class:`ArtifactError`."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ArtifactError(f"output {out} exists and is not a directory")
+    present = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if present:
+        if all((out / n).is_file() and (out / n).read_text(errors="replace") == t for n, t in files.items()):
+            return
+        if PROGRAM_FILE not in present:
+            raise ArtifactError(f"output {out} is a directory that holds no program ({', '.join(present[:3])}"
+                                f"{', ...' if len(present) > 3 else ''}); give a new or empty directory")
+        if not replace:
+            raise ArtifactError(f"output {out} holds another program; give --force to replace it (and everything "
+                                "in it), or a new directory")
+    out = Path(os.path.abspath(out))          # "." has a name and a parent
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{secrets.token_hex(4)}"
+    old = out.parent / f".{out.name}.old-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        for name, text in files.items():
+            (tmp / name).write_text(text)
+        if present:                       # rename(2) replaces an empty directory, not a full one
+            os.rename(out, old)
+        os.rename(tmp, out)
+    except BaseException:
+        if old.exists() and not out.exists():
+            os.rename(old, out)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 @dataclass
@@ -72,14 +117,12 @@ class CompiledFfn:
                               "out_scale": self.out_scale}
         return d
 
-    def save(self, out: Path) -> dict:
-        """Write ``program.json`` and ``manifest.json`` into ``out``; returns their paths."""
+    def save(self, out: Path, replace: bool = False) -> dict:
+        """Write ``program.json`` and ``manifest.json`` as the directory ``out``
+        (:func:`write_program_dir`, ``replace`` as there); returns their paths."""
         out = Path(out)
-        if out.exists() and not out.is_dir():
-            raise ArtifactError(f"output {out} exists and is not a directory")
-        out.mkdir(parents=True, exist_ok=True)
-        (out / PROGRAM_FILE).write_text(self.program.to_json())
-        (out / MANIFEST_FILE).write_text(json.dumps(self.manifest_dict(), indent=1) + "\n")
+        write_program_dir(out, {PROGRAM_FILE: self.program.to_json(),
+                                MANIFEST_FILE: json.dumps(self.manifest_dict(), indent=1) + "\n"}, replace)
         return {"program": str(out / PROGRAM_FILE), "manifest": str(out / MANIFEST_FILE)}
 
     @classmethod

@@ -101,8 +101,10 @@ def test_not_json():
 @pytest.mark.parametrize("argv", [["--ppm", "nan", "0"], ["--beyond-spec", "--ppm", "-1000000", "0"],
                                   ["--beyond-spec", "--ppm", "0", "inf"]])
 def test_c2c_rejects_clocks_it_cannot_simulate(capsys, argv):
-    """Checked before any build: a NaN or absurd clock offset is one line, exit 2."""
-    code = cli.main(["c2c", *argv])
+    """Checked when parsed, before any build: a NaN or absurd clock offset is one line, exit 2."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(["c2c", *argv])
+    code = e.value.code
     err = capsys.readouterr().err
     assert code == 2 and "cannot be simulated" in err and "100000 ppm" in err and "Traceback" not in err, err
 

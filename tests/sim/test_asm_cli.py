@@ -25,15 +25,15 @@ CLEAN = """
 MEMORY = {"MEM_W1": [[1, 2, 3, 4]], "MEM_W0": [[5, 6, 7, 8]]}
 
 
-def asm(tmp_path, text, capsys, memory=MEMORY):
+def asm(tmp_path, text, capsys, memory=MEMORY, out="p"):
     src = tmp_path / "prog.s"
     src.write_text(text)
     extra = []
     if memory is not None:
         (tmp_path / "mem.json").write_text(json.dumps(memory))
         extra = ["--memory", str(tmp_path / "mem.json")]
-    code = cli.main(["asm", str(src), "--config", "tiny", "--out", str(tmp_path / "p"), "--json", *extra])
-    return code, json.loads(capsys.readouterr().out), tmp_path / "p"
+    code = cli.main(["asm", str(src), "--config", "tiny", "--out", str(tmp_path / out), "--json", *extra])
+    return code, json.loads(capsys.readouterr().out), tmp_path / out
 
 
 def test_asm_reports_the_lost_value(tmp_path, capsys):
@@ -68,7 +68,7 @@ def test_asm_reports_a_read_of_a_row_nothing_defined(tmp_path, capsys):
     assert "MEM_E0 'READ W1, 5' (issued on cycle 3) reads MEM_E0 row 5" in undefined[1], undefined
     assert "the first WRITE of it lands on cycle 4, not before the READ" in undefined[1], undefined
     # With MEM_W1's row 0 in an image only MEM_E0's early READ is left.
-    code, r, d = asm(tmp_path, text, capsys, memory={"MEM_W1": [[1, 2, 3, 4]]})
+    code, r, d = asm(tmp_path, text, capsys, memory={"MEM_W1": [[1, 2, 3, 4]]}, out="p2")
     (p,) = [p for p in r["problems"] if "[undefined-read]" in p]
     assert "MEM_E0 row 5" in p and "cycle 3" in p, p
 
