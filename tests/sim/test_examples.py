@@ -42,14 +42,15 @@ def readme_examples() -> list[str]:
 
 
 def commands(example: str, tmp: Path) -> list[list[str]]:
-    """The ``lpu`` argument lists of one example line (``&&`` chains, comments and
-    redirections removed, ``/tmp/`` moved into ``tmp``)."""
+    """The ``lpu`` argument lists of one example line (``&&`` chains, comments,
+    redirections and pipes removed, ``/tmp/`` moved into ``tmp``)."""
     example = re.sub(r"\s{2,}(\(|#).*$", "", example).replace("/tmp/", f"{tmp}/")   # a trailing (comment)
     out = []
     for part in example.split("&&"):
         words = shlex.split(part)
-        if ">" in words:
-            words = words[:words.index(">")]
+        for cut in (">", "|"):                  # a redirection or a pipe: the lpu part alone
+            if cut in words:
+                words = words[:words.index(cut)]
         assert words[0] == "lpu", example
         out.append(words[1:])
     return out
