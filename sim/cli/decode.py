@@ -227,7 +227,9 @@ def moe_model(args, model: dict, engine: str) -> dict:
         raise CliError(f"--shared {args.shared}: a tray runs at most one shared expert (fuse them into one FFN)")
     print(f"model: synthetic MoE decoder, {args.layers} layers, H={args.H}, {args.experts} experts of I={args.I}, "
           f"top-{args.top_k}, {args.shared} shared, {args.heads} heads, vocab {args.vocab} (seed {args.seed}); "
-          f"every MoE layer on {args.tiles} {args.config} tiles ({engine}; each run loads its layer)",
+          f"every MoE layer on {args.tiles} {args.config} tiles ({engine}; "
+          + ("its experts resident, each run writes x and the routing)" if args.layers == 1 else
+             "each layer's run reloads its experts: the layers are not resident beside each other)"),
           file=args.human)
     return dict(model, experts=args.experts, top_k=args.top_k, shared=args.shared)
 
@@ -242,15 +244,13 @@ def print_tray_setup(args, g: dict) -> None:
         print(f"tray: every layer resident ({g['loaded_once_bytes']:,} bytes of MEM images loaded once); per "
               "run only x crosses", file=args.human)
     elif not args.experts:
-        print("tray: each run loads its layer ("
-              + (f"the layers are not resident: {g['not_resident']}" if g.get("not_resident")
-                 else "the RTL testbench reloads every run") + ")", file=args.human)
+        print(f"tray: each run loads its layer (the layers are not resident: {g['not_resident']})", file=args.human)
 
 
 def print_tray_loop(args, g: dict) -> int:
     """The report of the tray loop ``g``: per position the tray's program and wall cycles
     (and each MoE layer's experts), the verdict."""
-    from sim.flows.decode import tray_loop_report
+    from sim.flows.decode import HOST_TIME, tray_loop_report
     report = tray_loop_report(g, args.prompt, args.layers, args.clock_mhz, bool(args.experts))
     table = Table(right("pos", 4), right("token", 6), right("tray cycles", 11), right("wall", 6),
                   right("wall us", 8),
@@ -261,6 +261,17 @@ def print_tray_loop(args, g: dict) -> int:
         experts = row.get("experts", [()] * args.layers)        # a dense layer: an empty column each
         print(table.line(row["position"], row["input_token"], row["tray_cycles"], row["wall_cycles"],
                          f"{row['tray_us']:.3f}", "  ".join(",".join(map(str, e)) for e in experts)), file=args.human)
+    if g["engine"] == "RTL":
+        print(f"\n{'pos':>4} {'to tray':>8} {'x':>6} {'routing':>8} {'entry':>6} {'reloaded':>9} {'from tray (y)':>14} "
+              f"{'host bus cycles':>16}   (bytes after the first load; the first load: "
+              f"{g['first_load_bytes']:,} bytes through the load port)", file=args.human)
+        for row in report.rows:
+            print(f"{row['position']:>4} {row['bytes_to_tray']:>8} {row['bytes_x']:>6} {row['bytes_routing']:>8} "
+                  f"{row['bytes_entry']:>6} {row['bytes_reloaded']:>9} {row['bytes_from_tray']:>14} "
+                  f"{row['host_bus_cycles']:>16}", file=args.human)
+        print(f"one clock start and one reset per tile, before the first load (clock starts {g['clock_starts']}, "
+              f"resets {g['resets']}); the HAC locked once; STATUS read before arming every run; {HOST_TIME}",
+              file=args.human)
     print(f"\ngenerated: {report.figures['tokens']}", file=args.human)
     print(f"tray cycles identical for every token: {'yes' if report.figures['identical_every_token'] else 'NO'}",
           file=args.human)

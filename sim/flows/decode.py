@@ -227,39 +227,75 @@ def run_dense_tray_any(model: Decoder, prompt, tokens: int, cfg: TileConfig | No
 
 
 def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: int = 2,
-                 sim: str = "verilator", clock_seed: int = 1, progress=None) -> dict:
+                 sim: str = "verilator", clock_seed: int = 1, progress=None, inject_between=None) -> dict:
     """The loop of ``synthetic(**model_args)`` (dense, or MoE with ``experts``), every FFN on
     ``tiles`` RTL tiles on their own clocks (from ``clock_seed``), the host in the testbench
-    (``sim/tb/decode_tray.py``), one simulator invocation.  Each run (each MoE round) is
-    checked against the golden loop and the system golden model of the same programs: every
-    tile's writes, cycles, busy counters and faults, y (every expert's output) bit-exact, and
-    the wall cycles (``scoreboard.check_wall``).  Returns the golden loop's report with the
-    RTL's problems and, per run, its cycles and wall cycles."""
+    (``sim/tb/decode_tray.py``), one simulator invocation on a tray that never stops: one
+    reset, clock start and HAC lock before the first load, then per run only x, the base
+    registers and the entry written (a dense model's layers resident when they fit the tray,
+    ``tray.compile_resident_tray``), STATUS read before arming, y read back.  Each run (each
+    MoE round) is checked against the golden loop and the system golden model of the same
+    programs: every tile's writes, cycles, busy counters and faults, y (every expert's
+    output) bit-exact, the wall cycles (``scoreboard.check_wall``), no fault between runs,
+    the HAC locked throughout, x's bytes as compiled.  ``inject_between``: flits flipped
+    while the tray is idle (``decode_tray``'s).  Returns the golden loop's report with the
+    RTL's problems and, per run, its cycles, wall cycles and bytes to and from the tray."""
     model = calibrate(synthetic(**model_args))
     moe = isinstance(model.specs[0], MoeSpec)
     golden = (run_moe_tray(model, prompt, tokens, cfg, tiles) if moe else
-              run_dense_tray(model, prompt, tokens, cfg, tiles, resident=False))     # the RTL's programs
-    layers = [None if moe else compile_tray_layer(s, cfg, tiles) for s in model.specs]
+              run_dense_tray_any(model, prompt, tokens, cfg, tiles))
+    if moe:
+        layers = [None] * len(model.specs)
+    elif golden["resident"]:
+        layers = compile_resident_tray(model.specs, cfg, tiles).layers    # the RTL's programs
+    else:
+        layers = [compile_tray_layer(s, cfg, tiles) for s in model.specs]
     tcfg = tray_config(cfg, tiles)
     lat, ppm = wire_latencies(tcfg, tiles, clock_seed), clock_draw(tcfg, tiles, clock_seed)
     system = SystemSim(tcfg, tiles, lat, sim)
     spec = {"config": tcfg.to_dict(), "tiles": tiles,
             "decode": {"config": cfg.to_dict(), "tiles": tiles, "model": model_args, "prompt": [int(t) for t in prompt],
-                       "tokens": int(tokens), "ppm": ppm, "clock_seed": clock_seed}}
+                       "tokens": int(tokens), "ppm": ppm, "clock_seed": clock_seed,
+                       "inject_between": list(inject_between or [])}}
     out, _ = run_testbench(system, "sim.tb.decode_tray", spec, "decode-tray", SYSTEM_TIMESCALE, progress,
                   sum(r.get("rounds", 1) for r in golden["runs"]))
     rtl = out[0]
     problems = list(golden["problems"])
     if rtl["tokens"] != golden["tokens"]:
         problems.append(f"tokens {rtl['tokens']} on the RTL, golden loop {golden['tokens']}")
+    if rtl["resets"] != [1] * tiles or rtl["clock_starts"] != [1] * tiles:
+        problems.append(f"resets {rtl['resets']} and clock starts {rtl['clock_starts']} per tile: the tray stopped "
+                        "after its first load")
     peer = Topology(tiles).peer
+    n_run = 0
 
-    def check_round(where, progs, res, gold, promised):
+    def check_round(where, progs, res, gold, promised, x_bytes):
+        nonlocal n_run
         for t, obs in enumerate(res["tiles"]):
             problems.extend(p.at(f"{where}, tile {t}") for p in compare(tile_observed(obs), golden_reference(gold[t]), promised[t]))
+            if not obs["c2c"]["locked"] or obs["c2c"]["lock_lost"]:
+                problems.append(f"{where}, tile {t}: the HAC lock was lost")
         wall, predicted, wall_problems = check_wall(progs, res)
         problems.extend(p.at(where) for p in wall_problems)
-        return max(o["cycles"] for o in res["tiles"]), wall, predicted
+        if not res["traced_outputs_equal"]:
+            problems.append(f"{where}: y read back differs from the traced writes'")
+        loaded = res["loaded"]
+        sent = {"x": 0, "routing": 0, "entry": 0, "reloaded": 0, "first_load": loaded["bytes"].get("first_load", 0)}
+        if not loaded["first"]:
+            for t, pre in enumerate(loaded["pre_arm"]):
+                if pre["between"]:
+                    problems.append(f"{where}, tile {t}: fault between runs {n_run - 1} and {n_run} (STATUS read before "
+                                    f"arming): {', '.join(pre['between'])}")
+                if not pre["hac_locked"]:
+                    problems.append(f"{where}, tile {t}: HAC not locked before arming")
+            b = loaded["bytes"]
+            sent.update(x=b["x"], routing=b["routing"], entry=b["entry"],
+                        reloaded=b["weights"] + b["instructions"] + b["vxm"])
+            if b["x"] != x_bytes:
+                problems.append(f"{where}: {b['x']} bytes of x written, the compiler's x rows hold {x_bytes}")
+        n_run += 1
+        return max(o["cycles"] for o in res["tiles"]), wall, predicted, sent, res["y_bytes"], \
+            loaded.get("host_cycles", 0) + res["y_cycles"]
 
     per_run = []
     for n, (r, g) in enumerate(zip(rtl["runs"], golden["runs"])):
@@ -271,29 +307,34 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
                 problems.append(f"{where}: experts {r['indices']} on the RTL, golden loop {g['experts']}")
             mt, idx, xq = compile_moe_run(lspec, r["x"], r["indices"], cfg, tiles)
             progs = mt.programs()
+            x_bytes = sum(len(h.x_rows) for h in mt.hosts) * tcfg.lanes
             sums = [check_round(f"{where}, round {k}", progs, res,
-                                archmodel.run_system(progs, peer, bases=mt.bases(asg)), mt.promised(asg))
+                                archmodel.run_system(progs, peer, bases=mt.bases(asg)), mt.promised(asg), x_bytes)
                     for k, (asg, res) in enumerate(zip(mt.rounds(idx), r["results"]))]
             seen = stage_outputs(MoeStages(xq, idx, np.asarray([r["routed"]]), np.asarray([r["shared"]])))
             problems.extend(p.at(where) for p in compare(Observed(outputs=seen), moe_reference(moe_int(lspec, xq, idx))))
             cycles, wall, predicted = (sum(v[i] for v in sums) for i in range(3))
+            sent = {k: sum(v[3][k] for v in sums) for k in sums[0][3]}
+            y_bytes, host_cycles = sum(v[4] for v in sums), sum(v[5] for v in sums)
         else:
             progs, man = layers[l].programs_for(r["x"]), layers[l].manifest
             # The layer is compiled once, its writes promised for x = 0: the golden model of this
             # token's programs checks the writes, the compiler's promise the cycles and busy counters.
-            cycles, wall, predicted = check_round(where, progs, r["result"],
-                                                  archmodel.run_system(progs, peer, man.min_distance),
-                                                  [promise(cycles=m.cycles, busy=m.busy) for m in man.tile])
+            cycles, wall, predicted, sent, y_bytes, host_cycles = check_round(
+                where, progs, r["result"], archmodel.run_system(progs, peer, man.min_distance),
+                [promise(cycles=m.cycles, busy=m.busy) for m in man.tile], layers[l].x_bytes())
             problems.extend(p.at(where) for p in compare(
                 Observed(outputs=row_vectors("y", r["y"])),
                 ffn_reference(ffn_int(model.specs[l], np.asarray(r["x"], np.int64)[None]), NOT_FFN_INT)))
-        g.update({"rtl_cycles": cycles, "rtl_wall_cycles": wall})
+        g.update({"rtl_cycles": cycles, "rtl_wall_cycles": wall, "rtl_bytes_in": sent, "rtl_bytes_out": y_bytes,
+                  "rtl_host_cycles": host_cycles})
         per_run.append((l, (cycles, predicted)))
     if len(rtl["runs"]) != len(golden["runs"]):
         problems.append(f"{len(rtl['runs'])} FFN runs on the RTL, golden loop {len(golden['runs'])}")
     problems += _varying(per_run, " on the RTL")
     return {**golden, "problems": problems, "engine": "RTL", "sim": sim, "rtl_tokens": rtl["tokens"],
-            "clock_seed": clock_seed, "ppm": ppm, "wire_latencies": [[*p, lat[p]] for p in sorted(lat)]}
+            "clock_seed": clock_seed, "ppm": ppm, "wire_latencies": [[*p, lat[p]] for p in sorted(lat)],
+            "first_load_bytes": rtl["first_load_bytes"], "resets": rtl["resets"], "clock_starts": rtl["clock_starts"]}
 
 
 # ---- MoE layers on a tray (golden model) ------------------------------------------------------
@@ -410,11 +451,29 @@ def tray_position_rows(report: dict, prompt, layers: int, clock_mhz: float, moe:
     rows = []
     for pos, (cyc, wall) in enumerate(zip(cycles, walls)):
         rs = report["runs"][pos * layers:(pos + 1) * layers]
-        rows.append({"position": pos, "input_token": tokens[pos], "tray_cycles": cyc, "wall_cycles": wall,
-                     "tray_us": wall / clock_mhz, **({"experts": [r["experts"] for r in rs]} if moe else {}),
-                     "bytes_to_tray": sum(r["bytes_in"] for r in rs),
-                     "bytes_from_tray": sum(r["bytes_out"] for r in rs)})
+        row = {"position": pos, "input_token": tokens[pos], "tray_cycles": cyc, "wall_cycles": wall,
+               "tray_us": wall / clock_mhz, **({"experts": [r["experts"] for r in rs]} if moe else {}),
+               "bytes_to_tray": sum(r["bytes_in"] for r in rs),
+               "bytes_from_tray": sum(r["bytes_out"] for r in rs)}
+        if rtl:        # measured: what the host wrote after the first load, and the y it read
+            sent = {k: sum(r["rtl_bytes_in"][k] for r in rs) for k in STEADY_BYTES}
+            row.update({"bytes_to_tray": sum(sent[k] for k in ("x", "routing", "entry", "reloaded")),
+                        "bytes_from_tray": sum(r["rtl_bytes_out"] for r in rs),
+                        **{f"bytes_{k}": v for k, v in sent.items()},
+                        "host_bus_cycles": sum(r["rtl_host_cycles"] for r in rs)})
+        rows.append(row)
     return rows
+
+
+# What a tray run's host wrote, by kind (run_tray_rtl): x's rows, the base registers (the
+# routing), Csr.ENTRY, what a layer not resident beside the others reloads (its rows,
+# instructions and VXM words), and the first load (the first run's, through the load port).
+STEADY_BYTES = ("x", "routing", "entry", "reloaded", "first_load")
+# Whether the host's time between runs is part of a token's wall cycles (lpu decode says so).
+HOST_TIME = ("host time between runs is not part of the wall cycles: each run's wall cycles count from the "
+             "host's HAC read that arms it to the last tile's done; the host's bus traffic between runs (y read, "
+             "STATUS check, x, routing and entry written) is counted apart, its computation (attention, router) "
+             "takes no simulated time")
 
 
 # ---- lpu decode's reports ------------------------------------------------------------------
@@ -437,8 +496,11 @@ def tray_loop_report(loop: dict, prompt, layers: int, clock_mhz: float, moe: boo
     wall cycles are the same for every token (``identical_every_token``)."""
     rows = tray_position_rows(loop, prompt, layers, clock_mhz, moe)
     same = len({(r["tray_cycles"], r["wall_cycles"]) for r in rows}) == 1
+    rtl = loop["engine"] == "RTL"
     return Report.of("decode-tray", {
-        "ran": loop["engine"] == "RTL", "engine": f"{loop['engine']} (tray)", "tiles": loop["tiles"],
-        "tokens": loop["tokens"], **{k: loop[k] for k in ("clock_seed", "ppm", "wire_latencies") if k in loop},
+        "ran": rtl, "engine": f"{loop['engine']} (tray)", "tiles": loop["tiles"],
+        "tokens": loop["tokens"], **{k: loop[k] for k in ("clock_seed", "ppm", "wire_latencies", "first_load_bytes",
+                                                           "resets", "clock_starts") if k in loop},
+        **({"host_time": HOST_TIME} if rtl else {}),
         "positions": rows, "problems": loop["problems"], "passed": not loop["problems"] and same},
         rows_key="positions", figures={"identical_every_token": same})

@@ -1,18 +1,27 @@
 """cocotb testbench of the decode loop with every FFN on a tray (``sim.flows.decode.run_tray_rtl``):
-the host's side runs here and awaits the tray for each FFN.  A dense layer is compiled
-once; per FFN the token's x goes into every tile's x rows and the tray runs as one armed
-system run (``sim.tb.system.one_run``), y gathered from the traced writes.  A MoE layer is
-routed here as ``IntFfn`` does, placed per token and run round by round with each round's
-base registers, its experts' outputs combined with the gates.  Each run reloads the tray."""
+the host's side runs here and awaits the tray for each FFN, on a tray that never stops
+(``sim.tb.system.SteadyTray``): the first run restarts the clocks, resets and loads every
+tile through the load port and waits for HAC lock; every later run keeps them and writes
+only x's rows, the base registers and the entry (and, for a layer not resident beside the
+others, its weights and instructions, counted apart), reads STATUS before arming, and reads
+y back over the bus.  Dense layers are resident on the tray when they fit
+(``tray.compile_resident_tray``: one entry point per layer), else each layer's programs
+replace the last's.  A MoE layer is routed here as ``IntFfn`` does, placed per token and run
+round by round with each round's base registers, its experts' outputs combined with the
+gates.  ``inject_between``: ``[{"before_run", "tile", "link", "mask"}]`` flits flipped while
+the tray is idle, before run ``before_run`` is armed."""
 
 from __future__ import annotations
 
 import cocotb
 import numpy as np
+from cocotb.triggers import ClockCycles
 
+from firmware_gen.compiler import CompileError
+from firmware_gen.compiler.blocks import x_image
 from firmware_gen.host.decoder import calibrate, dequantise_out, generate_gen, quantise_in, synthetic
 from firmware_gen.golden.moe import MoeSpec, combine, quantise_input, route
-from firmware_gen.compiler.tray import compile_tray_layer, tray_config, tray_output
+from firmware_gen.compiler.tray import compile_resident_tray, compile_tray_layer, tray_config, tray_output
 from lpu_arch import TileConfig
 
 from sim.flows.decode import compile_moe_run, moe_stages
@@ -20,7 +29,23 @@ from sim.tb.driver import read_spec, write_results
 from sim.harness.clocks import phase_seed
 from sim.harness.runner import system_run
 from sim.harness.scoreboard import traced_memory
-from sim.tb.system import one_run, tile_drivers
+from sim.tb.system import SteadyTray, inject_idle, tile_drivers, want
+
+
+def _rows(outputs) -> dict:
+    """``{slice: rows}`` of a manifest's or plan's outputs (``{block: (slice, addr, ...)}``)."""
+    out = {}
+    for m, a, *_ in outputs.values():
+        out.setdefault(m, set()).add(int(a))
+    return {m: sorted(rs) for m, rs in out.items()}
+
+
+def _merge(*parts) -> dict:
+    out = {}
+    for p in parts:
+        for m, rs in p.items():
+            out[m] = sorted(set(out.get(m, [])) | set(rs))
+    return out
 
 
 @cocotb.test()
@@ -29,41 +54,90 @@ async def decode_tray(dut):
     a = spec["decode"]
     base, tiles = TileConfig.from_dict(a["config"]), a["tiles"]
     model = calibrate(synthetic(**a["model"]))
-    layers = [None if isinstance(s, MoeSpec) else compile_tray_layer(s, base, tiles) for s in model.specs]
+    dense = [s for s in model.specs if not isinstance(s, MoeSpec)]
+    rt = None
+    if dense and len(dense) == len(model.specs):
+        try:
+            rt = compile_resident_tray(model.specs, base, tiles)
+        except CompileError:
+            rt = None
+    layers = (rt.layers if rt is not None else
+              [None if isinstance(s, MoeSpec) else compile_tray_layer(s, base, tiles) for s in model.specs])
     cfg = tray_config(base, tiles)
-    drivers = tile_drivers(dut, cfg, tiles)
-    runs = []
+    drivers = tile_drivers(dut, cfg, tiles, load_port=True)
+    tray = SteadyTray(dut, cfg, drivers)
+    inject = {x["before_run"]: x for x in a.get("inject_between", [])}
+    runs, n_run = [], 0
+
+    async def run_on_tray(progs, wants, name):
+        nonlocal n_run
+        x = inject.get(n_run)
+        if x is not None:
+            hit = await inject_idle(dut, drivers[x["tile"]], x["tile"], x["link"], x["mask"])
+            await ClockCycles(drivers[0].dut.clk, 64)      # the flit crosses the wire
+            dut._log.info("flipped %#x in a flit of tile %d link %d at %d fs, between runs", x["mask"], x["tile"],
+                          x["link"], hit)
+        run = system_run(progs, a["ppm"], name=name, seed=phase_seed(a["clock_seed"], n_run))
+        n_run += 1
+        res = await tray.run(run, wants)
+        mems = res.pop("y_memory")
+        return res, mems
+
     gen = generate_gen(model, a["prompt"], a["tokens"])
     try:
         req = next(gen)
         while True:
             l, x = req
-            spec, n = model.specs[l], len(runs)
-            if isinstance(spec, MoeSpec):
-                indices, gates = route(spec, np.asarray(x, np.float64)[None])
-                xq = quantise_input(spec, x)
-                mt, idx, xq2 = compile_moe_run(spec, xq, indices, base, tiles)
+            lspec, n = model.specs[l], len(runs)
+            if isinstance(lspec, MoeSpec):
+                indices, gates = route(lspec, np.asarray(x, np.float64)[None])
+                xq = quantise_input(lspec, x)
+                mt, idx, xq2 = compile_moe_run(lspec, xq, indices, base, tiles)
                 progs, rounds, results = mt.programs(), [], []
                 for k, asg in enumerate(mt.rounds(idx)):
-                    run = system_run(progs, a["ppm"], name=f"run{n}-layer{l}-round{k}", seed=phase_seed(a["clock_seed"], n),
-                                     bases=mt.bases(asg))
-                    res = await one_run(dut, cfg, drivers, run)
-                    res.pop("window", None)
-                    rounds.append((asg, [traced_memory(cfg, o) for o in res["tiles"]]))
+                    bases = mt.bases(asg)
+                    wants = [want(p, bases=b, x={m: {r: p.memory[m][r] for m2, r, *_ in mt.hosts[t].x_rows if m2 == m}
+                                                for m in {m2 for m2, *_ in mt.hosts[t].x_rows}},
+                                  y_rows=_merge(_rows(mt.hosts[t].outputs) if lspec.shared else {},
+                                                *(_rows(mt.slot_plans[key].outputs) for key in asg if key[0] == t)))
+                             for t, (p, b) in enumerate(zip(progs, bases))]
+                    res, mems = await run_on_tray(progs, wants, f"run{n}-layer{l}-round{k}")
+                    rounds.append((asg, mems))
+                    res["traced_outputs_equal"] = _same_outputs(mt.outputs(asg, mems),
+                                                                mt.outputs(asg, [traced_memory(cfg, o) for o in res["tiles"]]))
                     results.append(res)
-                stages = moe_stages(mt, spec, xq2, idx, rounds)
+                stages = moe_stages(mt, lspec, xq2, idx, rounds)
                 runs.append({"layer": l, "x": xq2[0].tolist(), "indices": idx[0].tolist(), "results": results,
                              "routed": stages.routed[0].tolist(), "shared": stages.shared[0].tolist()})
-                req = gen.send(combine(spec, stages, gates)[0])
+                req = gen.send(combine(lspec, stages, gates)[0])
                 continue
             xq = quantise_in(model, l, x)
-            run = system_run(layers[l].programs_for(xq), a["ppm"], name=f"run{n}-layer{l}", seed=phase_seed(a["clock_seed"], n))
-            res = await one_run(dut, cfg, drivers, run)
-            memories = [traced_memory(cfg, o) for o in res["tiles"]]
-            y = tray_output(layers[l].manifest, memories, cfg.lanes, spec.H)[0]
-            res.pop("window", None)
+            ly = layers[l]
+            progs = ly.programs_for(xq)
+            wants = []
+            for t, p in enumerate(progs):
+                xs = x_image(ly.x_rows[t], xq, cfg.lanes, lspec.H)
+                y_rows = _rows(ly.manifest.tile[t].outputs)
+                if rt is not None:        # every layer resident: the first run loads them all, then x and the entry
+                    wants.append(want(p, images=rt.images[t], memory=rt.memory[t] if not runs else False, x=xs,
+                                      entry=rt.entries[l], y_rows=y_rows))
+                else:
+                    wants.append(want(p, x=xs, y_rows=y_rows))
+            res, mems = await run_on_tray(progs, wants, f"run{n}-layer{l}")
+            y = tray_output(ly.manifest, mems, cfg.lanes, lspec.H)[0]
+            traced = tray_output(ly.manifest, [traced_memory(cfg, o) for o in res["tiles"]], cfg.lanes, lspec.H)[0]
+            res["traced_outputs_equal"] = bool((y == traced).all())
             runs.append({"layer": l, "x": xq.tolist(), "y": y.tolist(), "result": res})
             req = gen.send(dequantise_out(model, l, y))
     except StopIteration as e:
         tokens = e.value
-    write_results([{"tokens": tokens, "runs": runs}])
+    write_results([{"tokens": tokens, "runs": runs, "resident": rt is not None,
+                    "first_load_bytes": sum(d.first_bytes for d in drivers),
+                    "resets": [d.resets for d in drivers], "clock_starts": [d.clock_starts for d in drivers]}])
+
+
+def _same_outputs(a, b) -> bool:
+    """Two ``MoeTray.outputs`` equal (the y read back and the traced writes' y)."""
+    (ra, sa), (rb, sb) = a, b
+    return (ra.keys() == rb.keys() and all((ra[k] == rb[k]).all() for k in ra)
+            and (sa is None) == (sb is None) and (sa is None or bool((sa == sb).all())))

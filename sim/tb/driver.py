@@ -82,6 +82,11 @@ class TileDriver:
         self.dirty = {name: set() for name in cfg.mem_names}
         self.entry = 0            # what Csr.ENTRY holds (reset clears it, a start does not)
         self.imem_words = {}      # position -> instruction words the queue holds (resident jobs)
+        # What the host did to the tile: bytes read over the bus, resets and clock (re)starts
+        # (a tray that never stops, sim/tb/system.py, has one of each, before its first load).
+        self.read_bytes = 0
+        self.resets = 0
+        self.clock_starts = 0
 
     async def start_clock(self):
         """Start (or restart, after ``stop_clock``) the clock: ``phase`` from now, 50:50,
@@ -90,6 +95,7 @@ class TileDriver:
         if self.phase:
             await Timer(self.phase, unit=self.unit)
         self.clock_t0 = int(get_sim_time(self.unit)) if self.unit == "fs" else get_sim_time(self.unit)
+        self.clock_starts += 1
         self.clock = Clock(self.dut.clk, self.period, unit=self.unit, impl="gpi",
                            period_high=self.period // 2)
         self.clock.start()
@@ -106,6 +112,7 @@ class TileDriver:
         elif self.clock is None:
             await self.start_clock()
         dut.rst.value = 1
+        self.resets += 1
         self._idle()
         self.config_checked = False
         self.base_words = [0] * self.cfg.base_regs
@@ -180,6 +187,7 @@ class TileDriver:
             else:
                 bus.re.value = 0
         bus.re.value = 0
+        self.read_bytes += 4 * len(addrs)
         return out
 
     async def wait_done(self, timeout_cycles: int):

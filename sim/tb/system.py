@@ -14,6 +14,10 @@ Per run of ``LPU_JOBS`` (``runner.system_run``), :func:`one_run`:
 5. waits for every done and reads each tile's trace, cycles, busy counters, status and C2C
    registers (as ``sim/tb/tile.py``, so ``scoreboard.check_run`` applies per tile).
 
+:class:`SteadyTray` runs one run after another on a tray that never stops (no clock restart,
+reset or relock after its first run; docs/tray.md, "The steady state").  An armed tile that
+ran before shows the last run's done until its start: the host waits for the start first.
+
 A run not done within its timeout has ``timed_out`` set (no trace) and the batch goes on;
 a tile halted by a deskew stall beyond its bound is frozen, so its trace is not read.
 
@@ -27,10 +31,12 @@ import random
 import time
 
 import cocotb
-from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge, Timer
+import numpy as np
+from cocotb.triggers import ClockCycles, FallingEdge, First, ReadOnly, RisingEdge, Timer
 from cocotb.simtime import get_sim_time
 
 from lpu_arch.c2c import armed_start_hac
+from lpu_arch import hostmap
 from lpu_arch.config import TileConfig
 from lpu_arch.hostmap import Csr, HacStatus, Status, link_fault_names
 
@@ -196,6 +202,22 @@ async def inject(dut, drv: TileDriver, tile: int, link: int, mask: int, after_cy
     log.info("injected %#x into %d flit(s) of tile %d link %d", mask, len(hit), tile, link)
 
 
+async def inject_idle(dut, drv: TileDriver, tile: int, link: int, mask: int) -> int:
+    """XOR ``mask`` into the next valid flit leaving ``tile`` on ``link``, running or not
+    (between runs: a SYNC or a latency probe); the time it was hit, in femtoseconds."""
+    port = getattr(dut, f"t{tile}_l{link}_inject")
+    valid = getattr(dut, f"t{tile}_l{link}_tx_valid")
+    clk = drv.dut.clk
+    while True:
+        await FallingEdge(clk)
+        if int(valid.value):
+            port.value = mask
+            t = int(get_sim_time("fs"))
+            await FallingEdge(clk)
+            port.value = 0
+            return t
+
+
 async def observe(cfg, drv: TileDriver, job: dict, done: bool) -> dict:
     """A tile's observation after a run: STATUS, cycles, busy counters, the trace and the
     C2C registers.  A tile not done (still running, or never started: its HAC did not
@@ -251,9 +273,17 @@ async def arm_and_run(cfg, drivers, run) -> dict:
                            f"of {run['start_lead']} cycles is too short")
     t0 = time.perf_counter()
     t_start = int(get_sim_time("fs"))
-    await _all(d.wait_done(run["timeout_cycles"] + run["start_lead"] + 2 * cfg.epoch) for d in drivers)
+    await _all(_start_then_done(d, run["start_lead"] + 2 * cfg.epoch, run["timeout_cycles"]) for d in drivers)
     return {"start_hac": start_hac, "hac_read": hac0, "hac_armed": armed_by, "t_start_fs": t_start,
             "wall_run_s": time.perf_counter() - t0}
+
+
+async def _start_then_done(d: TileDriver, lead: int, timeout: int) -> None:
+    """Wait for an armed tile's start, then for its done: a tile that ran before still
+    shows the last run's done until its start (within ``lead`` cycles) drops it."""
+    if int(d.dut.done.value):
+        await First(FallingEdge(d.dut.done), Timer(lead * d.period, unit="fs"))
+    await d.wait_done(timeout + lead)
 
 
 def watch(dut, cfg, drivers, run, log):
@@ -277,7 +307,6 @@ async def one_run(dut, cfg, drivers, run) -> dict:
     """One run of the spec (the module's steps 1 to 5): restart, load, lock, arm, run, observe."""
     log = dut._log
     head = await restart(dut, cfg, drivers, run)
-    requested = [x.get("count", 1) for x in run["inject"]]     # the flits each injection asks for
     await _all(d.load_job(job) for d, job in zip(drivers, run["jobs"]))
     locked = await _all(wait_lock(d) for d in drivers)
     if not all(locked):            # reported like a timeout: the batch goes on
@@ -285,8 +314,15 @@ async def one_run(dut, cfg, drivers, run) -> dict:
         log.warning("run %s: HAC not locked on tile(s) %s", run["name"], not_locked)
         tiles = [await observe(cfg, drv, run["jobs"][i], False) for i, drv in enumerate(drivers)]
         return {**head, "tiles": tiles, "timed_out": True, "hac_not_locked": not_locked,
-                "injected": [0] * len(run["inject"]), "inject_requested": requested, "wall_run_s": 0.0,
-                "window": None, **Sampler(dut, cfg, drivers, run["sample_every"], 0, 0).summary()}
+                "injected": [0] * len(run["inject"]), "inject_requested": [x.get("count", 1) for x in run["inject"]],
+                "wall_run_s": 0.0, "window": None, **Sampler(dut, cfg, drivers, run["sample_every"], 0, 0).summary()}
+    return await run_loaded(dut, cfg, drivers, run, head)
+
+
+async def run_loaded(dut, cfg, drivers, run, head: dict) -> dict:
+    """Steps 3 to 5 of a run on tiles loaded and locked: arm, run (watched), observe."""
+    log = dut._log
+    requested = [x.get("count", 1) for x in run["inject"]]     # the flits each injection asks for
     t_lock = int(get_sim_time("fs"))
     sampler, sampling, recorder, recording, hits, injections = watch(dut, cfg, drivers, run, log)
     log.info("job %s: loaded, running", run["name"])     # progress (sim/harness/progress.py): loaded and locked
@@ -319,6 +355,163 @@ async def one_run(dut, cfg, drivers, run) -> dict:
             "t_done_fs": t_done, "wall_run_s": started["wall_run_s"], "tiles": tiles,
             "timed_out": timed_out, "injected": [len(h) for h in hits], "inject_requested": requested,
             "window": recorder.records if recorder is not None else None, **summ}
+
+
+# ---- a tray that never stops (docs/tray.md, "The steady state") ---------------------------------
+# The sticky flags a start clears that are faults (STATUS): the host reads STATUS before arming
+# every run, so a fault raised between two runs is reported before the start clears it.
+STICKY_FAULTS = (Status.ILLEGAL_OP | Status.ADDR_FAULT | Status.TRACE_OVERFLOW | Status.PARAM_FAULT
+                 | Status.LINK_OVERFLOW | Status.LINK_UNDERFLOW | Status.LINK_UNCORRECTABLE | Status.LINK_TX_OVERRUN
+                 | Status.DESKEW_LATE | Status.HAC_LOCK_LOST | Status.DESKEW_TIMEOUT)
+
+
+def fault_names(status: int) -> list[str]:
+    """The names of the fault flags (``STICKY_FAULTS``) set in a STATUS word."""
+    return [f.name for f in Status if f & STICKY_FAULTS & status]
+
+
+class SteadyTray:
+    """The host of a tray that never stops: the first run restarts the clocks, resets every
+    tile, loads it whole through the load port and waits for HAC lock (as :func:`one_run`);
+    every later run keeps the clocks, the HAC and its lock and writes only what differs from
+    what the tile holds: x's rows, the base registers (the routing) and ``Csr.ENTRY``, and
+    (when a run's programs are not resident beside the earlier ones) the rows, instructions
+    and VXM words of the new programs, each counted by kind.  Before arming a run the host
+    reads every tile's STATUS: a fault flag set since the last run's observation (a fault
+    between runs, which the start would clear) is reported with the run.
+
+    A *want* per tile (:func:`want`) says what the tile is to hold for the run."""
+
+    KINDS = ("x", "routing", "entry", "weights", "instructions", "vxm")
+
+    def __init__(self, dut, cfg, drivers):
+        self.dut, self.cfg, self.drivers = dut, cfg, drivers
+        self.held = None          # per tile: {slice: array} as the host last wrote it
+        self.observed = [0] * len(drivers)   # STATUS at the last run's observation
+        self.head = None
+
+    async def load(self, wants: list) -> dict:
+        """Write every tile's want (the first: everything, through the load port); the bytes
+        written by kind (``KINDS``), the bus cycles it took (tile 0's) and the pre-arm check."""
+        cfg, drivers = self.cfg, self.drivers
+        t0 = int(get_sim_time("fs"))
+        if self.held is None:
+            for d, w in zip(drivers, wants):
+                before = d.loaded_bytes
+                await d.load_job({"images": w["images"], "vxm_params": w["vxm_params"], "table": w["table"],
+                                  "bases": w["bases"], "memory": _with_rows(w["memory"], w["x"])})
+                d.imem_words = {cfg.queue_index(n): dict(enumerate(words)) for n, words in w["images"].items()}
+                if w["entry"]:
+                    await d.write_words([(hostmap.csr(Csr.ENTRY), w["entry"])])
+                    d.entry = w["entry"]
+                    d.loaded_bytes += 4
+                d.first_bytes = d.loaded_bytes - before
+            self.held = [{n: a.copy() for n, a in w["memory"].items()} for w in wants]
+            for held, w in zip(self.held, wants):
+                for name, rows in w["x"].items():
+                    for r, v in rows.items():
+                        held[name][r] = v
+            return {"first": True, "bytes": {"first_load": sum(d.first_bytes for d in drivers)}}
+        sent = {k: 0 for k in self.KINDS}
+        for t, (d, w) in enumerate(zip(drivers, wants)):
+            held = self.held[t]
+            xs = {n: dict(rows) for n, rows in w["x"].items()}
+            other = {}
+            for name, image in (w["memory"] or {}).items():
+                old = held.setdefault(name, np.zeros_like(image))
+                for r in np.flatnonzero((image != old).any(axis=1)).tolist():
+                    if r not in xs.get(name, {}):
+                        other.setdefault(name, {})[r] = image[r].tolist()
+                held[name] = image.copy()
+            for name, rows in xs.items():
+                for r, v in rows.items():
+                    held[name][r] = v
+            images = {}
+            for name, words in w["images"].items():
+                held_words = d.imem_words.setdefault(cfg.queue_index(name), {})
+                images[name] = {i: v for i, v in enumerate(words) if held_words.get(i) != v}
+                held_words.update(images[name])
+            entry = [(hostmap.csr(Csr.ENTRY), w["entry"])] if w["entry"] != d.entry else []
+            for kind, write in (("x", lambda: d.load_memory(xs)), ("weights", lambda: d.load_memory(other)),
+                                ("vxm", lambda: d.load_vxm(w["vxm_params"], w["table"])),
+                                ("instructions", lambda: d.load_program_words(images)),
+                                ("routing", lambda: d.load_bases(w["bases"])),
+                                ("entry", lambda: d.write_words(entry))):
+                before = d.loaded_bytes
+                await write()
+                sent[kind] += d.loaded_bytes - before
+            sent["entry"] += 4 * len(entry)
+            d.entry = w["entry"]
+        p0 = drivers[0].period
+        return {"first": False, "bytes": sent, "host_cycles": (int(get_sim_time("fs")) - t0) // p0}
+
+    async def run(self, run: dict, wants: list) -> dict:
+        """One run: the first restarts, resets, loads and locks; the others load what differs;
+        then arm, run, observe (:func:`run_loaded`); ``y_rows`` per tile ({slice: rows}) are
+        read back over the bus and counted as ``y_bytes``."""
+        dut, cfg, drivers = self.dut, self.cfg, self.drivers
+        if self.head is None:
+            self.head = await restart(dut, cfg, drivers, run)
+            loaded = await self.load(wants)
+            locked = await _all(wait_lock(d) for d in drivers)
+            if not all(locked):
+                raise RuntimeError(f"HAC not locked on tile(s) {[i for i, ok in enumerate(locked) if not ok]} "
+                                   "after the first load")
+        else:
+            t0 = int(get_sim_time("fs"))
+            pre = []
+            for t, d in enumerate(drivers):
+                # The pre-arm check: STATUS; a fault flag the last observation did not see is new.
+                status = await d.read_csr(Csr.STATUS)
+                pre.append({"status": status, "between": fault_names(status & ~self.observed[t]),
+                            "hac_locked": bool(status & Status.HAC_LOCKED)})
+            loaded = await self.load(wants)
+            loaded["pre_arm"] = pre
+            loaded["host_cycles"] = (int(get_sim_time("fs")) - t0) // drivers[0].period
+        read0 = sum(d.read_bytes for d in drivers)
+        res = await run_loaded(dut, cfg, drivers, run, {**self.head, "name": run["name"]})
+        verify_read = sum(d.read_bytes for d in drivers) - read0 - 4    # but the HAC read that arms the start
+        self.observed = [o["status"] for o in res["tiles"]]
+        t0 = int(get_sim_time("fs"))
+        y, y_bytes = [], 0
+        for d, w in zip(drivers, wants):
+            mem = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
+            for name, rows in w.get("y_rows", {}).items():
+                rows = sorted(rows)
+                for r, v in zip(rows, await d.read_vectors(name, rows)):
+                    mem[name][r] = v
+                y_bytes += len(rows) * cfg.lanes
+            y.append(mem)
+        res.pop("window", None)
+        res.update({"loaded": loaded, "y_bytes": y_bytes, "y_memory": y, "verify_read_bytes": verify_read,
+                    "y_cycles": (int(get_sim_time("fs")) - t0) // drivers[0].period,
+                    "resets": [d.resets for d in drivers], "clock_starts": [d.clock_starts for d in drivers],
+                    "read_bytes": [d.read_bytes for d in drivers]})
+        return res
+
+
+def _with_rows(memory: dict, rows: dict) -> dict:
+    """``memory`` ({slice: array}) as lists, with ``rows`` ({slice: {row: vector}}) written."""
+    out = {n: a.tolist() for n, a in memory.items()}
+    for name, rs in rows.items():
+        for r, v in rs.items():
+            out[name][r] = list(v)
+    return out
+
+
+def want(program, bases=None, entry: int = 0, images=None, memory=None, x=None, y_rows=None) -> dict:
+    """What a tile of a :class:`SteadyTray` is to hold for a run of ``program``: its images
+    (or ``images``: every resident program's), its MEM image (``memory``: another image, or
+    ``False``: what the tile holds), x's rows ``x`` ({slice: {row: vector}}, written every
+    run), its VXM words, ``bases`` (host words; None: all 0), ``entry``, and the rows of y
+    the host reads back (``{slice: rows}``)."""
+    from sim.harness.runner import base_words
+    mem = program.memory if memory is None else memory
+    return {"images": images if images is not None else program.images(),
+            "memory": None if mem is False else {n: np.asarray(a, np.uint8) for n, a in mem.items()},
+            "x": {n: {int(r): [int(b) & 0xFF for b in v] for r, v in rows.items()} for n, rows in (x or {}).items()},
+            "vxm_params": program.vxm_params.tolist(), "table": program.table.tolist(),
+            "bases": base_words(program.config, bases), "entry": int(entry), "y_rows": y_rows or {}}
 
 
 @cocotb.test()

@@ -10,11 +10,12 @@ import pytest
 from firmware_gen.compiler import CompileError
 from firmware_gen.host.decoder import IntFfn, KvCache, calibrate, generate, step, synthetic, teacher_forced
 from firmware_gen.compiler.resident import compile_resident
-from firmware_gen.compiler.tray import tray_config
+from firmware_gen.compiler.tray import compile_resident_tray, tray_config
 from lpu_arch import TileConfig, c2c
 from sim.cli import main as cli
 from sim.harness.clocks import clock_draw, wire_latencies
-from sim.flows.decode import DECODE_TILE, SYNTHETIC, check, decode_setup, run_dense_tray, run_golden, run_moe_tray
+from sim.flows.decode import (DECODE_TILE, SYNTHETIC, check, decode_setup, run_dense_tray, run_golden, run_moe_tray,
+                              run_tray_rtl)
 
 from tests.helpers import ONE_SIM, SIMS
 
@@ -336,3 +337,48 @@ def test_wordpiece_and_bert_decoder_errors(tmp_path):
     for bad in (16, -1):                  # a token id outside the vocabulary, not an index from the end
         with pytest.raises(ValueError, match=rf"token id {bad} is outside the vocabulary \(0\.\.15\)"):
             step(m, bad, KvCache(1), float_ffn(m))
+
+
+# A tray that never stops (sim/tb/system.py SteadyTray): one session, one reset and clock start
+# per tile, a double-bit flip injected into a flit while the tray is idle before run 2.
+NEVER_STOP_FLIP = [{"before_run": 2, "tile": 0, "link": 0, "mask": (1 << 1) | (1 << 2)}]
+
+
+@pytest.fixture(scope="module")
+def never_stop():
+    return run_tray_rtl(SYNTHETIC, [1], 2, TileConfig.tiny(), 2, ONE_SIM[0], clock_seed=3,
+                        inject_between=NEVER_STOP_FLIP)
+
+
+@pytest.mark.sim
+def test_tray_never_stops_host_traffic(never_stop):
+    """After the first load the tiles are never reset and their clocks never restarted
+    (counted by the testbench's drivers); each run writes x's rows (the compiler's count of
+    them), the entry on a change of layer and nothing else; the host reads STATUS before
+    arming each run, so the flip injected between runs 1 and 2 (an uncorrectable flit) is
+    reported for run 2 and for no other run."""
+    g = never_stop
+    assert g["resets"] == [1, 1] and g["clock_starts"] == [1, 1]
+    between = [p for p in g["problems"] if "fault between runs" in p]
+    assert len(between) == 1 and "between runs 1 and 2" in between[0] and "LINK_UNCORRECTABLE" in between[0], between
+    x_bytes = [ly.x_bytes() for ly in compile_resident_tray(calibrate(synthetic(**SYNTHETIC)).specs,
+                                                            TileConfig.tiny(), 2).layers]
+    for n, r in enumerate(g["runs"][1:], 1):
+        b = r["rtl_bytes_in"]
+        assert b["x"] == x_bytes[r["layer"]] and b["routing"] == 0 and b["reloaded"] == 0, (n, b)
+        assert b["entry"] == 2 * 4, (n, b)      # the layer changes every run: its entry on each tile
+        assert r["rtl_bytes_out"] == 2 * 4, (n, r["rtl_bytes_out"])     # y: one 4-lane row on each tile
+
+
+@pytest.mark.sim
+def test_tray_never_stops_matches_the_golden_loop(never_stop):
+    """The same session: the tokens the golden loop's, every run's writes, cycles, busy
+    counters and wall cycles as compiled (run_tray_rtl's checks), the program and wall
+    cycles the same for every position; the only problem the fault injected between runs."""
+    g = never_stop
+    assert [p for p in g["problems"] if "fault between runs" not in p] == []
+    assert g["rtl_tokens"] == g["tokens"] == generate(calibrate(synthetic(**SYNTHETIC)), [1], 2,
+                                                      IntFfn(calibrate(synthetic(**SYNTHETIC))))
+    per_pos = {(sum(r["rtl_cycles"] for r in g["runs"][p * 2:p * 2 + 2]),
+                sum(r["rtl_wall_cycles"] for r in g["runs"][p * 2:p * 2 + 2])) for p in range(3)}
+    assert len(per_pos) == 1, per_pos
