@@ -134,14 +134,13 @@ def minilm(path):
     return model, vocab
 
 
-def minilm_draft(model, vocab, draft: str, skip: int = MINILM_SKIP):
-    """The draft of ``draft``: 'int8' (one output scale per channel, calibrate's 'fit'),
-    'fp8' (one scale per FFN) or 'skip' (the first ``skip`` layers, int8 as 'int8')."""
+def minilm_draft(model, vocab, dtype: str = "int8", skip: int | None = None):
+    """The draft: ``model``'s FFNs quantised to ``dtype`` ('int8': one output scale per
+    channel, calibrate's 'fit'; 'fp8': one scale per FFN), with ``skip`` its first
+    ``skip`` layers only (the layer-skip draft)."""
     cal = wordpiece(CALIBRATION_TEXT, vocab)
-    if draft == "fp8":
-        return calibrate(copy.copy(model), cal, dtype="fp8")
-    m = calibrate(copy.copy(model), cal, out_scale_per_row=True)
-    return layer_skip(m, skip) if draft == "skip" else m
+    m = calibrate(copy.copy(model), cal, out_scale_per_row=dtype == "int8", dtype=dtype)
+    return layer_skip(m, skip) if skip else m
 
 
 def tray_cycles(specs, dtype: str, tiles: int = MINILM_TILES) -> dict:
