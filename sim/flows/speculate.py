@@ -143,11 +143,11 @@ def minilm_draft(model, vocab, dtype: str = "int8", skip: int | None = None):
     return layer_skip(m, skip) if skip else m
 
 
-def tray_cycles(specs, dtype: str, tiles: int = MINILM_TILES) -> dict:
+def tray_cycles(specs, dtype: str, tiles: int = MINILM_TILES, cfg: TileConfig | None = None) -> dict:
     """The draft's cycles per token from the tray compiler: each FFN compiled for ``tiles``
     default tiles (``tray.compile_tray_layer``), its program cycles and armed wall cycles
     (``system.wall_cycles``: the arming lead and the deskews' slack)."""
-    cfg = TileConfig.default().with_overrides([f"mxm_dtype={dtype}"])
+    cfg = (cfg or TileConfig.default()).with_overrides([f"mxm_dtype={dtype}"])
     cyc, wall = [], []
     for spec in specs:
         tl = compile_tray_layer(spec, cfg, tiles)
@@ -155,7 +155,7 @@ def tray_cycles(specs, dtype: str, tiles: int = MINILM_TILES) -> dict:
         cyc.append(max(per_tile))
         wall.append(wall_cycles(tl.programs, per_tile))
     return {"layer_cycles": cyc, "cycles_per_token": sum(cyc), "wall_cycles_per_token": sum(wall),
-            "source": f"compiler (every FFN on a tray of {tiles} default tiles, {dtype})"}
+            "source": f"compiler (every FFN on a tray of {tiles} tiles of {cfg.lanes} lanes, {dtype})"}
 
 
 def minilm_prompt(vocab, n: int = MINILM_PROMPT) -> list[int]:
