@@ -155,7 +155,7 @@ def tray_cycles(specs, dtype: str, tiles: int = MINILM_TILES, cfg: TileConfig | 
         cyc.append(max(per_tile))
         wall.append(wall_cycles(tl.programs, per_tile))
     return {"layer_cycles": cyc, "cycles_per_token": sum(cyc), "wall_cycles_per_token": sum(wall),
-            "source": f"compiler (every FFN on a tray of {tiles} tiles of {cfg.lanes} lanes, {dtype})"}
+            "source": f"compiler (every FFN on a tray of {tiles} tiles, {dtype})"}
 
 
 def minilm_prompt(vocab, n: int = MINILM_PROMPT) -> list[int]:
