@@ -135,7 +135,8 @@ def run_minilm(args, tm) -> int:
           + (f" of its first {args.skip} layers" if args.skip else "") + " (integer golden model; cycles from the tray "
           f"compiler, {MINILM_TILES} {'default' if args.config == 'tiny' else args.config} tiles); target: the float model (host)", file=args.human)
     r = minilm_run(model, vocab, draft, args.k, args.tokens, args.no_repeat)
-    cycles = tray_cycles(draft.specs, dtype, cfg=cfg)
+    cycles = tray_cycles(draft.specs, dtype, cfg=cfg, inputs=r["first_inputs"])
+    r["problems"] += cycles.pop("problems")
     r["run"]["prompt"] = minilm_prompt(vocab)
     f = figures(r["run"], cycles, weight_bytes(model), tm)
     r["vocab"] = vocab
@@ -156,7 +157,9 @@ def report(args, r: dict, f: dict, engine: str) -> int:
                      f"{f['expected_tokens']:.2f}", f"{f['expected_tokens_compared']:.2f}"), file=args.human)
     dc = f["draft_cycles_per_token"]
     print(f"\ndraft: {dc['cycles_per_token']:,} cycles per token ({dc['wall_cycles_per_token']:,} wall; "
-          f"{dc['source']}); {run['draft_steps']} draft positions", file=args.human)
+          f"{dc['source']}" + (f"; measured: {', '.join(map(str, dc['measured_per_token']))} cycles per token"
+                                 if "measured_per_token" in dc else "")
+          + f"); {run['draft_steps']} draft positions", file=args.human)
     print(f"timing model: target pass {t['target_pass_us']:.3f} us ({f['target_weight_bytes']:,} bytes at "
           f"{args.hbm_gbs:g} GB/s) + {args.transfer_us:g} us transfer per round; draft {t['draft_us_per_token']:.3f} us "
           f"per position at {args.clock_mhz:g} MHz", file=args.human)

@@ -25,15 +25,19 @@ import copy
 
 import numpy as np
 
+import firmware_gen.compiler.tray
+from firmware_gen.compiler.resident import run_layer
 from firmware_gen.compiler.system import wall_cycles
 from firmware_gen.compiler.tray import compile_tray_layer
+from firmware_gen.golden import archmodel
+from firmware_gen.golden.numerics import ffn_int
 from firmware_gen.host.decoder import (CALIBRATION_TEXT, EVAL_TEXT, IntFfn, calibrate, drive, float_ffn, from_bert,
                                        synthetic, wordpiece)
 from firmware_gen.host.speculative import (TimingModel, greedy, layer_skip, speculate_gen, statistics, timing,
                                            weight_bytes)
-from firmware_gen.compiler.resident import run_layer
 from lpu_arch import TileConfig
 from lpu_arch.hostmap import START_CYCLES
+from lpu_arch.topology import Topology
 
 from sim.flows.decode import DecodeSetup, check, decode_setup
 from sim.harness.runner import TIMESCALE, TileSim, run_testbench
@@ -143,19 +147,38 @@ def minilm_draft(model, vocab, dtype: str = "int8", skip: int | None = None):
     return layer_skip(m, skip) if skip else m
 
 
-def tray_cycles(specs, dtype: str, tiles: int = MINILM_TILES, cfg: TileConfig | None = None) -> dict:
+def tray_cycles(specs, dtype: str, tiles: int = MINILM_TILES, cfg: TileConfig | None = None, inputs=None) -> dict:
     """The draft's cycles per token from the tray compiler: each FFN compiled for ``tiles``
-    default tiles (``tray.compile_tray_layer``), its program cycles and armed wall cycles
-    (``system.wall_cycles``: the arming lead and the deskews' slack)."""
+    tiles (``tray.compile_tray_layer``), its program cycles and armed wall cycles
+    (``system.wall_cycles``: the arming lead and the deskews' slack).  With ``inputs`` (each
+    layer's first input of a run, ``minilm_run``'s ``first_inputs``) each layer also runs
+    once on the tray's golden model (``archmodel.run_system``): its program and wall cycles
+    against the compiler's, y bit-exact against ``numerics.ffn_int`` (``problems``)."""
     cfg = (cfg or TileConfig.default()).with_overrides([f"mxm_dtype={dtype}"])
-    cyc, wall = [], []
-    for spec in specs:
+    cyc, wall, golden, problems = [], [], [], []
+    for l, spec in enumerate(specs):
         tl = compile_tray_layer(spec, cfg, tiles)
         per_tile = [m.cycles for m in tl.manifest.tile]
         cyc.append(max(per_tile))
         wall.append(wall_cycles(tl.programs, per_tile))
-    return {"layer_cycles": cyc, "cycles_per_token": sum(cyc), "wall_cycles_per_token": sum(wall),
-            "source": f"compiler (every FFN on a tray of {tiles} tiles, {dtype})"}
+        if inputs is None:
+            continue
+        progs = tl.programs_for(inputs[l])
+        res = archmodel.run_system(progs, Topology(tiles).peer, tl.manifest.min_distance)
+        c, w = max(r.cycles for r in res), wall_cycles(progs, [r.cycles for r in res])
+        golden.append(c)
+        if (c, w) != (cyc[-1], wall[-1]):
+            problems.append(f"layer {l}: {c} program and {w} wall cycles on the tray's golden model, the compiler "
+                            f"{cyc[-1]} and {wall[-1]}")
+        y = firmware_gen.compiler.tray.tray_output(tl.manifest, [r.memory for r in res], cfg.lanes, spec.H)[0]
+        if not np.array_equal(np.asarray(y), ffn_int(spec, np.asarray(inputs[l], np.int64)[None])[0]):
+            problems.append(f"layer {l}: y on the tray's golden model is not ffn_int's")
+    out = {"layer_cycles": cyc, "cycles_per_token": sum(cyc), "wall_cycles_per_token": sum(wall),
+           "source": f"compiler (every FFN on a tray of {tiles} tiles, {dtype})"}
+    if inputs is not None:
+        out.update(source=out["source"] + ", each layer run once on the tray's golden model",
+                   measured_per_token=[sum(golden)], problems=problems)
+    return out
 
 
 def minilm_prompt(vocab, n: int = MINILM_PROMPT) -> list[int]:
@@ -169,9 +192,16 @@ def minilm_run(model, vocab, draft_model, k: int, tokens: int, no_repeat: int = 
     prompt = minilm_prompt(vocab) if prompt is None else prompt
     target_ffn = target_ffn or float_ffn(model)
     plain = greedy(model, prompt, tokens, target_ffn, no_repeat) if plain is None else plain
-    run = drive(speculate_gen(draft_model, model, prompt, tokens, k, target_ffn, no_repeat), IntFfn(draft_model))
+    first = {}                      # each layer's first draft input, for tray_check
+
+    def int_ffn(l, xq):
+        first.setdefault(l, np.asarray(xq).copy())
+        return ffn_int(draft_model.specs[l], np.asarray(xq)[None])[0]
+
+    run = drive(speculate_gen(draft_model, model, prompt, tokens, k, target_ffn, no_repeat),
+                IntFfn(draft_model, run=int_ffn))
     problems = [] if run["tokens"] == plain else [f"tokens {run['tokens']}, the target's plain decoding {plain}"]
-    return {"run": run, "plain": plain, "problems": problems}
+    return {"run": run, "plain": plain, "problems": problems, "first_inputs": [first[l] for l in sorted(first)]}
 
 
 # ---- figures -----------------------------------------------------------------------------------

@@ -92,3 +92,24 @@ def test_minilm_speculation_is_the_targets_decoding(capsys, dtype, skip):
     opts = ["--dtype", dtype] + (["--skip", str(skip)] if skip else [])
     r, _ = speculate(capsys, "--no-run", "--model", "minilm", "--k", "4", "--tokens", "12", "--no-repeat", "16", *opts)
     assert r["passed"] and r["tokens"] == plain, r["problems"]
+
+
+def test_tray_cycles_checked_on_the_trays_golden_model(monkeypatch):
+    """tray_cycles (the MiniLM draft's cycles): the compiler's cycles per layer, and with
+    the run's inputs each layer once on the tray's golden model, whose cycles are the
+    compiler's and whose y is ffn_int's; a wrong y is named."""
+    import numpy as np
+
+    from firmware_gen.compiler import tray
+    from firmware_gen.host.decoder import calibrate
+    from lpu_arch import TileConfig
+    from sim.flows.speculate import tray_cycles
+    specs = calibrate(synthetic(**SYNTHETIC)).specs
+    xs = [np.random.default_rng(l).integers(-128, 128, 8) for l in range(len(specs))]
+    c = tray_cycles(specs, "int8", 2, TileConfig.tiny(), xs)
+    assert not c["problems"] and c["measured_per_token"] == [c["cycles_per_token"]] == [sum(c["layer_cycles"])]
+    assert c["wall_cycles_per_token"] > c["cycles_per_token"]
+    real = tray.tray_output
+    monkeypatch.setattr(tray, "tray_output", lambda *a: real(*a) ^ 1)
+    bad = tray_cycles(specs, "int8", 2, TileConfig.tiny(), xs)
+    assert any("not ffn_int's" in p for p in bad["problems"]), bad["problems"]
