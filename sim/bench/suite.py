@@ -48,6 +48,8 @@ from sim.bench.fp8 import markdown as markdown_fp8
 from sim.bench.fp8 import markdown_rtl as markdown_fp8_rtl
 from sim.bench.lp30 import lp30_rows, markdown_lp30, markdown_plan, plan_rows
 from sim.bench.decode import markdown as markdown_decode
+from sim.bench.speculate import markdown as markdown_speculate
+from sim.bench.speculate import speculate_rows
 from sim.bench.model import markdown as markdown_model
 from sim.bench.model import model_rows
 from sim.harness.progress import ProgressPrinter
@@ -390,6 +392,9 @@ def bench_result(args, cfg: TileConfig, sims: list[str], rtl: dict) -> dict:
     accuracy = accuracy_rows(trained=not quick)
     if not quick:
         print("int8 against FP8 on trained FFN weights (golden model) ...", flush=True)
+    if not quick:
+        print("speculative decoding, all-MiniLM-L6-v2's quantised drafts against its float target ...", flush=True)
+    speculate = [] if quick else speculate_rows()
     formats = [] if quick else fp8_rows()
     fp8_rtl = [] if fp8 or quick or args.config != "default" or "verilator" not in sims else rtl_rows(cfg)
     lp30 = [] if quick else lp30_rows()
@@ -397,6 +402,7 @@ def bench_result(args, cfg: TileConfig, sims: list[str], rtl: dict) -> dict:
     result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": rtl["ffn"], "speed": rtl["speed"],
               "loading": rtl["loading"], "build": rtl["build"], "builds_used": rtl["builds_used"], "tray": tray,
               "tray_big": tray_big, "moe": moe, "decode": decode, "decode_accuracy": accuracy,
+              "speculate": speculate,
               "number_formats": formats, "fp8_rtl": fp8_rtl, "model": rtl["model"], "lp30": lp30, "plan": plans,
               "speed_vs_reference": rtl["speed_vs_reference"]}
     ffn_speed = {r["simulator"]: r["cycles_per_second"] for r in rtl["speed"] if r["program"] == "ffn suite"}
@@ -407,7 +413,7 @@ def bench_result(args, cfg: TileConfig, sims: list[str], rtl: dict) -> dict:
 
 def passed(result: dict) -> bool:
     """Every run exact and every FFN target met (or none set)."""
-    checked = [result[k] for k in ("tray", "tray_big", "model", "moe", "decode", "lp30")]
+    checked = [result.get(k, []) for k in ("tray", "tray_big", "model", "moe", "decode", "lp30", "speculate")]
     ok = (all(r["exact"] for r in result["ffn"])
           and all(r.get("exact", True) for r in result["speed"] + result["loading"])
           and all(r["ours"]["as_predicted"] and r.get("theirs", {}).get("as_predicted", True)
@@ -439,6 +445,7 @@ def markdown(result: dict, cfg: TileConfig, preset: str, sims: list[str], model_
     lines += markdown_tray(result["tray"], result["tray_big"], fmt)
     lines += markdown_moe(result["moe"], fmt)
     lines += markdown_decode(result["decode"], result["decode_accuracy"])
+    lines += markdown_speculate(result.get("speculate", []))
     lines += [] if quick else markdown_fp8(result["number_formats"])
     lines += markdown_fp8_rtl(result["fp8_rtl"])
     lines += markdown_lp30(result["lp30"])

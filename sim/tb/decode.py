@@ -15,16 +15,14 @@ from sim.flows.decode import decode_setup, first_memory
 from sim.tb.driver import TileDriver, read_spec, write_results
 
 
-@cocotb.test()
-async def decode(dut):
-    spec = read_spec()
-    a = spec["decode"]
-    setup = decode_setup(a["config"], a["model"], a["prompt"], a["tokens"], a.get("out_scale_per_row", False))
+async def drive_tile(dut, setup, gen):
+    """Answer every FFN request ``(layer, x)`` of the host's generator ``gen`` (the
+    decoder's loop, or another loop over the same model's FFNs) with the tile; returns
+    ``(the generator's value, runs, bytes loaded per run)``."""
     rm, model, cfg = setup.resident, setup.model, setup.cfg
     drv = TileDriver(dut, cfg)
     await drv.reset()
     runs, loaded = [], []
-    gen = generate_gen(model, setup.prompt, setup.tokens)
     try:
         req = next(gen)
         while True:
@@ -49,5 +47,13 @@ async def decode(dut):
             dut._log.info("job layer %d: %d cycles, %d events", l, cycles, len(events))   # progress: a run done
             req = gen.send(dequantise_out(model, l, y))
     except StopIteration as e:
-        tokens = e.value
+        return e.value, runs, loaded
+
+
+@cocotb.test()
+async def decode(dut):
+    spec = read_spec()
+    a = spec["decode"]
+    setup = decode_setup(a["config"], a["model"], a["prompt"], a["tokens"], a.get("out_scale_per_row", False))
+    tokens, runs, loaded = await drive_tile(dut, setup, generate_gen(setup.model, setup.prompt, setup.tokens))
     write_results([{"tokens": tokens, "runs": runs, "loaded": loaded}])
