@@ -75,20 +75,27 @@ def first_memory(rm: ResidentModel, rows: dict) -> dict:
     return out
 
 
-def run_golden(setup: DecodeSetup) -> dict:
-    """The loop with the golden model as the tile: per FFN run its layer, x, y, cycles and
-    MEM writes; the new tokens; the host's wall seconds."""
-    rm, model = setup.resident, setup.model
-    timing, runs, mem = {}, [], None
+def golden_tile(rm: ResidentModel):
+    """``(tile, runs)``: ``tile(layer, xq)`` runs one FFN on the golden model, its SRAM kept
+    from run to run, and appends to ``runs`` its layer, x, y, cycles, MEM writes and busy
+    counters."""
+    runs, mem = [], None
 
-    def tile(l, xq):                # one FFN on the golden model, its SRAM kept from run to run
+    def tile(l, xq):
         nonlocal mem
         res, y = run_layer(rm, l, xq, mem)
         mem = res.memory
         runs.append({"layer": l, "x": xq.tolist(), "y": y[0].tolist(), "cycles": res.cycles,
                      "events": [e.as_tuple() for e in res.events], "busy": res.busy})
         return y[0]
+    return tile, runs
 
+
+def run_golden(setup: DecodeSetup) -> dict:
+    """The loop with the golden model as the tile: per FFN run its layer, x, y, cycles and
+    MEM writes; the new tokens; the host's wall seconds."""
+    model, timing = setup.model, {}
+    tile, runs = golden_tile(setup.resident)
     tokens = generate(model, setup.prompt, setup.tokens, IntFfn(model, tile), timing)
     return {"tokens": tokens, "runs": runs, "host_s": timing.get("host_s", 0.0),
             "host_segments_s": timing.get("segments", []), "engine": "golden model"}

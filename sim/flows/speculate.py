@@ -6,7 +6,7 @@ Two pairs:
 
 * the synthetic pair (``lpu decode``'s synthetic decoder): the draft its calibrated int8
   (or FP8) model with every layer resident on one tile, run on the golden model
-  (``run_synthetic_golden``, through ``resident.run_layer`` as ``decode.run_golden`` does) or
+  (``run_synthetic_golden``, through ``decode.golden_tile`` as ``decode.run_golden``) or
   on the RTL (``run_synthetic_rtl``: the decode loop's testbench answering the draft's
   requests, ``sim/tb/speculate.py``), checked as the decode loop is (``decode.check``);
   the target its float model;
@@ -26,7 +26,6 @@ import copy
 import numpy as np
 
 import firmware_gen.compiler.tray
-from firmware_gen.compiler.resident import run_layer
 from firmware_gen.compiler.system import wall_cycles
 from firmware_gen.compiler.tray import compile_tray_layer
 from firmware_gen.golden import archmodel
@@ -39,7 +38,7 @@ from lpu_arch import TileConfig
 from lpu_arch.hostmap import START_CYCLES
 from lpu_arch.topology import Topology
 
-from sim.flows.decode import DecodeSetup, check, decode_setup
+from sim.flows.decode import DecodeSetup, check, decode_setup, golden_tile
 from sim.harness.runner import TIMESCALE, TileSim, run_testbench
 
 MINILM_TILES = 8             # the tray of default tiles the MiniLM draft's FFNs are compiled for
@@ -79,16 +78,7 @@ def spec_gen(setup: DecodeSetup, a: dict):
 def run_synthetic_golden(setup: DecodeSetup, a: dict) -> dict:
     """The synthetic pair with the golden model as the draft's tile (its SRAM kept from run
     to run): the speculative run and, per draft FFN run, what ``decode.run_golden`` records."""
-    rm, runs, mem = setup.resident, [], None
-
-    def tile(l, xq):
-        nonlocal mem
-        res, y = run_layer(rm, l, xq, mem)
-        mem = res.memory
-        runs.append({"layer": l, "x": xq.tolist(), "y": y[0].tolist(), "cycles": res.cycles,
-                     "events": [e.as_tuple() for e in res.events], "busy": res.busy})
-        return y[0]
-
+    tile, runs = golden_tile(setup.resident)
     run = drive(spec_gen(setup, a), IntFfn(setup.model, tile))
     return {**run, "runs": runs, "engine": "golden model"}
 
