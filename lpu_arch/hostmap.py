@@ -164,9 +164,18 @@ LINK_FAULTS = (Status.LINK_OVERFLOW | Status.LINK_UNDERFLOW | Status.LINK_UNCORR
                | Status.LINK_TX_OVERRUN | Status.DESKEW_LATE | Status.HAC_LOCK_LOST | Status.DESKEW_TIMEOUT)
 
 
+# Every sticky STATUS flag that is a fault (a start clears them; NAN_OPERAND is not one).
+FAULTS = Status.ILLEGAL_OP | Status.ADDR_FAULT | Status.TRACE_OVERFLOW | Status.PARAM_FAULT | LINK_FAULTS
+
+
+def fault_names(status: int, flags: Status = FAULTS) -> list[str]:
+    """The names of the fault flags (``FAULTS``, or ``flags``) set in a STATUS word."""
+    return [f.name for f in Status if f & flags & status]
+
+
 def link_fault_names(status: int) -> list[str]:
     """The names of the link fault flags (``LINK_FAULTS``) set in a STATUS word."""
-    return [f.name for f in Status if f & LINK_FAULTS & status]
+    return fault_names(status, LINK_FAULTS)
 
 
 def check_fits(cfg: TileConfig) -> None:

@@ -38,7 +38,7 @@ from cocotb.simtime import get_sim_time
 from lpu_arch.c2c import armed_start_hac
 from lpu_arch import hostmap
 from lpu_arch.config import TileConfig
-from lpu_arch.hostmap import Csr, HacStatus, Status, link_fault_names
+from lpu_arch.hostmap import Csr, HacStatus, Status, fault_names, link_fault_names
 
 from sim.tb.driver import Ports, TileDriver, read_spec, signed32, write_results
 
@@ -358,17 +358,8 @@ async def run_loaded(dut, cfg, drivers, run, head: dict) -> dict:
 
 
 # ---- a tray that never stops (docs/tray.md, "The steady state") ---------------------------------
-# The sticky flags a start clears that are faults (STATUS): the host reads STATUS before arming
-# every run, so a fault raised between two runs is reported before the start clears it.
-STICKY_FAULTS = (Status.ILLEGAL_OP | Status.ADDR_FAULT | Status.TRACE_OVERFLOW | Status.PARAM_FAULT
-                 | Status.LINK_OVERFLOW | Status.LINK_UNDERFLOW | Status.LINK_UNCORRECTABLE | Status.LINK_TX_OVERRUN
-                 | Status.DESKEW_LATE | Status.HAC_LOCK_LOST | Status.DESKEW_TIMEOUT)
-
-
-def fault_names(status: int) -> list[str]:
-    """The names of the fault flags (``STICKY_FAULTS``) set in a STATUS word."""
-    return [f.name for f in Status if f & STICKY_FAULTS & status]
-
+# The host reads STATUS before arming every run, so a fault (hostmap.FAULTS) raised between two
+# runs is reported before the start clears it.
 
 class SteadyTray:
     """The host of a tray that never stops: the first run restarts the clocks, resets every
