@@ -172,6 +172,23 @@ def _tray_loop(model: Decoder, prompt, tokens: int, ffn, runs: list, problems: l
             "engine": "golden model", **report}
 
 
+def tray_layer_problems(man, res, spec, xq, lanes: int, where: str) -> tuple[np.ndarray, list]:
+    """A dense tray layer's golden run on ``xq`` (``archmodel.run_system``'s results) against
+    its manifest ``man``: every tile's write places, cycles and busy counters (the layer was
+    compiled once, for x = 0: the places and cycles of its writes hold for every token, their
+    values do not), and y against ``numerics.ffn_int``; ``(y, problems)``, located at ``where``."""
+    problems = []
+    for t, (r, m) in enumerate(zip(res, man.tile)):
+        problems.extend(p.at(f"{where}, tile {t}") for p in
+                        compare(golden_observed(r), manifest_promise(m), skip=("write values",)))
+    # Through the module, so that a test can replace tray_output (tests/sim/test_decode.py).
+    y = firmware_gen.compiler.tray.tray_output(man, [r.memory for r in res], lanes, spec.H)[0]
+    problems.extend(p.at(where) for p in compare(
+        Observed("golden model", outputs=row_vectors("y", y)),
+        ffn_reference(ffn_int(spec, np.asarray(xq, np.int64)[None]), NOT_FFN_INT)))
+    return y, problems
+
+
 def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8,
                    resident: bool = True) -> dict:
     """The loop of a calibrated dense decoder, every FFN on ``tiles`` tiles by the system
@@ -205,17 +222,9 @@ def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None =
         res = archmodel.run_system(progs, peer, man.min_distance)
         if resident:
             memories = [r.memory for r in res]
-        where = f"position {len(runs) // len(layers)}, layer {l}"
-        for t, (r, m) in enumerate(zip(res, man.tile)):
-            # The layer was compiled once, for x = 0: the places and cycles of its writes hold for
-            # every token, their values do not (y is checked against ffn_int below).
-            problems.extend(p.at(f"{where}, tile {t}") for p in
-                            compare(golden_observed(r), manifest_promise(m), skip=("write values",)))
-        # Through the module, so that a test can replace tray_output (tests/sim/test_decode.py).
-        y = firmware_gen.compiler.tray.tray_output(man, [r.memory for r in res], progs[0].config.lanes, spec.H)[0]
-        problems.extend(p.at(where) for p in compare(
-            Observed("golden model", outputs=row_vectors("y", y)),
-            ffn_reference(ffn_int(spec, np.asarray(xq, np.int64)[None]), NOT_FFN_INT)))
+        y, found = tray_layer_problems(man, res, spec, xq, progs[0].config.lanes,
+                                       f"position {len(runs) // len(layers)}, layer {l}")
+        problems.extend(found)
         runs.append({"layer": l, "cycles": max(r.cycles for r in res),
                      "wall_cycles": wall_cycles(progs, [r.cycles for r in res]), "bytes_in": tl.x_bytes(),
                      "bytes_out": sum(len(m.outputs) for m in man.tile) * progs[0].config.lanes})

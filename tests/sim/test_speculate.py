@@ -103,6 +103,7 @@ def test_tray_cycles_checked_on_the_trays_golden_model(monkeypatch):
     from firmware_gen.compiler import tray
     from firmware_gen.host.decoder import calibrate
     from lpu_arch import TileConfig
+    from sim.flows.decode import NOT_FFN_INT
     from sim.flows.speculate import tray_cycles
     specs = calibrate(synthetic(**SYNTHETIC)).specs
     xs = [np.random.default_rng(l).integers(-128, 128, 8) for l in range(len(specs))]
@@ -112,4 +113,4 @@ def test_tray_cycles_checked_on_the_trays_golden_model(monkeypatch):
     real = tray.tray_output
     monkeypatch.setattr(tray, "tray_output", lambda *a: real(*a) ^ 1)
     bad = tray_cycles(specs, "int8", 2, TileConfig.tiny(), xs)
-    assert any("not ffn_int's" in p for p in bad["problems"]), bad["problems"]
+    assert any(NOT_FFN_INT in p for p in bad["problems"]), bad["problems"]
