@@ -73,6 +73,7 @@ import firmware_gen.golden.numerics
 import firmware_gen.host.plan
 import firmware_gen.program
 import firmware_gen.compiler.resident
+import firmware_gen.compiler.resident_tray
 import firmware_gen.compiler.tray
 import hdl.top.host_bridge
 import hdl.flows.size
@@ -522,7 +523,7 @@ def part_decode(out: Out, full: bool) -> None:
             ("experts4-tiles4", {"experts": 4, "top_k": 2, "shared": 1}, 4, sim.flows.decode.run_moe_tray),
             ("tiles2", {}, 2, sim.flows.decode.run_dense_tray_any)):
         model = firmware_gen.host.decoder.calibrate(firmware_gen.host.decoder.synthetic(**DECODE_MODEL, **extra))
-        with recording(firmware_gen.compiler.moe_tray.compile_moe, firmware_gen.compiler.tray.compile_resident_tray,
+        with recording(firmware_gen.compiler.moe_tray.compile_moe, firmware_gen.compiler.resident_tray.compile_resident_tray,
                        firmware_gen.compiler.tray.compile_tray_layer) as calls:
             g = loop(model, [1, 2, 3], 2, tray_base, tiles)
         out.json(f"4_decode/lpu-decode-no-run-{name}/loop.json", g)

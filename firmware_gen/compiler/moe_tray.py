@@ -140,8 +140,9 @@ class MoeTray:
     place onto it."""
 
     def __init__(self, spec: MoeSpec, x, cfg: TileConfig | None = None, tiles: int = 8, capacity: int | None = None,
-                 mapping: str = "ep"):
+                 mapping: str = "ep", states=None):
         cfg = cfg or TileConfig.default()
+        self.states = states      # () -> a TileState per tile to place onto (None: fresh tiles)
         if not isinstance(spec, MoeSpec):
             raise MoeError(f"spec must be a moe.MoeSpec, got {type(spec).__name__}")
         x = np.atleast_2d(np.asarray(x, np.int64))
@@ -202,18 +203,20 @@ class MoeTray:
             if self.mapping == "tps":     # the slots' h blocks before the shared expert's h is received
                 plan_tray(cfg, shared, self.x, N, after_phase1=lambda tr: self._slots_on(tr.plans, tr.links, tr.defer,
                                                                                          receive=False),
-                          before_phase2=lambda tr: [st.receive() for st in self.slot_trays])
+                          before_phase2=lambda tr: [st.receive() for st in self.slot_trays], states=self.states)
             else:
-                plan_tray(cfg, shared, self.x, N, before_phase2=lambda tr: self._slots_on(tr.plans, tr.links, tr.defer))
+                plan_tray(cfg, shared, self.x, N, before_phase2=lambda tr: self._slots_on(tr.plans, tr.links, tr.defer),
+                          states=self.states)
             self._finish()
             return
         self.KI_s, links = 0, None
+        states = self.states() if self.states is not None else [None] * N
         if shared is not None:
-            hosts = [FfnPlan(cfg, shared, self.x).compile()]
+            hosts = [FfnPlan(cfg, shared, self.x, state=states[0]).compile()]
             self.KI_s = hosts[0].KI
         else:                   # hosts of x alone (table 0 stays the identity: no shared expert)
-            hosts = [FfnPlan(cfg, spec.experts[0], self.x, i_blocks=[], j_blocks=[], state=TileState(cfg))
-                     for _ in range(N)]
+            hosts = [FfnPlan(cfg, spec.experts[0], self.x, i_blocks=[], j_blocks=[], state=st or TileState(cfg))
+                     for st in states]
             if N > 1:
                 links = tray_links(cfg, [f.state for f in hosts])
             for f in hosts:

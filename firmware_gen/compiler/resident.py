@@ -106,14 +106,30 @@ class LayerStack:
         self.cfg, self.n_params, self.params = cfg, 0, Program(cfg).vxm_params.copy()
         self.next_free = {m: 0 for m in cfg.mem_names}
         self.memory = {m: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for m in cfg.mem_names}
-        self.tables = identity_tables(cfg)
+        self.tables, self.n_tables = identity_tables(cfg), 0
 
-    def state(self) -> TileState:
+    def state(self, own_tables: bool = False) -> TileState:
         """The tile state the next layer places onto: its own reservation table, queues and
         memory image, the rows and parameter entries from where the layers so far end (a
-        copy: a layer that does not place leaves the stack as it was), the stack's tables."""
-        return TileState(self.cfg, tables=self.tables, next_free=dict(self.next_free), n_params=self.n_params,
-                         params=self.params.copy())
+        copy: a layer that does not place leaves the stack as it was), the stack's tables
+        (``own_tables``: a copy, for a layer that sets tables of its own numbering, a MoE
+        layer's: :meth:`add_placed` renumbers them)."""
+        return TileState(self.cfg, tables=self.tables.copy() if own_tables else self.tables,
+                         next_free=dict(self.next_free), n_params=self.n_params, params=self.params.copy())
+
+    def table_index(self, table, share: bool = False) -> int | None:
+        """The stack's index of activation ``table``: with ``share``, a table the stack holds
+        already if one is identical; else the next free one (None: all ``vxm_tables`` taken)."""
+        t = (np.asarray(table).astype(np.int64) & 0xFF).astype(np.uint8).astype(np.int8)
+        if share:
+            for k in range(self.n_tables):
+                if (self.tables[k] == t).all():
+                    return k
+        if self.n_tables >= self.cfg.vxm_tables:
+            return None
+        self.tables[self.n_tables] = t
+        self.n_tables += 1
+        return self.n_tables - 1
 
     def check(self, plan: FfnPlan, l: int, where: str = "",
               advice: str = "use a larger mem_depth or fewer layers (a model that does not fit runs on the golden "
@@ -131,12 +147,40 @@ class LayerStack:
 
     def add(self, state: TileState, l: int, table) -> None:
         """Take layer ``l``'s placement (the :meth:`state` its plan placed onto), its parameter
-        entries naming activation table l, which is ``table``."""
-        state.params[self.n_params:state.n_params, :, VXM_FIELDS.index("table")] = l
+        entries naming activation ``table`` at the next free index (l, when every layer
+        before it took one)."""
+        k = self.table_index(table)
+        if k is None:
+            raise CompileError(f"layer {l} needs activation table {self.n_tables + 1}; the VXM has "
+                               f"vxm_tables = {self.cfg.vxm_tables}")
+        state.params[self.n_params:state.n_params, :, VXM_FIELDS.index("table")] = k
+        self._take(state)
+
+    def add_placed(self, state: TileState, tables: dict, share: bool, where: str) -> dict:
+        """Take a placement whose new parameter entries name tables by a numbering of its own
+        (``tables``: its number -> table, None for one no entry looks up), renumbered to the
+        stack's (:meth:`table_index`; ``share``: identical tables are one).  Returns its
+        number -> the stack's; too many tables is a CompileError naming ``where``."""
+        field = VXM_FIELDS.index("table")
+        index, before = {}, self.n_tables
+        for k, table in sorted(tables.items()):
+            index[k] = 0 if table is None else self.table_index(table, share)
+            if index[k] is None:
+                distinct = len({bytes(np.asarray(t, np.int64) & 0xFF) for t in tables.values() if t is not None})
+                raise CompileError(f"{where}: the layers before take {before} activation tables and this one has "
+                                   f"{distinct} distinct ones of its own; the VXM has vxm_tables = "
+                                   f"{self.cfg.vxm_tables}: quantise each MoE layer's experts with one activation "
+                                   "table (tables='layer') or grow vxm_tables")
+        new = state.params[self.n_params:state.n_params, :, field]
+        state.params[self.n_params:state.n_params, :, field] = np.vectorize(lambda k: index.get(int(k), 0))(new) \
+            if new.size else new
+        self._take(state)
+        return index
+
+    def _take(self, state: TileState) -> None:
         self.next_free, self.n_params, self.params = dict(state.next_free), state.n_params, state.params
         for m in self.memory:
             self.memory[m] |= state.memory[m]
-        self.tables[l] = table
 
 
 def check_layers(specs: list, cfg: TileConfig) -> None:

@@ -31,7 +31,6 @@ from firmware_gen.compiler.ffn_manifest import output_matrix
 from firmware_gen.golden.numerics import FfnSpec, NumericsError
 from firmware_gen.program import Program
 from firmware_gen.compiler.reserve import take_deskew
-from firmware_gen.compiler.resident import LayerStack, check_layers, stack_images
 from firmware_gen.compiler.system import LinkBook
 from firmware_gen.compiler.tile_plan import weight_streams
 from firmware_gen.compiler.tile_state import SIDES, TOWARDS, TileState
@@ -425,54 +424,6 @@ class TrayLayer:
 def compile_tray_layer(spec: FfnSpec, cfg: TileConfig | None = None, tiles: int = 8, batch: int = 1) -> TrayLayer:
     """Compile a dense FFN for ``tiles`` tiles once, for inputs of ``batch`` columns."""
     return _compile_tray(spec, np.zeros((batch, spec.H), np.int64), cfg, tiles)[0]
-
-
-@dataclass
-class ResidentTray:
-    """Every layer of a dense model resident on a tray, laid out on each tile as
-    ``resident.compile_resident`` does on one; ``layers[l].programs``: layer l's queues
-    alone over the tiles' shared memories, parameters and tables."""
-    layers: list                   # TrayLayer per layer
-    entries: list                  # the instruction layer l begins at, on every tile and queue
-    images: list                   # per tile: queue name -> 64-bit words of every layer
-    memory: list                   # per tile: slice -> (mem_depth, lanes) uint8, every layer's weights
-    rows: list                     # per tile: slice -> rows the layers use (weights and x)
-
-    def weight_bytes(self) -> int:
-        """Bytes of the MEM rows every layer uses on every tile (weights and x's rows),
-        loaded once."""
-        lanes = self.layers[0].programs[0].config.lanes
-        return sum(n for per_tile in self.rows for n in per_tile.values()) * lanes
-
-
-def compile_resident_tray(specs: list, cfg: TileConfig | None = None, tiles: int = 8) -> ResidentTray:
-    """Place every layer's dense FFN (``specs``) resident on a tray of ``tiles`` tiles; a
-    model that does not fit is a ``CompileError`` naming the limit and the layer."""
-    cfg = cfg or TileConfig.default()
-    check_layers(specs, cfg)
-    tcfg = tray_config(cfg, tiles)
-    stacks = [LayerStack(tcfg) for _ in range(tiles)]
-    compiled = []
-    for l, spec in enumerate(specs):
-        if not isinstance(spec, FfnSpec):
-            raise CompileError(f"layer {l}: expected a dense numerics.FfnSpec, got {type(spec).__name__}")
-
-        def check(tr, l=l):
-            for t, f in enumerate(tr.plans):
-                stacks[t].check(f, l, f" on tile {t}", "use more tiles, a larger mem_depth or fewer layers")
-        try:
-            layer, tr = _compile_tray(spec, np.zeros((1, spec.H), np.int64), cfg, tiles,
-                                      states=lambda: [stack.state() for stack in stacks], prepare=check)
-        except CompileError as e:
-            raise CompileError(f"layer {l}: {e}") from None
-        for stack, f in zip(stacks, tr.plans):
-            stack.add(f.state, l, spec.table)
-        compiled.append(layer)
-    images, entries = stack_images(tcfg, [[p.images() for p in ly.programs] for ly in compiled])
-    layers = [dataclasses.replace(ly, programs=[Program(tcfg, p.queues, st.memory, st.params, st.tables, p.defined)
-                                                for p, st in zip(ly.programs, stacks)]) for ly in compiled]
-    return ResidentTray(layers, entries, images, [st.memory for st in stacks],
-                        [dict(st.next_free) for st in stacks])
 
 
 def tray_output(manifest: TrayManifest, memories: list, lanes: int, H: int) -> np.ndarray:

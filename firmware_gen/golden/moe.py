@@ -21,6 +21,8 @@ import numpy as np
 
 from firmware_gen.golden.numerics import (FfnShape, FfnSpec, NumericsError, activation_quantiser, dequantise, error_report,
                        ffn_float, ffn_int)
+from firmware_gen.golden.quantise import range_scale
+from firmware_gen.golden.tables import activation_function
 from firmware_gen.host.weights import Expert, MoeWeights
 
 GATINGS = ("sigmoid-grouped", "softmax")
@@ -287,7 +289,7 @@ class MoeSpec(FfnShape):
         return self.router.top_k
 
     @classmethod
-    def from_float(cls, layer: MoeLayer, *, x_calibration, calibrate="batch", dtype="int8"):
+    def from_float(cls, layer: MoeLayer, *, x_calibration, calibrate="batch", dtype="int8", tables="expert"):
         """Quantise every expert of ``layer`` with ``FfnSpec.from_float`` (SiLU), all with
         the layer's input scale ``max|x| / 127`` over ``x_calibration`` ((B, H) or (H,))
         (``dtype='fp8'``: to E4M3, the input scale ``max|x| / 448``).
@@ -296,9 +298,17 @@ class MoeSpec(FfnShape):
         ``'batch'`` the whole calibration batch (every token, routed to the expert or not:
         the conservative choice); ``'routed'`` the tokens :func:`route` sends to the expert,
         the whole batch for an expert that gets none.  Shared experts see every token.
+
+        ``tables``: ``'expert'`` gives each expert the activation table of its own calibrated
+        ranges; ``'layer'`` gives every expert of the layer, shared ones included, one table:
+        its input and output ranges the largest of the experts' (``FfnSpec.from_float``'s
+        ``table_scales``), so a tile holding many experts of many layers needs one table per
+        layer (``resident_tray``).
         """
         if calibrate not in ("batch", "routed"):
             raise MoeError(f"calibrate must be 'batch' or 'routed', got {calibrate!r}")
+        if tables not in ("expert", "layer"):
+            raise MoeError(f"tables must be 'expert' or 'layer', got {tables!r}")
         x = _tokens(x_calibration, layer.router.H, "x_calibration")
         _, x_scale = activation_quantiser(dtype)(x)
         rows = [x] * len(layer.experts)
@@ -307,8 +317,17 @@ class MoeSpec(FfnShape):
             rows = [x[np.any(indices == e, axis=-1)] for e in range(len(layer.experts))]
             rows = [r if len(r) else x for r in rows]
 
+        scales = None
+        if tables == "layer":
+            silu = activation_function("silu")
+            h1 = [np.asarray(xc, np.float64) @ np.asarray(e.W1, np.float64).T
+                  for e, xc in zip([*layer.experts, *layer.shared], [*rows, *[x] * len(layer.shared)])]
+            qmax = 448.0 if dtype == "fp8" else 127.0
+            scales = (max(range_scale(h, qmax) for h in h1), max(range_scale(silu(h), qmax) for h in h1))
+
         def spec(e, xc):
-            return FfnSpec.from_float("swiglu", e.W1, e.W2, e.W3, x_calibration=xc, x_scale=x_scale, dtype=dtype)
+            return FfnSpec.from_float("swiglu", e.W1, e.W2, e.W3, x_calibration=xc, x_scale=x_scale, dtype=dtype,
+                                      table_scales=scales)
 
         return cls([spec(e, r) for e, r in zip(layer.experts, rows)], [spec(e, x) for e in layer.shared],
                    layer.router, x_scale)

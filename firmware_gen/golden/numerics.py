@@ -170,7 +170,7 @@ class FfnSpec(FfnShape):
 
     @classmethod
     def from_float(cls, kind, W1, W2, W3=None, b1=None, b2=None, *, x_calibration, activation="silu",
-                   x_scale=None, out_scale_per_row=False, dtype="int8", fit_table=False):
+                   x_scale=None, out_scale_per_row=False, dtype="int8", fit_table=False, table_scales=None):
         """Quantise a float FFN, calibrating every int8 stage on ``x_calibration`` ((B, H) or
         (H,)) as ``docs/numerics.md``, "Building a spec", states: per-row weight scales, the
         per-tensor scale ``max|v| / 127`` of every other int8 tensor over the batch, each
@@ -181,7 +181,10 @@ class FfnSpec(FfnShape):
         hardware's ``rq2`` is per row already), so one outlier channel no longer coarsens the
         others.  ``dtype='fp8'``: scales ``max|v| / 448`` and everything rounded to E4M3.
         ``fit_table`` (int8 'classic' only): the intermediate fitted to the activation
-        (:func:`_fit_classic`); the integer arithmetic is the same.
+        (:func:`_fit_classic`); the integer arithmetic is the same.  ``table_scales``: the
+        activation table's input and output scales ``(h1_scale, g_scale)`` instead of the
+        calibrated ones, so that FFNs given the same pair share one table (the experts of a
+        resident MoE layer, ``MoeSpec.from_float(tables="layer")``).
         """
         xs = np.shape(x_calibration)
         if np.ndim(W1) == 2 and xs and np.shape(W1)[1] != xs[-1] == np.shape(W1)[0]:
@@ -196,14 +199,14 @@ class FfnSpec(FfnShape):
         try:
             with np.errstate(over="raise", invalid="raise"):
                 return cls._from_float(kind, W1, W2, W3, b1, b2, x_calibration, activation, x_scale,
-                                       out_scale_per_row, dtype, fit_table)
+                                       out_scale_per_row, dtype, fit_table, table_scales)
         except FloatingPointError as e:
             raise NumericsError(f"the float FFN does not fit float64 ({e}: the weights or x are too large to "
                                 f"calibrate; scale them down)") from None
 
     @classmethod
     def _from_float(cls, kind, W1, W2, W3, b1, b2, x_calibration, activation, x_scale=None, out_scale_per_row=False,
-                    dtype="int8", fit_table=False):
+                    dtype="int8", fit_table=False, table_scales=None):
         W1, W2 = check_finite(W1, "W1"), check_finite(W2, "W2")
         I, H = W1.shape
         x = check_finite(x_calibration, "x_calibration")
@@ -236,9 +239,9 @@ class FfnSpec(FfnShape):
             return _fit_classic(cls, x, W1, W2, check_finite(b1, "b1"), check_finite(b2, "b2"), activation, x_scale,
                                 out_scale_per_row, qbias, w1q, w1s)
         h1 = x @ W1.T + (0.0 if b1 is None else b1)
-        h1_scale = scale_of(h1)
         g = f(h1)
-        g_scale = scale_of(g)
+        h1_scale, g_scale = (scale_of(h1), scale_of(g)) if table_scales is None else \
+            (check_positive(table_scales[0], "h1_scale"), check_positive(table_scales[1], "g_scale"))
         common = dict(kind=kind, W1=w1q, table=make_table(activation, h1_scale, g_scale), x_scale=x_scale,
                       dtype=dtype, rq1=rq(x_scale * w1s / h1_scale))
         if kind == "swiglu":

@@ -291,7 +291,7 @@ def smoothing(x, W1, alpha: float = SMOOTH_ALPHA) -> np.ndarray:
 
 
 def calibrate(model: Decoder, tokens=None, out_scale_per_row: bool = False, dtype: str = "int8",
-              method: str = "fit") -> Decoder:
+              method: str = "fit", moe_tables: str = "expert") -> Decoder:
     """Quantise every layer's FFN (``FfnSpec.from_float``) with its scales calibrated on the
     float model's FFN inputs over ``tokens`` (default: the calibration text).
     ``out_scale_per_row``: one output scale per channel (``docs/afd.md``: it helps a trained
@@ -302,7 +302,8 @@ def calibrate(model: Decoder, tokens=None, out_scale_per_row: bool = False, dtyp
     its input smoothed (:func:`smoothing`, the factors in ``model.smooth``, applied by
     :func:`quantise_in`) and its activation table fitted (``FfnSpec.from_float(...,
     fit_table=True)``); ``'max'`` as before: every range ``max|v|``, no smoothing.  SwiGLU
-    and FP8 FFNs are quantised the same way by both.  Returns the model with ``specs``
+    and FP8 FFNs are quantised the same way by both.  ``moe_tables``: a MoE layer's activation
+    tables, one per expert or one per layer (``MoeSpec.from_float``'s ``tables``).  Returns the model with ``specs``
     (and ``smooth``) set."""
     if method not in ("fit", "max"):
         raise ValueError(f"method must be 'fit' or 'max', got {method!r}")
@@ -320,7 +321,7 @@ def calibrate(model: Decoder, tokens=None, out_scale_per_row: bool = False, dtyp
     specs, smooth = [], []
     for ly, xs in zip(model.layers, seen):
         if ly.kind == "moe":            # the experts share one input scale (MoeSpec.from_float)
-            specs.append(MoeSpec.from_float(ly.moe, x_calibration=np.stack(xs), dtype=dtype))
+            specs.append(MoeSpec.from_float(ly.moe, x_calibration=np.stack(xs), dtype=dtype, tables=moe_tables))
             smooth.append(None)
             continue
         x, W1, fit = np.stack(xs), ly.W1, method == "fit" and ly.kind == "classic" and dtype == "int8"

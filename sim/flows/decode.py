@@ -24,7 +24,8 @@ from firmware_gen.compiler.system import wall_cycles
 from firmware_gen.scoreboard import (Observed, compare, ffn_reference, golden_observed, golden_reference,
                                      manifest_promise, moe_reference, promise, row_vectors, stage_outputs)
 import firmware_gen.compiler.tray
-from firmware_gen.compiler.tray import compile_resident_tray, compile_tray_layer, tray_config
+from firmware_gen.compiler.resident_tray import compile_resident_tray
+from firmware_gen.compiler.tray import compile_tray_layer, tray_config
 from lpu_arch import TileConfig
 from lpu_arch.topology import Topology
 
@@ -193,7 +194,7 @@ def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None =
                    resident: bool = True) -> dict:
     """The loop of a calibrated dense decoder, every FFN on ``tiles`` tiles by the system
     golden model.  ``resident``: every layer placed on the tray at once
-    (``tray.compile_resident_tray``: weights loaded once, each run writes only x; a
+    (``resident_tray.compile_resident_tray``: weights loaded once, each run writes only x; a
     ``CompileError`` when it does not fit), else each run loads its layer.  Every run's tile
     cycles and write places are checked against the compiler, y against ``numerics.ffn_int``."""
     cfg = cfg or TileConfig.default()
@@ -249,7 +250,7 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
     (``sim/tb/decode_tray.py``), one simulator invocation on a tray that never stops: one
     reset, clock start and HAC lock before the first load, then per run only x, the base
     registers and the entry written (a dense model's layers resident when they fit the tray,
-    ``tray.compile_resident_tray``), STATUS read before arming, y read back.  Each run (each
+    ``resident_tray.compile_resident_tray``), STATUS read before arming, y read back.  Each run (each
     MoE round) is checked against the golden loop and the system golden model of the same
     programs: every tile's writes, cycles, busy counters and faults, y (every expert's
     output) bit-exact, the wall cycles (``scoreboard.check_wall``), no fault between runs,
@@ -385,39 +386,68 @@ def moe_stages(mt, spec, xq, idx, rounds):
 
 
 def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8,
-                 mapping: str = "ep") -> dict:
+                 mapping: str = "ep", resident: bool = False) -> dict:
     """The loop of a calibrated MoE decoder, every MoE layer on ``tiles`` tiles by the
-    system golden model: per token and layer the host routes, ``compile_moe`` places the
-    token and experts, the base registers select them.  At capacity ``min(top_k, experts per
-    tile)`` every routing takes one round, so a layer's cycles are the same for every token.
-    Each run loads its layer and is checked against the compiler and ``moe.moe_int``."""
+    system golden model.  ``resident``: every layer placed on the tray at once
+    (``resident_tray.compile_resident_tray``, a ``CompileError`` when it does not fit): the
+    tray's memories carry over from run to run and a run writes only x, the routing (base
+    registers) and the entry; else per token and layer ``compile_moe`` places the token
+    and the layer's experts (each run loads its layer).  At capacity ``min(top_k, experts
+    per tile)`` every routing takes one round, so a layer's cycles are the same for every
+    token.  Each run is checked against the compiler and ``moe.moe_int``."""
     cfg = cfg or TileConfig.default()
     runs, problems = [], []
+    rt = compile_resident_tray(model.specs, cfg, tiles) if resident else None
+    memories = [{m: a.copy() for m, a in mem.items()} for mem in rt.memory] if rt else None
 
     def tray(l, xq, indices):
+        nonlocal memories
         spec = model.specs[l]
         if not isinstance(spec, MoeSpec):
             raise ValueError(f"layer {l} is not a MoE layer: run_moe_tray runs MoE decoders only")
-        mt, idx, xq = compile_moe_run(spec, xq, indices, cfg, tiles, mapping)
-        progs, man = mt.programs(), mt.manifest()
+        if rt is not None:
+            ly = rt.layers[l]
+            idx, xq = np.atleast_2d(indices), np.atleast_2d(xq)
+            mt = ly.for_input(xq)
+            sent = {"x": ly.x_bytes(), "routing": 4 * tiles * len(mt.registers) * 2, "entry": 4 * tiles}
+        else:
+            mt, idx, xq = compile_moe_run(spec, xq, indices, cfg, tiles, mapping)
+            progs = mt.programs()
+            sent = {"x": int(spec.H * tiles), "routing": 0, "entry": 0}
+        man = mt.manifest()
         where, cycles, wall, rounds = f"position {len(runs) // len(model.layers)}, layer {l}", [], 0, []
         for asg in mt.rounds(idx):
+            if rt is not None:            # (a second round starts from the first's memories)
+                progs = ly.programs_for(xq, memories)
             res = archmodel.run_system(progs, Topology(tiles).peer, bases=mt.bases(asg))
             problems.extend(p.at(where) for p in mt.round_problems(asg, res))
             rounds.append((asg, [r.memory for r in res]))
             cycles.append(max(r.cycles for r in res))
             wall += wall_cycles(progs, [r.cycles for r in res])
+            if memories is not None:
+                memories = [r.memory for r in res]
         stages = moe_stages(mt, spec, xq, idx, rounds)
         problems.extend(p.at(where) for p in compare(Observed("golden model", outputs=stage_outputs(stages)),
                                                      moe_reference(moe_int(spec, xq, idx))))
         runs.append({"layer": l, "experts": [int(e) for e in idx[0]], "rounds": len(cycles), "cycles": sum(cycles),
-                     "wall_cycles": wall,
-                     "per_tile_cycles": list(man.cycles), "bytes_in": int(spec.H * tiles),     # x to every tile
+                     "wall_cycles": wall, "per_tile_cycles": list(man.cycles), "bytes": sent,
+                     "bytes_in": sum(sent.values()),
                      "bytes_out": int(spec.H * (spec.top_k + len(spec.shared)))})
         return stages
 
     return _tray_loop(model, prompt, tokens, IntFfn(model, run_moe=tray), runs, problems, "moe_int", tiles=tiles,
-                      mapping=mapping)
+                      mapping="ep" if rt else mapping, resident=rt is not None,
+                      loaded_once_bytes=rt.weight_bytes() if rt else None,
+                      holds=rt.summary() if rt else None)
+
+
+def run_moe_tray_any(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8) -> dict:
+    """Every layer resident when the model fits the tray (:func:`run_moe_tray`), else each
+    run loading its layer; ``not_resident`` says why."""
+    try:
+        return {**run_moe_tray(model, prompt, tokens, cfg, tiles, resident=True), "not_resident": None}
+    except CompileError as e:
+        return {**run_moe_tray(model, prompt, tokens, cfg, tiles), "not_resident": str(e)}
 
 
 # ---- what lpu decode reports per token position ---------------------------------------------

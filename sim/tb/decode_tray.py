@@ -5,7 +5,7 @@ tile through the load port and waits for HAC lock; every later run keeps them an
 only x's rows, the base registers and the entry (and, for a layer not resident beside the
 others, its weights and instructions, counted apart), reads STATUS before arming, and reads
 y back over the bus.  Dense layers are resident on the tray when they fit
-(``tray.compile_resident_tray``: one entry point per layer), else each layer's programs
+(``resident_tray.compile_resident_tray``: one entry point per layer), else each layer's programs
 replace the last's.  A MoE layer is routed here as ``IntFfn`` does, placed per token and run
 round by round with each round's base registers, its experts' outputs combined with the
 gates.  ``inject_between``: ``[{"before_run", "tile", "link", "mask"}]`` flits flipped while
@@ -21,7 +21,8 @@ from firmware_gen.compiler import CompileError
 from firmware_gen.compiler.blocks import x_image
 from firmware_gen.host.decoder import calibrate, dequantise_out, generate_gen, quantise_in, synthetic
 from firmware_gen.golden.moe import MoeSpec, combine, quantise_input, route
-from firmware_gen.compiler.tray import compile_resident_tray, compile_tray_layer, tray_config, tray_output
+from firmware_gen.compiler.resident_tray import compile_resident_tray
+from firmware_gen.compiler.tray import compile_tray_layer, tray_config, tray_output
 from lpu_arch import TileConfig
 
 from sim.flows.decode import compile_moe_run, moe_stages

@@ -100,7 +100,7 @@ def test_every_layer_resident_on_a_tray():
     for the SRAM name mem_depth and the layer."""
     from firmware_gen.host.decoder import calibrate, synthetic
     from firmware_gen.program import Program
-    from firmware_gen.compiler.tray import compile_resident_tray
+    from firmware_gen.compiler.resident_tray import compile_resident_tray
     from firmware_gen.check import check_system
 
     m = calibrate(synthetic(vocab=64, H=8, I=16, layers=3, heads=2, seed=0))

@@ -10,7 +10,8 @@ import pytest
 from firmware_gen.compiler import CompileError
 from firmware_gen.host.decoder import IntFfn, KvCache, calibrate, generate, step, synthetic, teacher_forced
 from firmware_gen.compiler.resident import compile_resident
-from firmware_gen.compiler.tray import compile_resident_tray, tray_config
+from firmware_gen.compiler.resident_tray import compile_resident_tray
+from firmware_gen.compiler.tray import tray_config
 from lpu_arch import TileConfig, c2c
 from sim.cli import main as cli
 from sim.harness.clocks import clock_draw, wire_latencies
