@@ -10,7 +10,7 @@ from lpu_arch.topology import RUN_TILE_COUNTS
 from sim.cli.common import EXIT_FAIL, EXIT_OK, CliError, print_json, testbench_failed
 from sim.cli.options import (add_subcommand, config_options, int_at_least, nonneg, picture, positive, positive_real,
                              rtl_run_options, token_ids)
-from sim.flows.decode import DECODE_TILE
+from sim.flows.decode import DECODE_TILE, TRAY_MOE_TILE
 from sim.table import Column, Table, right
 
 # --tokens at most: 128 tokens take about 4 s on the golden model with every layer resident and
@@ -74,7 +74,8 @@ def add_parser(sub) -> None:
                         "phase) and of the wire latencies, as lpu tray's (default: 1)")
     g.add_argument("--hbm-gbs", type=positive_real, default=8000.0,
                    help="assumed GPU HBM bandwidth for the attention estimate (default: 8000 GB/s)")
-    config_options(g, "tiny", "tiny, with " + ", ".join(DECODE_TILE))
+    config_options(g, "tiny", "tiny, with " + ", ".join(DECODE_TILE) + "; with --experts or --tiles the tiny\n"
+                   "tile itself, with " + ", ".join(TRAY_MOE_TILE) + " for --experts (every MoE layer resident)")
     p.add_argument("--chart", type=picture, default=None, metavar="FILE",
                    help="draw the loop's timeline on the host and the tray, batch 1 and two micro-batches\n"
                         "in flight, with the tokens/s of each, to FILE (.svg or .png)")
@@ -103,10 +104,11 @@ def run(args) -> int:
     if args.clock_seed is not None and (args.no_run or not tray):
         raise CliError("--clock-seed draws the clocks of a tray on the RTL: give --tiles 2|4|8 (or --experts) "
                        "and leave out --no-run")
-    if tray:                     # one layer on the tray at a time: the preset's depths do
+    if tray:                     # every layer resident on the tray (tiny: with TRAY_MOE_TILE's depth for experts)
         args.tiles = args.tiles or 4
         args.clock_seed = 1 if args.clock_seed is None else args.clock_seed
-        return run_tray(args, TileConfig.load(args.config, args.set), model)
+        grown = TRAY_MOE_TILE if args.experts and args.config == "tiny" else ()
+        return run_tray(args, TileConfig.load(args.config, (*grown, *args.set)), model)
     return run_resident(args, base, model)
 
 
@@ -191,12 +193,12 @@ def run_tray(args, base: TileConfig, model: dict) -> int:
     from firmware_gen.compiler import CompileError
     from firmware_gen.host.decoder import calibrate, synthetic
 
-    from sim.flows.decode import run_dense_tray_any, run_moe_tray, run_tray_rtl
+    from sim.flows.decode import moe_decoder, run_dense_tray_any, run_moe_tray_any, run_tray_rtl
     from sim.harness.progress import ProgressPrinter
     engine = "golden model" if args.no_run else f"RTL on {args.sim}, every tile on its own clock"
     if args.experts:
         model = moe_model(args, model, engine)
-        golden, what = run_moe_tray, "the MoE layer does not fit"
+        golden, what = run_moe_tray_any, "the MoE layer does not fit"
     else:
         if args.out_scale_per_channel:
             raise CliError("--out-scale-per-channel: not with --tiles (a tray's layers use one output scale per FFN)")
@@ -205,9 +207,12 @@ def run_tray(args, base: TileConfig, model: dict) -> int:
               file=args.human)
         golden, what = run_dense_tray_any, "an FFN does not fit"
     try:
-        g = (golden(calibrate(synthetic(**model)), args.prompt, args.tokens, base, args.tiles) if args.no_run
-             else run_tray_rtl(model, args.prompt, args.tokens, base, args.tiles, args.sim, args.clock_seed,
-                               progress=None if args.quiet else ProgressPrinter(args.sim)))
+        if args.no_run:
+            m, tables = moe_decoder(model, base, args.tiles) if args.experts else (calibrate(synthetic(**model)), None)
+            g = {**golden(m, args.prompt, args.tokens, base, args.tiles), "moe_tables": tables}
+        else:
+            g = run_tray_rtl(model, args.prompt, args.tokens, base, args.tiles, args.sim, args.clock_seed,
+                             progress=None if args.quiet else ProgressPrinter(args.sim))
     except CompileError as e:
         raise CliError(f"{what} the tray: {e}") from None
     except RuntimeError as e:
@@ -227,10 +232,7 @@ def moe_model(args, model: dict, engine: str) -> dict:
         raise CliError(f"--shared {args.shared}: a tray runs at most one shared expert (fuse them into one FFN)")
     print(f"model: synthetic MoE decoder, {args.layers} layers, H={args.H}, {args.experts} experts of I={args.I}, "
           f"top-{args.top_k}, {args.shared} shared, {args.heads} heads, vocab {args.vocab} (seed {args.seed}); "
-          f"every MoE layer on {args.tiles} {args.config} tiles ({engine}; "
-          + ("its experts resident, each run writes x and the routing)" if args.layers == 1 else
-             "each layer's run reloads its experts: the layers are not resident beside each other)"),
-          file=args.human)
+          f"every MoE layer on {args.tiles} {args.config} tiles ({engine})", file=args.human)
     return dict(model, experts=args.experts, top_k=args.top_k, shared=args.shared)
 
 
@@ -240,10 +242,21 @@ def print_tray_setup(args, g: dict) -> None:
         print(f"clocks (--clock-seed {args.clock_seed}): tile ppm " + ", ".join(f"{p:+.1f}" for p in g["ppm"])
               + "; wire latencies " + ", ".join(f"{a}-{b} {n}" for a, b, n in g["wire_latencies"]) + " cycles",
               file=args.human)
-    if not args.experts and g["resident"]:
-        print(f"tray: every layer resident ({g['loaded_once_bytes']:,} bytes of MEM images loaded once); per "
-              "run only x crosses", file=args.human)
-    elif not args.experts:
+    tables = g.get("moe_tables")
+    if tables:
+        acc = "; ".join(f"one per {k}: top-1 {a['top1_agreement']:.3f}, lowest layer FFN cosine {a['ffn_cosine_min']:.4f}"
+                        for k, a in tables["accuracy"].items())
+        print(f"activation tables: one per {tables['chosen']} ({tables['why']}); against float, {acc}",
+              file=args.human)
+    if g["resident"]:
+        holds = g.get("holds")
+        print(f"tray: every layer resident ({g['loaded_once_bytes']:,} bytes of MEM images loaded once"
+              + (f"; per tile at most {holds['rows']} of {holds['mem_depth']} rows, {holds['params']} of "
+                 f"{holds['vxm_param_depth']} VXM parameter entries, {holds['tables']} of {holds['vxm_tables']} "
+                 "activation tables" if holds else "")
+              + "); per run only x" + (", the routing (base registers) and the entry cross" if args.experts else
+                                       " and the entry cross"), file=args.human)
+    else:
         print(f"tray: each run loads its layer (the layers are not resident: {g['not_resident']})", file=args.human)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from firmware_gen.golden import archmodel
-from firmware_gen.host.decoder import Decoder, IntFfn, calibrate, generate, synthetic
+from firmware_gen.host.decoder import Decoder, IntFfn, calibrate, generate, synthetic, teacher_forced
 from firmware_gen.compiler import CompileError
 from firmware_gen.golden.moe import MoeSpec, MoeStages, moe_int
 from firmware_gen.compiler.moe_tray import compile_moe
@@ -37,6 +37,9 @@ from sim.report import Report
 SYNTHETIC = dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0)   # the tiny test model
 # The tiny tile, deep enough for every layer of a 2-layer model resident (lpu decode's tile).
 DECODE_TILE = ("mem_depth=256", f"iq_depth={TileConfig.TRAY_IQ_DEPTH}", "vxm_param_depth=32")
+# The tiny tile deep enough for the default MoE decoder (lpu decode --experts 4 --tiles 4, 2 layers)
+# with every layer resident on the tray: 72 of its rows per MEM slice.
+TRAY_MOE_TILE = ("mem_depth=128",)
 NOT_FFN_INT = "y is not the integer FFN's"      # a loop's problem when an FFN's y differs from ffn_int's
 
 
@@ -243,6 +246,38 @@ def run_dense_tray_any(model: Decoder, prompt, tokens: int, cfg: TileConfig | No
         return {**run_dense_tray(model, prompt, tokens, cfg, tiles, resident=False), "not_resident": str(e)}
 
 
+def moe_decoder(model_args: dict, cfg: TileConfig, tiles: int, positions: int = 32) -> tuple[Decoder, dict]:
+    """The synthetic MoE decoder ``model_args`` calibrated for a tray of ``tiles`` tiles of
+    ``cfg``, with the compiler's choice of activation tables: one per expert
+    (``MoeSpec.from_float(tables="expert")``) when every layer then fits the tray resident,
+    else one per layer (``"layer"``) when that fits (each tile holds one table per layer
+    then), else per expert (the layers then run one at a time).  Returns the model and
+    ``{"chosen", "why", "accuracy"}``: the accuracy against float of what was tried
+    (``teacher_forced`` over ``positions`` tokens: top-1 agreement and the lowest layer's
+    mean FFN cosine)."""
+    def accuracy(m):
+        r = teacher_forced(m, np.random.default_rng(7).integers(0, m.vocab, positions))
+        return {"top1_agreement": r["top1_agreement"], "ffn_cosine_min": float(min(r["layer_cosine_mean"]))}
+    per_expert = calibrate(synthetic(**model_args))
+    tried = {"expert": accuracy(per_expert)}
+    try:
+        compile_resident_tray(per_expert.specs, cfg, tiles)
+        return per_expert, {"chosen": "expert", "why": "every layer fits the tray with a table per expert",
+                            "accuracy": tried}
+    except CompileError as e:
+        if "activation tables" not in str(e):
+            return per_expert, {"chosen": "expert", "why": f"not resident: {e}", "accuracy": tried}
+        why = str(e)
+    per_layer = calibrate(synthetic(**model_args), moe_tables="layer")
+    tried["layer"] = accuracy(per_layer)
+    try:
+        compile_resident_tray(per_layer.specs, cfg, tiles)
+    except CompileError as e:
+        return per_expert, {"chosen": "expert", "why": f"not resident, even with a table per layer: {e}",
+                            "accuracy": tried}
+    return per_layer, {"chosen": "layer", "why": f"with a table per expert, {why}", "accuracy": tried}
+
+
 def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: int = 2,
                  sim: str = "verilator", clock_seed: int = 1, progress=None, inject_between=None) -> dict:
     """The loop of ``synthetic(**model_args)`` (dense, or MoE with ``experts``), every FFN on
@@ -257,22 +292,21 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
     the HAC locked throughout, x's bytes as compiled.  ``inject_between``: flits flipped
     while the tray is idle (``decode_tray``'s).  Returns the golden loop's report with the
     RTL's problems and, per run, its cycles, wall cycles and bytes to and from the tray."""
-    model = calibrate(synthetic(**model_args))
-    moe = isinstance(model.specs[0], MoeSpec)
-    golden = (run_moe_tray(model, prompt, tokens, cfg, tiles) if moe else
+    moe = bool(model_args.get("experts"))
+    model, tables = moe_decoder(model_args, cfg, tiles) if moe else (calibrate(synthetic(**model_args)), None)
+    golden = (run_moe_tray_any(model, prompt, tokens, cfg, tiles) if moe else
               run_dense_tray_any(model, prompt, tokens, cfg, tiles))
-    if moe:
-        layers = [None] * len(model.specs)
-    elif golden["resident"]:
+    if golden["resident"]:
         layers = compile_resident_tray(model.specs, cfg, tiles).layers    # the RTL's programs
     else:
-        layers = [compile_tray_layer(s, cfg, tiles) for s in model.specs]
+        layers = [None if moe else compile_tray_layer(s, cfg, tiles) for s in model.specs]
     tcfg = tray_config(cfg, tiles)
     lat, ppm = wire_latencies(tcfg, tiles, clock_seed), clock_draw(tcfg, tiles, clock_seed)
     system = SystemSim(tcfg, tiles, lat, sim)
     spec = {"config": tcfg.to_dict(), "tiles": tiles,
             "decode": {"config": cfg.to_dict(), "tiles": tiles, "model": model_args, "prompt": [int(t) for t in prompt],
                        "tokens": int(tokens), "ppm": ppm, "clock_seed": clock_seed,
+                       "moe_tables": tables["chosen"] if tables else "expert",
                        "inject_between": list(inject_between or [])}}
     out, _ = run_testbench(system, "sim.tb.decode_tray", spec, "decode-tray", SYSTEM_TIMESCALE, progress,
                   sum(r.get("rounds", 1) for r in golden["runs"]))
@@ -322,8 +356,12 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
             lspec = model.specs[l]
             if r["indices"] != g["experts"]:
                 problems.append(f"{where}: experts {r['indices']} on the RTL, golden loop {g['experts']}")
-            mt, idx, xq = compile_moe_run(lspec, r["x"], r["indices"], cfg, tiles)
-            progs = mt.programs()
+            if layers[l] is not None:       # resident: the layer's programs with this token's x
+                idx, xq = np.atleast_2d(r["indices"]), np.atleast_2d(r["x"])
+                mt, progs = layers[l].for_input(xq), layers[l].programs_for(xq)
+            else:
+                mt, idx, xq = compile_moe_run(lspec, r["x"], r["indices"], cfg, tiles)
+                progs = mt.programs()
             x_bytes = sum(len(h.x_rows) for h in mt.hosts) * tcfg.lanes
             sums = [check_round(f"{where}, round {k}", progs, res,
                                 archmodel.run_system(progs, peer, bases=mt.bases(asg)), mt.promised(asg), x_bytes)
@@ -349,7 +387,7 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
     if len(rtl["runs"]) != len(golden["runs"]):
         problems.append(f"{len(rtl['runs'])} FFN runs on the RTL, golden loop {len(golden['runs'])}")
     problems += _varying(per_run, " on the RTL")
-    return {**golden, "problems": problems, "engine": "RTL", "sim": sim, "rtl_tokens": rtl["tokens"],
+    return {**golden, "problems": problems, "engine": "RTL", "sim": sim, "rtl_tokens": rtl["tokens"], "moe_tables": tables,
             "clock_seed": clock_seed, "ppm": ppm, "wire_latencies": [[*p, lat[p]] for p in sorted(lat)],
             "first_load_bytes": rtl["first_load_bytes"], "resets": rtl["resets"], "clock_starts": rtl["clock_starts"]}
 

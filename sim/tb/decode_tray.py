@@ -4,12 +4,13 @@ the host's side runs here and awaits the tray for each FFN, on a tray that never
 tile through the load port and waits for HAC lock; every later run keeps them and writes
 only x's rows, the base registers and the entry (and, for a layer not resident beside the
 others, its weights and instructions, counted apart), reads STATUS before arming, and reads
-y back over the bus.  Dense layers are resident on the tray when they fit
+y back over the bus.  Every layer, dense or MoE, is resident on the tray when the model fits
 (``resident_tray.compile_resident_tray``: one entry point per layer), else each layer's programs
-replace the last's.  A MoE layer is routed here as ``IntFfn`` does, placed per token and run
-round by round with each round's base registers, its experts' outputs combined with the
-gates.  ``inject_between``: ``[{"before_run", "tile", "link", "mask"}]`` flits flipped while
-the tray is idle, before run ``before_run`` is armed."""
+replace the last's (a MoE layer's placed per token).  A MoE layer is routed here as ``IntFfn``
+does and run round by round with each round's base registers, its experts' outputs combined
+with the gates.  ``moe_tables``: how the model's MoE layers were quantised (the flow's choice,
+``decode.moe_decoder``).  ``inject_between``: ``[{"before_run", "tile", "link", "mask"}]``
+flits flipped while the tray is idle, before run ``before_run`` is armed."""
 
 from __future__ import annotations
 
@@ -54,14 +55,11 @@ async def decode_tray(dut):
     spec = read_spec()
     a = spec["decode"]
     base, tiles = TileConfig.from_dict(a["config"]), a["tiles"]
-    model = calibrate(synthetic(**a["model"]))
-    dense = [s for s in model.specs if not isinstance(s, MoeSpec)]
-    rt = None
-    if dense and len(dense) == len(model.specs):
-        try:
-            rt = compile_resident_tray(model.specs, base, tiles)
-        except CompileError:
-            rt = None
+    model = calibrate(synthetic(**a["model"]), moe_tables=a.get("moe_tables", "expert"))
+    try:
+        rt = compile_resident_tray(model.specs, base, tiles)
+    except CompileError:
+        rt = None
     layers = (rt.layers if rt is not None else
               [None if isinstance(s, MoeSpec) else compile_tray_layer(s, base, tiles) for s in model.specs])
     cfg = tray_config(base, tiles)
@@ -93,15 +91,25 @@ async def decode_tray(dut):
             if isinstance(lspec, MoeSpec):
                 indices, gates = route(lspec, np.asarray(x, np.float64)[None])
                 xq = quantise_input(lspec, x)
-                mt, idx, xq2 = compile_moe_run(lspec, xq, indices, base, tiles)
-                progs, rounds, results = mt.programs(), [], []
+                if rt is not None:        # every layer resident: x, the routing and the entry per run
+                    ly = rt.layers[l]
+                    idx, xq2 = np.atleast_2d(indices), np.atleast_2d(xq)
+                    mt, progs = ly.for_input(xq2), ly.programs_for(xq2)
+                else:
+                    mt, idx, xq2 = compile_moe_run(lspec, xq, indices, base, tiles)
+                    progs = mt.programs()
+                rounds, results = [], []
                 for k, asg in enumerate(mt.rounds(idx)):
                     bases = mt.bases(asg)
-                    wants = [want(p, bases=b, x={m: {r: p.memory[m][r] for m2, r, *_ in mt.hosts[t].x_rows if m2 == m}
-                                                for m in {m2 for m2, *_ in mt.hosts[t].x_rows}},
-                                  y_rows=_merge(_rows(mt.hosts[t].outputs) if lspec.shared else {},
-                                                *(_rows(mt.slot_plans[key].outputs) for key in asg if key[0] == t)))
-                             for t, (p, b) in enumerate(zip(progs, bases))]
+                    wants = []
+                    for t, (p, b) in enumerate(zip(progs, bases)):
+                        xs = {m: {r: p.memory[m][r] for m2, r, *_ in mt.hosts[t].x_rows if m2 == m}
+                              for m in {m2 for m2, *_ in mt.hosts[t].x_rows}}
+                        y_rows = _merge(_rows(mt.hosts[t].outputs) if lspec.shared else {},
+                                        *(_rows(mt.slot_plans[key].outputs) for key in asg if key[0] == t))
+                        wants.append(want(p, bases=b, x=xs, y_rows=y_rows) if rt is None else
+                                     want(p, bases=b, images=rt.images[t], memory=rt.memory[t] if not runs else False,
+                                          x=xs, entry=rt.entries[l], y_rows=y_rows))
                     res, mems = await run_on_tray(progs, wants, f"run{n}-layer{l}-round{k}")
                     rounds.append((asg, mems))
                     res["traced_outputs_equal"] = _same_outputs(mt.outputs(asg, mems),
