@@ -178,8 +178,9 @@ def test_dense_layers_in_the_loop_on_a_tray(monkeypatch):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("simulator", ONE_SIM)
-@pytest.mark.parametrize("layers", [["--tiles", "2"], ["--experts", "4", "--tiles", "4"]], ids=["dense", "moe"])
+@pytest.mark.parametrize("simulator, layers", [(ONE_SIM[0], ["--tiles", "2"])] +
+                         [(s, ["--experts", "4", "--tiles", "4"]) for s in SIMS],
+                         ids=[f"dense-{ONE_SIM[0]}"] + [f"moe-{s}" for s in SIMS])
 def test_lpu_decode_on_a_tray_of_rtl_tiles(capsys, simulator, layers):
     """lpu decode --tiles N (a dense model; with --experts a MoE model): every FFN of the
     synthetic decoder on a tray of RTL tiles, each on its own clock; per run (and MoE
@@ -187,7 +188,8 @@ def test_lpu_decode_on_a_tray_of_rtl_tiles(capsys, simulator, layers):
     y or every expert's output against ffn_int / moe_int, the wall cycles as
     c2c.wall_cycles predicts (run_tray_rtl checks them); the tokens and the routing those
     of the golden loop, the same cycles every token.  The clocks and wire latencies are
-    --clock-seed's draw, as lpu tray's."""
+    --clock-seed's draw, as lpu tray's.  Every layer, the MoE ones too, resident: after the
+    first load a run writes x, the routing and the entry, and reloads nothing."""
     code = cli.main(["decode", *layers, "--prompt", "1", "--tokens", "1", "--sim", simulator, "--json",
                      "--clock-seed", "3"])
     out, err = capsys.readouterr()
@@ -203,6 +205,10 @@ def test_lpu_decode_on_a_tray_of_rtl_tiles(capsys, simulator, layers):
     assert "clocks (--clock-seed 3): tile ppm " + ", ".join(f"{p:+.1f}" for p in r["ppm"]) in err
     if "--experts" not in layers:
         assert r["tokens"] == run_dense_tray(calibrate(synthetic(**SYNTHETIC)), [1], 1, TileConfig.tiny(), 2)["tokens"]
+    assert "tray: every layer resident" in err
+    assert all(p["bytes_reloaded"] == 0 for p in r["positions"]), r["positions"]
+    if "--experts" in layers:
+        assert all(p["bytes_routing"] > 0 for p in r["positions"][1:]), r["positions"]
 
 
 @pytest.mark.parametrize("scales", [[], ["--out-scale-per-channel"]])
