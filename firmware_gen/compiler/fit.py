@@ -74,3 +74,27 @@ def fit_ffn(spec, x, cfg: TileConfig, tiles: int = 1) -> tuple[TileConfig, dict]
     if got != cycles:
         raise RuntimeError(f"internal error: the fitted tile compiles to {got} cycles, the roomy one to {cycles}")
     return out, need
+
+
+RESIDENT_FIELDS = ("mem_depth", "iq_depth", "vxm_param_depth", "vxm_tables")
+
+
+def fit_resident_tray(specs: list, cfg: TileConfig, tiles: int) -> tuple[TileConfig, dict]:
+    """The smallest depths (``RESIDENT_FIELDS``; the other fields as ``cfg``) on which every
+    layer of ``specs`` (dense or MoE) is resident on a tray of ``tiles`` tiles
+    (``resident_tray.compile_resident_tray``): what the layers take on the fullest tile,
+    rows, parameter entries, activation tables and instructions per queue, each at the next
+    power of two.  Raises :class:`CompileError` when they do not fit even at the largest
+    depths (then they need more tiles)."""
+    from firmware_gen.compiler.resident_tray import compile_resident_tray
+    roomy = dataclasses.replace(cfg, mem_depth=TileConfig.MAX_MEM_DEPTH, iq_depth=1 << 16, vxm_param_depth=4096,
+                                vxm_tables=256)
+    rt = compile_resident_tray(specs, roomy, tiles)
+    need = {"mem_depth": max(max(r.values()) for r in rt.rows), "vxm_param_depth": max(rt.params),
+            "vxm_tables": max(rt.tables),
+            "iq_depth": max(len(w) for img in rt.images for w in img.values()) + 1}
+    out = dataclasses.replace(cfg, **{k: _pow2(v) for k, v in need.items()})
+    got = compile_resident_tray(specs, out, tiles)
+    if [ly.manifest.cycles for ly in got.layers] != [ly.manifest.cycles for ly in rt.layers]:
+        raise RuntimeError("internal error: the fitted tray compiles to other cycles than the roomy one")
+    return out, need

@@ -20,7 +20,8 @@ from lpu_arch import TileConfig
 from lpu_arch.hostmap import START_CYCLES
 
 from sim.flows.decode import DECODE_TILE
-from sim.flows.decode import MOE_SYNTHETIC, check, decode_setup, per_position, run_dense_tray_any, run_golden, run_moe_tray
+from sim.flows.decode import (MOE_SYNTHETIC, STEADY_MOE, STEADY_SETS, STEADY_TILES, check, decode_setup, moe_decoder, per_position, run_dense_tray_any,
+                              run_golden, run_moe_tray_any)
 from sim.table import Table, right
 
 DECODE_MODELS = (          # (name, tile, --set, synthetic's arguments, tokens)
@@ -52,6 +53,7 @@ def decode_rows(moe_tokens: int | None = None, trained: bool = True) -> list[dic
                      "host_seconds": round(g["host_s"], 4), "exact": not check(setup, g, g),
                      "batched": batched(setup.model.specs, cfg)})
     rows.append(moe_row(MOE_TOKENS if moe_tokens is None else moe_tokens))
+    rows.append(moe_row(MOE_TOKENS if moe_tokens is None else moe_tokens, STEADY_MOE, STEADY_SETS))
     path = find_packaged_model() if trained else None
     if path is not None:
         rows.append(bert_tray_row(path))
@@ -90,7 +92,7 @@ def _tray_row(model: str, g: dict, L: int, tiles: int, layer_cycles: list, **ext
             "problems": g["problems"][:5]}
 
 
-MOE_TOKENS, MOE_TILES = 8, 8
+MOE_TOKENS, MOE_TILES = 8, STEADY_TILES
 BATCH = 4                  # sequences per FFN run for the batched throughput figure
 
 
@@ -119,22 +121,26 @@ def batched(specs: list, cfg: TileConfig, batch: int = BATCH, seed: int = 5) -> 
             "exact": bool(exact)}
 
 
-def moe_name() -> str:
-    a = MOE_SYNTHETIC
-    return f"synthetic MoE H={a['H']} I={a['I']}, {a['experts']} experts top-{a['top_k']} + {a['shared']} shared"
+def moe_name(a: dict = MOE_SYNTHETIC) -> str:
+    return (f"synthetic MoE {a['layers']} layers H={a['H']} I={a['I']}, {a['experts']} experts top-{a['top_k']} + "
+            f"{a['shared']} shared")
 
 
-def moe_row(tokens: int = 8) -> dict:
-    """The MoE decoder (``MOE_SYNTHETIC``: 8 routed experts, top-2, one shared, per layer)
-    with every MoE layer on ``MOE_TILES`` default tiles (``decode.run_moe_tray``, the
-    system golden model; a layer's experts load for its run: not resident)."""
-    cfg = TileConfig.default()
-    m = calibrate(synthetic(**MOE_SYNTHETIC))
-    g = run_moe_tray(m, (1, 2, 3), tokens, cfg, MOE_TILES)
+def moe_row(tokens: int = 8, model: dict = MOE_SYNTHETIC, sets=()) -> dict:
+    """A MoE decoder (default ``MOE_SYNTHETIC``: 8 routed experts, top-2, one shared, per
+    layer) with every MoE layer on ``MOE_TILES`` default tiles (``sets`` applied), by the
+    system golden model: every layer resident when the model fits (``decode.run_moe_tray_any``,
+    activation tables as ``decode.moe_decoder`` chooses), else each layer loaded per run."""
+    cfg = TileConfig.default().with_overrides(list(sets))
+    m, tables = moe_decoder(model, cfg, MOE_TILES)
+    g = run_moe_tray_any(m, (1, 2, 3), tokens, cfg, MOE_TILES)
     L = len(m.layers)
     layer_cycles = [sorted({r["cycles"] for r in g["runs"] if r["layer"] == l}) for l in range(L)]
-    return _tray_row(moe_name() + ", per layer on a tray (weights load per run)", g, L, MOE_TILES,
-                     [c[0] if len(c) == 1 else c for c in layer_cycles])
+    how = (f"every layer resident, {g['loaded_once_bytes']:,} B loaded once, a table per {tables['chosen']}"
+           if g["resident"] else "weights load per run")
+    row = _tray_row(f"{moe_name(model)}, on a tray ({how})", g, L, MOE_TILES,
+                    [c[0] if len(c) == 1 else c for c in layer_cycles], moe_tables=tables)
+    return {**row, "config_sets": list(sets), "resident": g["resident"], "holds": g.get("holds")}
 
 
 def accuracy_rows(positions: int = 64, trained: bool = True) -> list[dict]:

@@ -83,6 +83,9 @@ def add_parser(sub) -> None:
                    help="the host's times in the chart: this run's numpy times (measured) or the KV cache's\n"
                         "bytes at --hbm-gbs (gpu, an estimate) (default: measured)")
     p.add_argument("--no-run", action="store_true", help="the golden model only (no simulator)")
+    p.add_argument("--fit", action="store_true",
+                   help="with --tiles or --experts: print the smallest tray tile (power-of-two depths, as TOML for\n"
+                        "--config) on which every layer of the model is resident, and run nothing")
     rtl_run_options(p)
 
 
@@ -104,8 +107,12 @@ def run(args) -> int:
     if args.clock_seed is not None and (args.no_run or not tray):
         raise CliError("--clock-seed draws the clocks of a tray on the RTL: give --tiles 2|4|8 (or --experts) "
                        "and leave out --no-run")
+    if args.fit and not tray:
+        raise CliError("--fit sizes a tray's tile: give --tiles 2|4|8 or --experts (one tile: lpu compile --fit)")
     if tray:                     # every layer resident on the tray (tiny: with TRAY_MOE_TILE's depth for experts)
         args.tiles = args.tiles or 4
+        if args.fit:
+            return print_tray_fit(args, TileConfig.load(args.config, args.set), model)
         args.clock_seed = 1 if args.clock_seed is None else args.clock_seed
         grown = TRAY_MOE_TILE if args.experts and args.config == "tiny" else ()
         return run_tray(args, TileConfig.load(args.config, (*grown, *args.set)), model)
@@ -219,6 +226,30 @@ def run_tray(args, base: TileConfig, model: dict) -> int:
         return testbench_failed(e, args, ran=True)
     print_tray_setup(args, g)
     return print_tray_loop(args, g)
+
+
+def print_tray_fit(args, base: TileConfig, model: dict) -> int:
+    """--fit: the smallest depths of ``base`` on which every layer is resident on the tray
+    (a MoE model with one activation table per layer, the fewest tables), as TOML."""
+    from firmware_gen.compiler import CompileError
+    from firmware_gen.compiler.fit import RESIDENT_FIELDS, fit_resident_tray
+    from firmware_gen.host.decoder import calibrate, synthetic
+    if args.experts:
+        model = moe_model(args, model, "--fit: nothing runs")
+    m = calibrate(synthetic(**model), moe_tables="layer")
+    try:
+        cfg, need = fit_resident_tray(m.specs, base, args.tiles)
+    except CompileError as e:
+        raise CliError(f"the model does not fit {args.tiles} tiles even at the largest depths: {e}") from None
+    if args.json:
+        print_json({"config": cfg.to_dict(), "needs": need, "tiles": args.tiles})
+        return EXIT_OK
+    head = (f"lpu decode --fit: the smallest power-of-two depths on which each of {args.tiles} tiles holds its share "
+            f"of every layer\n({args.layers} layers" + (f", {args.experts} experts each, one activation table per "
+                                                         "layer" if args.experts else "") + "); the other fields as given.\n"
+            "needs: " + ", ".join(f"{k} {need[k]}" for k in RESIDENT_FIELDS) + "\nuse it:  --config FILE.toml")
+    print(cfg.to_toml(head), end="")
+    return EXIT_OK
 
 
 def moe_model(args, model: dict, engine: str) -> dict:

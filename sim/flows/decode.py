@@ -394,6 +394,13 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
 
 # ---- MoE layers on a tray (golden model) ------------------------------------------------------
 MOE_SYNTHETIC = dict(vocab=256, H=64, I=64, layers=2, heads=4, seed=0, experts=8, top_k=2, shared=1)
+# The LPX's steady state: a MoE decoder of 4 layers, 16 routed experts of H=64, I=128 (the MoE
+# bench's expert shape), top-2, one shared, every layer resident on STEADY_TILES default tiles
+# (1.68 MB of weights on the tray's 2 MiB).  Grown: vxm_param_depth 64 -> 128, because each tile
+# holds 4 layers x (2 experts x 12 entries, one per 16-lane block of I and H, + 2 of its share of
+# the shared expert) = 104 parameter entries.
+STEADY_MOE = dict(vocab=256, H=64, I=128, layers=4, heads=4, seed=0, experts=16, top_k=2, shared=1)
+STEADY_SETS, STEADY_TILES = ("vxm_param_depth=128",), 8
 
 
 def per_position(runs: list[dict], layers: int, key: str = "cycles") -> list[int]:
