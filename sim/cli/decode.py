@@ -316,6 +316,11 @@ def print_tray_loop(args, g: dict) -> int:
         print(f"one clock start and one reset per tile, before the first load (clock starts {g['clock_starts']}, "
               f"resets {g['resets']}); the HAC locked once; STATUS read before arming every run; {HOST_TIME}",
               file=args.human)
+    elif g.get("resident") and "bytes" in g["runs"][0]:      # the golden loop: the compiler's counts per position
+        per = {k: sum(r["bytes"][k] for r in g["runs"][:args.layers]) for k in g["runs"][0]["bytes"]}
+        print(f"per position after the first load ({g['loaded_once_bytes']:,} bytes): "
+              + ", ".join(f"{k} {v:,} B" for k, v in per.items()) + f" to the tray, y "
+              f"{sum(r['bytes_out'] for r in g['runs'][:args.layers]):,} B back (the compiler's counts)", file=args.human)
     print(f"\ngenerated: {report.figures['tokens']}", file=args.human)
     print(f"tray cycles identical for every token: {'yes' if report.figures['identical_every_token'] else 'NO'}",
           file=args.human)
