@@ -235,7 +235,7 @@ def print_tray_fit(args, base: TileConfig, model: dict) -> int:
     from firmware_gen.compiler.fit import RESIDENT_FIELDS, fit_resident_tray
     from firmware_gen.host.decoder import calibrate, synthetic
     if args.experts:
-        model = moe_model(args, model, "--fit: nothing runs")
+        model = moe_model(args, model, "", say=False)
     m = calibrate(synthetic(**model), moe_tables="layer")
     try:
         cfg, need = fit_resident_tray(m.specs, base, args.tiles)
@@ -252,8 +252,8 @@ def print_tray_fit(args, base: TileConfig, model: dict) -> int:
     return EXIT_OK
 
 
-def moe_model(args, model: dict, engine: str) -> dict:
-    """``model`` with --experts, --top-k and --shared, checked against the tray, and said."""
+def moe_model(args, model: dict, engine: str, say: bool = True) -> dict:
+    """``model`` with --experts, --top-k and --shared, checked against the tray, and (``say``) said."""
     if args.experts % args.tiles:
         raise CliError(f"--experts {args.experts} must be a multiple of --tiles {args.tiles} (each tile holds the "
                        "same number of experts)")
@@ -261,9 +261,10 @@ def moe_model(args, model: dict, engine: str) -> dict:
         raise CliError(f"--top-k {args.top_k} must be in 1..--experts ({args.experts})")
     if args.shared > 1:
         raise CliError(f"--shared {args.shared}: a tray runs at most one shared expert (fuse them into one FFN)")
-    print(f"model: synthetic MoE decoder, {args.layers} layers, H={args.H}, {args.experts} experts of I={args.I}, "
-          f"top-{args.top_k}, {args.shared} shared, {args.heads} heads, vocab {args.vocab} (seed {args.seed}); "
-          f"every MoE layer on {args.tiles} {args.config} tiles ({engine})", file=args.human)
+    if say:
+        print(f"model: synthetic MoE decoder, {args.layers} layers, H={args.H}, {args.experts} experts of I={args.I}, "
+              f"top-{args.top_k}, {args.shared} shared, {args.heads} heads, vocab {args.vocab} (seed {args.seed}); "
+              f"every MoE layer on {args.tiles} {args.config} tiles ({engine})", file=args.human)
     return dict(model, experts=args.experts, top_k=args.top_k, shared=args.shared)
 
 

@@ -173,3 +173,40 @@ def test_the_compiler_chooses_the_mapping():
     assert compile_moe(many.spec, many.x_int8, TINY, tiles=4).mapping == "ep"
     both = example_moe(E=4, top_k=2, shared=1, H=8, I=8, batch=1)
     assert compile_moe(both.spec, both.x_int8, TINY, tiles=4, capacity=1).mapping == "ep"   # a capacity: ep
+
+
+def test_every_moe_layer_resident_on_a_tray():
+    """resident_tray.compile_resident_tray with MoE layers: each layer's queues at its entry
+    on every tile; each layer passes the static checker over the memories the layers before
+    it left, and its golden run under a routing of its own keeps the compiler's promise
+    (writes, cycles, busy counters, every expert's output moe_int's), the tray's memories
+    carried from layer to layer.  Identical activation tables are shared: experts quantised
+    with one table per layer take one table per layer on every tile."""
+    from firmware_gen.compiler.resident_tray import compile_resident_tray
+    from firmware_gen.host.decoder import calibrate, synthetic
+    from firmware_gen.program import Program
+    model = dict(vocab=64, H=16, I=16, layers=3, heads=2, seed=3, experts=4, top_k=2, shared=1)
+    cfg, tiles = TileConfig.tiny_tray().with_overrides(["mem_depth=256", "vxm_param_depth=32"]), 4
+    m = calibrate(synthetic(**model), moe_tables="layer")
+    rt = compile_resident_tray(m.specs, cfg, tiles)
+    assert rt.tables == [model["layers"]] * tiles
+    apart = compile_resident_tray(m.specs, cfg.with_overrides(["vxm_tables=16"]), tiles, share_tables=False)
+    assert apart.tables == [model["layers"] * (model["experts"] // tiles + 1)] * tiles
+    mem = [{k: v.copy() for k, v in t.items()} for t in rt.memory]
+    rng = np.random.default_rng(5)
+    for l, ly in enumerate(rt.layers):
+        for t, p in enumerate(ly.programs):
+            for n, words in Program(p.config, p.queues).images().items():
+                assert rt.images[t][n][rt.entries[l]:rt.entries[l] + len(words)] == words, (l, t, n)
+        x = rng.integers(-127, 128, (1, model["H"]))
+        idx = forced_routing("random", model["experts"], model["top_k"], 1, tiles, ly.tray.capacity, seed=l)
+        mt, progs = ly.for_input(x), ly.programs_for(x, mem)
+        assert check_system(progs, Topology(tiles).peer) == []
+        (asg,) = mt.rounds(idx)
+        res = archmodel.run_system(progs, Topology(tiles).peer, bases=mt.bases(asg))
+        assert mt.round_problems(asg, res) == []
+        mem = [r.memory for r in res]
+        routed, _ = mt.outputs(asg, mem)
+        want = moe_int(ly.spec, x, idx)
+        for j, e in enumerate(idx[0]):
+            assert (routed[(0, int(e))] == want.routed[0, j]).all(), (l, e)

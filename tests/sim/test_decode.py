@@ -389,3 +389,27 @@ def test_tray_never_stops_matches_the_golden_loop(never_stop):
     per_pos = {(sum(r["rtl_cycles"] for r in g["runs"][p * 2:p * 2 + 2]),
                 sum(r["rtl_wall_cycles"] for r in g["runs"][p * 2:p * 2 + 2])) for p in range(3)}
     assert len(per_pos) == 1, per_pos
+
+
+def test_lpu_decode_fit_sizes_the_tray_tile(capsys, tmp_path):
+    """lpu decode --fit --experts 4 --tiles 4: the smallest tray tile on which every layer
+    is resident; the loop on that tile (--config FILE) is resident, and on a tile one MEM
+    depth smaller it is not."""
+    code = cli.main(["decode", "--fit", "--experts", "4", "--tiles", "4", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    fit = json.loads(out)
+    need, cfg = fit["needs"], fit["config"]
+    assert cfg["mem_depth"] >= need["mem_depth"] > cfg["mem_depth"] // 2
+    code = cli.main(["decode", "--fit", "--experts", "4", "--tiles", "4"])
+    toml, err = capsys.readouterr()
+    assert code == 0 and "needs: mem_depth" in toml, err
+    path = tmp_path / "fit.toml"
+    path.write_text(toml)
+    assert cli.main(["decode", "--no-run", "--experts", "4", "--tiles", "4", "--tokens", "1", "--config", str(path)]) == 0
+    assert "every layer resident" in capsys.readouterr().out
+    half = ["--set", f"mem_depth={cfg['mem_depth'] // 2}"]
+    assert cli.main(["decode", "--no-run", "--experts", "4", "--tiles", "4", "--tokens", "1", "--config", str(path),
+                     *half]) == 0
+    assert "each run loads its layer" in capsys.readouterr().out
+    assert cli.main(["decode", "--fit"]) == 2
