@@ -83,6 +83,11 @@ class FfnPlan(TilePlan):
     activation table 0 is this FFN's).
     """
     v_reg = 0              # the VOPs' base register: the constant 0 (an MoE slot's own, moe_slots.ExpertSlot)
+    acc_base = 0           # the first accumulator row this plan uses (of capacity_needs()["mxm_acc_depth"])
+    acc_y = None           # the first of y's (W2's) rows: default acc_base + batch, after h's
+    x_late = False         # x placed block by block as the first intermediate block's MMs need it (place_x)
+    defer_h = False        # h leaves the accumulators by TilePlan.place_flush MMs, not the last W1/W3 block's
+    defer_y = False        # y the same, once everything on the tile is placed (pending)
 
     def __init__(self, cfg: TileConfig, spec: FfnSpec, x, i_blocks=None, j_blocks=None, h_route=None,
                  state: TileState | None = None):
@@ -123,6 +128,7 @@ class FfnPlan(TilePlan):
             state.set_table(0, self.p.table)
         super().__init__(cfg, state, dict(zip(SIDES, self._jobs_per_side())))
         self.outputs = {}
+        self.pending = []                         # defer_y: place_flush's arguments for each y, placed last
         self._check_capacity()
 
     # ---- capacity -----------------------------------------------------------------------
@@ -167,29 +173,71 @@ class FfnPlan(TilePlan):
     def place_x(self):
         """Copy x into both MXMs' x slots: slot ``k*B + b`` holds block k of column b.
         Block k is stored in the hemisphere's weight slice ``k % n``, so that reading x
-        holds back no slice's first weight rows for more than a few cycles."""
+        holds back no slice's first weight rows for more than a few cycles.  With
+        :attr:`x_late` (and intermediate blocks to make), nothing yet: :meth:`phase1` places
+        each block of x once the load of the first weight block that needs it is placed
+        (:meth:`_place_x_block`)."""
+        if self.x_late and self.i_blocks:
+            return
         for side in SIDES:
             for k in range(self.KH):
                 src = self.mem(side, k % self.n)
                 for b in range(self.B):
-                    slot, addr = self.x_slot(k, b), self.state.alloc(src, 1)
-                    self.state.load(src, addr, self.x[b, k * self.cfg.lanes:(k + 1) * self.cfg.lanes] & 0xFF)
-                    self.x_rows.append((src, addr, k, b))
-                    d = self.in_dir(side)
-                    lead = read_lead(self.cfg, src, side)      # the READ's cycles to the MXM: its LX's
-                    read = Instr.read(self.lx_stream, d, addr)
-                    t = 0
-                    while not (self.state.res.slot_free(src, t)
-                               and self.state.res.slot_free(self.ldr(side), t + lead)
-                               and self.state.res.drives_free(src, t, read, self.pos(side))):
-                        t += 1
-                    who = f"x[{b}] block {k} -> {side} slot {slot}"
-                    self.state.res.take_slot(src, t, who)
-                    self.state.res.take_slot(self.ldr(side), t + lead, who)
-                    self.state.res.take_drives(src, t, read, self.pos(side), who)
-                    self.state.emit(src, t, read)
-                    self.state.emit(self.ldr(side), t + lead, Instr.lx(self.lx_stream, d, slot))
-                    self.state.slot_ready[side][slot] = t + lead + 1
+                    self._copy_x(side, src, k, b)
+
+    def _copy_x(self, side, src, k, b):
+        """Block k of x's column b from a new row of MEM slice ``src`` (a list: the one whose
+        copy arrives first, the earlier ones on a tie) into ``side``'s x slot ``x_slot(k, b)``:
+        the first READ cycle whose LX finds the loader free."""
+        if isinstance(src, list):
+            probe = Instr.read(self.lx_stream, self.in_dir(side), 0)
+            src = min(src, key=lambda m: self._copy_cycle(side, m, probe) + read_lead(self.cfg, m, side))
+        slot, addr = self.x_slot(k, b), self.state.alloc(src, 1)
+        self.state.load(src, addr, self.x[b, k * self.cfg.lanes:(k + 1) * self.cfg.lanes] & 0xFF)
+        self.x_rows.append((src, addr, k, b))
+        self._copy_row(side, src, addr, slot, f"x[{b}] block {k} -> {side} slot {slot}")
+
+    def _copy_row(self, side, src, addr, slot, who):
+        """READ row ``addr`` of MEM slice ``src`` and LX it into ``side``'s x slot ``slot``, on
+        the first cycle both are free."""
+        d = self.in_dir(side)
+        lead = read_lead(self.cfg, src, side)      # the READ's cycles to the MXM: its LX's
+        read = Instr.read(self.lx_stream, d, addr)
+        t = self._copy_cycle(side, src, read)
+        self.state.res.take_slot(src, t, who)
+        self.state.res.take_slot(self.ldr(side), t + lead, who)
+        self.state.res.take_drives(src, t, read, self.pos(side), who)
+        self.state.emit(src, t, read)
+        self.state.emit(self.ldr(side), t + lead, Instr.lx(self.lx_stream, d, slot))
+        self.state.slot_ready[side][slot] = t + lead + 1
+
+    def _copy_cycle(self, side, src, read) -> int:
+        """The first cycle ``read`` (from MEM slice ``src``) and its LX into ``side`` are free."""
+        lead = read_lead(self.cfg, src, side)
+        t = 0
+        while not (self.state.res.slot_free(src, t)
+                   and self.state.res.slot_free(self.ldr(side), t + lead)
+                   and self.state.res.drives_free(src, t, read, self.pos(side))):
+            t += 1
+        return t
+
+    def _place_x_block(self, k):
+        """:attr:`x_late`: block k of every column of x into both MXMs, from the weight slice
+        farthest from each (the one a narrow block leaves free, ``TilePlan.narrow``)."""
+        for side in SIDES:
+            mems = sorted((self.mem(side, j) for j in range(self.n)), key=lambda m: -read_lead(self.cfg, m, side))
+            for b in range(self.B):
+                self._copy_x(side, mems, k, b)
+
+    def place_zero_slot(self, slot):
+        """A zero row in each hemisphere's weight slice nearest its MXM, copied into x slot
+        ``slot`` of both MXMs: :attr:`zero_slot`, what ``TilePlan.place_flush`` multiplies."""
+        for side in SIDES:
+            src = min((self.mem(side, j) for j in range(self.n)), key=lambda m: read_lead(self.cfg, m, side))
+            addr = self.state.alloc(src, 1)
+            self.state.load(src, addr, np.zeros(self.cfg.lanes, np.uint8))
+            self._copy_row(side, src, addr, slot, f"zeros -> {side} slot {slot}")
+        self.zero_slot = slot
 
     def new_param(self, **fields) -> int:
         """A VXM parameter entry of ``fields`` for one of this plan's VOPs (the tile's next
@@ -332,8 +380,9 @@ class FfnPlan(TilePlan):
 
     def _phase1_block(self, sides, blocks, i, k, e, vflags):
         B, KH = self.B, self.KH
-        flags = MMFlag.XBUF | (MMFlag.ACC if k else 0) | (MMFlag.EMIT if k == KH - 1 else 0)
-        mms = [(self.x_slot(k, b), b, flags) for b in range(B)]
+        emit = k == KH - 1 and not self.defer_h
+        flags = MMFlag.XBUF | (MMFlag.ACC if k else 0) | (MMFlag.EMIT if emit else 0)
+        mms = [(self.x_slot(k, b), self.acc_base + b, flags) for b in range(B)]
 
         def on_emit(t_v, b, dry):
             who = f"h block {i} col {b}"
@@ -346,15 +395,23 @@ class FfnPlan(TilePlan):
             return True
 
         idents = (("W1", i, k), ("W3", i, k))[:len(sides)]
-        self.place_blocks(sides, blocks, idents, mms, on_emit, f"W1/W3 block ({i},{k})", self.block_rows(i))
+        prepare = (lambda: self._place_x_block(k)) if self.x_late and i == self.i_blocks[0] else None
+        label = f"W1/W3 block ({i},{k})"
+        self.place_blocks(sides, blocks, idents, mms, on_emit, label, self.block_rows(i), prepare)
+        if k == KH - 1 and not emit:
+            for b in range(B):
+                self.place_flush(sides, self.acc_base + b, on_emit, label, max(self.state.last_mm[s] for s in sides) + 1,
+                                 b)
 
     def _phase2_block(self, sides, blocks, iis, j, jl, e, first, last):
         """One W2 block on one MXM, or two (one per MXM, h blocks ``iis``) whose partial
         sums the VXM adds."""
         B = self.B
-        flags = MMFlag.XBUF | (0 if first else MMFlag.ACC) | (MMFlag.EMIT if last else 0)
+        emit = last and not self.defer_y
+        flags = MMFlag.XBUF | (0 if first else MMFlag.ACC) | (MMFlag.EMIT if emit else 0)
         slots = {s: i for s, i in zip(sides, iis)}
-        mms = [({s: self.h_slot(i, b) for s, i in slots.items()}, B + jl * B + b, flags) for b in range(B)]
+        acc = [(self.acc_base + B if self.acc_y is None else self.acc_y) + jl * B + b for b in range(B)]
+        mms = [({s: self.h_slot(i, b) for s, i in slots.items()}, acc[b], flags) for b in range(B)]
         vflag = VopFlag.ADD if len(sides) == 2 else 0
 
         def on_emit(t_v, b, dry):
@@ -373,8 +430,10 @@ class FfnPlan(TilePlan):
         # (two MXMs over one h block: the east one's block is zeros, phase2)
         idents = (("W2", j, iis[0]),) if len(sides) == 1 else \
             (("W2", j, iis[0]), ("W2", j, iis[1]) if iis[1] != iis[0] else ("Z", j, iis[0]))
-        self.place_blocks(sides, blocks, idents, mms, on_emit, f"W2 block ({j},{'+'.join(map(str, iis))})",
-                          self.cfg.lanes)
+        label = f"W2 block ({j},{'+'.join(map(str, iis))})"
+        self.place_blocks(sides, blocks, idents, mms, on_emit, label, self.cfg.lanes)
+        if last and not emit:
+            self.pending += [(sides, acc[b], on_emit, label, t + 1, b) for b, t in enumerate(self.mm_cycles)]
 
     # ---- lowering ------------------------------------------------------------------------
     def program(self) -> Program:

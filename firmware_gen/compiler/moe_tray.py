@@ -173,6 +173,10 @@ class MoeTray:
                 raise MoeError(f"capacity must be in 1..{min(k, spec.E // tiles)} (top_k {k}, "
                                f"{spec.E // tiles} experts per tile), got {c}")
         self.mapping, self.capacity = mapping, c
+        # tps for a batch on an int8 tile: x copied as the first weight blocks need it and every
+        # sum that would make an MXM wait (the shared expert's h on the links) or a MEM slice
+        # lose a read (y) leaves the accumulators later, by an MM of zeros (_prepare_hosts)
+        self.flushed = mapping == "tps" and x.shape[0] > 1 and cfg.mxm_dtype == "int8"
         self.spec, self.x, self.tiles = spec, x, tiles
         self.T = T = x.shape[0]
         self.cfg = cfg = tray_config(cfg, tiles) if tiles > 1 else cfg
@@ -203,7 +207,8 @@ class MoeTray:
             if self.mapping == "tps":     # the slots' h blocks before the shared expert's h is received
                 plan_tray(cfg, shared, self.x, N, after_phase1=lambda tr: self._slots_on(tr.plans, tr.links, tr.defer,
                                                                                          receive=False),
-                          before_phase2=lambda tr: [st.receive() for st in self.slot_trays], states=self.states)
+                          before_phase2=lambda tr: [st.receive() for st in self.slot_trays], states=self.states,
+                          prepare=self._prepare_hosts if self.flushed else None)
             else:
                 plan_tray(cfg, shared, self.x, N, before_phase2=lambda tr: self._slots_on(tr.plans, tr.links, tr.defer),
                           states=self.states)
@@ -221,8 +226,25 @@ class MoeTray:
                 links = tray_links(cfg, [f.state for f in hosts])
             for f in hosts:
                 f.place_x()
+                if self.flushed:
+                    f.place_zero_slot(self._zero_slot())
         self._slots_on(hosts, links)
         self._finish()
+
+    def _zero_slot(self) -> int:
+        """The x slot after x, the shared expert's h and every slot's h: zeros (:attr:`flushed`)."""
+        return self.T * self.KH + self.T * self.KI_s + self.capacity * self.T * self.KI
+
+    def _prepare_hosts(self, tray):
+        """:attr:`flushed`: each tile's share of the shared expert copies x block by block as
+        its first weight blocks need it (those load from every weight slice but the one x is
+        read from), sends its h and writes its y through flushes (``TilePlan.place_flush``)
+        of the zeros it copies first."""
+        tray.owners_only = True       # (its h only to the tiles with its output blocks, as the slots')
+        for f in tray.plans:
+            f.x_late = f.defer_h = f.defer_y = True
+            f.narrow = self.KH - 1
+            f.place_zero_slot(self._zero_slot())
 
     def _slots_on(self, hosts, links=None, defer=False, receive=True):
         """Lay out every tile's experts and place the slots on the tiles of ``hosts`` (their
@@ -232,11 +254,19 @@ class MoeTray:
         cfg, T, c = self.cfg, self.T, self.capacity
         self.hosts, self.slot_plans, self.layouts, self.templates, self.var_off = hosts, {}, [], [], []
         h0 = T * self.KH + T * self.KI_s
-        need_x = h0 + c * T * self.KI
+        need_x = h0 + c * T * self.KI + (1 if self.flushed else 0)
         if need_x > cfg.mxm_xbuf_depth:
             raise MoeError(f"x, the shared expert's h and {c * T} slot(s) of h need {need_x} x slots per MXM; "
                            f"an MXM has mxm_xbuf_depth = {cfg.mxm_xbuf_depth}")
         self.slot_parts = self._slot_parts()
+        if self.flushed:        # after the shared expert's rows, one for every slot's h, then each slot's y rows
+            self.acc0 = max(f.capacity_needs()["mxm_acc_depth"] for f in hosts)
+            jb = max(len(parts[1][t]) for parts in self.slot_parts.values() for t in range(self.tiles))
+            self.acc_span = jb // 2 + jb % 2
+            need = self.acc0 + 1 + c * T * self.acc_span
+            if need > cfg.mxm_acc_depth:
+                raise MoeError(f"the shared expert and {c * T} slot(s) each keeping y in accumulators of their own "
+                               f"need {need} rows per MXM; an MXM has mxm_acc_depth = {cfg.mxm_acc_depth}")
         for t, f in enumerate(hosts):
             self._lay_out(t, f)
         self._place_slots(links, defer, receive)
@@ -287,9 +317,13 @@ class MoeTray:
         w_reg, v_reg = self.registers[(b, j)]
         jb = tuple(self.slot_parts[(b, j)][1][t])
         h0 = self.T * self.KH + self.T * self.KI_s + (b * self.capacity + j) * self.KI
-        return ExpertSlot(self.cfg, self.spec.experts[0], self.hosts[t].state, token=b, tokens=self.T, h0=h0,
-                          template=self.templates[t], pbase=self.layouts[t].pbase + self.var_off[t][jb],
-                          w_reg=w_reg, v_reg=v_reg, i_blocks=i_blocks, j_blocks=j_blocks, h_route=h_route)
+        sp = ExpertSlot(self.cfg, self.spec.experts[0], self.hosts[t].state, token=b, tokens=self.T, h0=h0,
+                        template=self.templates[t], pbase=self.layouts[t].pbase + self.var_off[t][jb],
+                        w_reg=w_reg, v_reg=v_reg, i_blocks=i_blocks, j_blocks=j_blocks, h_route=h_route)
+        if self.flushed:
+            sp.acc_base, sp.acc_y = self.acc0, self.acc0 + 1 + (b * self.capacity + j) * self.acc_span
+            sp.defer_y, sp.zero_slot = True, self._zero_slot()
+        return sp
 
     def _place_slots(self, links, defer: bool, receive: bool = True) -> None:
         """Every slot on every tile: ep, each tile's alone; tp, a tray of the tiles' shares
@@ -322,8 +356,22 @@ class MoeTray:
         """The tp slots' W2 phase; then every expert's weights at its template rows."""
         for st in self.slot_trays:
             st.phase2()
+        if self.flushed:        # every y, each on the first cycle a MEM slice is free for it
+            for t, f in enumerate(self.hosts):
+                plans = [f] + [sp for (u, _, _), sp in self.slot_plans.items() if u == t]
+                flushes = [(p, args) for p in plans for args in p.pending]
+                for p, args in sorted(flushes, key=lambda pa: pa[1][4]):     # by the cycle after their MM
+                    p.place_flush(*args, in_place=True)
+                for p in plans:
+                    p.pending = []
         for f, lay, tpl in zip(self.hosts, self.layouts, self.templates):
             load_expert_weights(f.state, self.spec, lay, tpl, self.cfg.lanes)
+
+    @property
+    def copy_reads(self) -> int:
+        """READs per tile that copy x into both MXMs' x slots (and, :attr:`flushed`, the zeros):
+        the tile's MEM reads besides the weights."""
+        return 2 * self.KH * self.T + (2 if self.flushed else 0)
 
     # ---- lowering ----------------------------------------------------------------------------
     def programs(self) -> list[Program]:

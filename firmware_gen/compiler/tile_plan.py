@@ -7,12 +7,13 @@ that use them, each at its earliest free cycle through the tile's reservation ta
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
 
 from lpu_arch.config import TileConfig
-from lpu_arch.isa import DELAY_MAX, EAST, MXM_LATENCY, WEST, Instr, MMFlag
+from lpu_arch.isa import DELAY_MAX, EAST, MXM_LATENCY, WEST, Instr, MMFlag, Op
 from lpu_arch.timing import lw_cycles, read_lead
 
 from firmware_gen.compiler import CompileError
@@ -53,6 +54,8 @@ class TilePlan:
         self._leads = {}                          # side -> its weight slices' READ leads, ascending
         self.blocks_left = dict(blocks_left)
         self.mm_count = 0                         # MMs this plan has issued
+        self.narrow = 0                           # blocks still to load from all weight slices but the farthest
+        self.zero_slot = None                     # an x slot holding zeros in both MXMs (place_flush), if any
 
     # ---- geometry ----------------------------------------------------------------------
     def pos(self, name):
@@ -130,9 +133,17 @@ class TilePlan:
             for c, r in enumerate(cycles):
                 state.emit(m, r, read.with_addr(addr + c))      # a checked READ; alloc keeps addr < mem_depth
 
-    def place_blocks(self, sides, blocks, idents, mms, on_emit, label, rows):
+    def _narrow_n(self, side, t_s):
+        """Rows per cycle of a *narrow* block (:attr:`narrow`): every weight slice but the
+        farthest, which stays free for other READs (x's); 0 before the farthest of those
+        can feed it."""
+        leads = sorted(lead for _, lead in self._feed(side, self.n - 1))
+        return self.n - 1 if t_s >= leads[-1] else 0
+
+    def place_blocks(self, sides, blocks, idents, mms, on_emit, label, rows, prepare=None):
         """Load ``blocks[i]`` (named ``idents[i]``) into ``sides[i]`` (lockstep when two;
-        their first ``rows`` rows: ``FfnPlan.block_rows``) and issue its MMs.
+        their first ``rows`` rows: ``FfnPlan.block_rows``) and issue its MMs; ``prepare()``,
+        if given, places what the MMs need once the load is placed (x, :meth:`FfnPlan.place_x`).
 
         ``mms`` is a list of (slot, acc, flags) for every MXM alike; ``on_emit(t_vop, b)``
         places what follows the EMIT of MM number b from its VOP on cycle t_vop (whose VXM
@@ -143,7 +154,8 @@ class TilePlan:
         ch = lw_cycles(rows, self.n)
         t_s = max(max(state.load_end[s], state.last_mm[s] + 1 - ch) for s in sides)
         while True:
-            n = min(self._ramp_n(s, t_s, rows) for s in sides)
+            n = min((self._narrow_n if self.narrow and self.n > 1 else
+                     lambda s, t: self._ramp_n(s, t, rows))(s, t_s) for s in sides)
             if n and all(self._window_ok(s, t_s, n, rows) for s in sides):
                 lw_slot = max(t_s - DELAY_MAX, *(state.loader_free[s] for s in sides))
                 while lw_slot <= t_s and not all(res.slot_free(self.ldr(s), lw_slot) for s in sides):
@@ -160,8 +172,12 @@ class TilePlan:
                                                       rows=0 if rows == self.cfg.lanes else rows))
             state.loader_free[s], state.load_end[s] = t_s, swap
             self.blocks_left[s] -= 1
+        self.narrow = max(0, self.narrow - 1)
+        if prepare is not None:
+            prepare()
         # MMs: from the swap on (the loader issues the next block's LW beside them).
         t = swap
+        self.mm_cycles = []                       # each MM's cycle, in the order of mms
         for b, (slot, acc, flags) in enumerate(mms):
             ins = {s: Instr.mm(0, self.in_dir(s), acc=acc, slot=_slot(slot, s), flags=flags) for s in sides}
             # Beyond every reservation so far (and the latencies after it) nothing changes:
@@ -189,9 +205,67 @@ class TilePlan:
                     res.take_drives(s, t, ins[s], self.cfg.vxm_position, who)
                 state.last_mm[s] = t
                 self.mm_count += 1
+            self.mm_cycles.append(t)
             if flags & MMFlag.EMIT:
                 on_emit(self.vop_cycle(sides[0], t), b, dry=False)
             t += 1
+
+    def place_flush(self, sides, acc, on_emit, label, t, b=0, in_place=False):
+        """An ``MM ACC EMIT`` of x slot :attr:`zero_slot` (zeros) into accumulator row ``acc``
+        of each MXM of ``sides`` (together), on the first cycle from ``t`` on where it and
+        what follows fit (``on_emit(t_vop, b, dry)``, as :meth:`place_blocks`): the row's sum
+        goes to the VXM unchanged, whichever weight block is active then.  So a block's
+        MMs may leave their sums in the accumulators and these send them on later, when
+        the VXM, the links or a MEM slice are free.  ``in_place``: the row's last MMs are
+        on ``t - 1``; if what follows fits after them, they EMIT instead (no flush)."""
+        state, res = self.state, self.state.res
+        if in_place and self._emit_in_place(sides, acc, on_emit, t - 1, b):
+            return t - 1
+        slot = self.zero_slot
+        flags = MMFlag.XBUF | MMFlag.ACC | MMFlag.EMIT
+        ins = {s: Instr.mm(0, self.in_dir(s), acc=acc, slot=slot, flags=flags) for s in sides}
+        assert all(slot in state.slot_ready[s] for s in sides), "place_flush needs the zeros in an x slot first"
+        t = max(t, *(state.slot_ready[s][slot] for s in sides))
+        horizon = max(t, res.done_cycles()) + 2 * self.cfg.positions + DELAY_MAX + 64
+        while True:
+            if all(res.slot_free(s, t) for s in sides):
+                t_v = self.vop_cycle(sides[0], t)
+                if (all(res.drives_free(s, t, ins[s], self.cfg.vxm_position) for s in sides)
+                        and res.slot_free("VXM", t_v) and on_emit(t_v, b, dry=True)):
+                    break
+            t += 1
+            if t > horizon:
+                raise CompileError(f"{label}: its sum finds no cycle up to {t} to leave the accumulators: "
+                                   "this schedule cannot place it")
+        for s in sides:
+            who = f"{label} flush {b} on {s}"
+            res.take_slot(s, t, who)
+            state.emit(s, t, ins[s])
+            res.take_drives(s, t, ins[s], self.cfg.vxm_position, who)
+            self.mm_count += 1
+        on_emit(self.vop_cycle(sides[0], t), b, dry=False)
+        return t
+
+    def _emit_in_place(self, sides, acc, on_emit, t, b) -> bool:
+        """Turn the MMs into row ``acc`` on cycle ``t`` (one per MXM of ``sides``) into EMITs, if
+        their drives to the VXM, the VOP's cycle and ``on_emit`` fit; False (nothing changed)
+        otherwise."""
+        state, res = self.state, self.state.res
+        at = {}
+        for s in sides:
+            i = next((n for n in range(len(state.timed[s]) - 1, -1, -1) if state.timed[s][n][0] == t), None)
+            if i is None or state.timed[s][i][1].op != Op.MM or state.timed[s][i][1].operand("acc") != acc:
+                return False
+            at[s] = (i, dataclasses.replace(state.timed[s][i][1], aux=state.timed[s][i][1].aux | MMFlag.EMIT))
+        t_v = self.vop_cycle(sides[0], t)
+        if not (all(res.drives_free(s, t, ins, self.cfg.vxm_position) for s, (_, ins) in at.items())
+                and res.slot_free("VXM", t_v) and on_emit(t_v, b, dry=True)):
+            return False
+        for s, (i, ins) in at.items():
+            state.timed[s][i] = (t, ins)
+            res.take_drives(s, t, ins, self.cfg.vxm_position, f"MM on {s} cycle {t} EMIT")
+        on_emit(t_v, b, dry=False)
+        return True
 
     def vop_cycle(self, side, t_mm):
         """The cycle the VXM's VOP takes the result of an EMITting MM on ``side`` on ``t_mm``."""

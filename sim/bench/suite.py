@@ -253,7 +253,7 @@ def moe_rows(cfg: TileConfig, tiles: int = 8) -> list[dict]:
             continue
         mt, spec, man = cm.mt, cm.example.spec, cm.mt.manifest()
         L, peer = mt.cfg.lanes, Topology(tiles).peer
-        x_reads = 2 * mt.KH * tokens                  # place_x: every x block into both MXMs, per tile
+        x_reads = mt.copy_reads                       # per tile: x (and the flushes' zeros) into both MXMs
         needed = (tokens * spec.top_k * man.weight_vectors["routed"] + man.weight_vectors["shared"]) * L
         for name in cm.routings:
             stages = moe_int(spec, cm.example.x_int8, cm.routings[name])

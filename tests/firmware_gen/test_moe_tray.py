@@ -49,7 +49,8 @@ def check_routing(mt, ex, indices):
 @pytest.mark.parametrize("mapping, tiles, E, k, S, T", [
     ("ep", 1, 3, 2, 1, 2), ("ep", 2, 4, 2, 0, 1), ("ep", 4, 8, 2, 1, 2), ("ep", 8, 16, 4, 1, 1),
     ("tp", 2, 3, 2, 1, 1), ("tp", 4, 4, 2, 0, 2), ("tp", 8, 6, 3, 1, 1),
-    ("tps", 2, 3, 2, 1, 1), ("tps", 4, 4, 2, 1, 1), ("tps", 4, 4, 2, 0, 2), ("tps", 8, 6, 3, 1, 1)])
+    ("tps", 2, 3, 2, 1, 1), ("tps", 4, 4, 2, 1, 1), ("tps", 4, 4, 2, 0, 2), ("tps", 8, 6, 3, 1, 1),
+    ("tps", 2, 3, 2, 1, 3), ("tps", 4, 4, 2, 1, 2), ("tps", 8, 4, 2, 1, 2)])
 def test_every_routing_runs_in_the_scheduled_cycles(mapping, tiles, E, k, S, T):
     ex = example_moe(E=E, top_k=k, shared=S, H=8, I=8, batch=T, seed=tiles)
     mt = compile_moe(ex.spec, ex.x_int8, TINY, tiles=tiles, mapping=mapping)
@@ -210,3 +211,21 @@ def test_every_moe_layer_resident_on_a_tray():
         want = moe_int(ly.spec, x, idx)
         for j, e in enumerate(idx[0]):
             assert (routed[(0, int(e))] == want.routed[0, j]).all(), (l, e)
+
+
+def test_tps_batch_of_4_is_within_1_10x_of_its_limit():
+    """The bench's MoE layer (32 experts of H=64, I=128, top-4, one shared, on 8 default tiles
+    with the tables, parameter entries and base registers a share of every expert needs) at 4
+    tokens: the compiler's choice is tps, and it takes at most 1.10x the larger of the batch
+    bound and the floor per token (the manifest's ``limit``), every routing in the scheduled
+    cycles on the golden model with every output exact."""
+    cfg = TileConfig.default().with_overrides(["vxm_tables=64", "vxm_param_depth=128", "base_regs=64"])
+    ex = example_moe(E=32, top_k=4, shared=1, H=64, I=128, batch=4, seed=1)
+    mt = compile_moe(ex.spec, ex.x_int8, cfg, tiles=8)
+    man = mt.manifest()
+    assert mt.mapping == "tps" and mt.flushed
+    assert man.cycles_max / man.tokens <= 1.10 * man.limit
+    assert check_system(mt.programs(), Topology(8).peer) == []
+    for indices in [route(ex.spec.router, ex.x)[0], *(forced_routing(n, 32, 4, 4, 8, mt.capacity, seed=3)
+                                                      for n in ("spread", "packed", "random"))]:
+        assert check_routing(mt, ex, indices) == [man.cycles]
