@@ -16,6 +16,7 @@ from sim.table import Column, Table, right
 # --tokens at most: 128 tokens take about 4 s on the golden model with every layer resident and
 # about 45 s on a tray of it (--experts 4 --tiles 4), minutes on the RTL (progress on stderr).
 MAX_TOKENS = 128
+CHART_POSITIONS = 3         # token positions --chart draws of a tray's loop (each its layers' runs)
 
 DESCRIPTION = """\
 Generate tokens greedily with a small decoder (sim/flows/decode.py, docs/afd.md): the host
@@ -37,7 +38,8 @@ measurement.
 examples:
   lpu decode --tokens 8 --sim verilator
   lpu decode --no-run --layers 2 --tokens 32 --json
-  lpu decode --no-run --experts 4 --tiles 4 --tokens 8"""
+  lpu decode --no-run --experts 4 --tiles 4 --tokens 8
+  lpu decode --experts 4 --tiles 4 --prompt 1,2 --tokens 1 --chart steady.svg"""
 
 
 def add_parser(sub) -> None:
@@ -78,7 +80,9 @@ def add_parser(sub) -> None:
                    "tile itself, with " + ", ".join(TRAY_MOE_TILE) + " for --experts (every MoE layer resident)")
     p.add_argument("--chart", type=picture, default=None, metavar="FILE",
                    help="draw the loop's timeline on the host and the tray, batch 1 and two micro-batches\n"
-                        "in flight, with the tokens/s of each, to FILE (.svg or .png)")
+                        "in flight, with the tokens/s of each, to FILE (.svg or .png); with --tiles or\n"
+                        f"--experts, the tray's runs of the first {CHART_POSITIONS} token positions on one time axis: the\n"
+                        "host's bus segments, every link transfer, every tile's busy span")
     p.add_argument("--chart-host", choices=("measured", "gpu"), default="measured",
                    help="the host's times in the chart: this run's numpy times (measured) or the KV cache's\n"
                         "bytes at --hbm-gbs (gpu, an estimate) (default: measured)")
@@ -225,7 +229,7 @@ def run_tray(args, base: TileConfig, model: dict) -> int:
     except RuntimeError as e:
         return testbench_failed(e, args, ran=True)
     print_tray_setup(args, g)
-    return print_tray_loop(args, g)
+    return print_tray_loop(args, g, {} if args.chart is None else draw_tray(args, g))
 
 
 def print_tray_fit(args, base: TileConfig, model: dict) -> int:
@@ -292,9 +296,9 @@ def print_tray_setup(args, g: dict) -> None:
         print(f"tray: each run loads its layer (the layers are not resident: {g['not_resident']})", file=args.human)
 
 
-def print_tray_loop(args, g: dict) -> int:
+def print_tray_loop(args, g: dict, chart: dict | None = None) -> int:
     """The report of the tray loop ``g``: per position the tray's program and wall cycles
-    (and each MoE layer's experts), the verdict."""
+    (and each MoE layer's experts), the verdict (with ``chart``, :func:`draw_tray`'s)."""
     from sim.flows.decode import HOST_TIME, tray_loop_report
     report = tray_loop_report(g, args.prompt, args.layers, args.clock_mhz, bool(args.experts))
     table = Table(right("pos", 4), right("token", 6), right("tray cycles", 11), right("wall", 6),
@@ -325,4 +329,59 @@ def print_tray_loop(args, g: dict) -> int:
     print(f"\ngenerated: {report.figures['tokens']}", file=args.human)
     print(f"tray cycles identical for every token: {'yes' if report.figures['identical_every_token'] else 'NO'}",
           file=args.human)
-    return verdict(args, report, {})
+    return verdict(args, report, chart or {})
+
+
+def tray_chart_runs(g: dict, layers: int) -> list[dict]:
+    """The armed runs (each MoE round) of the tray loop ``g`` as ``steady_chart`` draws
+    them: the RTL's measured timelines (``rtl_timeline``) or the golden model's, with each
+    run's position, layer and, for MoE, the experts each tile ran (the golden loop's: the
+    RTL's routing is checked against it)."""
+    rtl, out = g["engine"] == "RTL", []
+    for n, r in enumerate(g["runs"]):
+        for k, timeline in enumerate(r.get("rtl_timeline", []) if rtl else r["timeline"]):
+            run = {**timeline, "position": n // layers, "layer": r["layer"]}
+            if "experts" in r["timeline"][k]:
+                run["tile_experts"] = r["timeline"][k]["experts"]
+            out.append(run)
+    return out
+
+
+def draw_tray(args, g: dict) -> dict:
+    """--chart with a tray: the runs of the first token positions on one time axis
+    (``firmware_gen.steady_chart``), each row saying where its figures come from."""
+    from firmware_gen.steady_chart import steady_chart
+    rtl, moe = g["engine"] == "RTL", bool(args.experts)
+    runs = tray_chart_runs(g, args.layers)
+    shown = min(CHART_POSITIONS, len(g["runs"]) // args.layers)
+    last = g["runs"][(shown - 1) * args.layers:shown * args.layers]         # the last position drawn
+    wall = sum(r["rtl_wall_cycles" if rtl else "wall_cycles"] for r in last)
+    host = sum(r["rtl_host_cycles"] for r in last) if rtl else 0
+    per_run = "x, the routing and the entry" if moe else "x and the entry"
+    if rtl:
+        sources = {"host": f"RTL measurement ({args.sim}): the host's bus cycles (tile 0's clock); its computation "
+                           "takes no simulated time",
+                   "tiles": "RTL measurement: each tile's START_HAC and done, in HAC cycles from the host's HAC read",
+                   "links": "compiler: the programs' SEND and RECV cycles, on each tile's measured start and deskew"}
+        before = (f"before cycle 0: the first load ({g['first_load_bytes']:,} bytes through the load port), one reset "
+                  f"and one clock start per tile (resets {g['resets']}), the HAC locked once")
+    else:
+        sources = {"host": "not simulated (golden model): the runs are drawn back to back",
+                   "tiles": "golden model (the tray's system model): each tile's cycles, its start and deskew slack "
+                            "as c2c.wall_cycles",
+                   "links": "compiler: the programs' SEND and RECV cycles (as the golden model runs them)"}
+        before = f"before cycle 0: every layer loaded once ({g['loaded_once_bytes'] or 0:,} bytes of MEM images)"
+    after = (f"then never reset, reloaded or stopped: per run the host writes {per_run}" if g["resident"] else
+             f"then each run loads its layer (not resident: {g['not_resident']})")
+    title = (f"lpu decode{f' --experts {args.experts}' if moe else ''} --tiles {args.tiles}, {g['engine']}"
+             f"{f' on {args.sim}' if rtl else ''}: positions 0..{shown - 1} of {len(g['runs']) // args.layers} "
+             f"({args.layers} layers each); position {shown - 1}: runs {wall} wall cycles"
+             + (f" + host bus {host} = {wall + host}" if rtl else "")
+             + f" ({(wall + host) / args.clock_mhz:.3f} \u00b5s at {args.clock_mhz:g} MHz)")
+    xlabel = ("cycles: the host's bus segments (tile 0's clock) and each run's HAC cycles, end to end (the testbench's "
+              "checking reads between runs left out)" if rtl else None)
+    path = steady_chart(runs, args.chart, sources=sources, clock_mhz=args.clock_mhz, positions=CHART_POSITIONS,
+                        tokens=list(args.prompt) + list(g["tokens"]), title=title, first_load=f"{before}; {after}",
+                        xlabel=xlabel)
+    print(f"chart: {path} (token positions 0..{shown - 1} of the tray's loop on one time axis)", file=args.human)
+    return {"chart": str(path)}

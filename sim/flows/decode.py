@@ -26,12 +26,13 @@ from firmware_gen.scoreboard import (Observed, compare, ffn_reference, golden_ob
 import firmware_gen.compiler.tray
 from firmware_gen.compiler.resident_tray import compile_resident_tray
 from firmware_gen.compiler.tray import compile_tray_layer, tray_config
+from firmware_gen.steady_chart import run_timeline
 from lpu_arch import TileConfig
 from lpu_arch.topology import Topology
 
 from sim.harness.clocks import clock_draw, wire_latencies
 from sim.harness.runner import SYSTEM_TIMESCALE, TIMESCALE, SystemSim, TileSim, run_testbench
-from sim.harness.scoreboard import check_wall, tile_observed
+from sim.harness.scoreboard import check_wall, hac_frame, tile_observed
 from sim.report import Report
 
 SYNTHETIC = dict(vocab=64, H=8, I=16, layers=2, heads=2, seed=0)   # the tiny test model
@@ -231,6 +232,7 @@ def run_dense_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None =
         problems.extend(found)
         runs.append({"layer": l, "cycles": max(r.cycles for r in res),
                      "wall_cycles": wall_cycles(progs, [r.cycles for r in res]), "bytes_in": tl.x_bytes(),
+                     "timeline": [run_timeline(progs, [r.cycles for r in res])],
                      "bytes_out": sum(len(m.outputs) for m in man.tile) * progs[0].config.lanes})
         return y
 
@@ -318,7 +320,7 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
         problems.append(f"resets {rtl['resets']} and clock starts {rtl['clock_starts']} per tile: the tray stopped "
                         "after its first load")
     peer = Topology(tiles).peer
-    n_run = 0
+    n_run, timed = 0, []        # timed: per round, its tiles, links and host bus cycles in time (lpu decode --chart)
 
     def check_round(where, progs, res, gold, promised, x_bytes):
         nonlocal n_run
@@ -345,6 +347,8 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
             if b["x"] != x_bytes:
                 problems.append(f"{where}: {b['x']} bytes of x written, the compiler's x rows hold {x_bytes}")
         n_run += 1
+        timed.append({**run_timeline(progs, [o["cycles"] for o in res["tiles"]], *hac_frame(progs, res)),
+                     "host": [loaded.get("host_cycles", 0), res["y_cycles"]]})
         return max(o["cycles"] for o in res["tiles"]), wall, predicted, sent, res["y_bytes"], \
             loaded.get("host_cycles", 0) + res["y_cycles"]
 
@@ -383,6 +387,7 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
                 ffn_reference(ffn_int(model.specs[l], np.asarray(r["x"], np.int64)[None]), NOT_FFN_INT)))
         g.update({"rtl_cycles": cycles, "rtl_wall_cycles": wall, "rtl_bytes_in": sent, "rtl_bytes_out": y_bytes,
                   "rtl_host_cycles": host_cycles})
+        g["rtl_timeline"], timed[:] = list(timed), []
         per_run.append((l, (cycles, predicted)))
     if len(rtl["runs"]) != len(golden["runs"]):
         problems.append(f"{len(rtl['runs'])} FFN runs on the RTL, golden loop {len(golden['runs'])}")
@@ -461,6 +466,7 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
             sent = {"x": int(spec.H * tiles), "routing": 0, "entry": 0}
         man = mt.manifest()
         where, cycles, wall, rounds = f"position {len(runs) // len(model.layers)}, layer {l}", [], 0, []
+        timeline = []           # per round: its tiles and links in time (lpu decode --chart)
         for asg in mt.rounds(idx):
             if rt is not None:            # (a second round starts from the first's memories)
                 progs = ly.programs_for(xq, memories)
@@ -469,13 +475,14 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
             rounds.append((asg, [r.memory for r in res]))
             cycles.append(max(r.cycles for r in res))
             wall += wall_cycles(progs, [r.cycles for r in res])
+            timeline.append(run_timeline(progs, [r.cycles for r in res], assignment=asg))
             if memories is not None:
                 memories = [r.memory for r in res]
         stages = moe_stages(mt, spec, xq, idx, rounds)
         problems.extend(p.at(where) for p in compare(Observed("golden model", outputs=stage_outputs(stages)),
                                                      moe_reference(moe_int(spec, xq, idx))))
         runs.append({"layer": l, "experts": [int(e) for e in idx[0]], "rounds": len(cycles), "cycles": sum(cycles),
-                     "wall_cycles": wall, "per_tile_cycles": list(man.cycles), "bytes": sent,
+                     "wall_cycles": wall, "per_tile_cycles": list(man.cycles), "bytes": sent, "timeline": timeline,
                      "bytes_in": sum(sent.values()),
                      "bytes_out": int(spec.H * (spec.top_k + len(spec.shared)))})
         return stages

@@ -124,11 +124,18 @@ def check_wall(programs, result: dict) -> tuple[int, int, list[Problem]]:
     then ran at HAC ``offset + s``, and ``c2c.wall_cycles`` predicts the wall cycles."""
     from firmware_gen.compiler.system import deskew_slacks, wall_cycles
     wrap = 1 << programs[0].config.HAC_BITS
-    lead = (result["start_hac"] - result["hac_read"]) % wrap
+    lead, since_read = hac_frame(programs, result)
     offsets = [obs["c2c"]["deskew_offset"] for obs in result["tiles"]]
-    measured = max((got - result["hac_read"]) % wrap + obs["cycles"] for got, obs in zip(offsets, result["tiles"]))
+    measured = max(got + obs["cycles"] for got, obs in zip(since_read, result["tiles"]))
     predicted = wall_cycles(programs, [o["cycles"] for o in result["tiles"]], lead)
     problems = compare(Observed(wall=measured, deskew=offsets),
                        Reference("c2c.wall_cycles", wall=predicted, hac_wrap=wrap,
                                  deskew=[(result["start_hac"], deskew_slacks(prog)) for prog in programs]))
     return measured, predicted, problems
+
+
+def hac_frame(programs, result: dict) -> tuple[int, list[int]]:
+    """An armed multi-tile run's ``START_HAC`` and every tile's last deskew offset (SAC
+    cycle ``s`` ran at HAC ``offset + s``), in HAC cycles from the host's HAC read."""
+    wrap, read = 1 << programs[0].config.HAC_BITS, result["hac_read"]
+    return (result["start_hac"] - read) % wrap, [(obs["c2c"]["deskew_offset"] - read) % wrap for obs in result["tiles"]]

@@ -150,6 +150,26 @@ def test_lpu_decode_moe(capsys):
         assert msg in capsys.readouterr().err
 
 
+def test_lpu_decode_tray_chart(capsys, tmp_path):
+    """lpu decode --no-run --experts 4 --tiles 4 --chart FILE: the first three token
+    positions of the tray's loop on one time axis, the golden model's, saying so (host time
+    not simulated), the first load in its title; the chart's path in the JSON."""
+    path = tmp_path / "steady.svg"
+    code = cli.main(["decode", "--no-run", "--experts", "4", "--tiles", "4", "--tokens", "2", "--json",
+                     "--chart", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["passed"] and r["chart"] == str(path) and f"chart: {path}" in err
+    svg = path.read_text()
+    for text in ("golden model", "host time not simulated", "every layer loaded once", "position 2, token 3",
+                 "link 2\u20133", "tile 3", "compiler: the programs' SEND and RECV"):
+        assert text in svg, text
+    assert "position 3" not in svg
+    experts = r["positions"][0]["experts"][0]          # position 0, layer 0: its experts, each on its tile
+    assert all(f"L0 e{e}" in svg for e in experts)
+
+
 def test_dense_layers_in_the_loop_on_a_tray(monkeypatch):
     """A dense decoder with every FFN on 2 tiny tiles of the system golden model: each
     layer compiled once, each run's cycles and write rows as the tray compiler predicts and
@@ -181,7 +201,7 @@ def test_dense_layers_in_the_loop_on_a_tray(monkeypatch):
 @pytest.mark.parametrize("simulator, layers", [(ONE_SIM[0], ["--tiles", "2"])] +
                          [(s, ["--experts", "4", "--tiles", "4"]) for s in SIMS],
                          ids=[f"dense-{ONE_SIM[0]}"] + [f"moe-{s}" for s in SIMS])
-def test_lpu_decode_on_a_tray_of_rtl_tiles(capsys, simulator, layers):
+def test_lpu_decode_on_a_tray_of_rtl_tiles(capsys, tmp_path, simulator, layers):
     """lpu decode --tiles N (a dense model; with --experts a MoE model): every FFN of the
     synthetic decoder on a tray of RTL tiles, each on its own clock; per run (and MoE
     round) every tile's writes, cycles and busy counters against the system golden model,
@@ -189,9 +209,11 @@ def test_lpu_decode_on_a_tray_of_rtl_tiles(capsys, simulator, layers):
     c2c.wall_cycles predicts (run_tray_rtl checks them); the tokens and the routing those
     of the golden loop, the same cycles every token.  The clocks and wire latencies are
     --clock-seed's draw, as lpu tray's.  Every layer, the MoE ones too, resident: after the
-    first load a run writes x, the routing and the entry, and reloads nothing."""
+    first load a run writes x, the routing and the entry, and reloads nothing.  --chart
+    draws the runs from the RTL's measurements (the host's bus segments, the tiles' spans)."""
+    chart = tmp_path / "tray.svg"
     code = cli.main(["decode", *layers, "--prompt", "1", "--tokens", "1", "--sim", simulator, "--json",
-                     "--clock-seed", "3"])
+                     "--clock-seed", "3", "--chart", str(chart)])
     out, err = capsys.readouterr()
     assert code == 0, err
     r = json.loads(out)
@@ -209,6 +231,9 @@ def test_lpu_decode_on_a_tray_of_rtl_tiles(capsys, simulator, layers):
     assert all(p["bytes_reloaded"] == 0 for p in r["positions"]), r["positions"]
     if "--experts" in layers:
         assert all(p["bytes_routing"] > 0 for p in r["positions"][1:]), r["positions"]
+    svg = chart.read_text()
+    assert r["chart"] == str(chart) and "position 1, token" in svg and "first load" in svg
+    assert "RTL measurement" in svg and "host bus: y read" in svg and "host time not simulated" not in svg
 
 
 @pytest.mark.parametrize("scales", [[], ["--out-scale-per-channel"]])
