@@ -126,7 +126,8 @@ def run(args) -> int:
 def run_resident(args, base: TileConfig, model: dict) -> int:
     """Every layer resident on one tile: the loop on the golden model, then (unless
     --no-run) on the RTL, checked; per position its cycles, bytes and the GPU estimate."""
-    from sim.flows.decode import decode_setup, loop_report, run_golden, run_rtl
+    from sim.flows.decode import decode_setup, run_golden, run_rtl
+    from sim.flows.decode_report import loop_report
     from sim.harness.progress import ProgressPrinter
     setup = decode_setup(base.to_dict(), model, args.prompt, args.tokens, args.out_scale_per_channel)
     rm = setup.resident
@@ -167,7 +168,7 @@ def draw(args, setup, golden: dict) -> dict:
     the tokens/s of each (for --json)."""
     from firmware_gen.chart import loop_chart
 
-    from sim.flows.decode import host_times_us
+    from sim.flows.decode_report import host_times_us
     L = len(setup.resident.layers)
     tray_us = [ly.manifest.cycles / args.clock_mhz for ly in setup.resident.layers]
     host_us = host_times_us(setup, golden, args.chart_host, args.hbm_gbs)
@@ -299,7 +300,7 @@ def print_tray_setup(args, g: dict) -> None:
 def print_tray_loop(args, g: dict, chart: dict | None = None) -> int:
     """The report of the tray loop ``g``: per position the tray's program and wall cycles
     (and each MoE layer's experts), the verdict (with ``chart``, :func:`draw_tray`'s)."""
-    from sim.flows.decode import HOST_TIME, tray_loop_report
+    from sim.flows.decode_report import HOST_TIME, tray_loop_report
     report = tray_loop_report(g, args.prompt, args.layers, args.clock_mhz, bool(args.experts))
     table = Table(right("pos", 4), right("token", 6), right("tray cycles", 11), right("wall", 6),
                   right("wall us", 8),
