@@ -319,8 +319,16 @@ async def one_run(dut, cfg, drivers, run) -> dict:
     return await run_loaded(dut, cfg, drivers, run, head)
 
 
-async def run_loaded(dut, cfg, drivers, run, head: dict) -> dict:
-    """Steps 3 to 5 of a run on tiles loaded and locked: arm, run (watched), observe."""
+async def _each(coros, together: bool) -> list:
+    """Await coroutines one after another, or (``together``) concurrently; their results in order."""
+    if together:
+        return await _all(coros)
+    return [await c for c in coros]
+
+
+async def run_loaded(dut, cfg, drivers, run, head: dict, together: bool = False) -> dict:
+    """Steps 3 to 5 of a run on tiles loaded and locked: arm, run (watched), observe (every
+    tile's host bus one after another, or ``together``: all at once)."""
     log = dut._log
     requested = [x.get("count", 1) for x in run["inject"]]     # the flits each injection asks for
     t_lock = int(get_sim_time("fs"))
@@ -339,7 +347,7 @@ async def run_loaded(dut, cfg, drivers, run, head: dict) -> dict:
     for inj in injections:
         if not inj.done():
             inj.cancel()
-    tiles = [await observe(cfg, drv, run["jobs"][i], done[i]) for i, drv in enumerate(drivers)]
+    tiles = await _each([observe(cfg, drv, run["jobs"][i], done[i]) for i, drv in enumerate(drivers)], together)
     if timed_out:
         log.warning("run %s: timed out, not every tile is done: %s", run["name"],
                     "; ".join(f"tile {i} STATUS {t['status']:#x} SAC {t['cycles']}"
@@ -371,12 +379,16 @@ class SteadyTray:
     reads every tile's STATUS: a fault flag set since the last run's observation (a fault
     between runs, which the start would clear) is reported with the run.
 
+    The host works the tiles' buses one after another, or with ``together`` all at once (every
+    tile has a bus of its own): the pre-arm reads, the writes, the observation and y's reads.
+
     A *want* per tile (:func:`want`) says what the tile is to hold for the run."""
 
     KINDS = ("x", "routing", "entry", "weights", "instructions", "vxm")
 
-    def __init__(self, dut, cfg, drivers):
+    def __init__(self, dut, cfg, drivers, together: bool = False):
         self.dut, self.cfg, self.drivers = dut, cfg, drivers
+        self.together = together
         self.held = None          # per tile: {slice: array} as the host last wrote it
         self.observed = [0] * len(drivers)   # STATUS at the last run's observation
         self.head = None
@@ -404,37 +416,41 @@ class SteadyTray:
                         held[name][r] = v
             return {"first": True, "bytes": {"first_load": sum(d.first_bytes for d in drivers)}}
         sent = {k: 0 for k in self.KINDS}
-        for t, (d, w) in enumerate(zip(drivers, wants)):
-            held = self.held[t]
-            xs = {n: dict(rows) for n, rows in w["x"].items()}
-            other = {}
-            for name, image in (w["memory"] or {}).items():
-                old = held.setdefault(name, np.zeros_like(image))
-                for r in np.flatnonzero((image != old).any(axis=1)).tolist():
-                    if r not in xs.get(name, {}):
-                        other.setdefault(name, {})[r] = image[r].tolist()
-                held[name] = image.copy()
-            for name, rows in xs.items():
-                for r, v in rows.items():
-                    held[name][r] = v
-            images = {}
-            for name, words in w["images"].items():
-                held_words = d.imem_words.setdefault(cfg.queue_index(name), {})
-                images[name] = {i: v for i, v in enumerate(words) if held_words.get(i) != v}
-                held_words.update(images[name])
-            entry = [(hostmap.csr(Csr.ENTRY), w["entry"])] if w["entry"] != d.entry else []
-            for kind, write in (("x", lambda: d.load_memory(xs)), ("weights", lambda: d.load_memory(other)),
-                                ("vxm", lambda: d.load_vxm(w["vxm_params"], w["table"])),
-                                ("instructions", lambda: d.load_program_words(images)),
-                                ("routing", lambda: d.load_bases(w["bases"])),
-                                ("entry", lambda: d.write_words(entry))):
-                before = d.loaded_bytes
-                await write()
-                sent[kind] += d.loaded_bytes - before
-            sent["entry"] += 4 * len(entry)
-            d.entry = w["entry"]
+        await _each([self._write(t, d, w, sent) for t, (d, w) in enumerate(zip(drivers, wants))], self.together)
         p0 = drivers[0].period
         return {"first": False, "bytes": sent, "host_cycles": (int(get_sim_time("fs")) - t0) // p0}
+
+    async def _write(self, t: int, d: TileDriver, w: dict, sent: dict) -> None:
+        """Write what differs of tile ``t``'s want ``w``, counting the bytes by kind in ``sent``."""
+        cfg = self.cfg
+        held = self.held[t]
+        xs = {n: dict(rows) for n, rows in w["x"].items()}
+        other = {}
+        for name, image in (w["memory"] or {}).items():
+            old = held.setdefault(name, np.zeros_like(image))
+            for r in np.flatnonzero((image != old).any(axis=1)).tolist():
+                if r not in xs.get(name, {}):
+                    other.setdefault(name, {})[r] = image[r].tolist()
+            held[name] = image.copy()
+        for name, rows in xs.items():
+            for r, v in rows.items():
+                held[name][r] = v
+        images = {}
+        for name, words in w["images"].items():
+            held_words = d.imem_words.setdefault(cfg.queue_index(name), {})
+            images[name] = {i: v for i, v in enumerate(words) if held_words.get(i) != v}
+            held_words.update(images[name])
+        entry = [(hostmap.csr(Csr.ENTRY), w["entry"])] if w["entry"] != d.entry else []
+        for kind, write in (("x", lambda: d.load_memory(xs)), ("weights", lambda: d.load_memory(other)),
+                            ("vxm", lambda: d.load_vxm(w["vxm_params"], w["table"])),
+                            ("instructions", lambda: d.load_program_words(images)),
+                            ("routing", lambda: d.load_bases(w["bases"])),
+                            ("entry", lambda: d.write_words(entry))):
+            before = d.loaded_bytes
+            await write()
+            sent[kind] += d.loaded_bytes - before
+        sent["entry"] += 4 * len(entry)
+        d.entry = w["entry"]
 
     async def run(self, run: dict, wants: list) -> dict:
         """One run: the first restarts, resets, loads and locks; the others load what differs;
@@ -450,35 +466,37 @@ class SteadyTray:
                                    "after the first load")
         else:
             t0 = int(get_sim_time("fs"))
-            pre = []
-            for t, d in enumerate(drivers):
-                # The pre-arm check: STATUS; a fault flag the last observation did not see is new.
-                status = await d.read_csr(Csr.STATUS)
-                pre.append({"status": status, "between": fault_names(status & ~self.observed[t]),
-                            "hac_locked": bool(status & Status.HAC_LOCKED)})
+            # The pre-arm check: STATUS; a fault flag the last observation did not see is new.
+            statuses = await _each([d.read_csr(Csr.STATUS) for d in drivers], self.together)
+            pre = [{"status": status, "between": fault_names(status & ~self.observed[t]),
+                    "hac_locked": bool(status & Status.HAC_LOCKED)} for t, status in enumerate(statuses)]
             loaded = await self.load(wants)
             loaded["pre_arm"] = pre
             loaded["host_cycles"] = (int(get_sim_time("fs")) - t0) // drivers[0].period
         read0 = sum(d.read_bytes for d in drivers)
-        res = await run_loaded(dut, cfg, drivers, run, {**self.head, "name": run["name"]})
+        res = await run_loaded(dut, cfg, drivers, run, {**self.head, "name": run["name"]}, self.together)
         verify_read = sum(d.read_bytes for d in drivers) - read0 - 4    # but the HAC read that arms the start
         self.observed = [o["status"] for o in res["tiles"]]
         t0 = int(get_sim_time("fs"))
-        y, y_bytes = [], 0
-        for d, w in zip(drivers, wants):
-            mem = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
-            for name, rows in w.get("y_rows", {}).items():
-                rows = sorted(rows)
-                for r, v in zip(rows, await d.read_vectors(name, rows)):
-                    mem[name][r] = v
-                y_bytes += len(rows) * cfg.lanes
-            y.append(mem)
+        y = await _each([self._read_y(d, w) for d, w in zip(drivers, wants)], self.together)
+        y_bytes = sum(len(rows) for w in wants for rows in w.get("y_rows", {}).values()) * cfg.lanes
         res.pop("window", None)
         res.update({"loaded": loaded, "y_bytes": y_bytes, "y_memory": y, "verify_read_bytes": verify_read,
                     "y_cycles": (int(get_sim_time("fs")) - t0) // drivers[0].period,
                     "resets": [d.resets for d in drivers], "clock_starts": [d.clock_starts for d in drivers],
                     "read_bytes": [d.read_bytes for d in drivers]})
         return res
+
+
+    async def _read_y(self, d: TileDriver, w: dict) -> dict:
+        """A tile's MEM with the rows of its want's ``y_rows`` read back over the bus (zeros elsewhere)."""
+        cfg = self.cfg
+        mem = {n: np.zeros((cfg.mem_depth, cfg.lanes), np.uint8) for n in cfg.mem_names}
+        for name, rows in w.get("y_rows", {}).items():
+            rows = sorted(rows)
+            for r, v in zip(rows, await d.read_vectors(name, rows)):
+                mem[name][r] = v
+        return mem
 
 
 def _with_rows(memory: dict, rows: dict) -> dict:
