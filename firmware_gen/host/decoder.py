@@ -152,6 +152,48 @@ def attention(model: Decoder, l: int, x, cache: KvCache):
     return (ly.wo @ out + (0 if ly.bo is None else ly.bo)).astype(np.float32)
 
 
+def _rows(f, x, *args):
+    return np.stack([f(r, *args) for r in x])
+
+
+def _causal_attention(q, k, v, heads: int):
+    """Every position's attention over the positions up to it, per head (float32)."""
+    T, H = q.shape
+    d = H // heads
+    out = np.zeros((T, H), np.float32)
+    future = np.triu(np.ones((T, T), bool), 1)
+    for h in range(heads):
+        sl = slice(h * d, (h + 1) * d)
+        s = np.where(future, -np.inf, q[:, sl] @ k[:, sl].T / math.sqrt(d))
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        out[:, sl] = (p / p.sum(axis=1, keepdims=True)) @ v[:, sl]
+    return out
+
+
+def causal_qkv(model: Decoder, tokens) -> list:
+    """Per layer, the float ``(q, k, v)`` (each T x H) of every position when ``tokens`` are read
+    one position at a time with float FFNs (what :func:`step` with :func:`float_ffn` computes:
+    position t's attention sees positions 0..t), all positions at once."""
+    tokens = [int(t) for t in tokens]
+    x = model.embed[tokens].astype(np.float32)
+    if model.positions is not None:
+        if len(tokens) > len(model.positions):
+            raise ValueError(f"{len(tokens)} positions: the model has {len(model.positions)} position embeddings")
+        x = _rows(layer_norm, x + model.positions[:len(tokens)], *model.embed_norm)
+    ffn, out = float_ffn(model), []
+    for l, ly in enumerate(model.layers):
+        h = x if model.post_norm else _rows(rms_norm, x, ly.ln1)
+        q, k, v = (h @ w.T + (0 if b is None else b) for w, b in ((ly.wq, ly.bq), (ly.wk, ly.bk), (ly.wv, ly.bv)))
+        out.append((q.astype(np.float32), k.astype(np.float32), v.astype(np.float32)))
+        a = _causal_attention(q, k, v, model.heads) @ ly.wo.T + (0 if ly.bo is None else ly.bo)
+        x = _rows(_norm, x + a, ly.ln1, ly.ln1_b) if model.post_norm else x + a
+        y = np.stack([ffn(l, r) for r in (x if model.post_norm else _rows(rms_norm, x, ly.ln2))])
+        x = (x + y).astype(np.float32)
+        if model.post_norm:
+            x = _rows(_norm, x, ly.ln2, ly.ln2_b)
+    return out
+
+
 def float_ffn(model: Decoder):
     """The float64 FFN of each layer (the reference)."""
     wide = [tuple(None if a is None else np.asarray(a, np.float64) for a in (ly.W1, ly.W2, ly.W3, ly.b1, ly.b2))
