@@ -279,6 +279,82 @@ def moe_decoder(model_args: dict, cfg: TileConfig, tiles: int, positions: int = 
     return per_layer, {"chosen": "layer", "why": f"with a table per expert, {why}", "accuracy": tried}
 
 
+class _RtlTrayCheck:
+    """``run_tray_rtl``'s checks of the RTL's runs, in order, against the system golden model
+    of the same programs and the compiler; ``problems`` collects what they find, ``timed``
+    each round's tiles, links and host bus cycles in time (``lpu decode --chart``)."""
+
+    def __init__(self, tiles: int, lanes: int, problems: list):
+        self.peer, self.lanes, self.problems = Topology(tiles).peer, lanes, problems
+        self.n_run, self.timed = 0, []
+
+    def round(self, where, progs, res, gold, promised, x_bytes) -> tuple:
+        """One armed run: every tile's observation against ``gold`` and ``promised``, the HAC
+        lock, the wall cycles, y read back against the traced writes, the bytes the host
+        wrote; ``(cycles, wall, predicted wall, bytes sent, y bytes, host bus cycles)``."""
+        problems = self.problems
+        for t, obs in enumerate(res["tiles"]):
+            problems.extend(p.at(f"{where}, tile {t}") for p in compare(tile_observed(obs), golden_reference(gold[t]),
+                                                                        promised[t]))
+            if not obs["c2c"]["locked"] or obs["c2c"]["lock_lost"]:
+                problems.append(f"{where}, tile {t}: the HAC lock was lost")
+        wall, predicted, wall_problems = check_wall(progs, res)
+        problems.extend(p.at(where) for p in wall_problems)
+        if not res["traced_outputs_equal"]:
+            problems.append(f"{where}: y read back differs from the traced writes'")
+        loaded = res["loaded"]
+        sent = {"x": 0, "routing": 0, "entry": 0, "reloaded": 0, "first_load": loaded["bytes"].get("first_load", 0)}
+        if not loaded["first"]:
+            for t, pre in enumerate(loaded["pre_arm"]):
+                if pre["between"]:
+                    problems.append(f"{where}, tile {t}: fault between runs {self.n_run - 1} and {self.n_run} (STATUS "
+                                    f"read before arming): {', '.join(pre['between'])}")
+                if not pre["hac_locked"]:
+                    problems.append(f"{where}, tile {t}: HAC not locked before arming")
+            b = loaded["bytes"]
+            sent.update(x=b["x"], routing=b["routing"], entry=b["entry"],
+                        reloaded=b["weights"] + b["instructions"] + b["vxm"])
+            if b["x"] != x_bytes:
+                problems.append(f"{where}: {b['x']} bytes of x written, the compiler's x rows hold {x_bytes}")
+        self.n_run += 1
+        self.timed.append({**run_timeline(progs, [o["cycles"] for o in res["tiles"]], *hac_frame(progs, res)),
+                           "host": [loaded.get("host_cycles", 0), res["y_cycles"]]})
+        return max(o["cycles"] for o in res["tiles"]), wall, predicted, sent, res["y_bytes"], \
+            loaded.get("host_cycles", 0) + res["y_cycles"]
+
+    def moe_run(self, where, r, lspec, layer, cfg) -> tuple:
+        """A MoE layer's run, round by round (``layer``: the resident layer, None: placed for
+        the token), and every expert's output against ``moe_int``: the rounds' sums."""
+        tiles = len(r["results"][0]["tiles"])
+        if layer is not None:            # resident: the layer's programs with this token's x
+            idx, xq = np.atleast_2d(r["indices"]), np.atleast_2d(r["x"])
+            mt, progs = layer.for_input(xq), layer.programs_for(xq)
+        else:
+            mt, idx, xq = compile_moe_run(lspec, r["x"], r["indices"], cfg, tiles)
+            progs = mt.programs()
+        x_bytes = sum(len(h.x_rows) for h in mt.hosts) * self.lanes
+        sums = [self.round(f"{where}, round {k}", progs, res,
+                           archmodel.run_system(progs, self.peer, bases=mt.bases(asg)), mt.promised(asg), x_bytes)
+                for k, (asg, res) in enumerate(zip(mt.rounds(idx), r["results"]))]
+        seen = stage_outputs(MoeStages(xq, idx, np.asarray([r["routed"]]), np.asarray([r["shared"]])))
+        self.problems.extend(p.at(where) for p in compare(Observed(outputs=seen), moe_reference(moe_int(lspec, xq, idx))))
+        cycles, wall, predicted = (sum(v[i] for v in sums) for i in range(3))
+        sent = {k: sum(v[3][k] for v in sums) for k in sums[0][3]}
+        return cycles, wall, predicted, sent, sum(v[4] for v in sums), sum(v[5] for v in sums)
+
+    def dense_run(self, where, r, spec, layer) -> tuple:
+        """A dense layer's run: the layer is compiled once, its writes promised for x = 0, so
+        the golden model of this token's programs checks the writes, the compiler's promise
+        the cycles and busy counters; y against ``ffn_int``."""
+        progs, man = layer.programs_for(r["x"]), layer.manifest
+        got = self.round(where, progs, r["result"], archmodel.run_system(progs, self.peer, man.min_distance),
+                         [promise(cycles=m.cycles, busy=m.busy) for m in man.tile], layer.x_bytes())
+        self.problems.extend(p.at(where) for p in compare(
+            Observed(outputs=row_vectors("y", r["y"])),
+            ffn_reference(ffn_int(spec, np.asarray(r["x"], np.int64)[None]), NOT_FFN_INT)))
+        return got
+
+
 def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: int = 2,
                  sim: str = "verilator", clock_seed: int = 1, progress=None, inject_between=None) -> dict:
     """The loop of ``synthetic(**model_args)`` (dense, or MoE with ``experts``), every FFN on
@@ -318,75 +394,21 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
     if rtl["resets"] != [1] * tiles or rtl["clock_starts"] != [1] * tiles:
         problems.append(f"resets {rtl['resets']} and clock starts {rtl['clock_starts']} per tile: the tray stopped "
                         "after its first load")
-    peer = Topology(tiles).peer
-    n_run, timed = 0, []        # timed: per round, its tiles, links and host bus cycles in time (lpu decode --chart)
-
-    def check_round(where, progs, res, gold, promised, x_bytes):
-        nonlocal n_run
-        for t, obs in enumerate(res["tiles"]):
-            problems.extend(p.at(f"{where}, tile {t}") for p in compare(tile_observed(obs), golden_reference(gold[t]), promised[t]))
-            if not obs["c2c"]["locked"] or obs["c2c"]["lock_lost"]:
-                problems.append(f"{where}, tile {t}: the HAC lock was lost")
-        wall, predicted, wall_problems = check_wall(progs, res)
-        problems.extend(p.at(where) for p in wall_problems)
-        if not res["traced_outputs_equal"]:
-            problems.append(f"{where}: y read back differs from the traced writes'")
-        loaded = res["loaded"]
-        sent = {"x": 0, "routing": 0, "entry": 0, "reloaded": 0, "first_load": loaded["bytes"].get("first_load", 0)}
-        if not loaded["first"]:
-            for t, pre in enumerate(loaded["pre_arm"]):
-                if pre["between"]:
-                    problems.append(f"{where}, tile {t}: fault between runs {n_run - 1} and {n_run} (STATUS read before "
-                                    f"arming): {', '.join(pre['between'])}")
-                if not pre["hac_locked"]:
-                    problems.append(f"{where}, tile {t}: HAC not locked before arming")
-            b = loaded["bytes"]
-            sent.update(x=b["x"], routing=b["routing"], entry=b["entry"],
-                        reloaded=b["weights"] + b["instructions"] + b["vxm"])
-            if b["x"] != x_bytes:
-                problems.append(f"{where}: {b['x']} bytes of x written, the compiler's x rows hold {x_bytes}")
-        n_run += 1
-        timed.append({**run_timeline(progs, [o["cycles"] for o in res["tiles"]], *hac_frame(progs, res)),
-                     "host": [loaded.get("host_cycles", 0), res["y_cycles"]]})
-        return max(o["cycles"] for o in res["tiles"]), wall, predicted, sent, res["y_bytes"], \
-            loaded.get("host_cycles", 0) + res["y_cycles"]
-
+    check = _RtlTrayCheck(tiles, tcfg.lanes, problems)
     per_run = []
     for n, (r, g) in enumerate(zip(rtl["runs"], golden["runs"])):
         l = r["layer"]
         where = f"run {n} (position {n // len(model.specs)}, layer {l})"
         if moe:
-            lspec = model.specs[l]
             if r["indices"] != g["experts"]:
                 problems.append(f"{where}: experts {r['indices']} on the RTL, golden loop {g['experts']}")
-            if layers[l] is not None:       # resident: the layer's programs with this token's x
-                idx, xq = np.atleast_2d(r["indices"]), np.atleast_2d(r["x"])
-                mt, progs = layers[l].for_input(xq), layers[l].programs_for(xq)
-            else:
-                mt, idx, xq = compile_moe_run(lspec, r["x"], r["indices"], cfg, tiles)
-                progs = mt.programs()
-            x_bytes = sum(len(h.x_rows) for h in mt.hosts) * tcfg.lanes
-            sums = [check_round(f"{where}, round {k}", progs, res,
-                                archmodel.run_system(progs, peer, bases=mt.bases(asg)), mt.promised(asg), x_bytes)
-                    for k, (asg, res) in enumerate(zip(mt.rounds(idx), r["results"]))]
-            seen = stage_outputs(MoeStages(xq, idx, np.asarray([r["routed"]]), np.asarray([r["shared"]])))
-            problems.extend(p.at(where) for p in compare(Observed(outputs=seen), moe_reference(moe_int(lspec, xq, idx))))
-            cycles, wall, predicted = (sum(v[i] for v in sums) for i in range(3))
-            sent = {k: sum(v[3][k] for v in sums) for k in sums[0][3]}
-            y_bytes, host_cycles = sum(v[4] for v in sums), sum(v[5] for v in sums)
+            got = check.moe_run(where, r, model.specs[l], layers[l], cfg)
         else:
-            progs, man = layers[l].programs_for(r["x"]), layers[l].manifest
-            # The layer is compiled once, its writes promised for x = 0: the golden model of this
-            # token's programs checks the writes, the compiler's promise the cycles and busy counters.
-            cycles, wall, predicted, sent, y_bytes, host_cycles = check_round(
-                where, progs, r["result"], archmodel.run_system(progs, peer, man.min_distance),
-                [promise(cycles=m.cycles, busy=m.busy) for m in man.tile], layers[l].x_bytes())
-            problems.extend(p.at(where) for p in compare(
-                Observed(outputs=row_vectors("y", r["y"])),
-                ffn_reference(ffn_int(model.specs[l], np.asarray(r["x"], np.int64)[None]), NOT_FFN_INT)))
+            got = check.dense_run(where, r, model.specs[l], layers[l])
+        cycles, wall, predicted, sent, y_bytes, host_cycles = got
         g.update({"rtl_cycles": cycles, "rtl_wall_cycles": wall, "rtl_bytes_in": sent, "rtl_bytes_out": y_bytes,
                   "rtl_host_cycles": host_cycles})
-        g["rtl_timeline"], timed[:] = list(timed), []
+        g["rtl_timeline"], check.timed = check.timed, []
         per_run.append((l, (cycles, predicted)))
     if len(rtl["runs"]) != len(golden["runs"]):
         problems.append(f"{len(rtl['runs'])} FFN runs on the RTL, golden loop {len(golden['runs'])}")
