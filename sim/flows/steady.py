@@ -137,6 +137,84 @@ def _span(values) -> list:
     return [min(values, default=0), max(values, default=0)]
 
 
+def _check_tiles(where, r, gold, man, allowed, counts) -> tuple[list, list]:
+    """A run's tiles: cycles as compiled, every observation against the golden model and the
+    compiler (but the parts ``allowed`` to differ), the HAC locked, each link's error counters
+    as ``counts`` ({(tile, link): (corrected, uncorrectable)}) predict; ``(problems, the
+    tiles' HAC_ERROR registers)``."""
+    bad, hac_reg = [], []
+    for t, obs in enumerate(r["tiles"]):
+        if obs["cycles"] != man.tile[t].cycles:
+            bad.append(f"{where}, tile {t}: {obs['cycles']} cycles, compiled {man.tile[t].cycles}")
+        bad += [p.at(f"{where}, tile {t}") for p in
+                compare(tile_observed(obs), golden_reference(gold[t]),
+                        promise(cycles=man.tile[t].cycles, busy=man.tile[t].busy), skip=("faults",))
+                if p.part not in allowed]
+        c = obs["c2c"]
+        if not c["locked"] or c["lock_lost"]:
+            bad.append(f"{where}, tile {t}: the HAC lock was lost")
+        hac_reg.append(c["hac_error"])
+        for k, link in enumerate(c["links"]):
+            got, want = (link["corrected"], link["uncorrected"]), counts.get((t, k), (0, 0))
+            if got != want:
+                bad.append(f"{where}, tile {t} link {k}: {got[0]} flit(s) corrected and {got[1]} "
+                           f"uncorrectable, the injected flits predict {want[0]} and {want[1]}")
+    return bad, hac_reg
+
+
+def _check_wall(where, progs, r, predicted_wall: int) -> tuple[list, dict]:
+    """The wall cycles in each tile's own HAC: its deskew offset (START_HAC plus its
+    RUNTIME_DESKEW slacks; a child's within the HAC error of it, a SYNC having moved its HAC
+    across a release target) less the root's HAC the host read, plus its cycles; the run's is
+    the last tile's (``scoreboard.check_wall``: within ``c2c.HAC_ERROR_MAX`` of
+    ``c2c.wall_cycles``), the root's exactly it.  ``(problems, figures)``."""
+    wall, predicted, wall_problems = check_wall(progs, r)
+    bad = [p.at(where) for p in wall_problems]
+    wrap = 1 << progs[0].config.HAC_BITS
+    lead = (r["start_hac"] - r["hac_read"]) % wrap
+    if lead != c2c.START_LEAD or predicted != predicted_wall:
+        bad.append(f"{where}: wall cycles predicted {predicted} from a lead of {lead}, c2c.wall_cycles of the "
+                   f"compiled cycles {predicted_wall}")
+    deskew = [(o["c2c"]["deskew_offset"] - r["start_hac"] - deskew_slacks(p) + wrap // 2) % wrap - wrap // 2
+              for o, p in zip(r["tiles"], progs)]
+    root = r["tiles"][0]
+    root_wall = (root["c2c"]["deskew_offset"] - r["hac_read"]) % wrap + root["cycles"]
+    if root_wall != predicted_wall:
+        bad.append(f"{where}: {root_wall} wall cycles on the root's HAC, c2c.wall_cycles {predicted_wall}")
+    return bad, {"wall": wall, "root_wall": root_wall, "deskew": deskew}
+
+
+def _check_host(where, n: int, r, layer, tiles: int, asked: int) -> list:
+    """What the host did around run ``n``: only x's rows written after the first, every HAC
+    locked before arming, no reset or clock restart, the HAC error within its budget, the
+    ``asked`` injections landed."""
+    bad, loaded = [], r["loaded"]
+    if n:
+        b = loaded["bytes"]
+        if b["x"] != layer.x_bytes() or any(b[k] for k in b if k != "x"):
+            bad.append(f"{where}: the host wrote {b}, only x's {layer.x_bytes()} bytes expected")
+        if not all(p["hac_locked"] for p in loaded["pre_arm"]):
+            bad.append(f"{where}: a HAC not locked before arming")
+    if r["resets"] != [1] * tiles or r["clock_starts"] != [1] * tiles:
+        bad.append(f"{where}: resets {r['resets']} and clock starts {r['clock_starts']}: the tray stopped")
+    if max(-r["hac_error"][0], r["hac_error"][1]) > c2c.HAC_ERROR_MAX:
+        bad.append(f"{where}: HAC error {r['hac_error']} beyond the budget of +-{c2c.HAC_ERROR_MAX}")
+    if r["injected"] != [1] * asked:
+        bad.append(f"{where}: {r['injected']} flit(s) hit, {asked} injection(s) asked for")
+    return bad
+
+
+def _y_problems(where, layer, x, r, cfg) -> tuple[list, bool]:
+    """y read back and y traced against ``ffn_int``: ``(problems, exact)``."""
+    man, H = layer.manifest, layer.spec.H
+    ref = ffn_int(layer.spec, np.asarray(x, np.int64)[None])[0]
+    y_read = tray_output(man, [_memories(cfg, y) for y in r["y_rows"]], cfg.lanes, H)[0].astype(np.int8)
+    y_traced = tray_output(man, [traced_memory(cfg, o) for o in r["tiles"]], cfg.lanes, H)[0].astype(np.int8)
+    exact = bool((y_read == ref).all() and (y_traced == ref).all())
+    return ([] if exact else [f"{where}: y {y_read.tolist()} read back ({y_traced.tolist()} traced), ffn_int "
+                                   f"{ref.tolist()}"]), exact
+
+
 def check_session(layer, xs, session: dict, inject_between=(), inject_during=()) -> dict:
     """Every run of a session (``sim/tb/steady_tray.py``'s results) against the compiler and
     the golden model (the module's checks): the session's figures, ``problems`` (every run's,
@@ -145,99 +223,55 @@ def check_session(layer, xs, session: dict, inject_between=(), inject_during=())
     vector); its cycles, busy counters and wall cycles are still checked."""
     runs = session["runs"]
     progs0, man = layer.programs, layer.manifest
-    cfg, tiles, H = progs0[0].config, len(progs0), layer.spec.H
+    cfg, tiles = progs0[0].config, len(progs0)
     peer = Topology(tiles).peer
     want_faults, want_counts = expected_reports(tiles, inject_between, inject_during)
     corrupt = {x["run"] for x in inject_during if _flips(x["mask"]) == 2}
-    compiled_cycles = [m.cycles for m in man.tile]
-    predicted_wall = wall_cycles(progs0, compiled_cycles)       # lead c2c.START_LEAD
-    problems, per_run, seen_faults, hac_reg, skew = [], [], {}, [], []
+    predicted_wall = wall_cycles(progs0, [m.cycles for m in man.tile])       # lead c2c.START_LEAD
+    problems, per_run, seen_faults, hac_reg = [], [], {}, []
     if len(runs) != len(xs):
         problems.append(f"{len(runs)} runs observed, {len(xs)} inputs given")
     for n, (x, r) in enumerate(zip(xs, runs)):
-        where, bad = f"run {n}", []
+        where = f"run {n}"
         if r["timed_out"]:
-            bad.append(f"{where}: timed out (not every tile done)")
-            per_run.append({"n": n, "timed_out": True, "problems": bad})
-            problems += bad
+            per_run.append({"n": n, "timed_out": True, "problems": [f"{where}: timed out (not every tile done)"]})
+            problems += per_run[-1]["problems"]
             continue
         progs = layer.programs_for(x)
-        gold = archmodel.run_system(progs, peer, man.min_distance)
         faults = reported_faults(r)
         if faults:
             seen_faults[n] = faults
-        if faults != want_faults.get(n, []):
-            bad.append(f"{where}: faults reported {faults}, the injected flits predict {want_faults.get(n, [])}")
-        allowed = {"writes", "read-back"} if n in corrupt else set()
-        for t, obs in enumerate(r["tiles"]):
-            if obs["cycles"] != compiled_cycles[t]:
-                bad.append(f"{where}, tile {t}: {obs['cycles']} cycles, compiled {compiled_cycles[t]}")
-            bad += [p.at(f"{where}, tile {t}") for p in
-                    compare(tile_observed(obs), golden_reference(gold[t]),
-                            promise(cycles=man.tile[t].cycles, busy=man.tile[t].busy), skip=("faults",))
-                    if p.part not in allowed]
-            c = obs["c2c"]
-            if not c["locked"] or c["lock_lost"]:
-                bad.append(f"{where}, tile {t}: the HAC lock was lost")
-            hac_reg.append(c["hac_error"])
-            for k, link in enumerate(c["links"]):
-                got, want = (link["corrected"], link["uncorrected"]), want_counts.get(n, {}).get((t, k), (0, 0))
-                if got != want:
-                    bad.append(f"{where}, tile {t} link {k}: {got[0]} flit(s) corrected and {got[1]} "
-                               f"uncorrectable, the injected flits predict {want[0]} and {want[1]}")
-        # The wall cycles in each tile's own HAC: its deskew offset (START_HAC plus its RUNTIME_DESKEW
-        # slacks; a child's within the HAC error of it, a SYNC having moved its HAC across a release
-        # target) less the root's HAC the host read, plus its cycles; the run's is the last tile's
-        # (scoreboard.check_wall: within c2c.HAC_ERROR_MAX of c2c.wall_cycles), the root's exactly it.
-        wall, predicted, wall_problems = check_wall(progs, r)
-        bad += [p.at(where) for p in wall_problems]
-        wrap = 1 << cfg.HAC_BITS
-        lead = (r["start_hac"] - r["hac_read"]) % wrap
-        if lead != c2c.START_LEAD or predicted != predicted_wall:
-            bad.append(f"{where}: wall cycles predicted {predicted} from a lead of {lead}, c2c.wall_cycles of the "
-                       f"compiled cycles {predicted_wall}")
-        deskew = [(o["c2c"]["deskew_offset"] - r["start_hac"] - deskew_slacks(p) + wrap // 2) % wrap - wrap // 2
-                  for o, p in zip(r["tiles"], progs)]
-        root = r["tiles"][0]
-        root_wall = (root["c2c"]["deskew_offset"] - r["hac_read"]) % wrap + root["cycles"]
-        if root_wall != predicted_wall:
-            bad.append(f"{where}: {root_wall} wall cycles on the root's HAC, c2c.wall_cycles {predicted_wall}")
-        ref = ffn_int(layer.spec, np.asarray(x, np.int64)[None])[0]
-        y_read = tray_output(man, [_memories(cfg, y) for y in r["y_rows"]], cfg.lanes, H)[0].astype(np.int8)
-        y_traced = tray_output(man, [traced_memory(cfg, o) for o in r["tiles"]], cfg.lanes, H)[0].astype(np.int8)
-        y_exact = bool((y_read == ref).all() and (y_traced == ref).all())
-        if not y_exact and n not in corrupt:
-            bad.append(f"{where}: y {y_read.tolist()} read back ({y_traced.tolist()} traced), ffn_int {ref.tolist()}")
-        loaded = r["loaded"]
-        if n:
-            b = loaded["bytes"]
-            if b["x"] != layer.x_bytes() or any(b[k] for k in b if k != "x"):
-                bad.append(f"{where}: the host wrote {b}, only x's {layer.x_bytes()} bytes expected")
-            if not all(p["hac_locked"] for p in loaded["pre_arm"]):
-                bad.append(f"{where}: a HAC not locked before arming")
-        if r["resets"] != [1] * tiles or r["clock_starts"] != [1] * tiles:
-            bad.append(f"{where}: resets {r['resets']} and clock starts {r['clock_starts']}: the tray stopped")
-        if max(-r["hac_error"][0], r["hac_error"][1]) > c2c.HAC_ERROR_MAX:
-            bad.append(f"{where}: HAC error {r['hac_error']} beyond the budget of +-{c2c.HAC_ERROR_MAX}")
-        if r["samples"]:
-            skew.append(r["sac_skew"])
-        asked = sum(1 for x in inject_during if x["run"] == n)
-        if r["injected"] != [1] * asked:
-            bad.append(f"{where}: {r['injected']} flit(s) hit, {asked} injection(s) asked for")
-        per_run.append({"n": n, "wall": wall, "root_wall": root_wall, "deskew": deskew,
-                        "cycles": max(o["cycles"] for o in r["tiles"]),
-                        "hac_error": r["hac_error"], "faults": faults, "y_exact": y_exact,
-                        "host_cycles": loaded.get("host_cycles", 0) + r["y_cycles"], "seconds": r["wall_s"],
+        bad = [] if faults == want_faults.get(n, []) else \
+            [f"{where}: faults reported {faults}, the injected flits predict {want_faults.get(n, [])}"]
+        tile_bad, regs = _check_tiles(where, r, archmodel.run_system(progs, peer, man.min_distance), man,
+                                      {"writes", "read-back"} if n in corrupt else set(), want_counts.get(n, {}))
+        wall_bad, walls = _check_wall(where, progs, r, predicted_wall)
+        y_bad, y_exact = _y_problems(where, layer, x, r, cfg)
+        bad += tile_bad + wall_bad + (y_bad if n not in corrupt else [])
+        bad += _check_host(where, n, r, layer, tiles, sum(1 for i in inject_during if i["run"] == n))
+        hac_reg += regs
+        per_run.append({"n": n, **walls, "cycles": max(o["cycles"] for o in r["tiles"]), "hac_error": r["hac_error"],
+                        "faults": faults, "y_exact": y_exact, "sac_skew": r["sac_skew"] if r["samples"] else None,
+                        "host_cycles": r["loaded"].get("host_cycles", 0) + r["y_cycles"], "seconds": r["wall_s"],
                         "problems": bad})
         problems += bad
     s = session["session"]
     if max(-s["hac_error"][0], s["hac_error"][1]) > c2c.HAC_ERROR_MAX:
         problems.append(f"session: HAC error {s['hac_error']} beyond the budget of +-{c2c.HAC_ERROR_MAX}")
+    return _session_figures(session, per_run, problems, seen_faults, want_faults, corrupt, man, predicted_wall,
+                            hac_reg, tiles)
+
+
+def _session_figures(session, per_run, problems, seen_faults, want_faults, corrupt, man, predicted_wall, hac_reg,
+                     tiles) -> dict:
+    """:func:`check_session`'s report: the runs' figures gathered."""
     done = [p for p in per_run if not p.get("timed_out")]
-    return {"runs": len(runs), "problems": problems, "per_run": per_run,
+    skew = [p["sac_skew"] for p in done if p["sac_skew"] is not None]
+    s = session["session"]
+    return {"runs": len(session["runs"]), "problems": problems, "per_run": per_run,
             "faults": seen_faults, "faults_expected": want_faults, "corrupt_runs": sorted(corrupt),
             "y_wrong": [p["n"] for p in done if not p["y_exact"]],
-            "compiled_cycles": compiled_cycles, "predicted_wall": predicted_wall,
+            "compiled_cycles": [m.cycles for m in man.tile], "predicted_wall": predicted_wall,
             "wall_cycles": _span(p["wall"] for p in done), "root_wall_cycles": _span(p["root_wall"] for p in done),
             "wall_off": {d: sum(1 for p in done if p["wall"] - predicted_wall == d)
                          for d in sorted({p["wall"] - predicted_wall for p in done})},

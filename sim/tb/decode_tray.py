@@ -100,16 +100,7 @@ async def decode_tray(dut):
                     progs = mt.programs()
                 rounds, results = [], []
                 for k, asg in enumerate(mt.rounds(idx)):
-                    bases = mt.bases(asg)
-                    wants = []
-                    for t, (p, b) in enumerate(zip(progs, bases)):
-                        xs = {m: {r: p.memory[m][r] for m2, r, *_ in mt.hosts[t].x_rows if m2 == m}
-                              for m in {m2 for m2, *_ in mt.hosts[t].x_rows}}
-                        y_rows = _merge(_rows(mt.hosts[t].outputs) if lspec.shared else {},
-                                        *(_rows(mt.slot_plans[key].outputs) for key in asg if key[0] == t))
-                        wants.append(want(p, bases=b, x=xs, y_rows=y_rows) if rt is None else
-                                     want(p, bases=b, images=rt.images[t], memory=rt.memory[t] if not runs else False,
-                                          x=xs, entry=rt.entries[l], y_rows=y_rows))
+                    wants = _moe_wants(mt, progs, asg, bool(lspec.shared), rt, l, first=not runs)
                     res, mems = await run_on_tray(progs, wants, f"run{n}-layer{l}-round{k}")
                     rounds.append((asg, mems))
                     res["traced_outputs_equal"] = _same_outputs(mt.outputs(asg, mems),
@@ -123,15 +114,9 @@ async def decode_tray(dut):
             xq = quantise_in(model, l, x)
             ly = layers[l]
             progs = ly.programs_for(xq)
-            wants = []
-            for t, p in enumerate(progs):
-                xs = x_image(ly.x_rows[t], xq, cfg.lanes, lspec.H)
-                y_rows = _rows(ly.manifest.tile[t].outputs)
-                if rt is not None:        # every layer resident: the first run loads them all, then x and the entry
-                    wants.append(want(p, images=rt.images[t], memory=rt.memory[t] if not runs else False, x=xs,
-                                      entry=rt.entries[l], y_rows=y_rows))
-                else:
-                    wants.append(want(p, x=xs, y_rows=y_rows))
+            wants = [want(p, x=x_image(ly.x_rows[t], xq, cfg.lanes, lspec.H),
+                          y_rows=_rows(ly.manifest.tile[t].outputs), **_resident(rt, t, l, first=not runs))
+                     for t, p in enumerate(progs)]
             res, mems = await run_on_tray(progs, wants, f"run{n}-layer{l}")
             y = tray_output(ly.manifest, mems, cfg.lanes, lspec.H)[0]
             traced = tray_output(ly.manifest, [traced_memory(cfg, o) for o in res["tiles"]], cfg.lanes, lspec.H)[0]
@@ -143,6 +128,27 @@ async def decode_tray(dut):
     write_results([{"tokens": tokens, "runs": runs, "resident": rt is not None,
                     "first_load_bytes": sum(d.first_bytes for d in drivers),
                     "resets": [d.resets for d in drivers], "clock_starts": [d.clock_starts for d in drivers]}])
+
+
+def _resident(rt, t: int, l: int, first: bool) -> dict:
+    """``want``'s arguments for tile ``t`` of a run of layer ``l`` when every layer is resident
+    (``rt``; None: not): every layer's images, the MEM images on the first run (then what the
+    tile holds), the layer's entry."""
+    return {} if rt is None else {"images": rt.images[t], "memory": rt.memory[t] if first else False,
+                                  "entry": rt.entries[l]}
+
+
+def _moe_wants(mt, progs, asg, shared: bool, rt, l: int, first: bool) -> list:
+    """Every tile's want for one round ``asg`` of a MoE layer: its x rows, its base registers,
+    the rows of y (its slots' outputs and its share of the shared expert's) to read back."""
+    wants = []
+    for t, (p, b) in enumerate(zip(progs, mt.bases(asg))):
+        xs = {m: {r: p.memory[m][r] for m2, r, *_ in mt.hosts[t].x_rows if m2 == m}
+              for m in {m2 for m2, *_ in mt.hosts[t].x_rows}}
+        y_rows = _merge(_rows(mt.hosts[t].outputs) if shared else {},
+                        *(_rows(mt.slot_plans[key].outputs) for key in asg if key[0] == t))
+        wants.append(want(p, bases=b, x=xs, y_rows=y_rows, **_resident(rt, t, l, first)))
+    return wants
 
 
 def _same_outputs(a, b) -> bool:
