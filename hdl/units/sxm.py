@@ -1,20 +1,26 @@
 """SXM slice: structured data movement across lanes.
 
-Implements ``SHIFT``, ``PERM``, ``DIST``, ``TRI`` and ``TRO`` of ``lpu_arch/isa.py``
-(lane mappings in ``firmware_gen.golden.archmodel.sxm_apply``; ``docs/isa.md``).  Every output
-lane is one ``lanes``-way multiplexer whose select is computed from the instruction: a
-shift amount, a map byte from a second stream, or a broadcast/replicate pattern.  The
-result is registered and driven ``SXM_LATENCY`` (1) cycle after issue.
+Implements ``SHIFT``, ``PERM``, ``DIST``, ``TRI`` and ``TRO`` of ``lpu_arch/isa.py``, and
+``MAX`` on a tile built with ``TileConfig.sxm_max`` (lane mappings in
+``firmware_gen.golden.archmodel.sxm_apply``; ``docs/isa.md``).  Every output lane is one
+``lanes``-way multiplexer whose select is computed from the instruction: a shift amount, a
+map byte from a second stream, or a broadcast/replicate pattern.  ``MAX`` sends the second
+stream (``with``) through the same multiplexers with ``SHIFT``'s rotation towards lane 0 by
+``k``, and keeps per lane the signed larger of that and the first stream's lane.  The result is registered and driven
+``SXM_LATENCY`` (1) cycle after issue.
 """
 
 from amaranth import Array, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 
-from lpu_arch.isa import EAST, SXM_LATENCY, Op, SxmFlag
+from lpu_arch.isa import EAST, OPERANDS, SXM_LATENCY, Op, SxmFlag
 
 from hdl.units.layouts import flag_bit, index_bits, operand, slice_members
 
 assert SXM_LATENCY == 1, "the SXM below registers its result once"
+assert (OPERANDS[Op.MAX]["with"], OPERANDS[Op.MAX]["k"], OPERANDS[Op.MAX]["out"]) == \
+    (OPERANDS[Op.PERM]["map"], OPERANDS[Op.SHIFT]["k"], OPERANDS[Op.SHIFT]["out"]), \
+    "MAX's operands share PERM's map and SHIFT's k and out below"
 
 
 class SXM(wiring.Component):
@@ -45,13 +51,21 @@ class SXM(wiring.Component):
             return v
 
         x = stream(ins.stream)
-        idx_map = stream(operand(ins, Op.PERM, "map"))
-        lanes = Array(x[8 * i: 8 * i + 8] for i in range(L))
+        idx_map = stream(operand(ins, Op.PERM, "map"))     # also MAX's w (its with stream)
+        src_vec = x
+        if cfg.sxm_max:                         # MAX selects lanes of w, the others of x
+            src_vec = Signal(cfg.vector_bits)
+            m.d.comb += src_vec.eq(Mux(op == Op.MAX, idx_map, x))
+        lanes = Array(src_vec[8 * i: 8 * i + 8] for i in range(L))
 
         k = operand(ins, Op.SHIFT, "k")        # also DIST's k, TRI's row and TRO's col
         g_mask = Signal(len(operand(ins, Op.DIST, "g")))
         m.d.comb += g_mask.eq(ins.delay - 1)
         down, rot = ins.aux[flag_bit(SxmFlag.DOWN)], ins.aux[flag_bit(SxmFlag.ROT)]
+        shifts = [Op.SHIFT]
+        if cfg.sxm_max:                         # MAX takes w[(i + k) mod L]: SHIFT's ROT|DOWN select
+            shifts.append(Op.MAX)
+            down, rot = down | (op == Op.MAX), rot | (op == Op.MAX)
 
         # Transpose buffer: rows written by TRI, columns read by TRO (before this cycle's TRI).
         buf = [Signal(cfg.vector_bits, name=f"tbuf_{r}") for r in range(L)]
@@ -64,7 +78,7 @@ class SXM(wiring.Component):
             src = Signal(signed(12), name=f"src_{i}")
             ok = Signal(name=f"ok_{i}")
             with m.Switch(op):
-                with m.Case(Op.SHIFT):
+                with m.Case(*shifts):
                     raw = Signal(signed(12), name=f"raw_{i}")
                     m.d.comb += raw.eq(Mux(down, i + k, i - k))
                     with m.If(rot):
@@ -82,10 +96,17 @@ class SXM(wiring.Component):
                 m.d.comb += lane.eq(rows[col])
             with m.Elif(ok):
                 m.d.comb += lane.eq(lanes[src[:index_bits(L)]])
-            m.d.comb += y[8 * i: 8 * i + 8].eq(lane)
+            if cfg.sxm_max:                     # MAX: the signed larger of x[i] and that lane
+                xi = x[8 * i: 8 * i + 8]
+                larger = (op == Op.MAX) & (xi.as_signed() > lane.as_signed())
+                m.d.comb += y[8 * i: 8 * i + 8].eq(Mux(larger, xi, lane))
+            else:
+                m.d.comb += y[8 * i: 8 * i + 8].eq(lane)
 
         # Register and drive on the next cycle.
         produces = (op == Op.SHIFT) | (op == Op.PERM) | (op == Op.DIST) | (op == Op.TRO)
+        if cfg.sxm_max:
+            produces |= op == Op.MAX
         q_y, q_e, q_w = Signal.like(y), Signal(), Signal()
         q_out = Signal(range(max(S, 2)))
         m.d.sync += [
