@@ -12,7 +12,7 @@ import json
 import numpy as np
 
 from lpu_arch.config import TileConfig
-from lpu_arch.isa import BASE_OPS, DATA_OPS, SLICE_OPS, Instr, IsaError, MMFlag, Op
+from lpu_arch.isa import BASE_OPS, DATA_OPS, OPTIONAL_OPS, SLICE_OPS, Instr, IsaError, MMFlag, Op, slice_ops
 from lpu_arch.vxm import IDENTITY, PARAM_FIELDS, TABLE_SIZE, VXM_FIELDS, identity_tables
 from lpu_arch.errors import LpuError
 
@@ -137,7 +137,11 @@ class Program:
             last = None
             for i, ins in enumerate(instrs):
                 where = _Where(name, i, ins)
-                if ins.op not in SLICE_OPS[kind]:
+                if ins.op not in slice_ops(kind, cfg):
+                    if OPTIONAL_OPS.get(ins.op, ("",))[0] == kind:
+                        field = OPTIONAL_OPS[ins.op][1]
+                        raise ProgramError(f"{where}: {ins.op.name} needs {field} = 1; this tile is built "
+                                           f"without it ({field} = 0)")
                     hint = ""
                     if ins.op in SLICE_OPS["MXL"] and kind == "MXM":
                         hint = f" (LW and LX issue from the MXM's loader queue MXL_{name[-1]})"
@@ -222,7 +226,7 @@ class Program:
                 need(link < cfg.links, f"link {link} does not exist; the tile has {cfg.links} link(s)")
                 need(cfg.link_slice(link) == name, f"link {link} is served by {cfg.link_slice(link)}, not {name} "
                                                    "(C2C_W serves the even links, C2C_E the odd ones)")
-        elif ins.op in (Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO):
+        elif ins.op in (Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO, Op.MAX):
             L = cfg.lanes
             if ins.op != Op.TRI:
                 need(ins.operand("out") < cfg.streams, f"output stream {ins.operand('out')} does not exist")
@@ -230,6 +234,9 @@ class Program:
                 need(ins.operand("k") < L, f"SHIFT by {ins.operand('k')} lanes; it must be below the {L} lanes")
             elif ins.op == Op.PERM:
                 need(ins.operand("map") < cfg.streams, f"map stream {ins.operand('map')} does not exist")
+            elif ins.op == Op.MAX:
+                need(ins.operand("k") < L, f"MAX rotates by {ins.operand('k')} lanes; it must be below the {L} lanes")
+                need(ins.operand("with") < cfg.streams, f"with stream {ins.operand('with')} does not exist")
             elif ins.op == Op.DIST:
                 k, g = ins.operand("k"), ins.operand("g")
                 need(g >= 1 and g & (g - 1) == 0 and L % g == 0,

@@ -126,6 +126,10 @@ class TileConfig:
         1: an MXM's ``LW`` may load only a block's first ``rows`` rows (the FFN compiler's
         last, partly padded block); 0: every ``LW`` loads the whole block and ``rows`` is
         refused (the ``tiny`` and ``board`` presets, whose place-and-route is tight).
+    sxm_max : int
+        1: the SXMs execute ``MAX`` (the lane-wise signed maximum of a vector and a rotation
+        of another, ``docs/isa.md``); 0, every preset: ``MAX`` is an illegal opcode there.
+        An optional field (:attr:`OPTIONAL_FIELDS`): listed only where it is 1.
     """
 
     lanes: int = 16
@@ -152,6 +156,13 @@ class TileConfig:
     vxm_latency: int = isa.VXM_LATENCY
     mxm_layout: str = "edge"
     mxm_partial_lw: int = 1
+    sxm_max: int = 0
+
+    # Optional fields, the last ones declared: a configuration lists one (``to_dict``, the
+    # TOML form, a saved program, the build key, the hardware's configuration block) only
+    # where it differs from the value here, so that a tile without the feature it adds keeps
+    # the configuration, programs and hardware it had before the field existed.
+    OPTIONAL_FIELDS = {"sxm_max": 0}
 
     # Fixed architectural limits (from the ISA's field widths, lpu_arch/isa.py).
     MAX_STREAMS = 1 << isa.FIELD["stream"][1]
@@ -219,6 +230,7 @@ class TileConfig:
              f"fp8_max_terms must be at least lanes ({self.lanes}: one MM sums that many products), "
              f"got {self.fp8_max_terms}")
         need(self.mxm_partial_lw in (0, 1), f"mxm_partial_lw must be 0 or 1, got {self.mxm_partial_lw}")
+        need(self.sxm_max in (0, 1), f"sxm_max must be 0 or 1, got {self.sxm_max}")
         need(self.vxm_latency in isa.VXM_LATENCIES,
              f"vxm_latency must be one of {', '.join(map(str, isa.VXM_LATENCIES))} cycles, got {self.vxm_latency}")
         need(self.streams >= self.acc_planes,
@@ -316,7 +328,7 @@ class TileConfig:
         return self.from_dict({**self.to_dict(), **fields})
 
     def to_toml(self, comment: str = "") -> str:
-        """Every field as a TOML file that :meth:`load` reads back."""
+        """Every field :meth:`to_dict` lists, as a TOML file that :meth:`load` reads back."""
         head = "".join(f"# {line}\n" for line in comment.splitlines())
         return head + "".join(f"{k} = {json.dumps(v)}\n" for k, v in self.to_dict().items())
 
@@ -439,12 +451,17 @@ class TileConfig:
 
     # ---- identity ------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The fields in declaration order, an optional one (:attr:`OPTIONAL_FIELDS`) only
+        where it differs from its value there."""
+        return {k: v for k, v in dataclasses.asdict(self).items()
+                if k not in self.OPTIONAL_FIELDS or v != self.OPTIONAL_FIELDS[k]}
 
     @classmethod
     def from_dict(cls, d: dict, complete: bool = False) -> "TileConfig":
         """A configuration from its fields; with ``complete`` every field must be given
-        (a saved program states its whole tile), else defaults fill the missing ones."""
+        (a saved program states its whole tile) except the optional ones
+        (:attr:`OPTIONAL_FIELDS`: absent, they take their value there), else defaults fill
+        the missing ones."""
         if not isinstance(d, dict):
             raise ConfigError(f"a configuration is a JSON object of fields, got {type(d).__name__}")
         fields = [f.name for f in dataclasses.fields(cls)]
@@ -452,7 +469,7 @@ class TileConfig:
         if unknown:
             raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(unknown))} "
                               f"(the fields: {', '.join(fields)})")
-        missing = [f for f in fields if f not in d]
+        missing = [f for f in fields if f not in d and f not in cls.OPTIONAL_FIELDS]
         if complete and missing:
             raise ConfigError(f"configuration field(s) missing: {', '.join(missing)}")
         return cls(**d)

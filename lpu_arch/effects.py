@@ -13,7 +13,7 @@ from typing import NamedTuple
 from lpu_arch.isa import (C2C_LATENCY, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY, VXM_LATENCY,
                   WEST, Instr, MMFlag, Op, SxmFlag, VopFlag)
 
-SXM_OUT_OPS = frozenset({Op.SHIFT, Op.PERM, Op.DIST, Op.TRO})
+SXM_OUT_OPS = frozenset({Op.SHIFT, Op.PERM, Op.DIST, Op.TRO, Op.MAX})
 SAMPLE_OPS = frozenset({Op.WRITE, Op.LX, Op.TRI, Op.SHIFT, Op.DIST, Op.SEND, Op.SENDM})
 
 
@@ -64,6 +64,8 @@ def effects(ins: Instr, slice_name: str, lanes: int, planes: int = INT32_PLANES,
         reads.append(Access(d, s, 0))
     if op == Op.PERM:
         reads += [Access(d, s, 0), Access(d, ins.operand("map"), 0)]
+    elif op == Op.MAX:              # x and w, one read where they are the same stream
+        reads += [Access(d, w, 0) for w in dict.fromkeys((s, ins.operand("with")))]
     elif op == Op.LW:
         n, delay = ins.operand("n"), ins.operand("delay")
         reads += [Access(d, s + r % n, delay + r // n) for r in range(ins.lw_rows(lanes))]

@@ -246,9 +246,13 @@ def log2(n: int) -> int:
 
 
 # ---- the configuration block: the tile's whole TileConfig, for the host to check --------------
-def config_field_names() -> list[str]:
-    """The fields of :class:`TileConfig` in declaration order: word ``k`` of the block is field ``k``."""
-    return [f.name for f in dataclasses.fields(TileConfig)]
+def config_field_names(cfg: TileConfig | None = None) -> list[str]:
+    """The fields of :class:`TileConfig` that ``cfg`` lists (:meth:`TileConfig.to_dict`: an
+    optional field only where it differs from its ``OPTIONAL_FIELDS`` value; without ``cfg``,
+    the fields every configuration lists), in declaration order: word ``k`` of the block is
+    field ``k``."""
+    return [f.name for f in dataclasses.fields(TileConfig)
+            if f.name not in TileConfig.OPTIONAL_FIELDS or (cfg is not None and f.name in cfg.to_dict())]
 
 
 def field_word(name: str, v) -> int:
@@ -275,7 +279,7 @@ def _field_text(name: str, word: int) -> str:
 def config_words(cfg: TileConfig) -> list[int]:
     """Field ``k`` of ``cfg`` is word ``k`` (read at ``Csr.CONFIG_BASE + k``), one 32-bit word
     each (a text field: the index of its value, :func:`field_word`)."""
-    names = config_field_names()
+    names = config_field_names(cfg)
     if len(names) > CONFIG_MAX_FIELDS:
         raise ConfigError(f"TileConfig has {len(names)} fields; the host map reserves {CONFIG_MAX_FIELDS} "
                           f"configuration words")
@@ -292,14 +296,14 @@ def config_hash(cfg: TileConfig) -> int:
     """CRC-32 of the field names and the words of ``cfg``: equal hashes mean equal
     configurations from the same field list (a difference confined to one word is always
     detected; CRC-32 catches every burst of up to 32 bits)."""
-    names = ",".join(config_field_names()).encode()
+    names = ",".join(config_field_names(cfg)).encode()
     words = config_words(cfg)
     return zlib.crc32(struct.pack(f"<{len(words)}I", *words), zlib.crc32(names))
 
 
 def config_header(cfg: TileConfig) -> list[int]:
     """What the words of :data:`CONFIG_HEADER` read in a tile built from ``cfg``."""
-    return [CONFIG_FORMAT_VERSION, len(config_field_names()), config_hash(cfg)]
+    return [CONFIG_FORMAT_VERSION, len(config_field_names(cfg)), config_hash(cfg)]
 
 
 def config_csrs(cfg: TileConfig) -> dict[int, int]:
@@ -316,7 +320,8 @@ def config_mismatch(cfg: TileConfig, words, header=None) -> list[str]:
     program's: one readable problem per line, such as
     ``"mem_depth: tile has 64, program needs 2048"``; empty if they agree."""
     problems = []
-    names, want = config_field_names(), config_words(cfg)
+    names, want = config_field_names(cfg), config_words(cfg)
+    required, declared = config_field_names(), [f.name for f in dataclasses.fields(TileConfig)]
     words = [int(w) for w in words]
     if header is not None:
         version, n, digest = (int(v) for v in header)
@@ -325,17 +330,25 @@ def config_mismatch(cfg: TileConfig, words, header=None) -> list[str]:
                     f"the host expects format {CONFIG_FORMAT_VERSION}): rebuild it"]
         if version != CONFIG_FORMAT_VERSION:
             return [f"configuration block format: tile has {version}, host expects {CONFIG_FORMAT_VERSION}"]
-        if n != len(names):
+        if n != len(names) and min(n, len(names)) < len(required):
             problems.append(f"number of configuration fields: tile has {n}, program needs {len(names)} "
                             f"(the tile was built from a different TileConfig field list; the fields "
                             f"below are compared by position)")
         words = words[:n]
     for k, name in enumerate(names):
-        if k >= len(words):
+        if k >= len(words) and name in TileConfig.OPTIONAL_FIELDS:    # (a tile lists it only where set)
+            problems.append(f"{name}: tile has {TileConfig.OPTIONAL_FIELDS[name]!r} (it does not list the field), "
+                            f"program needs {_field_text(name, want[k])}")
+        elif k >= len(words):
             problems.append(f"{name}: tile does not report it, program needs {_field_text(name, want[k])}")
         elif words[k] != want[k]:
             problems.append(f"{name}: tile has {_field_text(name, words[k])}, program needs {_field_text(name, want[k])}")
     for k in range(len(names), len(words)):
+        if len(names) == len(required) and k < len(declared) and declared[k] in TileConfig.OPTIONAL_FIELDS:
+            name = declared[k]
+            problems.append(f"{name}: tile has {_field_text(name, words[k])}, program needs "
+                            f"{TileConfig.OPTIONAL_FIELDS[name]!r} (it does not list the field)")
+            continue
         problems.append(f"configuration word {k}: tile has {words[k]}, the program's TileConfig has no field {k}")
     if header is not None and not problems and digest != config_hash(cfg):
         problems.append(f"configuration hash: tile has {digest:#010x}, program needs {config_hash(cfg):#010x} "

@@ -47,6 +47,7 @@ class Op(enum.IntEnum):
     DESKEW = 16           # C2C: stall the tile until the next HAC epoch boundary
     RUNTIME_DESKEW = 17   # C2C: stall until the HAC reaches the program's time plus slack
     SENDM = 18  # C2C: put a stream vector on several links at once (multicast)
+    MAX = 19    # SXM: lane-wise signed maximum of a vector and a rotation of another (TileConfig.sxm_max)
 
 
 # (name, lsb, width, signed) -- the one place field positions are written down.
@@ -74,15 +75,16 @@ WRITE_LATENCY = 0  # WRITE issue -> stream sampled (the MEM write event's cycle)
 MXM_LATENCY = 3    # MM issue -> EMIT's accumulator value driven at the MXM
 VXM_LATENCY = 3    # VOP issue -> result driven at the VXM (TileConfig.vxm_latency: 3, or 4 with a 5th stage)
 VXM_LATENCIES = (3, 4)   # the values TileConfig.vxm_latency may take (hdl/units/vxm.py builds both)
-SXM_LATENCY = 1    # SHIFT/PERM/DIST/TRO issue -> result driven at the SXM
+SXM_LATENCY = 1    # SHIFT/PERM/DIST/TRO/MAX issue -> result driven at the SXM
 C2C_LATENCY = 1    # RECV issue -> received vector driven at the C2C slice
 INT32_PLANES = 4   # an int32 vector travels as 4 byte-plane streams, plane b on stream s+b
 
 CONTROL_OPS = frozenset({Op.HALT, Op.NOP, Op.REPEAT})
 DATA_OPS = frozenset({Op.READ, Op.WRITE, Op.LW, Op.MM, Op.LX, Op.VOP,
-                      Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO,
+                      Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO, Op.MAX,
                       Op.SEND, Op.RECV, Op.DESKEW, Op.RUNTIME_DESKEW, Op.SENDM})
-# Which queue kinds execute which opcodes.  Any other opcode in a queue is illegal:
+# Which queue kinds execute which opcodes on every tile (and ``OPTIONAL_OPS`` on the tiles
+# built with them: ``slice_ops``).  Any other opcode in a queue is illegal:
 # the hardware raises its sticky ILLEGAL_OP flag and halts that queue.  An MXM has two
 # queues: its own issues MM, its loader (MXL) LW and LX, so loads never take an MM slot.
 SLICE_OPS = {
@@ -93,6 +95,17 @@ SLICE_OPS = {
     "MXM": CONTROL_OPS | {Op.MM},
     "MXL": CONTROL_OPS | {Op.LW, Op.LX},
 }
+# Opcodes a slice kind executes only on a tile built with their TileConfig field set to 1
+# (hardware that costs area): op -> (slice kind, field).  Where the field is 0 the opcode is
+# illegal there like any other it does not execute (``slice_ops``).
+OPTIONAL_OPS = {Op.MAX: ("SXM", "sxm_max")}
+
+
+def slice_ops(kind: str, cfg) -> frozenset:
+    """The opcodes a queue of ``kind`` executes on a tile of ``cfg`` (a ``TileConfig``):
+    ``SLICE_OPS[kind]`` and the ``OPTIONAL_OPS`` of that kind whose field ``cfg`` sets."""
+    return SLICE_OPS[kind] | {op for op, (k, field) in OPTIONAL_OPS.items() if k == kind and getattr(cfg, field)}
+
 
 # Base registers (docs/isa.md, "Base registers"): READ, WRITE and VOP name one in ``delay``.
 BASE_BITS = 8                       # the operand: registers 0..255 (TileConfig.base_regs exist)
@@ -115,6 +128,7 @@ OPERANDS = {
     Op.DIST: {"k": ("addr", 0, 10), "g": ("delay", 0, 8), "out": ("count", 0, STREAM_BITS)},
     Op.TRI: {"row": ("addr", 0, 10)},
     Op.TRO: {"col": ("addr", 0, 10), "out": ("count", 0, STREAM_BITS)},
+    Op.MAX: {"k": ("addr", 0, 10), "with": ("delay", 0, STREAM_BITS), "out": ("count", 0, STREAM_BITS)},
     Op.SEND: {"link": ("addr", 0, 3)},
     Op.RECV: {"link": ("addr", 0, 3)},
     Op.DESKEW: {},
@@ -146,7 +160,7 @@ class SxmFlag(enum.IntFlag):
 
 
 FLAGS = {Op.MM: MMFlag, Op.VOP: VopFlag, Op.SHIFT: SxmFlag, Op.PERM: SxmFlag, Op.DIST: SxmFlag,
-         Op.TRO: SxmFlag}
+         Op.TRO: SxmFlag, Op.MAX: SxmFlag}
 
 
 def field_mask(name: str) -> int:
@@ -254,6 +268,12 @@ class Instr:
     @classmethod
     def vop(cls, stream: int, dir: int, param: int, out: int, flags: int = 0, base: int = 0) -> "Instr":
         return cls.compute(Op.VOP, stream, dir, param=param, out=out, base=base, flags=flags)
+
+    @classmethod
+    def max(cls, stream: int, dir: int, k: int, with_: int, out: int, flags: int = 0) -> "Instr":
+        """``MAX``: lane ``i`` of the result is the signed maximum of lane ``i`` of stream
+        ``stream`` and lane ``(i + k) mod lanes`` of stream ``with_`` (its operand ``with``)."""
+        return cls.compute(Op.MAX, stream, dir, k=k, out=out, flags=flags, **{"with": with_})
 
     @classmethod
     def compute(cls, op: Op, stream: int, dir: int, flags: int = 0, **operands) -> "Instr":
@@ -381,7 +401,8 @@ class Instr:
         ``READ E3, 12, base=2``, ``REPEAT 15, 1, +1``, ``HALT``, and the compute
         instructions with named operands:
         ``LW W0, n=4, delay=0``, ``MM W4, acc=0, slot=3, out=0, flags=ACC|EMIT|XBUF``,
-        ``LX W4, slot=3``, ``VOP E0, param=2, out=4, flags=TABLE|GATE|OUT_E``."""
+        ``LX W4, slot=3``, ``VOP E0, param=2, out=4, flags=TABLE|GATE|OUT_E``,
+        ``MAX W0, k=8, with=0, out=2, flags=OUT_E``."""
         m = cls._TEXT.match(text)
         if not m:
             raise IsaError(f"cannot parse instruction {text!r}")

@@ -122,6 +122,8 @@ def numpy_ref(kind, x, k=0, idx=None, g=1):
         return np.array([x[i] if i < L else 0 for i in idx], np.uint8)
     if kind == "dist":
         return np.tile(x[k:k + g], L // g)
+    if kind == "max":               # idx: w; lane i: the signed larger of x[i] and w[(i + k) mod L]
+        return np.maximum(x.astype(np.int8), np.roll(idx, -k).astype(np.int8)).astype(np.uint8)
     raise ValueError(kind)
 
 
@@ -153,7 +155,9 @@ def sxm_program(cfg, cases):
 
 def sxm_cases(cfg, seed=0):
     """Shifts and rotations by 0, 1, lanes/2 and lanes-1, permutations (one with an index
-    beyond the lanes), distributions of every group size, a transpose in and out."""
+    beyond the lanes), distributions of every group size, a transpose in and out; on a tile
+    with ``sxm_max``, MAX with every rotation of the map stream and of x itself (``with``
+    the stream of x), once on the extreme int8 values."""
     rng = np.random.default_rng(seed)
     L = cfg.lanes
     OUT = SXM_OUT
@@ -184,6 +188,14 @@ def sxm_cases(cfg, seed=0):
         cases.append((Instr.compute(Op.TRI, 0, WEST, row=r), block[r], None, None))
     for c in range(L):
         cases.append((Instr.compute(Op.TRO, 0, WEST, flags=OUT, col=c, out=2), None, None, block.T[c]))
+    if cfg.sxm_max:
+        extremes = np.array([0x80, 0x7F, 0xFF, 0x00] * (L // 4), np.uint8)   # -128, 127, -1, 0
+        for k in range(L):
+            x, w = vec(), vec()
+            if k == 1:
+                x, w = extremes, np.roll(extremes, 1)
+            cases.append((Instr.max(0, WEST, k=k, with_=1, out=2, flags=OUT), x, w, numpy_ref("max", x, k, w)))
+            cases.append((Instr.max(0, WEST, k=k, with_=0, out=2, flags=OUT), x, None, numpy_ref("max", x, k, x)))
     return cases
 
 

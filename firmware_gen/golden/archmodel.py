@@ -188,7 +188,7 @@ class _Mxm:
 def sxm_apply(ins: Instr, x, aux_vec=None, buf=None) -> np.ndarray:
     """The lane mapping of one SXM instruction (uint8 vectors in, uint8 vector out), as
     ``docs/isa.md``'s opcode table states it; ``aux_vec``: PERM's index vector (the map
-    stream's), ``buf``: the rows TRI stored (TRO's source)."""
+    stream's) or MAX's w (the ``with`` stream's), ``buf``: the rows TRI stored (TRO's source)."""
     x = np.asarray(x, np.uint8)
     L = len(x)
     i = np.arange(L)
@@ -205,6 +205,9 @@ def sxm_apply(ins: Instr, x, aux_vec=None, buf=None) -> np.ndarray:
         return x[ins.operand("k") + i % ins.operand("g")]
     if ins.op == Op.TRO:
         return np.asarray(buf, np.uint8)[:, ins.operand("col")].copy()
+    if ins.op == Op.MAX:          # signed int8 lanes: y[i] = max(x[i], w[(i + k) mod L])
+        w = np.asarray(aux_vec, np.uint8)[(i + ins.operand("k")) % L]
+        return np.maximum(x.view(np.int8), w.view(np.int8)).view(np.uint8)
     raise ValueError(f"{ins.op.name} is not an SXM mapping")
 
 
@@ -347,7 +350,8 @@ class TileModel:
             out = self._vop(ins, p, where)
         elif ins.op in SXM_OUT_OPS:
             x = tap(ins.dir, ins.stream, p)
-            mp = tap(ins.dir, ins.operand("map"), p) if ins.op == Op.PERM else None
+            mp = (tap(ins.dir, ins.operand("map"), p) if ins.op == Op.PERM else
+                  tap(ins.dir, ins.operand("with"), p) if ins.op == Op.MAX else None)
             out = sxm_apply(ins, x, mp, self.sxm_buf[name])
         elif ins.op == Op.RECV:
             out = self._recv(t, ins, where)

@@ -4,7 +4,8 @@ Implements the timing rules of ``docs/isa.md``: one data instruction per cycle, 
 waits n cycles, ``REPEAT n, d, stride`` re-issues the last data instruction n times every
 d cycles with its address advanced by ``stride``.
 
-Illegal words: an opcode the slice kind does not execute, or a legal opcode with a bit set
+Illegal words: an opcode the slice kind does not execute (``isa.slice_ops``: ``MAX`` at an
+SXM only where ``TileConfig.sxm_max`` is 1), or a legal opcode with a bit set
 that it does not use (``isa.USED_FIELDS``: a field it has no use for, the bits above a
 named operand's width, an unknown flag, a base register beyond ``base_regs``), raises the
 sticky ``illegal`` and halts the queue instead of issuing.  The check is one constant mask
@@ -17,7 +18,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from lpu_arch.hostmap import load_row_bits
-from lpu_arch.isa import BASE_BITS, BASE_OPS, DATA_OPS, FIELD, INSTR_BITS, SLICE_OPS, Op, operand_word_mask, used_word_mask
+from lpu_arch.isa import BASE_BITS, BASE_OPS, DATA_OPS, FIELD, INSTR_BITS, Op, operand_word_mask, slice_ops, used_word_mask
 
 from hdl.units.layouts import field_shape, host_signature, instr_layout, issue_signature
 
@@ -43,7 +44,8 @@ class InstructionQueue(wiring.Component):
     ----------
     cfg : TileConfig
     kind : str
-        Slice kind ("MEM", "VXM", "SXM", "MXM"): decides which opcodes are legal.
+        Slice kind ("MEM", "VXM", "SXM", "MXM"): decides which opcodes are legal (with
+        ``cfg``: ``isa.slice_ops``).
 
     Members
     -------
@@ -137,7 +139,7 @@ class InstructionQueue(wiring.Component):
         m.d.sync += word_q.eq(word)
         m.d.comb += self.host.rdata.eq(Mux(word_q, rd.data[32:64], rd.data[0:32]))
 
-        legal = SLICE_OPS[self.kind]
+        legal = slice_ops(self.kind, cfg)      # (an optional opcode only where the tile has it)
         # junk: the word at pc is a legal opcode with a bit set that the opcode does not use
         # (isa.USED_FIELDS) or a base register the tile does not have; one constant mask
         # compare per legal opcode.  An opcode that is not legal here falls to the Default

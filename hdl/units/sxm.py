@@ -1,20 +1,26 @@
 """SXM slice: structured data movement across lanes.
 
-Implements ``SHIFT``, ``PERM``, ``DIST``, ``TRI`` and ``TRO`` of ``lpu_arch/isa.py``
-(lane mappings in ``firmware_gen.golden.archmodel.sxm_apply``; ``docs/isa.md``).  Every output
-lane is one ``lanes``-way multiplexer whose select is computed from the instruction: a
-shift amount, a map byte from a second stream, or a broadcast/replicate pattern.  The
-result is registered and driven ``SXM_LATENCY`` (1) cycle after issue.
+Implements ``SHIFT``, ``PERM``, ``DIST``, ``TRI`` and ``TRO`` of ``lpu_arch/isa.py``, and
+``MAX`` on a tile built with ``TileConfig.sxm_max`` (lane mappings in
+``firmware_gen.golden.archmodel.sxm_apply``; ``docs/isa.md``).  Every output lane is one
+``lanes``-way multiplexer whose select is computed from the instruction: a shift amount, a
+map byte from a second stream, or a broadcast/replicate pattern.  ``MAX`` sends the second
+stream (``with``) through the same multiplexers, rotated by ``k``, and keeps per lane the
+signed larger of that and the first stream's lane.  The result is registered and driven
+``SXM_LATENCY`` (1) cycle after issue.
 """
 
 from amaranth import Array, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 
-from lpu_arch.isa import EAST, SXM_LATENCY, Op, SxmFlag
+from lpu_arch.isa import EAST, OPERANDS, SXM_LATENCY, Op, SxmFlag
 
 from hdl.units.layouts import flag_bit, index_bits, operand, slice_members
 
 assert SXM_LATENCY == 1, "the SXM below registers its result once"
+assert (OPERANDS[Op.MAX]["with"], OPERANDS[Op.MAX]["k"], OPERANDS[Op.MAX]["out"]) == \
+    (OPERANDS[Op.PERM]["map"], OPERANDS[Op.SHIFT]["k"], OPERANDS[Op.SHIFT]["out"]), \
+    "MAX's operands share PERM's map and SHIFT's k and out below"
 
 
 class SXM(wiring.Component):
@@ -45,8 +51,12 @@ class SXM(wiring.Component):
             return v
 
         x = stream(ins.stream)
-        idx_map = stream(operand(ins, Op.PERM, "map"))
-        lanes = Array(x[8 * i: 8 * i + 8] for i in range(L))
+        idx_map = stream(operand(ins, Op.PERM, "map"))     # also MAX's w (its with stream)
+        src_vec = x
+        if cfg.sxm_max:                         # MAX selects lanes of w, the others of x
+            src_vec = Signal(cfg.vector_bits)
+            m.d.comb += src_vec.eq(Mux(op == Op.MAX, idx_map, x))
+        lanes = Array(src_vec[8 * i: 8 * i + 8] for i in range(L))
 
         k = operand(ins, Op.SHIFT, "k")        # also DIST's k, TRI's row and TRO's col
         g_mask = Signal(len(operand(ins, Op.DIST, "g")))
@@ -76,16 +86,27 @@ class SXM(wiring.Component):
                     m.d.comb += [src.eq(byte), ok.eq(byte < L)]
                 with m.Case(Op.DIST):
                     m.d.comb += [src.eq(k + (Const(i, 8) & g_mask)), ok.eq(1)]
+                if cfg.sxm_max:
+                    with m.Case(Op.MAX):        # w[(i + k) mod L] (k < L)
+                        up = Signal(signed(12), name=f"up_{i}")
+                        m.d.comb += [up.eq(i + k), src.eq(Mux(up >= L, up - L, up)), ok.eq(1)]
             lane = Signal(8, name=f"y_{i}")
             with m.If(op == Op.TRO):
                 rows = Array(buf[i][8 * c: 8 * c + 8] for c in range(L))
                 m.d.comb += lane.eq(rows[col])
             with m.Elif(ok):
                 m.d.comb += lane.eq(lanes[src[:index_bits(L)]])
-            m.d.comb += y[8 * i: 8 * i + 8].eq(lane)
+            if cfg.sxm_max:                     # MAX: the signed larger of x[i] and that lane
+                xi = x[8 * i: 8 * i + 8]
+                larger = (op == Op.MAX) & (xi.as_signed() > lane.as_signed())
+                m.d.comb += y[8 * i: 8 * i + 8].eq(Mux(larger, xi, lane))
+            else:
+                m.d.comb += y[8 * i: 8 * i + 8].eq(lane)
 
         # Register and drive on the next cycle.
         produces = (op == Op.SHIFT) | (op == Op.PERM) | (op == Op.DIST) | (op == Op.TRO)
+        if cfg.sxm_max:
+            produces |= op == Op.MAX
         q_y, q_e, q_w = Signal.like(y), Signal(), Signal()
         q_out = Signal(range(max(S, 2)))
         m.d.sync += [

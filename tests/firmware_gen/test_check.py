@@ -121,6 +121,35 @@ def test_a_read_where_nothing_is_driven_is_reported():
     assert "MEM_E0 'WRITE W2, 0' (issued on cycle 3)" in write.message and "no value is live" in write.message
 
 
+def test_max_reads_its_with_stream():
+    """MAX samples its ``with`` stream as PERM its map: undriven there, it is reported."""
+    cfg = TINY.with_overrides(["sxm_max=1"])
+    pos = cfg.position
+    # MEM_W1's READ (cycle 1) drives W0 at MEM_W1 on cycle 2, at SXM_W one position west on
+    # cycle 3; MEM_W0's READ (cycle 0) drives W1 at MEM_W0 on cycle 1, at SXM_W on cycle 3.
+    # MAX issues on cycle 3 and drives E2 on cycle 4, which MEM_E0 writes 4 positions east.
+    assert pos("MEM_W1") - pos("SXM_W") == 1 and pos("MEM_W0") - pos("SXM_W") == 2
+    t_w = 3 + 1 + pos("MEM_E0") - pos("SXM_W")
+    text = f"""
+    [MEM_W1]
+        NOP 1
+        READ W0, 0
+    [MEM_W0]
+        READ W1, 0
+    [SXM_W]
+        NOP 3
+        MAX W0, k=1, with={{with_}}, out=2, flags=OUT_E
+    [MEM_E0]
+        NOP {t_w}
+        WRITE E2, 0
+    """
+    assert check_program(loaded(Program.assemble(cfg, text.format(with_=1)))) == []
+    assert check_program(loaded(Program.assemble(cfg, text.format(with_=0)))) == []    # (W1 runs off the edge)
+    (p,) = check_program(loaded(Program.assemble(cfg, text.format(with_=3))))
+    assert (p.rule, p.slices, p.stream, p.position, p.cycle) == (UNDRIVEN, ("SXM_W",), "W3", pos("SXM_W"), 3)
+    assert "'MAX W0, k=1, with=3, out=2, flags=OUT_E'" in p.message
+
+
 def test_a_read_on_the_drive_cycle_at_the_drivers_own_position_sees_the_passing_value():
     # MEM_W0's READ drives E0 at MEM_W0 on cycle 1; a WRITE there on cycle 1 samples the
     # passing value, which nothing drove.

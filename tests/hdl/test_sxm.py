@@ -1,11 +1,13 @@
-"""SXM lane movement (shift, rotate, permute, distribute, transpose) against numpy, on
-the golden model and on the RTL of both simulators.
+"""SXM lane movement (shift, rotate, permute, distribute, transpose) and, on a tile built
+with ``sxm_max``, the lane-wise maximum, against numpy, on the golden model and on the RTL
+of both simulators.
 
 Every case streams x from MEM_W1 and a map from MEM_W0 into SXM_W, one instruction per
 cycle, and writes each result into MEM_E0, where the trace observes it; the expected
 vectors come from numpy (np.roll, fancy indexing, .T), not from the model.  The cases
 and the program that runs them are in ``tests/helpers.py`` (``test_size.py`` runs them too)."""
 
+import numpy as np
 import pytest
 
 from lpu_arch import TileConfig
@@ -18,9 +20,10 @@ from firmware_gen.scoreboard import Reference, compare, golden_observed
 from tests.helpers import get_sim, sxm_cases, sxm_program
 
 
-@pytest.mark.parametrize("preset", ["tiny", "default"])
-def test_sxm_on_the_golden_model(preset):
-    cfg = TileConfig.preset(preset)
+@pytest.mark.parametrize("preset, sets", [("tiny", []), ("default", []), ("tiny", ["sxm_max=1"]),
+                                          ("default", ["sxm_max=1"])])
+def test_sxm_on_the_golden_model(preset, sets):
+    cfg = TileConfig.load(preset, sets)
     prog, expected = sxm_program(cfg, sxm_cases(cfg))
     problems = compare(golden_observed(archmodel.run(prog)), Reference("numpy", writes=expected))
     assert not problems, "\n".join(problems)
@@ -50,3 +53,59 @@ def test_sxm_on_rtl(simulator):
     res = get_sim(cfg, simulator).run([job(prog)])[0]
     problems = check_run(res, gold) + compare(tile_observed(res), Reference("numpy", writes=expected))
     assert not problems, "\n".join(problems)
+
+
+# The maximum of a vector in every lane of the tiny tile (4 lanes) by two MAX rotations, one at
+# each SXM: MEM_W1's READ (cycle 0) drives W0, at SXM_W (one position west) on cycle 2; SXM_W's
+# MAX k=2 drives E1 on cycle 3, at SXM_E (6 positions east) on cycle 9; SXM_E's MAX k=1 drives
+# W2 on cycle 10, which MEM_E1 (one position west) writes on cycle 11.
+MAX_REDUCTION = """
+[MEM_W1]
+    READ W0, 0
+[SXM_W]
+    NOP 2
+    MAX W0, k=2, with=0, out=1, flags=OUT_E
+[SXM_E]
+    NOP 9
+    MAX E1, k=1, with=1, out=2, flags=OUT_W
+[MEM_E1]
+    NOP 11
+    WRITE W2, 5
+"""
+
+
+def max_reduction(cfg):
+    """The program above with x in MEM_W1's row 0, and its write by numpy: x's maximum in every lane."""
+    assert cfg.lanes == 4 and cfg.position("MEM_W1") - cfg.position("SXM_W") == 1
+    assert cfg.position("SXM_E") - cfg.position("SXM_W") == 6 and cfg.position("SXM_E") - cfg.position("MEM_E1") == 1
+    x = np.array([-7, 100, -128, 99], np.int8)
+    prog = Program.assemble(cfg, MAX_REDUCTION)
+    prog.set_memory("MEM_W1", x.view(np.uint8)[None])
+    return prog, [(11, "MEM_E1", 5, (100,) * 4)]
+
+
+def test_max_needs_sxm_max_on_the_golden_model():
+    with pytest.raises(ProgramError, match=r"SXM_W\[1\] 'MAX W0, k=2.*MAX needs sxm_max = 1"):
+        archmodel.run(Program(TileConfig.tiny(), Program.assemble(TileConfig.tiny().with_overrides(
+            ["sxm_max=1"]), MAX_REDUCTION).queues))
+
+
+def test_max_reduction_on_the_golden_model():
+    prog, expected = max_reduction(TileConfig.tiny().with_overrides(["sxm_max=1"]))
+    problems = compare(golden_observed(archmodel.run(prog)), Reference("numpy", writes=expected))
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.sim
+def test_sxm_max_on_rtl(simulator):
+    """The SXM cases with MAX and the rotation reduction on the tiny tile built with
+    ``sxm_max``: bit- and cycle-exact against the golden model and numpy."""
+    from sim.harness.runner import job
+    from sim.harness.scoreboard import check_run, tile_observed
+
+    cfg = TileConfig.tiny().with_overrides(["sxm_max=1"])
+    progs = [sxm_program(cfg, sxm_cases(cfg, seed=5)), max_reduction(cfg)]
+    results = get_sim(cfg, simulator).run([job(p) for p, _ in progs])
+    for (prog, expected), res in zip(progs, results):
+        problems = check_run(res, archmodel.run(prog)) + compare(tile_observed(res), Reference("numpy", writes=expected))
+        assert not problems, "\n".join(problems)

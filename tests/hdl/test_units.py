@@ -124,13 +124,13 @@ async def host_write(ctx, port, words, base=0):
     ctx.set(port.we, 0)
 
 
-def run_queue(kind, program, cycles, restart=False):
+def run_queue(kind, program, cycles, restart=False, cfg=CFG):
     """Load ``program`` into a ``kind`` queue, start it as the tile does (start pulse with
     run low, the priming cycle, run high from the cycle after) and watch it for ``cycles``
     cycles; cycle 0 is the first running cycle.  ``restart``: then pulse start again and watch
     ``cycles`` more (a second trace).  Returns one trace per run:
     ``{"issues": [(cycle, op, stream, dir, addr)], "halted": [..], "illegal": [..]}``."""
-    icu = InstructionQueue(CFG, kind)
+    icu = InstructionQueue(cfg, kind)
     traces = []
 
     async def watch(ctx):
@@ -471,6 +471,82 @@ def test_sxm_tro_latency():
     expected = [rows[r][col] for r in range(L)]
     assert lanes_of(values[o]) == expected, (
         f"SXM {instr}: drove {lanes_of(values[o])}, expected column {col} of the TRI rows, {expected}")
+
+
+# ---- SXM MAX (TileConfig.sxm_max) ---------------------------------------------------------
+CFG_MAX = CFG.with_overrides(["sxm_max=1"])
+
+
+def max_cases():
+    """(MAX instruction, x, w): every rotation k, with = the stream of x and another, both
+    output directions; random signed lanes, and the extremes -128, 127, -1, 0 against
+    their neighbours."""
+    rng = np.random.default_rng(46)
+    extremes = [0x80, 0x7F, 0xFF, 0x00]
+    cases = []
+    for k in range(L):
+        for with_, d, flags in ((1, WEST, SxmFlag.OUT_E), (0, EAST, SxmFlag.OUT_W),
+                                (3, EAST, SxmFlag.OUT_E | SxmFlag.OUT_W)):
+            x, w = ([int(v) for v in rng.integers(0, 256, L)] for _ in range(2))
+            if k == 1 and with_ == 1:
+                x, w = extremes, extremes[1:] + extremes[:1]
+            cases.append((Instr.max(0, d, k=k, with_=with_, out=2, flags=flags), x, x if with_ == 0 else w))
+    return cases
+
+
+def test_sxm_max_matches_the_golden_model():
+    """MAX samples x (its stream) and w (its ``with`` stream) on the issue cycle and drives,
+    on issue + SXM_LATENCY, the lane-wise signed maximum of x and w rotated by k
+    (``archmodel.sxm_apply``), on a tile with ``sxm_max``; the other SXM instructions still
+    behave (one SHIFT and one PERM between the MAX cases)."""
+    from hdl.units.sxm import SXM
+    from firmware_gen.golden.archmodel import sxm_apply
+
+    sxm = SXM(CFG_MAX)
+    cases = max_cases()
+    others = [(Instr.compute(Op.SHIFT, 0, WEST, flags=SxmFlag.ROT | SxmFlag.OUT_E, k=1, out=2), tag(0), None),
+              (Instr.compute(Op.PERM, 0, WEST, flags=SxmFlag.OUT_E, map=1, out=3), tag(1), SXM_MAP)]
+    cases = cases[:3] + others + cases[3:]
+    seen = []
+
+    async def bench(ctx):
+        for instr, x, w in cases:
+            streams = {instr.stream: vec(x)}
+            if w is not None and instr.op != Op.SHIFT:
+                streams[instr.operand("with" if instr.op == Op.MAX else "map")] = vec(w)
+
+            def taps(ctx, j, streams=streams, d=instr.dir):
+                set_taps(ctx, sxm, d, streams if j == 0 else {s: vec(tag(j)) for s in range(S)})
+            seen.append(await issue_and_watch(ctx, sxm, instr, taps, before=0, after=2))
+
+    simulate(sxm, bench)
+    for (instr, x, w), got in zip(cases, seen):
+        check_out_drives("SXM", instr, got, isa.SXM_LATENCY, "SXM_LATENCY")
+        want = vec(sxm_apply(instr, np.array(x, np.uint8), None if w is None else np.array(w, np.uint8)))
+        for _, _, _, values in got:
+            assert values[instr.operand("out")] == want, (
+                f"SXM {instr} on x {[s8(v) for v in x]}, w {None if w is None else [s8(v) for v in w]}: drove "
+                f"{[s8(v) for v in lanes_of(values[instr.operand('out')])]}, the golden model "
+                f"{[s8(v) for v in lanes_of(want)]}")
+
+
+@pytest.mark.parametrize("sxm_max", [0, 1])
+def test_sxm_queue_executes_max_only_with_sxm_max(sxm_max):
+    """An SXM queue issues MAX where ``sxm_max`` is 1; where it is 0 MAX is an illegal
+    opcode (``isa.slice_ops``): ``illegal`` rises and the queue halts, as for any opcode its
+    slice does not execute."""
+    cfg = CFG.with_overrides([f"sxm_max={sxm_max}"])
+    first = KIND_OPS["SXM"]
+    mx = Instr.max(1, EAST, k=3, with_=2, out=0, flags=SxmFlag.OUT_E)
+    (tr,) = run_queue("SXM", [first, Instr.nop(2), mx.encode(), first, Instr.halt()], 12, cfg=cfg)
+    if sxm_max:
+        assert tr["issues"] == [(0, first.op, 1, WEST, 1), (3, Op.MAX, 1, EAST, 3), (4, first.op, 1, WEST, 1)], (
+            f"sxm_max = 1: MAX must issue on cycle 3 between the SHIFTs, measured {fmt(tr['issues'])}")
+        assert not any(tr["illegal"]), f"sxm_max = 1: MAX is legal, measured illegal {tr['illegal']}"
+    else:
+        assert tr["issues"] == [(0, first.op, 1, WEST, 1)], (
+            f"sxm_max = 0: nothing may issue after the MAX word, measured {fmt(tr['issues'])}")
+        assert tr["illegal"] == [0] * 4 + [1] * 8, f"sxm_max = 0: expected illegal from cycle 4 on, measured {tr['illegal']}"
 
 
 def vxm_a(j: int) -> list[int]:
