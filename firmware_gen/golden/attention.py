@@ -5,8 +5,8 @@ A head has dimension ``D`` (a multiple of the lanes; all-MiniLM-L6-v2: 32 = 2 bl
 The cache holds the int8 keys ``K`` and values ``V`` of positions ``0..L-1`` in blocks of
 ``BLOCK`` (16) positions; the program reserves whole blocks, so positions ``L..nb*BLOCK-1``
 (``nb = ceil(L / BLOCK)``) are reserved rows, zero-filled, read and masked.  The new
-position's query ``q`` is int8.  Every step below is an operation the tile has, except the
-lane maximum of step 3 (a new SXM operation, ``docs/numerics.md``):
+position's query ``q`` is int8.  Every step below is an operation the tile has; the lane
+maximum of step 3 is the SXM's ``MAX``, built where ``TileConfig.sxm_max`` is 1:
 
 1. ``S = K q + mask`` (int32, exact).  MXM: per position block, ``LW`` of the block's K rows
    (16 positions x 16 dims) and one ``MM`` per dimension block (``D / 16``), accumulated; for
@@ -20,7 +20,7 @@ lane maximum of step 3 (a new SXM operation, ``docs/numerics.md``):
    ``floor((S + b) / 2**k)``; a reserved position's is -128 (``HeadSpec.calibrate`` checks
    it).  VOP, entry *coarse* (no table), one per position block.
 3. ``zmax = max_j z8[j]``: lane-wise maxima of the blocks, then of the lanes (rotations by
-   8, 4, 2, 1): a new SXM operation (``docs/numerics.md``, "Attention").
+   8, 4, 2, 1): the SXM's ``MAX`` (``docs/isa.md``; ``docs/numerics.md``, "Attention").
 4. ``z = requant(S - 2**k zmax + fine_bias, m_z, s_z)``; ``e' = EXP[z]``.  MXM (the other
    one): ``MM`` of a vector of ``zmax`` with a block of -128s (``neg_max_block``),
    ``2**k / 2048`` times if ``k > 11``, gives ``-2**k zmax`` in every lane; VOP with ``ADD``

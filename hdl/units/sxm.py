@@ -5,8 +5,8 @@ Implements ``SHIFT``, ``PERM``, ``DIST``, ``TRI`` and ``TRO`` of ``lpu_arch/isa.
 ``firmware_gen.golden.archmodel.sxm_apply``; ``docs/isa.md``).  Every output lane is one
 ``lanes``-way multiplexer whose select is computed from the instruction: a shift amount, a
 map byte from a second stream, or a broadcast/replicate pattern.  ``MAX`` sends the second
-stream (``with``) through the same multiplexers, rotated by ``k``, and keeps per lane the
-signed larger of that and the first stream's lane.  The result is registered and driven
+stream (``with``) through the same multiplexers with ``SHIFT``'s rotation towards lane 0 by
+``k``, and keeps per lane the signed larger of that and the first stream's lane.  The result is registered and driven
 ``SXM_LATENCY`` (1) cycle after issue.
 """
 
@@ -62,6 +62,10 @@ class SXM(wiring.Component):
         g_mask = Signal(len(operand(ins, Op.DIST, "g")))
         m.d.comb += g_mask.eq(ins.delay - 1)
         down, rot = ins.aux[flag_bit(SxmFlag.DOWN)], ins.aux[flag_bit(SxmFlag.ROT)]
+        shifts = [Op.SHIFT]
+        if cfg.sxm_max:                         # MAX takes w[(i + k) mod L]: SHIFT's ROT|DOWN select
+            shifts.append(Op.MAX)
+            down, rot = down | (op == Op.MAX), rot | (op == Op.MAX)
 
         # Transpose buffer: rows written by TRI, columns read by TRO (before this cycle's TRI).
         buf = [Signal(cfg.vector_bits, name=f"tbuf_{r}") for r in range(L)]
@@ -74,7 +78,7 @@ class SXM(wiring.Component):
             src = Signal(signed(12), name=f"src_{i}")
             ok = Signal(name=f"ok_{i}")
             with m.Switch(op):
-                with m.Case(Op.SHIFT):
+                with m.Case(*shifts):
                     raw = Signal(signed(12), name=f"raw_{i}")
                     m.d.comb += raw.eq(Mux(down, i + k, i - k))
                     with m.If(rot):
@@ -86,10 +90,6 @@ class SXM(wiring.Component):
                     m.d.comb += [src.eq(byte), ok.eq(byte < L)]
                 with m.Case(Op.DIST):
                     m.d.comb += [src.eq(k + (Const(i, 8) & g_mask)), ok.eq(1)]
-                if cfg.sxm_max:
-                    with m.Case(Op.MAX):        # w[(i + k) mod L] (k < L)
-                        up = Signal(signed(12), name=f"up_{i}")
-                        m.d.comb += [up.eq(i + k), src.eq(Mux(up >= L, up - L, up)), ok.eq(1)]
             lane = Signal(8, name=f"y_{i}")
             with m.If(op == Op.TRO):
                 rows = Array(buf[i][8 * c: 8 * c + 8] for c in range(L))

@@ -3,16 +3,17 @@
 What is tested
 --------------
 * Pure Python (``lpu_arch.hostmap``): ``config_words`` lists every field of
-  ``TileConfig`` in ``dataclasses.fields`` order for the tiny, default and full-scale
-  presets; a tile's words compared against the same configuration give no problem,
+  ``TileConfig`` in ``dataclasses.fields`` order (an optional field, ``OPTIONAL_FIELDS``,
+  only where it is set) for the tiny, default and full-scale presets and a tiny tile with
+  ``sxm_max``; a tile's words compared against the same configuration give no problem,
   against another one a problem per differing field naming the field and both values;
   a tile without the block, from another field list or with a different format is
   reported as such.
 * The driver's check (``sim.tb.driver.TileDriver.check_config``) against a fake host bus
   that answers with another configuration's words: it raises ``ConfigMismatch`` naming
   the field, and passes with three reads when the configurations agree.
-* RTL, in Amaranth's simulator: ``hdl.top.tile.Tile`` of ``TileConfig.tiny()`` and of a
-  variant with one C2C link; every word of the block is read through the host bus
+* RTL, in Amaranth's simulator: ``hdl.top.tile.Tile`` of ``TileConfig.tiny()``, of a
+  variant with one C2C link and of one with ``sxm_max``; every word of the block is read through the host bus
   (``addr``/``re`` -> ``rdata``/``rvalid`` ``HOST_READ_LATENCY`` cycles later) and must
   equal the expected words, computed here from the dataclass fields and ``zlib.crc32``
   and not through ``hostmap.config_words``; ``CONFIG0``/``CONFIG1`` keep their layout.
@@ -31,12 +32,18 @@ from lpu_arch.config import DTYPES, LAYOUTS
 from lpu_arch.hostmap import Csr
 
 PRESETS = {"tiny": TileConfig.tiny(), "default": TileConfig.default(), "full_scale": TileConfig.full_scale(),
-           "lp30": TileConfig.lp30()}
+           "lp30": TileConfig.lp30(), "tiny_sxm_max": dataclasses.replace(TileConfig.tiny(), sxm_max=1)}
+
+
+def listed(cfg):
+    """The fields ``cfg`` lists: every one, an optional one only where it is not its off value."""
+    off = TileConfig.OPTIONAL_FIELDS
+    return [f.name for f in dataclasses.fields(TileConfig) if f.name not in off or getattr(cfg, f.name) != off[f.name]]
 
 
 def expected_block(cfg):
     """{CSR word: value} of the configuration block, stated independently of hostmap."""
-    names = [f.name for f in dataclasses.fields(TileConfig)]
+    names = listed(cfg)
     vals = [getattr(cfg, n) for n in names]
     choices = {"mxm_dtype": DTYPES, "mxm_layout": LAYOUTS}
     vals = [choices[n].index(v) if isinstance(v, str) else v for n, v in zip(names, vals)]   # a text field: its choice's index
@@ -64,9 +71,9 @@ def test_layout():
 def test_round_trip(name):
     cfg = PRESETS[name]
     words = hostmap.config_words(cfg)
-    assert words == [hostmap.field_word(f.name, getattr(cfg, f.name)) for f in dataclasses.fields(TileConfig)]
+    assert words == [hostmap.field_word(n, getattr(cfg, n)) for n in listed(cfg)]
     assert all(0 <= w < 1 << 32 for w in words)
-    assert TileConfig(**{n: hostmap.field_value(n, w) for n, w in zip(hostmap.config_field_names(), words)}) == cfg
+    assert TileConfig(**{n: hostmap.field_value(n, w) for n, w in zip(hostmap.config_field_names(cfg), words)}) == cfg
     assert hostmap.config_mismatch(cfg, words) == []
     assert hostmap.config_mismatch(cfg, words, hostmap.config_header(cfg)) == []
     assert {int(k): v for k, v in hostmap.config_csrs(cfg).items()} == \
@@ -196,17 +203,17 @@ def read_csrs(dut, regs, domains=()):
     return out
 
 
-@pytest.mark.parametrize("links", [0, 1])
-def test_tile_reports_config(links):
+@pytest.mark.parametrize("links, sxm_max", [(0, 0), (1, 0), (0, 1)])
+def test_tile_reports_config(links, sxm_max):
     from hdl.top.tile import Tile
-    cfg = dataclasses.replace(TileConfig.tiny(), links=links)
+    cfg = dataclasses.replace(TileConfig.tiny(), links=links, sxm_max=sxm_max)
     dut = Tile(cfg)
     block = expected_block(cfg)
     config01 = {Csr.CONFIG0: cfg.lanes | cfg.streams << 16,
                 Csr.CONFIG1: (cfg.mem_slices | (cfg.mem_depth.bit_length() - 1) << 8
                               | (cfg.iq_depth.bit_length() - 1) << 16 | cfg.trace_depth.bit_length() << 24)}
     regs = list(block) + list(config01)
-    names = [f.name for f in dataclasses.fields(TileConfig)]
+    names = listed(cfg)
     label = {0x20: "CONFIG_VERSION", 0x21: "CONFIG_FIELDS", 0x22: "CONFIG_HASH", 0x40 + len(names): "unused",
              Csr.CONFIG0: "CONFIG0", Csr.CONFIG1: "CONFIG1", **{0x40 + k: n for k, n in enumerate(names)}}
     # A tile with links has a receive clock domain per link (the peer's clock).
