@@ -35,7 +35,7 @@ import numpy as np
 
 from lpu_arch.config import TileConfig
 from lpu_arch.hostmap import base_word
-from lpu_arch.isa import EAST, WEST, Instr, MMFlag, SxmFlag, VopFlag
+from lpu_arch.isa import EAST, WEST, Instr, MMFlag, Op, SxmFlag, VopFlag
 
 from firmware_gen.compiler import CompileError
 from firmware_gen.compiler.attention_place import Item, Placer
@@ -214,14 +214,15 @@ class AttentionStep:
             m = f"MEM_E{r % STRIPE}"
             lead = 1 + ps - pl.pos(m)
             t = pl.place([Item(m, 0, Instr.read(SXM_STREAM, EAST, self.V[h, b][r % STRIPE] + 4 * p + r // STRIPE), ps),
-                          Item(sxm, lead, Instr.compute(_op("TRI"), SXM_STREAM, EAST, row=r))], max(t0, free - lead),
+                          Item(sxm, lead, Instr.compute(Op.TRI, SXM_STREAM, EAST, row=r))], max(t0, free - lead),
                          f"V^T of head {h} block {b}: row {r}")
             last = max(last, t + lead)
         for d in range(BLOCK):
             m = f"MEM_E{d % STRIPE}"
             lag = 1 + ps - pl.pos(m)
             addr = self.VT[h, b][d % STRIPE] + 4 * p + d // STRIPE
-            t = pl.place([Item(sxm, 0, Instr.compute(_op("TRO"), SXM_STREAM, WEST, flags=SxmFlag.OUT_W, col=d, out=SXM_STREAM),
+            t = pl.place([Item(sxm, 0, Instr.compute(Op.TRO, SXM_STREAM, WEST, flags=SxmFlag.OUT_W, col=d,
+                                                     out=SXM_STREAM),
                                pl.pos(m)),
                           Item(m, lag, Instr.write(SXM_STREAM, WEST, addr))], last + 1,
                          f"V^T of head {h} block {b}: column {d}")
@@ -430,7 +431,3 @@ class AttentionStep:
         out.sort(key=lambda w: (w[0], order[w[1]]))
         return [PredictedWrite(c, m, a, d, 0) for c, m, a, d in out], self.cycles
 
-
-def _op(name):
-    from lpu_arch.isa import Op
-    return Op[name]

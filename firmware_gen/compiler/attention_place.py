@@ -41,8 +41,8 @@ class Placer:
 
     def fits(self, items, t):
         res = self.res
-        return all(res.slot_free(i.slice, t + i.off) and (i.to is None or res.drives_free(i.slice, t + i.off, i.ins, i.to))
-                   for i in items)
+        return all(res.slot_free(i.slice, t + i.off)
+                   and (i.to is None or res.drives_free(i.slice, t + i.off, i.ins, i.to)) for i in items)
 
     def place(self, items, t0, who):
         """The earliest cycle ``t >= t0`` on which every item of the group is free; taken and
