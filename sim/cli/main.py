@@ -18,7 +18,7 @@ from sim.cli.common import EXIT_USAGE
 from sim.cli.options import Formatter, Parser
 
 # Each the name of its module in this package, in the order --help lists them.
-SUBCOMMANDS = ("compile", "sim", "asm", "show", "tray", "moe", "plan", "decode", "speculate", "c2c", "bench", "synth")
+SUBCOMMANDS = ("compile", "sim", "asm", "show", "tray", "moe", "plan", "decode", "speculate", "attention", "c2c", "bench", "synth")
 
 
 def build_parser() -> Parser:
