@@ -81,6 +81,11 @@ class TileState:
     def new_param(self, **fields) -> int:
         """The next free VXM parameter entry, its ``fields`` (``lpu_arch.vxm.VXM_FIELDS``) set."""
         e = self.n_params
+        if e >= len(self.params):
+            # A single FFN's entries are checked up front (FfnPlan._check_capacity); placements
+            # that share the entries (a resident model's layers, the MoE slots) end here.
+            raise CompileError(f"the VXM parameter entries run out: entry {e} is needed for what is placed on the "
+                               f"tile; the VXM has vxm_param_depth = {len(self.params)}")
         self.n_params += 1
         for f, v in fields.items():
             self.params[e, :, VXM_FIELDS.index(f)] = v
