@@ -67,7 +67,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from sim.flows.attention import attention_config, header, run_attention, save_step
+    from sim.flows.attention import attention_config, run_attention, save_step
     Ls = lengths(args.lengths)
     if args.force and args.out is None:
         raise CliError("--force replaces the directory given by --out: give --out DIR")
@@ -78,12 +78,11 @@ def run(args) -> int:
     sim = None if args.no_run else args.sim
 
     def go(progress):
-        print(header(sim), file=args.human)
         rep = run_attention(cfg, args.heads, Ls, args.seed, out=args.human, sim=sim, progress=progress,
                             build_out=args.human)
         for p in rep.problems:
             print(p, file=args.human)
-        where = "golden model" if sim is None else f"{sim} and the golden model"
+        where = "the golden model" if sim is None else f"{sim} and the golden model"
         print(f"{'PASS' if rep.passed else 'FAIL'}: {len(Ls)} steps on {where}"
               + (f", {rep.figures['run_seconds']:.1f} s of simulation" if sim else ""), file=args.human)
         return rep

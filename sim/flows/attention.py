@@ -131,7 +131,8 @@ def run_attention(cfg: TileConfig, heads: int, lengths, seed: int = 0, out=None,
     for each context length of ``lengths`` on the golden model and, with ``sim``, on the RTL
     tile (one testbench invocation, a job per length; ``progress`` as ``TileSim.run``'s,
     ``build_out`` where the build says so).  Rows: per length the golden model's cycles, the
-    compiler's prediction, the bound and, with ``sim``, the RTL's cycles and run seconds."""
+    compiler's prediction, the bound and, with ``sim``, the RTL's cycles and run seconds;
+    printed on ``out`` (under :func:`header`) when given."""
     specs = random_specs(heads, seed)
     steps, cases, problems = {}, [], []
     for L in lengths:
@@ -145,6 +146,8 @@ def run_attention(cfg: TileConfig, heads: int, lengths, seed: int = 0, out=None,
         tile = build_tile(cfg, sim, out=build_out)
         results = tile.run([c.job() for c, _ in cases], name="attention", progress=progress)
     rows = []
+    if out is not None:
+        print(header(sim), file=out)
     for (c, gp), res in zip(cases, results):
         rp = [] if res is None else c.rtl_problems(res)
         problems += rp

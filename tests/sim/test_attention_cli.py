@@ -41,6 +41,8 @@ def test_out_writes_the_step_and_lpu_show_draws_it(tmp_path, capsys):
     assert main(["show", str(d), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["chart"] == str(d / "schedule.svg") and (d / "schedule.svg").stat().st_size == shown["bytes"] > 0
+    assert f"context 40 (3 blocks of 16) on the 16-lane tile: {step['predicted_cycles']:,} cycles predicted" in \
+        (d / "schedule.svg").read_text()
     assert main(["attention", "--no-run", "--lengths", "7", "--out", str(d)]) == 2      # another program: --force
     assert "--force" in capsys.readouterr().err
 
