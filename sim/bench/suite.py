@@ -8,7 +8,7 @@ batched) on each simulator: per FFN the cycles against the SRAM-read and MAC bou
 MXM utilisation and whether every output was bit-exact at its predicted cycle; per
 simulator tile-cycles/s, the Verilator/Icarus ratio and the loading throughput over the
 load port and the host bus; the Verilator build time per ``--build-configs`` preset; the
-golden-model figures (tray, MoE, decode loop, number formats, LP30) and, unless
+golden-model figures (tray, MoE, attention, decode loop, number formats, LP30) and, unless
 ``--no-model``, a BERT-small FFN on Verilator (``sim/bench/model.py``).  Targets: decode
 within 1.15x of the SRAM-read bound where that bound is at least 1,000 cycles; batched
 MXM utilisation at least 90 %.  ``--dtype fp8`` runs the suite, tray and MoE layer in
