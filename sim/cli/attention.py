@@ -34,7 +34,7 @@ examples:
   lpu attention --lengths 1,16,17,64
   lpu attention --sim icarus --heads 4 --json
   lpu attention --no-run --lengths 1..64
-  lpu attention --no-run --lengths 64 --out build/attention-64 && lpu show build/attention-64"""
+  lpu attention --no-run --lengths 64 --out /tmp/attention-64   # then: lpu show /tmp/attention-64"""
 
 
 def lengths(text: str) -> list[int]:

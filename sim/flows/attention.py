@@ -112,13 +112,6 @@ class Case:
                 "bound": self.bound, "writes": len(self.writes), "ok": not problems}
 
 
-def run_length(cfg, specs, steps, L, seed) -> dict:
-    """One step of context ``L`` on the golden model: its figures and problems (a row of the report)."""
-    c = Case(cfg, specs, steps, L, seed)
-    problems = c.golden_problems()
-    return {**c.row(problems), "problems": problems}
-
-
 def random_specs(heads: int, seed: int) -> list[HeadSpec]:
     """``heads`` heads calibrated on random float q, k, v."""
     rng = np.random.default_rng(seed)
