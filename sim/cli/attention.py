@@ -4,9 +4,9 @@ and run on the RTL tile and the golden model, or (``--no-run``) the golden model
 
 from __future__ import annotations
 
-from lpu_arch.config import TileConfig
-
 from pathlib import Path
+
+from lpu_arch.config import TileConfig
 
 from sim.cli.common import EXIT_FAIL, EXIT_OK, CliError, print_json, run_on_rtl
 from sim.cli.options import add_subcommand, force_option, int_at_least, nonneg, rtl_run_options
