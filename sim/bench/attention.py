@@ -12,7 +12,10 @@ Figures, per option (:data:`OPTIONS`): per head (the 64 steps' outputs of a laye
 together), per step (one head, one position) and per position (a layer's 12 heads
 concatenated, what the output projection reads): cosine, relative L2 error and the norm
 against float's, min / max / mean, and how many pass the issue's criteria (cosine >= 0.99,
-relative error <= 10 %, norm within 5 %)."""
+relative error <= 10 %, norm within 5 %).
+
+:func:`cycle_rows` (``make bench``'s ``attention`` rows): a decode step's cycles against
+context length on the tile, from the golden model and the compiler's prediction."""
 
 from __future__ import annotations
 
@@ -131,3 +134,34 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ---- the step's cycles on the tile (make bench) --------------------------------------------------
+CYCLE_HEADS = 2
+CYCLE_TABLE = Table(right("context"), right("blocks"), right("cycles"), right("predicted"),
+                    right("K, V^T read bound"), right("cycles / bound"), "exact")
+
+
+def cycle_rows(cfg=None, heads: int = CYCLE_HEADS) -> list[dict]:
+    """Per number of position blocks (1..4) a step of ``heads`` heads of context ``16 nb``
+    (every context of the block takes the same cycles) on the golden model: its cycles, the
+    compiler's prediction, the SRAM-read bound of the cached K and V^T rows
+    (``sim.flows.attention.read_bound``), and whether y was bit-exact and every write as promised."""
+    from firmware_gen.golden.attention import BLOCK, MAX_CONTEXT
+    from sim.flows.attention import attention_config, run_attention
+    rep = run_attention(attention_config(cfg), heads, [BLOCK * nb for nb in range(1, MAX_CONTEXT // BLOCK + 1)])
+    return [{"context": r["L"], "blocks": r["nb"], "heads": heads, "cycles": r["cycles"], "predicted": r["predicted"],
+             "read_bound": r["bound"], "ratio_to_read_bound": round(r["cycles"] / r["bound"], 3),
+             "exact": r["ok"] and r["cycles"] == r["predicted"]} for r in rep.rows]
+
+
+def markdown_cycles(rs: list[dict]) -> list[str]:
+    if not rs:
+        return []
+    lines = ["", f"Attention: a decode step of {rs[0]['heads']} heads (D = 32) on the default tile with sxm_max=1 "
+             "against context length (golden-model cycles = the compiler's prediction, y bit-exact against "
+             "head_int; the bound: the step's cached K and V^T rows read once, one row a cycle from each MEM "
+             "slice; every context of a 16-position block takes the block's cycles):", ""]
+    return lines + CYCLE_TABLE.markdown([r["context"], r["blocks"], r["cycles"], r["predicted"], r["read_bound"],
+                                         f"{r['ratio_to_read_bound']:.2f}", "yes" if r["exact"] else "NO"]
+                                        for r in rs)

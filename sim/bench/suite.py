@@ -8,7 +8,7 @@ batched) on each simulator: per FFN the cycles against the SRAM-read and MAC bou
 MXM utilisation and whether every output was bit-exact at its predicted cycle; per
 simulator tile-cycles/s, the Verilator/Icarus ratio and the loading throughput over the
 load port and the host bus; the Verilator build time per ``--build-configs`` preset; the
-golden-model figures (tray, MoE, decode loop, number formats, LP30) and, unless
+golden-model figures (tray, MoE, attention, decode loop, number formats, LP30) and, unless
 ``--no-model``, a BERT-small FFN on Verilator (``sim/bench/model.py``).  Targets: decode
 within 1.15x of the SRAM-read bound where that bound is at least 1,000 cycles; batched
 MXM utilisation at least 90 %.  ``--dtype fp8`` runs the suite, tray and MoE layer in
@@ -41,6 +41,8 @@ from sim.bench import speed as bench_speed
 
 from sim.bench import history
 from sim.bench.args import add_arguments
+from sim.bench.attention import cycle_rows as attention_cycle_rows
+from sim.bench.attention import markdown_cycles as markdown_attention
 from sim.bench.decode import accuracy_rows, decode_rows
 from sim.bench.ffns import compile_suite, ffn_suite
 from sim.bench.fp8 import fp8_rows, rtl_rows
@@ -387,6 +389,8 @@ def bench_result(args, cfg: TileConfig, sims: list[str], rtl: dict) -> dict:
     tray_big = [tray_big_row(cfg)] if args.config == "default" else []
     print("compiling the MoE layer for 8 tiles (golden-model checked under each routing) ...", flush=True)
     moe = moe_rows(cfg) if args.config == "default" else []
+    print("compiling attention steps of 1..4 position blocks (golden-model checked) ...", flush=True)
+    attention = attention_cycle_rows() if args.config == "default" and not fp8 else []
     print("running the decode loop on the golden model, and teacher-forced accuracy ...", flush=True)
     decode = decode_rows(moe_tokens=1 if quick else None, trained=not quick)
     accuracy = accuracy_rows(trained=not quick)
@@ -401,7 +405,7 @@ def bench_result(args, cfg: TileConfig, sims: list[str], rtl: dict) -> dict:
     plans = [] if quick else plan_rows()
     result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": rtl["ffn"], "speed": rtl["speed"],
               "loading": rtl["loading"], "build": rtl["build"], "builds_used": rtl["builds_used"], "tray": tray,
-              "tray_big": tray_big, "moe": moe, "decode": decode, "decode_accuracy": accuracy,
+              "tray_big": tray_big, "moe": moe, "attention": attention, "decode": decode, "decode_accuracy": accuracy,
               "speculate": speculate,
               "number_formats": formats, "fp8_rtl": fp8_rtl, "model": rtl["model"], "lp30": lp30, "plan": plans,
               "speed_vs_reference": rtl["speed_vs_reference"]}
@@ -413,7 +417,8 @@ def bench_result(args, cfg: TileConfig, sims: list[str], rtl: dict) -> dict:
 
 def passed(result: dict) -> bool:
     """Every run exact and every FFN target met (or none set)."""
-    checked = [result.get(k, []) for k in ("tray", "tray_big", "model", "moe", "decode", "lp30", "speculate")]
+    checked = [result.get(k, []) for k in ("tray", "tray_big", "model", "moe", "attention", "decode", "lp30",
+                                           "speculate")]
     ok = (all(r["exact"] for r in result["ffn"])
           and all(r.get("exact", True) for r in result["speed"] + result["loading"])
           and all(r["ours"]["as_predicted"] and r.get("theirs", {}).get("as_predicted", True)
@@ -444,6 +449,7 @@ def markdown(result: dict, cfg: TileConfig, preset: str, sims: list[str], model_
     lines = markdown_ffn(result["ffn"], cfg, preset, sims, fmt)
     lines += markdown_tray(result["tray"], result["tray_big"], fmt)
     lines += markdown_moe(result["moe"], fmt)
+    lines += markdown_attention(result.get("attention", []))
     lines += markdown_decode(result["decode"], result["decode_accuracy"])
     lines += markdown_speculate(result.get("speculate", []))
     lines += [] if quick else markdown_fp8(result["number_formats"])

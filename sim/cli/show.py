@@ -14,7 +14,8 @@ Draw a compiled program's schedule (SVG or PNG by the file name):
   east- and west-flowing stream occupancy: at each position and cycle,
          how many streams carry a live value (one a slice downstream
          still reads: from the position after its driver to its last reader).
-DIR may also be any program JSON (Program.to_json), e.g. a scheduler's copies."""
+DIR may also be any program JSON (Program.to_json), e.g. a scheduler's copies, or a
+directory written by lpu attention --out (an attention step, titled with its context)."""
 
 EPILOG = """\
 examples:
@@ -53,6 +54,14 @@ def run(args) -> int:
         title = (f"{m.kind} FFN ({c.source.get('activation', '?')}) H={m.H} I={m.I} batch {m.batch} on the "
                  f"{cfg.lanes}-lane tile: {m.cycles:,} cycles predicted, SRAM-read bound {m.sram_bound:,}, "
                  f"MAC bound {m.mac_bound:,}, efficiency {m.efficiency:.3f}")
+    from sim.flows.attention import STEP_FILE
+    step = d / STEP_FILE                 # lpu attention --out: the step's context and promise
+    if c is None and not bare and step.exists():
+        import json
+        a = json.loads(step.read_text())
+        title = (f"attention step, {a['heads']} heads, context {a['L']} ({a['nb']} blocks of 16) on the "
+                 f"{prog.config.lanes}-lane tile: {a['predicted_cycles']:,} cycles predicted, K and V^T read bound "
+                 f"{a['sram_read_bound']:,}")
     t0 = time.perf_counter()
     path = schedule_chart(prog, chart, title=title, window=args.window)
     secs = time.perf_counter() - t0
