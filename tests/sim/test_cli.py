@@ -59,6 +59,7 @@ def compiled(tmp_path_factory):
     ("c2c", ["--ppm", "--latency", "--plot", "HAC error", "--beyond-spec", "Exit status"]),
     ("moe", ["--experts", "--top-k", "--capacity", "--mapping", "--routing", "--weights", "rounds", "Exit status"]),
     ("plan", ["--model", "--hf-config", "--dtype", "lp30", "--no-golden", "Placement rule"]),
+    ("attention", ["--heads", "--lengths", "--no-run", "--out", "--sim", "sxm_max", "Exit status"]),
 ])
 def test_every_subcommand_has_a_complete_help(capsys, sub, words):
     with pytest.raises(SystemExit) as e:
