@@ -73,6 +73,7 @@ def test_the_golden_loop_carries_the_tray_from_run_to_run(steady):
 
 @pytest.mark.sim
 @pytest.mark.long
+@pytest.mark.timeout(75 * 60)      # the suite's largest Verilator build: 8 default tiles, 46 MB of Verilog
 @pytest.mark.parametrize("simulator", SIMS)
 def test_16_tokens_on_a_tray_that_never_stops(simulator):
     """The 4-layer, 16-expert MoE decoder generates 16 tokens (2 on Icarus) on 8 default RTL
