@@ -97,9 +97,12 @@ def test_max_reduction_on_the_golden_model():
 
 
 @pytest.mark.sim
+@pytest.mark.long
 def test_sxm_max_on_rtl(simulator):
     """The SXM cases with MAX and the rotation reduction on the tiny tile built with
-    ``sxm_max``: bit- and cycle-exact against the golden model and numpy."""
+    ``sxm_max``: bit- and cycle-exact against the golden model and numpy.  In make test-long:
+    make test runs MAX on both simulators in the attention steps (tests/sim/test_attention_sim.py)
+    and the unit in Amaranth's simulator (tests/hdl/test_units.py)."""
     from sim.harness.runner import job
     from sim.harness.scoreboard import check_run, tile_observed
 
