@@ -83,9 +83,10 @@ def add_parser(sub) -> None:
                         "in flight, with the tokens/s of each, to FILE (.svg or .png); with --tiles or\n"
                         f"--experts, the tray's runs of the first {CHART_POSITIONS} token positions on one time axis: the\n"
                         "host's bus segments, every link transfer, every tile's busy span")
-    p.add_argument("--chart-host", choices=("measured", "gpu"), default="measured",
-                   help="the host's times in the chart: this run's numpy times (measured) or the KV cache's\n"
-                        "bytes at --hbm-gbs (gpu, an estimate) (default: measured)")
+    p.add_argument("--chart-host", choices=("measured", "gpu"), default=None,
+                   help="the host's times in the one-tile loop's chart: this run's numpy times (measured) or the\n"
+                        "KV cache's bytes at --hbm-gbs (gpu, an estimate) (default: measured; a tray's chart\n"
+                        "draws the host's bus cycles as the RTL measured them)")
     p.add_argument("--no-run", action="store_true", help="the golden model only (no simulator)")
     p.add_argument("--fit", action="store_true",
                    help="with --tiles or --experts: print the smallest tray tile (power-of-two depths, as TOML for\n"
@@ -113,6 +114,9 @@ def run(args) -> int:
                        "and leave out --no-run")
     if args.fit and not tray:
         raise CliError("--fit sizes a tray's tile: give --tiles 2|4|8 or --experts (one tile: lpu compile --fit)")
+    if tray and args.chart_host is not None:
+        raise CliError("--chart-host chooses the host's times of the one-tile loop's chart; a tray's chart (--tiles, "
+                       "--experts) draws the host's bus cycles as the RTL measured them: leave it out")
     if tray:                     # every layer resident on the tray (tiny: with TRAY_MOE_TILE's depth for experts)
         args.tiles = args.tiles or 4
         if args.fit:
@@ -171,8 +175,9 @@ def draw(args, setup, golden: dict) -> dict:
     from sim.flows.decode_report import host_times_us
     L = len(setup.resident.layers)
     tray_us = [ly.manifest.cycles / args.clock_mhz for ly in setup.resident.layers]
-    host_us = host_times_us(setup, golden, args.chart_host, args.hbm_gbs)
-    if args.chart_host == "measured":
+    source = args.chart_host or "measured"
+    host_us = host_times_us(setup, golden, source, args.hbm_gbs)
+    if source == "measured":
         what = "host: this run's numpy time per step (median over positions)"
     else:
         what = (f"host: the KV cache of one layer at position {len(setup.prompt) + setup.tokens - 1} read at "

@@ -442,3 +442,9 @@ def test_lpu_decode_fit_sizes_the_tray_tile(capsys, tmp_path):
                      *half]) == 0
     assert "each run loads its layer" in capsys.readouterr().out
     assert cli.main(["decode", "--fit"]) == 2
+
+
+def test_chart_host_is_for_the_one_tile_loop(capsys):
+    """--chart-host chooses the one-tile loop's host times; on a tray it is refused, naming why."""
+    assert cli.main(["decode", "--no-run", "--tiles", "2", "--chart-host", "gpu"]) == 2
+    assert "--chart-host chooses the host's times of the one-tile loop's chart" in capsys.readouterr().err
