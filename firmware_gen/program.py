@@ -13,7 +13,7 @@ import numpy as np
 
 from lpu_arch.config import TileConfig
 from lpu_arch.isa import BASE_OPS, DATA_OPS, OPTIONAL_OPS, SLICE_OPS, Instr, IsaError, MMFlag, Op, slice_ops
-from lpu_arch.vxm import IDENTITY, PARAM_FIELDS, TABLE_SIZE, VXM_FIELDS, identity_tables
+from lpu_arch.vxm import IDENTITY, PARAM_FIELDS, TABLE_SIZE, VXM_FIELDS, identity_tables, table_bytes
 from lpu_arch.errors import LpuError
 
 
@@ -110,7 +110,7 @@ class Program:
         if t.min() < -128 or t.max() > 255:
             raise ProgramError("activation table entries must be bytes: int8 values in -128..127 or codes in 0..255")
         self.table = self.table.copy()
-        self.table[: t.shape[0]] = (t.astype(np.int64) & 0xFF).astype(np.uint8).astype(np.int8)
+        self.table[: t.shape[0]] = table_bytes(t)
 
     def set_memory(self, name: str, img) -> None:
         cfg = self.config

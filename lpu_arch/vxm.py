@@ -58,6 +58,12 @@ def table_words(tables) -> list[int]:
     return [int(v) & 0xFF for row in np.reshape(np.asarray(tables, np.int64), (-1, TABLE_SIZE)) for v in row]
 
 
+def table_bytes(table) -> np.ndarray:
+    """An activation table (or tables) as the VXM holds it: each entry's byte (int8 values or
+    E4M3 codes, given as -128..255) as int8."""
+    return (np.asarray(table).astype(np.int64) & 0xFF).astype(np.uint8).astype(np.int8)
+
+
 def identity_tables(cfg):
     """``(vxm_tables, TABLE_SIZE)`` int8: every table the identity (the power-up state)."""
     return np.tile(np.arange(TABLE_SIZE).astype(np.uint8).astype(np.int8), (cfg.vxm_tables, 1))

@@ -15,7 +15,7 @@ import numpy as np
 
 from lpu_arch.config import TileConfig
 from lpu_arch.isa import Instr
-from lpu_arch.vxm import VXM_FIELDS, identity_tables
+from lpu_arch.vxm import VXM_FIELDS, identity_tables, table_bytes
 
 from firmware_gen.golden import archmodel
 from firmware_gen.compiler import CompileError
@@ -120,7 +120,7 @@ class LayerStack:
     def table_index(self, table, share: bool = False) -> int | None:
         """The stack's index of activation ``table``: with ``share``, a table the stack holds
         already if one is identical; else the next free one (None: all ``vxm_tables`` taken)."""
-        t = (np.asarray(table).astype(np.int64) & 0xFF).astype(np.uint8).astype(np.int8)
+        t = table_bytes(table)
         if share:
             for k in range(self.n_tables):
                 if (self.tables[k] == t).all():
@@ -166,14 +166,16 @@ class LayerStack:
         for k, table in sorted(tables.items()):
             index[k] = 0 if table is None else self.table_index(table, share)
             if index[k] is None:
-                distinct = len({bytes(np.asarray(t, np.int64) & 0xFF) for t in tables.values() if t is not None})
+                distinct = len({table_bytes(t).tobytes() for t in tables.values() if t is not None})
                 raise CompileError(f"{where}: the layers before take {before} activation tables and this one has "
                                    f"{distinct} distinct ones of its own; the VXM has vxm_tables = "
                                    f"{self.cfg.vxm_tables}: quantise each MoE layer's experts with one activation "
                                    "table (tables='layer') or grow vxm_tables")
         new = state.params[self.n_params:state.n_params, :, field]
-        state.params[self.n_params:state.n_params, :, field] = np.vectorize(lambda k: index.get(int(k), 0))(new) \
-            if new.size else new
+        renumbered = np.zeros_like(new)           # a number no table was given for: table 0
+        for k, g in index.items():
+            renumbered[new == k] = g
+        new[...] = renumbered
         self._take(state)
         return index
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from lpu_arch.config import TileConfig
 from lpu_arch.isa import EAST, WEST, Instr
-from lpu_arch.vxm import VXM_FIELDS, identity_tables
+from lpu_arch.vxm import VXM_FIELDS, identity_tables, table_bytes
 
 from firmware_gen.program import Program
 from firmware_gen.compiler import CompileError
@@ -94,4 +94,4 @@ class TileState:
     def set_table(self, k: int, table) -> None:
         """Activation table ``k``: ``table``'s 256 entries (int8 values or E4M3 codes) as the
         program loads them (``Program.set_table``)."""
-        self.tables[k] = (np.asarray(table).astype(np.int64) & 0xFF).astype(np.uint8).astype(np.int8)
+        self.tables[k] = table_bytes(table)
