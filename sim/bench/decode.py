@@ -132,8 +132,8 @@ def moe_row(tokens: int = 8, model: dict = MOE_SYNTHETIC, sets=()) -> dict:
     system golden model: every layer resident when the model fits (``decode.run_moe_tray_any``,
     activation tables as ``decode.moe_decoder`` chooses), else each layer loaded per run."""
     cfg = TileConfig.default().with_overrides(list(sets))
-    m, tables = moe_decoder(model, cfg, MOE_TILES)
-    g = run_moe_tray_any(m, (1, 2, 3), tokens, cfg, MOE_TILES)
+    m, tables, rt = moe_decoder(model, cfg, MOE_TILES)
+    g = run_moe_tray_any(m, (1, 2, 3), tokens, cfg, MOE_TILES, rt=rt)
     L = len(m.layers)
     layer_cycles = [sorted({r["cycles"] for r in g["runs"] if r["layer"] == l}) for l in range(L)]
     how = (f"every layer resident, {g['loaded_once_bytes']:,} B loaded once, a table per {tables['chosen']}"

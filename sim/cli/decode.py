@@ -215,18 +215,23 @@ def run_tray(args, base: TileConfig, model: dict) -> int:
     engine = "golden model" if args.no_run else f"RTL on {args.sim}, every tile on its own clock"
     if args.experts:
         model = moe_model(args, model, engine)
-        golden, what = run_moe_tray_any, "the MoE layer does not fit"
+        what = "the MoE layer does not fit"
     else:
         if args.out_scale_per_channel:
             raise CliError("--out-scale-per-channel: not with --tiles (a tray's layers use one output scale per FFN)")
         print(f"model: synthetic decoder, {args.layers} layers, H={args.H}, I={args.I}, {args.heads} heads, vocab "
               f"{args.vocab} (seed {args.seed}); every FFN on {args.tiles} {args.config} tiles ({engine})",
               file=args.human)
-        golden, what = run_dense_tray_any, "an FFN does not fit"
+        what = "an FFN does not fit"
     try:
         if args.no_run:
-            m, tables = moe_decoder(model, base, args.tiles) if args.experts else (calibrate(synthetic(**model)), None)
-            g = {**golden(m, args.prompt, args.tokens, base, args.tiles), "moe_tables": tables}
+            if args.experts:
+                m, tables, rt = moe_decoder(model, base, args.tiles)
+                g = run_moe_tray_any(m, args.prompt, args.tokens, base, args.tiles, rt=rt)
+            else:
+                tables, g = None, run_dense_tray_any(calibrate(synthetic(**model)), args.prompt, args.tokens, base,
+                                                     args.tiles)
+            g["moe_tables"] = tables
         else:
             g = run_tray_rtl(model, args.prompt, args.tokens, base, args.tiles, args.sim, args.clock_seed,
                              progress=None if args.quiet else ProgressPrinter(args.sim))

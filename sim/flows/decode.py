@@ -247,36 +247,37 @@ def run_dense_tray_any(model: Decoder, prompt, tokens: int, cfg: TileConfig | No
         return {**run_dense_tray(model, prompt, tokens, cfg, tiles, resident=False), "not_resident": str(e)}
 
 
-def moe_decoder(model_args: dict, cfg: TileConfig, tiles: int, positions: int = 32) -> tuple[Decoder, dict]:
+def moe_decoder(model_args: dict, cfg: TileConfig, tiles: int, positions: int = 32) -> tuple[Decoder, dict, object]:
     """The synthetic MoE decoder ``model_args`` calibrated for a tray of ``tiles`` tiles of
     ``cfg``, with the compiler's choice of activation tables: one per expert
     (``MoeSpec.from_float(tables="expert")``) when every layer then fits the tray resident,
     else one per layer (``"layer"``) when that fits (each tile holds one table per layer
-    then), else per expert (the layers then run one at a time).  Returns the model and
-    ``{"chosen", "why", "accuracy"}``: the accuracy against float of what was tried
-    (``teacher_forced`` over ``positions`` tokens: top-1 agreement and the lowest layer's
-    mean FFN cosine)."""
+    then), else per expert (the layers then run one at a time).  Returns the model,
+    ``{"chosen", "why", "accuracy"}`` (the accuracy against float of what was tried:
+    ``teacher_forced`` over ``positions`` tokens, top-1 agreement and the lowest layer's mean
+    FFN cosine) and the model's ``ResidentTray`` (None: it is not resident), for
+    :func:`run_moe_tray_any`'s ``rt``."""
     def accuracy(m):
         r = teacher_forced(m, np.random.default_rng(7).integers(0, m.vocab, positions))
         return {"top1_agreement": r["top1_agreement"], "ffn_cosine_min": float(min(r["layer_cosine_mean"]))}
     per_expert = calibrate(synthetic(**model_args))
     tried = {"expert": accuracy(per_expert)}
     try:
-        compile_resident_tray(per_expert.specs, cfg, tiles)
+        rt = compile_resident_tray(per_expert.specs, cfg, tiles)
         return per_expert, {"chosen": "expert", "why": "every layer fits the tray with a table per expert",
-                            "accuracy": tried}
+                            "accuracy": tried}, rt
     except CompileError as e:
         if "activation tables" not in str(e):
-            return per_expert, {"chosen": "expert", "why": f"not resident: {e}", "accuracy": tried}
+            return per_expert, {"chosen": "expert", "why": f"not resident: {e}", "accuracy": tried}, None
         why = str(e)
     per_layer = calibrate(synthetic(**model_args), moe_tables="layer")
     tried["layer"] = accuracy(per_layer)
     try:
-        compile_resident_tray(per_layer.specs, cfg, tiles)
+        rt = compile_resident_tray(per_layer.specs, cfg, tiles)
     except CompileError as e:
         return per_expert, {"chosen": "expert", "why": f"not resident, even with a table per layer: {e}",
-                            "accuracy": tried}
-    return per_layer, {"chosen": "layer", "why": f"with a table per expert, {why}", "accuracy": tried}
+                            "accuracy": tried}, None
+    return per_layer, {"chosen": "layer", "why": f"with a table per expert, {why}", "accuracy": tried}, rt
 
 
 class _RtlTrayCheck:
@@ -370,11 +371,12 @@ def run_tray_rtl(model_args: dict, prompt, tokens: int, cfg: TileConfig, tiles: 
     while the tray is idle (``decode_tray``'s).  Returns the golden loop's report with the
     RTL's problems and, per run, its cycles, wall cycles and bytes to and from the tray."""
     moe = bool(model_args.get("experts"))
-    model, tables = moe_decoder(model_args, cfg, tiles) if moe else (calibrate(synthetic(**model_args)), None)
-    golden = (run_moe_tray_any(model, prompt, tokens, cfg, tiles) if moe else
+    model, tables, rt = moe_decoder(model_args, cfg, tiles) if moe else \
+        (calibrate(synthetic(**model_args)), None, None)
+    golden = (run_moe_tray_any(model, prompt, tokens, cfg, tiles, rt=rt) if moe else
               run_dense_tray_any(model, prompt, tokens, cfg, tiles))
-    if golden["resident"]:
-        layers = compile_resident_tray(model.specs, cfg, tiles).layers    # the RTL's programs
+    if golden["resident"]:          # the RTL's programs
+        layers = (rt or compile_resident_tray(model.specs, cfg, tiles)).layers
     else:
         layers = [None if moe else compile_tray_layer(s, cfg, tiles) for s in model.specs]
     tcfg = tray_config(cfg, tiles)
@@ -457,7 +459,7 @@ def moe_stages(mt, spec, xq, idx, rounds):
 
 
 def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8,
-                 mapping: str = "ep", resident: bool = False) -> dict:
+                 mapping: str = "ep", resident: bool = False, rt=None) -> dict:
     """The loop of a calibrated MoE decoder, every MoE layer on ``tiles`` tiles by the
     system golden model.  ``resident``: every layer placed on the tray at once
     (``resident_tray.compile_resident_tray``, a ``CompileError`` when it does not fit): the
@@ -468,7 +470,9 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
     token.  Each run is checked against the compiler and ``moe.moe_int``."""
     cfg = cfg or TileConfig.default()
     runs, problems = [], []
-    rt = compile_resident_tray(model.specs, cfg, tiles) if resident else None
+    if resident and rt is None:    # (rt: the model's ResidentTray compiled already, e.g. by moe_decoder)
+        rt = compile_resident_tray(model.specs, cfg, tiles)
+    rt = rt if resident else None
     memories = [{m: a.copy() for m, a in mem.items()} for mem in rt.memory] if rt else None
 
     def tray(l, xq, indices):
@@ -514,10 +518,12 @@ def run_moe_tray(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = N
                       holds=rt.summary() if rt else None)
 
 
-def run_moe_tray_any(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8) -> dict:
-    """Every layer resident when the model fits the tray (:func:`run_moe_tray`), else each
-    run loading its layer; ``not_resident`` says why."""
+def run_moe_tray_any(model: Decoder, prompt, tokens: int, cfg: TileConfig | None = None, tiles: int = 8,
+                     rt=None) -> dict:
+    """Every layer resident when the model fits the tray (:func:`run_moe_tray`; ``rt``: its
+    ``ResidentTray`` compiled already), else each run loading its layer; ``not_resident``
+    says why."""
     try:
-        return {**run_moe_tray(model, prompt, tokens, cfg, tiles, resident=True), "not_resident": None}
+        return {**run_moe_tray(model, prompt, tokens, cfg, tiles, resident=True, rt=rt), "not_resident": None}
     except CompileError as e:
         return {**run_moe_tray(model, prompt, tokens, cfg, tiles), "not_resident": str(e)}

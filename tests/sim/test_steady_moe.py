@@ -31,7 +31,7 @@ def test_every_layer_resident_on_8_default_tiles(steady):
     entries and activation tables; the weights about 1.7 MB of the tray's 2 MiB.  A table
     per expert does not fit the default VXM's 8 tables, so the compiler chose one per layer
     and reported the accuracy of both against float."""
-    model, tables = steady
+    model, tables, _ = steady
     assert tables["chosen"] == "layer" and "vxm_tables = 8" in tables["why"], tables
     assert set(tables["accuracy"]) == {"expert", "layer"}
     for a in tables["accuracy"].values():
@@ -46,7 +46,7 @@ def test_every_layer_resident_on_8_default_tiles(steady):
 
 
 def test_a_model_that_does_not_fit_names_the_limit_the_tile_and_the_layer(steady):
-    model, _ = steady
+    model, _, _ = steady
     with pytest.raises(CompileError, match=r"layer 2: tile 0: .*vxm_param_depth = 64"):
         compile_resident_tray(model.specs, TileConfig.default(), STEADY_TILES)
     per_expert = calibrate(synthetic(**STEADY_MOE))
@@ -61,7 +61,7 @@ def test_the_golden_loop_carries_the_tray_from_run_to_run(steady):
     host writes x, the routing and the entry; every run's writes, cycles and busy counters as
     compiled, every expert's output moe_int's, the tokens those of the loop with moe_int,
     a layer's program and wall cycles the same for every token."""
-    model, _ = steady
+    model, _, _ = steady
     g = run_moe_tray(model, [1], 2, CFG, STEADY_TILES, resident=True)
     assert not g["problems"], g["problems"][:5]
     assert g["resident"] and g["tokens"] == generate(model, [1], 2, IntFfn(model))
