@@ -226,7 +226,11 @@ class Program:
                 need(link < cfg.links, f"link {link} does not exist; the tile has {cfg.links} link(s)")
                 need(cfg.link_slice(link) == name, f"link {link} is served by {cfg.link_slice(link)}, not {name} "
                                                    "(C2C_W serves the even links, C2C_E the odd ones)")
-        elif ins.op in (Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO, Op.MAX):
+        elif ins.op == Op.SETB:
+            need(ins.operand("reg") != 0, "SETB writes base register 0, the constant 0: it would have no effect")
+            need(ins.operand("reg") < cfg.base_regs,
+                 f"SETB writes base register {ins.operand('reg')}; the tile has {cfg.base_regs} (1..{cfg.base_regs - 1})")
+        elif ins.op in (Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO, Op.MAX, Op.ARGMAX):
             L = cfg.lanes
             if ins.op != Op.TRI:
                 need(ins.operand("out") < cfg.streams, f"output stream {ins.operand('out')} does not exist")
@@ -237,6 +241,10 @@ class Program:
             elif ins.op == Op.MAX:
                 need(ins.operand("k") < L, f"MAX rotates by {ins.operand('k')} lanes; it must be below the {L} lanes")
                 need(ins.operand("with") < cfg.streams, f"with stream {ins.operand('with')} does not exist")
+            elif ins.op == Op.ARGMAX:
+                need(ins.stream + cfg.acc_planes <= cfg.streams,
+                     f"ARGMAX reads accumulator planes on streams {ins.stream}..{ins.stream + cfg.acc_planes - 1}; "
+                     f"the tile has {cfg.streams} per direction")
             elif ins.op == Op.DIST:
                 k, g = ins.operand("k"), ins.operand("g")
                 need(g >= 1 and g & (g - 1) == 0 and L % g == 0,

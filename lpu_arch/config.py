@@ -130,6 +130,14 @@ class TileConfig:
         1: the SXMs execute ``MAX`` (the lane-wise signed maximum of a vector and a rotation
         of another, ``docs/isa.md``); 0, every preset: ``MAX`` is an illegal opcode there.
         An optional field (:attr:`OPTIONAL_FIELDS`): listed only where it is 1.
+    sxm_argmax : int
+        1: the SXMs execute ``ARGMAX`` (the running argmax of accumulator vectors, e.g. an LM
+        head's logits, and the index it keeps; ``docs/isa.md``); 0, every preset: illegal there.
+        An optional field.
+    sxm_setb : int
+        1: the SXMs execute ``SETB`` (a base register set from a stream vector while the tile
+        runs, e.g. the next token's embedding row from ``ARGMAX``'s index); 0, every preset:
+        illegal there, and the base registers change only by the host.  An optional field.
     """
 
     lanes: int = 16
@@ -157,12 +165,14 @@ class TileConfig:
     mxm_layout: str = "edge"
     mxm_partial_lw: int = 1
     sxm_max: int = 0
+    sxm_argmax: int = 0
+    sxm_setb: int = 0
 
     # Optional fields, the last ones declared: a configuration lists one (``to_dict``, the
     # TOML form, a saved program, the build key, the hardware's configuration block) only
     # where it differs from the value here, so that a tile without the feature it adds keeps
     # the configuration, programs and hardware it had before the field existed.
-    OPTIONAL_FIELDS = {"sxm_max": 0}
+    OPTIONAL_FIELDS = {"sxm_max": 0, "sxm_argmax": 0, "sxm_setb": 0}
 
     # Fixed architectural limits (from the ISA's field widths, lpu_arch/isa.py).
     MAX_STREAMS = 1 << isa.FIELD["stream"][1]
@@ -230,7 +240,8 @@ class TileConfig:
              f"fp8_max_terms must be at least lanes ({self.lanes}: one MM sums that many products), "
              f"got {self.fp8_max_terms}")
         need(self.mxm_partial_lw in (0, 1), f"mxm_partial_lw must be 0 or 1, got {self.mxm_partial_lw}")
-        need(self.sxm_max in (0, 1), f"sxm_max must be 0 or 1, got {self.sxm_max}")
+        for flag in self.OPTIONAL_FIELDS:
+            need(getattr(self, flag) in (0, 1), f"{flag} must be 0 or 1, got {getattr(self, flag)}")
         need(self.vxm_latency in isa.VXM_LATENCIES,
              f"vxm_latency must be one of {', '.join(map(str, isa.VXM_LATENCIES))} cycles, got {self.vxm_latency}")
         need(self.streams >= self.acc_planes,

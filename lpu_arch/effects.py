@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from lpu_arch.isa import (C2C_LATENCY, EAST, INT32_PLANES, MXM_LATENCY, READ_LATENCY, SXM_LATENCY, VXM_LATENCY,
-                  WEST, Instr, MMFlag, Op, SxmFlag, VopFlag)
+                  WEST, ArgmaxFlag, Instr, MMFlag, Op, SxmFlag, VopFlag)
 
-SXM_OUT_OPS = frozenset({Op.SHIFT, Op.PERM, Op.DIST, Op.TRO, Op.MAX})
-SAMPLE_OPS = frozenset({Op.WRITE, Op.LX, Op.TRI, Op.SHIFT, Op.DIST, Op.SEND, Op.SENDM})
+SXM_OUT_OPS = frozenset({Op.SHIFT, Op.PERM, Op.DIST, Op.TRO, Op.MAX, Op.ARGMAX})
+SAMPLE_OPS = frozenset({Op.WRITE, Op.LX, Op.TRI, Op.SHIFT, Op.DIST, Op.SETB, Op.SEND, Op.SENDM})
 
 
 class Access(NamedTuple):
@@ -75,11 +75,13 @@ def effects(ins: Instr, slice_name: str, lanes: int, planes: int = INT32_PLANES,
         if ins.aux & MMFlag.EMIT:
             drives += [Access(mxm_out_dir(slice_name), ins.operand("out") + b, MXM_LATENCY)
                        for b in range(planes)]
+    elif op == Op.ARGMAX:           # an accumulator vector, as an MM's EMIT drives it
+        reads += [Access(d, s + b, 0) for b in range(planes)]
     elif op == Op.VOP:
         reads += [Access(d, s + b, 0) for b in range(planes)]
         if ins.aux & (VopFlag.GATE | VopFlag.ADD):
             reads += [Access(1 - d, s + b, 0) for b in range(planes)]
         drives += _outs(ins, VopFlag, vxm_latency)
     if op in SXM_OUT_OPS:
-        drives += _outs(ins, SxmFlag, SXM_LATENCY)
+        drives += _outs(ins, ArgmaxFlag if op == Op.ARGMAX else SxmFlag, SXM_LATENCY)
     return Effects(tuple(reads), tuple(drives))

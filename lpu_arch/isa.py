@@ -48,6 +48,8 @@ class Op(enum.IntEnum):
     RUNTIME_DESKEW = 17   # C2C: stall until the HAC reaches the program's time plus slack
     SENDM = 18  # C2C: put a stream vector on several links at once (multicast)
     MAX = 19    # SXM: lane-wise signed maximum of a vector and a rotation of another (TileConfig.sxm_max)
+    ARGMAX = 20  # SXM: the running argmax of int32 vectors, its index driven out (TileConfig.sxm_argmax)
+    SETB = 21    # SXM: set a base register from a stream vector (TileConfig.sxm_setb)
 
 
 # (name, lsb, width, signed) -- the one place field positions are written down.
@@ -75,13 +77,15 @@ WRITE_LATENCY = 0  # WRITE issue -> stream sampled (the MEM write event's cycle)
 MXM_LATENCY = 3    # MM issue -> EMIT's accumulator value driven at the MXM
 VXM_LATENCY = 3    # VOP issue -> result driven at the VXM (TileConfig.vxm_latency: 3, or 4 with a 5th stage)
 VXM_LATENCIES = (3, 4)   # the values TileConfig.vxm_latency may take (hdl/units/vxm.py builds both)
-SXM_LATENCY = 1    # SHIFT/PERM/DIST/TRO/MAX issue -> result driven at the SXM
+SXM_LATENCY = 1    # SHIFT/PERM/DIST/TRO/MAX/ARGMAX issue -> result driven at the SXM
+SETB_LATENCY = 1   # SETB issue -> the first cycle an issuing READ, WRITE or VOP uses the register's new value
+INDEX_BYTES = 4    # ARGMAX drives its index, and SETB reads a value, as lanes 0..3 (a little-endian uint32)
 C2C_LATENCY = 1    # RECV issue -> received vector driven at the C2C slice
 INT32_PLANES = 4   # an int32 vector travels as 4 byte-plane streams, plane b on stream s+b
 
 CONTROL_OPS = frozenset({Op.HALT, Op.NOP, Op.REPEAT})
 DATA_OPS = frozenset({Op.READ, Op.WRITE, Op.LW, Op.MM, Op.LX, Op.VOP,
-                      Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO, Op.MAX,
+                      Op.SHIFT, Op.PERM, Op.DIST, Op.TRI, Op.TRO, Op.MAX, Op.ARGMAX, Op.SETB,
                       Op.SEND, Op.RECV, Op.DESKEW, Op.RUNTIME_DESKEW, Op.SENDM})
 # Which queue kinds execute which opcodes on every tile (and ``OPTIONAL_OPS`` on the tiles
 # built with them: ``slice_ops``).  Any other opcode in a queue is illegal:
@@ -98,7 +102,7 @@ SLICE_OPS = {
 # Opcodes a slice kind executes only on a tile built with their TileConfig field set to 1
 # (hardware that costs area): op -> (slice kind, field).  Where the field is 0 the opcode is
 # illegal there like any other it does not execute (``slice_ops``).
-OPTIONAL_OPS = {Op.MAX: ("SXM", "sxm_max")}
+OPTIONAL_OPS = {Op.MAX: ("SXM", "sxm_max"), Op.ARGMAX: ("SXM", "sxm_argmax"), Op.SETB: ("SXM", "sxm_setb")}
 
 
 def slice_ops(kind: str, cfg) -> frozenset:
@@ -129,6 +133,8 @@ OPERANDS = {
     Op.TRI: {"row": ("addr", 0, 10)},
     Op.TRO: {"col": ("addr", 0, 10), "out": ("count", 0, STREAM_BITS)},
     Op.MAX: {"k": ("addr", 0, 10), "with": ("delay", 0, STREAM_BITS), "out": ("count", 0, STREAM_BITS)},
+    Op.ARGMAX: {"index": ("addr", 0, 20), "out": ("count", 0, STREAM_BITS)},
+    Op.SETB: {"reg": ("delay", 0, BASE_BITS), "shift": ("count", 0, 4)},
     Op.SEND: {"link": ("addr", 0, 3)},
     Op.RECV: {"link": ("addr", 0, 3)},
     Op.DESKEW: {},
@@ -159,8 +165,14 @@ class SxmFlag(enum.IntFlag):
     OUT_W = 8   # drive the result west-flowing (both may be set)
 
 
+class ArgmaxFlag(enum.IntFlag):
+    FIRST = 1   # start a new search: this vector's maximum replaces the running one whatever it is
+    OUT_E = 4   # drive the running index (after this vector) east-flowing
+    OUT_W = 8   # drive it west-flowing (both may be set)
+
+
 FLAGS = {Op.MM: MMFlag, Op.VOP: VopFlag, Op.SHIFT: SxmFlag, Op.PERM: SxmFlag, Op.DIST: SxmFlag,
-         Op.TRO: SxmFlag, Op.MAX: SxmFlag}
+         Op.TRO: SxmFlag, Op.MAX: SxmFlag, Op.ARGMAX: ArgmaxFlag}
 
 
 def field_mask(name: str) -> int:
@@ -274,6 +286,24 @@ class Instr:
         """``MAX``: lane ``i`` of the result is the signed maximum of lane ``i`` of stream
         ``stream`` and lane ``(i + k) mod lanes`` of stream ``with_`` (its operand ``with``)."""
         return cls.compute(Op.MAX, stream, dir, k=k, out=out, flags=flags, **{"with": with_})
+
+    @classmethod
+    def argmax(cls, stream: int, dir: int, index: int, out: int = 0, flags: int = 0) -> "Instr":
+        """``ARGMAX``: the int32 vector on streams ``stream..stream+acc_planes-1`` (byte planes,
+        as an MM's EMIT drives them) joins the running search: its largest lane (the lowest
+        such lane on a tie) replaces the running maximum when ``FIRST`` is set or it is
+        strictly larger, with index ``index`` + that lane.  With ``OUT_E``/``OUT_W`` the running
+        index (this vector's decision included) is driven on stream ``out`` a cycle later, in
+        lanes 0..3 (little-endian), the other lanes 0."""
+        return cls.compute(Op.ARGMAX, stream, dir, index=index, out=out, flags=flags)
+
+    @classmethod
+    def setb(cls, stream: int, dir: int, reg: int, shift: int = 0) -> "Instr":
+        """``SETB``: base register ``reg`` := on, offset the low ``BASE_OFFSET_BITS`` bits of
+        ``v << shift``, where ``v`` is lanes 0..3 (little-endian uint32) of stream ``stream``:
+        the READs, WRITEs and VOPs issued ``SETB_LATENCY`` cycles later and after use it.  Register 0
+        stays the constant 0 (the hardware ignores such a SETB; ``Program.validate`` refuses it)."""
+        return cls.compute(Op.SETB, stream, dir, reg=reg, shift=shift)
 
     @classmethod
     def compute(cls, op: Op, stream: int, dir: int, flags: int = 0, **operands) -> "Instr":
@@ -402,7 +432,8 @@ class Instr:
         instructions with named operands:
         ``LW W0, n=4, delay=0``, ``MM W4, acc=0, slot=3, out=0, flags=ACC|EMIT|XBUF``,
         ``LX W4, slot=3``, ``VOP E0, param=2, out=4, flags=TABLE|GATE|OUT_E``,
-        ``MAX W0, k=8, with=0, out=2, flags=OUT_E``."""
+        ``MAX W0, k=8, with=0, out=2, flags=OUT_E``, ``ARGMAX E0, index=32, out=5, flags=FIRST|OUT_W``,
+        ``SETB W5, reg=3, shift=0``."""
         m = cls._TEXT.match(text)
         if not m:
             raise IsaError(f"cannot parse instruction {text!r}")

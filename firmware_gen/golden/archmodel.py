@@ -20,7 +20,8 @@ import numpy as np
 from lpu_arch import c2c, fp8
 from lpu_arch.effects import SXM_OUT_OPS, effects
 from lpu_arch.hostmap import base_fields
-from lpu_arch.isa import BASE_OPS, DATA_OPS, EAST, INT32_PLANES, READ_LATENCY, Instr, MMFlag, Op, SxmFlag, VopFlag
+from lpu_arch.isa import (BASE_OFFSET_BITS, BASE_OPS, DATA_OPS, EAST, INDEX_BYTES, INT32_PLANES, READ_LATENCY, ArgmaxFlag,
+                          Instr, MMFlag, Op, SxmFlag, VopFlag)
 from lpu_arch.timing import done_cycles, lw_cycles
 from lpu_arch.vxm import VXM_FIELDS
 
@@ -59,6 +60,7 @@ class RunResult:
     # FP8: (cycle, MXM) of the first MM that multiplied a NaN code of x or of its active weight
     # block (those products count 0), or None: the hardware's STATUS then has NAN_OPERAND.
     nan_operand: tuple | None = None
+    bases: list = field(default_factory=list)      # every base register's (offset, on) at done (SETB's included)
 
 
 def _issues(instrs: list[Instr]) -> tuple[list[tuple[int, Instr, int]], int]:
@@ -211,6 +213,34 @@ def sxm_apply(ins: Instr, x, aux_vec=None, buf=None) -> np.ndarray:
     raise ValueError(f"{ins.op.name} is not an SXM mapping")
 
 
+def argmax_step(best, values, ins: Instr) -> tuple[int, int]:
+    """``ARGMAX``'s running ``(maximum, index)`` after accumulator vector ``values`` (signed
+    lanes): its largest lane, the lowest on a tie, replaces ``best`` when ``FIRST`` is set,
+    or the lane is strictly larger (``docs/isa.md``)."""
+    values = np.asarray(values, np.int64)
+    lane = int(np.argmax(values))
+    if ins.aux & ArgmaxFlag.FIRST or values[lane] > best[0]:
+        return int(values[lane]), ins.operand("index") + lane
+    return best
+
+
+def index_vector(index: int, lanes: int) -> np.ndarray:
+    """The vector ``ARGMAX`` drives and ``SETB`` reads: ``index`` in lanes 0..3, little-endian."""
+    v = np.zeros(lanes, np.uint8)
+    v[:INDEX_BYTES] = [(int(index) >> (8 * b)) & 0xFF for b in range(INDEX_BYTES)]
+    return v
+
+
+def vector_index(v) -> int:
+    """Lanes 0..3 of ``v`` as a little-endian uint32 (what ``SETB`` reads)."""
+    return sum(int(b) << (8 * k) for k, b in enumerate(np.asarray(v, np.uint8)[:INDEX_BYTES]))
+
+
+def setb_offset(ins: Instr, v) -> int:
+    """The offset ``SETB`` writes: the low ``BASE_OFFSET_BITS`` bits of ``v``'s index shifted."""
+    return (vector_index(v) << ins.operand("shift")) & ((1 << BASE_OFFSET_BITS) - 1)
+
+
 @dataclass(frozen=True)
 class LinkVector:
     """A vector on a C2C link: sent on SAC cycle ``sent`` by ``tile`` on its ``link``."""
@@ -237,6 +267,11 @@ class TileModel:
         cfg = self.cfg = program.config
         program.validate()
         self.bases = base_registers(cfg, bases)
+        # The registers a SETB writes while the tile runs: the READs, WRITEs and VOPs naming one
+        # are relocated when they issue, not once here.
+        self.dynamic = {ins.operand("reg") for q in program.queues.values() for ins in q if ins.op == Op.SETB}
+        self.argmax = {n: None for n in ("SXM_W", "SXM_E")}     # ARGMAX's running (maximum, index)
+        self.pending_bases = []                                 # this cycle's SETBs, applied after it
         P, S, L = cfg.positions, cfg.streams, cfg.lanes
         self.tile = tile
         mems = cfg.mem_names
@@ -260,8 +295,12 @@ class TileModel:
             p = cfg.position(name)      # a loader queue issues at its MXM's position
             busy = 0
             for c, ins, a in timeline:
+                dynamic = ins.op in BASE_OPS and ins.base in self.dynamic
                 skip = self.skips(ins)
-                busy += not skip
+                busy += not skip and not dynamic         # (a dynamic one counts as it issues)
+                if dynamic:
+                    self.issues.setdefault(c, []).append((p, ins if a == ins.addr else ins.with_addr(a), name))
+                    continue
                 if ins.op == Op.READ and not skip and a + self.bases[ins.base][0] < cfg.mem_depth:
                     reads.append((c, mem_index[name], a + self.bases[ins.base][0], p, ins.dir, ins.stream))
                     continue            # (a READ beyond the MEM: the instruction path names the fault)
@@ -328,6 +367,9 @@ class TileModel:
             self.last_drive = max(self.last_drive, t + READ_LATENCY)
         for p, ins, queue in now:
             self._commit(t, p, ins, queue)
+        for reg, offset in self.pending_bases:     # (two SETBs of one register on one cycle: SXM_E's, as in the HDL)
+            self.bases[reg] = (offset, True)
+        self.pending_bases.clear()
         for name, m in self.mxms.items():
             p = self.cfg.position(name)
             m.load_step(t, lambda d, s, n, p=p: self._tap(d, s, p, n))
@@ -340,6 +382,8 @@ class TileModel:
         cfg, tap = self.cfg, self._tap
         name, where = self.names[p], _At(self.tile, queue, t, ins)
         out = None      # the value(s) this instruction drives (when, where: its effects)
+        if ins.op in BASE_OPS and ins.base in self.dynamic and not self.skips(ins):
+            self.busy[queue] += 1
         if self.skips(ins):
             out = np.zeros(cfg.lanes, np.uint8)     # a skipped READ or VOP drives zeros
         elif ins.op == Op.READ:
@@ -348,6 +392,13 @@ class TileModel:
             out = self._mm(t, p, ins, where)
         elif ins.op == Op.VOP:
             out = self._vop(ins, p, where)
+        elif ins.op == Op.ARGMAX:
+            if self.argmax[name] is None and not ins.aux & ArgmaxFlag.FIRST:
+                raise ModelError(f"{where}: ARGMAX without FIRST before any search of this run started "
+                                 "(the running maximum is undefined at a run's start)")
+            values = from_planes([tap(ins.dir, ins.stream + b, p) for b in range(cfg.acc_planes)], cfg.acc_bits)
+            self.argmax[name] = argmax_step(self.argmax[name], values, ins)
+            out = index_vector(self.argmax[name][1], cfg.lanes)
         elif ins.op in SXM_OUT_OPS:
             x = tap(ins.dir, ins.stream, p)
             mp = (tap(ins.dir, ins.operand("map"), p) if ins.op == Op.PERM else
@@ -413,6 +464,8 @@ class TileModel:
             m.acc[a], m.acc_ok[a] = new, True
         elif ins.op == Op.TRI:
             self.sxm_buf[name][ins.operand("row")] = tap(ins.dir, ins.stream, p)
+        elif ins.op == Op.SETB:         # applied after the cycle (SETB_LATENCY): this cycle's issues use the old value
+            self.pending_bases.append((ins.operand("reg"), setb_offset(ins, tap(ins.dir, ins.stream, p))))
         elif ins.op == Op.LX:
             m = self.mxms[name]
             slot = ins.operand("slot")
@@ -485,7 +538,7 @@ class TileModel:
     def result(self) -> RunResult:
         return RunResult(cycles=done_cycles(max(self.halt_at), self.last_drive), events=self.events, memory=self.mem, busy=self.busy,
                          mm_count={n: m.mm_count for n, m in self.mxms.items()}, sent=self.sent,
-                         nan_operand=self.nan_operand)
+                         nan_operand=self.nan_operand, bases=list(self.bases))
 
 
 def as_predicted(result: RunResult, cycles: int, writes) -> bool:

@@ -175,6 +175,10 @@ class Tile(wiring.Component):
             core.d.comb += [col.prestart.eq(prestart), col.start.eq(start), col.entry.eq(entry), col.run.eq(run_q)]
             if kind in ("MEM", "VXM"):
                 core.d.comb += col.bases.eq(base_file)
+            if kind == "SXM" and cfg.sxm_setb:      # SETB: the register is on, at the offset, from the next cycle
+                for r, reg in enumerate(base_regs, 1):  # (SXM_E's write, built last, wins a tie: the golden model's)
+                    with m.If(col.setb.we & (col.setb.reg == r)):      # (the registers are the tile's, as the host's writes)
+                        m.d.sync += [reg.offset.eq(col.setb.offset), reg.off.eq(0)]
             host_port(col.icu_host, Region.IMEM, p)
             cols.append(col)
             if kind == "VXM":

@@ -18,7 +18,7 @@ from hdl.link.deskew import SLACK_BITS
 from hdl.units.c2c_slice import C2cSlice
 from hdl.units.fabric import StreamStage
 from hdl.units.icu import InstructionQueue
-from hdl.units.layouts import base_file_layout, host_signature, stream_vectors, tap_signature
+from hdl.units.layouts import base_file_layout, host_signature, setb_signature, stream_vectors, tap_signature
 from hdl.units.mem_slice import MemSlice
 from hdl.units.mxm import MXM
 from hdl.units.sxm import SXM
@@ -59,6 +59,8 @@ def column_signature(cfg, p: int, streams: bool = True) -> wiring.Signature:
     elif kind == "VXM":
         members.update({"bases": In(base_file_layout(cfg)), "host_param": In(host), "host_table": In(host),
                         "param_fault": Out(1)})
+    elif kind == "SXM" and cfg.sxm_setb:
+        members["setb"] = Out(setb_signature())
     elif kind == "C2C":
         n = max(len(served_links(cfg, p)), 1)
         members.update({"send": Out(n), "send_data": Out(cfg.vector_bits), "recv": Out(n),
@@ -122,6 +124,8 @@ def build_position(m, cfg, p: int, ports, tap, east_out, west_out, suffix: str =
         wiring.connect(m, wiring.flipped(ports.host_table), sl.host_table)
     elif kind == "SXM":
         sl = SXM(cfg)
+        if cfg.sxm_setb:
+            wiring.connect(m, sl.setb, wiring.flipped(ports.setb))
     elif kind == "C2C":
         sl = C2cSlice(cfg, served_links(cfg, p))
         m.d.comb += [ports.send.eq(sl.send), ports.send_data.eq(sl.send_data), ports.recv.eq(sl.recv),

@@ -152,6 +152,13 @@ def relocated_slice_members(cfg) -> dict:
     return {"start": In(1), "run": In(1), "bases": In(base_file_layout(cfg)), "skip": Out(1)}
 
 
+def setb_signature() -> wiring.Signature:
+    """An SXM's base register write (``SETB``, on a tile built with ``TileConfig.sxm_setb``),
+    from the SXM's side: on a cycle with ``we`` the tile sets register ``reg`` to ``offset``
+    and on at the clock edge (``isa.SETB_LATENCY``)."""
+    return wiring.Signature({"we": Out(1), "reg": Out(isa.BASE_BITS), "offset": Out(isa.BASE_OFFSET_BITS)})
+
+
 def host_bus_signature(cfg) -> wiring.Signature:
     """The tile's host bus (``lpu_arch.hostmap``), from the host's side: ``rdata`` and
     ``rvalid`` come ``HOST_READ_LATENCY`` cycles after ``re``.  A tile has it as ``In(...)``

@@ -8,14 +8,21 @@ map byte from a second stream, or a broadcast/replicate pattern.  ``MAX`` sends 
 stream (``with``) through the same multiplexers with ``SHIFT``'s rotation towards lane 0 by
 ``k``, and keeps per lane the signed larger of that and the first stream's lane.  The result is registered and driven
 ``SXM_LATENCY`` (1) cycle after issue.
+
+With ``TileConfig.sxm_argmax``, ``ARGMAX`` reads an accumulator vector (``acc_planes`` byte
+planes), finds its largest lane in a tree of comparisons (the lower lane wins a tie) and keeps
+the running maximum and its index in two registers; its result is that index in lanes 0..3.
+With ``TileConfig.sxm_setb``, ``SETB`` hands the tile a base register write (``setb``: lanes
+0..3 of its stream, shifted), which the tile's base file takes at the clock edge.
 """
 
-from amaranth import Array, Const, Module, Mux, Signal, signed
+from amaranth import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
+from amaranth.lib.wiring import Out
 
-from lpu_arch.isa import EAST, OPERANDS, SXM_LATENCY, Op, SxmFlag
+from lpu_arch.isa import BASE_OFFSET_BITS, EAST, INDEX_BYTES, OPERANDS, SXM_LATENCY, ArgmaxFlag, Op, SxmFlag
 
-from hdl.units.layouts import flag_bit, index_bits, operand, slice_members
+from hdl.units.layouts import flag_bit, index_bits, operand, setb_signature, slice_members
 
 assert SXM_LATENCY == 1, "the SXM below registers its result once"
 assert (OPERANDS[Op.MAX]["with"], OPERANDS[Op.MAX]["k"], OPERANDS[Op.MAX]["out"]) == \
@@ -31,11 +38,16 @@ class SXM(wiring.Component):
     issue, tap, drive, driving
         Every slice's (``layouts.slice_members``): the result goes out on stream ``out``,
         east and/or west.
+    setb
+        With ``sxm_setb``: a ``SETB``'s base register write (``layouts.setb_signature``).
     """
 
     def __init__(self, cfg):
         self.cfg = cfg
-        super().__init__(slice_members(cfg))
+        members = slice_members(cfg)
+        if cfg.sxm_setb:
+            members["setb"] = Out(setb_signature())
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -107,6 +119,14 @@ class SXM(wiring.Component):
         produces = (op == Op.SHIFT) | (op == Op.PERM) | (op == Op.DIST) | (op == Op.TRO)
         if cfg.sxm_max:
             produces |= op == Op.MAX
+        if cfg.sxm_argmax:
+            produces |= op == Op.ARGMAX
+            y = self._argmax(m, op, ins, stream, y)
+        if cfg.sxm_setb:
+            value = Signal(8 * INDEX_BYTES)
+            m.d.comb += [value.eq(x[:8 * INDEX_BYTES]), self.setb.we.eq(op == Op.SETB),
+                         self.setb.reg.eq(operand(ins, Op.SETB, "reg")),
+                         self.setb.offset.eq((value << operand(ins, Op.SETB, "shift"))[:BASE_OFFSET_BITS])]
         q_y, q_e, q_w = Signal.like(y), Signal(), Signal()
         q_out = Signal(range(max(S, 2)))
         m.d.sync += [
@@ -120,3 +140,36 @@ class SXM(wiring.Component):
             m.d.comb += [port.mask.eq(Mux(on, one_hot, 0)), port.data[0].eq(q_y)]
         m.d.comb += self.driving.eq(q_e | q_w)
         return m
+
+    def _argmax(self, m, op, ins, stream, y):
+        """``ARGMAX``: the running maximum and index, updated on its issue; the value the SXM
+        drives: ``y``, or with ``ARGMAX`` the running index after this vector in lanes 0..3."""
+        cfg = self.cfg
+        L, P, bits = cfg.lanes, cfg.acc_planes, cfg.acc_bits
+        assert OPERANDS[Op.ARGMAX]["out"] == OPERANDS[Op.SHIFT]["out"], "ARGMAX drives SHIFT's out"
+        planes = [stream(ins.stream + b) for b in range(P)]
+        level = []
+        for i in range(L):             # lane i's value: byte b from plane b
+            v = Signal(signed(bits), name=f"arg_v{i}")
+            m.d.comb += v.eq(Cat(*(planes[b][8 * i: 8 * i + 8] for b in range(P)))[:bits])
+            level.append((v, Const(i, index_bits(L))))
+        while len(level) > 1:          # pairs of neighbours: the right one only when strictly larger
+            nxt = []
+            for k in range(0, len(level) - 1, 2):
+                (va, ia), (vb, ib) = level[k], level[k + 1]
+                v, i = Signal(signed(bits)), Signal(index_bits(L))
+                m.d.comb += [v.eq(Mux(vb > va, vb, va)), i.eq(Mux(vb > va, ib, ia))]
+                nxt.append((v, i))
+            if len(level) % 2:
+                nxt.append(level[-1])
+            level = nxt
+        vmax, lane = level[0]
+        best, best_index = Signal(signed(bits)), Signal(8 * INDEX_BYTES)
+        take = ins.aux[flag_bit(ArgmaxFlag.FIRST)] | (vmax > best)
+        index = Signal(8 * INDEX_BYTES)
+        m.d.comb += index.eq(Mux(take, operand(ins, Op.ARGMAX, "index") + lane, best_index))
+        with m.If((op == Op.ARGMAX) & take):
+            m.d.sync += [best.eq(vmax), best_index.eq(index)]
+        out = Signal.like(y)
+        m.d.comb += out.eq(Mux(op == Op.ARGMAX, index, y))
+        return out

@@ -49,7 +49,7 @@ def test_encode_decode_round_trip():
                              int(rng.integers(-(1 << 19), 1 << 19)))
         elif op in OPERANDS:
             ops = {n: int(rng.integers(op == Op.LW and n == "n", 1 << w)) for n, (_, _, w) in OPERANDS[op].items()}
-            flags = int(rng.integers(0, sum(FLAGS[op]) + 1)) if op in FLAGS else 0
+            flags = int(rng.integers(0, sum(FLAGS[op]) + 1)) & int(sum(FLAGS[op])) if op in FLAGS else 0
             if op == Op.VOP and flags & VopFlag.GATE:
                 flags &= ~VopFlag.ADD           # ADD and GATE exclude each other
             st, d = (0, 0) if op in NO_STREAM_OPS else (int(rng.integers(0, 1 << STREAM_BITS)), int(rng.integers(0, 2)))
