@@ -23,6 +23,8 @@ import sys
 
 import numpy as np
 
+from lpu_arch.config import DECODER_FIELDS
+
 from firmware_gen.golden.attention import HeadSpec, Variant, head_float, head_int
 from firmware_gen.golden.quantise import quantise_activations
 from firmware_gen.host.decoder import CALIBRATION_TEXT, EVAL_TEXT, causal_qkv, from_bert, wordpiece
@@ -158,8 +160,8 @@ def cycle_rows(cfg=None, heads: int = CYCLE_HEADS) -> list[dict]:
 def markdown_cycles(rs: list[dict]) -> list[str]:
     if not rs:
         return []
-    lines = ["", f"Attention: a decode step of {rs[0]['heads']} heads (D = 32) on the default tile with sxm_max=1 "
-             "against context length (golden-model cycles = the compiler's prediction, y bit-exact against "
+    lines = ["", f"Attention: a decode step of {rs[0]['heads']} heads (D = 32) on the default tile with "
+             f"{', '.join(DECODER_FIELDS)} against context length (golden-model cycles = the compiler's prediction, y bit-exact against "
              "head_int; the bound: the step's cached K and V^T rows read once, one row a cycle from each MEM "
              "slice; every context of a 16-position block takes the block's cycles):", ""]
     return lines + CYCLE_TABLE.markdown([r["context"], r["blocks"], r["cycles"], r["predicted"], r["read_bound"],

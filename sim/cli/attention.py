@@ -15,7 +15,8 @@ MAX_HEADS = 6          # 9 VXM parameter entries per head and one shared: 55 of 
 
 DESCRIPTION = """\
 One decode step of causal attention (docs/numerics.md, "Attention") for H heads of dimension
-32 on the default tile with sxm_max=1 (the SXM's MAX finds the largest score): the compiler
+32 on the default tile with sxm_max=1 (the SXM's MAX finds the largest score; also
+sxm_argmax=1 and sxm_setb=1: one build with lpu decode --on-chip's tile): the compiler
 (firmware_gen/compiler/attention.py) places the KV cache, the new k and v, the scores, the
 maximum, the exp table, the sums and the normalisation by octaves; the program depends on the
 number of 16-position blocks only, the length within the block is in base registers.  Every

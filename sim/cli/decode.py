@@ -11,6 +11,7 @@ from sim.cli.common import EXIT_FAIL, EXIT_OK, CliError, print_json, testbench_f
 from sim.cli.options import (add_subcommand, config_options, int_at_least, nonneg, picture, positive, positive_real,
                              rtl_run_options, token_ids)
 from sim.flows.decode import DECODE_TILE, TRAY_MOE_TILE
+from sim.flows.token_loop import ON_CHIP_TILE
 from sim.table import Column, Table, right
 
 # --tokens at most: 128 tokens take about 4 s on the golden model with every layer resident and
@@ -39,7 +40,8 @@ examples:
   lpu decode --tokens 8 --sim verilator
   lpu decode --no-run --layers 2 --tokens 32 --json
   lpu decode --no-run --experts 4 --tiles 4 --tokens 8
-  lpu decode --experts 4 --tiles 4 --prompt 1,2 --tokens 1 --chart steady.svg"""
+  lpu decode --experts 4 --tiles 4 --prompt 1,2 --tokens 1 --chart steady.svg
+  lpu decode --on-chip --tokens 16 --per-call 4 --sim verilator"""
 
 
 def add_parser(sub) -> None:
@@ -52,9 +54,9 @@ def add_parser(sub) -> None:
     g.add_argument("--prompt", type=token_ids, default=[1, 2, 3], metavar="IDS",
                    help="prompt token ids, comma-separated (default: 1,2,3)")
     g.add_argument("--layers", type=positive, default=2, help="layers (default: 2)")
-    g.add_argument("--H", type=positive, default=8, metavar="N", help="model width (default: 8)")
-    g.add_argument("--I", type=positive, default=16, metavar="N", help="FFN width (default: 16)")
-    g.add_argument("--heads", type=positive, default=2, help="attention heads (default: 2)")
+    g.add_argument("--H", type=positive, default=None, metavar="N", help="model width (default: 8; --on-chip: 32)")
+    g.add_argument("--I", type=positive, default=None, metavar="N", help="FFN width (default: 16; --on-chip: 64)")
+    g.add_argument("--heads", type=positive, default=None, help="attention heads (default: 2)")
     g.add_argument("--vocab", type=positive, default=64, help="vocabulary (default: 64)")
     g.add_argument("--seed", type=nonneg, default=0, help="seed of the synthetic model (default: 0)")
     g.add_argument("--experts", type=nonneg, default=0, metavar="E",
@@ -76,8 +78,9 @@ def add_parser(sub) -> None:
                         "phase) and of the wire latencies, as lpu tray's (default: 1)")
     g.add_argument("--hbm-gbs", type=positive_real, default=8000.0,
                    help="assumed GPU HBM bandwidth for the attention estimate (default: 8000 GB/s)")
-    config_options(g, "tiny", "tiny, with " + ", ".join(DECODE_TILE) + "; with --experts or --tiles the tiny\n"
-                   "tile itself, with " + ", ".join(TRAY_MOE_TILE) + " for --experts (every MoE layer resident)")
+    config_options(g, None, "tiny, with " + ", ".join(DECODE_TILE) + "; with --experts or --tiles the tiny\n"
+                   "tile itself, with " + ", ".join(TRAY_MOE_TILE) + " for --experts (every MoE layer resident);\n"
+                   "--on-chip: default")
     p.add_argument("--chart", type=picture, default=None, metavar="FILE",
                    help="draw the loop's timeline on the host and the tray, batch 1 and two micro-batches\n"
                         "in flight, with the tokens/s of each, to FILE (.svg or .png); with --tiles or\n"
@@ -88,6 +91,14 @@ def add_parser(sub) -> None:
                         "KV cache's bytes at --hbm-gbs (gpu, an estimate) (default: measured; a tray's chart\n"
                         "draws the host's bus cycles as the RTL measured them)")
     p.add_argument("--no-run", action="store_true", help="the golden model only (no simulator)")
+    o = p.add_argument_group("the token loop on chip")
+    o.add_argument("--on-chip", action="store_true",
+                   help="close the token loop on the tile (docs/afd.md, \"The token loop on chip\"): a synthetic\n"
+                        "loop model of residual MLP layers (no attention yet), the embedding read at the token id\n"
+                        "(SETB), the LM head's argmax on chip (ARGMAX), on the default tile with\n"
+                        f"{', '.join(ON_CHIP_TILE)}; the host writes the prompt's last token once")
+    o.add_argument("--per-call", type=positive, default=None, metavar="K",
+                   help="with --on-chip: tokens per run of the tile, unrolled in its queues (default: --tokens)")
     p.add_argument("--fit", action="store_true",
                    help="with --tiles or --experts: print the smallest tray tile (power-of-two depths, as TOML for\n"
                         "--config) on which every layer of the model is resident, and run nothing")
@@ -95,6 +106,13 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    if args.on_chip:
+        from sim.cli import on_chip
+        return on_chip.run(args)
+    if args.per_call is not None:
+        raise CliError("--per-call is the tokens per run of --on-chip: give --on-chip")
+    args.H, args.I, args.heads = args.H or 8, args.I or 16, args.heads or 2
+    args.config = args.config or "tiny"
     if args.model != "synthetic":
         raise CliError(f"--model {args.model}: only 'synthetic' is built in (no registry package ships a small "
                        "trained decoder; all-MiniLM-L6-v2 run as a decoder, too large for one tile, is measured on "

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lpu_arch.config import TileConfig
+from lpu_arch.config import DECODER_FIELDS, TileConfig
 from lpu_arch.hostmap import base_word
 
 from firmware_gen.check import check_program
@@ -27,11 +27,12 @@ from sim.harness.runner import job
 from sim.harness.scoreboard import read_back, tile_observed
 from sim.report import Report
 
-ATTENTION_TILE = ("sxm_max=1",)        # the field the step needs (MAX: the maximum of the scores)
+ATTENTION_TILE = DECODER_FIELDS        # MAX (the maximum of the scores), and the token loop's opcodes: one build
 
 
 def attention_config(base: TileConfig | None = None) -> TileConfig:
-    """The default tile (or ``base``) with the fields the step needs."""
+    """The default tile (or ``base``) with the fields the step needs (and the token loop's:
+    ``DECODER_FIELDS``)."""
     return (base or TileConfig()).with_overrides(list(ATTENTION_TILE))
 
 

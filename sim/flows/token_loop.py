@@ -1,0 +1,159 @@
+"""The token loop on chip (``lpu decode --on-chip``, ``docs/afd.md``): a
+:class:`~firmware_gen.golden.token_loop.LoopModel` generates tokens greedily on one tile, ``k``
+tokens per run (``compiler/token_loop.py``); the host writes the prompt's token once, with the
+first load, and between runs writes nothing: it starts the tile and reads the ids.
+
+Every run is checked on the golden model and, with a simulator, on the RTL tile (all runs jobs
+of one testbench session, the later ones ``resident``: the driver writes only what differs from
+what the tile holds, which is nothing): the ids against the pure-integer reference
+(``golden.token_loop.generate``), every MEM write (cycle, row, value) and the cycle count
+against the compiler's promise and the golden model's run, the ids read back, the bytes the host
+wrote per run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lpu_arch.config import DECODER_FIELDS, PRESET_CLOCK_MHZ, TileConfig
+from lpu_arch.hostmap import base_word
+
+from firmware_gen.compiler import CompileError
+from firmware_gen.compiler.token_loop import ID_MEM, START_MEM, TokenLoop
+from firmware_gen.golden import archmodel
+from firmware_gen.golden.archmodel import vector_index
+from firmware_gen.golden.token_loop import LoopModel, generate, synthetic
+from firmware_gen.program import Program
+from firmware_gen.scoreboard import Reference, compare, golden_observed, golden_reference, promise
+from sim.harness.runner import default_timeout, job
+from sim.harness.scoreboard import read_back, tile_observed
+from sim.report import Report
+
+ON_CHIP_TILE = DECODER_FIELDS      # ARGMAX and SETB, which the loop needs, and MAX: the attention step's tile
+ON_CHIP_MODEL = dict(vocab=64, H=32, I=64, layers=2, seed=0)    # lpu decode --on-chip's default model
+
+
+def on_chip_config(base: TileConfig | None = None) -> TileConfig:
+    """The default tile (or ``base``) with the fields the loop needs."""
+    return (base or TileConfig()).with_overrides(list(ON_CHIP_TILE))
+
+
+class LoopRuns:
+    """``tokens`` tokens after ``prompt``, ``per_call`` a run: compiled once, every run on the
+    golden model, checked against the integer reference and the compiler."""
+
+    def __init__(self, cfg: TileConfig, model: LoopModel, prompt, tokens: int, per_call: int):
+        if tokens % per_call:
+            raise CompileError(f"--tokens ({tokens}) must be a multiple of the tokens per run ({per_call})")
+        if not prompt or not all(0 <= int(t) < model.vocab for t in prompt):
+            raise CompileError(f"the prompt's tokens must be in 0..{model.vocab - 1} (the vocabulary), got {list(prompt)}")
+        self.cfg, self.model, self.prompt = cfg, model, [int(t) for t in prompt]
+        self.tokens, self.per_call, self.calls = tokens, per_call, tokens // per_call
+        self.loop = TokenLoop(cfg, model, per_call)
+        self.reference = generate(model, self.prompt, tokens)
+        self.programs, self.golden, self.ids = [], [], []
+        prog, bases = self.loop.program(self.prompt[-1]), None
+        for c in range(self.calls):
+            r = archmodel.run(prog, bases=bases)
+            self.programs.append(prog)
+            self.golden.append(r)
+            self.ids.append([vector_index(r.memory[ID_MEM][row]) for row in self.loop.id_rows])
+            # The next run starts from what this one left: the SRAM and the base registers.
+            prog = Program(cfg, prog.queues, {n: m.copy() for n, m in r.memory.items()}, vxm_params=prog.vxm_params,
+                           table=prog.table, defined={n: set(range(cfg.mem_depth)) for n in cfg.mem_names})
+            bases = [base_word(off, on) for off, on in r.bases]
+
+    def expected(self, c: int) -> list[int]:
+        return self.reference[c * self.per_call:(c + 1) * self.per_call]
+
+    def promise(self, c: int) -> Reference:
+        writes, cycles = self.loop.manifest(self.expected(c))
+        return promise(writes, cycles)
+
+    def golden_problems(self) -> list[str]:
+        problems = []
+        for c, (r, ids) in enumerate(zip(self.golden, self.ids)):
+            if ids != self.expected(c):
+                problems.append(f"run {c}: the golden model's ids {ids} are not the integer reference's {self.expected(c)}")
+            problems += [p.at(f"run {c}") for p in compare(golden_observed(r), self.promise(c))]
+        return problems
+
+    def jobs(self) -> list[dict]:
+        """The testbench's jobs: the first loads everything (the prompt's token in the start
+        row); each later one is resident: the same program, nothing written."""
+        rows = {ID_MEM: list(self.loop.id_rows), START_MEM: [self.loop.start_row]}
+        full = job(self.programs[0], name="run 0", read_back=rows)      # (checked by firmware_gen.check)
+        memory = {n: {r: row for r, row in enumerate(m) if any(row)} for n, m in full.pop("memory").items()}
+        first = {**full, "resident": True, "memory_rows": memory}        # the queues' words recorded as held
+        later = [{"resident": True, "name": f"run {c}", "images": full["images"], "read_back": rows,
+                  "bases": full["bases"], "timeout_cycles": default_timeout(self.programs[0])}
+                 for c in range(1, self.calls)]
+        return [first, *later]
+
+    def rtl_problems(self, c: int, res: dict) -> tuple[list[str], list[int]]:
+        """Run ``c``'s observation against the golden model's run and the compiler's promise;
+        the ids the host read back."""
+        seen = tile_observed(res)
+        held = read_back(res)
+        ids = [vector_index(held[(ID_MEM, row)]) if (ID_MEM, row) in held else -1 for row in self.loop.id_rows]
+        problems = compare(seen, golden_reference(self.golden[c]), self.promise(c))
+        if ids != self.expected(c):
+            problems.append(f"the ids read back, {ids}, are not the integer reference's {self.expected(c)}")
+        if c and res.get("loaded_bytes"):
+            problems.append(f"the host wrote {res['loaded_bytes']} bytes before run {c}; it should write none")
+        return [p.at(f"run {c}") if hasattr(p, "at") else f"run {c}: {p}" for p in problems], ids
+
+
+def run_token_loop(cfg: TileConfig, model: LoopModel | None = None, prompt=(1,), tokens: int = 16, per_call: int = 16,
+                   sim: str | None = None, clock_mhz: float | None = None, progress=None, build_out=None) -> Report:
+    """Generate ``tokens`` tokens after ``prompt`` with ``model`` (default: :data:`ON_CHIP_MODEL`)
+    on a tile of ``cfg`` (``on_chip_config``), ``per_call`` per run; golden model, and with
+    ``sim`` the RTL tile.  The report's rows: one per token (run, id, cycles since the previous
+    token's id, time at the clock)."""
+    model = model or synthetic(**ON_CHIP_MODEL)
+    runs = LoopRuns(cfg, model, prompt, tokens, per_call)
+    problems = runs.golden_problems()
+    results, tile = [None] * runs.calls, None
+    if sim is not None:
+        from sim.flows.ffn import build_tile
+        tile = build_tile(cfg, sim, out=build_out)
+        results = tile.run(runs.jobs(), name="token loop", progress=progress)
+    rtl_ids, loaded = [], []
+    for c, res in enumerate(results):
+        if res is None:
+            continue
+        p, ids = runs.rtl_problems(c, res)
+        problems += p
+        rtl_ids += ids
+        loaded.append(int(res.get("loaded_bytes", 0)))
+    mhz = clock_mhz or PRESET_CLOCK_MHZ["default"]
+    per_token = runs.loop.token_cycles()
+    rows = []
+    for n, t in enumerate(runs.reference):
+        c, k = divmod(n, per_call)
+        gold = runs.ids[c][k]
+        rows.append({"token": n, "run": c, "id": gold, **({"rtl_id": rtl_ids[n]} if rtl_ids else {}),
+                     "cycles": per_token[k], "us": round(per_token[k] / mhz, 4)})
+    steady = per_token[1:] or per_token
+    bound = weight_read_bound(cfg, model)
+    data = {"passed": not problems, "simulator": sim or "golden model", "tokens": tokens, "per_call": per_call,
+            "runs": runs.calls, "prompt": runs.prompt, "ids": runs.reference,
+            "cycles_per_run": runs.loop.cycles, "cycles_per_token": min(steady), "first_token_cycles": per_token[0],
+            "clock_mhz": mhz, "us_per_token": round(min(steady) / mhz, 4),
+            "weight_read_bound": bound, "ratio_to_bound": round(min(steady) / bound, 3),
+            "iq_needed": runs.loop.iq_needed(), "iq_depth": cfg.iq_depth, "weight_bytes": model.weight_bytes(),
+            "host_bytes_after_first_load": loaded[1:] if loaded else None,
+            "first_load_bytes": loaded[0] if loaded else None, "problems": problems, "positions": rows}
+    if tile is not None:
+        data["build_dir"] = str(tile.build_dir)
+    return Report.of("token-loop", data, rows_key="positions")
+
+
+def weight_read_bound(cfg: TileConfig, model: LoopModel) -> int:
+    """Cycles to read a token's weight rows (every layer's W1, W2, the residual block, the LM head;
+    the embedding's few rows left out) from all ``2 mem_slices`` MEM slices at one row a cycle
+    each: arithmetic on the configuration, the bound a schedule on both MXMs could approach."""
+    L = cfg.lanes
+    KH, KI, KV = model.H // L, model.I // L, -(-model.vocab // L)
+    blocks = len(model.layers) * (2 * KH * KI + 1) + KV * KH
+    return -(-blocks * L // len(cfg.mem_names))

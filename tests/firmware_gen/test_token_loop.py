@@ -1,0 +1,140 @@
+"""The token loop on chip on the golden model: ARGMAX and SETB as the golden model states them,
+the loop compiler (``compiler/token_loop.py``) against the pure-integer reference
+(``golden/token_loop.py``), and its refusals."""
+
+import numpy as np
+import pytest
+
+from firmware_gen.check import check_program
+from firmware_gen.compiler import CompileError
+from firmware_gen.compiler.token_loop import ID_MEM, TOKEN_REG, TokenLoop
+from firmware_gen.golden import archmodel
+from firmware_gen.golden.archmodel import ModelError, index_vector, vector_index
+from firmware_gen.golden.token_loop import generate, logits_int, next_token, synthetic
+from firmware_gen.program import Program, ProgramError
+from firmware_gen.scoreboard import compare, golden_observed, promise
+from lpu_arch import TileConfig
+from lpu_arch.config import DECODER_FIELDS
+from lpu_arch.isa import EAST, WEST, ArgmaxFlag, Instr, MMFlag
+
+from sim.flows.token_loop import ON_CHIP_MODEL, LoopRuns, on_chip_config, run_token_loop, weight_read_bound
+
+CFG = on_chip_config()
+MODEL = synthetic(**ON_CHIP_MODEL)
+
+
+# ---- SETB and ARGMAX on the golden model ------------------------------------------------------
+SETB_BASES = [0, 0, 1 << 31]             # register 2 off at the start
+
+
+def setb_program(cfg):
+    """MEM_W1 reads a row holding 9 west to SXM_W, which SETBs register 2 from it on cycle 2;
+    MEM_W0 READs row 3 through register 2 on cycles 2 and 3, MEM_E0 writes both into rows 40
+    and 41.  Expected (``SETB_LATENCY`` = 1): row 40 zeros (the register still off: a skip),
+    row 41 = row 12 (the offset 9); the register on at 9 after the run."""
+    mem = {"MEM_W0": (np.arange(cfg.mem_depth)[:, None] % 256) * np.ones((1, cfg.lanes), np.int64),   # row r holds r
+           "MEM_W1": [index_vector(9, cfg.lanes)]}
+    pe = cfg.position("MEM_E0") - cfg.position("MEM_W0")
+    queues = {"MEM_W1": [Instr.read(1, WEST, 0)],
+              "SXM_W": [Instr.nop(2), Instr.setb(1, WEST, reg=2)],
+              "MEM_W0": [Instr.nop(2), Instr.read(2, EAST, 3, base=2), Instr.read(3, EAST, 3, base=2)],
+              "MEM_E0": [Instr.nop(3 + pe), Instr.write(2, EAST, 40), Instr.write(3, EAST, 41)]}
+    return Program(cfg, queues, mem)
+
+
+def test_setb_takes_effect_on_the_next_cycle():
+    """A SETB on cycle t: a READ through its register on t sees it as the host left it (off: the
+    READ skips and drives zeros), one on t + 1 reads at the new offset, the register on."""
+    cfg = TileConfig.tiny().with_overrides(["sxm_setb=1"])
+    r = archmodel.run(setb_program(cfg), bases=SETB_BASES)
+    got = {(e.addr, e.data[0]) for e in r.events}
+    assert got == {(40, 0), (41, 12)}, got
+    assert r.bases[2] == (9, True)
+
+
+def test_argmax_keeps_the_lowest_index_and_needs_first():
+    step = archmodel.argmax_step
+    first = Instr.argmax(0, EAST, index=0, flags=ArgmaxFlag.FIRST)
+    more = Instr.argmax(0, EAST, index=16)
+    best = step(None, [3, 7, 7, -1], first)
+    assert best == (7, 1)                                     # a tie inside a vector: the lower lane
+    assert step(best, [7, 0, 0, 0], more) == (7, 1)           # equal, later: kept
+    assert step(best, [0, 0, 8, 0], more) == (8, 18)
+    assert step(best, [0, 0, 0, 0], first.with_addr(32)) == (0, 32)   # FIRST: replaced whatever it is
+    assert vector_index(index_vector(70000, 16)) == 70000
+    cfg = TileConfig.tiny().with_overrides(["sxm_argmax=1"])
+    prog = Program(cfg, {"SXM_W": [Instr.argmax(0, EAST, index=0, out=0)]})
+    with pytest.raises(ModelError, match="ARGMAX without FIRST"):
+        archmodel.run(prog)
+
+
+def test_setb_of_register_0_and_missing_fields_are_refused():
+    with pytest.raises(ProgramError, match="SETB writes base register 0"):
+        Program(TileConfig.tiny().with_overrides(["sxm_setb=1"]), {"SXM_W": [Instr.setb(0, EAST, reg=0)]}).validate()
+    with pytest.raises(ProgramError, match="ARGMAX needs sxm_argmax = 1"):
+        Program(TileConfig.tiny(), {"SXM_E": [Instr.argmax(0, EAST, index=0, flags=ArgmaxFlag.FIRST)]}).validate()
+
+
+# ---- the loop -----------------------------------------------------------------------------------
+def test_sixteen_tokens_equal_the_integer_reference_at_the_predicted_cycles():
+    loop = TokenLoop(CFG, MODEL, 16)
+    prog = loop.program(1)
+    assert check_program(prog) == []
+    r = archmodel.run(prog)
+    ids = [vector_index(r.memory[ID_MEM][row]) for row in loop.id_rows]
+    want = generate(MODEL, [1], 16)
+    assert ids == want and len(set(want)) > 8                 # a walk, not a fixed point
+    assert compare(golden_observed(r), promise(*loop.manifest(want))) == []
+    per = loop.token_cycles()
+    assert len(set(per[1:])) == 1 and per[0] >= per[1]        # every token after the first alike
+    assert weight_read_bound(CFG, MODEL) <= per[1]
+
+
+def test_the_integer_reference_is_the_argmax_of_its_logits():
+    for t in range(MODEL.vocab):
+        lg = logits_int(MODEL, t)
+        assert next_token(MODEL, t) == int(np.flatnonzero(lg == lg.max())[0])
+
+
+def test_runs_continue_where_the_last_one_stopped():
+    """4 runs of 4 tokens: the same 16 ids as one run of 16, every run at the same cycles."""
+    runs = LoopRuns(CFG, MODEL, [5, 1], 16, 4)
+    assert sum(runs.ids, []) == generate(MODEL, [1], 16)
+    assert runs.golden_problems() == []
+    assert len({r.cycles for r in runs.golden}) == 1
+    assert runs.golden[-1].bases[TOKEN_REG][0] == runs.ids[-1][-2]    # the register holds the last input
+
+
+def test_the_check_sees_a_wrong_id():
+    loop = TokenLoop(CFG, MODEL, 4)
+    r = archmodel.run(loop.program(1))
+    want = generate(MODEL, [1], 4)
+    wrong = [want[0], want[1] ^ 1, *want[2:]]
+    problems = compare(golden_observed(r), promise(*loop.manifest(wrong)))
+    assert problems and {p.part for p in problems} == {"writes"}
+
+
+def test_report_figures():
+    rep = run_token_loop(CFG, MODEL, prompt=[1], tokens=8, per_call=4)
+    assert rep.passed, rep.problems
+    f = rep.figures
+    assert f["ids"] == generate(MODEL, [1], 8) and f["runs"] == 2
+    assert f["cycles_per_token"] == TokenLoop(CFG, MODEL, 4).token_cycles()[1]
+    assert f["ratio_to_bound"] == round(f["cycles_per_token"] / f["weight_read_bound"], 3)
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"cfg": TileConfig()}, "the token loop needs sxm_argmax = 1"),
+    ({"cfg": CFG.with_overrides(["iq_depth=128"]), "tokens": 16}, "need .* instructions in one queue; the queues "
+                                                                  "hold iq_depth = 128"),
+    ({"model": synthetic(vocab=2048, H=32, I=32, layers=1)}, "a vocabulary of 2048 tokens does not fit"),
+    ({"model": synthetic(vocab=64, H=24, I=32, layers=1)}, r"H \(24\) and I \(32\) must be multiples of the 16 lanes"),
+])
+def test_refusals_name_the_limit(change, match):
+    args = {"cfg": CFG, "model": MODEL, "tokens": 4, **change}
+    with pytest.raises(CompileError, match=match):
+        TokenLoop(args["cfg"], args["model"], args["tokens"])
+
+
+def test_decoder_fields_are_the_on_chip_tile():
+    assert all(getattr(CFG, f.split("=")[0]) == 1 for f in DECODER_FIELDS)
