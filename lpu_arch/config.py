@@ -45,10 +45,12 @@ LAYOUTS = ("edge", "center")  # where the MXMs sit (TileConfig.mxm_layout)
 PRESET_CLOCK_MHZ = {"default": 900, "tiny": 900, "board": 25, "full_scale": 900, "lp30": 2190}
 
 
-# The optional SXM opcodes a decoder on chip uses, as --set overrides of a preset: MAX (attention's
-# maximum score), ARGMAX (the LM head's next token) and SETB (the embedding row read at its id).
-# The attention step and the token loop run on the default tile with them, one build for both.
-DECODER_FIELDS = ("sxm_max=1", "sxm_argmax=1", "sxm_setb=1")
+# The decoder tile, as --set overrides of a preset: the optional SXM opcodes a decoder on chip uses,
+# MAX (attention's maximum score), ARGMAX (the LM head's next token) and SETB (the embedding row
+# read at its id), and queues and event traces deep enough for 16 tokens of the token loop's
+# 2-layer model with attention unrolled (3,255 instructions in its deepest queue, 452 writes of
+# MEM_E0).  The attention step and the token loop run on the default tile with them: one build.
+DECODER_FIELDS = ("sxm_max=1", "sxm_argmax=1", "sxm_setb=1", "iq_depth=4096", "trace_depth=512")
 
 
 class ConfigError(LpuError, ValueError):

@@ -53,25 +53,51 @@ STRIPE = 4                             # MEM slices a block is striped over (LW 
 X_STREAM, OUT_STREAM, SXM_STREAM = 4, 5, 6
 
 
+LAYOUT = ("K", "V", "VT", "mask", "ones", "ident", "negmax", "const", "scratch", "q_row", "v_row", "k_row",
+          "y_row", "p_ident", "p")        # what the steps of one layer share (AttentionStep(..., shared=))
+
+
 class AttentionStep:
     """One decode step of ``len(specs)`` heads (``golden.attention.HeadSpec``, ``D = 2 x lanes``)
     whose context fills ``nb`` position blocks: placed at construction; :meth:`program` gives
     the tile program with one step's data, :meth:`bases` its base registers, :meth:`manifest`
-    the writes and cycle count it promises."""
+    the writes and cycle count it promises.
 
-    def __init__(self, cfg: TileConfig, specs, nb: int):
-        self.cfg, self.specs, self.nb = cfg, list(specs), int(nb)
+    Within a larger program (the token loop, ``compiler/token_loop.py``): ``state`` and
+    ``placer``, the tile's, shared with what else is placed there; ``L``, the context length,
+    fixed at compile time (the cache row written and the mask block's rows are then plain
+    addresses: no base register); ``t_start``, the first cycle the step may use (its q, k and v
+    rows written); ``shared``, an earlier step of the same layer whose caches, constants, rows
+    and parameter entries this one uses (else it allocates its own)."""
+
+    def __init__(self, cfg: TileConfig, specs, nb: int, *, state: TileState | None = None,
+                 placer: Placer | None = None, L: int | None = None, t_start: int = 0,
+                 shared: "AttentionStep | None" = None, defer: bool = False):
+        self.cfg, self.specs, self.nb, self.L = cfg, list(specs), int(nb), L
         self._check()
+        if L is not None:
+            self.check_length(L)
         self.H, self.KB = len(self.specs), 2
-        self.state = TileState(cfg)
-        self.pl = Placer(self.state)
+        self.state = state or TileState(cfg)
+        self.pl = placer or Placer(self.state)
         self.writes = []                     # (cycle, slice, row, what): every WRITE that lands
-        self._layout()
-        self._params()
+        if shared is None:
+            self._layout()
+            self._params()
+        else:
+            self.__dict__.update({n: getattr(shared, n) for n in LAYOUT})
+            self.tr_free = getattr(shared, "tr_free", 0)
         self.y_cycle = {}
+        if not defer:
+            self.place(t_start)
+
+    def place(self, t_start: int = 0) -> None:
+        """Place the step, nothing of it before cycle ``t_start``."""
+        floor, self.pl.floor = self.pl.floor, max(self.pl.floor, t_start)
         t = self._prologue()
         for h in range(self.H):
             t = self._head(h, t)
+        self.pl.floor = floor
         self.cycles = self.state.res.done_cycles()
 
     # ---- checks --------------------------------------------------------------------------
@@ -192,6 +218,14 @@ class AttentionStep:
         each of ``hemi``'s slices through registers 1..4 (one on): the first cycle after."""
         mem = f"MEM_{src}"
         p0 = self.pl.pos(mem)
+        if self.L is not None:              # a fixed context: the one slice and row the new position takes
+            j = self.L - 1
+            m = f"MEM_{hemi}{j % STRIPE}"
+            items = [Item(mem, 0, Instr.read(X_STREAM, d, addr), self.pl.pos(m)),
+                     Item(m, 1 + abs(self.pl.pos(m) - p0), Instr.write(X_STREAM, d, rows[j % STRIPE] + j // STRIPE))]
+            t = self.pl.place(items, 0, who)
+            self.writes.append((t + items[1].off, m, rows[j % STRIPE] + j // STRIPE, ("cache", hemi)))
+            return t + items[1].off + 1
         far = max(self.pl.pos(f"MEM_{hemi}{s}") for s in range(STRIPE)) if d == EAST else \
             min(self.pl.pos(f"MEM_{hemi}{s}") for s in range(STRIPE))
         items = [Item(mem, 0, Instr.read(X_STREAM, d, addr), far)]
@@ -253,7 +287,11 @@ class AttentionStep:
             for b in range(self.KB):
                 pl.load("MXM_W", [a + 4 * p for a in self.K[h, b]], t0, f"K block {p}, {b} of head {h}")
                 pl.mm("MXM_W", self.q_slot(h, b), self.S(h, p), MMFlag.ACC if b else 0, 0, f"S_{p} of head {h}")
-        pl.load("MXM_W", self.mask, 0, f"mask block of head {h}", base=MASK_REG, stride=STRIPE)
+        if self.L is None:
+            pl.load("MXM_W", self.mask, 0, f"mask block of head {h}", base=MASK_REG, stride=STRIPE)
+        else:                               # the offset MASK_REG would hold (bases), in the addresses
+            off = BLOCK - (self.L - BLOCK * (self.nb - 1))
+            pl.load("MXM_W", [a + off for a in self.mask], 0, f"mask block of head {h}", stride=STRIPE)
         for _ in range(spec.mask_mms):
             pl.mm("MXM_W", self.M128, self.S(h, self.nb - 1), MMFlag.ACC, 0, f"mask of head {h}")
 

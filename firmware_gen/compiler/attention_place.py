@@ -32,6 +32,7 @@ class Placer:
 
     def __init__(self, state: TileState):
         self.state, self.cfg, self.res = state, state.cfg, state.res
+        self.floor = 0                        # no group or load is placed before this cycle (a step's start)
         self.acc_ready = {}                   # (side, row) -> first cycle its sum may be read (flushed)
         self.slot_ready = {s: {} for s in SIDES}
         self.swap = {s: 0 for s in SIDES}     # the cycle the active block swapped in
@@ -47,7 +48,7 @@ class Placer:
     def place(self, items, t0, who):
         """The earliest cycle ``t >= t0`` on which every item of the group is free; taken and
         emitted there."""
-        t0 = max(t0, -min(i.off for i in items))
+        t0 = max(t0, self.floor, -min(i.off for i in items))
         t = t0
         while not self.fits(items, t):
             t += 1
@@ -80,8 +81,9 @@ class Placer:
         mems = [f"MEM_{HEMI[side]}{j}" for j in range(n)]
         leads = [1 + abs(self.pos(m) - px) for m in mems]
         rows = self.cfg.lanes // n
-        t_s = max(t0, self.swap[side], self.state.last_mm[side] + 1 - rows, max(leads), self.state.loader_free[side])
-        ldr = LOADER[side]
+        t_s = max(t0, self.floor, self.swap[side], self.state.last_mm[side] + 1 - rows, max(leads),
+                  self.state.loader_free[side])
+        ldr, start = LOADER[side], t_s
         while True:
             reads = [Item(m, c - leads[j], Instr.read(j, d, addrs[j] + stride * c, base), px)
                      for j, m in enumerate(mems) for c in range(rows)]
@@ -91,8 +93,8 @@ class Placer:
                 if lw is not None:
                     break
             t_s += 1
-            if t_s > t0 + HORIZON:
-                raise CompileError(f"{who}: no cycle fits its load")
+            if t_s > start + HORIZON:
+                raise CompileError(f"{who}: no cycle from {start} to {t_s} fits its load: this schedule cannot place it")
         self.place(reads, t_s, who)
         self.res.take_slot(ldr, lw, who + " LW")
         self.state.emit(ldr, lw, Instr.lw(0, d, n, t_s - lw))

@@ -1,31 +1,60 @@
 """The integer model of the token loop on chip (``docs/afd.md``, "The token loop on chip"):
 what ``compiler/token_loop.py`` compiles and the tile computes, bit for bit.
 
-A :class:`LoopModel` is a stack of residual MLP layers between an embedding and an LM head,
-all int8 weights (``lanes``-multiple sizes):
+A :class:`LoopModel` is a stack of layers between an embedding and an LM head, all int8
+weights (``lanes``-multiple sizes), each layer an optional attention part and an MLP, both with
+a residual and no norm:
 
 * ``x = E[id]``, the embedding row of the token;
-* per layer: ``h = relu(requantise(W1 x, m1, s1))`` (the VXM's ``TABLE`` step with a ReLU
-  table), ``x = requantise(c x + W2 h, m2, s2)``: the residual is an MXM product with the
-  diagonal block ``c I``, summed with ``W2 h`` in the accumulator;
+* attention (:class:`AttnPart`), per head ``h``: ``q = requantise(Wq x)`` (and ``k``, ``v``) at the
+  head's scales, the new ``k`` and ``v`` appended to the layer's cache, ``y_h`` =
+  ``golden.attention.head_int`` over the cache; ``x = requantise(c x + Wo y)``: the residual is an
+  MXM product with the diagonal block ``c I``, summed with ``Wo y`` in the accumulator;
+* MLP: ``h = relu(requantise(W1 x))`` (the VXM's ``TABLE`` step with a ReLU table),
+  ``x = requantise(c x + W2 h)``;
 * ``logits = Wh x``, exact int32; the next token is their argmax, the lowest id on a tie
   (the SXM's ``ARGMAX``).
 
-It has no attention (the attention step, ``compiler/attention.py``, is not in the loop yet): a
-token's successor depends on that token only.  :func:`next_token` is the pure-integer
-reference, :func:`generate` the greedy loop, :func:`synthetic` draws a model whose requantisers
-are set from the activations of every token of its vocabulary.
+:func:`step_int` runs one position (the caches in a :class:`Caches`), :func:`generate` the greedy
+loop after a prompt (the pure-integer reference).  :class:`FloatModel` is the float model a
+:class:`LoopModel` is quantised from (:func:`quantise`, post-training, static scales calibrated
+once on a fixed token sequence); :func:`synthetic` draws one from a seed.  Without attention a
+token's successor depends on that token only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from firmware_gen.golden.quantise import quantise_scale, requantise
+from firmware_gen.golden.attention import BLOCK, MAX_CONTEXT, HeadSpec, head_float, head_int
+from firmware_gen.golden.quantise import quantise_scale, range_scale, requantise
 
 RELU = np.maximum(np.arange(256).astype(np.uint8).astype(np.int8), 0)   # the ReLU table, indexed by a byte
+HEAD_DIM = 2 * BLOCK            # an attention head's dimension: the attention step's (2 x 16 lanes)
+CALIBRATION_SEED, CALIBRATION_TOKENS = 4242, 48
+
+
+class LoopModelError(ValueError):
+    pass
+
+
+@dataclass
+class AttnPart:
+    Wq: np.ndarray          # (heads * D, H) int8
+    Wk: np.ndarray
+    Wv: np.ndarray
+    rq: dict                # "q", "k", "v" -> per head (multiplier, shift) into the head's scales
+    specs: list             # golden.attention.HeadSpec per head
+    Wo: np.ndarray          # (H, heads * D) int8
+    c: int                  # the residual's weight beside Wo y (1..127)
+    rq_o: tuple             # (multiplier, shift) of the new x
+
+    @property
+    def heads(self) -> int:
+        return len(self.specs)
 
 
 @dataclass
@@ -35,6 +64,7 @@ class LoopLayer:
     c: int                  # the residual's weight: c x joins W2 h in the accumulator (1..127)
     rq1: tuple              # (multiplier, shift) of h
     rq2: tuple              # (multiplier, shift) of the new x
+    attn: AttnPart | None = None
 
 
 @dataclass
@@ -55,66 +85,214 @@ class LoopModel:
     def vocab(self) -> int:
         return self.embed.shape[0]
 
+    @property
+    def heads(self) -> int:
+        return self.layers[0].attn.heads if self.layers and self.layers[0].attn else 0
+
     def weight_bytes(self) -> int:
-        return int(self.embed.size + self.head.size + sum(l.W1.size + l.W2.size for l in self.layers))
+        n = self.embed.size + self.head.size
+        for l in self.layers:
+            n += l.W1.size + l.W2.size
+            if l.attn:
+                n += l.attn.Wq.size + l.attn.Wk.size + l.attn.Wv.size + l.attn.Wo.size
+        return int(n)
 
 
-def layer_int(layer: LoopLayer, x) -> np.ndarray:
-    """One residual MLP layer on int8 ``x``: the new int8 x."""
+@dataclass
+class Caches:
+    """Every layer's K and V rows of every head so far (int8 (D,) each)."""
+    K: dict = field(default_factory=dict)     # (layer, head) -> [rows]
+    V: dict = field(default_factory=dict)
+
+    def positions(self) -> int:
+        return len(next(iter(self.K.values()), []))
+
+
+def _mm(W, x):
+    return W.astype(np.int64) @ np.asarray(x, np.int64)
+
+
+def attention_int(a: AttnPart, l: int, x, caches: Caches) -> np.ndarray:
+    """One layer's attention part on int8 ``x`` at the next position: the new int8 x."""
+    D, ys = HEAD_DIM, []
+    for h, spec in enumerate(a.specs):
+        rows = slice(h * D, (h + 1) * D)
+        q, k, v = (requantise(_mm(W[rows], x), *a.rq[n][h]).astype(np.int64)
+                   for n, W in (("q", a.Wq), ("k", a.Wk), ("v", a.Wv)))
+        caches.K.setdefault((l, h), []).append(k)
+        caches.V.setdefault((l, h), []).append(v)
+        ys.append(head_int(spec, q, np.array(caches.K[l, h]), np.array(caches.V[l, h])).y.astype(np.int64))
+    return requantise(a.c * np.asarray(x, np.int64) + _mm(a.Wo, np.concatenate(ys)), *a.rq_o).astype(np.int64)
+
+
+def mlp_int(layer: LoopLayer, x) -> np.ndarray:
+    """One layer's MLP on int8 ``x``: the new int8 x."""
     x = np.asarray(x, np.int64)
-    a1 = layer.W1.astype(np.int64) @ x
-    h = RELU[requantise(a1, *layer.rq1).astype(np.int64) & 0xFF].astype(np.int64)
-    a2 = layer.c * x + layer.W2.astype(np.int64) @ h
-    return requantise(a2, *layer.rq2).astype(np.int64)
+    h = RELU[requantise(_mm(layer.W1, x), *layer.rq1).astype(np.int64) & 0xFF].astype(np.int64)
+    return requantise(layer.c * x + _mm(layer.W2, h), *layer.rq2).astype(np.int64)
+
+
+def layer_int(layer: LoopLayer, x, l: int = 0, caches: Caches | None = None) -> np.ndarray:
+    if layer.attn is not None:
+        x = attention_int(layer.attn, l, x, caches)
+    return mlp_int(layer, x)
+
+
+def step_int(model: LoopModel, token: int, caches: Caches | None = None) -> np.ndarray:
+    """The int32 logits after token ``token`` at the next position (``caches`` grow by it)."""
+    caches = Caches() if caches is None else caches
+    if model.heads and caches.positions() >= MAX_CONTEXT:
+        raise LoopModelError(f"the context is full: the attention step's cache holds {MAX_CONTEXT} positions")
+    x = model.embed[int(token)].astype(np.int64)
+    for l, layer in enumerate(model.layers):
+        x = layer_int(layer, x, l, caches)
+    return _mm(model.head, x)
 
 
 def logits_int(model: LoopModel, token: int) -> np.ndarray:
-    """The int32 logits after token ``token``."""
-    x = model.embed[int(token)].astype(np.int64)
-    for layer in model.layers:
-        x = layer_int(layer, x)
-    return model.head.astype(np.int64) @ x
+    """The int32 logits after token ``token`` as the first position."""
+    return step_int(model, token)
 
 
 def next_token(model: LoopModel, token: int) -> int:
-    """The pure-integer reference: the argmax of the logits, the lowest id on a tie."""
+    """The argmax of the logits after ``token`` as the first position, the lowest id on a tie."""
     return int(np.argmax(logits_int(model, token)))
 
 
 def generate(model: LoopModel, prompt, tokens: int) -> list[int]:
-    """``tokens`` greedy tokens after ``prompt`` (only its last token matters: no attention)."""
-    out, t = [], int(list(prompt)[-1])
+    """The pure-integer reference: ``tokens`` greedy tokens after ``prompt`` (every prompt token
+    fills the caches; without attention only the last one matters)."""
+    caches, prompt = Caches(), [int(t) for t in prompt]
+    if not model.heads:
+        prompt = prompt[-1:]
+    for t in prompt[:-1]:
+        step_int(model, t, caches)
+    out, t = [], prompt[-1]
     for _ in range(tokens):
-        t = next_token(model, t)
+        t = int(np.argmax(step_int(model, t, caches)))
         out.append(t)
     return out
 
 
-def _scale_for(values, target=96) -> tuple:
-    """The requantiser that maps the largest magnitude of ``values`` to about ``target``."""
-    peak = max(float(np.abs(values).max()), 1.0)
-    return quantise_scale(target / peak)
+# ---- the float model and its quantisation ---------------------------------------------------------
+@dataclass
+class FloatModel:
+    """Float64 weights of a loop model: ``layers`` of dicts ``W1`` (I, H), ``W2`` (H, I) and, with
+    attention, ``Wq``, ``Wk``, ``Wv`` (heads D, H) and ``Wo`` (H, heads D)."""
+    embed: np.ndarray
+    layers: list
+    head: np.ndarray
+    heads: int = 0
+
+    def step(self, token: int, caches: dict, trace: dict | None = None) -> np.ndarray:
+        """The float logits after ``token`` at the next position; ``trace`` collects each
+        layer's activations (for calibration)."""
+        x, D = self.embed[int(token)].astype(np.float64), HEAD_DIM
+        rec = (lambda k, v: trace.setdefault(k, []).append(np.array(v))) if trace is not None else (lambda k, v: None)
+        for l, w in enumerate(self.layers):
+            rec((l, "x"), x)
+            if self.heads:
+                ys = []
+                for h in range(self.heads):
+                    rows = slice(h * D, (h + 1) * D)
+                    q, k, v = w["Wq"][rows] @ x, w["Wk"][rows] @ x, w["Wv"][rows] @ x
+                    caches.setdefault((l, h), ([], []))[0].append(k)
+                    caches[l, h][1].append(v)
+                    for n, a in (("q", q), ("k", k), ("v", v)):
+                        rec((l, n, h), a)
+                    ys.append(head_float(q, np.array(caches[l, h][0]), np.array(caches[l, h][1])))
+                    rec((l, "y", h), ys[-1])
+                x = x + w["Wo"] @ np.concatenate(ys)
+                rec((l, "mid"), x)
+            hid = np.maximum(w["W1"] @ x, 0)
+            rec((l, "h"), hid)
+            x = x + w["W2"] @ hid
+        rec(("out",), x)
+        return self.head @ x
 
 
-def synthetic(vocab: int = 64, H: int = 32, I: int = 64, layers: int = 2, seed: int = 0, c: int = 64) -> LoopModel:
-    """A random model whose requantisers are calibrated on every token of the vocabulary (so
-    no activation saturates more than its largest value does).  Its LM head is the embedding
-    of a random permutation's successors plus noise, so that greedy generation walks long
-    cycles instead of settling on one token."""
+def _residual(W, in_scale, x_scale):
+    """The residual's weight ``c`` and ``W`` quantised into the accumulator's unit ``x_scale / c``:
+    ``c`` as large as keeps ``W``'s codes within int8 (``in_scale``: per column block, the scale of
+    what ``W`` multiplies)."""
+    in_scale = np.asarray(in_scale, np.float64)
+    c = int(np.clip(math.floor(127 * x_scale / max(float(np.max(np.abs(W) * in_scale)), 1e-30)), 1, 127))
+    unit = x_scale / c
+    return c, np.clip(np.round(W * in_scale / unit), -127, 127).astype(np.int8), unit
+
+
+def _int8(W):
+    s = range_scale(W)
+    return np.clip(np.round(W / s), -127, 127).astype(np.int8), s
+
+
+def quantise(fm: FloatModel, seed: int = CALIBRATION_SEED, tokens: int = CALIBRATION_TOKENS) -> LoopModel:
+    """The integer model of ``fm``: static per-tensor scales from one float run over a fixed random
+    sequence of ``tokens`` tokens (each head's ``HeadSpec.calibrate`` on its q, k, v there)."""
     rng = np.random.default_rng(seed)
-    w = lambda *shape: rng.integers(-127, 128, shape).astype(np.int8)
-    embed = w(vocab, H)
-    succ = rng.permutation(vocab)                          # token t's intended successor succ[t]
+    trace, caches = {}, {}
+    for t in rng.integers(0, fm.embed.shape[0], tokens):
+        fm.step(int(t), caches, trace)
+    sc = {k: range_scale(np.array(v)) for k, v in trace.items()}
+    embed = np.clip(np.round(fm.embed / sc[0, "x"]), -127, 127).astype(np.int8)
+    layers = []
+    for l, w in enumerate(fm.layers):
+        sx = sc[l, "x"]
+        attn = None
+        if fm.heads:
+            specs = [HeadSpec.calibrate(*(np.array(trace[l, n, h]) for n in "qkv")) for h in range(fm.heads)]
+            ints, rq = {}, {}
+            for n in "qkv":
+                ints[n], sw = _int8(w[f"W{n}"])
+                scale = {"q": "q_scale", "k": "k_scale", "v": "v_scale"}[n]
+                rq[n] = [quantise_scale(sx * sw / getattr(s, scale)) for s in specs]
+            col_scale = np.repeat([s.out_scale for s in specs], HEAD_DIM)
+            c, Wo, unit = _residual(w["Wo"], col_scale[None, :], sx)
+            sx = sc[l, "mid"]
+            attn = AttnPart(ints["q"], ints["k"], ints["v"], rq, specs, Wo, c, quantise_scale(unit / sx))
+        W1, sw1 = _int8(w["W1"])
+        sh = sc[l, "h"]
+        c2, W2, unit2 = _residual(w["W2"], sh, sx)
+        nxt = sc[l + 1, "x"] if l + 1 < len(fm.layers) else sc["out",]
+        layers.append(LoopLayer(W1, W2, c2, quantise_scale(sx * sw1 / sh), quantise_scale(unit2 / nxt), attn))
+    head, _ = _int8(fm.head)
+    return LoopModel(embed, layers, head)
+
+
+def synthetic_float(vocab: int = 64, H: int = 32, I: int = 64, layers: int = 2, heads: int = 0,
+                    seed: int = 0) -> FloatModel:
+    """A random float model whose LM head maps each token's embedding to a random successor's
+    (plus noise), so that greedy generation walks long cycles instead of settling on one token;
+    the layers' updates are small beside the residual, attention mixing in the context."""
+    if heads and heads * HEAD_DIM != H:
+        raise LoopModelError(f"H ({H}) must be heads x {HEAD_DIM} (the attention step's head dimension): "
+                             f"{heads} head(s) need H = {heads * HEAD_DIM}")
+    rng = np.random.default_rng(seed)
+    embed = rng.normal(size=(vocab, H))
+    succ = rng.permutation(vocab)
     head = np.empty_like(embed)
-    head[succ] = np.clip(embed.astype(np.int64) // 2 + rng.integers(-32, 33, embed.shape), -127, 127)
-    model = LoopModel(embed=embed, layers=[], head=head)
-    xs = model.embed.astype(np.int64)                      # every token's x, layer by layer
+    head[succ] = embed + 0.5 * rng.normal(size=embed.shape)
+    g = lambda rows, cols, gain: gain * rng.normal(size=(rows, cols)) / math.sqrt(cols)
+    ws = []
     for _ in range(layers):
-        W1, W2 = w(I, H), (w(H, I) // 16).astype(np.int8)     # a small update beside the residual
-        rq1 = _scale_for(xs @ W1.T.astype(np.int64))
-        layer = LoopLayer(W1, W2, c, rq1, (1, 0))
-        h = RELU[requantise(xs @ W1.T.astype(np.int64), *rq1).astype(np.int64) & 0xFF].astype(np.int64)
-        layer.rq2 = _scale_for(c * xs + h @ W2.T.astype(np.int64))
-        model.layers.append(layer)
-        xs = np.stack([layer_int(layer, x) for x in xs])
-    return model
+        w = {"W1": g(I, H, 1.0), "W2": g(H, I, 0.4)}
+        if heads:
+            w.update(Wq=g(H, H, 2.0), Wk=g(H, H, 2.0), Wv=g(H, H, 1.0), Wo=g(H, H, 1.0))
+        ws.append(w)
+    return FloatModel(embed, ws, head, heads)
+
+
+def synthetic(vocab: int = 64, H: int = 32, I: int = 64, layers: int = 2, heads: int = 0, seed: int = 0) -> LoopModel:
+    """:func:`synthetic_float` quantised (:func:`quantise`)."""
+    return quantise(synthetic_float(vocab, H, I, layers, heads, seed))
+
+
+def agreement(fm: FloatModel, model: LoopModel, positions: int = 48, seed: int = 7) -> float:
+    """Teacher-forced top-1 agreement of the integer model with the float one: both fed the same
+    random ``positions`` tokens, the fraction of positions whose argmax is the same."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, model.vocab, positions)
+    fc, ic, same = {}, Caches(), 0
+    for t in tokens:
+        same += int(np.argmax(fm.step(int(t), fc)) == np.argmax(step_int(model, int(t), ic)))
+    return same / positions

@@ -56,7 +56,8 @@ def add_parser(sub) -> None:
     g.add_argument("--layers", type=positive, default=2, help="layers (default: 2)")
     g.add_argument("--H", type=positive, default=None, metavar="N", help="model width (default: 8; --on-chip: 32)")
     g.add_argument("--I", type=positive, default=None, metavar="N", help="FFN width (default: 16; --on-chip: 64)")
-    g.add_argument("--heads", type=positive, default=None, help="attention heads (default: 2)")
+    g.add_argument("--heads", type=nonneg, default=None,
+                   help="attention heads (default: 2; --on-chip: 1, of dimension 32, or 0: no attention)")
     g.add_argument("--vocab", type=positive, default=64, help="vocabulary (default: 64)")
     g.add_argument("--seed", type=nonneg, default=0, help="seed of the synthetic model (default: 0)")
     g.add_argument("--experts", type=nonneg, default=0, metavar="E",
@@ -111,6 +112,8 @@ def run(args) -> int:
         return on_chip.run(args)
     if args.per_call is not None:
         raise CliError("--per-call is the tokens per run of --on-chip: give --on-chip")
+    if args.heads == 0:
+        raise CliError("--heads 0 (no attention) is a model of --on-chip; the host's loop has 1 or more heads")
     args.H, args.I, args.heads = args.H or 8, args.I or 16, args.heads or 2
     args.config = args.config or "tiny"
     if args.model != "synthetic":

@@ -1,5 +1,6 @@
-"""``lpu decode --on-chip``: the token loop closed on the tile (``sim/flows/token_loop.py``):
-``--per-call`` tokens a run, the host writing the prompt's token once and reading the ids."""
+"""``lpu decode --on-chip``: the token loop closed on the tile (``sim/flows/token_loop.py``): a
+synthetic decoder (attention with ``--heads``, or none: ``--heads 0``), the host writing the
+prompt once and reading the ids; without attention ``--per-call`` tokens a run."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from sim.table import Table, right
 
 # lpu decode's options that the on-chip loop has no use for: name -> (value when not given, why).
 NOT_ON_CHIP = {"experts": (0, "the on-chip loop's layers are dense"), "tiles": (None, "the loop runs on one tile"),
-               "heads": (None, "the on-chip loop's model has no attention yet"),
                "out_scale_per_channel": (False, "its requantisers are per layer"),
                "chart": (None, "no picture of the on-chip loop yet"), "chart_host": (None, "no host in its loop"),
                "fit": (False, "lpu compile --fit sizes one tile"), "clock_seed": (None, "one tile, one clock")}
@@ -25,28 +25,30 @@ def check_options(args) -> None:
         raise CliError(f"--model {args.model}: the on-chip loop runs its synthetic loop model only")
     if args.per_call is not None and args.tokens % args.per_call:
         raise CliError(f"--tokens {args.tokens} must be a multiple of --per-call {args.per_call}")
+    if args.per_call not in (None, args.tokens) and args.heads != 0:
+        raise CliError("--per-call: a decoder with attention generates its tokens in one run (its positions are "
+                       "compiled in); give --heads 0 for runs of --per-call tokens")
 
 
 def run(args) -> int:
     """The loop on the golden model and (unless --no-run) the RTL tile; a line per token."""
     from firmware_gen.compiler import CompileError
-    from firmware_gen.golden.token_loop import synthetic
+    from firmware_gen.golden.token_loop import LoopModelError
 
     from sim.flows.token_loop import run_token_loop
     check_options(args)
-    H, I = args.H or ON_CHIP_MODEL["H"], args.I or ON_CHIP_MODEL["I"]
+    heads = ON_CHIP_MODEL["heads"] if args.heads is None else args.heads
+    H, I = args.H or 32 * max(heads, 1), args.I or ON_CHIP_MODEL["I"]
     per_call = args.per_call or args.tokens
     cfg = TileConfig.load(args.config or "default", (*ON_CHIP_TILE, *args.set))
     if max(args.prompt) >= args.vocab:
         raise CliError(f"--prompt: token id {max(args.prompt)} is outside the vocabulary (0..{args.vocab - 1})")
-    try:
-        model = synthetic(vocab=args.vocab, H=H, I=I, layers=args.layers, seed=args.seed)
-    except ValueError as e:
-        raise CliError(f"the loop model: {e}") from None
-    print(f"model: synthetic loop model, {args.layers} residual MLP layers, H={H}, I={I}, vocab {args.vocab} "
-          f"(seed {args.seed}), no attention: a token's successor depends on that token only", file=args.human)
+    model = dict(vocab=args.vocab, H=H, I=I, layers=args.layers, heads=heads, seed=args.seed)
+    what = f"{heads} attention head(s) of dimension 32" if heads else "no attention: a token's successor depends on it only"
+    print(f"model: synthetic decoder, {args.layers} layers, H={H}, I={I}, vocab {args.vocab} (seed {args.seed}), "
+          f"{what}; no norms; quantised once from its float model", file=args.human)
     print(f"tile: {args.config or 'default'} with {', '.join(ON_CHIP_TILE)}; {per_call} tokens a run, "
-          f"{args.tokens // per_call} run(s); the host writes the prompt's last token once", file=args.human)
+          f"{args.tokens // per_call} run(s); the host writes the prompt once, reads the ids", file=args.human)
     sim = None if args.no_run else args.sim
 
     def go(progress):
@@ -55,6 +57,8 @@ def run(args) -> int:
                                   progress=progress, build_out=args.human)
         except CompileError as e:
             raise CliError(f"the loop does not fit the tile: {e}") from None
+        except LoopModelError as e:
+            raise CliError(f"the model: {e}") from None
 
     if sim is None:
         rep = go(None)
@@ -83,8 +87,11 @@ def print_report(args, rep) -> None:
         print(table.line(r["token"], r["run"], r["id"], r["cycles"], f"{r['us']:.4f}"), file=args.human)
     print(f"\ngenerated: {f['ids']} ({f['simulator']}; the pure-integer reference's: "
           f"{'same' if rep.passed else 'see the problems'})", file=args.human)
-    print(f"per token: {f['cycles_per_token']} cycles ({f['us_per_token']:.4f} us at {f['clock_mhz']:g} MHz; the "
-          f"first token of a run {f['first_token_cycles']}); the weight-read bound {f['weight_read_bound']} cycles "
+    print(f"accuracy: teacher-forced top-1 agreement with the float model {f['top1_agreement_with_float']:.3f} "
+          f"(48 random-token positions)", file=args.human)
+    lo, hi = f["cycles_per_token_range"]
+    print(f"per token: {f['cycles_per_token']:g} cycles on average, {lo}..{hi} ({f['us_per_token']:.4f} us at "
+          f"{f['clock_mhz']:g} MHz; the first token of a run {f['first_token_cycles']}); the weight-read bound {f['weight_read_bound']} cycles "
           f"(arithmetic: every weight row once, one row a cycle from each MEM slice): x{f['ratio_to_bound']:.2f}",
           file=args.human)
     print(f"queues: {f['iq_needed']} of iq_depth {f['iq_depth']} instructions in the deepest (tokens unrolled)",

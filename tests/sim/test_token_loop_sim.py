@@ -1,10 +1,14 @@
-"""The token loop on chip on the RTL tile (``sim/flows/token_loop.py``): 16 tokens of the
-default 2-layer loop model on the default tile with ``sxm_argmax`` and ``sxm_setb``, 4 runs of 4
-tokens in one testbench session, the host writing only the prompt's token (with the first load)
-and nothing before the later runs.  Each run is checked by ``scoreboard.compare`` against the
-golden model's run and the compiler's promise (every id WRITE at its predicted cycle, with the
-id the pure-integer reference generates; the cycle count), and the ids read back against the
-integer reference."""
+"""The token loop on chip on the RTL tile (``sim/flows/token_loop.py``), the default tile with
+``DECODER_FIELDS``, in one testbench session each:
+
+* the default 2-layer decoder with attention (one head) generates 16 tokens after a 3-token
+  prompt in one run, the host writing only the prompt (with the first load) and reading the ids;
+* the same without attention, 4 runs of 4 tokens, the host writing nothing before runs 2..4.
+
+Each run is checked by ``scoreboard.compare`` against the golden model's run (every MEM write
+with its value, the cycles, the busy counters, the rows read back) and the compiler's promise
+(every write at its predicted cycle, the cycle count), and the ids read back against the
+pure-integer reference."""
 
 import pytest
 
@@ -17,23 +21,26 @@ from tests.helpers import SIMS
 
 pytestmark = pytest.mark.sim
 
-TOKENS, PER_CALL, PROMPT = 16, 4, [1]
+TOKENS, PROMPT = 16, [1, 2, 3]
+CASES = {"attention": (ON_CHIP_MODEL, TOKENS), "mlp-4x4": (dict(ON_CHIP_MODEL, heads=0), 4)}
 
 
-@pytest.fixture(scope="module", params=SIMS)
+@pytest.fixture(scope="module", params=[(s, c) for s in SIMS for c in CASES], ids=lambda p: f"{p[1]}-{p[0]}")
 def ran(request):
-    return request.param, run_token_loop(on_chip_config(), tokens=TOKENS, per_call=PER_CALL, prompt=PROMPT,
-                                         sim=request.param)
+    sim, case = request.param
+    model, per_call = CASES[case]
+    return sim, case, run_token_loop(on_chip_config(), model, tokens=TOKENS, per_call=per_call, prompt=PROMPT, sim=sim)
 
 
 def test_sixteen_tokens_on_chip(ran):
-    sim, rep = ran
+    sim, case, rep = ran
     assert rep.passed, rep.problems[:10]
-    model = synthetic(**ON_CHIP_MODEL)
+    args, per_call = CASES[case]
+    model = synthetic(**args)
     want = generate(model, PROMPT, TOKENS)                       # the pure-integer reference
     assert [r["rtl_id"] for r in rep.rows] == [r["id"] for r in rep.rows] == want
-    loop = TokenLoop(on_chip_config(), model, PER_CALL)          # the compiler's prediction
-    assert [r["cycles"] for r in rep.rows] == loop.token_cycles() * (TOKENS // PER_CALL)
+    loop = TokenLoop(on_chip_config(), model, per_call, prompt_len=len(PROMPT))     # the compiler's prediction
+    assert [r["cycles"] for r in rep.rows] == loop.token_cycles() * (TOKENS // per_call)
     assert rep.figures["cycles_per_run"] == loop.cycles
-    assert rep.figures["host_bytes_after_first_load"] == [0] * (TOKENS // PER_CALL - 1)
+    assert rep.figures["host_bytes_after_first_load"] == [0] * (TOKENS // per_call - 1)
     assert rep.figures["simulator"] == sim
