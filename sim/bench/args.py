@@ -43,7 +43,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help=f"do not measure tile-cycles/s against the build of commit {REFERENCE} "
                          "(sim/bench/speed.py: that build and its runs take minutes)")
     ap.add_argument("--quick", action="store_true",
-                    help="the FFN suite, tray, MoE, attention and decode figures only: implies --no-bus-load, "
-                         "--build-configs '', --no-model and --no-speed-reference, and leaves out the LP30 "
-                         "projections (compiling the full-size dense layer takes minutes) and the accuracy "
-                         "on trained weights")
+                    help="the FFN suite, tray, MoE, attention, token-loop and decode figures only: implies "
+                         "--no-bus-load, --build-configs '', --no-model and --no-speed-reference, and leaves out "
+                         "the LP30 projections (compiling the full-size dense layer takes minutes) and the "
+                         "accuracy on trained weights")

@@ -8,11 +8,12 @@ batched) on each simulator: per FFN the cycles against the SRAM-read and MAC bou
 MXM utilisation and whether every output was bit-exact at its predicted cycle; per
 simulator tile-cycles/s, the Verilator/Icarus ratio and the loading throughput over the
 load port and the host bus; the Verilator build time per ``--build-configs`` preset; the
-golden-model figures (tray, MoE, attention, decode loop, number formats, LP30) and, unless
-``--no-model``, a BERT-small FFN on Verilator (``sim/bench/model.py``).  Targets: decode
-within 1.15x of the SRAM-read bound where that bound is at least 1,000 cycles; batched
-MXM utilisation at least 90 %.  ``--dtype fp8`` runs the suite, tray and MoE layer in
-E4M3 (history kept apart as ``<config>-fp8``).  JSON and a Markdown table go to ``--out``."""
+golden-model figures (tray, MoE, attention, the token loop on chip, decode loop, number
+formats, LP30) and, unless ``--no-model``, a BERT-small FFN on Verilator
+(``sim/bench/model.py``).  Targets: decode within 1.15x of the SRAM-read bound where that
+bound is at least 1,000 cycles; batched MXM utilisation at least 90 %.  ``--dtype fp8``
+runs the suite, tray and MoE layer in E4M3 (history kept apart as ``<config>-fp8``).  JSON
+and a Markdown table go to ``--out``."""
 
 from __future__ import annotations
 
@@ -52,6 +53,9 @@ from sim.bench.lp30 import lp30_rows, markdown_lp30, markdown_plan, plan_rows
 from sim.bench.decode import markdown as markdown_decode
 from sim.bench.speculate import markdown as markdown_speculate
 from sim.bench.speculate import speculate_rows
+from sim.bench.token_loop import PER_CALL as LOOP_PER_CALL
+from sim.bench.token_loop import TOKENS as LOOP_TOKENS
+from sim.bench.token_loop import markdown_token_loop, token_loop_rows
 from sim.bench.model import markdown as markdown_model
 from sim.bench.model import model_rows
 from sim.harness.progress import ProgressPrinter
@@ -391,6 +395,9 @@ def bench_result(args, cfg: TileConfig, sims: list[str], rtl: dict) -> dict:
     moe = moe_rows(cfg) if args.config == "default" else []
     print("compiling attention steps of 1..4 position blocks (golden-model checked) ...", flush=True)
     attention = attention_cycle_rows() if args.config == "default" and not fp8 else []
+    print(f"generating {LOOP_TOKENS} tokens with the token loop on chip, {LOOP_PER_CALL} a run (golden model) ...",
+          flush=True)
+    token_loop = token_loop_rows() if args.config == "default" and not fp8 else []
     print("running the decode loop on the golden model, and teacher-forced accuracy ...", flush=True)
     decode = decode_rows(moe_tokens=1 if quick else None, trained=not quick)
     accuracy = accuracy_rows(trained=not quick)
@@ -405,7 +412,8 @@ def bench_result(args, cfg: TileConfig, sims: list[str], rtl: dict) -> dict:
     plans = [] if quick else plan_rows()
     result = {"config": cfg.to_dict(), "host": platform.platform(), "ffn": rtl["ffn"], "speed": rtl["speed"],
               "loading": rtl["loading"], "build": rtl["build"], "builds_used": rtl["builds_used"], "tray": tray,
-              "tray_big": tray_big, "moe": moe, "attention": attention, "decode": decode, "decode_accuracy": accuracy,
+              "tray_big": tray_big, "moe": moe, "attention": attention, "token_loop": token_loop,
+              "decode": decode, "decode_accuracy": accuracy,
               "speculate": speculate,
               "number_formats": formats, "fp8_rtl": fp8_rtl, "model": rtl["model"], "lp30": lp30, "plan": plans,
               "speed_vs_reference": rtl["speed_vs_reference"]}
@@ -416,7 +424,7 @@ def bench_result(args, cfg: TileConfig, sims: list[str], rtl: dict) -> dict:
 
 
 def passed(result: dict) -> bool:
-    """Every run exact and every FFN target met (or none set)."""
+    """Every run exact (the token loop's: passed) and every FFN target met (or none set)."""
     checked = [result.get(k, []) for k in ("tray", "tray_big", "model", "moe", "attention", "decode", "lp30",
                                            "speculate")]
     ok = (all(r["exact"] for r in result["ffn"])
@@ -424,6 +432,7 @@ def passed(result: dict) -> bool:
           and all(r["ours"]["as_predicted"] and r.get("theirs", {}).get("as_predicted", True)
                   for r in result["speed_vs_reference"])
           and all(r["exact"] and r.get("bus_exact", True) for rows in checked for r in rows))
+    ok = ok and all(r["passed"] for r in result.get("token_loop", []))
     return ok and all(r["meets_target"] is not False for r in result["ffn"])
 
 
@@ -450,6 +459,7 @@ def markdown(result: dict, cfg: TileConfig, preset: str, sims: list[str], model_
     lines += markdown_tray(result["tray"], result["tray_big"], fmt)
     lines += markdown_moe(result["moe"], fmt)
     lines += markdown_attention(result.get("attention", []))
+    lines += markdown_token_loop(result.get("token_loop", []))
     lines += markdown_decode(result["decode"], result["decode_accuracy"])
     lines += markdown_speculate(result.get("speculate", []))
     lines += [] if quick else markdown_fp8(result["number_formats"])

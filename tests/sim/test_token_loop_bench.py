@@ -1,0 +1,51 @@
+"""``make bench``'s token-loop row (``sim/bench/token_loop.py``): its figures are the compiler's
+prediction (``TokenLoop.token_cycles``, ``cycles``, ``iq_needed``) and the weight-read bound
+counted here from the model's shapes; the row's check gates the bench's verdict; its table."""
+
+from firmware_gen.compiler.token_loop import TokenLoop
+from firmware_gen.golden.token_loop import synthetic
+
+from sim.bench import suite
+from sim.bench.token_loop import PER_CALL, TOKENS, markdown_token_loop, token_loop_rows
+from sim.flows.token_loop import ON_CHIP_MODEL, on_chip_config, weight_read_bound
+
+
+def padded_blocks(W, lanes):
+    """``lanes x lanes`` blocks of ``W``, its rows padded to a whole block."""
+    return -(-W.shape[0] // lanes) * (W.shape[1] // lanes)
+
+
+def test_row_is_the_compilers_prediction():
+    [row] = token_loop_rows()
+    cfg, model = on_chip_config(), synthetic(**ON_CHIP_MODEL)
+    loop = TokenLoop(cfg, model, PER_CALL)
+    per_token = loop.token_cycles()
+    assert row["passed"]                     # ids = the integer reference's, writes and cycles as promised
+    assert (row["tokens"], row["per_call"], row["runs"]) == (TOKENS, PER_CALL, TOKENS // PER_CALL)
+    assert row["first_token_cycles"] == per_token[0]
+    assert row["cycles_per_token"] == min(per_token[1:])
+    assert row["cycles_per_run"] == loop.cycles >= sum(per_token)
+    assert row["iq_needed"] == loop.iq_needed() <= row["iq_depth"] == cfg.iq_depth
+    # The bound: every weight row (W1, W2, the residual's block per layer, the LM head) read once,
+    # one row a cycle from each of the tile's MEM slices.
+    L = cfg.lanes
+    blocks = sum(padded_blocks(l.W1, L) + padded_blocks(l.W2, L) + 1 for l in model.layers)
+    blocks += padded_blocks(model.head, L)
+    bound = -(-blocks * L // len(cfg.mem_names))
+    assert row["weight_read_bound"] == weight_read_bound(cfg, model) == bound
+    assert row["ratio_to_bound"] == round(row["cycles_per_token"] / bound, 3)
+    assert row["cycles_per_token"] > bound
+
+
+def test_row_gates_the_bench_and_has_a_table():
+    [row] = token_loop_rows()
+    result = {"ffn": [], "speed": [], "loading": [], "speed_vs_reference": [], "token_loop": [row]}
+    assert suite.passed(result)
+    assert not suite.passed({**result, "token_loop": [{**row, "passed": False}]})
+    lines = markdown_token_loop([row])
+    assert "The token loop on chip" in lines[1]
+    cells = [c.strip() for c in lines[-1].strip("|").split("|")]
+    assert cells[3:8] == [str(row[k]) for k in ("cycles_per_token", "first_token_cycles", "cycles_per_run",
+                                                 "weight_read_bound")] + [f"{row['ratio_to_bound']:.2f}"]
+    assert cells[-1] == "yes"
+    assert markdown_token_loop([]) == []
