@@ -16,13 +16,11 @@ teacher-forced top-1 agreement (``golden.token_loop.agreement``).
 
 from __future__ import annotations
 
-import numpy as np
-
 from lpu_arch.config import DECODER_FIELDS, PRESET_CLOCK_MHZ, TileConfig
 from lpu_arch.hostmap import base_word
 
 from firmware_gen.compiler import CompileError
-from firmware_gen.compiler.token_loop import ID_MEM, START_MEM, TokenLoop
+from firmware_gen.compiler.token_loop import ID_MEM, TokenLoop
 from firmware_gen.golden import archmodel
 from firmware_gen.golden.archmodel import vector_index
 from firmware_gen.golden.token_loop import LoopModel, agreement, generate, synthetic_float, quantise
@@ -87,7 +85,7 @@ class LoopRuns:
     def jobs(self) -> list[dict]:
         """The testbench's jobs: the first loads everything (the prompt's token in the start
         row); each later one is resident: the same program, nothing written."""
-        rows = {ID_MEM: list(self.loop.id_rows), START_MEM: list(self.loop.prompt_rows)}
+        rows = {ID_MEM: list(self.loop.id_rows)}                # what the host reads: the ids
         full = job(self.programs[0], name="run 0", read_back=rows)      # (checked by firmware_gen.check)
         memory = {n: {r: row for r, row in enumerate(m) if any(row)} for n, m in full.pop("memory").items()}
         first = {**full, "resident": True, "memory_rows": memory}        # the queues' words recorded as held
