@@ -68,11 +68,15 @@ class TokenLoop:
     ``cfg``: placed at construction.  :meth:`program` is the tile program with the prompt,
     :attr:`id_rows` the rows of ``ID_MEM`` the ids land in, :meth:`manifest` the writes and cycle
     count it promises.  A model without attention uses the prompt's last token only
-    (``prompt_len`` is then 1)."""
+    (``prompt_len`` is then 1).  ``start``: the first position (the caches hold the ones before,
+    as an earlier run left them: a speculative draft's next round); the layout is the same for
+    every ``start`` and ``prompt_len`` (``MAX_CONTEXT`` prompt rows), so that runs of different
+    ones share the tile's SRAM."""
 
-    def __init__(self, cfg: TileConfig, model: LoopModel, tokens: int, prompt_len: int = 1):
+    def __init__(self, cfg: TileConfig, model: LoopModel, tokens: int, prompt_len: int = 1, start: int = 0):
         self.cfg, self.model, self.tokens = cfg, model, int(tokens)
         self.prompt_len = int(prompt_len) if model.heads else 1
+        self.start = int(start) if model.heads else 0
         L = cfg.lanes
         self.KH, self.KI, self.KV = model.H // L, model.I // L, -(-model.vocab // L)
         self.KA = model.heads * HEAD_DIM // L          # q (k, v) blocks of a layer
@@ -84,8 +88,8 @@ class TokenLoop:
         self._params()
         self.writes = []                # (cycle, slice, row, what) of every WRITE the run makes
         t = self._start()
-        for pos in range(self.prompt_len + self.tokens - 1):
-            t = self._position(pos, t)
+        for i in range(self.prompt_len + self.tokens - 1):
+            t = self._position(i, t)
         self.cycles = self.state.res.done_cycles()
         self.program_template = self._lower()
 
@@ -105,10 +109,10 @@ class TokenLoop:
         if self.tokens < 1 or self.prompt_len < 1:
             raise CompileError(f"a run needs a prompt token and at least one token, got {self.prompt_len} and "
                                f"{self.tokens}")
-        if m.heads and self.prompt_len + self.tokens - 1 > MAX_CONTEXT:
-            raise CompileError(f"a prompt of {self.prompt_len} and {self.tokens} tokens need "
-                               f"{self.prompt_len + self.tokens - 1} positions; the attention step's cache holds "
-                               f"{MAX_CONTEXT}")
+        if m.heads and self.start + self.prompt_len + self.tokens - 1 > MAX_CONTEXT:
+            raise CompileError(f"a prompt of {self.prompt_len} and {self.tokens} tokens from position {self.start} "
+                               f"need {self.start + self.prompt_len + self.tokens - 1} positions; the attention step's "
+                               f"cache holds {MAX_CONTEXT}")
         if m.vocab > cfg.mem_depth // 2:
             raise CompileError(f"a vocabulary of {m.vocab} tokens does not fit: each embedding block takes one row "
                                f"per token of a MEM slice of {cfg.mem_depth} rows")
@@ -164,7 +168,8 @@ class TokenLoop:
             self.embed[k] = (mem, a)
         self.zero_row = st.alloc("MEM_W0", 1)
         st.load("MEM_W0", self.zero_row, np.zeros(L, np.uint8))
-        self.prompt_rows = [st.alloc(START_MEM, 1) for _ in range(self.prompt_len)]
+        rows = [st.alloc(START_MEM, 1) for _ in range(MAX_CONTEXT if m.heads else 1)]
+        self.prompt_rows = rows[:self.prompt_len]
         self.start_row = self.prompt_rows[-1]
         self.id_rows = [st.alloc(ID_MEM, 1) for _ in range(self.tokens)]
         for mem, rows in ((START_MEM, self.prompt_rows), (ID_MEM, self.id_rows)):
@@ -222,10 +227,11 @@ class TokenLoop:
                       Item("SXM_W", lag, Instr.setb(ID_STREAM, WEST, TOKEN_REG))], t0, f"SETB for {who}")
         return t + lag + SETB_LATENCY
 
-    def _position(self, pos, t_reg):
-        """Position ``pos``: the embedding, every layer, and from the last prompt position on the
-        LM head and ARGMAX; the SETB of the next position (after everything here is placed)."""
-        pl = self.pl
+    def _position(self, i, t_reg):
+        """The run's position ``i`` (``start + i``): the embedding, every layer, and from the last
+        prompt position on the LM head and ARGMAX; the SETB of the next position (after
+        everything here is placed)."""
+        pl, pos = self.pl, self.start + i
         for k in range(self.KH):            # the embedding through the token register
             mem, a = self.embed[k]
             lead = 1 + pl.pos(mem) - pl.pos(SIDE)
@@ -238,9 +244,9 @@ class TokenLoop:
                 self._attention(pos, l)
             self._mlp(pos, l)
         done = self.state.res.last_issue + 1
-        if pos + 1 < self.prompt_len:       # prefill: the next prompt token
-            return self._setb(START_MEM, self.prompt_rows[pos + 1], done, f"position {pos + 1}")
-        n = pos + 1 - self.prompt_len        # the token this position generates
+        if i + 1 < self.prompt_len:         # prefill: the next prompt token
+            return self._setb(START_MEM, self.prompt_rows[i + 1], done, f"position {pos + 1}")
+        n = i + 1 - self.prompt_len          # the token this position generates
         t_w = self._head(n)
         if n == self.tokens - 1:
             return t_w + 2
@@ -401,20 +407,22 @@ class TokenLoop:
         """The deepest queue's instructions (HALT included)."""
         return max(len(q) + 1 for q in self.program_template.values())
 
-    def program(self, prompt) -> Program:
+    def program(self, prompt, memory: dict | None = None) -> Program:
         """The tile program with the prompt's tokens in their rows (the only data the host writes;
-        a model without attention: the last token)."""
+        a model without attention: the last token); ``memory``: the SRAM an earlier run left
+        (default: the loaded image, caches zero)."""
         prompt = [int(t) for t in ([prompt] if np.isscalar(prompt) else prompt)][-self.prompt_len:]
         if len(prompt) != self.prompt_len:
             raise CompileError(f"the run was compiled for a prompt of {self.prompt_len} tokens, got {len(prompt)}")
         bad = [t for t in prompt if not 0 <= t < self.model.vocab]
         if bad:
             raise CompileError(f"token {bad[0]} is not in the vocabulary of {self.model.vocab}")
-        mem = {n: m.copy() for n, m in self.state.memory.items()}
+        mem = {n: m.copy() for n, m in (memory or self.state.memory).items()}
         for row, t in zip(self.prompt_rows, prompt):
             mem[START_MEM][row] = index_vector(t, self.cfg.lanes)
+        defined = self.state.loaded if memory is None else {n: set(range(self.cfg.mem_depth)) for n in mem}
         return Program(self.cfg, dict(self.program_template), mem, vxm_params=self.state.params,
-                       table=self.state.tables, defined=self.state.loaded).validate()
+                       table=self.state.tables, defined=defined).validate()
 
     def manifest(self):
         """Every WRITE of the run (cycle, slice, row; the values are the golden model's), in cycle

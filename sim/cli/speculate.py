@@ -22,8 +22,11 @@ proposals in one verification pass, accepts the longest prefix its own choice ag
 then adds its own next token.  The output is exactly the target's plain decoding: the run
 checks it token for token.  Models: synthetic (lpu decode's decoder; the draft on the RTL
 with --sim, or on the golden model with --no-run, every FFN run checked as lpu decode checks
-it) and minilm (all-MiniLM-L6-v2 run as a decoder, from the package the bench reads; the
-draft's FFNs by the integer golden model, its cycles from the tray compiler: --no-run).
+it), minilm (all-MiniLM-L6-v2 run as a decoder, from the package the bench reads; the
+draft's FFNs by the integer golden model, its cycles from the tray compiler: --no-run) and
+on-chip (lpu decode --on-chip's decoder whole on the tile, its own token loop proposing the k
+tokens of a round, the host writing only the fed tokens and reading the k ids; the target its
+float model; the golden model: --no-run).
 --skip M makes the draft the first M layers and the head (layer-skip).
 Figures: acceptance (accepted / proposed, and accepted / compared), tokens per
 verification against (1 - a^(k+1)) / (1 - a), the draft's cycles per token, and the
@@ -39,15 +42,17 @@ no transfer.  Assumptions, not measurements.
 examples:
   lpu speculate --k 4 --tokens 8 --sim icarus
   lpu speculate --no-run --model minilm --k 4 --tokens 64 --no-repeat 16
-  lpu speculate --no-run --model minilm --dtype fp8 --k 8 --tokens 64 --no-repeat 16 --json"""
+  lpu speculate --no-run --model minilm --dtype fp8 --k 8 --tokens 64 --no-repeat 16 --json
+  lpu speculate --no-run --model on-chip --k 4 --tokens 16"""
 
 
 def add_parser(sub) -> None:
     p = add_subcommand(sub, "speculate", run, help="speculative decoding: the tile's quantised draft, a float target",
                        description=DESCRIPTION, epilog=EPILOG)
     g = p.add_argument_group("models and loop")
-    g.add_argument("--model", choices=("synthetic", "minilm"), default="synthetic",
-                   help="the pair: synthetic (lpu decode's decoder, default) or minilm (all-MiniLM-L6-v2)")
+    g.add_argument("--model", choices=("synthetic", "minilm", "on-chip"), default="synthetic",
+                   help="the pair: synthetic (lpu decode's decoder, default), minilm (all-MiniLM-L6-v2) or on-chip\n"
+                        "(lpu decode --on-chip's decoder, the draft whole on the tile)")
     g.add_argument("--k", type=int_at_least(1, "positive", MAX_K), default=4,
                    help=f"tokens the draft proposes per round, at most {MAX_K} (default: 4)")
     g.add_argument("--tokens", type=int_at_least(1, "positive", MAX_TOKENS, " (a run's time grows with the tokens)"),
@@ -78,6 +83,8 @@ def run(args) -> int:
     tm = TimingModel(args.hbm_gbs, args.transfer_us, args.clock_mhz)
     if args.model == "minilm":
         return run_minilm(args, tm)
+    if args.model == "on-chip":
+        return run_on_chip(args, tm)
     prompt = args.prompt or [1, 2, 3]
     model = {"vocab": 64, "H": 8, "I": 16, "layers": args.layers, "heads": 2, "seed": args.seed}
     if max(prompt) >= model["vocab"]:
@@ -141,6 +148,56 @@ def run_minilm(args, tm) -> int:
     f = figures(r["run"], cycles, weight_bytes(model), tm)
     r["vocab"] = vocab
     return report(args, r, f, "golden model (numerics.ffn_int)")
+
+
+def run_on_chip(args, tm) -> int:
+    """--model on-chip: the token loop on the tile as the draft (``sim/flows/speculate_on_chip.py``)."""
+    from firmware_gen.compiler import CompileError
+
+    from sim.flows.speculate_on_chip import speculate_on_chip
+    from sim.flows.token_loop import ON_CHIP_MODEL, ON_CHIP_TILE
+    if not args.no_run:
+        raise CliError("--model on-chip: the draft runs on the golden model (each round's program starts where the "
+                       "target's verdict left the sequence; the RTL would need the target inside the testbench): give "
+                       "--no-run")
+    if args.skip is not None or args.no_repeat:
+        raise CliError("--model on-chip: the draft is the whole model and chooses by argmax on the tile: leave out "
+                       "--skip and --no-repeat")
+    prompt = args.prompt or [1, 2, 3]
+    model = dict(ON_CHIP_MODEL, layers=args.layers, seed=args.seed)
+    if max(prompt) >= model["vocab"]:
+        raise CliError(f"--prompt: token id {max(prompt)} is outside the vocabulary (0..{model['vocab'] - 1})")
+    config = "default" if args.config == "tiny" else args.config
+    cfg = TileConfig.load(config, (*ON_CHIP_TILE, *args.set))
+    print(f"pair: lpu decode --on-chip's decoder ({args.layers} layers, H={model['H']}, I={model['I']}, "
+          f"{model['heads']} head, vocab {model['vocab']}, seed {args.seed}); draft: its int8 model whole on a "
+          f"{config} tile (golden model), a program per round; target: its float model (host)", file=args.human)
+    try:
+        rep = speculate_on_chip(cfg, model, prompt, args.tokens, args.k, tm)
+    except CompileError as e:
+        raise CliError(f"the draft does not fit the tile: {e}") from None
+    f, t = rep.figures, rep.figures["timing"]
+    table = Table(right("round"), "proposed", right("accepted"), right("draft cycles"))
+    print("\n" + table.head(), file=args.human)
+    for r in rep.rows:
+        print(table.line(r["round"], ",".join(map(str, r["proposed"])), r["accepted"], r["draft_cycles"]),
+              file=args.human)
+    print(f"\nk {f['k']}: {f['rounds']} rounds, acceptance {f['acceptance']:.3f} (per compared "
+          f"{f['acceptance_compared']:.3f}), {f['tokens_per_verification']:.2f} tokens per verification (expected "
+          f"{f['expected_tokens_compared']:.2f}); the draft {f['draft_cycles_per_round']:,} cycles a round on average "
+          f"({f['programs_compiled']} programs compiled)", file=args.human)
+    print(f"timing model: target pass {t['target_pass_us']:.3f} us ({f['target_weight_bytes']:,} bytes at "
+          f"{args.hbm_gbs:g} GB/s) + {args.transfer_us:g} us transfer per round; the draft at {args.clock_mhz:g} MHz: "
+          f"{t['tokens_per_s']:,} tokens/s against {t['plain_tokens_per_s']:,} for the target alone "
+          f"({t['speedup']:.2f}x)", file=args.human)
+    print(f"generated: {f['tokens']}\nthe target's plain decoding: "
+          f"{'the same' if f['tokens'] == f['plain'] else f['plain']}", file=args.human)
+    for p in rep.problems[:10]:
+        print(f"  {p}", file=args.human)
+    print("PASS" if rep.passed else "FAIL", file=args.human)
+    if args.json:
+        print_json(rep.to_json())
+    return EXIT_OK if rep.passed else EXIT_FAIL
 
 
 def report(args, r: dict, f: dict, engine: str) -> int:
