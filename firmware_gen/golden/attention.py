@@ -168,11 +168,14 @@ class HeadSpec:
 
     @classmethod
     def calibrate(cls, q, k, v, *, variant=Variant(), max_context=MAX_CONTEXT, out_headroom=OUT_HEADROOM,
-                  gain=OCTAVE_GAIN):
+                  gain=OCTAVE_GAIN, stale_rows=False):
         """A head's parameters from float calibration inputs ``q``, ``k``, ``v`` (T, D), position
         ``t`` attending to ``0..t``: per-tensor scales ``max|x| / 127``; the coarse range the
         per-position score maxima widened by ``COARSE_SPAN`` nats each way; the output scale
-        ``out_headroom`` times the largest |output| over 127."""
+        ``out_headroom`` times the largest |output| over 127.  ``stale_rows``: the reserved rows
+        of the last block may hold any int8 keys (an earlier run's later positions, as the token
+        loop leaves them), so the mask must saturate whatever ``K q`` they score: ``mask_mms``
+        with the largest such score's margin."""
         q, k, v = (check_finite(a, n, matrix=True) for a, n in ((q, "q"), (k, "k"), (v, "v")))
         if not q.shape == k.shape == v.shape or q.shape[1] % BLOCK:
             raise NumericsError(f"q, k and v must be T x D with D a multiple of {BLOCK}: got "
@@ -201,17 +204,18 @@ class HeadSpec:
         spec = cls(D, sq, sk, sv, so, shift, b8 - ((1 << shift) >> 1), fine, top + b8 - (1 << shift) + 1, top,
                    top - int(round_half_away_from_zero(row_max.max() / u)), octaves, b_rq,
                    quantise_scale(128 / (gain * RECIP_NUM)), variant, max_context)
+        extra = D * 128 * 128 if stale_rows else 0          # the largest K q of int8 rows
         for n in range(1, 17):
-            if spec.mask_saturates(n):
+            if spec.mask_saturates(n, extra):
                 return replace(spec, mask_mms=n)
         raise NumericsError(f"16 MMs of the mask ({16 * MASK_BIAS}) do not saturate the code of a reserved "
                             f"position: the score unit {u:.3g} nats is too small")
 
-    def mask_saturates(self, mms):
+    def mask_saturates(self, mms, extra=0):
         """Whether ``mms`` MMs of the mask make a reserved position (zero-filled row: ``S = mms *
-        MASK_BIAS``) code to -128 in step 2 and, whatever ``zmax``, in step 4 (with a static
-        offset: its one requantisation)."""
-        S = mms * MASK_BIAS
+        MASK_BIAS``; a row scoring up to ``extra``: ``S = mms * MASK_BIAS + extra``) code to -128 in
+        step 2 and, whatever ``zmax``, in step 4 (with a static offset: its one requantisation)."""
+        S = mms * MASK_BIAS + extra
         checks = [(S + self.coarse_bias, 1, self.coarse_shift)]
         if self.variant.offset == "max":
             checks.append((S + (128 << self.coarse_shift) + self.fine_bias, *self.fine_rq))

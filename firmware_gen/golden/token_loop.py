@@ -240,7 +240,10 @@ def quantise(fm: FloatModel, seed: int = CALIBRATION_SEED, tokens: int = CALIBRA
         sx = sc[l, "x"]
         attn = None
         if fm.heads:
-            specs = [HeadSpec.calibrate(*(np.array(trace[l, n, h]) for n in "qkv")) for h in range(fm.heads)]
+            # (stale_rows: a run finds the cache rows of an earlier run's later positions, or a
+            # speculative round's rejected ones, in its last block: the mask must hide any of them)
+            specs = [HeadSpec.calibrate(*(np.array(trace[l, n, h]) for n in "qkv"), stale_rows=True)
+                     for h in range(fm.heads)]
             ints, rq = {}, {}
             for n in "qkv":
                 ints[n], sw = _int8(w[f"W{n}"])

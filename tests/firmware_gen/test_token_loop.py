@@ -177,3 +177,38 @@ def test_refusals_name_the_limit(change, match):
 
 def test_decoder_fields_are_the_on_chip_tile():
     assert all(getattr(CFG, f.split("=")[0]) == int(f.split("=")[1]) for f in DECODER_FIELDS)
+
+
+def test_stale_cache_rows_are_masked():
+    """A run whose caches hold any int8 rows (an earlier run's later positions, a speculative
+    round's rejected ones; here random, and rows of 127 and -128) generates the integer
+    reference's tokens: the last block's reserved rows are masked whatever they score."""
+    prompt, tokens = [1, 2, 3], 6
+    loop = TokenLoop(CFG, ATTN, tokens, prompt_len=len(prompt))
+    want = generate(ATTN, prompt, tokens)
+    clean = archmodel.run(loop.program(prompt))
+    what = {(c, s, a): w for c, s, a, w in loop.writes}
+
+    def values(run):            # every write but the V^T columns (a reserved position's is stale, times e = 0)
+        vt = lambda w: w[0] == "attention" and w[3][0] == "vt"
+        return [(e.cycle, e.slice, e.addr, e.data) for e in run.events if not vt(what[e.cycle, e.slice, e.addr])]
+    rng = np.random.default_rng(3)
+    for fill in ("random", 127, -128):
+        mem = {n: m.copy() for n, m in loop.state.memory.items()}
+        for step in loop.steps.values():
+            for cache, hemi in ((step.K, "W"), (step.V, "E"), (step.VT, "E")):
+                for addrs in cache.values():
+                    for s, a in enumerate(addrs):
+                        rows = mem[f"MEM_{hemi}{s}"][a:a + 16]
+                        rows[:] = (rng.integers(-128, 128, rows.shape) if fill == "random" else fill) & 0xFF
+        r = archmodel.run(loop.program(prompt, mem))
+        assert [vector_index(r.memory[ID_MEM][row]) for row in loop.id_rows] == want, fill
+        assert values(r) == values(clean), fill          # the scores' maxima, y, x: as with zero rows
+
+
+def test_the_loops_masks_saturate_for_any_stale_row():
+    """The loop's heads are calibrated with ``stale_rows``: ``mask_mms`` MMs of the mask make a
+    reserved position code to -128 whatever int8 key it holds (the largest ``K q``: 32 x 128 x 128)."""
+    for layer in ATTN.layers:
+        for spec in layer.attn.specs:
+            assert spec.mask_saturates(spec.mask_mms, spec.D * 128 * 128)
