@@ -45,13 +45,14 @@ from firmware_gen.compiler.schedule import PredictedWrite
 from firmware_gen.compiler.tile_state import TileState
 from firmware_gen.golden.archmodel import index_vector
 from firmware_gen.golden.attention import BLOCK, MAX_CONTEXT
+from firmware_gen.golden.norm import MANTISSA_OFFSET, rsqrt_table
 from firmware_gen.golden.token_loop import HEAD_DIM, RELU, LoopModel
 from firmware_gen.program import Program
 
 SIDE = "MXM_W"
 STRIPE = 4                         # MEM slices a weight block is striped over (LW n)
 TOKEN_REG = 1                      # the base register SETB sets to the token id
-RELU_TABLE = 3                     # (the attention step's exp and reciprocal tables are 1 and 2)
+RELU_TABLE, RSQRT_TABLE = 3, 4     # (the attention step's exp and reciprocal tables are 1 and 2)
 SLOT_BASE, ACC_BASE = 400, 64      # the loop's x slots and accumulator rows: past the attention step's
 LX_STREAM, H_STREAM, ID_STREAM = 4, 5, 6       # west-flowing: x copies, h and x from the VXM, the id read back
 EMIT_STREAM, INDEX_STREAM = 0, 6                # east-flowing: the logits' planes, ARGMAX's index
@@ -84,6 +85,7 @@ class TokenLoop:
         self.state = TileState(cfg)
         self.pl = Placer(self.state)
         self.steps = {}                 # layer -> its first AttentionStep (the caches the others share)
+        self.slots = {}                 # slot() keys -> x slots
         self._layout()
         self._params()
         self.writes = []                # (cycle, slice, row, what) of every WRITE the run makes
@@ -116,30 +118,19 @@ class TokenLoop:
         if m.vocab > cfg.mem_depth // 2:
             raise CompileError(f"a vocabulary of {m.vocab} tokens does not fit: each embedding block takes one row "
                                f"per token of a MEM slice of {cfg.mem_depth} rows")
-        if SLOT_BASE + self.slots_needed() > cfg.mxm_xbuf_depth:
-            raise CompileError(f"the loop needs x slots {SLOT_BASE}..{SLOT_BASE + self.slots_needed() - 1}; an MXM "
-                               f"has mxm_xbuf_depth = {cfg.mxm_xbuf_depth}")
-        rows = self.acc("v", -(-m.vocab // L))
+        rows = self.acc("ny", self.KH)
         if rows > cfg.mxm_acc_depth:
             raise CompileError(f"the loop needs accumulator rows up to {rows - 1} (the LM head's {-(-m.vocab // L)} "
                                f"blocks); an MXM has mxm_acc_depth = {cfg.mxm_acc_depth}")
 
-    def stages(self) -> int:
-        """The x vectors of a position: the embedding, after each attention part, after each layer."""
-        return 1 + sum(2 if l.attn else 1 for l in self.model.layers)
-
-    def slots_needed(self) -> int:
-        m, L = self.model, self.cfg.lanes
-        return 1 + self.stages() * (m.H // L) + len(m.layers) * (m.I // L + m.heads * HEAD_DIM // L)
-
     # ---- layout ------------------------------------------------------------------------------
-    def _block(self, block):
-        """A 16-row weight block striped over the west slices: its per-slice first rows."""
+    def _block(self, block, hemi="W"):
+        """A 16-row weight block striped over a hemisphere's slices: its per-slice first rows."""
         rows = self.cfg.lanes // STRIPE
-        a = [self.state.alloc(f"MEM_W{s}", rows) for s in range(STRIPE)]
+        a = [self.state.alloc(f"MEM_{hemi}{s}", rows) for s in range(STRIPE)]
         b = np.asarray(block, np.int64)
         for s in range(STRIPE):
-            self.state.load(f"MEM_W{s}", a[s], b[s::STRIPE] & 0xFF)
+            self.state.load(f"MEM_{hemi}{s}", a[s], b[s::STRIPE] & 0xFF)
         return a
 
     def _blocks(self, W):
@@ -160,14 +151,17 @@ class TokenLoop:
                   for l in m.layers]
         self.CA = [self._block(l.attn.c * eye) if l.attn else None for l in m.layers]
         self.Wh = self._blocks(m.head)
+        self.eye = {h: self._block(eye, h) for h in "WE"}           # the identity block by hemisphere (norms)
+        self.ones = {w: self._block(np.full((L, L), w)) for w in sorted({n.q_weight for n in self.norms()})}
         self.embed = {}             # embedding block k: (slice, first row); token t's at row + t
         for k in range(self.KH):
             mem = f"MEM_W{k % STRIPE}"
             a = st.alloc(mem, m.vocab)
             st.load(mem, a, m.embed[:, k * L:(k + 1) * L].astype(np.int64) & 0xFF)
             self.embed[k] = (mem, a)
-        self.zero_row = st.alloc("MEM_W0", 1)
-        st.load("MEM_W0", self.zero_row, np.zeros(L, np.uint8))
+        self.zero_row = {h: st.alloc(f"MEM_{h}0", 1) for h in "WE"}
+        for h, r in self.zero_row.items():
+            st.load(f"MEM_{h}0", r, np.zeros(L, np.uint8))
         rows = [st.alloc(START_MEM, 1) for _ in range(MAX_CONTEXT if m.heads else 1)]
         self.prompt_rows = rows[:self.prompt_len]
         self.start_row = self.prompt_rows[-1]
@@ -184,38 +178,64 @@ class TokenLoop:
         self.pa = [{(n, h): st.new_param(m_a=l.attn.rq[n][h][0], s_a=l.attn.rq[n][h][1])
                     for n in QKV for h in range(l.attn.heads)} if l.attn else None for l in self.model.layers]
         self.po = [st.new_param(m_a=l.attn.rq_o[0], s_a=l.attn.rq_o[1]) if l.attn else None for l in self.model.layers]
+        st.set_table(RSQRT_TABLE, rsqrt_table())
+        self.p_ident = st.new_param()
+        self.pn = {id(n): self._norm_params(n) for n in self.norms()}
+
+    def norms(self) -> list:
+        """Every RMSNorm of the model: before each attention part and MLP, and the final one."""
+        out = []
+        for l in self.model.layers:
+            out += [n for n in ((l.attn.norm if l.attn else None), l.norm) if n is not None]
+        return out + ([self.model.norm] if self.model.norm is not None else [])
+
+    def _norm_params(self, spec) -> dict:
+        """A norm's entries: the squares', and per octave and block the octave's (its lanes' multipliers)."""
+        st, L = self.state, self.cfg.lanes
+        out = {"sq": st.new_param(m_c=1, s_c=spec.sq_shift)}
+        for i, (mult, shift) in zip(spec.octaves, spec.y_rq):
+            for k in range(self.KH):
+                lanes = slice(k * L, (k + 1) * L)
+                out[i, k] = st.new_param(bias_a=-MANTISSA_OFFSET * (1 << i) - ((1 << i) >> 1), m_a=1, s_a=i,
+                                         table=RSQRT_TABLE, m_c=np.asarray(mult[lanes]), s_c=np.asarray(shift[lanes]))
+        return out
 
     # ---- slots and accumulator rows ----------------------------------------------------------
     ZERO = 0
 
-    def stage_index(self, l: int, mid: bool = False) -> int:
-        """The x stage layer ``l`` reads (``mid``: its MLP, after its attention part); ``l`` = the
-        number of layers: the LM head's."""
-        s = 0
-        for i, layer in enumerate(self.model.layers[:l]):
-            s += 2 if layer.attn else 1
-        return s + (1 if mid and self.model.layers[l].attn else 0)
+    def slot(self, *key) -> int:
+        """The x slot of ``key`` (the same number on both MXMs): ``("x", l, k)`` block k of layer l's
+        input (``l`` = the number of layers: the final norm's), ``("mid", l, k)`` after its attention
+        part, ``("n1" | "n2", l, k)`` their norms, ``("nf", k)`` the final norm's, ``("h", l, i)``,
+        ``("ya", l, j)`` the heads' outputs, the norms' ``("sq", k)`` and ``("ny", k, i)``."""
+        s = self.slots.get(key)
+        if s is None:
+            s = self.slots[key] = SLOT_BASE + 1 + len(self.slots)
+            if s >= self.cfg.mxm_xbuf_depth:
+                raise CompileError(f"the loop needs x slots {SLOT_BASE}..{s}; an MXM has mxm_xbuf_depth = "
+                                   f"{self.cfg.mxm_xbuf_depth}")
+        return s
 
-    def x_slot(self, stage, k):
-        return SLOT_BASE + 1 + stage * self.KH + k
-
-    def h_slot(self, l, i):
-        return SLOT_BASE + 1 + self.stages() * self.KH + l * (self.KI + self.KA) + i
-
-    def y_slot(self, l, j):
-        """Block j of the heads' outputs of layer ``l`` (what ``Wo`` multiplies)."""
-        return self.h_slot(l, self.KI + j)
+    def resid(self, l: int, mid: bool = False) -> str:
+        """The residual vector layer ``l``'s MLP (``mid``) or attention part reads."""
+        return "mid" if mid and self.model.layers[l].attn else "x"
 
     def acc(self, what, i):
         """Accumulator rows (past ``ACC_BASE``): h's (``"h"``), the new x's (``"y"``), q, k and
-        v's (``"p"``), the logits' (``"v"``)."""
-        return ACC_BASE + {"h": 0, "y": self.KI, "p": self.KI + self.KH, "v": self.KI + self.KH + 3 * self.KA}[what] + i
+        v's (``"p"``), the logits' (``"v"``); a norm's x on ``MXM_W`` and ``MXM_E`` (``"nw"``,
+        ``"ne"``), its sum of squares (``"q"``) and its output on ``MXM_E`` (``"ny"``)."""
+        KH, KI = self.KH, self.KI
+        return ACC_BASE + {"h": 0, "y": KI, "p": KI + KH, "v": KI + KH + 3 * self.KA,
+                           "nw": KI + KH + 3 * self.KA + self.KV, "ne": KI + KH + 3 * self.KA + self.KV + KH,
+                           "q": KI + KH + 3 * self.KA + self.KV + 2 * KH,
+                           "ny": KI + KH + 3 * self.KA + self.KV + 2 * KH + 1}[what] + i
 
     # ---- placement ---------------------------------------------------------------------------
     def _start(self):
-        """The zero slot, and the first SETB from the first prompt row."""
+        """The zero slot of both MXMs, and the first SETB from the first prompt row."""
         pl = self.pl
-        pl.lx(SIDE, "MEM_W0", self.zero_row, self.ZERO, 0, "zeros -> MXM_W slot 0")
+        for side, h in (("MXM_W", "W"), ("MXM_E", "E")):
+            pl.lx(side, f"MEM_{h}0", self.zero_row[h], self.ZERO, 0, f"zeros -> {side} slot 0")
         return self._setb(START_MEM, self.prompt_rows[0], 0, "position 0")
 
     def _setb(self, mem, row, t0, who):
@@ -232,13 +252,15 @@ class TokenLoop:
         prompt position on the LM head and ARGMAX; the SETB of the next position (after
         everything here is placed)."""
         pl, pos = self.pl, self.start + i
-        for k in range(self.KH):            # the embedding through the token register
+        for k in range(self.KH):            # the embedding through the token register, into both MXMs
             mem, a = self.embed[k]
-            lead = 1 + pl.pos(mem) - pl.pos(SIDE)
-            t = pl.place([Item(mem, 0, Instr.read(LX_STREAM, WEST, a, TOKEN_REG), pl.pos(SIDE)),
-                          Item("MXL_W", lead, Instr.lx(LX_STREAM, WEST, self.x_slot(0, k)))],
-                         t_reg, f"position {pos}: embedding block {k}")
-            pl.slot_ready[SIDE][self.x_slot(0, k)] = t + lead + 1
+            slot = self.slot("x", 0, k)
+            for side, d, ldr in (("MXM_W", WEST, "MXL_W"), ("MXM_E", EAST, "MXL_E")):
+                lead = 1 + abs(pl.pos(mem) - pl.pos(side))
+                t = pl.place([Item(mem, 0, Instr.read(LX_STREAM, d, a, TOKEN_REG), pl.pos(side)),
+                              Item(ldr, lead, Instr.lx(LX_STREAM, d, slot))], t_reg,
+                             f"position {pos}: embedding block {k} -> {side}")
+                pl.slot_ready[side][slot] = t + lead + 1
         for l, layer in enumerate(self.model.layers):
             if layer.attn:
                 self._attention(pos, l)
@@ -259,29 +281,37 @@ class TokenLoop:
             pl.load(SIDE, blocks[key], 0, f"{who} block {key}")
             pl.mm(SIDE, slot, acc, MMFlag.ACC if j else 0, 0, who)
 
-    def _vop(self, acc, param, flags, out_dir, sink, who):
-        """Flush row ``acc`` to the VXM and ``VOP`` it with entry ``param``, the int8 result driven
-        ``out_dir``; ``sink(lag_to_drive)`` gives the items that take it.  Returns the group's cycle."""
+    def _vop(self, acc, param, flags, sink, who):
+        """Flush row ``acc`` of ``MXM_W`` to the VXM and ``VOP`` it with entry ``param``;
+        ``sink(drive)`` gives the items that take the int8 result (driven ``drive`` cycles after the
+        group) and ``{direction: position}`` of their farthest.  Returns the group's cycle."""
         pl, cfg = self.pl, self.cfg
         lag = pl.emit_lag(SIDE)
         drive = lag + cfg.vxm_latency
-        flag = VopFlag.OUT_W if out_dir == WEST else VopFlag.OUT_E
         items, to = sink(drive)
+        for d in to:
+            flags |= VopFlag.OUT_W if d == WEST else VopFlag.OUT_E
         items = [pl.flush(SIDE, acc, self.ZERO),
-                 Item("VXM", lag, Instr.vop(EMIT_STREAM, EAST, param, H_STREAM, flags | flag), {out_dir: to}), *items]
-        return pl.place(items, pl.acc_ready[(SIDE, acc)], who), drive
+                 Item("VXM", lag, Instr.vop(EMIT_STREAM, EAST, param, H_STREAM, flags), to), *items]
+        return pl.place(items, pl.acc_ready[(SIDE, acc)], who)
 
-    def _to_slot(self, acc, param, slot, flags, who):
-        """Row ``acc`` through the VXM into x slot ``slot`` as it passes ``MXM_W``."""
+    def _to_slot(self, acc, param, slot, flags, who, both=False):
+        """Row ``acc`` through the VXM into x slot ``slot`` of ``MXM_W`` (``both``: and of ``MXM_E``:
+        a residual vector, which a norm reads on both) as it passes."""
         pl, cfg = self.pl, self.cfg
-        px = pl.pos(SIDE)
+        sides = (("MXM_W", "MXL_W", WEST), ("MXM_E", "MXL_E", EAST))[:2 if both else 1]
         off = {}
 
         def sink(drive):
-            off["lx"] = drive + cfg.vxm_position - px
-            return [Item("MXL_W", off["lx"], Instr.lx(H_STREAM, WEST, slot))], px
-        t, _ = self._vop(acc, param, flags, WEST, sink, who)
-        pl.slot_ready[SIDE][slot] = t + off["lx"] + 1
+            items, to = [], {}
+            for side, ldr, d in sides:
+                off[side] = drive + abs(cfg.vxm_position - pl.pos(side))
+                items.append(Item(ldr, off[side], Instr.lx(H_STREAM, d, slot)))
+                to[d] = pl.pos(side)
+            return items, to
+        t = self._vop(acc, param, flags, sink, who)
+        for side, _, _ in sides:
+            pl.slot_ready[side][slot] = t + off[side] + 1
 
     def _to_row(self, acc, param, mem, row, who, what):
         """Row ``acc`` through the VXM into row ``row`` of ``mem`` (``MEM_W0`` or ``MEM_E0``, beside
@@ -292,16 +322,66 @@ class TokenLoop:
 
         def sink(drive):
             off["w"] = drive + abs(pl.pos(mem) - self.cfg.vxm_position)
-            return [Item(mem, off["w"], Instr.write(H_STREAM, d, row))], pl.pos(mem)
-        t, _ = self._vop(acc, param, 0, d, sink, who)
+            return [Item(mem, off["w"], Instr.write(H_STREAM, d, row))], {d: pl.pos(mem)}
+        t = self._vop(acc, param, 0, sink, who)
         self.writes.append((t + off["w"], mem, row, what))
         return t + off["w"]
+
+    def _norm(self, spec, src, dst, who):
+        """RMSNorm ``spec`` (``golden/norm.py``) of the vector in x slots ``slot(*src, k)`` of both
+        MXMs into ``MXM_W``'s slots ``slot(*dst, k)``: x through the identity on both MXMs, the
+        squares by ``GATE`` into ``MXM_W``, their sum on a block of ``q_weight``, per octave and
+        block a ``GATE`` and ``TABLE`` VOP into ``MXM_E``, summed on its identity block and
+        requantised into ``dst``."""
+        pl, cfg, KH, prm = self.pl, self.cfg, self.KH, self.pn[id(spec)]
+        pw, pe, pv = pl.pos("MXM_W"), pl.pos("MXM_E"), cfg.vxm_position
+        lag = pl.emit_lag("MXM_W")
+        for side, h in (("MXM_W", "W"), ("MXM_E", "E")):
+            pl.load(side, self.eye[h], 0, f"{who}: identity block of {side}")
+            for k in range(KH):
+                pl.mm(side, self.slot(*src, k), self.acc("nw" if h == "W" else "ne", k), 0, 0, f"{who}: x[{k}]")
+        to_w = lag + cfg.vxm_latency + pv - pw
+        for k in range(KH):                 # the squares, into MXM_W
+            items = [pl.flush("MXM_W", self.acc("nw", k), self.ZERO), pl.flush("MXM_E", self.acc("ne", k), self.ZERO),
+                     Item("VXM", lag, Instr.vop(0, EAST, prm["sq"], H_STREAM, VopFlag.GATE | VopFlag.OUT_W), {WEST: pw}),
+                     Item("MXL_W", to_w, Instr.lx(H_STREAM, WEST, self.slot("sq", k)))]
+            t = pl.place(items, max(pl.acc_ready[("MXM_W", self.acc("nw", k))], pl.acc_ready[("MXM_E", self.acc("ne", k))]),
+                         f"{who}: squares [{k}]")
+            pl.slot_ready["MXM_W"][self.slot("sq", k)] = t + to_w + 1
+        pl.load("MXM_W", self.ones[spec.q_weight], 0, f"{who}: the block of {spec.q_weight}")
+        for k in range(KH):
+            pl.mm("MXM_W", self.slot("sq", k), self.acc("q", 0), MMFlag.ACC if k else 0, 0, f"{who}: Q")
+        to_e = lag + cfg.vxm_latency + pe - pv
+        for k in range(KH):                 # per octave, into MXM_E
+            for i in spec.octaves:
+                slot = self.slot("ny", k, i)
+                items = [pl.flush("MXM_W", self.acc("q", 0), self.ZERO), pl.flush("MXM_E", self.acc("ne", k), self.ZERO),
+                         Item("VXM", lag, Instr.vop(0, EAST, prm[i, k], H_STREAM,
+                                                    VopFlag.GATE | VopFlag.TABLE | VopFlag.OUT_E), {EAST: pe}),
+                         Item("MXL_E", to_e, Instr.lx(H_STREAM, EAST, slot))]
+                t = pl.place(items, max(pl.acc_ready[("MXM_W", self.acc("q", 0))],
+                                        pl.acc_ready[("MXM_E", self.acc("ne", k))]), f"{who}: octave {i} [{k}]")
+                pl.slot_ready["MXM_E"][slot] = t + to_e + 1
+        pl.load("MXM_E", self.eye["E"], 0, f"{who}: identity block of MXM_E")
+        lag_e = pl.emit_lag("MXM_E")
+        back = lag_e + cfg.vxm_latency + pv - pw
+        for k in range(KH):                 # the octaves' sum, requantised into MXM_W
+            for n, i in enumerate(spec.octaves):
+                pl.mm("MXM_E", self.slot("ny", k, i), self.acc("ny", k), MMFlag.ACC if n else 0, 0, f"{who}: y[{k}]")
+            items = [pl.flush("MXM_E", self.acc("ny", k), self.ZERO),
+                     Item("VXM", lag_e, Instr.vop(0, WEST, self.p_ident, H_STREAM, VopFlag.OUT_W), {WEST: pw}),
+                     Item("MXL_W", back, Instr.lx(H_STREAM, WEST, self.slot(*dst, k)))]
+            t = pl.place(items, pl.acc_ready[("MXM_E", self.acc("ny", k))], f"{who}: out [{k}]")
+            pl.slot_ready["MXM_W"][self.slot(*dst, k)] = t + back + 1
 
     def _attention(self, pos, l):
         """Layer ``l``'s attention part at position ``pos``: q, k, v into the step's rows, the step,
         the heads' outputs back into x slots, ``c x + Wo y`` into the layer's mid x."""
         pl, layer, A = self.pl, self.model.layers[l], self.A[l]
-        x_in, x_mid = self.stage_index(l), self.stage_index(l, mid=True)
+        src = ("x", l)
+        if layer.attn.norm is not None:
+            self._norm(layer.attn.norm, src, ("n1", l), f"position {pos}: layer {l} norm 1")
+            src = ("n1", l)
         first = self.steps.get(l)           # the layer's caches, constants and rows: allocated by its first step
         ready, heads, pending = 0, layer.attn.heads, []
         for n_i, n in enumerate(QKV):
@@ -309,7 +389,7 @@ class TokenLoop:
                 for b in range(2):
                     j = 2 * h + b
                     acc = self.acc("p", n_i * self.KA + j)
-                    self._mm_chain(A[n], [((j, k), self.x_slot(x_in, k)) for k in range(self.KH)], acc,
+                    self._mm_chain(A[n], [((j, k), self.slot(*src, k)) for k in range(self.KH)], acc,
                                    f"position {pos}: layer {l} {n} block {j}")
                     pending.append((n, h, b, acc))
         step = AttentionStep(self.cfg, layer.attn.specs, -(-(pos + 1) // BLOCK), state=self.state, placer=pl,
@@ -325,45 +405,52 @@ class TokenLoop:
         self.writes += [(c, m, a, ("attention", pos, l, w)) for c, m, a, w in step.writes]
         for (h, b), row in step.y_row.items():          # the heads' outputs into x slots
             j = 2 * h + b
-            pl.lx(SIDE, "MEM_E0", row, self.y_slot(l, j), step.y_cycle[h, b] + 1,
+            pl.lx(SIDE, "MEM_E0", row, self.slot("ya", l, j), step.y_cycle[h, b] + 1,
                   f"position {pos}: layer {l} y[{h}, {b}] -> slot")
         pl.load(SIDE, self.CA[l], 0, f"position {pos}: layer {l} attention residual block")
         for k in range(self.KH):
-            pl.mm(SIDE, self.x_slot(x_in, k), self.acc("y", k), 0, 0, f"position {pos}: layer {l} residual {k}")
+            pl.mm(SIDE, self.slot("x", l, k), self.acc("y", k), 0, 0, f"position {pos}: layer {l} residual {k}")
         for k in range(self.KH):
             for j in range(self.KA):
                 pl.load(SIDE, A["o"][k, j], 0, f"position {pos}: layer {l} Wo block {k, j}")
-                pl.mm(SIDE, self.y_slot(l, j), self.acc("y", k), MMFlag.ACC, 0, f"position {pos}: layer {l} o[{k}]")
-            self._to_slot(self.acc("y", k), self.po[l], self.x_slot(x_mid, k), 0, f"position {pos}: layer {l} x[{k}]")
+                pl.mm(SIDE, self.slot("ya", l, j), self.acc("y", k), MMFlag.ACC, 0, f"position {pos}: layer {l} o[{k}]")
+            self._to_slot(self.acc("y", k), self.po[l], self.slot("mid", l, k), 0, f"position {pos}: layer {l} x[{k}]",
+                          both=True)
 
     def _mlp(self, pos, l):
-        KH, KI = self.KH, self.KI
-        x_in, x_out = self.stage_index(l, mid=True), self.stage_index(l + 1) if l + 1 < len(self.model.layers) \
-            else self.stages() - 1
+        KH, KI, layer = self.KH, self.KI, self.model.layers[l]
+        x_in = (self.resid(l, mid=True), l)
         who = f"position {pos}: layer {l}"
+        src = x_in
+        if layer.norm is not None:
+            self._norm(layer.norm, x_in, ("n2", l), f"{who} norm 2")
+            src = ("n2", l)
         for i in range(KI):
-            self._mm_chain(self.W1[l], [((i, k), self.x_slot(x_in, k)) for k in range(KH)], self.acc("h", i),
+            self._mm_chain(self.W1[l], [((i, k), self.slot(*src, k)) for k in range(KH)], self.acc("h", i),
                            f"{who} W1 row block {i}")
-            self._to_slot(self.acc("h", i), self.p1[l], self.h_slot(l, i), VopFlag.TABLE, f"{who} h[{i}]")
+            self._to_slot(self.acc("h", i), self.p1[l], self.slot("h", l, i), VopFlag.TABLE, f"{who} h[{i}]")
         self.pl.load(SIDE, self.C[l], 0, f"{who} residual block")
         for j in range(KH):
-            self.pl.mm(SIDE, self.x_slot(x_in, j), self.acc("y", j), 0, 0, f"{who} residual {j}")
+            self.pl.mm(SIDE, self.slot(*x_in, j), self.acc("y", j), 0, 0, f"{who} residual {j}")
         for j in range(KH):
             for i in range(KI):
                 self.pl.load(SIDE, self.W2[l][j, i], 0, f"{who} W2 block {j, i}")
-                self.pl.mm(SIDE, self.h_slot(l, i), self.acc("y", j), MMFlag.ACC, 0, f"{who} y[{j}]")
-            self._to_slot(self.acc("y", j), self.p2[l], self.x_slot(x_out, j), 0, f"{who} x[{j}]")
+                self.pl.mm(SIDE, self.slot("h", l, i), self.acc("y", j), MMFlag.ACC, 0, f"{who} y[{j}]")
+            self._to_slot(self.acc("y", j), self.p2[l], self.slot("x", l + 1, j), 0, f"{who} x[{j}]", both=True)
 
     def _head(self, n):
         """The LM head's blocks, their ARGMAX, the id written; returns the WRITE's cycle."""
-        pl, L, last = self.pl, self.cfg.lanes, self.stages() - 1
+        pl, L, last = self.pl, self.cfg.lanes, ("x", len(self.model.layers))
+        if self.model.norm is not None:
+            self._norm(self.model.norm, last, ("nf",), f"token {n}: the final norm")
+            last = ("nf",)
         px, ps, pm = pl.pos(SIDE), pl.pos("SXM_W"), pl.pos(ID_MEM)
         at_sxm = MXM_LATENCY + ps - px
         w_off = at_sxm + SXM_LATENCY + pm - ps
         t_arg = -1
         continues = n == self.tokens - 1 and not self.model.heads
         for v in range(self.KV):
-            self._mm_chain(self.Wh, [((v, k), self.x_slot(last, k)) for k in range(self.KH)], self.acc("v", v),
+            self._mm_chain(self.Wh, [((v, k), self.slot(*last, k)) for k in range(self.KH)], self.acc("v", v),
                            f"token {n}: LM head block {v}")
             flags = (ArgmaxFlag.FIRST if v == 0 else 0) | (ArgmaxFlag.OUT_E if v == self.KV - 1 else 0)
             flush = Item(SIDE, 0, Instr.mm(0, WEST, acc=self.acc("v", v), slot=self.ZERO, out=EMIT_STREAM,

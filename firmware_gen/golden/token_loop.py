@@ -1,18 +1,19 @@
 """The integer model of the token loop on chip (``docs/afd.md``, "The token loop on chip"):
 what ``compiler/token_loop.py`` compiles and the tile computes, bit for bit.
 
-A :class:`LoopModel` is a stack of layers between an embedding and an LM head, all int8
-weights (``lanes``-multiple sizes), each layer an optional attention part and an MLP, both with
-a residual and no norm:
+A :class:`LoopModel` is a pre-norm decoder: a stack of layers between an embedding and an LM
+head, all int8 weights (``lanes``-multiple sizes), each layer an optional attention part and an
+MLP, each behind an RMSNorm (``golden/norm.py``) and with a residual:
 
 * ``x = E[id]``, the embedding row of the token;
-* attention (:class:`AttnPart`), per head ``h``: ``q = requantise(Wq x)`` (and ``k``, ``v``) at the
-  head's scales, the new ``k`` and ``v`` appended to the layer's cache, ``y_h`` =
-  ``golden.attention.head_int`` over the cache; ``x = requantise(c x + Wo y)``: the residual is an
-  MXM product with the diagonal block ``c I``, summed with ``Wo y`` in the accumulator;
-* MLP: ``h = relu(requantise(W1 x))`` (the VXM's ``TABLE`` step with a ReLU table),
-  ``x = requantise(c x + W2 h)``;
-* ``logits = Wh x``, exact int32; the next token is their argmax, the lowest id on a tie
+* attention (:class:`AttnPart`): ``n = rmsnorm(x)``; per head ``h``: ``q = requantise(Wq n)`` (and
+  ``k``, ``v``) at the head's scales, the new ``k`` and ``v`` appended to the layer's cache,
+  ``y_h`` = ``golden.attention.head_int`` over the cache; ``x = requantise(c x + Wo y)``: the
+  residual is an MXM product with the diagonal block ``c I``, summed with ``Wo y`` in the
+  accumulator;
+* MLP: ``n = rmsnorm(x)``, ``h = relu(requantise(W1 n))`` (the VXM's ``TABLE`` step with a ReLU
+  table), ``x = requantise(c x + W2 h)``;
+* ``logits = Wh rmsnorm(x)``, exact int32; the next token is their argmax, the lowest id on a tie
   (the SXM's ``ARGMAX``).
 
 :func:`step_int` runs one position (the caches in a :class:`Caches`), :func:`generate` the greedy
@@ -30,15 +31,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from firmware_gen.golden.attention import BLOCK, MAX_CONTEXT, HeadSpec, head_float, head_int
+from firmware_gen.golden.norm import NormSpec, rmsnorm_float, rmsnorm_int
 from firmware_gen.golden.quantise import quantise_scale, range_scale, requantise
+from lpu_arch.errors import LpuError
 
 RELU = np.maximum(np.arange(256).astype(np.uint8).astype(np.int8), 0)   # the ReLU table, indexed by a byte
 HEAD_DIM = 2 * BLOCK            # an attention head's dimension: the attention step's (2 x 16 lanes)
 CALIBRATION_SEED, CALIBRATION_TOKENS = 4242, 48
 
 
-class LoopModelError(ValueError):
-    pass
+class LoopModelError(LpuError, ValueError):
+    """A loop model that cannot be built or run (the message names the limit)."""
 
 
 @dataclass
@@ -51,6 +54,7 @@ class AttnPart:
     Wo: np.ndarray          # (H, heads * D) int8
     c: int                  # the residual's weight beside Wo y (1..127)
     rq_o: tuple             # (multiplier, shift) of the new x
+    norm: NormSpec | None = None     # the RMSNorm before it
 
     @property
     def heads(self) -> int:
@@ -65,6 +69,7 @@ class LoopLayer:
     rq1: tuple              # (multiplier, shift) of h
     rq2: tuple              # (multiplier, shift) of the new x
     attn: AttnPart | None = None
+    norm: NormSpec | None = None     # the RMSNorm before the MLP
 
 
 @dataclass
@@ -72,6 +77,7 @@ class LoopModel:
     embed: np.ndarray       # (V, H) int8
     layers: list            # LoopLayer
     head: np.ndarray        # (V, H) int8
+    norm: NormSpec | None = None     # the final RMSNorm
 
     @property
     def H(self) -> int:
@@ -112,13 +118,17 @@ def _mm(W, x):
     return W.astype(np.int64) @ np.asarray(x, np.int64)
 
 
+def _normed(spec: NormSpec | None, x) -> np.ndarray:
+    return np.asarray(x, np.int64) if spec is None else rmsnorm_int(spec, x).y
+
+
 def attention_int(a: AttnPart, l: int, x, caches: Caches) -> np.ndarray:
     """One layer's attention part on int8 ``x`` at the next position: the new int8 x."""
-    D, ys = HEAD_DIM, []
+    D, ys, n = HEAD_DIM, [], _normed(a.norm, x)
     for h, spec in enumerate(a.specs):
         rows = slice(h * D, (h + 1) * D)
-        q, k, v = (requantise(_mm(W[rows], x), *a.rq[n][h]).astype(np.int64)
-                   for n, W in (("q", a.Wq), ("k", a.Wk), ("v", a.Wv)))
+        q, k, v = (requantise(_mm(W[rows], n), *a.rq[n_][h]).astype(np.int64)
+                   for n_, W in (("q", a.Wq), ("k", a.Wk), ("v", a.Wv)))
         caches.K.setdefault((l, h), []).append(k)
         caches.V.setdefault((l, h), []).append(v)
         ys.append(head_int(spec, q, np.array(caches.K[l, h]), np.array(caches.V[l, h])).y.astype(np.int64))
@@ -128,7 +138,7 @@ def attention_int(a: AttnPart, l: int, x, caches: Caches) -> np.ndarray:
 def mlp_int(layer: LoopLayer, x) -> np.ndarray:
     """One layer's MLP on int8 ``x``: the new int8 x."""
     x = np.asarray(x, np.int64)
-    h = RELU[requantise(_mm(layer.W1, x), *layer.rq1).astype(np.int64) & 0xFF].astype(np.int64)
+    h = RELU[requantise(_mm(layer.W1, _normed(layer.norm, x)), *layer.rq1).astype(np.int64) & 0xFF].astype(np.int64)
     return requantise(layer.c * x + _mm(layer.W2, h), *layer.rq2).astype(np.int64)
 
 
@@ -146,7 +156,7 @@ def step_int(model: LoopModel, token: int, caches: Caches | None = None) -> np.n
     x = model.embed[int(token)].astype(np.int64)
     for l, layer in enumerate(model.layers):
         x = layer_int(layer, x, l, caches)
-    return _mm(model.head, x)
+    return _mm(model.head, _normed(model.norm, x))
 
 
 def logits_int(model: LoopModel, token: int) -> np.ndarray:
@@ -177,12 +187,14 @@ def generate(model: LoopModel, prompt, tokens: int) -> list[int]:
 # ---- the float model and its quantisation ---------------------------------------------------------
 @dataclass
 class FloatModel:
-    """Float64 weights of a loop model: ``layers`` of dicts ``W1`` (I, H), ``W2`` (H, I) and, with
-    attention, ``Wq``, ``Wk``, ``Wv`` (heads D, H) and ``Wo`` (H, heads D)."""
+    """Float64 weights of a loop model: ``layers`` of dicts ``W1`` (I, H), ``W2`` (H, I), ``g2``
+    (the MLP's RMSNorm gain, (H,)) and, with attention, ``Wq``, ``Wk``, ``Wv`` (heads D, H), ``Wo``
+    (H, heads D) and ``g1``; ``norm``: the final RMSNorm's gain."""
     embed: np.ndarray
     layers: list
     head: np.ndarray
     heads: int = 0
+    norm: np.ndarray | None = None
 
     def step(self, token: int, caches: dict, trace: dict | None = None) -> np.ndarray:
         """The float logits after ``token`` at the next position; ``trace`` collects each
@@ -192,10 +204,11 @@ class FloatModel:
         for l, w in enumerate(self.layers):
             rec((l, "x"), x)
             if self.heads:
-                ys = []
+                ys, n = [], rmsnorm_float(x, w["g1"])
+                rec((l, "n1"), n)
                 for h in range(self.heads):
                     rows = slice(h * D, (h + 1) * D)
-                    q, k, v = w["Wq"][rows] @ x, w["Wk"][rows] @ x, w["Wv"][rows] @ x
+                    q, k, v = w["Wq"][rows] @ n, w["Wk"][rows] @ n, w["Wv"][rows] @ n
                     caches.setdefault((l, h), ([], []))[0].append(k)
                     caches[l, h][1].append(v)
                     for n, a in (("q", q), ("k", k), ("v", v)):
@@ -204,11 +217,15 @@ class FloatModel:
                     rec((l, "y", h), ys[-1])
                 x = x + w["Wo"] @ np.concatenate(ys)
                 rec((l, "mid"), x)
-            hid = np.maximum(w["W1"] @ x, 0)
+            n = rmsnorm_float(x, w["g2"])
+            rec((l, "n2"), n)
+            hid = np.maximum(w["W1"] @ n, 0)
             rec((l, "h"), hid)
             x = x + w["W2"] @ hid
         rec(("out",), x)
-        return self.head @ x
+        n = rmsnorm_float(x, self.norm)
+        rec(("nf",), n)
+        return self.head @ n
 
 
 def _residual(W, in_scale, x_scale):
@@ -235,11 +252,15 @@ def quantise(fm: FloatModel, seed: int = CALIBRATION_SEED, tokens: int = CALIBRA
         fm.step(int(t), caches, trace)
     sc = {k: range_scale(np.array(v)) for k, v in trace.items()}
     embed = np.clip(np.round(fm.embed / sc[0, "x"]), -127, 127).astype(np.int8)
+
+    def norm(key, g):           # the RMSNorm of the residual at trace[key], calibrated on it quantised
+        return NormSpec.calibrate(np.clip(np.round(np.array(trace[key]) / sc[key]), -127, 127), sc[key], g)
     layers = []
     for l, w in enumerate(fm.layers):
         sx = sc[l, "x"]
         attn = None
         if fm.heads:
+            n1 = norm((l, "x"), w["g1"])
             # (stale_rows: a run finds the cache rows of an earlier run's later positions, or a
             # speculative round's rejected ones, in its last block: the mask must hide any of them)
             specs = [HeadSpec.calibrate(*(np.array(trace[l, n, h]) for n in "qkv"), stale_rows=True)
@@ -248,18 +269,20 @@ def quantise(fm: FloatModel, seed: int = CALIBRATION_SEED, tokens: int = CALIBRA
             for n in "qkv":
                 ints[n], sw = _int8(w[f"W{n}"])
                 scale = {"q": "q_scale", "k": "k_scale", "v": "v_scale"}[n]
-                rq[n] = [quantise_scale(sx * sw / getattr(s, scale)) for s in specs]
+                rq[n] = [quantise_scale(n1.out_scale * sw / getattr(s, scale)) for s in specs]
             col_scale = np.repeat([s.out_scale for s in specs], HEAD_DIM)
             c, Wo, unit = _residual(w["Wo"], col_scale[None, :], sx)
             sx = sc[l, "mid"]
-            attn = AttnPart(ints["q"], ints["k"], ints["v"], rq, specs, Wo, c, quantise_scale(unit / sx))
+            attn = AttnPart(ints["q"], ints["k"], ints["v"], rq, specs, Wo, c, quantise_scale(unit / sx), n1)
+        n2 = norm((l, "mid") if fm.heads else (l, "x"), w["g2"])
         W1, sw1 = _int8(w["W1"])
         sh = sc[l, "h"]
         c2, W2, unit2 = _residual(w["W2"], sh, sx)
         nxt = sc[l + 1, "x"] if l + 1 < len(fm.layers) else sc["out",]
-        layers.append(LoopLayer(W1, W2, c2, quantise_scale(sx * sw1 / sh), quantise_scale(unit2 / nxt), attn))
+        layers.append(LoopLayer(W1, W2, c2, quantise_scale(n2.out_scale * sw1 / sh), quantise_scale(unit2 / nxt),
+                                attn, n2))
     head, _ = _int8(fm.head)
-    return LoopModel(embed, layers, head)
+    return LoopModel(embed, layers, head, norm(("out",), fm.norm))
 
 
 def synthetic_float(vocab: int = 64, H: int = 32, I: int = 64, layers: int = 2, heads: int = 0,
@@ -276,13 +299,14 @@ def synthetic_float(vocab: int = 64, H: int = 32, I: int = 64, layers: int = 2, 
     head = np.empty_like(embed)
     head[succ] = embed + 0.5 * rng.normal(size=embed.shape)
     g = lambda rows, cols, gain: gain * rng.normal(size=(rows, cols)) / math.sqrt(cols)
+    gain = lambda: rng.uniform(0.8, 1.2, H)          # the RMSNorms' gains
     ws = []
     for _ in range(layers):
-        w = {"W1": g(I, H, 1.0), "W2": g(H, I, 0.4)}
+        w = {"W1": g(I, H, 1.0), "W2": g(H, I, 0.4), "g2": gain()}
         if heads:
-            w.update(Wq=g(H, H, 2.0), Wk=g(H, H, 2.0), Wv=g(H, H, 1.0), Wo=g(H, H, 1.0))
+            w.update(Wq=g(H, H, 2.0), Wk=g(H, H, 2.0), Wv=g(H, H, 1.0), Wo=g(H, H, 1.0), g1=gain())
         ws.append(w)
-    return FloatModel(embed, ws, head, heads)
+    return FloatModel(embed, ws, head, heads, gain())
 
 
 def synthetic(vocab: int = 64, H: int = 32, I: int = 64, layers: int = 2, heads: int = 0, seed: int = 0) -> LoopModel:

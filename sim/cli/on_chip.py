@@ -46,7 +46,8 @@ def run(args) -> int:
     model = dict(vocab=args.vocab, H=H, I=I, layers=args.layers, heads=heads, seed=args.seed)
     what = f"{heads} attention head(s) of dimension 32" if heads else "no attention: a token's successor depends on it only"
     print(f"model: synthetic decoder, {args.layers} layers, H={H}, I={I}, vocab {args.vocab} (seed {args.seed}), "
-          f"{what}; no norms; quantised once from its float model", file=args.human)
+          f"{what}; an RMSNorm before each attention part, MLP and the LM head; quantised once from its float "
+          f"model", file=args.human)
     print(f"tile: {args.config or 'default'} with {', '.join(ON_CHIP_TILE)}; {per_call} tokens a run, "
           f"{args.tokens // per_call} run(s); the host writes the prompt once, reads the ids", file=args.human)
     sim = None if args.no_run else args.sim

@@ -161,11 +161,14 @@ def run_token_loop(cfg: TileConfig, model: dict | None = None, prompt=(1, 2, 3),
 
 
 def weight_read_bound(cfg: TileConfig, model: LoopModel) -> int:
-    """Cycles to read a token's weight rows (every layer's W1, W2, Wq, Wk, Wv, Wo, residual blocks,
-    the LM head; the embedding's few rows and the attention step's cache rows left out) from all
-    ``2 mem_slices`` MEM slices at one row a cycle each: arithmetic on the configuration, the bound
-    a schedule on both MXMs could approach."""
+    """Cycles to read a token's weight and constant rows (every layer's W1, W2, Wq, Wk, Wv, Wo and
+    residual blocks, each RMSNorm's three constant blocks: the identity on each MXM and the block
+    of ``q_weight``; the LM head) from all ``2 mem_slices`` MEM slices at one row a cycle each:
+    arithmetic on the configuration, the bound a schedule on both MXMs could approach.  Not
+    counted: the embedding's few rows, and the attention step's reads of its caches and constants."""
     L = cfg.lanes
     KH, KI, KV, KA = model.H // L, model.I // L, -(-model.vocab // L), model.heads * 32 // L
-    blocks = len(model.layers) * (2 * KH * KI + 1 + (4 * KH * KA + 1 if model.heads else 0)) + KV * KH
+    norms = sum((l.norm is not None) + (l.attn is not None and l.attn.norm is not None) for l in model.layers)
+    norms += model.norm is not None
+    blocks = len(model.layers) * (2 * KH * KI + 1 + (4 * KH * KA + 1 if model.heads else 0)) + KV * KH + 3 * norms
     return -(-blocks * L // len(cfg.mem_names))

@@ -161,7 +161,7 @@ def test_report_figures():
     ({"cfg": CFG.with_overrides(["iq_depth=128"]), "tokens": 16}, "need .* instructions in one queue; the queues "
                                                                   "hold iq_depth = 128"),
     ({"model": ATTN, "tokens": 16, "prompt_len": 3, "cfg": CFG.with_overrides(["iq_depth=2048"])},
-     r"18 positions unrolled need \d+ instructions in one queue; the queues hold iq_depth = 2048 .*--set iq_depth=4096"),
+     r"18 positions unrolled need \d+ instructions in one queue; the queues hold iq_depth = 2048 .*--set iq_depth=8192"),
     ({"model": synthetic(vocab=2048, H=32, I=32, layers=1)}, "a vocabulary of 2048 tokens does not fit"),
     ({"model": synthetic(vocab=64, H=24, I=32, layers=1)}, r"H \(24\) and I \(32\) must be multiples of the 16 lanes"),
     ({"cfg": TileConfig().with_overrides(["sxm_argmax=1", "sxm_setb=1"]), "model": ATTN},

@@ -29,14 +29,15 @@ def test_rows_are_the_compilers_prediction():
         assert row["cycles_per_token"] == round(sum(later) / len(later), 2)
         assert row["cycles_per_run"] == loop.cycles >= sum(loop.token_cycles())
         assert row["iq_needed"] == loop.iq_needed() <= row["iq_depth"] == cfg.iq_depth
-        # The bound: every weight row (W1, W2, Wq, Wk, Wv, Wo, the residuals' blocks, the LM head)
-        # read once, one row a cycle from each of the tile's MEM slices.
+        # The bound: every weight row (W1, W2, Wq, Wk, Wv, Wo, the residuals' blocks, each norm's
+        # three constant blocks, the LM head) read once, one row a cycle from each MEM slice.
         L = cfg.lanes
-        blocks = padded_blocks(model.head, L)
+        blocks = padded_blocks(model.head, L) + 3 * (model.norm is not None)
         for l in model.layers:
-            blocks += padded_blocks(l.W1, L) + padded_blocks(l.W2, L) + 1
+            blocks += padded_blocks(l.W1, L) + padded_blocks(l.W2, L) + 1 + 3 * (l.norm is not None)
             if l.attn:
                 blocks += sum(padded_blocks(getattr(l.attn, f"W{n}"), L) for n in "qkvo") + 1
+                blocks += 3 * (l.attn.norm is not None)
         bound = -(-blocks * L // len(cfg.mem_names))
         assert row["weight_read_bound"] == weight_read_bound(cfg, model) == bound
         assert row["ratio_to_bound"] == round(row["cycles_per_token"] / bound, 3)

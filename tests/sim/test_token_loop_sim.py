@@ -5,6 +5,8 @@
   prompt in one run, the host writing only the prompt (with the first load) and reading the ids;
 * the same without attention, 4 runs of 4 tokens, the host writing nothing before runs 2..4.
 
+Verilator in make test, Icarus in make test-long.
+
 Each run is checked by ``scoreboard.compare`` against the golden model's run (every MEM write
 with its value, the cycles, the busy counters, the rows read back) and the compiler's promise
 (every write at its predicted cycle, the cycle count), and the ids read back against the
@@ -25,7 +27,13 @@ TOKENS, PROMPT = 16, [1, 2, 3]
 CASES = {"attention": (ON_CHIP_MODEL, TOKENS), "mlp-4x4": (dict(ON_CHIP_MODEL, heads=0), 4)}
 
 
-@pytest.fixture(scope="module", params=[(s, c) for s in SIMS for c in CASES], ids=lambda p: f"{p[1]}-{p[0]}")
+# make test: Verilator; make test-long: Icarus as well (the same cycles, as every test compares both with the
+# compiler's prediction).
+PARAMS = [pytest.param((s, c), id=f"{c}-{s}", marks=[pytest.mark.long] if s == "icarus" else [])
+          for s in SIMS for c in CASES]
+
+
+@pytest.fixture(scope="module", params=PARAMS)
 def ran(request):
     sim, case = request.param
     model, per_call = CASES[case]
