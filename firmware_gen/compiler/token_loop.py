@@ -86,6 +86,7 @@ class TokenLoop:
         self.pl = Placer(self.state)
         self.steps = {}                 # layer -> its first AttentionStep (the caches the others share)
         self.slots = {}                 # slot() keys -> x slots
+        self.attention_spans = {}       # (position, layer) -> (its q, k, v written, its y written): the step's cycles
         self._layout()
         self._params()
         self.writes = []                # (cycle, slice, row, what) of every WRITE the run makes
@@ -402,6 +403,7 @@ class TokenLoop:
             ready = max(ready, self._to_row(acc, self.pa[l][n, h], mem, row, f"position {pos}: layer {l} {n}[{h}, {b}]",
                                             ("qkv", pos, l, n, h, b)) + 1)
         step.place(ready)
+        self.attention_spans[pos, l] = (ready, max(step.y_cycle.values()) + 1)
         self.writes += [(c, m, a, ("attention", pos, l, w)) for c, m, a, w in step.writes]
         for (h, b), row in step.y_row.items():          # the heads' outputs into x slots
             j = 2 * h + b
@@ -520,6 +522,15 @@ class TokenLoop:
 
     def id_write_cycles(self) -> list[int]:
         return sorted(c for c, m, a, w in self.writes if w[0] == "id" and m == ID_MEM)
+
+    def attention_cycles(self) -> list[int]:
+        """Per generated token, the cycles its position's attention steps span (q, k and v written
+        to y written), summed over the layers: what the host would do with attention off the tile."""
+        out = []
+        for n in range(self.tokens):
+            pos = self.start + self.prompt_len - 1 + n
+            out.append(sum(b - a for (p, _), (a, b) in self.attention_spans.items() if p == pos))
+        return out
 
     def token_cycles(self) -> list[int]:
         """Cycles from one token's id WRITE to the next's (the first: from cycle 0)."""

@@ -97,6 +97,13 @@ def print_report(args, rep) -> None:
           file=args.human)
     print(f"queues: {f['iq_needed']} of iq_depth {f['iq_depth']} instructions in the deepest (tokens unrolled)",
           file=args.human)
+    trips = f["host_round_trips_per_token_with_attention_on_host"]
+    if trips:
+        print(f"beside attention on the host (lpu decode's loop): of a token's {f['cycles_per_token']:g} cycles the "
+              f"attention steps span {f['attention_cycles_per_token']:g} (q, k, v written to y written, compiler); with "
+              f"attention on the host the tile would instead stop {trips} times a token (after q, k, v and after y in "
+              f"each layer), each stop a host round trip over the bus (docs/afd.md: about 615 bus cycles between a "
+              f"tray's runs, measured) plus the host's attention", file=args.human)
     if f.get("host_bytes_after_first_load") is not None:
         print(f"host: first load {f['first_load_bytes']:,} bytes (program, weights, the prompt's token); before each "
               f"later run {f['host_bytes_after_first_load']} bytes", file=args.human)

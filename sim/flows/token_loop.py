@@ -146,12 +146,15 @@ def run_token_loop(cfg: TileConfig, model: dict | None = None, prompt=(1, 2, 3),
     steady = per_token[1:] or per_token       # (the first token of a run also waits for the prompt)
     mean = round(sum(steady) / len(steady), 2)
     bound = weight_read_bound(cfg, model)
+    att = runs.loop.attention_cycles()
     data = {"passed": not problems, "simulator": sim or "golden model", "tokens": tokens, "per_call": per_call,
             "runs": runs.calls, "prompt": runs.prompt, "ids": runs.reference, "heads": model.heads,
             "layers": len(model.layers), "top1_agreement_with_float": agreement(fm, model),
             "cycles_per_run": runs.loop.cycles, "cycles_per_token": mean, "cycles_per_token_range": [min(steady), max(steady)],
             "first_token_cycles": per_token[0], "clock_mhz": mhz, "us_per_token": round(mean / mhz, 4),
             "weight_read_bound": bound, "ratio_to_bound": round(mean / bound, 3),
+            "attention_cycles_per_token": round(sum(att[1:] or att) / len(att[1:] or att), 2),
+            "host_round_trips_per_token_with_attention_on_host": 2 * sum(l.attn is not None for l in model.layers),
             "iq_needed": runs.loop.iq_needed(), "iq_depth": cfg.iq_depth, "weight_bytes": model.weight_bytes(),
             "host_bytes_after_first_load": loaded[1:] if loaded else None,
             "first_load_bytes": loaded[0] if loaded else None, "problems": problems, "positions": rows}

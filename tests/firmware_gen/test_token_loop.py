@@ -96,6 +96,9 @@ def test_tokens_equal_the_integer_reference_at_the_predicted_cycles(model):
     per = loop.token_cycles()
     if model == "mlp":
         assert len(set(per[1:])) == 1 and per[0] >= per[1]    # every token after the first alike
+        assert loop.attention_cycles() == [0] * tokens
+    else:                                   # the attention steps: a part of every token's cycles
+        assert all(0 < a < c for a, c in zip(loop.attention_cycles()[1:], per[1:]))
     assert weight_read_bound(CFG, m) <= min(per)
 
 
