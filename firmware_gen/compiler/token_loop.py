@@ -5,23 +5,30 @@ in one run of one tile, the host writing only the prompt's tokens and reading on
 Every position is unrolled into the instruction queues (no loop construct: the queues hold the
 positions a run asks, and :class:`TokenLoop` names ``iq_depth`` when they do not), and every
 step of it is placed in static time through the tile's reservation table
-(``attention_place.Placer``, one for the whole run):
+(``attention_place.Placer``, one for the whole run), on both MXMs: each matrix's output blocks
+alternate between ``MXM_W`` and ``MXM_E`` (:func:`side_of`), each block's weights striped over its
+MXM's four MEM slices and loaded four rows a cycle, and every vector the blocks read is kept in
+both MXMs' x slots:
 
 1. ``SETB`` at ``SXM_W`` sets base register :data:`TOKEN_REG` to the token id read back from a
    MEM row (a prompt row the host wrote, or the id the last position found); the embedding's
-   blocks are read at ``row + id`` through it and ``LX``-ed into ``MXM_W``'s x slots.
-2. Each layer with attention: the q, k and v blocks of every head (``MXM_W``: weight blocks
-   striped over the four west MEM slices, four rows a cycle; a flush of each accumulator row to
-   the VXM, requantised into ``MEM_W0`` / ``MEM_E0`` rows), then the attention step
-   (``compiler/attention.py``, ``AttentionStep`` with the context length fixed: the layer's
-   caches, constants and parameters shared by all its positions), then ``c I`` (the residual) and
-   the ``Wo`` blocks of the heads' outputs into the new x.
-3. Each layer's MLP: ``W1`` blocks, a flush of each row to the VXM (``TABLE``: ReLU) and its h back
-   into an x slot; ``c I`` and the ``W2`` blocks into the new x.
-4. After the last prompt position and every generated one, the LM head's blocks; each block's
-   logits leave the MXM as int32 planes (an ``MM ACC EMIT`` of the zero slot) straight into
-   ``ARGMAX`` at ``SXM_W``; the last one drives the id east to ``MEM_W3``, which writes it in the
-   token's row; that row is read back to ``SXM_W`` for the next position's ``SETB``.
+   blocks are read at ``row + id`` through it and ``LX``-ed into both MXMs' x slots.
+2. Each RMSNorm (``golden/norm.py``, :meth:`TokenLoop._norm`): x through the identity block on
+   each MXM, the squares by a ``GATE`` VOP, their sum on a block of ``q_weight``, per octave and
+   block a ``GATE`` and ``TABLE`` VOP (the reciprocal square root), the octaves summed on
+   ``MXM_E``'s identity block and requantised into both MXMs.
+3. Each layer with attention: the normalised x's q, k and v blocks of every head, each
+   accumulator row flushed to the VXM and requantised into ``MEM_W0`` / ``MEM_E0`` rows; the
+   attention step (``compiler/attention.py``, ``AttentionStep`` with the context length fixed:
+   the layer's caches, constants and parameters shared by all its positions); then ``c I`` (the
+   residual) and the ``Wo`` blocks of the heads' outputs into the new x.
+4. Each layer's MLP: the normalised x's ``W1`` blocks, a flush of each row to the VXM (``TABLE``:
+   ReLU) and its h back into x slots; ``c I`` and the ``W2`` blocks into the new x.
+5. After the last prompt position and every generated one, the final norm and the LM head's
+   blocks; each block's logits leave its MXM as int32 planes (an ``MM ACC EMIT`` of the zero
+   slot) straight into ``ARGMAX`` at ``SXM_W``; the last one drives the id east to ``MEM_W3``,
+   which writes it in the token's row; that row is read back to ``SXM_W`` for the next
+   position's ``SETB``.
 
 A position starts when everything of the one before is placed (its x slots and rows are then
 free).  Without attention a token's successor depends on that token only, so a run of ``k``
@@ -49,7 +56,15 @@ from firmware_gen.golden.norm import MANTISSA_OFFSET, rsqrt_table
 from firmware_gen.golden.token_loop import HEAD_DIM, RELU, LoopModel
 from firmware_gen.program import Program
 
-SIDE = "MXM_W"
+SIDES = ("MXM_W", "MXM_E")
+IN_DIR = {"MXM_W": WEST, "MXM_E": EAST}        # the streams an MXM reads (from its hemisphere's MEMs)
+OUT_DIR = {"MXM_W": EAST, "MXM_E": WEST}       # the way its EMIT flows (towards the VXM)
+
+
+def side_of(i: int) -> str:
+    """The MXM that computes output block ``i`` of a matrix: the even ones ``MXM_W``, the odd ones
+    ``MXM_E``, each from its own hemisphere's MEM slices."""
+    return SIDES[i % 2]
 STRIPE = 4                         # MEM slices a weight block is striped over (LW n)
 TOKEN_REG = 1                      # the base register SETB sets to the token id
 RELU_TABLE, RSQRT_TABLE = 3, 4     # (the attention step's exp and reciprocal tables are 1 and 2)
@@ -135,22 +150,24 @@ class TokenLoop:
         return a
 
     def _blocks(self, W):
-        """Every lanes x lanes block of ``W`` (zero-padded), by (row block, column block)."""
+        """Every lanes x lanes block of ``W`` (zero-padded), by (row block, column block): the
+        block in the hemisphere of the MXM that computes its row block (:func:`side_of`)."""
         L = self.cfg.lanes
         r, c = -(-W.shape[0] // L), W.shape[1] // L
         P = np.zeros((r * L, c * L), np.int64)
         P[:W.shape[0]] = W
-        return {(i, k): self._block(P[i * L:(i + 1) * L, k * L:(k + 1) * L]) for i in range(r) for k in range(c)}
+        return {(i, k): self._block(P[i * L:(i + 1) * L, k * L:(k + 1) * L], side_of(i)[-1])
+                for i in range(r) for k in range(c)}
 
     def _layout(self):
         m, L, st = self.model, self.cfg.lanes, self.state
         eye = np.eye(L, dtype=np.int64)
         self.W1 = [self._blocks(l.W1) for l in m.layers]
         self.W2 = [self._blocks(l.W2) for l in m.layers]
-        self.C = [self._block(l.c * eye) for l in m.layers]
+        self.C = [{h: self._block(l.c * eye, h) for h in "WE"} for l in m.layers]
         self.A = [{n: self._blocks(getattr(l.attn, f"W{n}")) for n in ("q", "k", "v", "o")} if l.attn else None
                   for l in m.layers]
-        self.CA = [self._block(l.attn.c * eye) if l.attn else None for l in m.layers]
+        self.CA = [{h: self._block(l.attn.c * eye, h) for h in "WE"} if l.attn else None for l in m.layers]
         self.Wh = self._blocks(m.head)
         self.eye = {h: self._block(eye, h) for h in "WE"}           # the identity block by hemisphere (norms)
         self.ones = {w: self._block(np.full((L, L), w)) for w in sorted({n.q_weight for n in self.norms()})}
@@ -279,28 +296,29 @@ class TokenLoop:
         """Load each ``(block, slot)`` of ``pairs`` and MM it into row ``acc`` (the first without ACC)."""
         pl = self.pl
         for j, (key, slot) in enumerate(pairs):
-            pl.load(SIDE, blocks[key], 0, f"{who} block {key}")
-            pl.mm(SIDE, slot, acc, MMFlag.ACC if j else 0, 0, who)
+            side = side_of(key[0])
+            pl.load(side, blocks[key], 0, f"{who} block {key}")
+            pl.mm(side, slot, acc, MMFlag.ACC if j else 0, 0, who)
 
-    def _vop(self, acc, param, flags, sink, who):
-        """Flush row ``acc`` of ``MXM_W`` to the VXM and ``VOP`` it with entry ``param``;
+    def _vop(self, side, acc, param, flags, sink, who):
+        """Flush row ``acc`` of MXM ``side`` to the VXM and ``VOP`` it with entry ``param``;
         ``sink(drive)`` gives the items that take the int8 result (driven ``drive`` cycles after the
         group) and ``{direction: position}`` of their farthest.  Returns the group's cycle."""
         pl, cfg = self.pl, self.cfg
-        lag = pl.emit_lag(SIDE)
+        lag = pl.emit_lag(side)
         drive = lag + cfg.vxm_latency
         items, to = sink(drive)
         for d in to:
             flags |= VopFlag.OUT_W if d == WEST else VopFlag.OUT_E
-        items = [pl.flush(SIDE, acc, self.ZERO),
-                 Item("VXM", lag, Instr.vop(EMIT_STREAM, EAST, param, H_STREAM, flags), to), *items]
-        return pl.place(items, pl.acc_ready[(SIDE, acc)], who)
+        items = [pl.flush(side, acc, self.ZERO),
+                 Item("VXM", lag, Instr.vop(EMIT_STREAM, OUT_DIR[side], param, H_STREAM, flags), to), *items]
+        return pl.place(items, pl.acc_ready[(side, acc)], who)
 
-    def _to_slot(self, acc, param, slot, flags, who, both=False):
-        """Row ``acc`` through the VXM into x slot ``slot`` of ``MXM_W`` (``both``: and of ``MXM_E``:
-        a residual vector, which a norm reads on both) as it passes."""
+    def _to_slot(self, side, acc, param, slot, flags, who):
+        """Row ``acc`` of MXM ``side`` through the VXM into x slot ``slot`` of both MXMs (each
+        computes half the blocks of what reads it) as it passes."""
         pl, cfg = self.pl, self.cfg
-        sides = (("MXM_W", "MXL_W", WEST), ("MXM_E", "MXL_E", EAST))[:2 if both else 1]
+        sides = (("MXM_W", "MXL_W", WEST), ("MXM_E", "MXL_E", EAST))
         off = {}
 
         def sink(drive):
@@ -310,13 +328,13 @@ class TokenLoop:
                 items.append(Item(ldr, off[side], Instr.lx(H_STREAM, d, slot)))
                 to[d] = pl.pos(side)
             return items, to
-        t = self._vop(acc, param, flags, sink, who)
-        for side, _, _ in sides:
-            pl.slot_ready[side][slot] = t + off[side] + 1
+        t = self._vop(side, acc, param, flags, sink, who)
+        for s_, _, _ in sides:
+            pl.slot_ready[s_][slot] = t + off[s_] + 1
 
-    def _to_row(self, acc, param, mem, row, who, what):
-        """Row ``acc`` through the VXM into row ``row`` of ``mem`` (``MEM_W0`` or ``MEM_E0``, beside
-        the VXM); the WRITE recorded.  Returns the WRITE's cycle."""
+    def _to_row(self, side, acc, param, mem, row, who, what):
+        """Row ``acc`` of MXM ``side`` through the VXM into row ``row`` of ``mem`` (``MEM_W0`` or
+        ``MEM_E0``, beside the VXM); the WRITE recorded.  Returns the WRITE's cycle."""
         pl = self.pl
         d = WEST if pl.pos(mem) < self.cfg.vxm_position else EAST
         off = {}
@@ -324,16 +342,16 @@ class TokenLoop:
         def sink(drive):
             off["w"] = drive + abs(pl.pos(mem) - self.cfg.vxm_position)
             return [Item(mem, off["w"], Instr.write(H_STREAM, d, row))], {d: pl.pos(mem)}
-        t = self._vop(acc, param, 0, sink, who)
+        t = self._vop(side, acc, param, 0, sink, who)
         self.writes.append((t + off["w"], mem, row, what))
         return t + off["w"]
 
     def _norm(self, spec, src, dst, who):
         """RMSNorm ``spec`` (``golden/norm.py``) of the vector in x slots ``slot(*src, k)`` of both
-        MXMs into ``MXM_W``'s slots ``slot(*dst, k)``: x through the identity on both MXMs, the
+        MXMs into their slots ``slot(*dst, k)``: x through the identity on both MXMs, the
         squares by ``GATE`` into ``MXM_W``, their sum on a block of ``q_weight``, per octave and
         block a ``GATE`` and ``TABLE`` VOP into ``MXM_E``, summed on its identity block and
-        requantised into ``dst``."""
+        requantised into both MXMs' ``dst``."""
         pl, cfg, KH, prm = self.pl, self.cfg, self.KH, self.pn[id(spec)]
         pw, pe, pv = pl.pos("MXM_W"), pl.pos("MXM_E"), cfg.vxm_position
         lag = pl.emit_lag("MXM_W")
@@ -364,16 +382,10 @@ class TokenLoop:
                                         pl.acc_ready[("MXM_E", self.acc("ne", k))]), f"{who}: octave {i} [{k}]")
                 pl.slot_ready["MXM_E"][slot] = t + to_e + 1
         pl.load("MXM_E", self.eye["E"], 0, f"{who}: identity block of MXM_E")
-        lag_e = pl.emit_lag("MXM_E")
-        back = lag_e + cfg.vxm_latency + pv - pw
-        for k in range(KH):                 # the octaves' sum, requantised into MXM_W
+        for k in range(KH):                 # the octaves' sum, requantised into both MXMs
             for n, i in enumerate(spec.octaves):
                 pl.mm("MXM_E", self.slot("ny", k, i), self.acc("ny", k), MMFlag.ACC if n else 0, 0, f"{who}: y[{k}]")
-            items = [pl.flush("MXM_E", self.acc("ny", k), self.ZERO),
-                     Item("VXM", lag_e, Instr.vop(0, WEST, self.p_ident, H_STREAM, VopFlag.OUT_W), {WEST: pw}),
-                     Item("MXL_W", back, Instr.lx(H_STREAM, WEST, self.slot(*dst, k)))]
-            t = pl.place(items, pl.acc_ready[("MXM_E", self.acc("ny", k))], f"{who}: out [{k}]")
-            pl.slot_ready["MXM_W"][self.slot(*dst, k)] = t + back + 1
+            self._to_slot("MXM_E", self.acc("ny", k), self.p_ident, self.slot(*dst, k), 0, f"{who}: out [{k}]")
 
     def _attention(self, pos, l):
         """Layer ``l``'s attention part at position ``pos``: q, k, v into the step's rows, the step,
@@ -400,24 +412,31 @@ class TokenLoop:
         for n, h, b, acc in pending:       # q, k, v into the step's rows (q, v west of the VXM, k east)
             mem, row = (("MEM_E0", step.k_row[h, b]) if n == "k" else
                         ("MEM_W0", (step.q_row if n == "q" else step.v_row)[h, b]))
-            ready = max(ready, self._to_row(acc, self.pa[l][n, h], mem, row, f"position {pos}: layer {l} {n}[{h}, {b}]",
-                                            ("qkv", pos, l, n, h, b)) + 1)
+            ready = max(ready, self._to_row(side_of(2 * h + b), acc, self.pa[l][n, h], mem, row,
+                                            f"position {pos}: layer {l} {n}[{h}, {b}]", ("qkv", pos, l, n, h, b)) + 1)
         step.place(ready)
         self.attention_spans[pos, l] = (ready, max(step.y_cycle.values()) + 1)
         self.writes += [(c, m, a, ("attention", pos, l, w)) for c, m, a, w in step.writes]
-        for (h, b), row in step.y_row.items():          # the heads' outputs into x slots
+        for (h, b), row in step.y_row.items():          # the heads' outputs into both MXMs' x slots
             j = 2 * h + b
-            pl.lx(SIDE, "MEM_E0", row, self.slot("ya", l, j), step.y_cycle[h, b] + 1,
-                  f"position {pos}: layer {l} y[{h}, {b}] -> slot")
-        pl.load(SIDE, self.CA[l], 0, f"position {pos}: layer {l} attention residual block")
+            for side in SIDES:
+                pl.lx(side, "MEM_E0", row, self.slot("ya", l, j), step.y_cycle[h, b] + 1,
+                      f"position {pos}: layer {l} y[{h}, {b}] -> {side}")
+        self._residual_sum(l, ("x", l), [("ya", l, j) for j in range(self.KA)], A["o"], self.CA[l], self.po[l],
+                           ("mid", l), f"position {pos}: layer {l} attention")
+
+    def _residual_sum(self, l, x, ins, blocks, C, param, dst, who):
+        """``dst = requant(c x + W ins)`` block by block, each on its MXM (:func:`side_of`): the
+        residual's ``c I`` block, then ``W``'s blocks over the input vectors ``ins``."""
+        pl = self.pl
         for k in range(self.KH):
-            pl.mm(SIDE, self.slot("x", l, k), self.acc("y", k), 0, 0, f"position {pos}: layer {l} residual {k}")
-        for k in range(self.KH):
-            for j in range(self.KA):
-                pl.load(SIDE, A["o"][k, j], 0, f"position {pos}: layer {l} Wo block {k, j}")
-                pl.mm(SIDE, self.slot("ya", l, j), self.acc("y", k), MMFlag.ACC, 0, f"position {pos}: layer {l} o[{k}]")
-            self._to_slot(self.acc("y", k), self.po[l], self.slot("mid", l, k), 0, f"position {pos}: layer {l} x[{k}]",
-                          both=True)
+            side, acc = side_of(k), self.acc("y", k)
+            pl.load(side, C[side[-1]], 0, f"{who} residual block")
+            pl.mm(side, self.slot(*x, k), acc, 0, 0, f"{who} residual {k}")
+            for j, key in enumerate(ins):
+                pl.load(side, blocks[k, j], 0, f"{who} block {k, j}")
+                pl.mm(side, self.slot(*key), acc, MMFlag.ACC, 0, f"{who} x[{k}]")
+            self._to_slot(side, acc, param, self.slot(*dst, k), 0, f"{who} x[{k}]")
 
     def _mlp(self, pos, l):
         KH, KI, layer = self.KH, self.KI, self.model.layers[l]
@@ -430,15 +449,10 @@ class TokenLoop:
         for i in range(KI):
             self._mm_chain(self.W1[l], [((i, k), self.slot(*src, k)) for k in range(KH)], self.acc("h", i),
                            f"{who} W1 row block {i}")
-            self._to_slot(self.acc("h", i), self.p1[l], self.slot("h", l, i), VopFlag.TABLE, f"{who} h[{i}]")
-        self.pl.load(SIDE, self.C[l], 0, f"{who} residual block")
-        for j in range(KH):
-            self.pl.mm(SIDE, self.slot(*x_in, j), self.acc("y", j), 0, 0, f"{who} residual {j}")
-        for j in range(KH):
-            for i in range(KI):
-                self.pl.load(SIDE, self.W2[l][j, i], 0, f"{who} W2 block {j, i}")
-                self.pl.mm(SIDE, self.slot("h", l, i), self.acc("y", j), MMFlag.ACC, 0, f"{who} y[{j}]")
-            self._to_slot(self.acc("y", j), self.p2[l], self.slot("x", l + 1, j), 0, f"{who} x[{j}]", both=True)
+            self._to_slot(side_of(i), self.acc("h", i), self.p1[l], self.slot("h", l, i), VopFlag.TABLE,
+                          f"{who} h[{i}]")
+        self._residual_sum(l, x_in, [("h", l, i) for i in range(KI)], self.W2[l], self.C[l], self.p2[l],
+                           ("x", l + 1), f"{who} MLP")
 
     def _head(self, n):
         """The LM head's blocks, their ARGMAX, the id written; returns the WRITE's cycle."""
@@ -446,30 +460,32 @@ class TokenLoop:
         if self.model.norm is not None:
             self._norm(self.model.norm, last, ("nf",), f"token {n}: the final norm")
             last = ("nf",)
-        px, ps, pm = pl.pos(SIDE), pl.pos("SXM_W"), pl.pos(ID_MEM)
-        at_sxm = MXM_LATENCY + ps - px
-        w_off = at_sxm + SXM_LATENCY + pm - ps
+        ps, pm = pl.pos("SXM_W"), pl.pos(ID_MEM)
+        after = SXM_LATENCY + pm - ps          # ARGMAX's issue to the id's WRITE at ID_MEM
         t_arg = -1
         continues = n == self.tokens - 1 and not self.model.heads
         for v in range(self.KV):
+            side = side_of(v)
+            at_sxm = MXM_LATENCY + abs(ps - pl.pos(side))    # the block's logits reach ARGMAX at SXM_W
             self._mm_chain(self.Wh, [((v, k), self.slot(*last, k)) for k in range(self.KH)], self.acc("v", v),
                            f"token {n}: LM head block {v}")
             flags = (ArgmaxFlag.FIRST if v == 0 else 0) | (ArgmaxFlag.OUT_E if v == self.KV - 1 else 0)
-            flush = Item(SIDE, 0, Instr.mm(0, WEST, acc=self.acc("v", v), slot=self.ZERO, out=EMIT_STREAM,
-                                           flags=MMFlag.XBUF | MMFlag.ACC | MMFlag.EMIT), {EAST: ps})
-            arg = Item("SXM_W", at_sxm, Instr.argmax(EMIT_STREAM, EAST, index=v * L, out=INDEX_STREAM, flags=flags),
+            flush = Item(side, 0, Instr.mm(0, IN_DIR[side], acc=self.acc("v", v), slot=self.ZERO, out=EMIT_STREAM,
+                                           flags=MMFlag.XBUF | MMFlag.ACC | MMFlag.EMIT), {OUT_DIR[side]: ps})
+            arg = Item("SXM_W", at_sxm, Instr.argmax(EMIT_STREAM, OUT_DIR[side], index=v * L, out=INDEX_STREAM,
+                                                     flags=flags),
                        {EAST: pm} if flags & ArgmaxFlag.OUT_E else None)
             items = [flush, arg]
             if v == self.KV - 1:
-                items.append(Item(ID_MEM, w_off, Instr.write(INDEX_STREAM, EAST, self.id_rows[n])))
+                items.append(Item(ID_MEM, at_sxm + after, Instr.write(INDEX_STREAM, EAST, self.id_rows[n])))
                 if continues:              # the last id also into the start row: the next run continues from it
                     arg.to = {EAST: pl.pos(START_MEM)}
-                    items.append(Item(START_MEM, w_off + pl.pos(START_MEM) - pm,
+                    items.append(Item(START_MEM, at_sxm + after + pl.pos(START_MEM) - pm,
                                       Instr.write(INDEX_STREAM, EAST, self.start_row)))
-            t0 = max(pl.acc_ready[(SIDE, self.acc("v", v))], t_arg + 1 - at_sxm)
+            t0 = max(pl.acc_ready[(side, self.acc("v", v))], t_arg + 1 - at_sxm)
             t = pl.place(items, t0, f"token {n}: logits block {v} -> ARGMAX")
             t_arg = t + at_sxm
-        t_w = t_arg - at_sxm + w_off
+        t_w = t_arg + after
         self.writes.append((t_w, ID_MEM, self.id_rows[n], ("id", n)))
         if continues:
             self.writes.append((t_w + 1, START_MEM, self.start_row, ("id", n)))
