@@ -19,6 +19,9 @@ from firmware_gen.scoreboard import Reference, compare, golden_observed
 
 from tests.helpers import get_sim, sxm_cases, sxm_program
 
+# The tiny tile with the SXM's optional opcodes (MAX, ARGMAX, SETB): one build for the RTL tests below.
+TINY_SXM = TileConfig.tiny().with_overrides(["sxm_max=1", "sxm_argmax=1", "sxm_setb=1"])
+
 
 @pytest.mark.parametrize("preset, sets", [("tiny", []), ("default", []), ("tiny", ["sxm_max=1"]),
                                           ("default", ["sxm_max=1"])])
@@ -106,7 +109,7 @@ def test_sxm_max_on_rtl(simulator):
     from sim.harness.runner import job
     from sim.harness.scoreboard import check_run, tile_observed
 
-    cfg = TileConfig.tiny().with_overrides(["sxm_max=1"])
+    cfg = TINY_SXM
     progs = [sxm_program(cfg, sxm_cases(cfg, seed=5)), max_reduction(cfg)]
     results = get_sim(cfg, simulator).run([job(p) for p, _ in progs])
     for (prog, expected), res in zip(progs, results):
@@ -117,18 +120,17 @@ def test_sxm_max_on_rtl(simulator):
 @pytest.mark.sim
 @pytest.mark.long
 def test_setb_on_rtl(simulator):
-    """SETB on the tiny tile built with ``DECODER_FIELDS``: a READ on SETB's cycle through its
+    """SETB on the tiny tile built with the SXM's optional opcodes (``TINY_SXM``): a READ on SETB's cycle through its
     register skips (the register as the host left it, off), one a cycle later reads at the new
     offset; the register reads back on at that offset.  Bit- and cycle-exact against the golden
     model (``tests/firmware_gen/test_token_loop.py``'s program).  make test runs SETB and ARGMAX
     on both simulators in the token loop (tests/sim/test_token_loop_sim.py)."""
-    from lpu_arch.config import DECODER_FIELDS
     from lpu_arch.hostmap import base_word
     from sim.harness.runner import job
     from sim.harness.scoreboard import check_run
     from tests.firmware_gen.test_token_loop import SETB_BASES, setb_program
 
-    cfg = TileConfig.tiny().with_overrides(list(DECODER_FIELDS))
+    cfg = TINY_SXM
     prog = setb_program(cfg)
     gold = archmodel.run(prog, bases=SETB_BASES)
     words = SETB_BASES + [0] * (cfg.base_regs - len(SETB_BASES))
