@@ -25,8 +25,10 @@ with --sim, or on the golden model with --no-run, every FFN run checked as lpu d
 it), minilm (all-MiniLM-L6-v2 run as a decoder, from the package the bench reads; the
 draft's FFNs by the integer golden model, its cycles from the tray compiler: --no-run) and
 on-chip (lpu decode --on-chip's decoder whole on the tile, its own token loop proposing the k
-tokens of a round, the host writing only the fed tokens and reading the k ids; the target its
-float model; the golden model: --no-run).
+tokens of a round from a program compiled for the round's first position, the host writing the
+program's changed words and the fed tokens and reading the k ids; the target its float model; on
+the RTL with --sim, every round checked against the golden model's, or the golden model alone
+with --no-run).
 --skip M makes the draft the first M layers and the head (layer-skip).
 Figures: acceptance (accepted / proposed, and accepted / compared), tokens per
 verification against (1 - a^(k+1)) / (1 - a), the draft's cycles per token, and the
@@ -43,7 +45,7 @@ examples:
   lpu speculate --k 4 --tokens 8 --sim icarus
   lpu speculate --no-run --model minilm --k 4 --tokens 64 --no-repeat 16
   lpu speculate --no-run --model minilm --dtype fp8 --k 8 --tokens 64 --no-repeat 16 --json
-  lpu speculate --no-run --model on-chip --k 4 --tokens 16"""
+  lpu speculate --model on-chip --k 4 --tokens 16 --sim verilator"""
 
 
 def add_parser(sub) -> None:
@@ -156,10 +158,6 @@ def run_on_chip(args, tm) -> int:
 
     from sim.flows.speculate_on_chip import speculate_on_chip
     from sim.flows.token_loop import ON_CHIP_MODEL, ON_CHIP_TILE
-    if not args.no_run:
-        raise CliError("--model on-chip: the draft runs on the golden model (each round's program starts where the "
-                       "target's verdict left the sequence; the RTL would need the target inside the testbench): give "
-                       "--no-run")
     if args.skip is not None or args.no_repeat:
         raise CliError("--model on-chip: the draft is the whole model and chooses by argmax on the tile: leave out "
                        "--skip and --no-repeat")
@@ -169,19 +167,26 @@ def run_on_chip(args, tm) -> int:
         raise CliError(f"--prompt: token id {max(prompt)} is outside the vocabulary (0..{model['vocab'] - 1})")
     config = "default" if args.config == "tiny" else args.config
     cfg = TileConfig.load(config, (*ON_CHIP_TILE, *args.set))
+    engine = "golden model" if args.no_run else f"RTL on {args.sim}, checked against the golden model"
     print(f"pair: lpu decode --on-chip's decoder ({args.layers} layers, H={model['H']}, I={model['I']}, "
           f"{model['heads']} head, vocab {model['vocab']}, seed {args.seed}); draft: its int8 model whole on a "
-          f"{config} tile (golden model), a program per round; target: its float model (host)", file=args.human)
+          f"{config} tile ({engine}), a program per round; target: its float model (host)", file=args.human)
+    from sim.harness.progress import ProgressPrinter
     try:
-        rep = speculate_on_chip(cfg, model, prompt, args.tokens, args.k, tm)
+        rep = speculate_on_chip(cfg, model, prompt, args.tokens, args.k, tm, None if args.no_run else args.sim,
+                                None if args.quiet or args.no_run else ProgressPrinter(args.sim))
     except CompileError as e:
         raise CliError(f"the draft does not fit the tile: {e}") from None
+    except RuntimeError as e:
+        return testbench_failed(e, args, ran=True)
     f, t = rep.figures, rep.figures["timing"]
-    table = Table(right("round"), "proposed", right("accepted"), right("draft cycles"))
+    table = Table(right("round"), right("from"), "proposed", right("accepted"), right("draft cycles"),
+                  *([right("RTL cycles"), right("bytes written")] if not args.no_run else []))
     print("\n" + table.head(), file=args.human)
     for r in rep.rows:
-        print(table.line(r["round"], ",".join(map(str, r["proposed"])), r["accepted"], r["draft_cycles"]),
-              file=args.human)
+        rtl = [r["rtl_cycles"], r["loaded_bytes"]] if "rtl_cycles" in r else []
+        print(table.line(r["round"], r["start"], ",".join(map(str, r["proposed"])), r["accepted"], r["draft_cycles"],
+                         *rtl), file=args.human)
     print(f"\nk {f['k']}: {f['rounds']} rounds, acceptance {f['acceptance']:.3f} (per compared "
           f"{f['acceptance_compared']:.3f}), {f['tokens_per_verification']:.2f} tokens per verification (expected "
           f"{f['expected_tokens_compared']:.2f}); the draft {f['draft_cycles_per_round']:,} cycles a round on average "

@@ -506,3 +506,27 @@ class UartTileDriver(TileDriver):
         for _ in range(max(1, timeout_cycles // 100)):
             if await self.read_csr(Csr.STATUS) & Status.DONE:
                 return
+
+async def run_job(dut, drv, cfg, job: dict) -> dict:
+    """Load ``job`` (``runner.job``, or a resident one), run it and observe it: the result a
+    caller compares (cycles, status, busy counters, trace, rows read back, bytes loaded)."""
+    before, t0 = drv.loaded_bytes, time.perf_counter()
+    await drv.load_job(job)
+    load = {"load_path": "port" if drv.load_port else "bus", "loaded_bytes": drv.loaded_bytes - before,
+            "wall_load_s": time.perf_counter() - t0}
+    dut._log.info("job %s: loaded, running", job.get("name", ""))    # progress: loading done
+    cycles, wall = await drv.run(job.get("timeout_cycles", 1_000_000))
+    status = await drv.read_status()
+    events = await drv.read_trace() if cfg.trace_depth else []
+    readback, rows_read = {}, {}
+    for name, rows in job.get("read_back", {}).items():
+        rows_read[name] = [int(r) for r in rows]
+        readback[name] = await drv.read_vectors(name, rows_read[name])
+    extra = {}
+    if job.get("read_vxm"):
+        extra["vxm_words"] = await drv.read_vxm()
+    if job.get("read_bases"):
+        extra["base_words"] = await drv.read_bases()
+    dut._log.info("job %s: %d cycles, %d events", job.get("name", ""), cycles, len(events))
+    return {"name": job.get("name", ""), "cycles": cycles, "wall_run_s": wall, **load,
+            **status, "events": events, "read_back": readback, "read_back_rows": rows_read, **extra}

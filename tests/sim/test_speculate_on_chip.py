@@ -1,5 +1,5 @@
-"""lpu speculate --model on-chip: the token loop on the tile as the draft (golden model), its
-float model as the target (``sim/flows/speculate_on_chip.py``)."""
+"""lpu speculate --model on-chip: the token loop on the tile as the draft (golden model; the RTL
+in make test-long), its float model as the target (``sim/flows/speculate_on_chip.py``)."""
 
 import json
 
@@ -10,6 +10,8 @@ from firmware_gen.golden.token_loop import synthetic_float
 from sim.cli.main import main
 from sim.flows.speculate_on_chip import float_greedy, speculate_on_chip
 from sim.flows.token_loop import ON_CHIP_MODEL, on_chip_config
+
+from tests.helpers import SIMS
 
 
 @pytest.mark.parametrize("k", [1, 3])
@@ -30,7 +32,6 @@ def test_cli_on_chip(capsys):
 
 
 @pytest.mark.parametrize("argv, says", [
-    ([], "--model on-chip: the draft runs on the golden model"),
     (["--no-run", "--skip", "1"], "leave out --skip and --no-repeat"),
     (["--no-run", "--prompt", "64"], "outside the vocabulary"),
 ])
@@ -38,3 +39,17 @@ def test_cli_on_chip_refusals(capsys, argv, says):
     assert main(["speculate", "--model", "on-chip", *argv]) == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err
+
+
+@pytest.mark.sim
+@pytest.mark.long
+@pytest.mark.parametrize("simulator", SIMS)
+def test_on_the_rtl(simulator):
+    """Every round on the RTL tile (the target and the compiler in the testbench between rounds):
+    the same requests, writes, cycles and ids as the golden model's run of the round, each round's
+    cycles the compiler's, the tokens the target's plain decoding."""
+    rep = speculate_on_chip(on_chip_config(), ON_CHIP_MODEL, [1, 2, 3], 8, 3, sim=simulator)
+    assert rep.passed, rep.problems[:10]
+    assert rep.figures["tokens"] == float_greedy(synthetic_float(**ON_CHIP_MODEL), [1, 2, 3], 8)
+    assert all(r["rtl_cycles"] == r["draft_cycles"] for r in rep.rows)
+    assert rep.rows[0]["loaded_bytes"] > max(r["loaded_bytes"] for r in rep.rows[1:]) > 0
