@@ -30,10 +30,10 @@ from firmware_gen.golden.archmodel import expand
 from firmware_gen.program import Program
 
 # One colour per opcode, fixed so that pictures of different programs compare.
-OP_COLOURS = {
+OP_COLOURS = {          # every data opcode (tests/firmware_gen/test_chart.py checks it)
     Op.READ: "#1f77b4", Op.WRITE: "#ff7f0e", Op.LW: "#2ca02c", Op.MM: "#d62728", Op.LX: "#9467bd",
     Op.VOP: "#8c564b", Op.SHIFT: "#e377c2", Op.PERM: "#7f7f7f", Op.DIST: "#bcbd22", Op.TRI: "#17becf",
-    Op.TRO: "#aec7e8", Op.MAX: "#ffbb78",
+    Op.TRO: "#aec7e8", Op.MAX: "#ffbb78", Op.ARGMAX: "#98df8a", Op.SETB: "#c5b0d5",
     # C2C slices (tiles with links)
     Op.SEND: "#393b79", Op.SENDM: "#6b6ecf", Op.RECV: "#e7ba52", Op.DESKEW: "#252525",
     Op.RUNTIME_DESKEW: "#969696",

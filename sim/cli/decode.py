@@ -4,12 +4,14 @@ the decode flow (``sim/flows/decode.py``), this module prints them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from lpu_arch.config import TileConfig
 from lpu_arch.topology import RUN_TILE_COUNTS
 
 from sim.cli.common import EXIT_FAIL, EXIT_OK, CliError, print_json, testbench_failed
-from sim.cli.options import (add_subcommand, config_options, int_at_least, nonneg, picture, positive, positive_real,
-                             rtl_run_options, token_ids)
+from sim.cli.options import (add_subcommand, config_options, force_option, int_at_least, nonneg, picture, positive,
+                             positive_real, rtl_run_options, token_ids)
 from sim.flows.decode import DECODE_TILE, TRAY_MOE_TILE
 from sim.flows.token_loop import ON_CHIP_TILE
 from sim.table import Column, Table, right
@@ -100,6 +102,10 @@ def add_parser(sub) -> None:
                         f"{', '.join(ON_CHIP_TILE)}; the host writes the prompt's last token once")
     o.add_argument("--per-call", type=positive, default=None, metavar="K",
                    help="with --on-chip: tokens per run of the tile, unrolled in its queues (default: --tokens)")
+    o.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="with --on-chip: write the (first) run's program as DIR (program.json, and\n"
+                        "token_loop.json: the prompt, the ids, the compiler's cycles): lpu show DIR draws it")
+    force_option(o)
     p.add_argument("--fit", action="store_true",
                    help="with --tiles or --experts: print the smallest tray tile (power-of-two depths, as TOML for\n"
                         "--config) on which every layer of the model is resident, and run nothing")
@@ -110,8 +116,9 @@ def run(args) -> int:
     if args.on_chip:
         from sim.cli import on_chip
         return on_chip.run(args)
-    if args.per_call is not None:
-        raise CliError("--per-call is the tokens per run of --on-chip: give --on-chip")
+    for name in ("per_call", "out"):
+        if getattr(args, name) is not None:
+            raise CliError(f"--{name.replace('_', '-')} is an option of --on-chip: give --on-chip")
     if args.heads == 0:
         raise CliError("--heads 0 (no attention) is a model of --on-chip; the host's loop has 1 or more heads")
     args.H, args.I, args.heads = args.H or 8, args.I or 16, args.heads or 2

@@ -25,6 +25,8 @@ def check_options(args) -> None:
         raise CliError(f"--model {args.model}: the on-chip loop runs its synthetic loop model only")
     if args.per_call is not None and args.tokens % args.per_call:
         raise CliError(f"--tokens {args.tokens} must be a multiple of --per-call {args.per_call}")
+    if args.force and args.out is None:
+        raise CliError("--force replaces the directory given by --out: give --out DIR")
     if args.per_call not in (None, args.tokens) and args.heads != 0:
         raise CliError("--per-call: a decoder with attention generates its tokens in one run (its positions are "
                        "compiled in); give --heads 0 for runs of --per-call tokens")
@@ -50,6 +52,13 @@ def run(args) -> int:
           f"model", file=args.human)
     print(f"tile: {args.config or 'default'} with {', '.join(ON_CHIP_TILE)}; {per_call} tokens a run, "
           f"{args.tokens // per_call} run(s); the host writes the prompt once, reads the ids", file=args.human)
+    if args.out is not None:
+        from sim.flows.token_loop import save_loop
+        try:
+            save_loop(cfg, model, args.prompt, per_call, args.out, args.force)
+        except CompileError as e:
+            raise CliError(f"the loop does not fit the tile: {e}") from None
+        print(f"the run's program -> {args.out}/ (lpu show {args.out})", file=args.human)
     sim = None if args.no_run else args.sim
 
     def go(progress):

@@ -175,3 +175,22 @@ def weight_read_bound(cfg: TileConfig, model: LoopModel) -> int:
     norms += model.norm is not None
     blocks = len(model.layers) * (2 * KH * KI + 1 + (4 * KH * KA + 1 if model.heads else 0)) + KV * KH + 3 * norms
     return -(-blocks * L // len(cfg.mem_names))
+
+
+LOOP_FILE = "token_loop.json"
+
+
+def save_loop(cfg: TileConfig, model: dict, prompt, tokens: int, dest, replace: bool = False) -> dict:
+    """Write the first run of ``tokens`` tokens after ``prompt`` (the synthetic ``model``) as a
+    program directory ``dest`` (``program.json``, what ``lpu show`` draws, and
+    ``token_loop.json``: the prompt, the ids, the compiler's cycles); returns the files written."""
+    import json
+
+    from sim.harness.compiled import PROGRAM_FILE, write_program_dir
+    m = quantise(synthetic_float(**model))
+    loop = TokenLoop(cfg, m, tokens, prompt_len=len(prompt))
+    info = {"model": model, "prompt": [int(t) for t in prompt], "ids": generate(m, prompt, tokens),
+            "predicted_cycles": loop.cycles, "token_cycles": loop.token_cycles(), "id_rows": loop.id_rows}
+    write_program_dir(dest, {PROGRAM_FILE: loop.program(prompt).to_json(),
+                             LOOP_FILE: json.dumps(info, indent=1) + "\n"}, replace)
+    return {"program": str(dest / PROGRAM_FILE), "loop": str(dest / LOOP_FILE)}

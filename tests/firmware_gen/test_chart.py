@@ -18,3 +18,11 @@ def test_the_same_chart_is_the_same_svg(tmp_path):
     assert b'clip-path="url(#' in a          # ids matplotlib derives from its salt
     assert a == b
     assert matplotlib.rcParams["svg.hashsalt"] == salt      # the salt is set for the save alone
+
+
+def test_every_data_opcode_has_a_colour():
+    """The schedule picture draws every data instruction in its opcode's colour: a new opcode
+    without one would stop ``lpu show`` with a KeyError."""
+    from firmware_gen.chart import OP_COLOURS
+    from lpu_arch.isa import DATA_OPS
+    assert set(DATA_OPS) <= set(OP_COLOURS), sorted(o.name for o in set(DATA_OPS) - set(OP_COLOURS))

@@ -56,3 +56,17 @@ def test_per_call_and_no_heads_need_on_chip(capsys):
     assert "give --on-chip" in capsys.readouterr().err
     assert main(["decode", "--no-run", "--heads", "0"]) == 2
     assert "--heads 0 (no attention) is a model of --on-chip" in capsys.readouterr().err
+
+
+def test_out_writes_a_program_lpu_show_draws(tmp_path, capsys):
+    d = tmp_path / "loop"
+    assert main(["decode", "--on-chip", "--no-run", "--tokens", "2", "--out", str(d)]) == 0
+    loop = json.loads((d / "token_loop.json").read_text())
+    assert loop["ids"] == generate(synthetic(**ON_CHIP_MODEL), [1, 2, 3], 2) and loop["prompt"] == [1, 2, 3]
+    capsys.readouterr()
+    assert main(["show", str(d), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bytes"] > 0
+    assert main(["decode", "--on-chip", "--no-run", "--tokens", "4", "--out", str(d)]) == 2      # another program
+    assert "--force" in capsys.readouterr().err
+    assert main(["decode", "--no-run", "--out", str(d)]) == 2
+    assert "--out is an option of --on-chip" in capsys.readouterr().err
