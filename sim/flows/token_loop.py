@@ -41,9 +41,11 @@ def on_chip_config(base: TileConfig | None = None) -> TileConfig:
 
 class LoopRuns:
     """``tokens`` tokens after ``prompt``, ``per_call`` a run: compiled once, every run on the
-    golden model, checked against the integer reference and the compiler."""
+    golden model, checked against the integer reference and the compiler.  ``repeat`` (a model
+    with attention): the run ``repeat`` times, the same program on the tile as the last run left it,
+    each generating the same tokens at the same cycles."""
 
-    def __init__(self, cfg: TileConfig, model: LoopModel, prompt, tokens: int, per_call: int):
+    def __init__(self, cfg: TileConfig, model: LoopModel, prompt, tokens: int, per_call: int, repeat: int = 1):
         if tokens % per_call:
             raise CompileError(f"--tokens ({tokens}) must be a multiple of the tokens per run ({per_call})")
         if model.heads and per_call != tokens:
@@ -51,8 +53,12 @@ class LoopRuns:
                                f"compiled in): the tokens per run must be {tokens}, got {per_call}")
         if not prompt or not all(0 <= int(t) < model.vocab for t in prompt):
             raise CompileError(f"the prompt's tokens must be in 0..{model.vocab - 1} (the vocabulary), got {list(prompt)}")
+        if repeat != 1 and not model.heads:
+            raise CompileError("repeating a run is for a model with attention (one without continues the sequence "
+                               "from run to run: --per-call)")
         self.cfg, self.model, self.prompt = cfg, model, [int(t) for t in prompt]
-        self.tokens, self.per_call, self.calls = tokens, per_call, tokens // per_call
+        self.tokens, self.per_call, self.repeat = tokens, per_call, repeat
+        self.calls = tokens // per_call * repeat
         self.loop = TokenLoop(cfg, model, per_call, prompt_len=len(self.prompt))
         self.reference = generate(model, self.prompt, tokens)
         self.programs, self.golden, self.ids = [], [], []
@@ -68,6 +74,8 @@ class LoopRuns:
             bases = [base_word(off, on) for off, on in r.bases]
 
     def expected(self, c: int) -> list[int]:
+        """The ids run ``c`` must generate (a repeated run: all of them again)."""
+        c %= self.tokens // self.per_call
         return self.reference[c * self.per_call:(c + 1) * self.per_call]
 
     def promise(self) -> Reference:
@@ -111,15 +119,16 @@ class LoopRuns:
 
 def run_token_loop(cfg: TileConfig, model: dict | None = None, prompt=(1, 2, 3), tokens: int = 16,
                    per_call: int | None = None, sim: str | None = None, clock_mhz: float | None = None,
-                   progress=None, build_out=None) -> Report:
+                   progress=None, build_out=None, repeat: int = 1) -> Report:
     """Generate ``tokens`` tokens after ``prompt`` with the synthetic model ``model`` (arguments of
     ``golden.token_loop.synthetic_float``; default :data:`ON_CHIP_MODEL`) on a tile of ``cfg``
     (``on_chip_config``), ``per_call`` per run (default: all); golden model, and with ``sim`` the
-    RTL tile.  The report's rows: one per token (run, id, cycles since the previous token's id,
-    time at the clock)."""
+    RTL tile; ``repeat``: a model with attention's run that many times (the same tokens at the same
+    cycles each time).  The report's rows: one per token of every run (run, id, cycles since the
+    previous token's id, time at the clock)."""
     fm = synthetic_float(**(model or ON_CHIP_MODEL))
     model = quantise(fm)
-    runs = LoopRuns(cfg, model, prompt, tokens, per_call or tokens)
+    runs = LoopRuns(cfg, model, prompt, tokens, per_call or tokens, repeat)
     per_call = runs.per_call
     problems = runs.golden_problems()
     results, tile = [None] * runs.calls, None
@@ -138,17 +147,17 @@ def run_token_loop(cfg: TileConfig, model: dict | None = None, prompt=(1, 2, 3),
     mhz = clock_mhz or PRESET_CLOCK_MHZ["default"]
     per_token = runs.loop.token_cycles()
     rows = []
-    for n, t in enumerate(runs.reference):
-        c, k = divmod(n, per_call)
-        gold = runs.ids[c][k]
-        rows.append({"token": n, "run": c, "id": gold, **({"rtl_id": rtl_ids[n]} if rtl_ids else {}),
-                     "cycles": per_token[k], "us": round(per_token[k] / mhz, 4)})
+    for c in range(runs.calls):
+        for k in range(per_call):
+            n = c * per_call + k
+            rows.append({"token": n, "run": c, "id": runs.ids[c][k], **({"rtl_id": rtl_ids[n]} if rtl_ids else {}),
+                         "cycles": per_token[k], "us": round(per_token[k] / mhz, 4)})
     steady = per_token[1:] or per_token       # (the first token of a run also waits for the prompt)
     mean = round(sum(steady) / len(steady), 2)
     bound = weight_read_bound(cfg, model)
     att = runs.loop.attention_cycles()
     data = {"passed": not problems, "simulator": sim or "golden model", "tokens": tokens, "per_call": per_call,
-            "runs": runs.calls, "prompt": runs.prompt, "ids": runs.reference, "heads": model.heads,
+            "runs": runs.calls, "repeat": repeat, "prompt": runs.prompt, "ids": runs.reference, "heads": model.heads,
             "layers": len(model.layers), "top1_agreement_with_float": agreement(fm, model),
             "cycles_per_run": runs.loop.cycles, "cycles_per_token": mean, "cycles_per_token_range": [min(steady), max(steady)],
             "first_token_cycles": per_token[0], "clock_mhz": mhz, "us_per_token": round(mean / mhz, 4),

@@ -215,3 +215,15 @@ def test_the_loops_masks_saturate_for_any_stale_row():
     for layer in ATTN.layers:
         for spec in layer.attn.specs:
             assert spec.mask_saturates(spec.mask_mms, spec.D * 128 * 128)
+
+
+def test_a_repeated_run_generates_the_same_tokens_at_the_same_cycles():
+    """With attention, the same program run again on the SRAM the last run left (its caches full
+    of the positions it wrote): the same ids, every write at the same cycle; without attention a
+    repeat is refused (its runs continue the sequence)."""
+    runs = LoopRuns(CFG, ATTN, [1, 2, 3], 4, 4, repeat=3)
+    assert runs.ids == [generate(ATTN, [1, 2, 3], 4)] * 3 and runs.golden_problems() == []
+    first = [(e.cycle, e.slice, e.addr) for e in runs.golden[0].events]
+    assert all([(e.cycle, e.slice, e.addr) for e in r.events] == first for r in runs.golden[1:])
+    with pytest.raises(CompileError, match="repeating a run is for a model with attention"):
+        LoopRuns(CFG, MODEL, [1], 4, 4, repeat=2)
