@@ -1,7 +1,7 @@
 """Attention steps on the RTL tile (``sim/flows/attention.py``): 2 heads of D = 32 on the
-default tile with sxm_max=1, every length a job of one testbench run per simulator, checked
-by ``scoreboard.compare`` against the golden model's run of the same program, the compiler's
-promise and ``head_int``."""
+default tile with ``DECODER_FIELDS``, every length a job of one testbench run per simulator
+(Verilator in make test, Icarus in make test-long), checked by ``scoreboard.compare`` against the
+golden model's run of the same program, the compiler's promise and ``head_int``."""
 
 import copy
 import functools
@@ -37,7 +37,9 @@ def check(rep, lengths, sim):
     assert rep.figures["simulator"] == sim
 
 
-@pytest.fixture(scope="module", params=SIMS)
+# make test: Verilator; make test-long: Icarus as well (each compared with the golden model and the
+# compiler, hence with the other).
+@pytest.fixture(scope="module", params=[pytest.param(s, marks=[pytest.mark.long] if s == "icarus" else []) for s in SIMS])
 def ran(request):
     """The lengths of ``LENGTHS`` on one simulator, in one testbench invocation."""
     return request.param, run_attention(attention_config(), HEADS, LENGTHS, sim=request.param)
