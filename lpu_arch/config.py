@@ -48,10 +48,11 @@ PRESET_CLOCK_MHZ = {"default": 900, "tiny": 900, "board": 25, "full_scale": 900,
 # The decoder tile, as --set overrides of a preset: the optional SXM opcodes a decoder on chip uses,
 # MAX (attention's maximum score), ARGMAX (the LM head's next token) and SETB (the embedding row
 # read at its id), and queues, event traces and VXM parameter entries enough for 16 tokens of the
-# token loop's 2-layer model with attention and RMSNorms unrolled after a 3-token prompt (4,346
-# instructions in its deepest queue, 452 writes of MEM_E0, 86 parameter entries).  The attention
-# step and the token loop run on the default tile with them: one build.
-DECODER_FIELDS = ("sxm_max=1", "sxm_argmax=1", "sxm_setb=1", "iq_depth=8192", "trace_depth=512", "vxm_param_depth=128")
+# token loop's 2-layer model with attention and RMSNorms unrolled after a 2-token prompt (4,044
+# instructions in its deepest queue, 86 parameter entries; each queue's words are zero-initialised
+# in the generated Verilog, so a deeper queue costs every build).  The attention step and the token
+# loop run on the default tile with them: one build.
+DECODER_FIELDS = ("sxm_max=1", "sxm_argmax=1", "sxm_setb=1", "iq_depth=4096", "trace_depth=512", "vxm_param_depth=128")
 
 
 class ConfigError(LpuError, ValueError):

@@ -497,8 +497,8 @@ class TokenLoop:
         need = max(len(q) + 1 for q in queues.values())
         if need > self.cfg.iq_depth:
             raise CompileError(f"{self.prompt_len + self.tokens - 1} positions unrolled need {need} instructions in "
-                               f"one queue; the queues hold iq_depth = {self.cfg.iq_depth} (fewer tokens per run, or "
-                               f"--set iq_depth={1 << (need - 1).bit_length()})")
+                               f"one queue; the queues hold iq_depth = {self.cfg.iq_depth} (fewer positions: fewer tokens "
+                               f"per run or a shorter prompt; or --set iq_depth={1 << (need - 1).bit_length()})")
         per_slice = {}
         for c, m, a, w in self.writes:
             per_slice[m] = per_slice.get(m, 0) + 1

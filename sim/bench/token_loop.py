@@ -17,7 +17,7 @@ from lpu_arch.config import DECODER_FIELDS
 
 from sim.table import Table, right
 
-TOKENS, PER_CALL, PROMPT = 16, 4, (1, 2, 3)
+TOKENS, PER_CALL, PROMPT = 16, 4, (1, 2)
 
 
 def models() -> list[tuple[dict, int]]:

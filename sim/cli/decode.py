@@ -43,7 +43,8 @@ examples:
   lpu decode --no-run --layers 2 --tokens 32 --json
   lpu decode --no-run --experts 4 --tiles 4 --tokens 8
   lpu decode --experts 4 --tiles 4 --prompt 1,2 --tokens 1 --chart steady.svg
-  lpu decode --on-chip --tokens 16 --per-call 4 --sim verilator"""
+  lpu decode --on-chip --tokens 16 --prompt 1,2 --sim verilator
+  lpu decode --on-chip --heads 0 --tokens 16 --per-call 4 --no-run"""
 
 
 def add_parser(sub) -> None:

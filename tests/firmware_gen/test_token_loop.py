@@ -169,7 +169,7 @@ def test_report_figures():
     ({"model": synthetic(vocab=64, H=24, I=32, layers=1)}, r"H \(24\) and I \(32\) must be multiples of the 16 lanes"),
     ({"cfg": TileConfig().with_overrides(["sxm_argmax=1", "sxm_setb=1"]), "model": ATTN},
      "the token loop needs sxm_max = 1"),
-    ({"cfg": CFG.with_overrides(["trace_depth=256"]), "model": ATTN, "tokens": 16, "prompt_len": 3},
+    ({"cfg": CFG.with_overrides(["trace_depth=256"]), "model": ATTN, "tokens": 16, "prompt_len": 2},
      r"writes \d+ rows of MEM_E0; its event trace holds trace_depth = 256 \(--set trace_depth=512\)"),
 ])
 def test_refusals_name_the_limit(change, match):
