@@ -14,7 +14,7 @@ from sim.flows.token_loop import ON_CHIP_MODEL, on_chip_config
 from tests.helpers import SIMS
 
 
-@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("k", [pytest.param(1, marks=pytest.mark.long), 3])
 def test_the_output_is_the_targets_plain_decoding(k):
     rep = speculate_on_chip(on_chip_config(), ON_CHIP_MODEL, [1, 2, 3], 10, k)
     f = rep.figures

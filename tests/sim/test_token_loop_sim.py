@@ -7,7 +7,8 @@
   the same cycles;
 * the same without attention, 4 runs of 4 tokens, the host writing nothing before runs 2..4.
 
-Verilator in make test, Icarus in make test-long.
+The decoder with attention on Verilator in make test; everything on both simulators in make
+test-long.
 
 Each run is checked by ``scoreboard.compare`` against the golden model's run (every MEM write
 with its value, the cycles, the busy counters, the rows read back) and the compiler's promise
@@ -29,9 +30,9 @@ TOKENS, PROMPT = 16, [1, 2]
 CASES = {"attention": (ON_CHIP_MODEL, TOKENS, 2), "mlp-4x4": (dict(ON_CHIP_MODEL, heads=0), 4, 1)}   # model, per run, repeat
 
 
-# make test: Verilator; make test-long: Icarus as well (the same cycles, as every test compares both with the
-# compiler's prediction).
-PARAMS = [pytest.param((s, c), id=f"{c}-{s}", marks=[pytest.mark.long] if s == "icarus" else [])
+# make test: the decoder with attention on Verilator; make test-long: Icarus as well (the same cycles, as
+# every test compares both with the compiler's prediction), and the model without attention on both.
+PARAMS = [pytest.param((s, c), id=f"{c}-{s}", marks=[pytest.mark.long] if s == "icarus" or c != "attention" else [])
           for s in SIMS for c in CASES]
 
 
