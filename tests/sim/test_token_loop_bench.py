@@ -4,6 +4,8 @@ counted here from the model's shapes; the row's check gates the bench's verdict;
 
 import functools
 
+import pytest
+
 from firmware_gen.compiler.token_loop import TokenLoop
 from firmware_gen.golden.token_loop import synthetic
 
@@ -23,6 +25,7 @@ def rows() -> tuple:
     return tuple(token_loop_rows())
 
 
+@pytest.mark.long          # (make bench computes the same rows; the compiler's predictions are tested in make test)
 def test_rows_are_the_compilers_prediction():
     rows_ = rows()
     assert len(rows_) == len(models()) == 2
