@@ -422,10 +422,10 @@ class TokenLoop:
             for side in SIDES:
                 pl.lx(side, "MEM_E0", row, self.slot("ya", l, j), step.y_cycle[h, b] + 1,
                       f"position {pos}: layer {l} y[{h}, {b}] -> {side}")
-        self._residual_sum(l, ("x", l), [("ya", l, j) for j in range(self.KA)], A["o"], self.CA[l], self.po[l],
+        self._residual_sum(("x", l), [("ya", l, j) for j in range(self.KA)], A["o"], self.CA[l], self.po[l],
                            ("mid", l), f"position {pos}: layer {l} attention")
 
-    def _residual_sum(self, l, x, ins, blocks, C, param, dst, who):
+    def _residual_sum(self, x, ins, blocks, C, param, dst, who):
         """``dst = requant(c x + W ins)`` block by block, each on its MXM (:func:`side_of`): the
         residual's ``c I`` block, then ``W``'s blocks over the input vectors ``ins``."""
         pl = self.pl
@@ -451,7 +451,7 @@ class TokenLoop:
                            f"{who} W1 row block {i}")
             self._to_slot(side_of(i), self.acc("h", i), self.p1[l], self.slot("h", l, i), VopFlag.TABLE,
                           f"{who} h[{i}]")
-        self._residual_sum(l, x_in, [("h", l, i) for i in range(KI)], self.W2[l], self.C[l], self.p2[l],
+        self._residual_sum(x_in, [("h", l, i) for i in range(KI)], self.W2[l], self.C[l], self.p2[l],
                            ("x", l + 1), f"{who} MLP")
 
     def _head(self, n):

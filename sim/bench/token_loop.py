@@ -53,12 +53,13 @@ TABLE = Table("model", right("tokens"), right("a run"), right("cycles per token"
 def markdown_token_loop(rs: list[dict]) -> list[str]:
     if not rs:
         return []
-    lines = ["", f"The token loop on chip: a synthetic decoder (embedding, attention and MLP layers with residuals, "
-             f"no norms, LM head, argmax) with and without attention, {TOKENS} tokens after the prompt "
+    lines = ["", f"The token loop on chip: a synthetic pre-norm decoder (embedding, layers of RMSNorm and "
+             f"attention and RMSNorm and MLP with residuals, a final RMSNorm, LM head, argmax) with and without "
+             f"attention, {TOKENS} tokens after the prompt "
              f"{list(PROMPT)} on the default tile with {', '.join(DECODER_FIELDS)} (golden model; the ids against "
              "the pure-integer reference, every write and the cycles as the compiler promised; positions unrolled "
              "in the queues, the deepest against iq_depth; cycles per token: the mean of a run's later tokens; the "
-             "bound: every weight row read once, one row a cycle from each MEM slice):", ""]
+             "bound: every weight and norm-constant row read once, one row a cycle from each MEM slice):", ""]
     return lines + TABLE.markdown([r["model"], r["tokens"], r["per_call"], r["cycles_per_token"],
                                    r["first_token_cycles"], r["cycles_per_run"], r["weight_read_bound"],
                                    f"{r['ratio_to_bound']:.2f}", f"{r['iq_needed']} of {r['iq_depth']}",
