@@ -149,6 +149,16 @@ def ffn_reference(y, differ: str = "") -> Reference:
     return Reference("integer FFN", outputs=row_vectors("y", y), differ=differ)
 
 
+def token_ids(ids) -> dict:
+    """Token ids as outputs by name (``"id[0]"``, one value each; an id None: not observed)."""
+    return {f"id[{k}]": None if t is None else [int(t)] for k, t in enumerate(ids)}
+
+
+def ids_reference(ids, source: str = "integer reference") -> Reference:
+    """The ids a token loop's run must generate (:func:`token_ids`), by ``source``."""
+    return Reference(source, outputs=token_ids(ids), differ=f"the ids are not the {source}'s")
+
+
 def expert_outputs(routed: dict, shared=None) -> dict:
     """A MoE layer's outputs by name: ``routed`` ``{(token, expert): y}``
     (``MoeTray.outputs``), ``shared`` the shared expert's y per token (None without one)."""

@@ -31,7 +31,7 @@ from firmware_gen.golden import archmodel
 from firmware_gen.golden.archmodel import index_vector, vector_index
 from firmware_gen.golden.token_loop import Caches, FloatModel, LoopModel, quantise, step_int, synthetic_float
 from firmware_gen.host.speculative import TimingModel, expected_tokens
-from firmware_gen.scoreboard import compare, golden_observed, golden_reference, promise
+from firmware_gen.scoreboard import compare, golden_observed, golden_reference, ids_reference, promise, token_ids
 from sim.harness.runner import TIMESCALE, TileSim, default_timeout, job, run_testbench
 from sim.harness.scoreboard import tile_observed
 from sim.report import Report
@@ -144,10 +144,9 @@ class OnChipDraft:
             if i < self.k - 1:
                 logits = step_int(self.model, want[-1], self.ref)
         where = f"round {len(self.rounds)} (positions from {start})"
-        if ids != want:
-            self.problems.append(f"{where}: the tile proposed {ids}, the integer model {want}")
-        self.problems += [p.at(where) for p in compare(golden_observed(r), promise(*loop.manifest()),
-                                                       skip=("write values",))]
+        seen = golden_observed(r, outputs=token_ids(ids), outputs_as="the tile's proposals")
+        self.problems += [p.at(where) for p in compare(seen, promise(*loop.manifest()),
+                                                       ids_reference(want, "integer model"), skip=("write values",))]
         self.rounds.append((start, list(feed), loop, r, ids))
         return ids
 

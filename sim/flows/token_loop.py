@@ -16,6 +16,8 @@ teacher-forced top-1 agreement (``golden.token_loop.agreement``).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from lpu_arch.config import DECODER_FIELDS, PRESET_CLOCK_MHZ, TileConfig
 from lpu_arch.hostmap import base_word
 
@@ -25,7 +27,8 @@ from firmware_gen.golden import archmodel
 from firmware_gen.golden.archmodel import vector_index
 from firmware_gen.golden.token_loop import LoopModel, agreement, generate, synthetic_float, quantise
 from firmware_gen.program import Program
-from firmware_gen.scoreboard import Reference, compare, golden_observed, golden_reference, promise
+from firmware_gen.scoreboard import (Reference, compare, golden_observed, golden_reference, ids_reference, promise,
+                                    token_ids)
 from sim.harness.runner import default_timeout, job
 from sim.harness.scoreboard import read_back, tile_observed
 from sim.report import Report
@@ -85,9 +88,9 @@ class LoopRuns:
     def golden_problems(self) -> list[str]:
         problems = []
         for c, (r, ids) in enumerate(zip(self.golden, self.ids)):
-            if ids != self.expected(c):
-                problems.append(f"run {c}: the golden model's ids {ids} are not the integer reference's {self.expected(c)}")
-            problems += [p.at(f"run {c}") for p in compare(golden_observed(r), self.promise(), skip=("write values",))]
+            seen = golden_observed(r, outputs=token_ids(ids), outputs_as="ids")
+            problems += [p.at(f"run {c}") for p in compare(seen, self.promise(), ids_reference(self.expected(c)),
+                                                           skip=("write values",))]
         return problems
 
     def jobs(self) -> list[dict]:
@@ -105,13 +108,12 @@ class LoopRuns:
     def rtl_problems(self, c: int, res: dict) -> tuple[list[str], list[int]]:
         """Run ``c``'s observation against the golden model's run and the compiler's promise;
         the ids the host read back."""
-        seen = tile_observed(res)
         held = read_back(res)
-        ids = [vector_index(held[(ID_MEM, row)]) if (ID_MEM, row) in held else -1 for row in self.loop.id_rows]
+        ids = [vector_index(held[(ID_MEM, row)]) if (ID_MEM, row) in held else None for row in self.loop.id_rows]
+        seen = replace(tile_observed(res), outputs=token_ids(ids), outputs_as="the ids read back")
         problems = compare(seen, golden_reference(self.golden[c]))
-        problems += compare(seen, self.promise(), skip=("write values", "read-back", "faults"))
-        if ids != self.expected(c):
-            problems.append(f"the ids read back, {ids}, are not the integer reference's {self.expected(c)}")
+        problems += compare(seen, self.promise(), ids_reference(self.expected(c)),
+                            skip=("write values", "read-back", "faults"))
         if c and res.get("loaded_bytes"):
             problems.append(f"the host wrote {res['loaded_bytes']} bytes before run {c}; it should write none")
         return [p.at(f"run {c}") if hasattr(p, "at") else f"run {c}: {p}" for p in problems], ids

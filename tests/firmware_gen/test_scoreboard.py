@@ -112,3 +112,16 @@ def test_a_problem_is_its_text():
     assert json.loads(json.dumps({"problems": [p]})) == {"problems": [str(p)]}
     q = pickle.loads(pickle.dumps(p.at("tile 1")))
     assert (q, q.part, q.reference) == ("tile 1: busy cycles of VXM: predicted 3, hardware 4", "busy", "compiler")
+
+
+def test_token_ids_are_outputs_of_the_one_check():
+    """A token loop's ids go through the scoreboard's outputs part: a wrong id and an unread one
+    are each reported, under that part, by the reference's name."""
+    from firmware_gen.scoreboard import Observed, compare, ids_reference, token_ids
+    ref = ids_reference([5, 9, 2])
+    assert compare(Observed(outputs=token_ids([5, 9, 2])), ref) == []
+    bad = compare(Observed(outputs=token_ids([5, 7, 2]), outputs_as="ids"), ref)
+    assert bad and all(p.part == "outputs" for p in bad)
+    assert "the ids are not the integer reference's: 1 of 3" in str(bad[0]) and "id[1]" in str(bad[1])
+    unseen = compare(Observed(outputs=token_ids([5, None, 2])), ref)
+    assert len(unseen) == 1 and "1 outputs not observed" in str(unseen[0])
