@@ -36,6 +36,33 @@ def measure(positions: int = MAX_CONTEXT) -> dict:
     return r | {"tokens": tokens}
 
 
+SUMMARY = Table("model", right("positions"), right("top-1 agreement"), right("logits' cosine, mean"),
+                right("least"), "source")
+
+
+def bench_rows() -> list[dict]:
+    """``make bench``'s row (none without the package): the figures of :func:`measure`."""
+    r = measure()
+    if "error" in r:
+        return []
+    return [{"model": "all-MiniLM-L6-v2 as a decoder, every weight and activation int8", "positions": r["positions"],
+             "agree": r["agree"], "top1_agreement": round(r["top1_agreement"], 4),
+             "logit_cosine_mean": round(r["logit_cosine_mean"], 4), "logit_cosine_min": round(r["logit_cosine_min"], 4)}]
+
+
+def markdown_bench(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    return ["", "## A trained model in int8 (integer reference)", "",
+            "all-MiniLM-L6-v2 run as a decoder as the token loop's integer model (`firmware_gen/host/bert_loop.py`), "
+            "teacher-forced against its float model over the first positions of `EVAL_TEXT` (`python -m "
+            "sim.bench.bert_loop` lists the positions where they differ). Source: the golden model's integer "
+            "arithmetic (`step_int`), not a compiled program.", "",
+            *SUMMARY.markdown((r["model"], r["positions"], f"{r['agree']} / {r['positions']} = {r['top1_agreement']:.3f}",
+                               f"{r['logit_cosine_mean']:.4f}", f"{r['logit_cosine_min']:.4f}", "integer reference")
+                              for r in rows)]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.bench.bert_loop", description=__doc__.split("\n\n")[0])
     ap.add_argument("--positions", type=int, default=MAX_CONTEXT,

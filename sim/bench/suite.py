@@ -43,6 +43,8 @@ from sim.bench import speed as bench_speed
 from sim.bench import history
 from sim.bench.args import add_arguments
 from sim.bench.attention import cycle_rows as attention_cycle_rows
+from sim.bench.bert_loop import bench_rows as bert_loop_rows
+from sim.bench.bert_loop import markdown_bench as markdown_bert_loop
 from sim.bench.attention import markdown_cycles as markdown_attention
 from sim.bench.decode import accuracy_rows, decode_rows
 from sim.bench.ffns import compile_suite, ffn_suite
@@ -406,6 +408,9 @@ def bench_result(args, cfg: TileConfig, sims: list[str], rtl: dict) -> dict:
     if not quick:
         print("speculative decoding, all-MiniLM-L6-v2's quantised drafts against its float target ...", flush=True)
     speculate = [] if quick else speculate_rows()
+    if not quick:
+        print("all-MiniLM-L6-v2 as the token loop's integer model, against float ...", flush=True)
+    bert_loop = [] if quick else bert_loop_rows()
     formats = [] if quick else fp8_rows()
     fp8_rtl = [] if fp8 or quick or args.config != "default" or "verilator" not in sims else rtl_rows(cfg)
     lp30 = [] if quick else lp30_rows()
@@ -414,7 +419,7 @@ def bench_result(args, cfg: TileConfig, sims: list[str], rtl: dict) -> dict:
               "loading": rtl["loading"], "build": rtl["build"], "builds_used": rtl["builds_used"], "tray": tray,
               "tray_big": tray_big, "moe": moe, "attention": attention, "token_loop": token_loop,
               "decode": decode, "decode_accuracy": accuracy,
-              "speculate": speculate,
+              "speculate": speculate, "bert_loop": bert_loop,
               "number_formats": formats, "fp8_rtl": fp8_rtl, "model": rtl["model"], "lp30": lp30, "plan": plans,
               "speed_vs_reference": rtl["speed_vs_reference"]}
     ffn_speed = {r["simulator"]: r["cycles_per_second"] for r in rtl["speed"] if r["program"] == "ffn suite"}
@@ -462,6 +467,7 @@ def markdown(result: dict, cfg: TileConfig, preset: str, sims: list[str], model_
     lines += markdown_token_loop(result.get("token_loop", []))
     lines += markdown_decode(result["decode"], result["decode_accuracy"])
     lines += markdown_speculate(result.get("speculate", []))
+    lines += markdown_bert_loop(result.get("bert_loop", []))
     lines += [] if quick else markdown_fp8(result["number_formats"])
     lines += markdown_fp8_rtl(result["fp8_rtl"])
     lines += markdown_lp30(result["lp30"])
