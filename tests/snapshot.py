@@ -20,6 +20,7 @@ Parts (``--parts`` picks some; ``--full`` adds the slow extras marked "full"):
   5 lp30       the bench's lp30 rows (sim.bench.lp30.lp30_rows); full: `lpu plan --model M --dtype fp8`
   6 verilog    tile, UART top and system Verilog exactly as sim.harness.runner converts it for each simulator
   7 rtlil      hdl.flows.size.elaborate of full_scale, RTLIL sha256 per module; full: lp30 too
+  8 on_chip    the bench's attention cycle rows and token loop rows, every golden-model run of their programs
 
 A change that must keep behaviour (a refactor) runs this script on the tree before and
 after it and compares the two directories; the script of each revision runs on its own
@@ -79,7 +80,9 @@ import hdl.top.host_bridge
 import hdl.flows.size
 import hdl.top.system
 import hdl.top.tile
+import sim.bench.attention
 import sim.bench.ffns
+import sim.bench.token_loop
 import sim.bench.suite
 import sim.bench.decode
 import sim.bench.lp30
@@ -705,10 +708,24 @@ def part_rtlil(out: Out, full: bool) -> None:
         say(f"    {preset}: {time.perf_counter() - t0:.1f} s")
 
 
+# ==== part 8: on chip (attention, the token loop) =============================================================
+def part_on_chip(out: Out, full: bool) -> None:
+    # `lpu bench`'s attention cycle rows (sim.bench.attention.cycle_rows) and token loop rows
+    # (sim.bench.token_loop.token_loop_rows): every golden-model run of their programs
+    with recording(firmware_gen.golden.archmodel.run) as calls, captured() as buf:
+        attention = sim.bench.attention.cycle_rows()
+        loop = sim.bench.token_loop.token_loop_rows()
+    d = "8_on_chip"
+    out.json(f"{d}/attention_rows.json", attention)
+    out.json(f"{d}/token_loop_rows.json", loop)
+    out.stdout(f"{d}/stdout.txt", buf)
+    save_calls(out, f"{d}/runs", need_calls(calls, "run", len(attention) + len(loop)))
+
+
 # ==== main ===================================================================================================
 PARTS = {1: ("ffn_suite", part_ffn_suite), 2: ("trays", part_trays), 3: ("moe", part_moe),
          4: ("decode", part_decode), 5: ("lp30", part_lp30), 6: ("verilog", part_verilog),
-         7: ("rtlil", part_rtlil)}
+         7: ("rtlil", part_rtlil), 8: ("on_chip", part_on_chip)}
 
 
 def say(msg: str) -> None:

@@ -133,6 +133,13 @@ def bench_entry(result: dict, git: dict | None = None, config: str | None = None
             "loading": {f"{r['simulator']}/{r['path']}": r.get("bytes_per_second") for r in result.get("loading", [])},
             "model": [_pick(r, ("simulator", "ffn", "cycles", "predicted", "ratio_to_sram_bound", "exact", "cosine",
                                 "build_seconds")) for r in result.get("model", [])],
+            "attention": [_pick(r, ("context", "heads", "cycles", "predicted", "read_bound", "ratio_to_read_bound",
+                                    "exact")) for r in result.get("attention", [])],
+            "token_loop": [_pick(r, ("model", "tokens", "per_call", "cycles_per_token", "first_token_cycles",
+                                     "weight_read_bound", "ratio_to_bound", "iq_needed", "top1_agreement_with_float",
+                                     "passed")) for r in result.get("token_loop", [])],
+            "bert_loop": [_pick(r, ("model", "positions", "agree", "top1_agreement", "logit_cosine_mean",
+                                    "logit_cosine_min")) for r in result.get("bert_loop", [])],
             "targets": targets or {}}
 
 

@@ -82,7 +82,24 @@ def test_bench_entry_keeps_the_figures():
     assert e["moe"][0]["cycles_per_token"] == 300.0 and e["moe"][0]["ratio_to_needed_bound"] == 1.154
     assert e["build_seconds"] == {"default": 48.0} and e["builds_used"]["verilator"]["seconds"] == 61.0
     assert e["loading"] == {"verilator/port": 675253} and e["targets"] == {"tray": 6.0}
+    assert e["attention"] == e["token_loop"] == e["bert_loop"] == []     # (this bench ran none)
     json.dumps(e)                     # one JSON line
+
+
+def test_bench_entry_keeps_the_on_chip_figures():
+    """The attention step's, the token loop's and the int8 MiniLM's rows are recorded too."""
+    result = bench_result()
+    result["attention"] = [{"context": 16, "blocks": 1, "heads": 2, "cycles": 400, "predicted": 400, "read_bound": 64,
+                            "ratio_to_read_bound": 6.25, "exact": True}]
+    result["token_loop"] = [{"model": "m", "tokens": 16, "per_call": 16, "runs": 1, "cycles_per_token": 904.0,
+                             "first_token_cycles": 1715, "weight_read_bound": 182, "ratio_to_bound": 4.97,
+                             "iq_needed": 4044, "top1_agreement_with_float": 0.979, "passed": True}]
+    result["bert_loop"] = [{"model": "minilm", "positions": 64, "agree": 53, "top1_agreement": 0.8281,
+                            "logit_cosine_mean": 0.9836, "logit_cosine_min": 0.9513}]
+    e = history.bench_entry(result, git())
+    assert e["attention"][0]["cycles"] == 400 and "blocks" not in e["attention"][0]
+    assert e["token_loop"][0]["cycles_per_token"] == 904.0 and e["token_loop"][0]["passed"]
+    assert e["bert_loop"][0]["agree"] == 53 and e["bert_loop"][0]["logit_cosine_mean"] == 0.9836
 
 
 def test_bench_entry_of_an_older_bench_and_a_non_bench_file():
