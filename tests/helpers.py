@@ -211,3 +211,35 @@ LOST_VALUE_ASM = """
     NOP 4
     WRITE E0, 5
 """
+
+
+def with_layer_norms(model, tokens=24, seed=3):
+    """``model`` with every RMSNorm a LayerNorm (``golden/layer_norm.py``) of random gains (some
+    negative) and biases, each calibrated on the int8 inputs its RMSNorm saw over ``tokens`` random
+    tokens, its output at the RMSNorm's scale."""
+    import dataclasses
+
+    import firmware_gen.golden.token_loop as tl
+    from firmware_gen.golden.layer_norm import LayerNormSpec
+    seen, orig = {}, tl._normed
+
+    def record(spec, x):
+        if spec is not None:
+            seen.setdefault(id(spec), []).append(np.asarray(x, np.int64))
+        return orig(spec, x)
+    rng = np.random.default_rng(seed)
+    tl._normed = record
+    try:
+        caches = tl.Caches()
+        for t in rng.integers(0, model.vocab, tokens):
+            tl.step_int(model, int(t), caches)
+    finally:
+        tl._normed = orig
+
+    def ln(spec):
+        g = rng.uniform(0.6, 1.4, spec.H) * np.where(rng.random(spec.H) < 0.2, -1, 1)
+        return LayerNormSpec.calibrate(np.array(seen[id(spec)]), spec.x_scale, g, rng.normal(0, 0.3, spec.H),
+                                       per_lane=False, out_scale=spec.out_scale)
+    layers = [dataclasses.replace(l, norm=ln(l.norm), attn=l.attn and dataclasses.replace(l.attn, norm=ln(l.attn.norm)))
+              for l in model.layers]
+    return dataclasses.replace(model, layers=layers, norm=ln(model.norm))

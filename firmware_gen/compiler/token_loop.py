@@ -52,7 +52,10 @@ from firmware_gen.compiler.schedule import PredictedWrite
 from firmware_gen.compiler.tile_state import TileState
 from firmware_gen.golden.archmodel import index_vector
 from firmware_gen.golden.attention import BLOCK, MAX_CONTEXT
-from firmware_gen.golden.norm import MANTISSA_OFFSET, rsqrt_table
+from firmware_gen.compiler.loop_norms import H_STREAM, LN_TABLES, RSQRT_TABLE, LoopNorms
+from firmware_gen.golden import layer_norm
+from firmware_gen.golden.layer_norm import LayerNormSpec
+from firmware_gen.golden.norm import rsqrt_table
 from firmware_gen.golden.token_loop import HEAD_DIM, RELU, LoopModel
 from firmware_gen.program import Program
 
@@ -67,9 +70,9 @@ def side_of(i: int) -> str:
     return SIDES[i % 2]
 STRIPE = 4                         # MEM slices a weight block is striped over (LW n)
 TOKEN_REG = 1                      # the base register SETB sets to the token id
-RELU_TABLE, RSQRT_TABLE = 3, 4     # (the attention step's exp and reciprocal tables are 1 and 2)
+RELU_TABLE = 3                     # (the attention step's exp and reciprocal tables are 1 and 2; the norms' 4..6)
 SLOT_BASE, ACC_BASE = 400, 64      # the loop's x slots and accumulator rows: past the attention step's
-LX_STREAM, H_STREAM, ID_STREAM = 4, 5, 6       # west-flowing: x copies, h and x from the VXM, the id read back
+LX_STREAM, ID_STREAM = 4, 6       # west-flowing: x copies, the id read back (H_STREAM: loop_norms)
 EMIT_STREAM, INDEX_STREAM = 0, 6                # east-flowing: the logits' planes, ARGMAX's index
 ID_MEM = "MEM_W3"                  # the slice beside SXM_W: the ids' rows
 START_MEM = "MEM_W2"               # the prompt's rows (the start row: its last), then each run's last id
@@ -79,7 +82,7 @@ ATTN_NEEDS = {"sxm_max": "the attention step's maximum score (SXM MAX)"}
 QKV = ("q", "k", "v")
 
 
-class TokenLoop:
+class TokenLoop(LoopNorms):
     """``tokens`` greedy tokens of ``model`` after a prompt of ``prompt_len`` tokens on a tile of
     ``cfg``: placed at construction.  :meth:`program` is the tile program with the prompt,
     :attr:`id_rows` the rows of ``ID_MEM`` the ids land in, :meth:`manifest` the writes and cycle
@@ -122,7 +125,7 @@ class TokenLoop:
             raise CompileError(f"the token loop is laid out for {BLOCK} lanes, {STRIPE} MEM slices per hemisphere, "
                                f"7 streams, an int8 MXM and a single tile: the tile has {L}, {cfg.mem_slices}, "
                                f"{cfg.streams}, {cfg.mxm_dtype}, {cfg.links} link(s)")
-        bert = [n for n, on in (("position rows", m.positions is not None), ("LayerNorms", any(
+        bert = [n for n, on in (("position rows", m.positions is not None), ("LayerNorms after the residual", any(
             l.post is not None or (l.attn is not None and l.attn.post is not None) for l in m.layers)),
             ("biases", any(l.b1 is not None or (l.attn is not None and l.attn.bias is not None) for l in m.layers)),
             ("activation tables by lane", any(l.table_lane is not None for l in m.layers))) if on]
@@ -142,7 +145,7 @@ class TokenLoop:
         if m.vocab > cfg.mem_depth // 2:
             raise CompileError(f"a vocabulary of {m.vocab} tokens does not fit: each embedding block takes one row "
                                f"per token of a MEM slice of {cfg.mem_depth} rows")
-        rows = self.acc("ny", self.KH)
+        rows = self.acc("mu", 1)
         if rows > cfg.mxm_acc_depth:
             raise CompileError(f"the loop needs accumulator rows up to {rows - 1} (the LM head's {-(-m.vocab // L)} "
                                f"blocks); an MXM has mxm_acc_depth = {cfg.mxm_acc_depth}")
@@ -178,7 +181,9 @@ class TokenLoop:
         self.CA = [{h: self._block(l.attn.c * eye, h) for h in "WE"} if l.attn else None for l in m.layers]
         self.Wh = self._blocks(m.head)
         self.eye = {h: self._block(eye, h) for h in "WE"}           # the identity block by hemisphere (norms)
-        self.ones = {w: self._block(np.full((L, L), w)) for w in sorted({n.q_weight for n in self.norms()})}
+        self.ones = {w: self._block(np.full((L, L), w)) for w in sorted({n.q_weight for n in self.norms()
+                                                                          if not isinstance(n, LayerNormSpec)})}
+        self.ln = {id(n): self._ln_blocks(n) for n in self.norms() if isinstance(n, LayerNormSpec)}
         self.embed = {}             # embedding block k: (slice, first row); token t's at row + t
         for k in range(self.KH):
             mem = f"MEM_W{k % STRIPE}"
@@ -206,25 +211,19 @@ class TokenLoop:
         self.po = [st.new_param(m_a=l.attn.rq_o[0], s_a=l.attn.rq_o[1]) if l.attn else None for l in self.model.layers]
         st.set_table(RSQRT_TABLE, rsqrt_table())
         self.p_ident = st.new_param()
-        self.pn = {id(n): self._norm_params(n) for n in self.norms()}
+        if self.ln:
+            st.set_table(LN_TABLES["hi"], layer_norm.rsqrt_tables()[0])
+            st.set_table(LN_TABLES["lo"], layer_norm.rsqrt_tables()[1])
+        self.pn = {id(n): (self._ln_params(n) if isinstance(n, LayerNormSpec) else self._norm_params(n))
+                   for n in self.norms()}
 
     def norms(self) -> list:
-        """Every RMSNorm of the model: before each attention part and MLP, and the final one."""
+        """Every norm of the model (RMSNorms, or LayerNorms): before each attention part and MLP, and
+        the final one."""
         out = []
         for l in self.model.layers:
             out += [n for n in ((l.attn.norm if l.attn else None), l.norm) if n is not None]
         return out + ([self.model.norm] if self.model.norm is not None else [])
-
-    def _norm_params(self, spec) -> dict:
-        """A norm's entries: the squares', and per octave and block the octave's (its lanes' multipliers)."""
-        st, L = self.state, self.cfg.lanes
-        out = {"sq": st.new_param(m_c=1, s_c=spec.sq_shift)}
-        for i, (mult, shift) in zip(spec.octaves, spec.y_rq):
-            for k in range(self.KH):
-                lanes = slice(k * L, (k + 1) * L)
-                out[i, k] = st.new_param(bias_a=-MANTISSA_OFFSET * (1 << i) - ((1 << i) >> 1), m_a=1, s_a=i,
-                                         table=RSQRT_TABLE, m_c=np.asarray(mult[lanes]), s_c=np.asarray(shift[lanes]))
-        return out
 
     # ---- slots and accumulator rows ----------------------------------------------------------
     ZERO = 0
@@ -249,12 +248,14 @@ class TokenLoop:
     def acc(self, what, i):
         """Accumulator rows (past ``ACC_BASE``): h's (``"h"``), the new x's (``"y"``), q, k and
         v's (``"p"``), the logits' (``"v"``); a norm's x on ``MXM_W`` and ``MXM_E`` (``"nw"``,
-        ``"ne"``), its sum of squares (``"q"``) and its output on ``MXM_E`` (``"ny"``)."""
+        ``"ne"``), its sum of squares (``"q"``), its output on ``MXM_E`` (``"ny"``) and a LayerNorm's
+        sum of the lanes (``"mu"``, on ``MXM_W``)."""
         KH, KI = self.KH, self.KI
         return ACC_BASE + {"h": 0, "y": KI, "p": KI + KH, "v": KI + KH + 3 * self.KA,
                            "nw": KI + KH + 3 * self.KA + self.KV, "ne": KI + KH + 3 * self.KA + self.KV + KH,
                            "q": KI + KH + 3 * self.KA + self.KV + 2 * KH,
-                           "ny": KI + KH + 3 * self.KA + self.KV + 2 * KH + 1}[what] + i
+                           "ny": KI + KH + 3 * self.KA + self.KV + 2 * KH + 1,
+                           "mu": KI + KH + 3 * self.KA + self.KV + 3 * KH + 1}[what] + i
 
     # ---- placement ---------------------------------------------------------------------------
     def _start(self):
@@ -353,47 +354,6 @@ class TokenLoop:
         t = self._vop(side, acc, param, 0, sink, who)
         self.writes.append((t + off["w"], mem, row, what))
         return t + off["w"]
-
-    def _norm(self, spec, src, dst, who):
-        """RMSNorm ``spec`` (``golden/norm.py``) of the vector in x slots ``slot(*src, k)`` of both
-        MXMs into their slots ``slot(*dst, k)``: x through the identity on both MXMs, the
-        squares by ``GATE`` into ``MXM_W``, their sum on a block of ``q_weight``, per octave and
-        block a ``GATE`` and ``TABLE`` VOP into ``MXM_E``, summed on its identity block and
-        requantised into both MXMs' ``dst``."""
-        pl, cfg, KH, prm = self.pl, self.cfg, self.KH, self.pn[id(spec)]
-        pw, pe, pv = pl.pos("MXM_W"), pl.pos("MXM_E"), cfg.vxm_position
-        lag = pl.emit_lag("MXM_W")
-        for side, h in (("MXM_W", "W"), ("MXM_E", "E")):
-            pl.load(side, self.eye[h], 0, f"{who}: identity block of {side}")
-            for k in range(KH):
-                pl.mm(side, self.slot(*src, k), self.acc("nw" if h == "W" else "ne", k), 0, 0, f"{who}: x[{k}]")
-        to_w = lag + cfg.vxm_latency + pv - pw
-        for k in range(KH):                 # the squares, into MXM_W
-            items = [pl.flush("MXM_W", self.acc("nw", k), self.ZERO), pl.flush("MXM_E", self.acc("ne", k), self.ZERO),
-                     Item("VXM", lag, Instr.vop(0, EAST, prm["sq"], H_STREAM, VopFlag.GATE | VopFlag.OUT_W), {WEST: pw}),
-                     Item("MXL_W", to_w, Instr.lx(H_STREAM, WEST, self.slot("sq", k)))]
-            t = pl.place(items, max(pl.acc_ready[("MXM_W", self.acc("nw", k))], pl.acc_ready[("MXM_E", self.acc("ne", k))]),
-                         f"{who}: squares [{k}]")
-            pl.slot_ready["MXM_W"][self.slot("sq", k)] = t + to_w + 1
-        pl.load("MXM_W", self.ones[spec.q_weight], 0, f"{who}: the block of {spec.q_weight}")
-        for k in range(KH):
-            pl.mm("MXM_W", self.slot("sq", k), self.acc("q", 0), MMFlag.ACC if k else 0, 0, f"{who}: Q")
-        to_e = lag + cfg.vxm_latency + pe - pv
-        for k in range(KH):                 # per octave, into MXM_E
-            for i in spec.octaves:
-                slot = self.slot("ny", k, i)
-                items = [pl.flush("MXM_W", self.acc("q", 0), self.ZERO), pl.flush("MXM_E", self.acc("ne", k), self.ZERO),
-                         Item("VXM", lag, Instr.vop(0, EAST, prm[i, k], H_STREAM,
-                                                    VopFlag.GATE | VopFlag.TABLE | VopFlag.OUT_E), {EAST: pe}),
-                         Item("MXL_E", to_e, Instr.lx(H_STREAM, EAST, slot))]
-                t = pl.place(items, max(pl.acc_ready[("MXM_W", self.acc("q", 0))],
-                                        pl.acc_ready[("MXM_E", self.acc("ne", k))]), f"{who}: octave {i} [{k}]")
-                pl.slot_ready["MXM_E"][slot] = t + to_e + 1
-        pl.load("MXM_E", self.eye["E"], 0, f"{who}: identity block of MXM_E")
-        for k in range(KH):                 # the octaves' sum, requantised into both MXMs
-            for n, i in enumerate(spec.octaves):
-                pl.mm("MXM_E", self.slot("ny", k, i), self.acc("ny", k), MMFlag.ACC if n else 0, 0, f"{who}: y[{k}]")
-            self._to_slot("MXM_E", self.acc("ny", k), self.p_ident, self.slot(*dst, k), 0, f"{who}: out [{k}]")
 
     def _attention(self, pos, l):
         """Layer ``l``'s attention part at position ``pos``: q, k, v into the step's rows, the step,

@@ -19,8 +19,9 @@ MLP, each behind an RMSNorm (``golden/norm.py``) and with a residual:
 A BERT run as a decoder (``host/bert_loop.py``) sets the optional fields: position rows summed
 with the embedding and a LayerNorm (``golden/layer_norm.py``), biases, per-lane requantisations
 and residual weights, GELU tables by lane, and LayerNorms after the residual sums (``post``,
-post-norm) instead of RMSNorms before, with position 0's own (``first``).  The compiler emits
-the synthetic model's subset only.
+post-norm) instead of RMSNorms before, with position 0's own (``first``).  A norm before a part
+may be either kind (:class:`~firmware_gen.golden.layer_norm.LayerNormSpec` or ``NormSpec``).  The
+compiler emits the synthetic model's parts with either kind of norm, and refuses the rest.
 
 :func:`step_int` runs one position (the caches in a :class:`Caches`), :func:`generate` the greedy
 loop after a prompt (the pure-integer reference).  :class:`FloatModel` is the float model a
@@ -61,7 +62,7 @@ class AttnPart:
     Wo: np.ndarray          # (H, heads * D) int8
     c: int                  # the residual's weight beside Wo y (1..127)
     rq_o: tuple             # (multiplier, shift) of the new x
-    norm: NormSpec | None = None     # the RMSNorm before it
+    norm: NormSpec | LayerNormSpec | None = None     # the norm before it
     bias: dict | None = None         # "q", "k", "v" -> int32 (heads * D,) in the products' units (BERT)
     bo: np.ndarray | None = None     # int32 (H,) beside c x + Wo y (BERT)
     post: LayerNormSpec | None = None    # the LayerNorm after the residual (post-norm: BERT)
@@ -80,7 +81,7 @@ class LoopLayer:
     rq1: tuple              # (multiplier, shift) of h
     rq2: tuple              # (multiplier, shift) of the new x
     attn: AttnPart | None = None
-    norm: NormSpec | None = None     # the RMSNorm before the MLP
+    norm: NormSpec | LayerNormSpec | None = None     # the norm before the MLP
     b1: np.ndarray | None = None     # int32 (I,) in W1 n's units (BERT)
     b2: np.ndarray | None = None     # int32 (H,) beside c x + W2 h (BERT)
     table: np.ndarray = field(default_factory=lambda: RELU)    # the activation (int8, by byte), or (T, 256) tables
@@ -99,7 +100,7 @@ class LoopModel:
     embed: np.ndarray       # (V, H) int8
     layers: list            # LoopLayer
     head: np.ndarray        # (V, H) int8
-    norm: NormSpec | None = None     # the final RMSNorm
+    norm: NormSpec | LayerNormSpec | None = None     # the final norm
     positions: np.ndarray | None = None     # (P, H) int8: position p's row joins the embedding (BERT)
     embed_mix: tuple | None = None          # (c_e, c_p, (multiplier, shift)): x = requant(c_e E[id] + c_p P[p])
     embed_norm: LayerNormSpec | None = None     # the LayerNorm of that sum

@@ -71,5 +71,5 @@ def test_the_compiler_refuses_what_it_does_not_emit():
     from firmware_gen.compiler import CompileError
     model = small_bert(H=32, I=64, vocab=16, layers=1)
     loop = quantise_bert(model, [list(range(1, 13)), list(range(4, 16))])
-    with pytest.raises(CompileError, match="does not emit a BERT's position rows, LayerNorms, biases"):
+    with pytest.raises(CompileError, match="does not emit a BERT's position rows, LayerNorms after the residual, biases"):
         TokenLoop(TileConfig().with_overrides(DECODER_FIELDS), loop, 2)

@@ -23,6 +23,8 @@ from lpu_arch.isa import EAST, WEST, ArgmaxFlag, Instr, MMFlag
 
 from sim.flows.token_loop import ON_CHIP_MODEL, LoopRuns, on_chip_config, run_token_loop, weight_read_bound
 
+from tests.helpers import with_layer_norms
+
 CFG = on_chip_config()
 MLP = dict(ON_CHIP_MODEL, heads=0)
 MODEL = synthetic(**MLP)                 # without attention
@@ -227,3 +229,22 @@ def test_a_repeated_run_generates_the_same_tokens_at_the_same_cycles():
     assert all([(e.cycle, e.slice, e.addr) for e in r.events] == first for r in runs.golden[1:])
     with pytest.raises(CompileError, match="repeating a run is for a model with attention"):
         LoopRuns(CFG, MODEL, [1], 4, 4, repeat=2)
+
+
+# ---- LayerNorm on chip ----------------------------------------------------------------------------
+@pytest.mark.parametrize("model", ["mlp", "attention"])
+def test_layer_norms_on_chip_equal_the_integer_reference(model):
+    """Every norm a LayerNorm: the tokens and every write at its predicted cycle, on the golden model."""
+    m, tokens, prompt = (MODEL, 8, [1]) if model == "mlp" else (ATTN, 4, [1, 2])
+    m = with_layer_norms(m)
+    cfg = CFG.with_overrides(["vxm_param_depth=256"])
+    loop = TokenLoop(cfg, m, tokens, prompt_len=len(prompt))
+    prog = loop.program(prompt)
+    assert check_program(prog) == []
+    r = archmodel.run(prog)
+    ids = [vector_index(r.memory[ID_MEM][row]) for row in loop.id_rows]
+    want = generate(m, prompt, tokens)
+    assert ids == want and len(set(want)) > 1
+    assert want != generate(MODEL if model == "mlp" else ATTN, prompt, tokens)     # the LayerNorms count
+    assert len(loop.ln) == len(loop.norms()) == 2 * len(m.layers) + 1 - (model == "mlp") * len(m.layers)
+    assert compare(golden_observed(r), promise(*loop.manifest()), skip=("write values",)) == []

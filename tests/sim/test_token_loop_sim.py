@@ -56,3 +56,20 @@ def test_sixteen_tokens_on_chip(ran):
     assert rep.figures["cycles_per_run"] == loop.cycles          # (every run's cycle count is checked against it)
     assert rep.figures["host_bytes_after_first_load"] == [0] * (TOKENS // per_call * repeat - 1)
     assert rep.figures["simulator"] == sim
+
+
+# make test-long: LayerNorms on the RTL tile (the golden model's test is in make test:
+# tests/firmware_gen/test_token_loop.py), on a tile with room for their parameter entries.
+@pytest.mark.long
+@pytest.mark.parametrize("sim", SIMS)
+def test_layer_norms_on_the_rtl_tile(sim):
+    from sim.flows.ffn import build_tile
+    from sim.flows.token_loop import LoopRuns
+    from tests.helpers import with_layer_norms
+    cfg = on_chip_config().with_overrides(["vxm_param_depth=256"])
+    model = with_layer_norms(synthetic(**ON_CHIP_MODEL))
+    runs = LoopRuns(cfg, model, PROMPT, 4, 4, 1)
+    assert runs.golden_problems() == []
+    res = build_tile(cfg, sim).run(runs.jobs(), name="layer norms")
+    problems, ids = runs.rtl_problems(0, res[0])
+    assert problems == [] and ids == generate(model, PROMPT, 4)
