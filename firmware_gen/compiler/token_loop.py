@@ -52,6 +52,7 @@ from firmware_gen.compiler.schedule import PredictedWrite
 from firmware_gen.compiler.tile_state import TileState
 from firmware_gen.golden.archmodel import index_vector
 from firmware_gen.golden.attention import BLOCK, MAX_CONTEXT
+from firmware_gen.compiler.loop_bert import TABLE_BASE, LoopBert
 from firmware_gen.compiler.loop_norms import H_STREAM, LN_TABLES, RSQRT_TABLE, LoopNorms
 from firmware_gen.golden import layer_norm
 from firmware_gen.golden.layer_norm import LayerNormSpec
@@ -82,7 +83,7 @@ ATTN_NEEDS = {"sxm_max": "the attention step's maximum score (SXM MAX)"}
 QKV = ("q", "k", "v")
 
 
-class TokenLoop(LoopNorms):
+class TokenLoop(LoopNorms, LoopBert):
     """``tokens`` greedy tokens of ``model`` after a prompt of ``prompt_len`` tokens on a tile of
     ``cfg``: placed at construction.  :meth:`program` is the tile program with the prompt,
     :attr:`id_rows` the rows of ``ID_MEM`` the ids land in, :meth:`manifest` the writes and cycle
@@ -125,14 +126,13 @@ class TokenLoop(LoopNorms):
             raise CompileError(f"the token loop is laid out for {BLOCK} lanes, {STRIPE} MEM slices per hemisphere, "
                                f"7 streams, an int8 MXM and a single tile: the tile has {L}, {cfg.mem_slices}, "
                                f"{cfg.streams}, {cfg.mxm_dtype}, {cfg.links} link(s)")
-        bert = [n for n, on in (("position rows", m.positions is not None), ("LayerNorms after the residual", any(
-            l.post is not None or (l.attn is not None and l.attn.post is not None) for l in m.layers)),
-            ("biases", any(l.b1 is not None or (l.attn is not None and l.attn.bias is not None) for l in m.layers)),
-            ("activation tables by lane", any(l.table_lane is not None for l in m.layers))) if on]
-        if bert:
-            raise CompileError(f"the token loop's compiler does not emit a BERT's {', '.join(bert)} yet "
-                               f"(docs/afd.md, 'A trained model in int8'): this model runs on the integer "
-                               f"reference only")
+        tables = TABLE_BASE + sum(len(l.table) for l in m.layers if l.table_lane is not None)
+        if any(l.table_lane is not None for l in m.layers) and tables > cfg.vxm_tables:
+            raise CompileError(f"the activation's tables by lane need {tables} VXM tables; the tile has vxm_tables = "
+                               f"{cfg.vxm_tables} (--set vxm_tables={1 << (tables - 1).bit_length()})")
+        if m.positions is not None and self.start + self.prompt_len + self.tokens - 1 > len(m.positions):
+            raise CompileError(f"the run reaches position {self.start + self.prompt_len + self.tokens - 2}; the model "
+                               f"has {len(m.positions)} position rows")
         if m.H % L or m.I % L or not m.layers:
             raise CompileError(f"H ({m.H}) and I ({m.I}) must be multiples of the {L} lanes, with at least one layer")
         if self.tokens < 1 or self.prompt_len < 1:
@@ -175,10 +175,10 @@ class TokenLoop(LoopNorms):
         eye = np.eye(L, dtype=np.int64)
         self.W1 = [self._blocks(l.W1) for l in m.layers]
         self.W2 = [self._blocks(l.W2) for l in m.layers]
-        self.C = [{h: self._block(l.c * eye, h) for h in "WE"} for l in m.layers]
+        self.C = [self.diagonal(l.c) for l in m.layers]
         self.A = [{n: self._blocks(getattr(l.attn, f"W{n}")) for n in ("q", "k", "v", "o")} if l.attn else None
                   for l in m.layers]
-        self.CA = [{h: self._block(l.attn.c * eye, h) for h in "WE"} if l.attn else None for l in m.layers]
+        self.CA = [self.diagonal(l.attn.c) if l.attn else None for l in m.layers]
         self.Wh = self._blocks(m.head)
         self.eye = {h: self._block(eye, h) for h in "WE"}           # the identity block by hemisphere (norms)
         self.ones = {w: self._block(np.full((L, L), w)) for w in sorted({n.q_weight for n in self.norms()
@@ -190,6 +190,7 @@ class TokenLoop(LoopNorms):
             a = st.alloc(mem, m.vocab)
             st.load(mem, a, m.embed[:, k * L:(k + 1) * L].astype(np.int64) & 0xFF)
             self.embed[k] = (mem, a)
+        self.position_layout()
         self.zero_row = {h: st.alloc(f"MEM_{h}0", 1) for h in "WE"}
         for h, r in self.zero_row.items():
             st.load(f"MEM_{h}0", r, np.zeros(L, np.uint8))
@@ -204,11 +205,16 @@ class TokenLoop(LoopNorms):
     def _params(self):
         st = self.state
         st.set_table(RELU_TABLE, RELU)
-        self.p1 = [st.new_param(m_a=l.rq1[0], s_a=l.rq1[1], table=RELU_TABLE) for l in self.model.layers]
-        self.p2 = [st.new_param(m_a=l.rq2[0], s_a=l.rq2[1]) for l in self.model.layers]
-        self.pa = [{(n, h): st.new_param(m_a=l.attn.rq[n][h][0], s_a=l.attn.rq[n][h][1])
-                    for n in QKV for h in range(l.attn.heads)} if l.attn else None for l in self.model.layers]
-        self.po = [st.new_param(m_a=l.attn.rq_o[0], s_a=l.attn.rq_o[1]) if l.attn else None for l in self.model.layers]
+        m, KH, D = self.model, self.KH, HEAD_DIM
+        self.p1 = [self.activation_entries(i, l) for i, l in enumerate(m.layers)]
+        self.p2 = [(self.entries(l.rq2, l.b2, KH), l.first and self.entries(l.first[0], l.b2, KH)) for l in m.layers]
+        self.pa = [{(n, h): self.entries(l.attn.rq[n][h], None if l.attn.bias is None else
+                                         l.attn.bias[n][h * D:(h + 1) * D], D // self.cfg.lanes)
+                    for n in QKV for h in range(l.attn.heads)} if l.attn else None for l in m.layers]
+        self.po = [(self.entries(l.attn.rq_o, l.attn.bo, KH),
+                    l.attn.first and self.entries(l.attn.first[0], l.attn.bo, KH)) if l.attn else None
+                   for l in m.layers]
+        self.p_embed = self.entries(m.embed_mix[2], None, KH) if m.positions is not None else None
         st.set_table(RSQRT_TABLE, rsqrt_table())
         self.p_ident = st.new_param()
         if self.ln:
@@ -223,7 +229,7 @@ class TokenLoop(LoopNorms):
         out = []
         for l in self.model.layers:
             out += [n for n in ((l.attn.norm if l.attn else None), l.norm) if n is not None]
-        return out + ([self.model.norm] if self.model.norm is not None else [])
+        return out + ([self.model.norm] if self.model.norm is not None else []) + self.post_norms()
 
     # ---- slots and accumulator rows ----------------------------------------------------------
     ZERO = 0
@@ -281,13 +287,16 @@ class TokenLoop(LoopNorms):
         pl, pos = self.pl, self.start + i
         for k in range(self.KH):            # the embedding through the token register, into both MXMs
             mem, a = self.embed[k]
-            slot = self.slot("x", 0, k)
+            slot = self.slot("e", k) if self.positions else self.slot("x", 0, k)
             for side, d, ldr in (("MXM_W", WEST, "MXL_W"), ("MXM_E", EAST, "MXL_E")):
                 lead = 1 + abs(pl.pos(mem) - pl.pos(side))
                 t = pl.place([Item(mem, 0, Instr.read(LX_STREAM, d, a, TOKEN_REG), pl.pos(side)),
                               Item(ldr, lead, Instr.lx(LX_STREAM, d, slot))], t_reg,
                              f"position {pos}: embedding block {k} -> {side}")
                 pl.slot_ready[side][slot] = t + lead + 1
+        if self.positions:                  # BERT: the position's rows, the sum, its LayerNorm
+            self.position_rows(pos, t_reg)
+            self.embedding_sum(pos)
         for l, layer in enumerate(self.model.layers):
             if layer.attn:
                 self._attention(pos, l)
@@ -380,7 +389,7 @@ class TokenLoop(LoopNorms):
         for n, h, b, acc in pending:       # q, k, v into the step's rows (q, v west of the VXM, k east)
             mem, row = (("MEM_E0", step.k_row[h, b]) if n == "k" else
                         ("MEM_W0", (step.q_row if n == "q" else step.v_row)[h, b]))
-            ready = max(ready, self._to_row(side_of(2 * h + b), acc, self.pa[l][n, h], mem, row,
+            ready = max(ready, self._to_row(side_of(2 * h + b), acc, self.pa[l][n, h][b], mem, row,
                                             f"position {pos}: layer {l} {n}[{h}, {b}]", ("qkv", pos, l, n, h, b)) + 1)
         step.place(ready)
         self.attention_spans[pos, l] = (ready, max(step.y_cycle.values()) + 1)
@@ -390,8 +399,11 @@ class TokenLoop(LoopNorms):
             for side in SIDES:
                 pl.lx(side, "MEM_E0", row, self.slot("ya", l, j), step.y_cycle[h, b] + 1,
                       f"position {pos}: layer {l} y[{h}, {b}] -> {side}")
-        self._residual_sum(("x", l), [("ya", l, j) for j in range(self.KA)], A["o"], self.CA[l], self.po[l],
-                           ("mid", l), f"position {pos}: layer {l} attention")
+        dst, entries, post = self.after_residual(layer.attn, pos, self.po[l], ("z1", l), ("mid", l), "")
+        self._residual_sum(("x", l), [("ya", l, j) for j in range(self.KA)], A["o"], self.CA[l], entries,
+                           dst, f"position {pos}: layer {l} attention")
+        if post is not None:
+            self._norm(post, dst, ("mid", l), f"position {pos}: layer {l} norm 1 (after)")
 
     def _residual_sum(self, x, ins, blocks, C, param, dst, who):
         """``dst = requant(c x + W ins)`` block by block, each on its MXM (:func:`side_of`): the
@@ -399,12 +411,12 @@ class TokenLoop(LoopNorms):
         pl = self.pl
         for k in range(self.KH):
             side, acc = side_of(k), self.acc("y", k)
-            pl.load(side, C[side[-1]], 0, f"{who} residual block")
+            pl.load(side, C[k] if k in C else C[side[-1]], 0, f"{who} residual block")
             pl.mm(side, self.slot(*x, k), acc, 0, 0, f"{who} residual {k}")
             for j, key in enumerate(ins):
                 pl.load(side, blocks[k, j], 0, f"{who} block {k, j}")
                 pl.mm(side, self.slot(*key), acc, MMFlag.ACC, 0, f"{who} x[{k}]")
-            self._to_slot(side, acc, param, self.slot(*dst, k), 0, f"{who} x[{k}]")
+            self._to_slot(side, acc, param[k], self.slot(*dst, k), 0, f"{who} x[{k}]")
 
     def _mlp(self, pos, l):
         KH, KI, layer = self.KH, self.KI, self.model.layers[l]
@@ -417,10 +429,12 @@ class TokenLoop(LoopNorms):
         for i in range(KI):
             self._mm_chain(self.W1[l], [((i, k), self.slot(*src, k)) for k in range(KH)], self.acc("h", i),
                            f"{who} W1 row block {i}")
-            self._to_slot(side_of(i), self.acc("h", i), self.p1[l], self.slot("h", l, i), VopFlag.TABLE,
+            self._to_slot(side_of(i), self.acc("h", i), self.p1[l][i], self.slot("h", l, i), VopFlag.TABLE,
                           f"{who} h[{i}]")
-        self._residual_sum(x_in, [("h", l, i) for i in range(KI)], self.W2[l], self.C[l], self.p2[l],
-                           ("x", l + 1), f"{who} MLP")
+        dst, entries, post = self.after_residual(layer, pos, self.p2[l], ("z2", l), ("x", l + 1), "")
+        self._residual_sum(x_in, [("h", l, i) for i in range(KI)], self.W2[l], self.C[l], entries, dst, f"{who} MLP")
+        if post is not None:
+            self._norm(post, dst, ("x", l + 1), f"{who} norm 2 (after)")
 
     def _head(self, n):
         """The LM head's blocks, their ARGMAX, the id written; returns the WRITE's cycle."""

@@ -21,7 +21,7 @@ with the embedding and a LayerNorm (``golden/layer_norm.py``), biases, per-lane 
 and residual weights, GELU tables by lane, and LayerNorms after the residual sums (``post``,
 post-norm) instead of RMSNorms before, with position 0's own (``first``).  A norm before a part
 may be either kind (:class:`~firmware_gen.golden.layer_norm.LayerNormSpec` or ``NormSpec``).  The
-compiler emits the synthetic model's parts with either kind of norm, and refuses the rest.
+compiler emits all of it (``compiler/loop_bert.py``, ``compiler/loop_norms.py``).
 
 :func:`step_int` runs one position (the caches in a :class:`Caches`), :func:`generate` the greedy
 loop after a prompt (the pure-integer reference).  :class:`FloatModel` is the float model a

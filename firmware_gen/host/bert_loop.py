@@ -1,6 +1,6 @@
 """A BERT run as a decoder (``decoder.from_bert``: all-MiniLM-L6-v2) as the token loop's integer
 model (``golden/token_loop.py``): every weight int8, every activation int8 at a static scale, each
-step one the tile has (``docs/afd.md``, "A trained model on chip").
+step one the tile has (``docs/afd.md``, "A trained model in int8").
 
 Post-norm, BERT's order, with the pieces the synthetic loop model does not have:
 

@@ -73,3 +73,25 @@ def test_layer_norms_on_the_rtl_tile(sim):
     res = build_tile(cfg, sim).run(runs.jobs(), name="layer norms")
     problems, ids = runs.rtl_problems(0, res[0])
     assert problems == [] and ids == generate(model, PROMPT, 4)
+
+
+# make test-long: a small BERT (every piece all-MiniLM-L6-v2's integer model has: position rows,
+# LayerNorms after the residuals and position 0's own, biases, per-lane requantisations, GELU
+# tables by lane) on the RTL tile; the golden model's test is in make test
+# (tests/firmware_gen/test_bert_loop.py).
+@pytest.mark.long
+@pytest.mark.parametrize("sim", SIMS)
+def test_a_small_bert_on_the_rtl_tile(sim):
+    import numpy as np
+    from firmware_gen.host.bert_loop import quantise_bert
+    from sim.flows.ffn import build_tile
+    from sim.flows.token_loop import LoopRuns
+    from tests.firmware_gen.test_bert_loop import small_bert
+    rng = np.random.default_rng(5)
+    model = quantise_bert(small_bert(H=64, I=128, vocab=48), [list(rng.integers(0, 48, 24)) for _ in range(8)])
+    cfg = on_chip_config().with_overrides(["vxm_param_depth=1024", "vxm_tables=32", "mxm_xbuf_depth=1024"])
+    runs = LoopRuns(cfg, model, [3, 5, 7], 3, 3, 1)
+    assert runs.golden_problems() == []
+    res = build_tile(cfg, sim).run(runs.jobs(), name="small BERT")
+    problems, ids = runs.rtl_problems(0, res[0])
+    assert problems == [] and ids == generate(model, [3, 5, 7], 3)
