@@ -90,14 +90,14 @@ class LoopBert:
             self._to_slot(side, acc, self.p_embed[k], self.slot("z0", k), 0, f"{who} [{k}]")
         self._norm(self.model.embed_norm, ("z0",), ("x", 0), f"{who} norm")
 
-    def after_residual(self, part, pos: int, rq_entries, src, dst, who) -> tuple:
-        """Where ``part``'s residual sum goes and with which entries: ``dst`` directly, or (post-norm)
-        a slot its LayerNorm reads (position 0: its own requantisation and LayerNorm).  Returns
-        ``(sum's destination, entries, norm or None)``."""
+    def after_residual(self, part, pos: int, entries, z, dst) -> tuple:
+        """Where ``part``'s residual sum goes and with which of ``entries`` (its own, position 0's):
+        ``dst`` directly, or (post-norm) ``z``, which its LayerNorm reads (position 0: its own
+        requantisation and LayerNorm).  Returns ``(the sum's slots, entries, norm or None)``."""
         if part.post is None:
-            return dst, rq_entries[0], None
+            return dst, entries[0], None
         first = pos == 0 and part.first is not None
-        return src, rq_entries[1] if first else rq_entries[0], part.first[1] if first else part.post
+        return z, entries[1] if first else entries[0], part.first[1] if first else part.post
 
     def post_norms(self) -> list:
         """The LayerNorms after residual sums (and position 0's), and the embedding's."""

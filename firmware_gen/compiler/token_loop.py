@@ -399,7 +399,7 @@ class TokenLoop(LoopNorms, LoopBert):
             for side in SIDES:
                 pl.lx(side, "MEM_E0", row, self.slot("ya", l, j), step.y_cycle[h, b] + 1,
                       f"position {pos}: layer {l} y[{h}, {b}] -> {side}")
-        dst, entries, post = self.after_residual(layer.attn, pos, self.po[l], ("z1", l), ("mid", l), "")
+        dst, entries, post = self.after_residual(layer.attn, pos, self.po[l], ("z1", l), ("mid", l))
         self._residual_sum(("x", l), [("ya", l, j) for j in range(self.KA)], A["o"], self.CA[l], entries,
                            dst, f"position {pos}: layer {l} attention")
         if post is not None:
@@ -431,7 +431,7 @@ class TokenLoop(LoopNorms, LoopBert):
                            f"{who} W1 row block {i}")
             self._to_slot(side_of(i), self.acc("h", i), self.p1[l][i], self.slot("h", l, i), VopFlag.TABLE,
                           f"{who} h[{i}]")
-        dst, entries, post = self.after_residual(layer, pos, self.p2[l], ("z2", l), ("x", l + 1), "")
+        dst, entries, post = self.after_residual(layer, pos, self.p2[l], ("z2", l), ("x", l + 1))
         self._residual_sum(x_in, [("h", l, i) for i in range(KI)], self.W2[l], self.C[l], entries, dst, f"{who} MLP")
         if post is not None:
             self._norm(post, dst, ("x", l + 1), f"{who} norm 2 (after)")
