@@ -180,12 +180,21 @@ def weight_read_bound(cfg: TileConfig, model: LoopModel) -> int:
     of ``q_weight``; the LM head) from all ``2 mem_slices`` MEM slices at one row a cycle each:
     arithmetic on the configuration, the bound a schedule on both MXMs could approach.  Not
     counted: the embedding's few rows, and the attention step's reads of its caches and constants."""
+    from firmware_gen.golden.norm import NormSpec
+    if model.positions is not None or any(not isinstance(n, NormSpec) for n in _norms(model)):
+        raise CompileError("the weight-read bound is stated for a model of RMSNorms (the synthetic loop's); "
+                           "this one has LayerNorms or position rows")
     L = cfg.lanes
     KH, KI, KV, KA = model.H // L, model.I // L, -(-model.vocab // L), model.heads * 32 // L
     norms = sum((l.norm is not None) + (l.attn is not None and l.attn.norm is not None) for l in model.layers)
     norms += model.norm is not None
     blocks = len(model.layers) * (2 * KH * KI + 1 + (4 * KH * KA + 1 if model.heads else 0)) + KV * KH + 3 * norms
     return -(-blocks * L // len(cfg.mem_names))
+
+
+def _norms(model: LoopModel) -> list:
+    out = [n for l in model.layers for n in ((l.attn.norm if l.attn else None), l.norm) if n is not None]
+    return out + ([model.norm] if model.norm is not None else [])
 
 
 LOOP_FILE = "token_loop.json"
