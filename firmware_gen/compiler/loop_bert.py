@@ -98,12 +98,3 @@ class LoopBert:
             return dst, entries[0], None
         first = pos == 0 and part.first is not None
         return z, entries[1] if first else entries[0], part.first[1] if first else part.post
-
-    def post_norms(self) -> list:
-        """The LayerNorms after residual sums (and position 0's), and the embedding's."""
-        m, out = self.model, []
-        for l in m.layers:
-            for part in (l.attn, l):
-                if part is not None and part.post is not None:
-                    out += [part.post] + ([part.first[1]] if part.first is not None else [])
-        return out + ([m.embed_norm] if m.embed_norm is not None else [])

@@ -57,7 +57,7 @@ from firmware_gen.compiler.loop_norms import H_STREAM, LN_TABLES, RSQRT_TABLE, L
 from firmware_gen.golden import layer_norm
 from firmware_gen.golden.layer_norm import LayerNormSpec
 from firmware_gen.golden.norm import rsqrt_table
-from firmware_gen.golden.token_loop import HEAD_DIM, RELU, LoopModel
+from firmware_gen.golden.token_loop import HEAD_DIM, LoopModel
 from firmware_gen.program import Program
 
 SIDES = ("MXM_W", "MXM_E")
@@ -204,7 +204,6 @@ class TokenLoop(LoopNorms, LoopBert):
 
     def _params(self):
         st = self.state
-        st.set_table(RELU_TABLE, RELU)
         m, KH, D = self.model, self.KH, HEAD_DIM
         self.p1 = [self.activation_entries(i, l) for i, l in enumerate(m.layers)]
         self.p2 = [(self.entries(l.rq2, l.b2, KH), l.first and self.entries(l.first[0], l.b2, KH)) for l in m.layers]
@@ -224,12 +223,8 @@ class TokenLoop(LoopNorms, LoopBert):
                    for n in self.norms()}
 
     def norms(self) -> list:
-        """Every norm of the model (RMSNorms, or LayerNorms): before each attention part and MLP, and
-        the final one."""
-        out = []
-        for l in self.model.layers:
-            out += [n for n in ((l.attn.norm if l.attn else None), l.norm) if n is not None]
-        return out + ([self.model.norm] if self.model.norm is not None else []) + self.post_norms()
+        """Every norm of the model (``LoopModel.norms``: RMSNorms or LayerNorms)."""
+        return self.model.norms()
 
     # ---- slots and accumulator rows ----------------------------------------------------------
     ZERO = 0

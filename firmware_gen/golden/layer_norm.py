@@ -49,8 +49,8 @@ import numpy as np
 from lpu_arch.vxm import SHIFT_MAX, TABLE_SIZE
 
 from firmware_gen.golden.norm import OUT_HEADROOM, NormStages
-from firmware_gen.golden.quantise import (NumericsError, quantise_scale, range_scale, range_scale_rows, requantise,
-                                          round_half_away_from_zero, sat8)
+from firmware_gen.golden.quantise import (NumericsError, quantise_scale, quantise_scales, range_scale,
+                                          range_scale_rows, requantise, round_half_away_from_zero, sat8)
 
 MEAN_HEADROOM = 1.25            # s_mu: this times the calibration's largest |mean| over 127
 D_HEADROOM = 1.25               # d's scale over z's
@@ -61,8 +61,8 @@ RSQRT_NUM = 127 * math.sqrt(128.5)      # HI + LO / 128 = RSQRT_NUM / sqrt(manti
 
 def _rq(real):
     """Per lane ``(multipliers, shifts)`` of positive real scales (one below 2**-46: the smallest)."""
-    ms = [quantise_scale(max(float(r), 2.0 ** -SHIFT_MAX)) for r in np.atleast_1d(real)]
-    return tuple(m for m, _ in ms), tuple(s for _, s in ms)
+    m, s = quantise_scales(np.maximum(np.atleast_1d(np.asarray(real, np.float64)), 2.0 ** -SHIFT_MAX))
+    return tuple(int(v) for v in m), tuple(int(v) for v in s)
 
 
 def _v(t):

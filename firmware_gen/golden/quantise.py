@@ -108,6 +108,13 @@ def quantise_scale(real_scale):
     return m, shift
 
 
+def quantise_scales(real_scales):
+    """:func:`quantise_scale` of each of ``real_scales`` (per lane): ``(multipliers, shifts)``, int64
+    arrays."""
+    ms = [quantise_scale(float(r)) for r in np.atleast_1d(real_scales)]
+    return np.array([m for m, _ in ms], np.int64), np.array([s for _, s in ms], np.int64)
+
+
 def add_int32(a, b):
     """Two's-complement int32 addition that wraps like the hardware adder (bias add).
 

@@ -121,6 +121,17 @@ class LoopModel:
     def heads(self) -> int:
         return self.layers[0].attn.heads if self.layers and self.layers[0].attn else 0
 
+    def norms(self) -> list:
+        """Every norm, in the order the compiler allocates them: before each layer's parts, the
+        final one, after each residual sum (and position 0's), the embedding's."""
+        out = [n for l in self.layers for n in ((l.attn.norm if l.attn else None), l.norm) if n is not None]
+        out += [self.norm] if self.norm is not None else []
+        for l in self.layers:
+            for part in (l.attn, l):
+                if part is not None and part.post is not None:
+                    out += [part.post] + ([part.first[1]] if part.first is not None else [])
+        return out + ([self.embed_norm] if self.embed_norm is not None else [])
+
     def weight_bytes(self) -> int:
         n = self.embed.size + self.head.size
         for l in self.layers:

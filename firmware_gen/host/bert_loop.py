@@ -23,7 +23,7 @@ import numpy as np
 
 from firmware_gen.golden.attention import MAX_CONTEXT, HeadSpec, head_float
 from firmware_gen.golden.layer_norm import LayerNormSpec, output_scale
-from firmware_gen.golden.quantise import quantise_scale, quantise_weights, range_scale, range_scale_rows, round_half_away_from_zero
+from firmware_gen.golden.quantise import quantise_scales, quantise_weights, range_scale_rows, round_half_away_from_zero
 from firmware_gen.golden.tables import activation_function, activation_table
 from firmware_gen.golden.token_loop import HEAD_DIM, AttnPart, Caches, LoopLayer, LoopModel, LoopModelError, step_int
 from firmware_gen.host.decoder import CALIBRATION_TEXT, Decoder, layer_norm, wordpiece
@@ -74,12 +74,6 @@ def _codes(trace, scale):
     return np.clip(round_half_away_from_zero(np.array(trace) / scale), -127, 127).astype(np.int64)
 
 
-def _rows_rq(real):
-    """Per lane ``(multipliers, shifts)`` of the real scales ``real``."""
-    ms = [quantise_scale(float(r)) for r in np.atleast_1d(real)]
-    return np.array([m for m, _ in ms], np.int64), np.array([s for _, s in ms], np.int64)
-
-
 def _bias(b, unit):
     return round_half_away_from_zero(np.asarray(b, np.float64) / unit).astype(np.int64)
 
@@ -112,7 +106,7 @@ def _post(z, first_rows, unit, g, b, per_lane=True):
     norm = LayerNormSpec.calibrate(_codes(z[~at0], later), later, g, b, per_lane=per_lane, out_scale=so)
     norm0 = LayerNormSpec.calibrate(_codes(z[at0], first), first, g, b, per_lane=per_lane, out_scale=norm.out_scale,
                                     margin=FIRST_HEADROOM ** 2)
-    return (_rows_rq(unit / later), norm), (_rows_rq(unit / first), norm0)
+    return (quantise_scales(unit / later), norm), (quantise_scales(unit / first), norm0)
 
 
 def _activation(name, pre, h, tables: int = ACTIVATION_TABLES):
@@ -138,7 +132,7 @@ def _mix(s_e, s_p, s_z):
     """``c_e``, ``c_p`` (the larger 127) and the requantisation of ``c_e E + c_p P`` to ``s_z`` (per lane)."""
     unit = max(s_e, s_p) / 127
     c_e, c_p = (int(np.clip(round(s / unit), 1, 127)) for s in (s_e, s_p))
-    return c_e, c_p, _rows_rq(unit / s_z)
+    return c_e, c_p, quantise_scales(unit / s_z)
 
 
 def quantise_bert(model: Decoder, sequences) -> LoopModel:
@@ -163,7 +157,7 @@ def quantise_bert(model: Decoder, sequences) -> LoopModel:
         for n in "qkv":
             ints[n], sw = _folded(getattr(ly, f"w{n}"), s_x)
             bias[n] = _bias(getattr(ly, f"b{n}"), sw)
-            rq[n] = [_rows_rq(sw[h * HEAD_DIM:(h + 1) * HEAD_DIM] / getattr(s, f"{n}_scale"))
+            rq[n] = [quantise_scales(sw[h * HEAD_DIM:(h + 1) * HEAD_DIM] / getattr(s, f"{n}_scale"))
                      for h, s in enumerate(specs)]
         col = np.repeat([s.out_scale for s in specs], HEAD_DIM)
         c, Wo, unit = _residual(ly.wo.astype(np.float64), col[None, :], s_x)
@@ -176,7 +170,7 @@ def quantise_bert(model: Decoder, sequences) -> LoopModel:
         c2, W2, unit2 = _residual(ly.W2.astype(np.float64), s_h, s_x)
         # (the last one per tensor: the LM head is the embedding, one scale for every lane)
         (rq2, post2), first = _post(trace[l, "z2"], at0, unit2, ly.ln2, ly.ln2_b, per_lane=l + 1 < len(model.layers))
-        layers.append(LoopLayer(W1, W2, c2, _rows_rq(sw1 / s_pre), rq2, attn,
+        layers.append(LoopLayer(W1, W2, c2, quantise_scales(sw1 / s_pre), rq2, attn,
                                 b1=_bias(ly.b1, sw1), b2=_bias(ly.b2, unit2),
                                 table=tables, table_lane=lane, post=post2, first=first))
         s_x = np.asarray(post2.out_scale)

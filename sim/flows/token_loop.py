@@ -181,7 +181,7 @@ def weight_read_bound(cfg: TileConfig, model: LoopModel) -> int:
     arithmetic on the configuration, the bound a schedule on both MXMs could approach.  Not
     counted: the embedding's few rows, and the attention step's reads of its caches and constants."""
     from firmware_gen.golden.norm import NormSpec
-    if model.positions is not None or any(not isinstance(n, NormSpec) for n in _norms(model)):
+    if model.positions is not None or any(not isinstance(n, NormSpec) for n in model.norms()):
         raise CompileError("the weight-read bound is stated for a model of RMSNorms (the synthetic loop's); "
                            "this one has LayerNorms or position rows")
     L = cfg.lanes
@@ -190,11 +190,6 @@ def weight_read_bound(cfg: TileConfig, model: LoopModel) -> int:
     norms += model.norm is not None
     blocks = len(model.layers) * (2 * KH * KI + 1 + (4 * KH * KA + 1 if model.heads else 0)) + KV * KH + 3 * norms
     return -(-blocks * L // len(cfg.mem_names))
-
-
-def _norms(model: LoopModel) -> list:
-    out = [n for l in model.layers for n in ((l.attn.norm if l.attn else None), l.norm) if n is not None]
-    return out + ([model.norm] if model.norm is not None else [])
 
 
 LOOP_FILE = "token_loop.json"
