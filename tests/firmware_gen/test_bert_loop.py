@@ -75,7 +75,7 @@ def test_a_small_bert_on_chip_equals_its_integer_model():
     from firmware_gen.golden import archmodel
     from firmware_gen.golden.archmodel import vector_index
     from firmware_gen.golden.token_loop import generate
-    from firmware_gen.scoreboard import compare, golden_observed, promise
+    from firmware_gen.scoreboard import Observed, Reference, compare, golden_observed, promise
     from lpu_arch import TileConfig
     from lpu_arch.config import DECODER_FIELDS
     rng = np.random.default_rng(5)
@@ -95,9 +95,12 @@ def test_a_small_bert_on_chip_equals_its_integer_model():
     written = {(e.cycle, e.slice, e.addr): np.asarray(e.data, np.int64) for e in r.events}
     rows = [(w, c, m, a) for c, m, a, w in loop.writes if w[0] == "qkv" and w[3] in "kv"]
     assert len(rows) == 2 * (len(prompt) + tokens - 1) * len(model.layers) * model.heads * 2
-    for (_, pos, l, n, h, b), c, m, a in rows:
-        want = (caches.K if n == "k" else caches.V)[l, h][pos][16 * b:16 * (b + 1)]
-        assert np.array_equal(written[c, m, a].astype(np.uint8).astype(np.int8), want), (pos, l, n, h, b)
+    names = {w: f"{w[3]}[position {w[1]}, layer {w[2]}, head {w[4]}, block {w[5]}]" for w, *_ in rows}
+    seen = {names[w]: written[c, m, a].astype(np.uint8).astype(np.int8) for w, c, m, a in rows}
+    want = {names[w]: (caches.K if w[3] == "k" else caches.V)[w[2], w[4]][w[1]][16 * w[5]:16 * (w[5] + 1)]
+            for w, *_ in rows}
+    assert compare(Observed("golden model", outputs=seen, outputs_as="k and v rows"),
+                   Reference("integer model", outputs=want)) == []
 
 
 def test_the_compiler_refuses_a_tile_without_the_tables():
