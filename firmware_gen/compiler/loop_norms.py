@@ -104,7 +104,8 @@ class LoopNorms:
 
     def _ln_params(self, spec) -> dict:
         """A LayerNorm's entries: the mean's; per block the squares' (d requantised on both sides, the
-        lanes' units), per octave and block HI's and LO's, per block the output's (the bias)."""
+        lanes' units), n's and the output's (the bias); per octave HI's and LO's, one for every block
+        (n carries each lane's factor)."""
         st, L = self.state, self.cfg.lanes
         dm, ds = spec.d_rq
         out = {"mu": st.new_param(m_a=spec.mu_rq[0], s_a=spec.mu_rq[1])}
@@ -112,12 +113,12 @@ class LoopNorms:
             ln = slice(k * L, (k + 1) * L)
             out["sq", k] = st.new_param(m_a=dm, s_a=ds, m_b=dm, s_b=ds, m_c=np.asarray(spec.sq_rq[0][ln]),
                                         s_c=np.asarray(spec.sq_rq[1][ln]))
+            out["n", k] = st.new_param(m_a=np.asarray(spec.n_rq[0][ln]), s_a=np.asarray(spec.n_rq[1][ln]))
             out["out", k] = st.new_param(bias_a=np.asarray(spec.bias[ln]))
-            for i, hi, lo in zip(spec.octaves, spec.y_rq, spec.lo_rq):
-                for part, (mult, shift) in (("hi", hi), ("lo", lo)):
-                    out[i, k, part] = st.new_param(
-                        bias_a=-layer_norm.MANTISSA_OFFSET * (1 << i) - ((1 << i) >> 1), m_a=1, s_a=i,
-                        table=LN_TABLES[part], m_b=dm, s_b=ds, m_c=np.asarray(mult[ln]), s_c=np.asarray(shift[ln]))
+        for i, hi, lo in zip(spec.octaves, spec.y_rq, spec.lo_rq):
+            for part, (mult, shift) in (("hi", hi), ("lo", lo)):
+                out[i, part] = st.new_param(bias_a=-layer_norm.MANTISSA_OFFSET * (1 << i) - ((1 << i) >> 1), m_a=1,
+                                            s_a=i, table=LN_TABLES[part], m_c=mult, s_c=shift)
         return out
 
     def _layer_norm(self, spec, src, dst, who):
@@ -125,8 +126,9 @@ class LoopNorms:
         ``slot(*dst, k)``: the lanes' weighted sum on ``MXM_W`` and the mean by a VOP into both MXMs;
         on each MXM ``sign (127 z - e mu)`` per block (d before its requantisation, which the VOPs
         reading it apply); the squares by ``GATE`` into ``MXM_W``, their weighted sum (``q_reps``
-        rounds); per octave and block a ``GATE`` and ``TABLE`` VOP of HI and one of LO into
-        ``MXM_E``, summed on its identity block and requantised with the bias into ``dst``."""
+        rounds); n per block by a VOP back into ``MXM_E``; per octave and block a ``GATE`` and
+        ``TABLE`` VOP of HI and one of LO (an entry per octave) into ``MXM_E``, summed on its
+        identity block and requantised with the bias into ``dst``."""
         pl, KH, prm, B = self.pl, self.KH, self.pn[id(spec)], self.ln[id(spec)]
         n = 0
         for k in range(KH):                 # S = sum_k w_k z_k, in every lane
@@ -146,6 +148,11 @@ class LoopNorms:
         for k in range(KH):                 # the squares, into MXM_W
             self._gate(self.acc("nw", k), self.acc("ne", k), prm["sq", k], False, "MXM_W", self.slot("sq", k),
                        f"{who}: squares [{k}]")
+        for k in range(KH):                 # n, each lane's factor in it, back into MXM_E
+            self._to_slot("MXM_E", self.acc("ne", k), prm["n", k], self.slot("lnn", k), 0, f"{who}: n [{k}]")
+        pl.load("MXM_E", self.eye["E"], 0, f"{who}: identity block of MXM_E")
+        for k in range(KH):
+            pl.mm("MXM_E", self.slot("lnn", k), self.acc("nn", k), 0, 0, f"{who}: n [{k}]")
         n = 0
         for _ in range(spec.q_reps):        # Q = r sum(w sq)
             for k in range(KH):
@@ -156,7 +163,7 @@ class LoopNorms:
         for k in range(KH):                 # per octave, HI and LO, into MXM_E
             for i in spec.octaves:
                 for part in ("hi", "lo"):
-                    self._gate(self.acc("q", 0), self.acc("ne", k), prm[i, k, part], True, "MXM_E",
+                    self._gate(self.acc("q", 0), self.acc("nn", k), prm[i, part], True, "MXM_E",
                                self.slot("lny", k, i, part), f"{who}: octave {i} {part} [{k}]")
         pl.load("MXM_E", self.eye["E"], 0, f"{who}: identity block of MXM_E")
         for k in range(KH):                 # the parts' sum and the bias, requantised into both MXMs

@@ -145,7 +145,7 @@ class TokenLoop(LoopNorms, LoopBert):
         if m.vocab > cfg.mem_depth // 2:
             raise CompileError(f"a vocabulary of {m.vocab} tokens does not fit: each embedding block takes one row "
                                f"per token of a MEM slice of {cfg.mem_depth} rows")
-        rows = self.acc("mu", 1)
+        rows = self.acc("nn", self.KH) if any(isinstance(n, LayerNormSpec) for n in m.norms()) else self.acc("mu", 1)
         if rows > cfg.mxm_acc_depth:
             raise CompileError(f"the loop needs accumulator rows up to {rows - 1} (the LM head's {-(-m.vocab // L)} "
                                f"blocks); an MXM has mxm_acc_depth = {cfg.mxm_acc_depth}")
@@ -250,13 +250,14 @@ class TokenLoop(LoopNorms, LoopBert):
         """Accumulator rows (past ``ACC_BASE``): h's (``"h"``), the new x's (``"y"``), q, k and
         v's (``"p"``), the logits' (``"v"``); a norm's x on ``MXM_W`` and ``MXM_E`` (``"nw"``,
         ``"ne"``), its sum of squares (``"q"``), its output on ``MXM_E`` (``"ny"``) and a LayerNorm's
-        sum of the lanes (``"mu"``, on ``MXM_W``)."""
+        sum of the lanes (``"mu"``, on ``MXM_W``) and its ``n`` (``"nn"``, on ``MXM_E``)."""
         KH, KI = self.KH, self.KI
         return ACC_BASE + {"h": 0, "y": KI, "p": KI + KH, "v": KI + KH + 3 * self.KA,
                            "nw": KI + KH + 3 * self.KA + self.KV, "ne": KI + KH + 3 * self.KA + self.KV + KH,
                            "q": KI + KH + 3 * self.KA + self.KV + 2 * KH,
                            "ny": KI + KH + 3 * self.KA + self.KV + 2 * KH + 1,
-                           "mu": KI + KH + 3 * self.KA + self.KV + 3 * KH + 1}[what] + i
+                           "mu": KI + KH + 3 * self.KA + self.KV + 3 * KH + 1,
+                           "nn": KI + KH + 3 * self.KA + self.KV + 3 * KH + 2}[what] + i
 
     # ---- placement ---------------------------------------------------------------------------
     def _start(self):

@@ -8,29 +8,34 @@ lanes span 100x: one scale would leave most lanes a few codes); the float norm i
 steps (``golden/norm.py``) run on the centred vector, every scale per lane:
 
 0. The mean.  ``S = sum_k w_k z_k``, ``w = round(s_z / v)`` (``v`` = the median ``s_z`` / 64, so
-   a typical lane's weight is 64 and a wide lane's some thousands): ``MM``s of every block of ``z``
-   with blocks whose rows are all ``w``'s, as many (``ceil(max w / 127)``, each entry at most 127)
-   as the block's widest lane needs; the sum in every lane, exact int32.  ``mu = requant(S,
+   a typical lane's weight is 64, or the widest ``s_z`` / ``MEAN_WEIGHT_MAX`` where lanes differ
+   more: one ``MM`` per block, a typical lane's weight then a few): ``MM``s of every block of ``z``
+   with blocks whose rows are all ``w``'s; the sum in every lane, exact int32.  ``mu = requant(S,
    mu_rq)``, the mean at its own fine scale ``s_mu`` (the mean is small beside the lanes), int8 in
    every lane (a ``VOP``).  ``d = requant(sign (127 z - e mu), d_rq)``: ``MM``s of ``z`` with the
    diagonal block ``127 sign`` and of ``mu`` with diagonal blocks summing to ``-e sign``, ``e =
    round(127 s_mu / s_z)`` per lane; ``d`` at ``D_HEADROOM`` times ``z``'s scale (``d_scale``: a
    lane at its limit less a mean of the other sign must not saturate).  ``sign`` is -1 where
-   the gain is negative, so every later multiplier is positive.
+   the gain is negative, so every later multiplier is positive.  ``n = requant(sign (127 z - e
+   mu), n_rq)`` from the same sum: step 3's numerator with each lane's factor (gain, ``d``'s and
+   the output's scales) in it, at one scale for every lane (``N_HEADROOM``).
 1. ``sq = requant(d * d, sq_rq)`` per lane (a ``VOP`` with ``GATE``): each lane's square in its
-   own unit ``U 2**k`` (``U``: a typical lane's largest square is ``127 / SQ_HEADROOM`` of it;
-   ``k >= 0`` the least that keeps the lane's largest square, times ``SQ_HEADROOM``, within 127;
-   a square beyond the calibration's saturates), so every lane's square keeps its precision
-   (one unit for all would round most lanes' squares to 0 or 1 beside a few 40 times wider).
+   own unit ``U 2**k`` (``U``: a typical lane's largest square is ``127 / SQ_HEADROOM`` of it, or
+   the widest lane's over ``SQ_WEIGHT_MAX`` where lanes differ more; ``k >= 0`` the least that keeps
+   the lane's largest square, times ``SQ_HEADROOM``, within 127; a square beyond the calibration's
+   saturates), so every lane's square keeps its precision (one unit for all would round most
+   lanes' squares to 0 or 1 beside a few 40 times wider; all-MiniLM-L6-v2's widest would need
+   weights up to ``2**14``, 129 ``MM``s a block, without the cap).
 2. ``Q = r sum(w sq)``, ``w = 2**k``: exact, in units of ``U / r``, in every lane (``r`` rounds of
    ``MM``s with blocks whose rows are all ``w``'s, as many as a block's largest ``w`` needs at 127
    an entry; ``r``, a power of two up to 8, lifts the smallest calibration ``Q`` to 128).
 3. By octaves of ``Q``, as the RMSNorm's but with a 7-bit mantissa and a 14-bit reciprocal square
    root (a LayerNorm's output is more sensitive to its scale: a residual stream's outliers cancel in
    the next projections): ``c_i = floor(Q / 2**i) - 255`` (``requant(Q - 255 * 2**i - 2**(i-1), 1,
-   i)``; the mantissa 128..255 in codes -127..0, exactly one octave's), ``y_i = requant(HI[c_i] d,
-   y_rq[i]) + requant(LO[c_i] d, lo_rq[i])``: two ``VOP``s with ``GATE`` and ``TABLE`` per octave
-   and block, ``HI + LO / 128`` = ``RSQRT_NUM / sqrt(mantissa + 1/2)``.
+   i)``; the mantissa 128..255 in codes -127..0, exactly one octave's), ``y_i = requant(HI[c_i] n,
+   y_rq[i]) + requant(LO[c_i] n, lo_rq[i])``: two ``VOP``s with ``GATE`` and ``TABLE`` per octave
+   and block, ``HI + LO / 128`` = ``RSQRT_NUM / sqrt(mantissa + 1/2)``; ``y_rq[i]`` is one for
+   every lane, so one entry per octave serves every block.
 4. ``y = requant(sum_i y_i + bias, 1, 0)``: the bias in output units (the identity ``VOP``'s
    ``bias_a``).
 
@@ -53,7 +58,10 @@ from firmware_gen.golden.quantise import (NumericsError, quantise_scale, quantis
                                           range_scale_rows, requantise, round_half_away_from_zero, sat8)
 
 MEAN_HEADROOM = 1.25            # s_mu: this times the calibration's largest |mean| over 127
+MEAN_WEIGHT_MAX = 127           # the mean's largest lane weight: one MM per block
+SQ_WEIGHT_MAX = 128             # the squares' largest weight 2**k: at most two MMs per block
 D_HEADROOM = 1.25               # d's scale over z's
+N_HEADROOM = 1.25               # n's: this times the calibration's largest |n| is 127
 SQ_HEADROOM = 1.0               # a lane's square unit: this times its largest calibration square is 127 (more costs precision)
 MANTISSA_OFFSET = 255           # c_i = floor(Q / 2**i) - 255: the octave's 128..255 are codes -127..0
 RSQRT_NUM = 127 * math.sqrt(128.5)      # HI + LO / 128 = RSQRT_NUM / sqrt(mantissa + 1/2): 127 at 128
@@ -80,12 +88,13 @@ class LayerNormSpec:
     e: tuple                # step 0: the mean's weight per lane
     signs: tuple            # step 0: -1 where the gain is negative
     d_rq: tuple             # step 0: (multiplier, shift) of d
+    n_rq: tuple             # step 0: (multipliers, shifts) per lane of n, the numerator of step 3
     sq_rq: tuple            # step 1: (multipliers, shifts) per lane
     sq_w: tuple             # step 2: the squares' weights per lane (powers of two, 1 for most)
     q_reps: int             # step 2: rounds of the sum's MMs
     octaves: tuple          # step 3
-    y_rq: tuple             # step 3: per octave (multipliers, shifts) per lane, of HI d
-    lo_rq: tuple            # step 3: the same of LO d (128 times finer)
+    y_rq: tuple             # step 3: per octave (multiplier, shift) of HI n, one for every lane
+    lo_rq: tuple            # step 3: the same of LO n (128 times finer)
     bias: tuple             # step 4: int32 per lane
 
     @property
@@ -107,7 +116,7 @@ class LayerNormSpec:
         H = z.shape[1]
         sz = np.broadcast_to(np.asarray(z_scale, np.float64), (H,)).copy()
         g, b = np.asarray(g, np.float64), np.asarray(b, np.float64)
-        unit = float(np.median(sz)) / 64
+        unit = max(float(np.median(sz)) / 64, float(sz.max()) / MEAN_WEIGHT_MAX)
         w = round_half_away_from_zero(sz / unit).astype(np.int64)
         s_mu = max(margin * MEAN_HEADROOM * float(np.abs(z @ w).max()) * unit / H, 1e-9) / 127
         mu_rq = quantise_scale(unit / (H * s_mu))
@@ -115,11 +124,11 @@ class LayerNormSpec:
         signs = np.where(g < 0, -1, 1)
         d_rq = quantise_scale(1 / (127 * D_HEADROOM))
         proto = cls(H, tuple(sz), 1.0, tuple(w), mu_rq, tuple(e), tuple(int(v) for v in signs), d_rq,
-                    ((1,) * H, (0,) * H), (1,) * H, 1, (), (), (), (0,) * H)
+                    ((1,) * H, (0,) * H), ((1,) * H, (0,) * H), (1,) * H, 1, (), (), (), (0,) * H)
         d = np.array([centre(proto, row) for row in z])
         sd = proto.d_scale
         M = margin * np.maximum(((d * sd) ** 2).max(axis=0), 1e-30)     # each lane's largest square
-        U = float(np.median(M)) * SQ_HEADROOM / 127
+        U = max(float(np.median(M)), float(M.max()) / SQ_WEIGHT_MAX) * SQ_HEADROOM / 127
         k = np.maximum(np.ceil(np.log2(M * SQ_HEADROOM / (127 * U))), 0).astype(np.int64)
         sq_rq, sq_w = _rq(sd * sd / (U * 2.0 ** k)), tuple(int(v) for v in 1 << k)
         Q = np.array([(_v(sq_w) * requantise(row * row, _v(sq_rq[0]), _v(sq_rq[1]))).sum() for row in d], np.int64)
@@ -132,13 +141,19 @@ class LayerNormSpec:
         octaves = tuple(range(int(math.floor(math.log2(lo / 128))), int(math.floor(math.log2(hi / 128))) + 1))
         so = np.asarray(output_scale(z * sz, g, b, out_headroom, per_lane) if out_scale is None else out_scale,
                         np.float64)
-        # 1/sigma = sqrt(H / (Q U / r)), sqrt(Q) ~ sqrt(2**i) RSQRT_NUM / a_i
-        real = [np.abs(g) * sd * math.sqrt(H * q_reps) / (math.sqrt(U * 2.0 ** i) * RSQRT_NUM * so)
-                for i in octaves]
-        y_rq, lo_rq = tuple(_rq(r) for r in real), tuple(_rq(r / 128) for r in real)
+        # 1/sigma = sqrt(H / (Q U / r)), sqrt(Q) ~ sqrt(2**i) RSQRT_NUM / a_i.  y - b = F d G_i per
+        # lane: F (the lane's gain, d's and the output's scales) goes into n, so that each octave's
+        # G_i is one for every lane (an entry per octave, not per octave and block)
+        F = np.broadcast_to(np.abs(g) * sd / so, (H,))
+        phi = N_HEADROOM * max(float((np.abs(d) * F).max()), 1e-30) / 127
+        n_rq = _rq(F / (phi * 127 * D_HEADROOM))
+        real = [phi * math.sqrt(H * q_reps) / (math.sqrt(U * 2.0 ** i) * RSQRT_NUM) for i in octaves]
+        y_rq = tuple(tuple(int(v[0]) for v in _rq(r)) for r in real)
+        lo_rq = tuple(tuple(int(v[0]) for v in _rq(r / 128)) for r in real)
         bias = round_half_away_from_zero(b / so).astype(np.int64)
         so = tuple(float(v) for v in np.broadcast_to(so, (H,))) if per_lane else float(so)
-        return cls(H, tuple(sz), so, tuple(w), mu_rq, tuple(e), proto.signs, d_rq, sq_rq, sq_w, q_reps, octaves, y_rq, lo_rq,
+        return cls(H, tuple(sz), so, tuple(w), mu_rq, tuple(e), proto.signs, d_rq, n_rq, sq_rq, sq_w, q_reps, octaves,
+                   y_rq, lo_rq,
                    tuple(int(v) for v in bias))
 
 
@@ -158,11 +173,16 @@ def rsqrt_tables():
     return hi, lo
 
 
-def centre(spec: LayerNormSpec, z) -> np.ndarray:
-    """Step 0: the centred int8 ``d`` of int8 ``z`` (H,)."""
+def centred(spec: LayerNormSpec, z) -> np.ndarray:
+    """Step 0 before a requantisation: ``sign (127 z - e mu)`` (int32, exact) of int8 ``z`` (H,)."""
     z = _v(z)
     mu = int(requantise(int(z @ _v(spec.w)), *spec.mu_rq))
-    return requantise(_v(spec.signs) * (127 * z - _v(spec.e) * mu), *spec.d_rq).astype(np.int64)
+    return _v(spec.signs) * (127 * z - _v(spec.e) * mu)
+
+
+def centre(spec: LayerNormSpec, z) -> np.ndarray:
+    """Step 0: the centred int8 ``d`` of int8 ``z`` (H,)."""
+    return requantise(centred(spec, z), *spec.d_rq).astype(np.int64)
 
 
 def layernorm_int(spec: LayerNormSpec, z) -> NormStages:
@@ -170,7 +190,8 @@ def layernorm_int(spec: LayerNormSpec, z) -> NormStages:
     z = _v(z)
     if z.shape != (spec.H,):
         raise NumericsError(f"z must be ({spec.H},), got {z.shape}")
-    d = centre(spec, z)
+    acc = centred(spec, z)
+    d, n = (requantise(acc, *rq).astype(np.int64) for rq in (spec.d_rq, (_v(spec.n_rq[0]), _v(spec.n_rq[1]))))
     sq = requantise(d * d, _v(spec.sq_rq[0]), _v(spec.sq_rq[1])).astype(np.int64)
     Q = spec.q_reps * int((_v(spec.sq_w) * sq).sum())
     (hi, lo), total, codes = rsqrt_tables(), _v(spec.bias).copy(), {}
@@ -178,7 +199,7 @@ def layernorm_int(spec: LayerNormSpec, z) -> NormStages:
         c = int(requantise(Q - MANTISSA_OFFSET * (1 << i) - ((1 << i) >> 1), 1, i))
         a, b = int(hi[c & 0xFF]), int(lo[c & 0xFF])
         codes[i] = (c, a, b)
-        total += requantise(a * d, _v(m), _v(s)).astype(np.int64) + requantise(b * d, _v(m_lo), _v(s_lo)).astype(np.int64)
+        total += requantise(a * n, m, s).astype(np.int64) + requantise(b * n, m_lo, s_lo).astype(np.int64)
     return NormStages(sq, Q, codes, requantise(total, 1, 0).astype(np.int64))
 
 

@@ -89,6 +89,10 @@ def test_a_small_bert_on_chip_equals_its_integer_model():
     ids = [vector_index(r.memory[ID_MEM][row]) for row in loop.id_rows]
     assert ids == generate(model, prompt, tokens)
     assert compare(golden_observed(r), promise(*loop.manifest()), skip=("write values",)) == []
+    # a LayerNorm's entries: the mean's, per block the squares', n's and the output's, per octave
+    # HI's and LO's shared by the blocks
+    for spec in model.norms():
+        assert len(loop.pn[id(spec)]) == 1 + 3 * loop.KH + 2 * len(spec.octaves)
     caches = Caches()                      # the integer model over the same tokens
     for t in prompt + ids[:-1]:
         step_int(model, t, caches)

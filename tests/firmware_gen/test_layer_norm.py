@@ -51,12 +51,15 @@ def test_layer_norm_is_within_codes_of_float(seed):
 
 def test_layer_norm_follows_float_with_wide_lanes():
     """Three lanes 10 to 40 times wider than the rest (a BERT residual sum's): cosine with the
-    float LayerNorm at least 0.998 on every row (a wide lane's square rounds in its own coarse
-    unit: the scale of a row with a small variance is a few per cent off)."""
+    float LayerNorm at least 0.996 on every row.  Two costs: a wide lane's square rounds in its own
+    coarse unit (the scale of a row with a small variance is a few per cent off), and ``n`` has one
+    scale for every lane (the octaves' entries are shared by the blocks), set by the rows where a
+    wide lane is large with the variance it makes: a narrow lane's ``n`` spans a quarter of int8
+    here (all-MiniLM-L6-v2's: a half to two thirds, its cosine with float unchanged)."""
     spec, codes, s, g, b = calibrated(residual_sums())
     worst = min(cosine(layernorm_int(spec, row).y * np.asarray(spec.out_scale), layernorm_float(row * s, g, b))
                 for row in codes)
-    assert worst >= 0.998, worst
+    assert worst >= 0.996, worst
 
 
 def test_rows_outside_the_calibration_still_normalise():
@@ -86,7 +89,7 @@ def test_centring_removes_the_mean():
 def test_negative_gain_lanes_flip_their_sign_not_their_multiplier():
     spec, *_ = calibrated(residual_sums())
     assert -1 in spec.signs and 1 in spec.signs
-    assert all(m >= 1 for ms, _ in spec.y_rq for m in ms)
+    assert all(m >= 1 for m in spec.n_rq[0]) and all(m >= 1 for m, _ in spec.y_rq)
 
 
 def test_the_reciprocal_square_root_tables():
