@@ -7,7 +7,7 @@ loaded four rows a cycle, and the x slots and accumulator rows each value waits 
 
 from __future__ import annotations
 
-from lpu_arch.isa import DELAY_MAX, EAST, MXM_LATENCY, WEST, Instr, MMFlag
+from lpu_arch.isa import DELAY_MAX, EAST, MXM_LATENCY, WEST, Instr, MMFlag, Op
 
 from firmware_gen.compiler import CompileError
 from firmware_gen.compiler.tile_state import SIDES, TileState
@@ -15,6 +15,7 @@ from firmware_gen.compiler.tile_state import SIDES, TileState
 HORIZON = 1 << 14           # cycles a group may search before the placement gives up (a bug, named)
 IN_DIR = {"MXM_W": WEST, "MXM_E": EAST}        # the streams an MXM reads (from its hemisphere's MEMs)
 LOADER = {"MXM_W": "MXL_W", "MXM_E": "MXL_E"}
+LOADS = {v: k for k, v in LOADER.items()}       # a loader -> the MXM whose x slots it fills
 HEMI = {"MXM_W": "W", "MXM_E": "E"}
 
 
@@ -35,6 +36,8 @@ class Placer:
         self.floor = 0                        # no group or load is placed before this cycle (a step's start)
         self.acc_ready = {}                   # (side, row) -> first cycle its sum may be read (flushed)
         self.slot_ready = {s: {} for s in SIDES}
+        self.acc_read = {}                    # (side, row) -> the last cycle an EMIT reads its sum
+        self.slot_read = {}                   # (side, slot) -> the last cycle an MM reads it
         self.swap = {s: 0 for s in SIDES}     # the cycle the active block swapped in
 
     def pos(self, name):
@@ -42,8 +45,28 @@ class Placer:
 
     def fits(self, items, t):
         res = self.res
-        return all(res.slot_free(i.slice, t + i.off)
+        return all(res.slot_free(i.slice, t + i.off) and self._after_reads(i, t + i.off)
                    and (i.to is None or res.drives_free(i.slice, t + i.off, i.ins, i.to)) for i in items)
+
+    def _after_reads(self, item, t) -> bool:
+        """Whether ``item`` at cycle ``t`` overwrites nothing a read placed before it still needs: an
+        ``LX`` comes after the last ``MM`` of its slot, an ``MM`` without ``ACC`` after the last
+        ``EMIT`` of its row (a slot or row is reused once read)."""
+        ins = item.ins
+        if ins.op == Op.LX:
+            return t > self.slot_read.get((LOADS[item.slice], ins.operand("slot")), -1)
+        if ins.op == Op.MM and not ins.aux & MMFlag.ACC:
+            return t > self.acc_read.get((item.slice, ins.operand("acc")), -1)
+        return True
+
+    def _reads(self, item, t):
+        ins = item.ins
+        if ins.op == Op.MM:
+            key = (item.slice, ins.operand("slot"))
+            self.slot_read[key] = max(self.slot_read.get(key, -1), t)
+            if ins.aux & MMFlag.EMIT:
+                key = (item.slice, ins.operand("acc"))
+                self.acc_read[key] = max(self.acc_read.get(key, -1), t)
 
     def place(self, items, t0, who):
         """The earliest cycle ``t >= t0`` on which every item of the group is free; taken and
@@ -55,6 +78,7 @@ class Placer:
             if t > t0 + HORIZON:
                 raise CompileError(f"{who}: no cycle from {t0} to {t} fits it: this schedule cannot place it")
         for i in items:
+            self._reads(i, t + i.off)
             self.res.take_slot(i.slice, t + i.off, who)
             if i.to is not None:
                 self.res.take_drives(i.slice, t + i.off, i.ins, i.to, who)

@@ -126,9 +126,10 @@ class LoopNorms:
         ``slot(*dst, k)``: the lanes' weighted sum on ``MXM_W`` and the mean by a VOP into both MXMs;
         on each MXM ``sign (127 z - e mu)`` per block (d before its requantisation, which the VOPs
         reading it apply); the squares by ``GATE`` into ``MXM_W``, their weighted sum (``q_reps``
-        rounds); n per block by a VOP back into ``MXM_E``; per octave and block a ``GATE`` and
-        ``TABLE`` VOP of HI and one of LO (an entry per octave) into ``MXM_E``, summed on its
-        identity block and requantised with the bias into ``dst``."""
+        rounds); n per block by a VOP back into ``MXM_E``; block by block, per octave a ``GATE`` and
+        ``TABLE`` VOP of HI and one of LO (an entry per octave) into ``MXM_E`` (the slots of one
+        block, reused by the next), summed on its identity block and requantised with the bias into
+        ``dst``."""
         pl, KH, prm, B = self.pl, self.KH, self.pn[id(spec)], self.ln[id(spec)]
         n = 0
         for k in range(KH):                 # S = sum_k w_k z_k, in every lane
@@ -160,14 +161,12 @@ class LoopNorms:
                     pl.load("MXM_W", blk, 0, f"{who}: the squares' weights [{k}]")
                     pl.mm("MXM_W", self.slot("sq", k), self.acc("q", 0), MMFlag.ACC if n else 0, 0, f"{who}: Q")
                     n += 1
-        for k in range(KH):                 # per octave, HI and LO, into MXM_E
-            for i in spec.octaves:
-                for part in ("hi", "lo"):
-                    self._gate(self.acc("q", 0), self.acc("nn", k), prm[i, part], True, "MXM_E",
-                               self.slot("lny", k, i, part), f"{who}: octave {i} {part} [{k}]")
         pl.load("MXM_E", self.eye["E"], 0, f"{who}: identity block of MXM_E")
-        for k in range(KH):                 # the parts' sum and the bias, requantised into both MXMs
-            parts = [self.slot("lny", k, i, part) for i in spec.octaves for part in ("hi", "lo")]
-            for j, slot in enumerate(parts):
-                pl.mm("MXM_E", slot, self.acc("ny", k), MMFlag.ACC if j else 0, 0, f"{who}: y[{k}]")
+        for k in range(KH):                 # per octave, HI and LO, into MXM_E; their sum and the bias
+            parts = [(i, part) for i in spec.octaves for part in ("hi", "lo")]
+            for i, part in parts:
+                self._gate(self.acc("q", 0), self.acc("nn", k), prm[i, part], True, "MXM_E",
+                           self.slot("lny", i, part), f"{who}: octave {i} {part} [{k}]")
+            for j, (i, part) in enumerate(parts):
+                pl.mm("MXM_E", self.slot("lny", i, part), self.acc("ny", k), MMFlag.ACC if j else 0, 0, f"{who}: y[{k}]")
             self._to_slot("MXM_E", self.acc("ny", k), prm["out", k], self.slot(*dst, k), 0, f"{who}: out [{k}]")

@@ -72,6 +72,8 @@ def side_of(i: int) -> str:
 STRIPE = 4                         # MEM slices a weight block is striped over (LW n)
 TOKEN_REG = 1                      # the base register SETB sets to the token id
 RELU_TABLE = 3                     # (the attention step's exp and reciprocal tables are 1 and 2; the norms' 4..6)
+LAYER_SLOTS = ("x", "mid", "n1", "n2", "z1", "z2", "h", "ya")     # slot keys with a layer index
+HEAD_ROWS = 64                     # accumulator rows the LM head's blocks take in turn
 SLOT_BASE, ACC_BASE = 400, 64      # the loop's x slots and accumulator rows: past the attention step's
 LX_STREAM, ID_STREAM = 4, 6       # west-flowing: x copies, the id read back (H_STREAM: loop_norms)
 EMIT_STREAM, INDEX_STREAM = 0, 6                # east-flowing: the logits' planes, ARGMAX's index
@@ -100,6 +102,9 @@ class TokenLoop(LoopNorms, LoopBert):
         L = cfg.lanes
         self.KH, self.KI, self.KV = model.H // L, model.I // L, -(-model.vocab // L)
         self.KA = model.heads * HEAD_DIM // L          # q (k, v) blocks of a layer
+        # (per layer while they fit in half the slots past SLOT_BASE; all-MiniLM-L6-v2's do not)
+        self.shared_slots = (len(model.layers) * (4 * self.KH + self.KI + self.KA)
+                             > (cfg.mxm_xbuf_depth - SLOT_BASE) // 2)
         self._check()
         self.state = TileState(cfg)
         self.pl = Placer(self.state)
@@ -147,8 +152,8 @@ class TokenLoop(LoopNorms, LoopBert):
                                f"per token of a MEM slice of {cfg.mem_depth} rows")
         rows = self.acc("nn", self.KH) if any(isinstance(n, LayerNormSpec) for n in m.norms()) else self.acc("mu", 1)
         if rows > cfg.mxm_acc_depth:
-            raise CompileError(f"the loop needs accumulator rows up to {rows - 1} (the LM head's {-(-m.vocab // L)} "
-                               f"blocks); an MXM has mxm_acc_depth = {cfg.mxm_acc_depth}")
+            raise CompileError(f"the loop needs accumulator rows up to {rows - 1}; an MXM has mxm_acc_depth = "
+                               f"{cfg.mxm_acc_depth}")
 
     # ---- layout ------------------------------------------------------------------------------
     def _block(self, block, hemi="W"):
@@ -233,7 +238,12 @@ class TokenLoop(LoopNorms, LoopBert):
         """The x slot of ``key`` (the same number on both MXMs): ``("x", l, k)`` block k of layer l's
         input (``l`` = the number of layers: the final norm's), ``("mid", l, k)`` after its attention
         part, ``("n1" | "n2", l, k)`` their norms, ``("nf", k)`` the final norm's, ``("h", l, i)``,
-        ``("ya", l, j)`` the heads' outputs, the norms' ``("sq", k)`` and ``("ny", k, i)``."""
+        ``("ya", l, j)`` the heads' outputs, the norms' ``("sq", k)`` and ``("ny", k, i)``.  A model
+        whose layers' slots would not fit (``shared_slots``) shares them: a layer's vectors take the
+        slots of the layer before the one before (``l`` mod 2), h and the heads' outputs those of
+        every layer; a slot is written again only once what read it is placed (``Placer``)."""
+        if self.shared_slots and len(key) > 1 and key[0] in LAYER_SLOTS:
+            key = (key[0], *key[2:]) if key[0] in ("h", "ya") else (key[0], key[1] % 2, *key[2:])
         s = self.slots.get(key)
         if s is None:
             s = self.slots[key] = SLOT_BASE + 1 + len(self.slots)
@@ -248,16 +258,19 @@ class TokenLoop(LoopNorms, LoopBert):
 
     def acc(self, what, i):
         """Accumulator rows (past ``ACC_BASE``): h's (``"h"``), the new x's (``"y"``), q, k and
-        v's (``"p"``), the logits' (``"v"``); a norm's x on ``MXM_W`` and ``MXM_E`` (``"nw"``,
-        ``"ne"``), its sum of squares (``"q"``), its output on ``MXM_E`` (``"ny"``) and a LayerNorm's
-        sum of the lanes (``"mu"``, on ``MXM_W``) and its ``n`` (``"nn"``, on ``MXM_E``)."""
-        KH, KI = self.KH, self.KI
+        v's (``"p"``), the logits' (``"v"``: ``HEAD_ROWS`` rows in turn, each reused once the
+        argmax has read it); a norm's x on ``MXM_W`` and ``MXM_E`` (``"nw"``, ``"ne"``), its sum
+        of squares (``"q"``), its output on ``MXM_E`` (``"ny"``) and a LayerNorm's sum of the
+        lanes (``"mu"``, on ``MXM_W``) and its ``n`` (``"nn"``, on ``MXM_E``)."""
+        KH, KI, KV = self.KH, self.KI, min(self.KV, HEAD_ROWS)
+        if what == "v":
+            i %= KV
         return ACC_BASE + {"h": 0, "y": KI, "p": KI + KH, "v": KI + KH + 3 * self.KA,
-                           "nw": KI + KH + 3 * self.KA + self.KV, "ne": KI + KH + 3 * self.KA + self.KV + KH,
-                           "q": KI + KH + 3 * self.KA + self.KV + 2 * KH,
-                           "ny": KI + KH + 3 * self.KA + self.KV + 2 * KH + 1,
-                           "mu": KI + KH + 3 * self.KA + self.KV + 3 * KH + 1,
-                           "nn": KI + KH + 3 * self.KA + self.KV + 3 * KH + 2}[what] + i
+                           "nw": KI + KH + 3 * self.KA + KV, "ne": KI + KH + 3 * self.KA + KV + KH,
+                           "q": KI + KH + 3 * self.KA + KV + 2 * KH,
+                           "ny": KI + KH + 3 * self.KA + KV + 2 * KH + 1,
+                           "mu": KI + KH + 3 * self.KA + KV + 3 * KH + 1,
+                           "nn": KI + KH + 3 * self.KA + KV + 3 * KH + 2}[what] + i
 
     # ---- placement ---------------------------------------------------------------------------
     def _start(self):

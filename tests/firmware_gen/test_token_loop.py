@@ -248,3 +248,19 @@ def test_layer_norms_on_chip_equal_the_integer_reference(model):
     assert want != generate(MODEL if model == "mlp" else ATTN, prompt, tokens)     # the LayerNorms count
     assert len(loop.ln) == len(loop.norms()) == 2 * len(m.layers) + 1 - (model == "mlp") * len(m.layers)
     assert compare(golden_observed(r), promise(*loop.manifest()), skip=("write values",)) == []
+
+
+def test_a_model_past_the_dedicated_rows_and_slots_reuses_them():
+    """A vocabulary of more than ``HEAD_ROWS`` blocks of logits (their accumulator rows taken in
+    turn) and more layers than their own x slots fit (``shared_slots``: a layer's vectors in the
+    slots of the layer before the one before, h and y in every layer's): the ids of the integer
+    reference and every write as predicted, so no slot or row is written before what read it."""
+    from firmware_gen.compiler.token_loop import HEAD_ROWS
+    m = synthetic(vocab=16 * HEAD_ROWS + 80, H=32, I=64, layers=5, heads=1, seed=2)
+    cfg = CFG.with_overrides(["mem_depth=4096", "mxm_acc_depth=256", "vxm_param_depth=256"])
+    prompt, tokens = [4, 9], 3
+    loop = TokenLoop(cfg, m, tokens, prompt_len=len(prompt))
+    assert loop.shared_slots and loop.KV > HEAD_ROWS
+    r = archmodel.run(loop.program(prompt))
+    assert [vector_index(r.memory[ID_MEM][row]) for row in loop.id_rows] == generate(m, prompt, tokens)
+    assert compare(golden_observed(r), promise(*loop.manifest()), skip=("write values",)) == []
