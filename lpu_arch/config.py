@@ -219,12 +219,13 @@ class TileConfig:
         need(1 <= self.mem_slices <= self.MAX_MEM_SLICES,
              f"mem_slices per hemisphere must be in 1..{self.MAX_MEM_SLICES}, got {self.mem_slices}")
         pow2("mem_depth", 2, self.MAX_MEM_DEPTH)
-        pow2("iq_depth", 2, 1 << 16)
+        pow2("iq_depth", 2, 1 << 19, " (the host map's two words an instruction within a slice's 2**20)")
         need(self.trace_depth == 0 or (_is_pow2(self.trace_depth) and self.trace_depth <= 1 << 16),
              f"trace_depth must be 0 or a power of two up to 65536, got {self.trace_depth}")
         for name in ("mxm_acc_depth", "mxm_xbuf_depth"):
             pow2(name, 2, 1 << isa.MM_ACC_BITS, " (MM's operand field)")
-        pow2("vxm_param_depth", 2, 4096)
+        pow2("vxm_param_depth", 2, 1 << 13, " (the host map's VXM words at 16 lanes; hostmap.check_fits "
+             "states the bound at other widths)")
         pow2("vxm_tables", 1, 256, " (a parameter entry's table field)")
         pow2("base_regs", 2, 1 << isa.BASE_BITS, " (the base operand)")
         need(0 <= self.links <= self.MAX_LINKS, f"links must be in 0..{self.MAX_LINKS}, got {self.links}")

@@ -186,6 +186,9 @@ def check_fits(cfg: TileConfig) -> None:
     if cfg.mem_depth * cfg.words_per_vector > WORD_MASK + 1:
         raise ConfigError(f"a MEM slice of {cfg.mem_depth} x {cfg.lanes} bytes exceeds the host "
                           f"map's {WORD_MASK + 1} words per slice")
+    if 2 * cfg.iq_depth > WORD_MASK + 1:
+        raise ConfigError(f"an instruction queue of {cfg.iq_depth} exceeds the host map's {WORD_MASK + 1} words "
+                          f"per slice (two an instruction)")
     if cfg.vxm_param_depth * cfg.lanes * VXM_PARAM_WORDS > WORD_MASK + 1:
         raise ConfigError(f"the VXM parameter memory ({cfg.vxm_param_depth} entries x {cfg.lanes} lanes x "
                           f"{VXM_PARAM_WORDS} words) exceeds the host map's {WORD_MASK + 1} words")

@@ -24,7 +24,7 @@ MEM slices (row ``r`` in slice ``r % 4``, so an ``LW`` takes four rows a cycle):
 Each step writes the new ``k`` and ``v`` into the caches, re-transposes the V block that
 holds the new position (``READ`` + ``TRI``, ``TRO`` + ``WRITE`` at ``SXM_E``), then per head
 runs the steps of ``golden/attention.py``: scores on ``MXM_W``, the coarse VOP, the maximum
-by ``MAX`` at ``SXM_W`` (each partial maximum bounced through a scratch row of ``MEM_W3``),
+by ``MAX`` at ``SXM_W`` (each partial maximum bounced through a scratch row of the slice beside it),
 the fine VOP with ``ADD`` and ``EXP`` (``e'`` to both MXMs), ``E`` and ``U``, the octave VOPs
 with ``GATE`` and ``RECIP``, their sum on the identity block and a last VOP that writes ``y``.
 """
@@ -106,9 +106,9 @@ class AttentionStep:
         for f, (v, why) in NEEDS.items():
             if getattr(cfg, f) != v:
                 raise CompileError(f"the attention step needs {f} = {v} (--set {f}={v}): {why}")
-        if L != BLOCK or cfg.mem_slices != STRIPE or cfg.streams < 7 or cfg.mxm_dtype != "int8":
-            raise CompileError(f"the attention step is laid out for {BLOCK} lanes, {STRIPE} MEM slices per "
-                               f"hemisphere, 7 streams and an int8 MXM: the tile has {L}, {cfg.mem_slices}, "
+        if L != BLOCK or cfg.mem_slices % STRIPE or cfg.streams < 7 or cfg.mxm_dtype != "int8":
+            raise CompileError(f"the attention step is laid out for {BLOCK} lanes, a multiple of {STRIPE} MEM slices "
+                               f"per hemisphere (it uses the first {STRIPE}), 7 streams and an int8 MXM: the tile has {L}, {cfg.mem_slices}, "
                                f"{cfg.streams}, {cfg.mxm_dtype}")
         if not 1 <= self.nb <= MAX_CONTEXT // BLOCK:
             raise CompileError(f"a context of {self.nb} blocks of {BLOCK} positions does not fit: the cache holds "
@@ -159,7 +159,7 @@ class AttentionStep:
         self.negmax = {h: self._block("E", neg_max_block(s.coarse_shift)[0]) for h, s in enumerate(self.specs)}
         self.const = {("W", v): self._row("MEM_W0", np.full(BLOCK, v)) for v in (0, -128, 127)}
         self.const.update({("E", v): self._row("MEM_E0", np.full(BLOCK, v)) for v in (0, 127)})
-        self.scratch = {h: self._row("MEM_W3") for h in range(H)}
+        self.scratch = {h: self._row(self.scratch_mem) for h in range(H)}
         self.q_row = {(h, b): self._row("MEM_W0") for h in range(H) for b in range(KB)}
         self.v_row = {(h, b): self._row("MEM_W0") for h in range(H) for b in range(KB)}
         self.k_row = {(h, b): self._row("MEM_E0") for h in range(H) for b in range(KB)}
@@ -295,10 +295,15 @@ class AttentionStep:
         for _ in range(spec.mask_mms):
             pl.mm("MXM_W", self.M128, self.S(h, self.nb - 1), MMFlag.ACC, 0, f"mask of head {h}")
 
+    @property
+    def scratch_mem(self) -> str:
+        """The slice beside ``SXM_W`` (the last of the west hemisphere): the maxima's scratch rows."""
+        return f"MEM_W{self.cfg.mem_slices - 1}"
+
     def _coarse_max(self, h):
         """Steps 2 and 3: the coarse VOP per block, ``MAX`` of the blocks at ``SXM_W``, then of
         the lanes (rotations by 8, 4, 2, 1); ``zmax`` into ``MXM_E``'s x slot."""
-        pl, lag, sc, sx = self.pl, self.pl.emit_lag("MXM_W"), "MEM_W3", "SXM_W"
+        pl, lag, sc, sx = self.pl, self.pl.emit_lag("MXM_W"), self.scratch_mem, "SXM_W"
         px, ps = pl.pos(sx), pl.pos(sc)
         at_sxm = lag + self.cfg.vxm_latency + self.cfg.vxm_position - px
         row, ready = self.scratch[h], 0

@@ -19,6 +19,15 @@ LOADS = {v: k for k, v in LOADER.items()}       # a loader -> the MXM whose x sl
 HEMI = {"MXM_W": "W", "MXM_E": "E"}
 
 
+class Stripe(list):
+    """A weight block's per-slice first rows on slices ``first`` .. ``first + len - 1`` of a
+    hemisphere (a plain list: slices 0 ..)."""
+
+    def __init__(self, addrs, first: int = 0):
+        super().__init__(addrs)
+        self.first = first
+
+
 class Item:
     """One instruction of a group: ``slice`` issues ``ins`` ``off`` cycles after the group's
     cycle; ``to``: the position (or ``{direction: position}``) its drives reach."""
@@ -101,8 +110,8 @@ class Placer:
         """``LW`` a block striped over the hemisphere's slices (row ``r`` at slice ``r % 4``,
         address ``addrs[r % 4] + stride * (r // 4)``, through base register ``base``) into ``side``,
         four rows a cycle from streams 0..3; its MMs may issue from the returned swap cycle."""
-        d, px, n = IN_DIR[side], self.pos(side), len(addrs)
-        mems = [f"MEM_{HEMI[side]}{j}" for j in range(n)]
+        d, px, n, first = IN_DIR[side], self.pos(side), len(addrs), getattr(addrs, "first", 0)
+        mems = [f"MEM_{HEMI[side]}{first + j}" for j in range(n)]
         leads = [1 + abs(self.pos(m) - px) for m in mems]
         rows = self.cfg.lanes // n
         t_s = max(t0, self.floor, self.swap[side], self.state.last_mm[side] + 1 - rows, max(leads),

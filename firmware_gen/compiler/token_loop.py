@@ -46,7 +46,7 @@ from lpu_arch.isa import EAST, MXM_LATENCY, SETB_LATENCY, SXM_LATENCY, WEST, Arg
 
 from firmware_gen.compiler import CompileError
 from firmware_gen.compiler.attention import AttentionStep
-from firmware_gen.compiler.attention_place import Item, Placer
+from firmware_gen.compiler.attention_place import Item, Placer, Stripe
 from firmware_gen.compiler.reserve import lower
 from firmware_gen.compiler.schedule import PredictedWrite
 from firmware_gen.compiler.tile_state import TileState
@@ -110,6 +110,7 @@ class TokenLoop(LoopNorms, LoopBert):
         self.pl = Placer(self.state)
         self.steps = {}                 # layer -> its first AttentionStep (the caches the others share)
         self.slots = {}                 # slot() keys -> x slots
+        self.group = {}                 # hemisphere -> the group of four slices the last block took
         self.attention_spans = {}       # (position, layer) -> (its q, k, v written, its y written): the step's cycles
         self._layout()
         self._params()
@@ -127,9 +128,9 @@ class TokenLoop(LoopNorms, LoopBert):
         for f, why in needs.items():
             if not getattr(cfg, f):
                 raise CompileError(f"the token loop needs {f} = 1 (--set {f}=1): {why}")
-        if cfg.mem_slices != STRIPE or cfg.streams < 7 or cfg.mxm_dtype != "int8" or cfg.links or L != BLOCK:
-            raise CompileError(f"the token loop is laid out for {BLOCK} lanes, {STRIPE} MEM slices per hemisphere, "
-                               f"7 streams, an int8 MXM and a single tile: the tile has {L}, {cfg.mem_slices}, "
+        if cfg.mem_slices % STRIPE or cfg.streams < 7 or cfg.mxm_dtype != "int8" or cfg.links or L != BLOCK:
+            raise CompileError(f"the token loop is laid out for {BLOCK} lanes, a multiple of {STRIPE} MEM slices per "
+                               f"hemisphere, 7 streams, an int8 MXM and a single tile: the tile has {L}, {cfg.mem_slices}, "
                                f"{cfg.streams}, {cfg.mxm_dtype}, {cfg.links} link(s)")
         tables = TABLE_BASE + sum(len(l.table) for l in m.layers if l.table_lane is not None)
         if any(l.table_lane is not None for l in m.layers) and tables > cfg.vxm_tables:
@@ -157,13 +158,16 @@ class TokenLoop(LoopNorms, LoopBert):
 
     # ---- layout ------------------------------------------------------------------------------
     def _block(self, block, hemi="W"):
-        """A 16-row weight block striped over a hemisphere's slices: its per-slice first rows."""
-        rows = self.cfg.lanes // STRIPE
-        a = [self.state.alloc(f"MEM_{hemi}{s}", rows) for s in range(STRIPE)]
+        """A 16-row weight block striped over four of a hemisphere's slices (the next group of four
+        in turn, where the tile has more): its per-slice first rows."""
+        rows, groups = self.cfg.lanes // STRIPE, self.cfg.mem_slices // STRIPE
+        g = self.group[hemi] = (self.group.get(hemi, -1) + 1) % groups
+        mems = [f"MEM_{hemi}{g * STRIPE + s}" for s in range(STRIPE)]
+        a = [self.state.alloc(m, rows) for m in mems]
         b = np.asarray(block, np.int64)
-        for s in range(STRIPE):
-            self.state.load(f"MEM_{hemi}{s}", a[s], b[s::STRIPE] & 0xFF)
-        return a
+        for s, m in enumerate(mems):
+            self.state.load(m, a[s], b[s::STRIPE] & 0xFF)
+        return Stripe(a, g * STRIPE) if g else a
 
     def _blocks(self, W):
         """Every lanes x lanes block of ``W`` (zero-padded), by (row block, column block): the
@@ -176,7 +180,8 @@ class TokenLoop(LoopNorms, LoopBert):
                 for i in range(r) for k in range(c)}
 
     def _layout(self):
-        m, L, st = self.model, self.cfg.lanes, self.state
+        m, cfg, st = self.model, self.cfg, self.state
+        L = cfg.lanes
         eye = np.eye(L, dtype=np.int64)
         self.W1 = [self._blocks(l.W1) for l in m.layers]
         self.W2 = [self._blocks(l.W2) for l in m.layers]
@@ -190,8 +195,10 @@ class TokenLoop(LoopNorms, LoopBert):
                                                                           if not isinstance(n, LayerNormSpec)})}
         self.ln = {id(n): self._ln_blocks(n) for n in self.norms() if isinstance(n, LayerNormSpec)}
         self.embed = {}             # embedding block k: (slice, first row); token t's at row + t
+        slices = [f"MEM_{h}{s}" for s in range(cfg.mem_slices) for h in "WE"] if cfg.mem_slices > STRIPE else \
+            [f"MEM_W{s}" for s in range(STRIPE)]        # (a larger tile: over both hemispheres)
         for k in range(self.KH):
-            mem = f"MEM_W{k % STRIPE}"
+            mem = slices[k % len(slices)]
             a = st.alloc(mem, m.vocab)
             st.load(mem, a, m.embed[:, k * L:(k + 1) * L].astype(np.int64) & 0xFF)
             self.embed[k] = (mem, a)

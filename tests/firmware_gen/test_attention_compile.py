@@ -85,3 +85,20 @@ def test_limits_are_compile_errors():
         _step(1).bases(17)
     with pytest.raises(CompileError, match="vxm_param_depth"):
         AttentionStep(CFG, SPECS * 4, 1)
+
+
+def test_a_tile_of_more_slices_keeps_the_step_exact():
+    """8 + 8 MEM slices (a tile fitted for a larger model): the caches stay on the first four of
+    each hemisphere and the maxima's scratch row moves to the slice beside ``SXM_W``."""
+    global CFG
+    saved, CFG = CFG, CFG.with_overrides(["mem_slices=8"])
+    try:
+        STEPS.clear()
+        step, prog, y, res = _run(17, seed=3)
+        assert step.scratch_mem == "MEM_W7"
+        for (h, b), got in _outputs(step, res).items():
+            assert np.array_equal(got, y[h][BLOCK * b:BLOCK * (b + 1)]), (h, b)
+        assert compare(golden_observed(res), promise(*step.manifest(17, y)), skip=("write values", "busy")) == []
+    finally:
+        CFG = saved
+        STEPS.clear()
