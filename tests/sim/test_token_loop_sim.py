@@ -77,8 +77,9 @@ def test_layer_norms_on_the_rtl_tile(sim):
 
 # make test-long: a small BERT (every piece all-MiniLM-L6-v2's integer model has: position rows,
 # LayerNorms after the residuals and position 0's own, biases, per-lane requantisations, GELU
-# tables by lane) on the RTL tile; the golden model's test is in make test
-# (tests/firmware_gen/test_bert_loop.py).
+# tables by lane) on the RTL tile of 8 + 8 MEM slices all-MiniLM-L6-v2's takes (the blocks striped
+# over both groups of four, the attention's maxima through the slice beside SXM_W); the golden
+# model's tests are in make test (tests/firmware_gen/test_bert_loop.py, tests/sim/test_bert_on_chip.py).
 @pytest.mark.long
 @pytest.mark.parametrize("sim", SIMS)
 def test_a_small_bert_on_the_rtl_tile(sim):
@@ -89,7 +90,8 @@ def test_a_small_bert_on_the_rtl_tile(sim):
     from tests.firmware_gen.test_bert_loop import small_bert
     rng = np.random.default_rng(5)
     model = quantise_bert(small_bert(H=64, I=128, vocab=48), [list(rng.integers(0, 48, 24)) for _ in range(8)])
-    cfg = on_chip_config().with_overrides(["vxm_param_depth=1024", "vxm_tables=32", "mxm_xbuf_depth=1024"])
+    cfg = on_chip_config().with_overrides(["vxm_param_depth=1024", "vxm_tables=32", "mxm_xbuf_depth=1024",
+                                           "mem_slices=8"])
     runs = LoopRuns(cfg, model, [3, 5, 7], 3, 3, 1)
     assert runs.golden_problems() == []
     res = build_tile(cfg, sim).run(runs.jobs(), name="small BERT")
