@@ -13,6 +13,8 @@ import numpy as np
 
 from lpu_arch.isa import MMFlag
 
+from firmware_gen.compiler.loop_norms import RELU_TABLE, side_of
+
 TABLE_BASE = 7                      # a model's activation tables by lane: from here (the loop's are 1..6)
 POSITION_MEM = "MEM_E{}"            # block k's position rows: MEM_E(k % 4) (the embedding's are in MEM_W)
 
@@ -46,7 +48,6 @@ class LoopBert:
 
     def activation_entries(self, l: int, layer) -> list:
         """Layer ``l``'s ``h`` entries: its tables set (one, or a table per class of lanes)."""
-        from firmware_gen.compiler.token_loop import RELU_TABLE
         if layer.table_lane is None:
             self.state.set_table(RELU_TABLE, layer.table)
             return self.entries(layer.rq1, layer.b1, self.KI, table=RELU_TABLE)
@@ -79,7 +80,6 @@ class LoopBert:
 
     def embedding_sum(self, pos: int):
         """``x = LN(requant(c_e E[id] + c_p P[pos]))`` from the ``("e", k)`` and ``("p", k)`` slots."""
-        from firmware_gen.compiler.token_loop import side_of
         pl, who = self.pl, f"position {pos}: embedding"
         for k in range(self.KH):
             side, acc = side_of(k), self.acc("y", k)

@@ -16,9 +16,17 @@ from firmware_gen.golden import layer_norm
 from firmware_gen.golden.layer_norm import LayerNormSpec
 from firmware_gen.golden.norm import MANTISSA_OFFSET
 
-RSQRT_TABLE = 4                     # the RMSNorm's (the attention step's exp and reciprocal are 1 and 2)
+SIDES = ("MXM_W", "MXM_E")
+RELU_TABLE = 3                      # the token loop's ReLU (the attention step's exp and reciprocal are 1 and 2)
+RSQRT_TABLE = 4                     # the RMSNorm's
 LN_TABLES = {"hi": 5, "lo": 6}      # a LayerNorm's reciprocal square root, HI and LO (golden/layer_norm.py)
 H_STREAM = 5                        # west-flowing: h and x from the VXM (the loop's other streams: token_loop)
+
+
+def side_of(i: int) -> str:
+    """The MXM that computes output block ``i`` of a matrix: the even ones ``MXM_W``, the odd ones
+    ``MXM_E``, each from its own hemisphere's MEM slices."""
+    return SIDES[i % 2]
 
 
 def _split(v) -> list:

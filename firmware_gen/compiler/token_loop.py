@@ -53,25 +53,17 @@ from firmware_gen.compiler.tile_state import TileState
 from firmware_gen.golden.archmodel import index_vector
 from firmware_gen.golden.attention import BLOCK, MAX_CONTEXT
 from firmware_gen.compiler.loop_bert import TABLE_BASE, LoopBert
-from firmware_gen.compiler.loop_norms import H_STREAM, LN_TABLES, RSQRT_TABLE, LoopNorms
+from firmware_gen.compiler.loop_norms import H_STREAM, LN_TABLES, RELU_TABLE, RSQRT_TABLE, SIDES, LoopNorms, side_of
 from firmware_gen.golden import layer_norm
 from firmware_gen.golden.layer_norm import LayerNormSpec
 from firmware_gen.golden.norm import rsqrt_table
 from firmware_gen.golden.token_loop import HEAD_DIM, LoopModel
 from firmware_gen.program import Program
 
-SIDES = ("MXM_W", "MXM_E")
 IN_DIR = {"MXM_W": WEST, "MXM_E": EAST}        # the streams an MXM reads (from its hemisphere's MEMs)
 OUT_DIR = {"MXM_W": EAST, "MXM_E": WEST}       # the way its EMIT flows (towards the VXM)
-
-
-def side_of(i: int) -> str:
-    """The MXM that computes output block ``i`` of a matrix: the even ones ``MXM_W``, the odd ones
-    ``MXM_E``, each from its own hemisphere's MEM slices."""
-    return SIDES[i % 2]
 STRIPE = 4                         # MEM slices a weight block is striped over (LW n)
 TOKEN_REG = 1                      # the base register SETB sets to the token id
-RELU_TABLE = 3                     # (the attention step's exp and reciprocal tables are 1 and 2; the norms' 4..6)
 LAYER_SLOTS = ("x", "mid", "n1", "n2", "z1", "z2", "h", "ya")     # slot keys with a layer index
 HEAD_ROWS = 64                     # accumulator rows the LM head's blocks take in turn
 SLOT_BASE, ACC_BASE = 400, 64      # the loop's x slots and accumulator rows: past the attention step's
