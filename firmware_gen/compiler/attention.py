@@ -108,8 +108,8 @@ class AttentionStep:
                 raise CompileError(f"the attention step needs {f} = {v} (--set {f}={v}): {why}")
         if L != BLOCK or cfg.mem_slices % STRIPE or cfg.streams < 7 or cfg.mxm_dtype != "int8":
             raise CompileError(f"the attention step is laid out for {BLOCK} lanes, a multiple of {STRIPE} MEM slices "
-                               f"per hemisphere (it uses the first {STRIPE}), 7 streams and an int8 MXM: the tile has {L}, {cfg.mem_slices}, "
-                               f"{cfg.streams}, {cfg.mxm_dtype}")
+                               f"per hemisphere (it uses the first {STRIPE}), 7 streams and an int8 MXM: the tile has "
+                               f"{L}, {cfg.mem_slices}, {cfg.streams}, {cfg.mxm_dtype}")
         if not 1 <= self.nb <= MAX_CONTEXT // BLOCK:
             raise CompileError(f"a context of {self.nb} blocks of {BLOCK} positions does not fit: the cache holds "
                                f"{MAX_CONTEXT} positions ({MAX_CONTEXT // BLOCK} blocks)")

@@ -176,5 +176,6 @@ class LoopNorms:
                 self._gate(self.acc("q", 0), self.acc("nn", k), prm[i, part], True, "MXM_E",
                            self.slot("lny", i, part), f"{who}: octave {i} {part} [{k}]")
             for j, (i, part) in enumerate(parts):
-                pl.mm("MXM_E", self.slot("lny", i, part), self.acc("ny", k), MMFlag.ACC if j else 0, 0, f"{who}: y[{k}]")
+                pl.mm("MXM_E", self.slot("lny", i, part), self.acc("ny", k), MMFlag.ACC if j else 0, 0,
+                      f"{who}: y[{k}]")
             self._to_slot("MXM_E", self.acc("ny", k), prm["out", k], self.slot(*dst, k), 0, f"{who}: out [{k}]")

@@ -122,8 +122,8 @@ class TokenLoop(LoopNorms, LoopBert):
                 raise CompileError(f"the token loop needs {f} = 1 (--set {f}=1): {why}")
         if cfg.mem_slices % STRIPE or cfg.streams < 7 or cfg.mxm_dtype != "int8" or cfg.links or L != BLOCK:
             raise CompileError(f"the token loop is laid out for {BLOCK} lanes, a multiple of {STRIPE} MEM slices per "
-                               f"hemisphere, 7 streams, an int8 MXM and a single tile: the tile has {L}, {cfg.mem_slices}, "
-                               f"{cfg.streams}, {cfg.mxm_dtype}, {cfg.links} link(s)")
+                               f"hemisphere, 7 streams, an int8 MXM and a single tile: the tile has {L}, "
+                               f"{cfg.mem_slices}, {cfg.streams}, {cfg.mxm_dtype}, {cfg.links} link(s)")
         tables = TABLE_BASE + sum(len(l.table) for l in m.layers if l.table_lane is not None)
         if any(l.table_lane is not None for l in m.layers) and tables > cfg.vxm_tables:
             raise CompileError(f"the activation's tables by lane need {tables} VXM tables; the tile has vxm_tables = "
