@@ -117,9 +117,9 @@ class Placer:
         t_s = max(t0, self.floor, self.swap[side], self.state.last_mm[side] + 1 - rows, max(leads),
                   self.state.loader_free[side])
         ldr, start = LOADER[side], t_s
+        reads = [Item(m, c - leads[j], Instr.read(j, d, addrs[j] + stride * c, base), px)
+                 for j, m in enumerate(mems) for c in range(rows)]
         while True:
-            reads = [Item(m, c - leads[j], Instr.read(j, d, addrs[j] + stride * c, base), px)
-                     for j, m in enumerate(mems) for c in range(rows)]
             if self.fits(reads, t_s):
                 lw = next((c for c in range(max(self.state.loader_free[side], t_s - DELAY_MAX), t_s + 1)
                            if self.res.slot_free(ldr, c)), None)

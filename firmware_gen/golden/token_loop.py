@@ -271,8 +271,8 @@ class FloatModel:
                     q, k, v = w["Wq"][rows] @ n, w["Wk"][rows] @ n, w["Wv"][rows] @ n
                     caches.setdefault((l, h), ([], []))[0].append(k)
                     caches[l, h][1].append(v)
-                    for n, a in (("q", q), ("k", k), ("v", v)):
-                        rec((l, n, h), a)
+                    for name, a in (("q", q), ("k", k), ("v", v)):
+                        rec((l, name, h), a)
                     ys.append(head_float(q, np.array(caches[l, h][0]), np.array(caches[l, h][1])))
                     rec((l, "y", h), ys[-1])
                 x = x + w["Wo"] @ np.concatenate(ys)

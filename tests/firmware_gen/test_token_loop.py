@@ -264,3 +264,11 @@ def test_a_model_past_the_dedicated_rows_and_slots_reuses_them():
     r = archmodel.run(loop.program(prompt))
     assert [vector_index(r.memory[ID_MEM][row]) for row in loop.id_rows] == generate(m, prompt, tokens)
     assert compare(golden_observed(r), promise(*loop.manifest()), skip=("write values",)) == []
+
+
+def test_a_model_of_two_heads_quantises():
+    """The float model's trace names each head's q, k and v without overwriting the normalised
+    vector the next head reads (it did: a second head found a string there)."""
+    fm = synthetic_float(vocab=32, H=64, I=64, layers=1, heads=2, seed=1)
+    m = quantise(fm)
+    assert m.heads == 2 and agreement(fm, m, positions=16) >= 0.5
