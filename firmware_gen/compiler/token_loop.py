@@ -39,6 +39,8 @@ run of the same program continues the sequence.  With attention the positions ar
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from lpu_arch.config import TileConfig
@@ -53,7 +55,7 @@ from firmware_gen.compiler.tile_state import TileState
 from firmware_gen.golden.archmodel import index_vector
 from firmware_gen.golden.attention import BLOCK, MAX_CONTEXT
 from firmware_gen.compiler.loop_bert import TABLE_BASE, LoopBert
-from firmware_gen.compiler.loop_norms import H_STREAM, LN_TABLES, RELU_TABLE, RSQRT_TABLE, SIDES, LoopNorms, side_of
+from firmware_gen.compiler.loop_norms import H_STREAM, LN_TABLES, RSQRT_TABLE, SIDES, LoopNorms, side_of
 from firmware_gen.golden import layer_norm
 from firmware_gen.golden.layer_norm import LayerNormSpec
 from firmware_gen.golden.norm import rsqrt_table
@@ -159,7 +161,7 @@ class TokenLoop(LoopNorms, LoopBert):
         b = np.asarray(block, np.int64)
         for s, m in enumerate(mems):
             self.state.load(m, a[s], b[s::STRIPE] & 0xFF)
-        return Stripe(a, g * STRIPE) if g else a
+        return Stripe(a, g * STRIPE)
 
     def _blocks(self, W):
         """Every lanes x lanes block of ``W`` (zero-padded), by (row block, column block): the
@@ -261,15 +263,18 @@ class TokenLoop(LoopNorms, LoopBert):
         argmax has read it); a norm's x on ``MXM_W`` and ``MXM_E`` (``"nw"``, ``"ne"``), its sum
         of squares (``"q"``), its output on ``MXM_E`` (``"ny"``) and a LayerNorm's sum of the
         lanes (``"mu"``, on ``MXM_W``) and its ``n`` (``"nn"``, on ``MXM_E``)."""
-        KH, KI, KV = self.KH, self.KI, min(self.KV, HEAD_ROWS)
         if what == "v":
-            i %= KV
-        return ACC_BASE + {"h": 0, "y": KI, "p": KI + KH, "v": KI + KH + 3 * self.KA,
-                           "nw": KI + KH + 3 * self.KA + KV, "ne": KI + KH + 3 * self.KA + KV + KH,
-                           "q": KI + KH + 3 * self.KA + KV + 2 * KH,
-                           "ny": KI + KH + 3 * self.KA + KV + 2 * KH + 1,
-                           "mu": KI + KH + 3 * self.KA + KV + 3 * KH + 1,
-                           "nn": KI + KH + 3 * self.KA + KV + 3 * KH + 2}[what] + i
+            i %= min(self.KV, HEAD_ROWS)
+        return self._acc_first[what] + i
+
+    @functools.cached_property
+    def _acc_first(self) -> dict:
+        """The first accumulator row of each of :meth:`acc`'s names, in turn by their sizes."""
+        KH, out, row = self.KH, {}, ACC_BASE
+        for name, n in (("h", self.KI), ("y", KH), ("p", 3 * self.KA), ("v", min(self.KV, HEAD_ROWS)), ("nw", KH),
+                        ("ne", KH), ("q", 1), ("ny", KH), ("mu", 1), ("nn", KH)):
+            out[name], row = row, row + n
+        return out
 
     # ---- placement ---------------------------------------------------------------------------
     def _start(self):

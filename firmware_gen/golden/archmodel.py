@@ -19,7 +19,7 @@ import numpy as np
 
 from lpu_arch import c2c, fp8
 from lpu_arch.effects import SXM_OUT_OPS, effects
-from lpu_arch.hostmap import base_fields
+from lpu_arch.hostmap import base_fields, base_word
 from lpu_arch.isa import (BASE_OFFSET_BITS, BASE_OPS, DATA_OPS, EAST, INDEX_BYTES, INT32_PLANES, READ_LATENCY, ArgmaxFlag,
                           Instr, MMFlag, Op, SxmFlag, VopFlag)
 from lpu_arch.timing import done_cycles, lw_cycles
@@ -61,6 +61,10 @@ class RunResult:
     # block (those products count 0), or None: the hardware's STATUS then has NAN_OPERAND.
     nan_operand: tuple | None = None
     bases: list = field(default_factory=list)      # every base register's (offset, on) at done (SETB's included)
+
+    def base_words(self) -> list[int]:
+        """The base registers at done as host words: the ``bases`` a next run starts from."""
+        return [base_word(off, on) for off, on in self.bases]
 
 
 def _issues(instrs: list[Instr]) -> tuple[list[tuple[int, Instr, int]], int]:

@@ -148,8 +148,7 @@ class LayerNormSpec:
         phi = N_HEADROOM * max(float((np.abs(d) * F).max()), 1e-30) / 127
         n_rq = _rq(F / (phi * 127 * D_HEADROOM))
         real = [phi * math.sqrt(H * q_reps) / (math.sqrt(U * 2.0 ** i) * RSQRT_NUM) for i in octaves]
-        y_rq = tuple(tuple(int(v[0]) for v in _rq(r)) for r in real)
-        lo_rq = tuple(tuple(int(v[0]) for v in _rq(r / 128)) for r in real)
+        y_rq, lo_rq = tuple(zip(*_rq(real))), tuple(zip(*_rq(np.array(real) / 128)))
         bias = round_half_away_from_zero(b / so).astype(np.int64)
         so = tuple(float(v) for v in np.broadcast_to(so, (H,))) if per_lane else float(so)
         return cls(H, tuple(sz), so, tuple(w), mu_rq, tuple(e), proto.signs, d_rq, n_rq, sq_rq, sq_w, q_reps, octaves,

@@ -24,14 +24,15 @@ from firmware_gen.host.decoder import Decoder
 from firmware_gen.scoreboard import compare, golden_observed, ids_reference, promise, token_ids
 from lpu_arch import TileConfig
 from lpu_arch.config import DECODER_FIELDS
-from lpu_arch.hostmap import base_word, check_fits
+from lpu_arch.hostmap import check_fits
 
 from sim.report import Report
 
 # The default tile with the decoder's fields, sized for all-MiniLM-L6-v2 (22 MB of int8 weights,
 # the tied embedding stored twice: as rows for the lookup and as the LM head's blocks):
-# 8 + 8 MEM slices of 2**18 rows (the host map's limit at 16 lanes), a position's ~70,000
-# instructions a MEM slice's queue, its 3,900 parameter entries, 55 tables and 1,024 x slots.
+# 8 + 8 MEM slices of 2**18 rows (the host map's limit at 16 lanes); a position takes up to 69,948
+# instructions in a MEM slice's queue, 4,396 parameter entries, 55 tables, 451 x slots (up to
+# slot 851) and accumulator rows up to 418.
 MINILM_TILE = (*DECODER_FIELDS, "mem_slices=8", "mem_depth=262144", "iq_depth=131072", "trace_depth=2048",
                "vxm_param_depth=8192", "vxm_tables=64", "mxm_acc_depth=1024", "mxm_xbuf_depth=1024")
 
@@ -55,7 +56,7 @@ def run_bert_on_chip(model: Decoder, loop: LoopModel, tokens, cfg: TileConfig | 
         t1 = time.perf_counter()
         r = archmodel.run(tl.program([t], memory=memory), bases=bases)
         t2 = time.perf_counter()
-        memory, bases = r.memory, [base_word(off, on) for off, on in r.bases]
+        memory, bases = r.memory, r.base_words()
         ids = [vector_index(r.memory[ID_MEM][row]) for row in tl.id_rows]
         want = int(np.argmax(step_int(loop, t, caches)))
         top = int(np.argmax(float_step(model, t, fcache)))

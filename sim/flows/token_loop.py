@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lpu_arch.config import DECODER_FIELDS, PRESET_CLOCK_MHZ, TileConfig
-from lpu_arch.hostmap import base_word
 
 from firmware_gen.compiler import CompileError
 from firmware_gen.compiler.token_loop import ID_MEM, TokenLoop
@@ -74,7 +73,7 @@ class LoopRuns:
             # The next run starts from what this one left: the SRAM and the base registers.
             prog = Program(cfg, prog.queues, {n: m.copy() for n, m in r.memory.items()}, vxm_params=prog.vxm_params,
                            table=prog.table, defined={n: set(range(cfg.mem_depth)) for n in cfg.mem_names})
-            bases = [base_word(off, on) for off, on in r.bases]
+            bases = r.base_words()
 
     def expected(self, c: int) -> list[int]:
         """The ids run ``c`` must generate (a repeated run: all of them again)."""

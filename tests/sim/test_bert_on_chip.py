@@ -24,7 +24,7 @@ def test_a_small_bert_teacher_forced_on_chip():
     rep = run_bert_on_chip(model, loop, tokens, cfg)
     assert rep.passed, rep.problems
     assert [r["id"] for r in rep.rows] == [r["integer"] for r in rep.rows]
-    assert len({r["cycles"] for r in rep.rows}) >= 1 and rep.figures["positions"] == len(tokens)
+    assert rep.figures["positions"] == len(tokens)
     # the blocks are striped over both groups of four slices of each hemisphere
     from firmware_gen.compiler.token_loop import TokenLoop
     tl = TokenLoop(cfg, loop, 1, prompt_len=1)
